@@ -1,0 +1,142 @@
+"""The `harness` command: argument parsing only; every subcommand calls into the package."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from harness.errors import HarnessInputError
+
+EXIT_BAD_INPUT = 2
+
+
+def _cmd_protocol_new(args: argparse.Namespace) -> int:
+    from harness.models.atomic import write_text_atomic
+    from harness.models.protocol import Generator, Protocol, Scene, Trial, generate_randomized_trials, protocol_to_yaml
+    from harness.models.defaults import DEFAULT_START_POSE, DEFAULT_SUCCESS, DEFAULT_TASK
+
+    scene = Scene()
+    if args.randomized:
+        trials = generate_randomized_trials(scene, args.n, args.radius_cm, args.min_spacing_cm, args.seed,
+                                            args.max_yaw_deg)
+        generator = Generator(kind="randomized", n=args.n, radius_cm=args.radius_cm,
+                              min_spacing_cm=args.min_spacing_cm, seed=args.seed, max_yaw_deg=args.max_yaw_deg)
+    else:
+        trials = [Trial(index=i + 1, dx_cm=0.0, dy_cm=0.0) for i in range(args.n)]
+        generator = Generator(kind="fixed", n=args.n)
+    protocol = Protocol(
+        name=args.name or Path(args.output).stem,
+        task=args.task or DEFAULT_TASK,
+        scene=scene,
+        start_pose=dict(DEFAULT_START_POSE),
+        success_definition=DEFAULT_SUCCESS,
+        generator=generator,
+        run={"robot": "sim", "policy": "expert"},
+        trials=trials,
+    )
+    out = Path(args.output)
+    if out.exists() and not args.force:
+        raise HarnessInputError(out, None, "exists; pass --force to overwrite")
+    write_text_atomic(out, protocol_to_yaml(protocol))
+    print(f"wrote {out}: {len(trials)} trials")
+    return 0
+
+
+def _cmd_protocol_check(args: argparse.Namespace) -> int:
+    from harness.models.protocol import load_protocol
+
+    protocol = load_protocol(args.protocol)
+    print(f"{args.protocol}: ok, '{protocol.name}', {len(protocol.trials)} trials at {protocol.fps} Hz")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from harness.models.scoresheet import load_scoresheet
+    from harness.reports.summary import format_summary, summarize
+
+    summaries = [summarize(load_scoresheet(path)) for path in args.scoresheets]
+    if args.json:
+        print(json.dumps(summaries if len(summaries) > 1 else summaries[0], indent=2))
+    else:
+        print("\n\n".join(format_summary(s) for s in summaries))
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from harness.run.cli_run import run_from_args
+
+    return run_from_args(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="harness", description="Evaluate learned SO-101 policies.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    protocol = sub.add_parser("protocol", help="create or check protocol files")
+    psub = protocol.add_subparsers(dest="protocol_command", required=True, metavar="ACTION")
+    new = psub.add_parser("new", help="write a new protocol YAML")
+    kind = new.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--randomized", action="store_true", help="cube offsets drawn over a disc")
+    kind.add_argument("--fixed", action="store_true", help="every trial at the trained position")
+    new.add_argument("--n", type=int, default=50, help="number of trials (default 50)")
+    new.add_argument("--radius-cm", type=float, default=6.0, help="largest offset from the trained position")
+    new.add_argument("--min-spacing-cm", type=float, default=1.0, help="smallest distance between two offsets")
+    new.add_argument("--max-yaw-deg", type=float, default=0.0, help="cube yaw drawn from +-this (default 0)")
+    new.add_argument("--seed", type=int, default=0)
+    new.add_argument("--name", help="protocol name (default: the file's stem)")
+    new.add_argument("--task", help="task instruction given to the policy")
+    new.add_argument("-o", "--output", required=True, help="protocol file to write")
+    new.add_argument("--force", action="store_true", help="overwrite an existing file")
+    new.set_defaults(func=_cmd_protocol_new)
+    check = psub.add_parser("check", help="validate a protocol file")
+    check.add_argument("protocol")
+    check.set_defaults(func=_cmd_protocol_check)
+
+    report = sub.add_parser("report", help="summarize one or more scoresheets")
+    report.add_argument("scoresheets", nargs="+")
+    report.add_argument("--json", action="store_true", help="machine-readable output")
+    report.set_defaults(func=_cmd_report)
+
+    run = sub.add_parser("run", help="run a protocol, trial by trial (resumable)")
+    run.add_argument("protocol")
+    run.add_argument("--resume", action="store_true", help="continue the run's scoresheet where it stopped")
+    run.add_argument("--robot", choices=["sim", "so101"], help="robot target (default: protocol's run section)")
+    run.add_argument("--port", help="serial port of a real arm (e.g. /dev/ttyACM0, COM4)")
+    run.add_argument("--camera", action="append", default=[], metavar="NAME=SOURCE",
+                     help="real camera: top=0 or wrist=/dev/video2 (repeatable)")
+    run.add_argument("--policy", help="LeRobot pretrained folder, or a built-in: expert, replay")
+    run.add_argument("--rename-map", help='JSON map of camera keys, e.g. \'{"top": "camera1"}\'')
+    run.add_argument("--scoresheet", help="scoresheet path (default scoresheets/<protocol>-<policy>.yaml)")
+    run.add_argument("--runs-dir", default="runs", help="where per-trial evidence goes (default runs/)")
+    run.add_argument("--headless", action="store_true", help="plain terminal mode, no TUI")
+    run.add_argument("--realtime", action="store_true", help="pace the simulator at wall-clock speed (demos)")
+    run.add_argument("--video-fps", type=float, default=10.0, help="evidence video frame rate (default 10)")
+    run.add_argument("--video-size", default="320x240", help="evidence video size WxH (default 320x240)")
+    run.add_argument("--no-video", action="store_true", help="keep final frames and trajectories only")
+    run.add_argument("--device", help="torch device for LeRobot policies (default: cuda if available)")
+    run.add_argument("--max-trials", type=int, help="stop after this many attempts (the run stays resumable)")
+    run.add_argument("--inject-dropout", metavar="TRIAL:STEP",
+                     help="testing aid: freeze the sim's top camera in TRIAL from STEP on")
+    run.set_defaults(func=_cmd_run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except HarnessInputError as err:
+        print(f"harness: error: {err.one_line()}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("harness: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

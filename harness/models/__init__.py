@@ -1,0 +1,1 @@
+"""Pure data models: protocols, scoresheets, statistics. No hardware, no simulator imports."""

@@ -1,0 +1,214 @@
+"""Pre-registered evaluation protocols: what will be run, decided before any trial.
+
+A protocol is a YAML file validated strictly (unknown keys are errors) so that a
+typo cannot silently change what gets measured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+from typing import Annotated, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from harness.errors import HarnessInputError
+
+JOINT_NAMES: tuple[str, ...] = (
+    "shoulder_pan",
+    "shoulder_lift",
+    "elbow_flex",
+    "wrist_flex",
+    "wrist_roll",
+    "gripper",
+)
+
+FAILURE_MODES: tuple[str, ...] = ("no_grasp", "grasped_then_dropped", "wrong_placement")
+TAXONOMY: tuple[str, ...] = ("success", *FAILURE_MODES)
+VOID = "void"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Workspace(_Strict):
+    """Where the cube may be put: an annulus in front of the arm, clear of the bowl."""
+
+    min_reach_cm: Annotated[float, Field(gt=0)] = 14.0
+    max_reach_cm: Annotated[float, Field(gt=0)] = 30.0
+    max_pan_deg: Annotated[float, Field(gt=0, le=110)] = 60.0
+    bowl_clearance_cm: Annotated[float, Field(ge=0)] = 1.5
+
+
+class Scene(_Strict):
+    """Table-top layout in the robot base frame (x forward, y to the arm's left), in cm."""
+
+    bowl_diameter_cm: Annotated[float, Field(gt=0)] = 11.5
+    cube_edge_cm: Annotated[float, Field(gt=0)] = 3.0
+    trained_cube_xy_cm: tuple[float, float] = (22.0, -5.0)
+    bowl_xy_cm: tuple[float, float] = (18.0, 14.0)
+    workspace: Workspace = Workspace()
+
+
+class Trial(_Strict):
+    index: Annotated[int, Field(ge=1)]
+    dx_cm: float
+    dy_cm: float
+    yaw_deg: float = 0.0
+
+
+class Generator(_Strict):
+    """How a randomized trial list was made, so anyone can regenerate it."""
+
+    kind: Literal["randomized", "fixed"]
+    n: Annotated[int, Field(ge=1)]
+    radius_cm: Annotated[float, Field(ge=0)] = 0.0
+    min_spacing_cm: Annotated[float, Field(ge=0)] = 0.0
+    seed: int = 0
+    max_yaw_deg: Annotated[float, Field(ge=0)] = 0.0
+
+
+class RunDefaults(_Strict):
+    """Which robot, policy and cameras a plain `harness run PROTOCOL` uses; flags override."""
+
+    robot: Literal["sim", "so101"] | None = None
+    policy: str | None = None
+    port: str | None = None
+    cameras: dict[str, str] = Field(default_factory=dict)
+    rename_map: dict[str, str] = Field(default_factory=dict)
+
+
+class Protocol(_Strict):
+    name: Annotated[str, Field(min_length=1)]
+    task: Annotated[str, Field(min_length=1)]
+    scene: Scene = Scene()
+    start_pose: dict[str, float]
+    fps: Annotated[int, Field(ge=1, le=200)] = 30
+    episode_time_limit_s: Annotated[float, Field(gt=0)] = 20.0
+    success_definition: Annotated[str, Field(min_length=1)]
+    failure_taxonomy: list[str] = Field(default_factory=lambda: list(TAXONOMY))
+    generator: Generator | None = None
+    run: RunDefaults = RunDefaults()
+    trials: Annotated[list[Trial], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _check(self) -> Protocol:
+        if list(self.failure_taxonomy) != list(TAXONOMY):
+            raise ValueError(f"failure_taxonomy: must be exactly {list(TAXONOMY)} (void is always allowed)")
+        if set(self.start_pose) != set(JOINT_NAMES):
+            missing = sorted(set(JOINT_NAMES) - set(self.start_pose))
+            extra = sorted(set(self.start_pose) - set(JOINT_NAMES))
+            raise ValueError(f"start_pose: missing joints {missing}, unknown joints {extra}")
+        seen: set[int] = set()
+        for position, trial in enumerate(self.trials):
+            if trial.index in seen:
+                raise ValueError(f"trials[{position}].index: duplicate trial index {trial.index}")
+            seen.add(trial.index)
+            problem = workspace_problem(self.scene, trial.dx_cm, trial.dy_cm)
+            if problem:
+                raise ValueError(f"trials[{position}]: offset ({trial.dx_cm}, {trial.dy_cm}) cm {problem}")
+        return self
+
+    def trial(self, index: int) -> Trial:
+        for trial in self.trials:
+            if trial.index == index:
+                return trial
+        raise KeyError(index)
+
+
+def workspace_problem(scene: Scene, dx_cm: float, dy_cm: float) -> str | None:
+    """Why a cube offset is not placeable, or None when it is."""
+    x = scene.trained_cube_xy_cm[0] + dx_cm
+    y = scene.trained_cube_xy_cm[1] + dy_cm
+    ws = scene.workspace
+    reach = math.hypot(x, y)
+    if reach < ws.min_reach_cm or reach > ws.max_reach_cm:
+        return f"puts the cube {reach:.1f} cm from the arm base, outside {ws.min_reach_cm}..{ws.max_reach_cm} cm"
+    if abs(math.degrees(math.atan2(y, x))) > ws.max_pan_deg:
+        return f"puts the cube beyond the +-{ws.max_pan_deg} deg pan range"
+    to_bowl = math.hypot(x - scene.bowl_xy_cm[0], y - scene.bowl_xy_cm[1])
+    keep_out = scene.bowl_diameter_cm / 2 + scene.cube_edge_cm * math.sqrt(0.5) + ws.bowl_clearance_cm
+    if to_bowl < keep_out:
+        return f"puts the cube {to_bowl:.1f} cm from the bowl centre (must be at least {keep_out:.1f})"
+    return None
+
+
+def _first_error_line(path: Path, err: ValidationError) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in first["loc"]).replace(".[", "[")
+    message = first["msg"].removeprefix("Value error, ")
+    more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    return f"{loc + ': ' if loc else ''}{message}{more}"
+
+
+def parse_protocol(text: str, source: str | Path = "<protocol>") -> Protocol:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else None
+        raise HarnessInputError(source, where, f"malformed YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise HarnessInputError(source, None, "a protocol must be a YAML mapping")
+    try:
+        return Protocol.model_validate(data)
+    except ValidationError as err:
+        raise HarnessInputError(source, None, _first_error_line(Path(source), err)) from None
+
+
+def load_protocol(path: str | Path) -> Protocol:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise HarnessInputError(path, None, f"cannot read: {exc.strerror}") from None
+    return parse_protocol(text, path)
+
+
+def file_sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def generate_randomized_trials(
+    scene: Scene, n: int, radius_cm: float, min_spacing_cm: float, seed: int, max_yaw_deg: float = 0.0
+) -> list[Trial]:
+    """Draw n offsets uniformly over a disc, rejecting unreachable or crowded ones.
+
+    Rejection sampling with a seeded generator keeps the list reproducible and
+    every offset inside the workspace; it fails loudly rather than silently
+    returning fewer trials when the constraints cannot be met.
+    """
+    rng = np.random.default_rng(seed)
+    chosen: list[tuple[float, float]] = []
+    attempts = 0
+    while len(chosen) < n:
+        attempts += 1
+        if attempts > 200_000:
+            raise HarnessInputError(
+                None, "--min-spacing-cm", f"cannot fit {n} offsets {min_spacing_cm} cm apart within {radius_cm} cm"
+            )
+        r = radius_cm * math.sqrt(rng.uniform())
+        theta = rng.uniform(0, 2 * math.pi)
+        dx, dy = round(r * math.cos(theta), 1), round(r * math.sin(theta), 1)
+        if workspace_problem(scene, dx, dy):
+            continue
+        if any(math.hypot(dx - ox, dy - oy) < min_spacing_cm for ox, oy in chosen):
+            continue
+        chosen.append((dx, dy))
+    yaws = rng.uniform(-max_yaw_deg, max_yaw_deg, size=n) if max_yaw_deg > 0 else np.zeros(n)
+    return [
+        Trial(index=i + 1, dx_cm=dx, dy_cm=dy, yaw_deg=round(float(yaw), 1))
+        for i, ((dx, dy), yaw) in enumerate(zip(chosen, yaws, strict=True))
+    ]
+
+
+def protocol_to_yaml(protocol: Protocol) -> str:
+    data = protocol.model_dump(mode="json", exclude_defaults=False)
+    data["trials"] = [
+        {"index": t.index, "dx_cm": t.dx_cm, "dy_cm": t.dy_cm, "yaw_deg": t.yaw_deg} for t in protocol.trials
+    ]
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=110)

@@ -1,0 +1,282 @@
+"""Scoresheets: a locked header decided before the first trial, then an audited list of attempts.
+
+On disk (YAML):
+
+    format: harness.scoresheet/1
+    locked:   task, success_definition, taxonomy, trial_count, trials,
+              protocol_file, protocol_sha256, policy, robot
+    lock:     sha256 (over the canonical JSON of `locked`), field_sha256 (one per
+              locked field, so a refusal can name the field), locked_at
+    settings: unlocked run settings (cameras, port, rename map) used by --resume
+    attempts: one record per attempt, each carrying chain_sha256 =
+              sha256(previous chain + canonical record), starting from the lock hash
+
+The whole file is rewritten atomically after every attempt, so a kill at any
+instant leaves either the previous or the next version, both verifiable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness.errors import HarnessInputError, StaleRunError
+from harness.models.atomic import write_text_atomic
+from harness.models.protocol import FAILURE_MODES, TAXONOMY, Protocol
+
+FORMAT = "harness.scoresheet/1"
+LOCKED_FIELDS: tuple[str, ...] = (
+    "task",
+    "success_definition",
+    "taxonomy",
+    "trial_count",
+    "trials",
+    "protocol_file",
+    "protocol_sha256",
+    "policy",
+    "robot",
+)
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def sha256_of(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+class LoopStats(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    steps: int = 0
+    target_fps: float = 0.0
+    achieved_fps: float = 0.0
+    policy_latency_ms_p50: float = 0.0
+    policy_latency_ms_p95: float = 0.0
+    policy_latency_ms_max: float = 0.0
+    robot_io_ms_p50: float = 0.0
+    robot_io_ms_p95: float = 0.0
+    missed_deadlines: int = 0
+
+
+class Attempt(BaseModel):
+    """One try at one trial. A voided attempt stays in the record; the trial is tried again."""
+
+    model_config = ConfigDict(extra="forbid")
+    trial_index: int
+    attempt: int
+    outcome: Literal["success", "failure", "void"]
+    failure_mode: Literal["no_grasp", "grasped_then_dropped", "wrong_placement"] | None = None
+    void_reason: str | None = None
+    placement_error_cm: float | None = None
+    scored_by: Literal["judge", "operator"] = "operator"
+    judge: dict[str, Any] | None = None
+    started_at: str
+    ended_at: str
+    duration_s: float
+    loop: LoopStats = Field(default_factory=LoopStats)
+    note: str | None = None
+    artifacts: dict[str, str] = Field(default_factory=dict)
+    chain_sha256: str = ""
+
+    @property
+    def label(self) -> str:
+        """The taxonomy label: success, a failure mode, or void."""
+        if self.outcome == "failure":
+            return self.failure_mode or "failure"
+        return self.outcome
+
+
+def attempt_from_label(label: str, **fields: Any) -> Attempt:
+    """Build an attempt from a taxonomy label, the way operators and judges speak."""
+    if label == "success":
+        return Attempt(outcome="success", **fields)
+    if label in FAILURE_MODES:
+        return Attempt(outcome="failure", failure_mode=label, **fields)
+    if label == "void":
+        if not fields.get("void_reason"):
+            raise HarnessInputError(None, "void_reason", "a void needs a reason")
+        return Attempt(outcome="void", **fields)
+    raise HarnessInputError(None, "label", f"'{label}' is not in the taxonomy {[*TAXONOMY, 'void']}")
+
+
+def policy_fingerprint(policy_ref: str) -> str:
+    """A built-in policy's name, or a hash over every file of a checkpoint folder.
+
+    Hashing the files (not the folder's name or mtime) is what lets resume notice
+    a retrained checkpoint saved over the old one.
+    """
+    path = Path(policy_ref)
+    if not path.exists():
+        return f"builtin:{policy_ref}"
+    digest = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for file in files:
+        digest.update(str(file.relative_to(path) if path.is_dir() else file.name).encode())
+        with file.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return f"sha256:{digest.hexdigest()}"
+
+
+class Scoresheet:
+    """A locked scoresheet bound to its file. All mutation goes through `add_attempt`."""
+
+    def __init__(self, path: Path, locked: dict[str, Any], lock: dict[str, Any],
+                 settings: dict[str, Any], attempts: list[Attempt]) -> None:
+        self.path = path
+        self.locked = locked
+        self.lock = lock
+        self.settings = settings
+        self.attempts = attempts
+
+    # --- queries -----------------------------------------------------------
+    @property
+    def trial_indices(self) -> list[int]:
+        return [t["index"] for t in self.locked["trials"]]
+
+    def final_attempt(self, trial_index: int) -> Attempt | None:
+        for attempt in self.attempts:
+            if attempt.trial_index == trial_index and attempt.outcome != "void":
+                return attempt
+        return None
+
+    def pending_trials(self) -> list[int]:
+        """Trials without a final (non-void) outcome, in protocol order."""
+        return [i for i in self.trial_indices if self.final_attempt(i) is None]
+
+    def scored_attempts(self) -> list[Attempt]:
+        return [a for a in self.attempts if a.outcome != "void"]
+
+    def next_attempt_number(self, trial_index: int) -> int:
+        return 1 + sum(1 for a in self.attempts if a.trial_index == trial_index)
+
+    @property
+    def complete(self) -> bool:
+        return not self.pending_trials()
+
+    # --- mutation ----------------------------------------------------------
+    def add_attempt(self, attempt: Attempt) -> Attempt:
+        if attempt.trial_index not in self.trial_indices:
+            raise HarnessInputError(self.path, "trial_index", f"{attempt.trial_index} is not in the locked trial list")
+        if self.final_attempt(attempt.trial_index) is not None:
+            raise HarnessInputError(self.path, "trial_index", f"trial {attempt.trial_index} is already scored")
+        previous = self.attempts[-1].chain_sha256 if self.attempts else self.lock["sha256"]
+        body = attempt.model_dump(mode="json", exclude={"chain_sha256"})
+        chained = attempt.model_copy(update={"chain_sha256": sha256_of({"prev": previous, "record": body})})
+        self.attempts.append(chained)
+        self.save()
+        return chained
+
+    def save(self) -> None:
+        write_text_atomic(self.path, self.to_yaml())
+
+    def to_yaml(self) -> str:
+        data = {
+            "format": FORMAT,
+            "locked": self.locked,
+            "lock": self.lock,
+            "settings": self.settings,
+            "attempts": [a.model_dump(mode="json") for a in self.attempts],
+        }
+        return yaml.safe_dump(data, sort_keys=False, width=110)
+
+
+def build_locked(protocol: Protocol, protocol_path: Path, policy_ref: str, robot: str) -> dict[str, Any]:
+    return {
+        "task": protocol.task,
+        "success_definition": protocol.success_definition,
+        "taxonomy": [*TAXONOMY, "void"],
+        "trial_count": len(protocol.trials),
+        "trials": [t.model_dump(mode="json") for t in protocol.trials],
+        "protocol_file": str(protocol_path),
+        "protocol_sha256": hashlib.sha256(protocol_path.read_bytes()).hexdigest(),
+        "policy": {"ref": policy_ref, "fingerprint": policy_fingerprint(policy_ref)},
+        "robot": robot,
+    }
+
+
+def lock_scoresheet(path: Path, locked: dict[str, Any], settings: dict[str, Any]) -> Scoresheet:
+    """Create and write a new scoresheet; refuses to overwrite an existing one."""
+    if path.exists():
+        raise HarnessInputError(path, None, "a scoresheet already exists here; use --resume or another --scoresheet")
+    lock = {
+        "sha256": sha256_of(locked),
+        "field_sha256": {name: sha256_of(locked[name]) for name in LOCKED_FIELDS},
+        "locked_at": now_iso(),
+    }
+    sheet = Scoresheet(path, locked, lock, settings, [])
+    sheet.save()
+    return sheet
+
+
+def load_scoresheet(path: str | Path) -> Scoresheet:
+    """Load and verify: format, lock hash per field, and the attempt chain."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise HarnessInputError(path, None, f"cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise HarnessInputError(path, None, f"malformed YAML: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise HarnessInputError(path, "format", f"not a {FORMAT} scoresheet")
+    for key in ("locked", "lock"):
+        if not isinstance(data.get(key), dict):
+            raise HarnessInputError(path, key, "missing or not a mapping")
+    locked, lock = data["locked"], data["lock"]
+    field_hashes = lock.get("field_sha256") or {}
+    for name in LOCKED_FIELDS:
+        if name not in locked:
+            raise StaleRunError(path, f"locked.{name}", "missing from a locked scoresheet")
+        if sha256_of(locked[name]) != field_hashes.get(name):
+            raise StaleRunError(path, f"locked.{name}", "changed after the scoresheet was locked (edited by hand?)")
+    unknown = sorted(set(locked) - set(LOCKED_FIELDS))
+    if unknown:
+        raise StaleRunError(path, f"locked.{unknown[0]}", "added after the scoresheet was locked")
+    if sha256_of(locked) != lock.get("sha256") or sha256_of(field_hashes) != sha256_of(
+        {n: sha256_of(locked[n]) for n in LOCKED_FIELDS}
+    ):
+        raise StaleRunError(path, "lock.sha256", "does not match the locked fields")
+    attempts: list[Attempt] = []
+    previous = lock["sha256"]
+    for position, raw in enumerate(data.get("attempts") or []):
+        try:
+            attempt = Attempt.model_validate(raw)
+        except ValidationError as err:
+            first = err.errors()[0]
+            field = ".".join(str(p) for p in first["loc"])
+            raise HarnessInputError(path, f"attempts[{position}].{field}", first["msg"]) from None
+        body = attempt.model_dump(mode="json", exclude={"chain_sha256"})
+        expected = sha256_of({"prev": previous, "record": body})
+        if attempt.chain_sha256 != expected:
+            raise StaleRunError(path, f"attempts[{position}]", "changed after it was recorded (edited by hand?)")
+        previous = expected
+        attempts.append(attempt)
+    return Scoresheet(path, locked, lock, data.get("settings") or {}, attempts)
+
+
+def check_resumable(sheet: Scoresheet, protocol_path: Path, policy_ref: str | None) -> None:
+    """Refuse to resume when the protocol file or policy checkpoint differs from what was locked."""
+    if hashlib.sha256(protocol_path.read_bytes()).hexdigest() != sheet.locked["protocol_sha256"]:
+        raise StaleRunError(
+            protocol_path, "protocol_sha256",
+            f"the protocol changed since {sheet.path} was locked; restore it or start a new scoresheet",
+        )
+    ref = policy_ref or sheet.locked["policy"]["ref"]
+    if ref != sheet.locked["policy"]["ref"]:
+        raise StaleRunError(sheet.path, "policy.ref", f"locked to '{sheet.locked['policy']['ref']}', not '{ref}'")
+    if policy_fingerprint(ref) != sheet.locked["policy"]["fingerprint"]:
+        raise StaleRunError(
+            ref, "policy.fingerprint", f"the checkpoint's files changed since {sheet.path} was locked"
+        )

@@ -1,0 +1,1 @@
+"""Policies the run engine can drive: LeRobot checkpoints and two scripted built-ins."""

@@ -1,0 +1,1 @@
+"""Turning scoresheets into answers: summaries now, plots and comparisons built on them."""

@@ -1,0 +1,149 @@
+"""Builds the MuJoCo scene: the Menagerie SO-101, a table, a cube, a bowl and a top camera.
+
+The arm model is read from the installed `so101-nexus` wheel (it carries the
+Menagerie `robotstudio_so101` files); nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import mujoco
+import numpy as np
+
+PHYSICS_DT = 1.0 / 300.0
+BOWL_WALL_SEGMENTS = 16
+GRASP_POINT_IN_GRIPPER = (0.011, 0.0, -0.085)
+
+
+@dataclass(frozen=True)
+class SceneGeometry:
+    """Everything about the table-top layout that the scene, judge and expert share (metres)."""
+
+    bowl_xy: tuple[float, float] = (0.18, 0.14)
+    bowl_rim_diameter: float = 0.115
+    bowl_floor_diameter: float = 0.075
+    bowl_height: float = 0.04
+    cube_edge: float = 0.03
+    cube_mass: float = 0.03
+    top_camera_height: float = 0.75
+    top_camera_xy: tuple[float, float] = (0.20, 0.05)
+    top_camera_fovy: float = 45.0
+    top_camera_tilt_deg: float = 0.0
+    light_intensity: float = 0.7
+
+    @property
+    def bowl_rim_radius(self) -> float:
+        return self.bowl_rim_diameter / 2
+
+    @property
+    def bowl_floor_radius(self) -> float:
+        return self.bowl_floor_diameter / 2
+
+
+def menagerie_dir() -> Path:
+    spec = importlib.util.find_spec("so101_nexus")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("so101-nexus is not installed: run scripts/setup (it installs the SO-101 model)")
+    path = Path(next(iter(spec.submodule_search_locations))) / "assets" / "SO101_menagerie"
+    if not (path / "so101.xml").is_file():
+        raise RuntimeError(f"SO-101 model not found at {path}")
+    return path
+
+
+def build_spec(geometry: SceneGeometry) -> mujoco.MjSpec:
+    spec = mujoco.MjSpec.from_file(str(menagerie_dir() / "so101.xml"))
+    spec.option.timestep = PHYSICS_DT
+    spec.visual.quality.offsamples = 0
+    spec.visual.quality.shadowsize = 0
+    spec.visual.headlight.ambient = [0.35, 0.35, 0.35]
+    spec.visual.headlight.diffuse = [0.4, 0.4, 0.4]
+    world = spec.worldbody
+
+    world.add_light(name="sun", pos=[0.2, 0.0, 1.5], dir=[0, 0, -1], castshadow=False,
+                    diffuse=[geometry.light_intensity] * 3)
+    table = world.add_geom(name="table", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[1.0, 1.0, 0.01],
+                           rgba=[0.82, 0.80, 0.76, 1])
+    table.friction = [1.0, 0.005, 0.0001]
+
+    half = geometry.cube_edge / 2
+    cube_body = world.add_body(name="cube", pos=[0.22, -0.05, half])
+    cube_body.add_freejoint(name="cube_joint")
+    cube = cube_body.add_geom(name="cube", type=mujoco.mjtGeom.mjGEOM_BOX, size=[half] * 3,
+                              rgba=[0.85, 0.1, 0.1, 1], mass=geometry.cube_mass, condim=4)
+    cube.friction = [1.0, 0.005, 0.0001]
+
+    _add_bowl(world, geometry)
+
+    # The point between the jaws where a held cube's centre sits: what the expert aims
+    # at and what the judge watches. Offsets are in the gripper body's frame.
+    spec.body("gripper").add_site(name="grasp_point", pos=list(GRASP_POINT_IN_GRIPPER), size=[0.004, 0, 0],
+                                  group=3)
+
+    tilt = math.radians(geometry.top_camera_tilt_deg)
+    cam = world.add_camera(name="top", pos=[geometry.top_camera_xy[0] - geometry.top_camera_height * math.tan(tilt),
+                                            geometry.top_camera_xy[1], geometry.top_camera_height])
+    # Image "up" is the robot's +x (away from the base), as on a camera mounted above the table.
+    cam.fovy = geometry.top_camera_fovy
+    cam.quat = _camera_quat(-math.pi / 2, tilt)
+    return spec
+
+
+def _axis_quat(axis: int, angle: float) -> np.ndarray:
+    q = np.zeros(4)
+    q[0] = math.cos(angle / 2)
+    q[1 + axis] = math.sin(angle / 2)
+    return q
+
+
+def _quat_mul(a: np.ndarray, b: np.ndarray) -> list[float]:
+    out = np.zeros(4)
+    mujoco.mju_mulQuat(out, a, b)
+    return out.tolist()
+
+
+def _camera_quat(yaw: float, tilt: float) -> list[float]:
+    """Yaw about world z, then tilt about the camera's own x axis (toward +x for tilt > 0)."""
+    return _quat_mul(_axis_quat(2, yaw), _axis_quat(0, tilt))
+
+
+def _add_bowl(world: mujoco.MjsBody, g: SceneGeometry) -> None:
+    """A static bowl of primitives: a floor disc and a ring of outward-tilted wall slabs."""
+    bx, by = g.bowl_xy
+    bowl = world.add_body(name="bowl", pos=[bx, by, 0])
+    floor_thickness = 0.004
+    bowl.add_geom(name="bowl_floor", type=mujoco.mjtGeom.mjGEOM_CYLINDER,
+                  size=[g.bowl_floor_radius + 0.004, floor_thickness / 2, 0], pos=[0, 0, floor_thickness / 2],
+                  rgba=[0.2, 0.35, 0.75, 1])
+    wall_run = g.bowl_rim_radius - g.bowl_floor_radius
+    slope = math.atan2(wall_run, g.bowl_height)
+    wall_len = math.hypot(wall_run, g.bowl_height)
+    mid_r = (g.bowl_rim_radius + g.bowl_floor_radius) / 2
+    seg_w = 2 * math.pi * g.bowl_rim_radius / BOWL_WALL_SEGMENTS * 0.62
+    for i in range(BOWL_WALL_SEGMENTS):
+        phi = 2 * math.pi * i / BOWL_WALL_SEGMENTS
+        geom = bowl.add_geom(
+            name=f"bowl_wall_{i}", type=mujoco.mjtGeom.mjGEOM_BOX,
+            size=[0.002, seg_w, wall_len / 2],
+            pos=[mid_r * math.cos(phi), mid_r * math.sin(phi), g.bowl_height / 2 + floor_thickness / 2],
+            rgba=[0.2, 0.35, 0.75, 1],
+        )
+        geom.quat = _quat_mul(_axis_quat(2, phi), _axis_quat(1, slope))
+    # A thin white rim ring makes the rim easy to see from the top camera.
+    for i in range(BOWL_WALL_SEGMENTS * 2):
+        phi = 2 * math.pi * (i + 0.5) / (BOWL_WALL_SEGMENTS * 2)
+        rim = bowl.add_geom(
+            name=f"bowl_rim_{i}", type=mujoco.mjtGeom.mjGEOM_CAPSULE,
+            size=[0.003, math.pi * g.bowl_rim_radius / (BOWL_WALL_SEGMENTS * 2), 0],
+            pos=[g.bowl_rim_radius * math.cos(phi), g.bowl_rim_radius * math.sin(phi),
+                 g.bowl_height + floor_thickness / 2],
+            rgba=[0.95, 0.95, 0.95, 1], contype=0, conaffinity=0,
+        )
+        rim.quat = _quat_mul(_axis_quat(2, phi), _axis_quat(0, math.pi / 2))
+
+
+def build_model(geometry: SceneGeometry | None = None) -> mujoco.MjModel:
+    return build_spec(geometry or SceneGeometry()).compile()

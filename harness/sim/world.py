@@ -1,0 +1,110 @@
+"""One simulated table-top: physics, the judge, and cameras rendered on demand."""
+
+from __future__ import annotations
+
+import math
+
+import mujoco
+import numpy as np
+
+from harness.models.protocol import JOINT_NAMES
+from harness.sim.judge import Judge, JudgeThresholds
+from harness.sim.scene import PHYSICS_DT, SceneGeometry, build_model
+from harness.sim.units import to_sim
+
+CAMERA_NAMES = {"top": "top", "wrist": "wrist_cam"}
+
+
+class SimWorld:
+    """Owns the MuJoCo model and data. Time only moves in `step_control` (lock-step)."""
+
+    def __init__(self, geometry: SceneGeometry | None = None, control_fps: int = 30,
+                 judge_thresholds: JudgeThresholds | None = None) -> None:
+        self.geometry = geometry or SceneGeometry()
+        self.model = build_model(self.geometry)
+        self.data = mujoco.MjData(self.model)
+        self.control_fps = control_fps
+        self.substeps = round(1.0 / (control_fps * PHYSICS_DT))
+        self.qpos_idx = np.array([self.model.joint(j).qposadr[0] for j in JOINT_NAMES])
+        self.dof_idx = np.array([self.model.joint(j).dofadr[0] for j in JOINT_NAMES])
+        self.cube_qpos = self.model.joint("cube_joint").qposadr[0]
+        self.cube_body = self.model.body("cube").id
+        g = self.geometry
+        self.judge = Judge(self.model, g.bowl_xy, g.bowl_rim_radius, bowl_floor_z=0.004,
+                           bowl_height=g.bowl_height, cube_edge=g.cube_edge, thresholds=judge_thresholds)
+        self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
+        self.frozen_cameras: set[str] = set()
+        self._frozen_frames: dict[str, np.ndarray] = {}
+
+    @property
+    def time(self) -> float:
+        return float(self.data.time)
+
+    def reset(self, cube_xy: tuple[float, float], cube_yaw: float, joints: dict[str, float],
+              seed: int = 0) -> None:
+        """Arm at `joints` (LeRobot units), cube resting at `cube_xy` (m) with `cube_yaw` (rad).
+
+        The seed adds sub-millimetre jitter to the cube so repeated trials are not
+        bit-identical yet each trial is reproducible.
+        """
+        mujoco.mj_resetData(self.model, self.data)
+        rng = np.random.default_rng(seed)
+        jitter = rng.normal(0.0, 0.0003, size=2)
+        q = np.array([to_sim(name, joints[name]) for name in JOINT_NAMES])
+        self.data.qpos[self.qpos_idx] = q
+        self.data.ctrl[:] = q
+        half = self.geometry.cube_edge / 2
+        self.data.qpos[self.cube_qpos:self.cube_qpos + 3] = [cube_xy[0] + jitter[0], cube_xy[1] + jitter[1],
+                                                            half + 0.0005]
+        self.data.qpos[self.cube_qpos + 3:self.cube_qpos + 7] = [math.cos(cube_yaw / 2), 0, 0,
+                                                                math.sin(cube_yaw / 2)]
+        mujoco.mj_forward(self.model, self.data)
+        for _ in range(30):  # let the cube settle onto the table
+            mujoco.mj_step(self.model, self.data)
+        self.data.time = 0.0
+        self.judge.reset(rest_z=float(self.data.xpos[self.cube_body][2]))
+        self.frozen_cameras.clear()
+        self._frozen_frames.clear()
+
+    def set_arm(self, joints: dict[str, float]) -> None:
+        """Teleport the arm (used between trials, where a real operator would also wait)."""
+        q = np.array([to_sim(name, joints[name]) for name in JOINT_NAMES])
+        self.data.qpos[self.qpos_idx] = q
+        self.data.qvel[self.dof_idx] = 0
+        self.data.ctrl[:] = q
+        mujoco.mj_forward(self.model, self.data)
+
+    def step_control(self, targets_rad: np.ndarray) -> None:
+        """Apply joint targets and advance one control period, judging every physics step."""
+        self.data.ctrl[:] = targets_rad
+        dt = self.model.opt.timestep
+        for _ in range(self.substeps):
+            mujoco.mj_step(self.model, self.data)
+            self.judge.observe(self.data, dt)
+
+    def joint_positions_rad(self) -> np.ndarray:
+        return self.data.qpos[self.qpos_idx].copy()
+
+    def cube_pose(self) -> tuple[np.ndarray, float]:
+        """True cube centre (m) and yaw (rad): what the scripted expert is allowed to read."""
+        pos = self.data.xpos[self.cube_body].copy()
+        rot = self.data.xmat[self.cube_body].reshape(3, 3)
+        return pos, math.atan2(rot[1, 0], rot[0, 0])
+
+    def render(self, camera: str, width: int = 640, height: int = 480) -> np.ndarray:
+        if camera in self.frozen_cameras and camera in self._frozen_frames:
+            return self._frozen_frames[camera]
+        renderer = self._renderers.get((width, height))
+        if renderer is None:
+            renderer = mujoco.Renderer(self.model, height, width)
+            self._renderers[(width, height)] = renderer
+        renderer.update_scene(self.data, camera=CAMERA_NAMES.get(camera, camera))
+        frame = renderer.render().copy()
+        if camera in self.frozen_cameras:
+            self._frozen_frames[camera] = frame
+        return frame
+
+    def close(self) -> None:
+        for renderer in self._renderers.values():
+            renderer.close()
+        self._renderers.clear()
