@@ -33,7 +33,7 @@ class SceneGeometry:
     top_camera_xy: tuple[float, float] = (0.20, 0.05)
     top_camera_fovy: float = 45.0
     top_camera_tilt_deg: float = 0.0
-    light_intensity: float = 0.7
+    light_intensity: float = 0.6
 
     @property
     def bowl_rim_radius(self) -> float:
@@ -59,14 +59,14 @@ def build_spec(geometry: SceneGeometry) -> mujoco.MjSpec:
     spec.option.timestep = PHYSICS_DT
     spec.visual.quality.offsamples = 0
     spec.visual.quality.shadowsize = 0
-    spec.visual.headlight.ambient = [0.35, 0.35, 0.35]
-    spec.visual.headlight.diffuse = [0.4, 0.4, 0.4]
+    spec.visual.headlight.ambient = [0.25, 0.25, 0.25]
+    spec.visual.headlight.diffuse = [0.3, 0.3, 0.3]
     world = spec.worldbody
 
     world.add_light(name="sun", pos=[0.2, 0.0, 1.5], dir=[0, 0, -1], castshadow=False,
                     diffuse=[geometry.light_intensity] * 3)
     table = world.add_geom(name="table", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[1.0, 1.0, 0.01],
-                           rgba=[0.82, 0.80, 0.76, 1])
+                           rgba=[0.52, 0.42, 0.32, 1])
     table.friction = [1.0, 0.005, 0.0001]
 
     half = geometry.cube_edge / 2

@@ -40,31 +40,33 @@ class SimWorld:
     def time(self) -> float:
         return float(self.data.time)
 
-    def reset(self, cube_xy: tuple[float, float], cube_yaw: float, joints: dict[str, float],
-              seed: int = 0) -> None:
-        """Arm at `joints` (LeRobot units), cube resting at `cube_xy` (m) with `cube_yaw` (rad).
+    def place_cube(self, cube_xy: tuple[float, float], cube_yaw: float, seed: int = 0) -> None:
+        """Put the cube at rest at `cube_xy` (m) with `cube_yaw` (rad); the arm stays where it is.
 
-        The seed adds sub-millimetre jitter to the cube so repeated trials are not
-        bit-identical yet each trial is reproducible.
+        The seed adds sub-millimetre jitter so repeated attempts are not bit-identical,
+        yet each attempt is reproducible.
         """
-        mujoco.mj_resetData(self.model, self.data)
         rng = np.random.default_rng(seed)
         jitter = rng.normal(0.0, 0.0003, size=2)
-        q = np.array([to_sim(name, joints[name]) for name in JOINT_NAMES])
-        self.data.qpos[self.qpos_idx] = q
-        self.data.ctrl[:] = q
         half = self.geometry.cube_edge / 2
-        self.data.qpos[self.cube_qpos:self.cube_qpos + 3] = [cube_xy[0] + jitter[0], cube_xy[1] + jitter[1],
-                                                            half + 0.0005]
-        self.data.qpos[self.cube_qpos + 3:self.cube_qpos + 7] = [math.cos(cube_yaw / 2), 0, 0,
-                                                                math.sin(cube_yaw / 2)]
+        adr = self.cube_qpos
+        self.data.qpos[adr:adr + 3] = [cube_xy[0] + jitter[0], cube_xy[1] + jitter[1], half + 0.0005]
+        self.data.qpos[adr + 3:adr + 7] = [math.cos(cube_yaw / 2), 0, 0, math.sin(cube_yaw / 2)]
+        cube_dof = self.model.joint("cube_joint").dofadr[0]
+        self.data.qvel[cube_dof:cube_dof + 6] = 0
         mujoco.mj_forward(self.model, self.data)
         for _ in range(30):  # let the cube settle onto the table
             mujoco.mj_step(self.model, self.data)
-        self.data.time = 0.0
         self.judge.reset(rest_z=float(self.data.xpos[self.cube_body][2]))
         self.frozen_cameras.clear()
         self._frozen_frames.clear()
+
+    def reset(self, cube_xy: tuple[float, float], cube_yaw: float, joints: dict[str, float],
+              seed: int = 0) -> None:
+        """A fresh scene: arm at `joints` (LeRobot units), cube at rest where asked."""
+        mujoco.mj_resetData(self.model, self.data)
+        self.set_arm(joints)
+        self.place_cube(cube_xy, cube_yaw, seed)
 
     def set_arm(self, joints: dict[str, float]) -> None:
         """Teleport the arm (used between trials, where a real operator would also wait)."""

@@ -1,0 +1,77 @@
+"""Any LeRobot pretrained policy folder (ACT, SmolVLA, diffusion, ...), driven through
+LeRobot's own loader, pre/post processors and synchronous inference engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessInputError
+from harness.policies.base import TrialContext
+
+IMAGE_PREFIX = "observation.images."
+
+
+def normalize_rename_map(rename_map: dict[str, str]) -> dict[str, str]:
+    """Accept `{"top": "camera1"}` as well as LeRobot's full `observation.images.*` keys."""
+    def full(key: str) -> str:
+        return key if key.startswith("observation.") else IMAGE_PREFIX + key
+    return {full(k): full(v) for k, v in rename_map.items()}
+
+
+class LeRobotPolicy:
+    def __init__(self, path: str | Path, task: str, device: str | None = None,
+                 rename_map: dict[str, str] | None = None, robot_type: str = "so101_follower") -> None:
+        import torch
+        from lerobot.configs.policies import PreTrainedConfig
+        from lerobot.configs.types import FeatureType
+        from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+        from lerobot.rollout.inference.sync import SyncInferenceEngine
+        from lerobot.utils.feature_utils import hw_to_dataset_features
+
+        from harness.models.protocol import JOINT_NAMES
+
+        path = Path(path)
+        if not (path / "config.json").is_file():
+            raise HarnessInputError(path, "config.json", "not a LeRobot pretrained policy folder")
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        config = PreTrainedConfig.from_pretrained(path)
+        config.device = self.device
+        config.pretrained_path = path
+        self.name = f"{config.type}:{path.name}"
+        self.rename_map = normalize_rename_map(rename_map or {})
+        policy = get_policy_class(config.type).from_pretrained(str(path), config=config)
+        policy.to(self.device)
+        policy.eval()
+        pre, post = make_pre_post_processors(
+            policy_cfg=config, pretrained_path=str(path),
+            preprocessor_overrides={
+                "device_processor": {"device": self.device},
+                "rename_observations_processor": {"rename_map": self.rename_map},
+            },
+        )
+        inverse = {v: k for k, v in self.rename_map.items()}
+        visual = [k for k, f in config.input_features.items() if f.type == FeatureType.VISUAL]
+        self.camera_keys = tuple(inverse.get(k, k).removeprefix(IMAGE_PREFIX) for k in visual)
+        self._image_shapes = {cam: tuple(config.input_features[k].shape) for cam, k in zip(self.camera_keys, visual,
+                                                                                            strict=True)}
+        motors = {f"{name}.pos": float for name in JOINT_NAMES}
+        hw_obs = {**motors, **{cam: (480, 640, 3) for cam in self.camera_keys}}
+        self._features = {**hw_to_dataset_features(motors, "action"), **hw_to_dataset_features(hw_obs, "observation")}
+        self._action_keys = list(motors)
+        self._engine = SyncInferenceEngine(policy, pre, post, self._features, self._action_keys, task,
+                                           self.device, robot_type)
+        self._engine.start()
+
+    def reset(self, context: TrialContext) -> None:
+        self._engine.reset()
+
+    def select_action(self, observation: dict[str, Any]) -> dict[str, float]:
+        from lerobot.utils.feature_utils import build_dataset_frame
+
+        frame = build_dataset_frame(self._features, observation, prefix="observation")
+        action = self._engine.get_action(frame)
+        return {key: float(value) for key, value in zip(self._action_keys, action.tolist(), strict=True)}
+
+    def close(self) -> None:
+        self._engine.stop()

@@ -1,0 +1,1 @@
+"""Running a protocol: the control loop, fault detection, evidence, and the trial engine."""

@@ -1,0 +1,56 @@
+"""Notices a camera that has stopped delivering real frames, before it spoils a trial."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DropoutPolicy:
+    max_bad_s: float = 1.0       # missing, frozen or black for this long voids the trial
+    black_mean_level: float = 4.0  # mean pixel value (0..255) at or under this counts as black
+
+
+class CameraWatch:
+    """Counts how long each camera has been missing, frozen (identical bytes) or black.
+
+    Time is passed in by the caller (the control loop's own time), so the same
+    code runs against a real clock, simulated time, or a test's fake clock.
+    """
+
+    def __init__(self, cameras: list[str], policy: DropoutPolicy | None = None) -> None:
+        self.policy = policy or DropoutPolicy()
+        self._last_hash: dict[str, str] = {}
+        self._bad_since: dict[str, float | None] = dict.fromkeys(cameras)
+        self._why: dict[str, str] = {}
+
+    def see(self, camera: str, frame: np.ndarray | None, t: float) -> None:
+        problem = self._problem(camera, frame)
+        if problem is None:
+            self._bad_since[camera] = None
+            return
+        if self._bad_since.get(camera) is None:
+            self._bad_since[camera] = t
+        self._why[camera] = problem
+
+    def dropout(self, t: float) -> str | None:
+        """A reason string when some camera has been bad for too long, else None."""
+        for camera, since in self._bad_since.items():
+            if since is not None and t - since >= self.policy.max_bad_s:
+                return f"camera dropout: {camera} {self._why[camera]} for {t - since:.1f} s"
+        return None
+
+    def _problem(self, camera: str, frame: np.ndarray | None) -> str | None:
+        if frame is None or frame.size == 0:
+            return "delivered no frame"
+        digest = hashlib.blake2b(np.ascontiguousarray(frame).data, digest_size=16).hexdigest()
+        repeated = self._last_hash.get(camera) == digest
+        self._last_hash[camera] = digest
+        if float(frame.mean()) <= self.policy.black_mean_level:
+            return "delivered black frames"
+        if repeated:
+            return "repeated the same frame"
+        return None

@@ -1,0 +1,240 @@
+"""The trial engine: one protocol, one scoresheet, trial after trial, resumable.
+
+The TUI and the plain terminal mode are both `RunObserver`s over this engine;
+neither holds run logic of its own.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from harness.models.protocol import JOINT_NAMES, Trial
+from harness.models.protocol import Protocol as EvalProtocol
+from harness.models.scoresheet import Attempt, LoopStats, Scoresheet, attempt_from_label, now_iso
+from harness.models.stats import percentile
+from harness.policies.base import EvalPolicy, TrialContext
+from harness.run.camera_watch import CameraWatch, DropoutPolicy
+from harness.run.clock import Clock
+from harness.run.evidence import EvidenceRecorder
+from harness.run.stages import TrialStage
+
+
+@dataclass(frozen=True)
+class ScoreDecision:
+    label: str                    # success, a failure mode, or void
+    void_reason: str | None = None
+    note: str | None = None
+
+
+class RunObserver(Protocol):
+    def trial_started(self, trial: Trial, attempt: int, done: int, total: int) -> None: ...
+    def phase(self, name: str) -> None: ...
+    def step(self, step: int, timing: dict[str, float]) -> None: ...
+    def warn(self, message: str) -> None: ...
+    def score(self, trial: Trial, verdict: dict[str, Any] | None, void_reason: str | None) -> ScoreDecision: ...
+    def trial_scored(self, attempt: Attempt) -> None: ...
+    def stop_requested(self) -> bool: ...
+
+
+class RunPaused(Exception):
+    """The run stopped on a fault (camera dropout); the scoresheet is intact and resumable."""
+
+
+@dataclass
+class RunOptions:
+    runs_dir: Path = Path("runs")
+    paced: bool = False           # sleep to hold the rate (real arm); lock-step sim runs as fast as it can
+    video: bool = True
+    video_fps: float = 10.0
+    video_size: tuple[int, int] = (320, 240)
+    final_frame_size: tuple[int, int] = (640, 480)
+    evidence_cameras: list[str] = field(default_factory=lambda: ["top", "wrist"])
+    start_pose_s: float = 2.0
+    # After the judge's verdict is final, keep the policy running this long so it can
+    # withdraw: the final frame should show the cube, not the arm over it.
+    after_verdict_s: float = 1.5
+    max_attempts: int | None = None
+    dropout: DropoutPolicy = field(default_factory=DropoutPolicy)
+
+
+@dataclass
+class EpisodeOutcome:
+    steps: int
+    void_reason: str | None
+    stopped_by_operator: bool
+    policy_ms: list[float]
+    io_ms: list[float]
+    missed: int
+
+
+class RunEngine:
+    def __init__(self, protocol: EvalProtocol, sheet: Scoresheet, robot: Any, policy: EvalPolicy,
+                 stage: TrialStage, observer: RunObserver, clock: Clock, options: RunOptions | None = None) -> None:
+        self.protocol = protocol
+        self.sheet = sheet
+        self.robot = robot
+        self.policy = policy
+        self.stage = stage
+        self.observer = observer
+        self.clock = clock
+        self.options = options or RunOptions()
+        self.period = 1.0 / protocol.fps
+
+    # --- the run -----------------------------------------------------------
+    def run(self) -> int:
+        """Run pending trials; returns how many attempts were recorded. Raises RunPaused on a fault."""
+        recorded = 0
+        total = self.sheet.locked["trial_count"]
+        while self.sheet.pending_trials():
+            if self.options.max_attempts is not None and recorded >= self.options.max_attempts:
+                break
+            index = self.sheet.pending_trials()[0]
+            trial = self.protocol.trial(index)
+            attempt = self.run_trial(trial, done=total - len(self.sheet.pending_trials()), total=total)
+            recorded += 1
+            self.observer.trial_scored(attempt)
+            if attempt.outcome == "void" and (attempt.void_reason or "").startswith("camera dropout"):
+                raise RunPaused(attempt.void_reason)
+            if attempt.outcome == "void" and attempt.void_reason == "stopped by operator":
+                break
+        return recorded
+
+    def run_trial(self, trial: Trial, done: int = 0, total: int = 0) -> Attempt:
+        number = self.sheet.next_attempt_number(trial.index)
+        self.observer.trial_started(trial, number, done, total)
+        started = now_iso()
+        t_start = self.clock.now()
+        self.observer.phase("moving to start pose")
+        self.move_to(self.protocol.start_pose, self.options.start_pose_s)
+        self.observer.phase("placing cube")
+        self.stage.place_cube(trial, number)
+        self.policy.reset(TrialContext(self.protocol, trial, self.stage.world))
+        folder = self.options.runs_dir / self.sheet.path.stem / f"trial-{trial.index:03d}-a{number}"
+        recorder = EvidenceRecorder(
+            folder, self.options.evidence_cameras, self.stage.frame, self.protocol.fps,
+            self.options.video_fps, self.options.video_size, self.options.video,
+        )
+        try:
+            self.observer.phase("running")
+            episode = self._episode(trial, recorder)
+            self.observer.phase("scoring")
+            verdict = self.stage.verdict()
+            w, h = self.options.final_frame_size
+            finals = {cam: self.stage.frame(cam, w, h) for cam in self.options.evidence_cameras}
+            artifacts = recorder.finish(finals, verdict)
+        except BaseException:
+            recorder.abandon()
+            raise
+        void_reason = episode.void_reason or ("stopped by operator" if episode.stopped_by_operator else None)
+        decision = self.observer.score(trial, verdict, void_reason)
+        ended = now_iso()
+        fields: dict[str, Any] = {
+            "trial_index": trial.index,
+            "attempt": number,
+            "void_reason": decision.void_reason,
+            "note": decision.note,
+            "scored_by": "judge" if verdict is not None and decision.label == verdict["label"] else "operator",
+            "judge": verdict,
+            "started_at": started,
+            "ended_at": ended,
+            "duration_s": round(self.clock.now() - t_start, 3),
+            "loop": self._loop_stats(episode),
+            "artifacts": artifacts,
+        }
+        if decision.label == "success" and verdict is not None:
+            fields["placement_error_cm"] = verdict["true_placement_error_cm"]
+        return self.sheet.add_attempt(attempt_from_label(decision.label, **fields))
+
+    # --- the control loop --------------------------------------------------
+    def _episode(self, trial: Trial, recorder: EvidenceRecorder) -> EpisodeOutcome:
+        watch = CameraWatch(list(self.options.evidence_cameras), self.options.dropout)
+        max_steps = round(self.protocol.episode_time_limit_s * self.protocol.fps)
+        policy_ms: list[float] = []
+        io_ms: list[float] = []
+        missed = 0
+        stopped = False
+        void_reason = None
+        finish_at: int | None = None
+        step = 0
+        for step in range(max_steps):
+            t0 = self.clock.now()
+            observation = self.robot.get_observation()
+            t1 = self.clock.now()
+            action = self.policy.select_action(observation)
+            t2 = self.clock.now()
+            sent = self.robot.send_action(action)
+            t3 = self.clock.now()
+            if hasattr(self.stage, "last_observation"):
+                self.stage.last_observation = observation
+            sim_t = step * self.period
+            policy_ms.append(1000 * (t2 - t1))
+            io_ms.append(1000 * ((t1 - t0) + (t3 - t2)))
+            late = (t3 - t0) > self.period
+            missed += late
+            timing = {"policy_ms": policy_ms[-1], "io_ms": io_ms[-1], "missed": float(late)}
+            for cam in self.policy.camera_keys:
+                watch.see(cam, observation.get(cam), sim_t)
+            captured = recorder.record_step(step, sim_t, observation, sent, timing)
+            for cam, frame in captured.items():
+                watch.see(cam, frame, sim_t)
+            self.observer.step(step, timing)
+            self.stage.on_step(trial, step)
+            void_reason = watch.dropout(sim_t)
+            if void_reason:
+                self.observer.warn(void_reason)
+                self.hold_still()
+                break
+            if finish_at is None and self.stage.finished():
+                finish_at = step + round(self.options.after_verdict_s * self.protocol.fps)
+            if finish_at is not None and step >= finish_at:
+                break
+            if self.observer.stop_requested():
+                stopped = True
+                break
+            if self.options.paced:
+                self.clock.sleep(t0 + self.period - self.clock.now())
+        if policy_ms and statistics.median(policy_ms) > 1000 * self.period:
+            self.observer.warn(
+                f"policy inference (median {statistics.median(policy_ms):.0f} ms) cannot keep {self.protocol.fps} Hz"
+            )
+        return EpisodeOutcome(step + 1, void_reason, stopped, policy_ms, io_ms, missed)
+
+    def _loop_stats(self, e: EpisodeOutcome) -> LoopStats:
+        busy_s = sum(e.policy_ms) / 1000 + sum(e.io_ms) / 1000
+        return LoopStats(
+            steps=e.steps,
+            target_fps=float(self.protocol.fps),
+            achieved_fps=round(e.steps / busy_s, 1) if busy_s > 0 else 0.0,
+            policy_latency_ms_p50=round(percentile(e.policy_ms, 50), 3),
+            policy_latency_ms_p95=round(percentile(e.policy_ms, 95), 3),
+            policy_latency_ms_max=round(max(e.policy_ms, default=0.0), 3),
+            robot_io_ms_p50=round(percentile(e.io_ms, 50), 3),
+            robot_io_ms_p95=round(percentile(e.io_ms, 95), 3),
+            missed_deadlines=e.missed,
+        )
+
+    # --- arm motions outside the policy -------------------------------------
+    def move_to(self, pose: dict[str, float], seconds: float) -> None:
+        """Interpolate smoothly from the present position to `pose` (LeRobot units)."""
+        present = self.robot.get_observation()
+        start = np.array([present[f"{n}.pos"] for n in JOINT_NAMES])
+        goal = np.array([pose[n] for n in JOINT_NAMES])
+        steps = max(1, round(seconds * self.protocol.fps))
+        for i in range(1, steps + 1):
+            s = i / steps
+            s = s * s * (3 - 2 * s)
+            target = start + s * (goal - start)
+            t0 = self.clock.now()
+            self.robot.send_action({f"{n}.pos": float(v) for n, v in zip(JOINT_NAMES, target, strict=True)})
+            if self.options.paced:
+                self.clock.sleep(t0 + self.period - self.clock.now())
+
+    def hold_still(self) -> None:
+        """Command the present position, so a faulted trial leaves the arm where it is."""
+        present = self.robot.get_observation()
+        self.robot.send_action({f"{n}.pos": present[f"{n}.pos"] for n in JOINT_NAMES})

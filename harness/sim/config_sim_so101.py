@@ -1,0 +1,23 @@
+"""LeRobot config for the simulated SO-101 (robot type `harness_so101_sim`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lerobot.robots.config import RobotConfig
+
+
+@RobotConfig.register_subclass("harness_so101_sim")
+@dataclass(kw_only=True)
+class SimSO101Config(RobotConfig):
+    # Cameras rendered into every observation, as `top` and `wrist` on the real arm's config.
+    # Leave empty when the policy needs none: rendering is the main cost on a CPU.
+    cameras: list[str] = field(default_factory=lambda: ["top", "wrist"])
+    camera_width: int = 640
+    camera_height: int = 480
+    # Same meaning as on so101_follower: the largest step (LeRobot units) from the present position.
+    max_relative_target: float | dict[str, float] | None = None
+    fps: int = 30
+    # Lock-step (False) advances simulated time one control period per send_action, whatever the
+    # wall clock says; real-time (True) also sleeps so a demo moves at the real arm's pace.
+    realtime: bool = False

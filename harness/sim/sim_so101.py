@@ -1,0 +1,138 @@
+"""A LeRobot `Robot` over the simulated SO-101, with the real so101_follower's features and units."""
+
+from __future__ import annotations
+
+import time
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+from lerobot.robots.robot import Robot
+from lerobot.robots.utils import ensure_safe_goal_position
+from lerobot.utils.errors import DeviceAlreadyConnectedError, DeviceNotConnectedError
+
+from harness.models.protocol import JOINT_NAMES
+from harness.sim.config_sim_so101 import SimSO101Config
+from harness.sim.units import clamp_to_limits, from_sim, to_sim
+from harness.sim.world import SimWorld
+
+
+class SimSO101(Robot):
+    """Behaves as `so101_follower` does: same keys, same units, same clamping.
+
+    `world` exposes the simulator to the harness (trial setup, judge, evidence
+    rendering); LeRobot's own tools only ever use the `Robot` API.
+    """
+
+    config_class = SimSO101Config
+    name = "harness_so101_sim"
+
+    def __init__(self, config: SimSO101Config, world: SimWorld | None = None) -> None:
+        super().__init__(config)
+        self.config = config
+        self._world = world
+        self._connected = False
+        self._torque = False
+        self._next_tick: float | None = None
+
+    # --- features ----------------------------------------------------------
+    @property
+    def _motors_ft(self) -> dict[str, type]:
+        return {f"{name}.pos": float for name in JOINT_NAMES}
+
+    @cached_property
+    def observation_features(self) -> dict[str, type | tuple]:
+        cams = {cam: (self.config.camera_height, self.config.camera_width, 3) for cam in self.config.cameras}
+        return {**self._motors_ft, **cams}
+
+    @cached_property
+    def action_features(self) -> dict[str, type]:
+        return self._motors_ft
+
+    # --- lifecycle ---------------------------------------------------------
+    @property
+    def is_connected(self) -> bool:
+        return self._connected
+
+    @property
+    def is_calibrated(self) -> bool:
+        return True
+
+    @property
+    def torque_enabled(self) -> bool:
+        return self._torque
+
+    @property
+    def world(self) -> SimWorld:
+        if self._world is None:
+            raise DeviceNotConnectedError(f"{self} is not connected")
+        return self._world
+
+    def connect(self, calibrate: bool = True) -> None:
+        if self._connected:
+            raise DeviceAlreadyConnectedError(f"{self} already connected")
+        if self._world is None:
+            self._world = SimWorld(control_fps=self.config.fps)
+        self._connected = True
+        self.configure()
+
+    def calibrate(self) -> None:
+        """The simulator's joints need no calibration."""
+
+    def configure(self) -> None:
+        self._torque = True
+
+    def disable_torque(self) -> None:
+        """Let the arm go limp, as releasing torque on the real servos does."""
+        self._torque = False
+
+    def disconnect(self) -> None:
+        if not self._connected:
+            raise DeviceNotConnectedError(f"{self} is not connected")
+        self._torque = False
+        self._connected = False
+        if self._world is not None:
+            self._world.close()
+
+    # --- I/O ---------------------------------------------------------------
+    def present_position(self) -> dict[str, float]:
+        q = self.world.joint_positions_rad()
+        return {f"{name}.pos": from_sim(name, float(v)) for name, v in zip(JOINT_NAMES, q, strict=True)}
+
+    def get_observation(self) -> dict[str, Any]:
+        if not self._connected:
+            raise DeviceNotConnectedError(f"{self} is not connected")
+        obs: dict[str, Any] = self.present_position()
+        for cam in self.config.cameras:
+            obs[cam] = self.world.render(cam, self.config.camera_width, self.config.camera_height)
+        return obs
+
+    def send_action(self, action: dict[str, Any]) -> dict[str, Any]:
+        """Clamp to joint limits and `max_relative_target`, then advance one control period."""
+        if not self._connected:
+            raise DeviceNotConnectedError(f"{self} is not connected")
+        goal = {key.removesuffix(".pos"): float(val) for key, val in action.items() if key.endswith(".pos")}
+        present = self.present_position()
+        goal = {name: goal.get(name, present[f"{name}.pos"]) for name in JOINT_NAMES}
+        if self.config.max_relative_target is not None:
+            pairs = {name: (goal[name], present[f"{name}.pos"]) for name in JOINT_NAMES}
+            goal = ensure_safe_goal_position(pairs, self.config.max_relative_target)
+        goal = {name: clamp_to_limits(name, value) for name, value in goal.items()}
+        if self._torque:
+            targets = np.array([to_sim(name, goal[name]) for name in JOINT_NAMES])
+        else:
+            targets = self.world.joint_positions_rad()  # limp: hold nothing, command where it is
+        self.world.step_control(targets)
+        if self.config.realtime:
+            self._pace()
+        return {f"{name}.pos": value for name, value in goal.items()}
+
+    def _pace(self) -> None:
+        period = 1.0 / self.config.fps
+        now = time.perf_counter()
+        self._next_tick = now + period if self._next_tick is None else self._next_tick + period
+        delay = self._next_tick - now
+        if delay > 0:
+            time.sleep(delay)
+        else:
+            self._next_tick = now
