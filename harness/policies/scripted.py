@@ -28,58 +28,76 @@ def _smooth(n: int) -> np.ndarray:
     return s * s * (3 - 2 * s)
 
 
-class PickPlacePlanner:
-    """Plans a whole pick-and-place as one joint-target per control step."""
+class TrajectoryBuilder:
+    """Joint-target trajectories built from moves a person would name: move, descend, close, open.
 
-    def __init__(self, model: Any, fps: int) -> None:
+    The expert's plan and the judge's test scenarios are both written with it.
+    """
+
+    def __init__(self, model: Any, fps: int, start: np.ndarray) -> None:
         self.ik = TopDownIK(model)
         self.fps = fps
+        self.arm = np.asarray(start[:5], dtype=float).copy()
+        self.grip = float(start[5])
+        self.targets: list[np.ndarray] = []
 
-    def steps(self, seconds: float) -> int:
+    def _steps(self, seconds: float) -> int:
         return max(1, round(seconds * self.fps))
 
-    def plan(self, start: np.ndarray, cube_pos: np.ndarray, cube_yaw: float,
-             bowl_xy: tuple[float, float]) -> list[np.ndarray]:
-        traj: list[np.ndarray] = []
-        arm, grip = start[:5].copy(), float(start[5])
+    def joint_move(self, arm: np.ndarray, grip: float, seconds: float) -> TrajectoryBuilder:
+        for s in _smooth(self._steps(seconds)):
+            self.targets.append(np.append(self.arm + s * (arm - self.arm), self.grip + s * (grip - self.grip)))
+        self.arm, self.grip = np.asarray(arm, dtype=float).copy(), grip
+        return self
 
-        def joint_move(target_arm: np.ndarray, target_grip: float, seconds: float) -> None:
-            nonlocal arm, grip
-            for s in _smooth(self.steps(seconds)):
-                traj.append(np.append(arm + s * (target_arm - arm), grip + s * (target_grip - grip)))
-            arm, grip = target_arm.copy(), target_grip
+    def solve(self, xyz: tuple[float, float, float], yaw: float = 0.0) -> np.ndarray:
+        rotation = self.ik.target_rotation(yaw, self.arm)
+        arm, _ = self.ik.solve_reachable(np.array(xyz), rotation, self.arm)
+        return arm
 
-        def cartesian_move(xy: tuple[float, float], z0: float, z1: float, seconds: float,
-                           rotation: np.ndarray) -> None:
-            nonlocal arm
-            for s in _smooth(self.steps(seconds)):
-                target = np.array([xy[0], xy[1], z0 + s * (z1 - z0)])
-                arm, _ = self.ik.solve_reachable(target, rotation, arm, iterations=30)
-                traj.append(np.append(arm, grip))
+    def move_over(self, xyz: tuple[float, float, float], yaw: float, seconds: float,
+                  grip: float | None = None) -> TrajectoryBuilder:
+        """Joint-space move to a top-down pose above a point (for travel, not for contact)."""
+        seed = np.array([math.atan2(-xyz[1], xyz[0]), *self.arm[1:]])
+        rotation = self.ik.target_rotation(yaw, seed)
+        arm, _ = self.ik.solve_reachable(np.array(xyz), rotation, seed)
+        return self.joint_move(arm, self.grip if grip is None else grip, seconds)
 
-        def hold(seconds: float) -> None:
-            traj.extend(np.append(arm, grip) for _ in range(self.steps(seconds)))
+    def straight_line(self, xy: tuple[float, float], z: float, seconds: float, yaw: float = 0.0,
+                      to_xy: tuple[float, float] | None = None) -> TrajectoryBuilder:
+        """Cartesian move of the grasp point from its present place to (to_xy or xy, z)."""
+        rotation = self.ik.target_rotation(yaw, self.arm)
+        here = self.ik.grasp_point(self.arm)
+        goal = np.array([*(to_xy or xy), z])
+        for s in _smooth(self._steps(seconds)):
+            self.arm, _ = self.ik.solve_reachable(here + s * (goal - here), rotation, self.arm, iterations=30)
+            self.targets.append(np.append(self.arm, self.grip))
+        return self
 
-        cx, cy, cz = (float(v) for v in cube_pos)
-        seed = np.array([math.atan2(-cy, cx), 0.0, 0.5, 1.0, 0.0])
-        rot_pick = self.ik.target_rotation(cube_yaw, seed)
-        pre, _ = self.ik.solve_reachable(np.array([cx, cy, cz + APPROACH_HEIGHT]), rot_pick, seed)
-        joint_move(pre, GRIPPER_OPEN_RAD, 1.2)
-        cartesian_move((cx, cy), cz + APPROACH_HEIGHT, cz, 1.0, rot_pick)
-        hold(0.2)
-        joint_move(arm, GRIPPER_CLOSED_RAD, 0.5)
-        hold(0.3)
-        cartesian_move((cx, cy), cz, cz + CARRY_HEIGHT, 1.0, rot_pick)
-        bx, by = bowl_xy
-        rot_place = self.ik.target_rotation(0.0, np.array([math.atan2(-by, bx), *arm[1:]]))
-        over_bowl, _ = self.ik.solve_reachable(np.array([bx, by, CARRY_HEIGHT + 0.015]), rot_place, arm)
-        joint_move(over_bowl, grip, 1.5)
-        cartesian_move((bx, by), CARRY_HEIGHT + 0.015, RELEASE_HEIGHT, 0.4, rot_place)
-        joint_move(arm, GRIPPER_OPEN_RAD, 0.4)
-        hold(0.3)
-        cartesian_move((bx, by), RELEASE_HEIGHT, RELEASE_HEIGHT + 0.04, 0.5, rot_place)
-        joint_move(start[:5].copy(), GRIPPER_OPEN_RAD, 1.5)
-        return traj
+    def gripper(self, grip: float, seconds: float) -> TrajectoryBuilder:
+        return self.joint_move(self.arm, grip, seconds)
+
+    def hold(self, seconds: float) -> TrajectoryBuilder:
+        self.targets.extend(np.append(self.arm, self.grip) for _ in range(self._steps(seconds)))
+        return self
+
+
+def plan_pick_and_place(model: Any, fps: int, start: np.ndarray, cube_pos: np.ndarray, cube_yaw: float,
+                        bowl_xy: tuple[float, float]) -> list[np.ndarray]:
+    """Approach from above, grasp, lift, carry over the bowl, release, withdraw, go home."""
+    cx, cy, cz = (float(v) for v in cube_pos)
+    bx, by = bowl_xy
+    b = TrajectoryBuilder(model, fps, start)
+    b.move_over((cx, cy, cz + APPROACH_HEIGHT), cube_yaw, 1.2, grip=GRIPPER_OPEN_RAD)
+    b.straight_line((cx, cy), cz, 1.0, cube_yaw).hold(0.2)
+    b.gripper(GRIPPER_CLOSED_RAD, 0.5).hold(0.3)
+    b.straight_line((cx, cy), cz + CARRY_HEIGHT, 1.0, cube_yaw)
+    b.move_over((bx, by, CARRY_HEIGHT + 0.015), 0.0, 1.5)
+    b.straight_line((bx, by), RELEASE_HEIGHT, 0.4)
+    b.gripper(GRIPPER_OPEN_RAD, 0.4).hold(0.3)
+    b.straight_line((bx, by), RELEASE_HEIGHT + 0.04, 0.5)
+    b.joint_move(np.asarray(start[:5], dtype=float), GRIPPER_OPEN_RAD, 1.5)
+    return b.targets
 
 
 def _as_action(q: np.ndarray) -> dict[str, float]:
@@ -103,10 +121,10 @@ class _PlannedPolicy:
         world = context.world
         if world is None:
             raise RuntimeError(f"the built-in '{self.name}' policy reads the simulator and runs only with --robot sim")
-        planner = PickPlacePlanner(world.model, context.protocol.fps)
         start = np.array([to_sim(n, context.protocol.start_pose[n]) for n in JOINT_NAMES])
         cube_pos, cube_yaw = self._cube_for_plan(context)
-        self._plan = planner.plan(start, cube_pos, cube_yaw, world.geometry.bowl_xy)
+        self._plan = plan_pick_and_place(world.model, context.protocol.fps, start, cube_pos, cube_yaw,
+                                         world.geometry.bowl_xy)
         self._step = 0
 
     def select_action(self, observation: dict[str, Any]) -> dict[str, float]:
