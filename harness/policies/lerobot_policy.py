@@ -63,6 +63,13 @@ class LeRobotPolicy:
                                            self.device, robot_type)
         self._engine.start()
 
+    @property
+    def image_size(self) -> tuple[int, int] | None:
+        """(width, height) the policy was trained on: the simulator renders at this size."""
+        for _, height, width in self._image_shapes.values():
+            return (width, height)
+        return None
+
     def reset(self, context: TrialContext) -> None:
         self._engine.reset()
 

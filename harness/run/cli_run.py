@@ -106,8 +106,9 @@ def _make_sim_robot(protocol: Protocol, policy: Any, realtime: bool) -> Any:
     geometry = SceneGeometry(bowl_xy=(scene.bowl_xy_cm[0] / 100, scene.bowl_xy_cm[1] / 100),
                              bowl_rim_diameter=scene.bowl_diameter_cm / 100, cube_edge=scene.cube_edge_cm / 100)
     world = SimWorld(geometry, control_fps=protocol.fps)
-    config = SimSO101Config(id="harness_sim", cameras=list(policy.camera_keys), fps=protocol.fps, realtime=realtime,
-                            max_relative_target=None)
+    width, height = getattr(policy, "image_size", None) or (640, 480)
+    config = SimSO101Config(id="harness_sim", render_cameras=list(policy.camera_keys), camera_width=width,
+                            camera_height=height, fps=protocol.fps, realtime=realtime)
     robot = SimSO101(config, world=world)
     robot.connect()
     return robot

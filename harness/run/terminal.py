@@ -13,10 +13,10 @@ KEYS = {"s": "success", "n": "no_grasp", "d": "grasped_then_dropped", "w": "wron
 
 
 class TerminalObserver:
-    def __init__(self, operator_scores: bool, out: TextIO = sys.stdout, stdin: TextIO = sys.stdin) -> None:
+    def __init__(self, operator_scores: bool, out: TextIO | None = None, stdin: TextIO | None = None) -> None:
         self.operator_scores = operator_scores
-        self.out = out
-        self.stdin = stdin
+        self.out = out or sys.stdout
+        self.stdin = stdin or sys.stdin
         self._line = ""
 
     def trial_started(self, trial: Trial, attempt: int, done: int, total: int) -> None:

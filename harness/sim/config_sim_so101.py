@@ -10,9 +10,10 @@ from lerobot.robots.config import RobotConfig
 @RobotConfig.register_subclass("harness_so101_sim")
 @dataclass(kw_only=True)
 class SimSO101Config(RobotConfig):
-    # Cameras rendered into every observation, as `top` and `wrist` on the real arm's config.
+    # Cameras rendered into every observation (`top`, `wrist`), as on the real arm.
+    # (Not `cameras`: LeRobot reserves that name for real camera configs.)
     # Leave empty when the policy needs none: rendering is the main cost on a CPU.
-    cameras: list[str] = field(default_factory=lambda: ["top", "wrist"])
+    render_cameras: list[str] = field(default_factory=lambda: ["top", "wrist"])
     camera_width: int = 640
     camera_height: int = 480
     # Same meaning as on so101_follower: the largest step (LeRobot units) from the present position.

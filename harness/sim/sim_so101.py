@@ -42,7 +42,7 @@ class SimSO101(Robot):
 
     @cached_property
     def observation_features(self) -> dict[str, type | tuple]:
-        cams = {cam: (self.config.camera_height, self.config.camera_width, 3) for cam in self.config.cameras}
+        cams = {cam: (self.config.camera_height, self.config.camera_width, 3) for cam in self.config.render_cameras}
         return {**self._motors_ft, **cams}
 
     @cached_property
@@ -103,7 +103,7 @@ class SimSO101(Robot):
         if not self._connected:
             raise DeviceNotConnectedError(f"{self} is not connected")
         obs: dict[str, Any] = self.present_position()
-        for cam in self.config.cameras:
+        for cam in self.config.render_cameras:
             obs[cam] = self.world.render(cam, self.config.camera_width, self.config.camera_height)
         return obs
 

@@ -13,6 +13,7 @@ from harness.sim.scene import PHYSICS_DT, SceneGeometry, build_model
 from harness.sim.units import to_sim
 
 CAMERA_NAMES = {"top": "top", "wrist": "wrist_cam"}
+NOISE_PATTERNS = 7
 
 
 class SimWorld:
@@ -23,6 +24,7 @@ class SimWorld:
         self.geometry = geometry or SceneGeometry()
         self.model = build_model(self.geometry)
         self.data = mujoco.MjData(self.model)
+        mujoco.mj_forward(self.model, self.data)  # valid poses (and camera frames) before the first step
         self.control_fps = control_fps
         self.substeps = round(1.0 / (control_fps * PHYSICS_DT))
         self.qpos_idx = np.array([self.model.joint(j).qposadr[0] for j in JOINT_NAMES])
@@ -33,6 +35,8 @@ class SimWorld:
         self.judge = Judge(self.model, g.bowl_xy, g.bowl_rim_radius, bowl_floor_z=0.004,
                            bowl_height=g.bowl_height, cube_edge=g.cube_edge, thresholds=judge_thresholds)
         self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
+        self._noise_bank: dict[tuple[int, int], np.ndarray] = {}
+        self._render_count = 0
         self.frozen_cameras: set[str] = set()
         self._frozen_frames: dict[str, np.ndarray] = {}
 
@@ -101,10 +105,24 @@ class SimWorld:
             renderer = mujoco.Renderer(self.model, height, width)
             self._renderers[(width, height)] = renderer
         renderer.update_scene(self.data, camera=CAMERA_NAMES.get(camera, camera))
-        frame = renderer.render().copy()
+        frame = renderer.render() ^ self._sensor_noise(width, height)
         if camera in self.frozen_cameras:
             self._frozen_frames[camera] = frame
         return frame
+
+    def _sensor_noise(self, width: int, height: int) -> np.ndarray:
+        """Least-significant-bit noise, as every real sensor has.
+
+        Without it a still scene renders identical bytes twice, which is exactly what
+        a frozen real camera looks like, and the dropout watch could not tell them apart.
+        """
+        bank = self._noise_bank.get((width, height))
+        if bank is None:
+            rng = np.random.default_rng(width * 10_007 + height)
+            bank = rng.integers(0, 2, size=(NOISE_PATTERNS, height, width, 3), dtype=np.uint8)
+            self._noise_bank[(width, height)] = bank
+        self._render_count += 1
+        return bank[self._render_count % NOISE_PATTERNS]
 
     def close(self) -> None:
         for renderer in self._renderers.values():

@@ -1,0 +1,105 @@
+"""The judge on scripted scenarios, with the true physics of the simulated arm."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import harness.sim  # noqa: F401  (selects the headless GL backend)
+from harness.models.defaults import DEFAULT_START_POSE
+from harness.models.protocol import JOINT_NAMES
+from harness.policies.scripted import (
+    CARRY_HEIGHT,
+    GRIPPER_OPEN_RAD,
+    TrajectoryBuilder,
+    plan_pick_and_place,
+)
+from harness.sim.units import GRIPPER_CLOSED_RAD, to_sim
+from harness.sim.world import SimWorld
+
+CUBE_XY = (0.22, -0.05)
+
+
+@pytest.fixture(scope="module")
+def world() -> SimWorld:
+    w = SimWorld()
+    yield w
+    w.close()
+
+
+def _start() -> np.ndarray:
+    return np.array([to_sim(n, DEFAULT_START_POSE[n]) for n in JOINT_NAMES])
+
+
+def _play(world: SimWorld, targets: list[np.ndarray], settle_s: float = 2.0) -> dict:
+    for q in targets:
+        world.step_control(q)
+    for _ in range(round(settle_s * world.control_fps)):
+        world.step_control(targets[-1])
+    return world.judge.verdict(world.data)
+
+
+def _grasped_and_lifted(world: SimWorld) -> TrajectoryBuilder:
+    world.reset(CUBE_XY, 0.0, DEFAULT_START_POSE)
+    cube, _ = world.cube_pose()
+    b = TrajectoryBuilder(world.model, 30, _start())
+    b.move_over((cube[0], cube[1], cube[2] + 0.06), 0.0, 1.0, grip=GRIPPER_OPEN_RAD)
+    b.straight_line(CUBE_XY, cube[2], 1.0).hold(0.2).gripper(GRIPPER_CLOSED_RAD, 0.5).hold(0.3)
+    b.straight_line(CUBE_XY, cube[2] + CARRY_HEIGHT, 1.0)
+    return b
+
+
+def test_clean_pick_and_place_is_a_success(world) -> None:
+    world.reset(CUBE_XY, math.radians(10), DEFAULT_START_POSE)
+    cube, yaw = world.cube_pose()
+    verdict = _play(world, plan_pick_and_place(world.model, 30, _start(), cube, yaw, world.geometry.bowl_xy))
+    assert verdict["label"] == "success"
+    assert verdict["clean_release"] is True
+    assert verdict["true_placement_error_cm"] < 2.0
+    assert [e["event"] for e in verdict["events"]] == ["grasp", "lift", "release", "withdraw", "stable_in_bowl"]
+
+
+def test_closing_on_nothing_is_no_grasp(world) -> None:
+    world.reset(CUBE_XY, 0.0, DEFAULT_START_POSE)
+    cube, _ = world.cube_pose()
+    empty = (CUBE_XY[0] - 0.07, CUBE_XY[1] + 0.02)
+    b = TrajectoryBuilder(world.model, 30, _start())
+    b.move_over((empty[0], empty[1], cube[2] + 0.06), 0.0, 1.0, grip=GRIPPER_OPEN_RAD)
+    b.straight_line(empty, cube[2], 1.0).gripper(GRIPPER_CLOSED_RAD, 0.5).straight_line(empty, 0.1, 1.0)
+    verdict = _play(world, b.targets)
+    assert verdict["label"] == "no_grasp"
+    assert verdict["grasped"] is False
+
+
+def test_opening_mid_air_away_from_the_bowl_is_a_drop(world) -> None:
+    b = _grasped_and_lifted(world)
+    b.hold(0.3).gripper(GRIPPER_OPEN_RAD, 0.3)
+    verdict = _play(world, b.targets)
+    assert verdict["label"] == "grasped_then_dropped"
+    assert verdict["lifted"] is True and verdict["cube_inside_bowl"] is False
+
+
+def test_placing_beside_the_bowl_is_wrong_placement(world) -> None:
+    b = _grasped_and_lifted(world)
+    beside = (world.geometry.bowl_xy[0] + 0.02, world.geometry.bowl_xy[1] - 0.10)
+    cube_z = world.judge.rest_z
+    b.move_over((beside[0], beside[1], cube_z + CARRY_HEIGHT), 0.0, 1.2)
+    b.straight_line(beside, cube_z + 0.003, 1.0).gripper(GRIPPER_OPEN_RAD, 0.4)
+    b.straight_line(beside, cube_z + 0.08, 0.6)
+    verdict = _play(world, b.targets)
+    assert verdict["label"] == "wrong_placement"
+    assert verdict["cube_inside_bowl"] is False
+    assert verdict["true_placement_error_cm"] > world.geometry.bowl_rim_radius * 100
+
+
+def test_a_cube_knocked_into_the_bowl_without_a_grasp_is_not_a_success(world) -> None:
+    world.reset(CUBE_XY, 0.0, DEFAULT_START_POSE)
+    bx, by = world.geometry.bowl_xy
+    adr = world.cube_qpos
+    world.data.qpos[adr:adr + 3] = [bx, by, 0.09]  # knocked off the table, tumbling into the bowl
+    verdict = _play(world, [_start()] * 10, settle_s=2.0)
+    assert verdict["cube_inside_bowl"] is True
+    assert verdict["label"] == "no_grasp"
+    assert "without a grasp" in verdict["detail"]

@@ -1,0 +1,145 @@
+"""`harness run` end to end on the simulated arm: scoring, evidence, kill and resume, dropout, LeRobot policies."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from harness.cli import main
+from harness.models.scoresheet import load_scoresheet
+from tests.helpers import REPO, small_protocol_copy
+from tests.tiny_policy import save_tiny_act
+
+HARNESS = [sys.executable, "-m", "harness.cli"]
+
+
+def _wait_for(predicate, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _finals(sheet_path: Path) -> list[int]:
+    return [a.trial_index for a in load_scoresheet(sheet_path).attempts if a.outcome != "void"]
+
+
+def test_kill_mid_trial_then_resume_scores_every_trial_exactly_once(workdir) -> None:
+    protocol = small_protocol_copy(workdir / "protocols")
+    sheet = workdir / "scoresheets" / "small-expert.yaml"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    child = subprocess.Popen([*HARNESS, "run", str(protocol), "--headless"], cwd=workdir, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert _wait_for(lambda: sheet.exists() and len(load_scoresheet(sheet).attempts) >= 1, 120)
+    assert _wait_for(lambda: any(workdir.glob("runs/small-expert/*.partial")), 60), "trial 2 never started"
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert _finals(sheet) == [1]
+
+    done = subprocess.run([*HARNESS, "run", str(protocol), "--resume", "--headless"], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Success     3/3" in done.stdout
+    assert sorted(_finals(sheet)) == [1, 2, 3]
+    for trial in (1, 2, 3):
+        folder = workdir / "runs" / "small-expert" / f"trial-{trial:03d}-a1"
+        for name in ("final_top.png", "final_wrist.png", "top.mp4", "wrist.mp4", "trajectory.parquet", "judge.json"):
+            assert (folder / name).stat().st_size > 0, (trial, name)
+        trajectory = pd.read_parquet(folder / "trajectory.parquet")
+        assert {"action.gripper.pos", "obs.gripper.pos", "policy_ms", "missed"} <= set(trajectory.columns)
+        assert json.loads((folder / "judge.json").read_text())["label"] == "success"
+    assert not list(workdir.glob("runs/small-expert/*.partial"))
+
+    again = subprocess.run([*HARNESS, "run", str(protocol), "--resume", "--headless"], cwd=workdir, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "all 3 trials are scored" in again.stdout
+
+
+def test_camera_dropout_voids_the_trial_pauses_and_the_resume_retries_it(workdir, capsys) -> None:
+    protocol = small_protocol_copy(workdir / "protocols")
+    code = main(["run", str(protocol), "--headless", "--inject-dropout", "2:60", "--video-fps", "5",
+                 "--video-size", "160x120"])
+    assert code == 3
+    assert "--resume" in capsys.readouterr().err
+    sheet_path = workdir / "scoresheets" / "small-expert.yaml"
+    sheet = load_scoresheet(sheet_path)
+    assert [(a.trial_index, a.outcome) for a in sheet.attempts] == [(1, "success"), (2, "void")]
+    assert sheet.attempts[1].void_reason.startswith("camera dropout: top")
+    assert main(["run", str(protocol), "--resume", "--headless", "--no-video"]) == 0
+    sheet = load_scoresheet(sheet_path)
+    assert [(a.trial_index, a.attempt, a.outcome) for a in sheet.attempts] == [
+        (1, 1, "success"), (2, 1, "void"), (2, 2, "success"), (3, 1, "success")]
+
+
+def test_hand_edited_scoresheet_blocks_resume_with_the_field_name(workdir, capsys) -> None:
+    protocol = small_protocol_copy(workdir / "protocols")
+    assert main(["run", str(protocol), "--headless", "--no-video", "--max-trials", "1"]) == 0
+    sheet_path = workdir / "scoresheets" / "small-expert.yaml"
+    data = yaml.safe_load(sheet_path.read_text())
+    data["locked"]["success_definition"] = "the cube ends near the bowl"
+    sheet_path.write_text(yaml.safe_dump(data, sort_keys=False))
+    before = sheet_path.read_text()
+    capsys.readouterr()
+    assert main(["run", str(protocol), "--resume", "--headless"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "locked.success_definition" in err
+    assert sheet_path.read_text() == before, "a refused resume must not write"
+
+
+def _short_protocol(folder: Path, seconds: float = 1.0, trials: int = 2) -> Path:
+    path = small_protocol_copy(folder)
+    data = yaml.safe_load(path.read_text())
+    data["episode_time_limit_s"] = seconds
+    data["trials"] = data["trials"][:trials]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_a_lerobot_act_checkpoint_runs_through_its_own_processors(workdir) -> None:
+    ckpt = save_tiny_act(workdir / "tiny_act")
+    protocol = _short_protocol(workdir / "protocols")
+    assert main(["run", str(protocol), "--policy", str(ckpt), "--headless", "--device", "cpu",
+                 "--video-fps", "5"]) == 0
+    sheet = load_scoresheet(workdir / "scoresheets" / "small-tiny_act.yaml")
+    assert sheet.locked["policy"]["fingerprint"].startswith("sha256:")
+    assert [a.trial_index for a in sheet.scored_attempts()] == [1, 2]
+    for attempt in sheet.scored_attempts():
+        assert attempt.label == "no_grasp"  # an untrained policy holds the start pose
+        assert attempt.loop.steps == 30 and attempt.loop.policy_latency_ms_max > 0
+
+
+def test_rename_map_feeds_the_policy_its_own_camera_names(workdir) -> None:
+    ckpt = save_tiny_act(workdir / "tiny_cam1", camera="camera1")
+    protocol = _short_protocol(workdir / "protocols", trials=1)
+    assert main(["run", str(protocol), "--policy", str(ckpt), "--headless", "--device", "cpu", "--no-video",
+                 "--rename-map", '{"top": "camera1"}']) == 0
+    sheet = load_scoresheet(workdir / "scoresheets" / "small-tiny_cam1.yaml")
+    assert sheet.settings["rename_map"] == {"top": "camera1"}
+    assert len(sheet.scored_attempts()) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["run", "protocols/missing.yaml"], "cannot read"),
+        (["run", "PROTO", "--policy", "no/such/ckpt"], "--policy"),
+        (["run", "PROTO", "--video-size", "big"], "--video-size"),
+    ],
+)
+def test_bad_run_input_is_one_line_and_exit_2(workdir, capsys, argv, fragment) -> None:
+    protocol = small_protocol_copy(workdir / "protocols")
+    argv = [str(protocol) if a == "PROTO" else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and fragment in err
