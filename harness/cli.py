@@ -15,8 +15,8 @@ EXIT_BAD_INPUT = 2
 
 def _cmd_protocol_new(args: argparse.Namespace) -> int:
     from harness.models.atomic import write_text_atomic
-    from harness.models.protocol import Generator, Protocol, Scene, Trial, generate_randomized_trials, protocol_to_yaml
     from harness.models.defaults import DEFAULT_START_POSE, DEFAULT_SUCCESS, DEFAULT_TASK
+    from harness.models.protocol import Generator, Protocol, Scene, Trial, generate_randomized_trials, protocol_to_yaml
 
     scene = Scene()
     if args.randomized:

@@ -10,9 +10,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from harness.models.protocol import Protocol, Trial
 from harness.models.defaults import DEFAULT_START_POSE, DEFAULT_SUCCESS
-from harness.models.protocol import protocol_to_yaml
+from harness.models.protocol import Protocol, Trial, protocol_to_yaml
 from harness.models.scoresheet import build_locked, load_scoresheet, lock_scoresheet
 
 WRITER = Path(__file__).with_name("kill_writer.py")

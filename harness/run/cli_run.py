@@ -143,7 +143,7 @@ def release_torque(robot: Any) -> None:
             robot.disable_torque()
         if robot.is_connected:
             robot.disconnect()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         print(f"warning: could not release torque cleanly: {exc}", file=sys.stderr)
 
 

@@ -6,6 +6,7 @@ a killed run never leaves a half-written trial folder that looks complete.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from collections.abc import Callable
@@ -94,9 +95,7 @@ class EvidenceRecorder:
 
     def abandon(self) -> None:
         for container in self._containers.values():
-            try:
+            with contextlib.suppress(Exception):
                 container.close()
-            except Exception:  # noqa: BLE001 - best effort while already failing
-                pass
         self._containers.clear()
         shutil.rmtree(self.tmp, ignore_errors=True)
