@@ -14,6 +14,8 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
+from harness.sim.meshes import decimated
+
 PHYSICS_DT = 1.0 / 300.0
 BOWL_WALL_SEGMENTS = 16
 GRASP_POINT_IN_GRIPPER = (0.011, 0.0, -0.085)
@@ -54,8 +56,21 @@ def menagerie_dir() -> Path:
     return path
 
 
-def build_spec(geometry: SceneGeometry) -> mujoco.MjSpec:
+def _use_decimated_visual_meshes(spec: mujoco.MjSpec, assets: Path) -> None:
+    collision_meshes = {g.meshname for g in spec.geoms if g.type == mujoco.mjtGeom.mjGEOM_MESH and g.contype}
+    for mesh in spec.meshes:
+        if mesh.name in collision_meshes or not mesh.file:
+            continue
+        vertices, faces = decimated(assets / mesh.file)
+        mesh.file = ""
+        mesh.uservert = vertices.astype(np.float64).ravel().tolist()
+        mesh.userface = faces.astype(np.int32).ravel().tolist()
+
+
+def build_spec(geometry: SceneGeometry, fast_meshes: bool = True) -> mujoco.MjSpec:
     spec = mujoco.MjSpec.from_file(str(menagerie_dir() / "so101.xml"))
+    if fast_meshes:
+        _use_decimated_visual_meshes(spec, menagerie_dir() / "assets")
     spec.option.timestep = PHYSICS_DT
     spec.visual.quality.offsamples = 0
     spec.visual.quality.shadowsize = 0
@@ -145,5 +160,5 @@ def _add_bowl(world: mujoco.MjsBody, g: SceneGeometry) -> None:
         rim.quat = _quat_mul(_axis_quat(2, phi), _axis_quat(0, math.pi / 2))
 
 
-def build_model(geometry: SceneGeometry | None = None) -> mujoco.MjModel:
-    return build_spec(geometry or SceneGeometry()).compile()
+def build_model(geometry: SceneGeometry | None = None, fast_meshes: bool = True) -> mujoco.MjModel:
+    return build_spec(geometry or SceneGeometry(), fast_meshes).compile()
