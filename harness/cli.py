@@ -116,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--video-fps", type=float, default=10.0, help="evidence video frame rate (default 10)")
     run.add_argument("--video-size", default="320x240", help="evidence video size WxH (default 320x240)")
     run.add_argument("--no-video", action="store_true", help="keep final frames and trajectories only")
+    run.add_argument("--record-dataset", nargs="?", const="", default=None, metavar="DIR",
+                     help="also write the rollouts as a LeRobot v3.0 dataset (default runs/<scoresheet>/dataset)")
     run.add_argument("--device", help="torch device for LeRobot policies (default: cuda if available)")
     run.add_argument("--max-trials", type=int, help="stop after this many attempts (the run stays resumable)")
     run.add_argument("--inject-dropout", metavar="TRIAL:STEP",

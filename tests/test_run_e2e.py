@@ -143,3 +143,18 @@ def test_bad_run_input_is_one_line_and_exit_2(workdir, capsys, argv, fragment) -
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and fragment in err
+
+
+def test_record_dataset_writes_a_lerobot_dataset_that_lerobot_loads(workdir) -> None:
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    protocol = _short_protocol(workdir / "protocols", seconds=1.0, trials=2)
+    root = workdir / "eval_dataset"
+    assert main(["run", str(protocol), "--headless", "--no-video", "--record-dataset", str(root)]) == 0
+    dataset = LeRobotDataset("local/eval_dataset", root=root, video_backend="pyav")
+    assert dataset.meta.total_episodes == 2 and dataset.num_frames == 60
+    item = dataset[45]
+    assert item["observation.images.top"].shape == (3, 480, 640)
+    assert item["observation.state"].shape == (6,) and item["action"].shape == (6,)
+    sheet = load_scoresheet(workdir / "scoresheets" / "small-expert.yaml")
+    assert [a.artifacts["dataset_episode"] for a in sheet.attempts] == ["0", "1"]

@@ -46,10 +46,13 @@ class CameraWatch:
     def _problem(self, camera: str, frame: np.ndarray | None) -> str | None:
         if frame is None or frame.size == 0:
             return "delivered no frame"
-        digest = hashlib.blake2b(np.ascontiguousarray(frame).data, digest_size=16).hexdigest()
+        # Every 4th pixel in each direction: a frozen camera repeats these exactly, a live one's
+        # sensor noise changes them, and the check stays off the 30 Hz budget (~0.1 ms at 640x480).
+        sample = np.ascontiguousarray(frame[::4, ::4])
+        digest = hashlib.blake2b(sample.data, digest_size=16).hexdigest()
         repeated = self._last_hash.get(camera) == digest
         self._last_hash[camera] = digest
-        if float(frame.mean()) <= self.policy.black_mean_level:
+        if float(sample.mean()) <= self.policy.black_mean_level:
             return "delivered black frames"
         if repeated:
             return "repeated the same frame"

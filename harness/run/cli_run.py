@@ -175,11 +175,19 @@ def run_from_args(args: argparse.Namespace) -> int:
     observer = TerminalObserver(operator_scores=not is_sim)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     robot = None
+    dataset = None
     try:
         robot = _make_sim_robot(protocol, policy, args.realtime) if is_sim else _make_real_robot(settings, protocol)
         stage = SimStage(robot.world, protocol, dropout) if is_sim else OperatorStage(observer.confirm_cube_placed)
+        if args.record_dataset is not None:
+            from harness.run.dataset_sink import DatasetSink
+
+            root = Path(args.record_dataset or Path(args.runs_dir) / sheet.path.stem / "dataset")
+            dataset = DatasetSink(root, protocol.fps, ["top", "wrist"], (640, 480), protocol.task,
+                                  robot_type="so101_follower")
         options = RunOptions(runs_dir=Path(args.runs_dir), paced=not is_sim, video=not args.no_video,
-                             video_fps=args.video_fps, video_size=(width, height), max_attempts=args.max_trials)
+                             video_fps=args.video_fps, video_size=(width, height), max_attempts=args.max_trials,
+                             dataset=dataset)
         engine = RunEngine(protocol, sheet, robot, policy, stage, observer, MonotonicClock(), options)
         pending = len(sheet.pending_trials())
         print(f"{sheet.path}: {pending} of {sheet.locked['trial_count']} trials to run "
@@ -195,6 +203,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     finally:
         if robot is not None:
             release_torque(robot)
+        if dataset is not None:
+            dataset.close()
         policy.close()
         signal.signal(signal.SIGTERM, previous)
     print()

@@ -60,6 +60,7 @@ class RunOptions:
     after_verdict_s: float = 1.5
     max_attempts: int | None = None
     dropout: DropoutPolicy = field(default_factory=DropoutPolicy)
+    dataset: Any | None = None    # a DatasetSink when --record-dataset is on
 
 
 @dataclass
@@ -119,6 +120,7 @@ class RunEngine:
             folder, self.options.evidence_cameras, self.stage.frame, self.protocol.fps,
             self.options.video_fps, self.options.video_size, self.options.video,
         )
+        dataset = self.options.dataset
         try:
             self.observer.phase("running")
             episode = self._episode(trial, recorder)
@@ -127,8 +129,12 @@ class RunEngine:
             w, h = self.options.final_frame_size
             finals = {cam: self.stage.frame(cam, w, h) for cam in self.options.evidence_cameras}
             artifacts = recorder.finish(finals, verdict)
+            if dataset is not None:
+                artifacts["dataset_episode"] = str(dataset.end_episode())
         except BaseException:
             recorder.abandon()
+            if dataset is not None:
+                dataset.discard_episode()
             raise
         void_reason = episode.void_reason or ("stopped by operator" if episode.stopped_by_operator else None)
         decision = self.observer.score(trial, verdict, void_reason)
@@ -180,6 +186,8 @@ class RunEngine:
             for cam in self.policy.camera_keys:
                 watch.see(cam, observation.get(cam), sim_t)
             captured = recorder.record_step(step, sim_t, observation, sent, timing)
+            if self.options.dataset is not None:
+                self._record_dataset_frame(observation, sent)
             for cam, frame in captured.items():
                 watch.see(cam, frame, sim_t)
             self.observer.step(step, timing)
@@ -203,6 +211,16 @@ class RunEngine:
                 f"policy inference (median {statistics.median(policy_ms):.0f} ms) cannot keep {self.protocol.fps} Hz"
             )
         return EpisodeOutcome(step + 1, void_reason, stopped, policy_ms, io_ms, missed)
+
+    def _record_dataset_frame(self, observation: dict[str, Any], action: dict[str, float]) -> None:
+        sink = self.options.dataset
+        width, height = sink.size
+        frames = {}
+        for cam in sink.cameras:
+            image = observation.get(cam)
+            ok = isinstance(image, np.ndarray) and image.shape[:2] == (height, width)
+            frames[cam] = image if ok else self.stage.frame(cam, width, height)
+        sink.add(observation, action, frames)
 
     def _loop_stats(self, e: EpisodeOutcome) -> LoopStats:
         busy_s = sum(e.policy_ms) / 1000 + sum(e.io_ms) / 1000
