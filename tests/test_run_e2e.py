@@ -158,3 +158,39 @@ def test_record_dataset_writes_a_lerobot_dataset_that_lerobot_loads(workdir) -> 
     assert item["observation.state"].shape == (6,) and item["action"].shape == (6,)
     sheet = load_scoresheet(workdir / "scoresheets" / "small-expert.yaml")
     assert [a.artifacts["dataset_episode"] for a in sheet.attempts] == ["0", "1"]
+
+
+@pytest.mark.parametrize("fault", [KeyboardInterrupt, RuntimeError])
+def test_torque_is_released_on_interrupts_and_crashes_and_nothing_half_written(workdir, monkeypatch, fault) -> None:
+    from harness.policies import scripted
+    from harness.run import cli_run
+
+    robots = []
+    make_robot = cli_run._make_sim_robot
+
+    def keep_robot(*args, **kwargs):
+        robots.append(make_robot(*args, **kwargs))
+        return robots[-1]
+
+    calls = {"n": 0}
+    select = scripted.ExpertPolicy.select_action
+
+    def failing_select(self, observation):
+        calls["n"] += 1
+        if calls["n"] == 300:  # in the middle of trial 2
+            raise fault("operator pressed Ctrl-C" if fault is KeyboardInterrupt else "policy crashed")
+        return select(self, observation)
+
+    monkeypatch.setattr(cli_run, "_make_sim_robot", keep_robot)
+    monkeypatch.setattr(scripted.ExpertPolicy, "select_action", failing_select)
+    protocol = small_protocol_copy(workdir / "protocols")
+    if fault is KeyboardInterrupt:
+        assert main(["run", str(protocol), "--headless", "--no-video"]) == 130
+    else:
+        with pytest.raises(RuntimeError, match="policy crashed"):
+            main(["run", str(protocol), "--headless", "--no-video"])
+    robot = robots[0]
+    assert robot.torque_enabled is False and robot.is_connected is False
+    sheet = load_scoresheet(workdir / "scoresheets" / "small-expert.yaml")
+    assert [a.trial_index for a in sheet.attempts] == [1]
+    assert not list((workdir / "runs" / "small-expert").glob("*.partial"))
