@@ -57,11 +57,41 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from harness.models.scoresheet import load_scoresheet
     from harness.reports.summary import format_summary, summarize
 
-    summaries = [summarize(load_scoresheet(path)) for path in args.scoresheets]
+    sheets = [load_scoresheet(path) for path in args.scoresheets]
+    summaries = [summarize(sheet) for sheet in sheets]
+    if args.output or args.md:
+        from harness.models.atomic import write_text_atomic
+        from harness.reports.blocks import to_html, write_markdown
+        from harness.reports.document import report_blocks, report_title
+
+        blocks, title = report_blocks(sheets), report_title(sheets)
+        if args.output:
+            write_text_atomic(args.output, to_html(title, blocks))
+            print(f"wrote {args.output}")
+        if args.md:
+            write_markdown(Path(args.md), title, blocks)
+            print(f"wrote {args.md}")
+        return 0
     if args.json:
         print(json.dumps(summaries if len(summaries) > 1 else summaries[0], indent=2))
     else:
         print("\n\n".join(format_summary(s) for s in summaries))
+    return 0
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from harness.models.stats import expected_wilson_width, trials_needed
+
+    try:
+        n = trials_needed(args.p0, args.delta, args.alpha, args.power)
+    except ValueError as exc:
+        raise HarnessInputError(None, "--p0/--delta", str(exc)) from None
+    p1 = args.p0 + args.delta
+    print(f"To detect {100 * args.p0:.0f}% -> {100 * p1:.0f}% (alpha {args.alpha}, power {args.power}, two-sided):")
+    print(f"  {n} trials per policy (independent runs; pairing on one protocol usually needs fewer)")
+    print("\nExpected 95% Wilson interval width for one policy:")
+    for size in sorted({20, 50, 100, n}):
+        print(f"  {size:>5} trials at {100 * args.p0:.0f}%: +-{50 * expected_wilson_width(args.p0, size):.1f} points")
     return 0
 
 
@@ -98,7 +128,16 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="summarize one or more scoresheets")
     report.add_argument("scoresheets", nargs="+")
     report.add_argument("--json", action="store_true", help="machine-readable output")
+    report.add_argument("-o", "--output", metavar="REPORT.html", help="write a self-contained HTML report")
+    report.add_argument("--md", metavar="REPORT.md", help="write a Markdown report (figures in REPORT_files/)")
     report.set_defaults(func=_cmd_report)
+
+    plan = sub.add_parser("plan", help="trials needed to detect a difference, and interval widths to expect")
+    plan.add_argument("--p0", type=float, required=True, help="baseline success rate, e.g. 0.9")
+    plan.add_argument("--delta", type=float, required=True, help="difference to detect, e.g. -0.2")
+    plan.add_argument("--alpha", type=float, default=0.05)
+    plan.add_argument("--power", type=float, default=0.8)
+    plan.set_defaults(func=_cmd_plan)
 
     run = sub.add_parser("run", help="run a protocol, trial by trial (resumable)")
     run.add_argument("protocol")

@@ -72,6 +72,20 @@ class Generator(_Strict):
     max_yaw_deg: Annotated[float, Field(ge=0)] = 0.0
 
 
+class StoppingRule(_Strict):
+    """Decided before the run: when it may stop early. `fixed` runs every trial."""
+
+    kind: Literal["fixed", "wilson_width"] = "fixed"
+    max_width: Annotated[float, Field(gt=0, lt=1)] | None = None   # stop once the 95% interval is this narrow
+    min_trials: Annotated[int, Field(ge=1)] = 20
+
+    @model_validator(mode="after")
+    def _check(self) -> StoppingRule:
+        if self.kind == "wilson_width" and self.max_width is None:
+            raise ValueError("stopping_rule.max_width: required for kind wilson_width")
+        return self
+
+
 class RunDefaults(_Strict):
     """Which robot, policy and cameras a plain `harness run PROTOCOL` uses; flags override."""
 
@@ -92,6 +106,7 @@ class Protocol(_Strict):
     success_definition: Annotated[str, Field(min_length=1)]
     failure_taxonomy: list[str] = Field(default_factory=lambda: list(TAXONOMY))
     generator: Generator | None = None
+    stopping_rule: StoppingRule = StoppingRule()
     run: RunDefaults = RunDefaults()
     trials: Annotated[list[Trial], Field(min_length=1)]
 

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models.atomic import write_text_atomic
 from harness.models.protocol import FAILURE_MODES, TAXONOMY, Protocol
+from harness.models.stats import wilson_interval
 
 FORMAT = "harness.scoresheet/1"
 LOCKED_FIELDS: tuple[str, ...] = (
@@ -41,6 +42,7 @@ LOCKED_FIELDS: tuple[str, ...] = (
     "protocol_sha256",
     "policy",
     "robot",
+    "stopping_rule",
 )
 
 
@@ -152,8 +154,26 @@ class Scoresheet:
         return None
 
     def pending_trials(self) -> list[int]:
-        """Trials without a final (non-void) outcome, in protocol order."""
+        """Trials without a final (non-void) outcome, in protocol order; none once the
+        pre-registered stopping rule is met."""
+        if self.stopped_by_rule() is not None:
+            return []
         return [i for i in self.trial_indices if self.final_attempt(i) is None]
+
+    def stopped_by_rule(self) -> str | None:
+        """Why the locked stopping rule ended the run early, or None. Derived, never stored."""
+        rule = self.locked["stopping_rule"]
+        if rule["kind"] != "wilson_width":
+            return None
+        scored = self.scored_attempts()
+        if len(scored) < rule["min_trials"] or len(scored) >= len(self.trial_indices):
+            return None
+        k = sum(1 for a in scored if a.outcome == "success")
+        low, high = wilson_interval(k, len(scored))
+        if high - low <= rule["max_width"]:
+            return (f"95% Wilson interval {high - low:.3f} wide after {len(scored)} trials "
+                    f"(rule: at most {rule['max_width']} after at least {rule['min_trials']})")
+        return None
 
     def scored_attempts(self) -> list[Attempt]:
         return [a for a in self.attempts if a.outcome != "void"]
@@ -203,6 +223,7 @@ def build_locked(protocol: Protocol, protocol_path: Path, policy_ref: str, robot
         "protocol_sha256": hashlib.sha256(protocol_path.read_bytes()).hexdigest(),
         "policy": {"ref": policy_ref, "fingerprint": policy_fingerprint(policy_ref)},
         "robot": robot,
+        "stopping_rule": protocol.stopping_rule.model_dump(mode="json"),
     }
 
 

@@ -29,6 +29,7 @@ def summarize(sheet: Scoresheet) -> dict[str, Any]:
             {"trial": a.trial_index, "attempt": a.attempt, "reason": a.void_reason}
             for a in sheet.attempts if a.outcome == "void"
         ],
+        "stopped_by_rule": sheet.stopped_by_rule(),
         "lock_sha256": sheet.lock["sha256"],
         "protocol_sha256": sheet.locked["protocol_sha256"],
     }
@@ -59,6 +60,8 @@ def format_summary(summary: dict[str, Any]) -> str:
         )
     else:
         lines.append("Placement   no measured successes")
+    if summary["stopped_by_rule"]:
+        lines.append(f"Stopped     by the pre-registered rule: {summary['stopped_by_rule']}")
     voids = summary["voids"]
     lines.append(f"Voids       {len(voids)}")
     lines.extend(f"  trial {v['trial']} attempt {v['attempt']}: {v['reason']}" for v in voids)

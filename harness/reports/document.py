@@ -1,0 +1,189 @@
+"""What a report says, for one run or several: the blocks, before any rendering."""
+
+from __future__ import annotations
+
+import math
+
+from harness.models.logistic import fit_logistic
+from harness.models.scoresheet import Scoresheet
+from harness.models.stats import (
+    fisher_exact,
+    mcnemar_exact,
+    minimum_detectable_effect,
+    newcombe_paired,
+    newcombe_unpaired,
+    wilson_interval,
+)
+from harness.reports import figures
+from harness.reports.blocks import Block, Figure, Heading, Para, Table
+from harness.reports.summary import summarize
+from harness.reports.trials import locked_protocol, trial_rows
+
+DISTANCE_BINS = ((0.0, 2.0), (2.0, 4.0), (4.0, 6.0), (6.0, math.inf))
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "") -> list[Block]:
+    summary = summarize(sheet)
+    rows = trial_rows(sheet)
+    protocol = locked_protocol(sheet)
+    s = summary["success"]
+    blocks: list[Block] = [Heading(f"{title_prefix}{sheet.locked['policy']['ref']} on {sheet.locked['robot']}")]
+    if s["n"]:
+        blocks.append(Para(
+            f"Success {s['k']}/{s['n']} = {_pct(s['rate'])}, 95% Wilson interval {_pct(s['wilson95'][0])} to "
+            f"{_pct(s['wilson95'][1])}. {summary['trials_scored']} of {summary['trials_planned']} planned trials "
+            f"scored. Task: {summary['task']}"))
+    else:
+        blocks.append(Para("No trial has been scored yet."))
+    if summary.get("stopped_by_rule"):
+        blocks.append(Para(f"Stopped early by the pre-registered rule: {summary['stopped_by_rule']}."))
+
+    blocks.append(Heading("Why it fails", 3))
+    n = max(s["n"], 1)
+    table_rows = [["success", str(s["k"]), _pct(s["k"] / n)]]
+    table_rows += [[m, str(c), _pct(c / n)] for m, c in summary["failure_modes"].items()]
+    blocks.append(Table(["outcome", "trials", "share"], table_rows))
+    blocks.append(Figure(f"outcomes_{key}", figures.outcome_bars(rows, len(summary["voids"])),
+                         "Final outcome per trial; voided attempts were retried and are counted separately."))
+    if summary["voids"]:
+        blocks.append(Table(["trial", "attempt", "void reason"],
+                            [[str(v["trial"]), str(v["attempt"]), v["reason"] or ""] for v in summary["voids"]]))
+    dominant = max(summary["failure_modes"].items(), key=lambda kv: kv[1])
+    if dominant[1]:
+        blocks.append(Para(f"The dominant failure mode is {dominant[0]} ({dominant[1]} of "
+                           f"{s['n'] - s['k']} failures)."))
+
+    scored = [r for r in rows if r.label != "pending"]
+    blocks.append(Heading("Does it depend on where the cube is?", 3))
+    fit = fit_logistic([r.distance_cm for r in scored], [int(r.label == "success") for r in scored])
+    bin_rows = []
+    for low, high in DISTANCE_BINS:
+        inside = [r for r in scored if low <= r.distance_cm < high]
+        if inside:
+            k = sum(r.label == "success" for r in inside)
+            lo, hi = wilson_interval(k, len(inside))
+            bin_rows.append([f"{low:.0f}-{high:.0f} cm" if math.isfinite(high) else f">= {low:.0f} cm",
+                             f"{k}/{len(inside)}", f"{_pct(lo)} to {_pct(hi)}"])
+    blocks.append(Table(["offset from trained position", "success", "95% Wilson"], bin_rows))
+    if fit is not None:
+        half = fit.distance_at(0.5)
+        where = (f"The fitted success probability falls to 50% at {half:.1f} cm from the trained position."
+                 if half is not None else "The fitted success probability does not fall to 50% in this range.")
+        blocks.append(Para(f"Logistic fit: logit P(success) = {fit.intercept:.2f} {fit.slope:+.2f} x distance (cm). "
+                           + where))
+    else:
+        blocks.append(Para("No logistic fit: the outcomes do not vary (or too few trials)."))
+    blocks.append(Figure(f"distance_{key}", figures.success_vs_distance(rows, fit),
+                         "Success against the cube's offset from the trained position, with a logistic fit and its "
+                         "95% band (delta method; weak ridge penalty)."))
+    blocks.append(Figure(f"map_{key}", figures.top_view_map(rows, protocol),
+                         "Top view of the trial positions relative to the trained position, coloured by outcome."))
+
+    blocks.append(Heading("Placement error", 3))
+    errors = [r.placement_error_cm for r in rows if r.label == "success" and r.placement_error_cm is not None]
+    if errors:
+        e = summary["placement_error_cm"]
+        blocks.append(Para(f"Over {e['n']} successes: mean {e['mean']:.2f} cm, median {e['median']:.2f} cm, "
+                           f"max {e['max']:.2f} cm (cube centre to bowl centre)."))
+        blocks.append(Figure(f"placement_{key}", figures.placement_histogram(errors),
+                             "Placement error over successful trials."))
+    else:
+        blocks.append(Para("No placement error was measured for a successful trial."))
+
+    blocks.append(Heading("Loop timing", 3))
+    timed = [r for r in scored if r.policy_ms_p50 is not None]
+    if timed:
+        missed = sum(r.missed_deadlines or 0 for r in timed)
+        steps = sum(r.steps or 0 for r in timed)
+        fps = protocol.fps if protocol else 30
+        worst = max(r.policy_ms_p95 or 0 for r in timed)
+        blocks.append(Para(f"Missed control deadlines: {missed} of {steps} steps ({_pct(missed / max(steps, 1))}). "
+                           f"Worst per-trial p95 policy latency {worst:.1f} ms against a {1000 / fps:.1f} ms budget."))
+        blocks.append(Figure(f"timing_{key}", figures.loop_timing(rows, fps),
+                             "Policy latency and missed deadlines per trial."))
+
+    blocks.append(Heading("Fingerprints", 3))
+    blocks.append(Table(["what", "value"], [
+        ["scoresheet", str(sheet.path)],
+        ["protocol file", f"{sheet.locked['protocol_file']} (sha256 {sheet.locked['protocol_sha256'][:16]}...)"],
+        ["policy", f"{sheet.locked['policy']['ref']} ({sheet.locked['policy']['fingerprint'][:30]})"],
+        ["lock", f"sha256 {sheet.lock['sha256'][:16]}..., locked at {sheet.lock['locked_at']}"],
+    ]))
+    return blocks
+
+
+def _outcomes(sheet: Scoresheet) -> dict[int, bool]:
+    return {a.trial_index: a.outcome == "success" for a in sheet.scored_attempts()}
+
+
+def comparison_blocks(sheets: list[Scoresheet]) -> list[Block]:
+    blocks: list[Block] = [Heading("Comparison")]
+    if len(sheets) > 2:
+        rows = []
+        for sheet in sheets:
+            out = _outcomes(sheet)
+            k, n = sum(out.values()), len(out)
+            lo, hi = wilson_interval(k, n)
+            rows.append([sheet.locked["policy"]["ref"], f"{k}/{n}", f"{_pct(lo)} to {_pct(hi)}"])
+        blocks.append(Table(["policy", "success", "95% Wilson"], rows))
+        blocks.append(Para("With more than two runs the report shows intervals only: pick the pair to test before "
+                           "looking, then report that one test (no p-value fishing)."))
+        return blocks
+    a, b = sheets
+    name_a, name_b = a.locked["policy"]["ref"], b.locked["policy"]["ref"]
+    out_a, out_b = _outcomes(a), _outcomes(b)
+    same_protocol = a.locked["trials"] == b.locked["trials"]
+    if same_protocol:
+        common = sorted(set(out_a) & set(out_b))
+        both = sum(out_a[i] and out_b[i] for i in common)
+        only_a = sum(out_a[i] and not out_b[i] for i in common)
+        only_b = sum(out_b[i] and not out_a[i] for i in common)
+        neither = len(common) - both - only_a - only_b
+        low, high = newcombe_paired(both, only_a, only_b, neither)
+        p = mcnemar_exact(only_a, only_b)
+        diff = (only_a - only_b) / max(len(common), 1)
+        blocks.append(Para(f"Same protocol: outcomes are paired by trial index over {len(common)} trials scored "
+                           f"in both runs."))
+        blocks.append(Table([f"{name_a} \\ {name_b}", "success", "failure"],
+                            [["success", str(both), str(only_a)], ["failure", str(only_b), str(neither)]]))
+        n_eff = len(common)
+        text = (f"Difference {name_a} - {name_b}: {_pct(diff)} (95% Newcombe paired interval {_pct(low)} to "
+                f"{_pct(high)}); exact McNemar test on the {only_a + only_b} discordant trials: p = {p:.3g}.")
+    else:
+        ka, na = sum(out_a.values()), len(out_a)
+        kb, nb = sum(out_b.values()), len(out_b)
+        low, high = newcombe_unpaired(ka, max(na, 1), kb, max(nb, 1))
+        p = fisher_exact(ka, na, kb, nb)
+        n_eff = min(na, nb)
+        text = (f"Different protocols, so the runs are compared as independent samples: {name_a} {ka}/{na} vs "
+                f"{name_b} {kb}/{nb}; difference {_pct(ka / max(na, 1) - kb / max(nb, 1))} (95% Newcombe interval "
+                f"{_pct(low)} to {_pct(high)}); Fisher's exact test p = {p:.3g}.")
+    blocks.append(Para(text))
+    base = min(max(sum(out_b.values()) / max(len(out_b), 1), 0.05), 0.95)
+    mde = minimum_detectable_effect(min(base, 1 - base), n_eff) if n_eff else float("nan")
+    if math.isfinite(mde):
+        blocks.append(Para(f"At {n_eff} trials per run, a difference of about {_pct(mde)} in success rate is the "
+                           f"smallest detectable with 80% power at alpha 0.05 (two-sided, normal approximation); "
+                           f"smaller true differences will often look like no difference."))
+    return blocks
+
+
+def report_blocks(sheets: list[Scoresheet]) -> list[Block]:
+    blocks: list[Block] = []
+    if len(sheets) > 1:
+        blocks += comparison_blocks(sheets)
+    for i, sheet in enumerate(sheets):
+        prefix = f"Run {i + 1}: " if len(sheets) > 1 else ""
+        blocks += run_blocks(sheet, f"run{i + 1}", prefix)
+    return blocks
+
+
+def report_title(sheets: list[Scoresheet]) -> str:
+    names = sorted({s.locked["protocol_file"] for s in sheets})
+    return f"Evaluation report: {', '.join(names)}"
+
+

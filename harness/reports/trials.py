@@ -1,0 +1,64 @@
+"""One row per trial, joined from a scoresheet's locked plan and its final attempts."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.models.protocol import Protocol, load_protocol
+from harness.models.scoresheet import Scoresheet
+
+OUTCOME_COLOURS = {
+    "success": "#2e7d32",
+    "no_grasp": "#c62828",
+    "grasped_then_dropped": "#ef6c00",
+    "wrong_placement": "#6a1b9a",
+    "pending": "#9e9e9e",
+}
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    index: int
+    dx_cm: float
+    dy_cm: float
+    label: str                       # success, a failure mode, or pending
+    placement_error_cm: float | None
+    voids: int
+    policy_ms_p50: float | None
+    policy_ms_p95: float | None
+    missed_deadlines: int | None
+    steps: int | None
+
+    @property
+    def distance_cm(self) -> float:
+        return math.hypot(self.dx_cm, self.dy_cm)
+
+
+def trial_rows(sheet: Scoresheet) -> list[TrialRow]:
+    rows = []
+    for trial in sheet.locked["trials"]:
+        final = sheet.final_attempt(trial["index"])
+        voids = sum(1 for a in sheet.attempts if a.trial_index == trial["index"] and a.outcome == "void")
+        rows.append(TrialRow(
+            index=trial["index"], dx_cm=trial["dx_cm"], dy_cm=trial["dy_cm"],
+            label=final.label if final else "pending",
+            placement_error_cm=final.placement_error_cm if final else None,
+            voids=voids,
+            policy_ms_p50=final.loop.policy_latency_ms_p50 if final else None,
+            policy_ms_p95=final.loop.policy_latency_ms_p95 if final else None,
+            missed_deadlines=final.loop.missed_deadlines if final else None,
+            steps=final.loop.steps if final else None,
+        ))
+    return rows
+
+
+def locked_protocol(sheet: Scoresheet) -> Protocol | None:
+    """The protocol the sheet was locked against, if its file is still there and unchanged."""
+    import hashlib
+
+    path = Path(sheet.locked["protocol_file"])
+    if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != sheet.locked["protocol_sha256"]:
+        return None
+    return load_protocol(path)
