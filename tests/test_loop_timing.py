@@ -79,6 +79,9 @@ class Scorer:
     def stop_requested(self) -> bool:
         return False
 
+    def wait_if_paused(self) -> bool:
+        return True
+
     def warn(self, message) -> None:
         self.warnings.append(message)
 

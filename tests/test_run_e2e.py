@@ -189,7 +189,7 @@ def test_torque_is_released_on_interrupts_and_crashes_and_nothing_half_written(w
     else:
         with pytest.raises(RuntimeError, match="policy crashed"):
             main(["run", str(protocol), "--headless", "--no-video"])
-    robot = robots[0]
+    robot = robots[0]  # the simulated SO-101 itself, under the guard
     assert robot.torque_enabled is False and robot.is_connected is False
     sheet = load_scoresheet(workdir / "scoresheets" / "small-expert.yaml")
     assert [a.trial_index for a in sheet.attempts] == [1]

@@ -22,6 +22,7 @@ from harness.models.scoresheet import (
     lock_scoresheet,
 )
 from harness.reports.summary import format_summary, summarize
+from harness.run.safety import EmergencyStopped, GuardedRobot
 
 EXIT_PAUSED = 3
 BUILTIN_POLICIES = ("expert", "replay")
@@ -177,7 +178,9 @@ def run_from_args(args: argparse.Namespace) -> int:
     robot = None
     dataset = None
     try:
-        robot = _make_sim_robot(protocol, policy, args.realtime) if is_sim else _make_real_robot(settings, protocol)
+        robot = GuardedRobot(
+            _make_sim_robot(protocol, policy, args.realtime) if is_sim else _make_real_robot(settings, protocol)
+        )
         stage = SimStage(robot.world, protocol, dropout) if is_sim else OperatorStage(observer.confirm_cube_placed)
         if args.record_dataset is not None:
             from harness.run.dataset_sink import DatasetSink
@@ -194,8 +197,8 @@ def run_from_args(args: argparse.Namespace) -> int:
               f"({sheet.locked['policy']['ref']} on {sheet.locked['robot']})", flush=True)
         try:
             engine.run()
-        except RunPaused as paused:
-            print(f"harness: run paused: {paused}. Fix the camera, then run again with --resume.", file=sys.stderr)
+        except (RunPaused, EmergencyStopped) as paused:
+            print(f"harness: run paused: {paused}. Fix the cause, then run again with --resume.", file=sys.stderr)
             return EXIT_PAUSED
     except KeyboardInterrupt:
         print("harness: interrupted; scored trials are saved. Continue with --resume.", file=sys.stderr)

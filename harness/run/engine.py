@@ -21,6 +21,7 @@ from harness.policies.base import EvalPolicy, TrialContext
 from harness.run.camera_watch import CameraWatch, DropoutPolicy
 from harness.run.clock import Clock
 from harness.run.evidence import EvidenceRecorder
+from harness.run.safety import EmergencyStopped
 from harness.run.stages import TrialStage
 
 
@@ -38,11 +39,21 @@ class RunObserver(Protocol):
     def warn(self, message: str) -> None: ...
     def score(self, trial: Trial, verdict: dict[str, Any] | None, void_reason: str | None) -> ScoreDecision: ...
     def trial_scored(self, attempt: Attempt) -> None: ...
-    def stop_requested(self) -> bool: ...
+    def stop_requested(self) -> bool:
+        """True once the operator aborted: the trial in flight is voided and the run ends."""
+        ...
+
+    def wait_if_paused(self) -> bool:
+        """Called between trials: block while paused; False ends the run (aborted while paused)."""
+        ...
 
 
 class RunPaused(Exception):
-    """The run stopped on a fault (camera dropout); the scoresheet is intact and resumable."""
+    """The run stopped on a fault or a stop key; the scoresheet is intact and resumable."""
+
+
+VOID_ABORTED = "aborted by operator"
+VOID_ESTOP = "emergency stop by operator"
 
 
 @dataclass
@@ -94,14 +105,21 @@ class RunEngine:
         while self.sheet.pending_trials():
             if self.options.max_attempts is not None and recorded >= self.options.max_attempts:
                 break
+            if not self.observer.wait_if_paused():
+                break
             index = self.sheet.pending_trials()[0]
             trial = self.protocol.trial(index)
-            attempt = self.run_trial(trial, done=total - len(self.sheet.pending_trials()), total=total)
+            try:
+                attempt = self.run_trial(trial, done=total - len(self.sheet.pending_trials()), total=total)
+            except EmergencyStopped as stop:  # between trials (start pose move): nothing to void
+                raise RunPaused(VOID_ESTOP) from stop
             recorded += 1
             self.observer.trial_scored(attempt)
             if attempt.outcome == "void" and (attempt.void_reason or "").startswith("camera dropout"):
                 raise RunPaused(attempt.void_reason)
-            if attempt.outcome == "void" and attempt.void_reason == "stopped by operator":
+            if attempt.outcome == "void" and attempt.void_reason == VOID_ESTOP:
+                raise RunPaused(VOID_ESTOP)
+            if attempt.outcome == "void" and attempt.void_reason == VOID_ABORTED:
                 break
         return recorded
 
@@ -136,7 +154,7 @@ class RunEngine:
             if dataset is not None:
                 dataset.discard_episode()
             raise
-        void_reason = episode.void_reason or ("stopped by operator" if episode.stopped_by_operator else None)
+        void_reason = episode.void_reason or (VOID_ABORTED if episode.stopped_by_operator else None)
         decision = self.observer.score(trial, verdict, void_reason)
         ended = now_iso()
         fields: dict[str, Any] = {
@@ -173,7 +191,11 @@ class RunEngine:
             t1 = self.clock.now()
             action = self.policy.select_action(observation)
             t2 = self.clock.now()
-            sent = self.robot.send_action(action)
+            try:
+                sent = self.robot.send_action(action)
+            except EmergencyStopped:
+                void_reason = VOID_ESTOP
+                break
             t3 = self.clock.now()
             if hasattr(self.stage, "last_observation"):
                 self.stage.last_observation = observation
@@ -210,7 +232,7 @@ class RunEngine:
             self.observer.warn(
                 f"policy inference (median {statistics.median(policy_ms):.0f} ms) cannot keep {self.protocol.fps} Hz"
             )
-        return EpisodeOutcome(step + 1, void_reason, stopped, policy_ms, io_ms, missed)
+        return EpisodeOutcome(len(policy_ms), void_reason, stopped, policy_ms, io_ms, missed)
 
     def _record_dataset_frame(self, observation: dict[str, Any], action: dict[str, float]) -> None:
         sink = self.options.dataset

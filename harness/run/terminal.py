@@ -69,3 +69,6 @@ class TerminalObserver:
     def stop_requested(self) -> bool:
         return False
 
+    def wait_if_paused(self) -> bool:
+        return True
+

@@ -1,0 +1,70 @@
+"""A guard between the run engine and the robot: one caller at a time, and an emergency stop
+that releases torque at once and refuses every later motion command.
+
+The TUI calls `emergency_stop` from its own thread while the engine may be mid-step; the
+lock makes the torque release wait for (at most) the step in flight, never interleave with it.
+On Feetech servos a goal-position write can re-enable torque, so after a stop the gate stays
+shut until the robot is reconnected.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+
+class EmergencyStopped(Exception):
+    """Motion was refused because the emergency stop was pressed."""
+
+
+class GuardedRobot:
+    def __init__(self, robot: Any) -> None:
+        self.robot = robot
+        self._lock = threading.RLock()
+        self._stopped = threading.Event()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
+
+    @property
+    def world(self) -> Any:
+        return getattr(self.robot, "world", None)
+
+    @property
+    def is_connected(self) -> bool:
+        return self.robot.is_connected
+
+    def get_observation(self) -> dict[str, Any]:
+        with self._lock:
+            return self.robot.get_observation()
+
+    def send_action(self, action: dict[str, Any]) -> dict[str, Any]:
+        if self._stopped.is_set():
+            raise EmergencyStopped("emergency stop: the arm will not move until the run is restarted")
+        with self._lock:
+            if self._stopped.is_set():
+                raise EmergencyStopped("emergency stop: the arm will not move until the run is restarted")
+            return self.robot.send_action(action)
+
+    def emergency_stop(self) -> None:
+        """Shut the gate first (no new motion), then release torque as soon as the bus is free."""
+        self._stopped.set()
+        with self._lock:
+            self.release_torque()
+
+    def release_torque(self) -> None:
+        with self._lock:
+            if hasattr(self.robot, "disable_torque"):
+                self.robot.disable_torque()
+            elif hasattr(self.robot, "bus"):
+                self.robot.bus.disable_torque()
+
+    @property
+    def torque_enabled(self) -> bool | None:
+        return getattr(self.robot, "torque_enabled", None)
+
+    def disconnect(self) -> None:
+        with self._lock:
+            if self.robot.is_connected:
+                self.robot.disconnect()

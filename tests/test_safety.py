@@ -1,0 +1,86 @@
+"""Emergency stop and abort through the run engine on the simulated arm: torque off, nothing lost."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import harness.sim  # noqa: F401
+from harness.models.protocol import load_protocol
+from harness.policies.scripted import ExpertPolicy
+from harness.run.clock import MonotonicClock
+from harness.run.engine import VOID_ABORTED, VOID_ESTOP, RunEngine, RunOptions, RunPaused
+from harness.run.safety import EmergencyStopped, GuardedRobot
+from harness.run.stages import SimStage
+from harness.run.terminal import TerminalObserver
+from harness.sim.config_sim_so101 import SimSO101Config
+from harness.sim.sim_so101 import SimSO101
+from tests.helpers import locked_sheet
+
+
+class KeyAt(TerminalObserver):
+    """Presses a key (a callback) at a given step of a given trial."""
+
+    def __init__(self, trial: int, step: int, press) -> None:
+        super().__init__(operator_scores=False, out=open("/dev/null", "w"))  # noqa: SIM115
+        self.at, self.press, self.trial, self.aborted = (trial, step), press, 0, False
+
+    def trial_started(self, trial, attempt, done, total) -> None:
+        self.trial = trial.index
+
+    def step(self, step, timing) -> None:
+        if (self.trial, step) == self.at:
+            self.press(self)
+
+    def stop_requested(self) -> bool:
+        return self.aborted
+
+
+def _engine(tmp_path, observer):
+    sheet = locked_sheet(tmp_path)
+    protocol = load_protocol(tmp_path / "small.yaml")
+    robot = SimSO101(SimSO101Config(render_cameras=[]))
+    robot.connect()
+    guard = GuardedRobot(robot)
+    options = RunOptions(runs_dir=tmp_path / "runs", video=False)
+    engine = RunEngine(protocol, sheet, guard, ExpertPolicy(), SimStage(robot.world, protocol), observer,
+                       MonotonicClock(), options)
+    return engine, guard, robot
+
+
+def test_emergency_stop_mid_trial_releases_torque_and_voids_the_trial(tmp_path) -> None:
+    observer = KeyAt(2, 40, lambda obs: guard.emergency_stop())
+    engine, guard, robot = _engine(tmp_path, observer)
+    with pytest.raises(RunPaused, match="emergency stop"):
+        engine.run()
+    assert robot.torque_enabled is False
+    assert [(a.trial_index, a.outcome, a.void_reason) for a in engine.sheet.attempts] == [
+        (1, "success", None), (2, "void", VOID_ESTOP)]
+    with pytest.raises(EmergencyStopped):
+        guard.send_action({"gripper.pos": 50.0})
+
+
+def test_emergency_stop_from_another_thread_takes_effect_within_a_step(tmp_path) -> None:
+    engine, guard, robot = _engine(tmp_path, KeyAt(0, 0, lambda obs: None))
+    presser = threading.Timer(0.5, guard.emergency_stop)
+    presser.start()
+    t0 = time.monotonic()
+    with pytest.raises(RunPaused):
+        engine.run()
+    presser.join()
+    assert time.monotonic() - t0 < 5.0
+    assert robot.torque_enabled is False and engine.sheet.attempts[-1].void_reason == VOID_ESTOP
+
+
+def test_abort_voids_the_trial_in_flight_and_ends_the_run_resumably(tmp_path) -> None:
+    def abort(obs: KeyAt) -> None:
+        obs.aborted = True
+
+    engine, guard, robot = _engine(tmp_path, KeyAt(2, 40, abort))
+    engine.run()
+    assert [(a.trial_index, a.void_reason) for a in engine.sheet.attempts] == [(1, None), (2, VOID_ABORTED)]
+    assert engine.sheet.pending_trials() == [2, 3]
+    guard.release_torque()
+    assert robot.torque_enabled is False
