@@ -64,14 +64,22 @@ def test_emergency_stop_mid_trial_releases_torque_and_voids_the_trial(tmp_path) 
 
 def test_emergency_stop_from_another_thread_takes_effect_within_a_step(tmp_path) -> None:
     engine, guard, robot = _engine(tmp_path, KeyAt(0, 0, lambda obs: None))
-    presser = threading.Timer(0.5, guard.emergency_stop)
+    pressed: list[float] = []
+
+    def press() -> None:
+        pressed.append(time.monotonic())
+        guard.emergency_stop()
+
+    presser = threading.Timer(0.5, press)
     presser.start()
-    t0 = time.monotonic()
-    with pytest.raises(RunPaused):
+    with pytest.raises(RunPaused, match="emergency stop"):
         engine.run()
+    stopped_at = time.monotonic()
     presser.join()
-    assert time.monotonic() - t0 < 5.0
-    assert robot.torque_enabled is False and engine.sheet.attempts[-1].void_reason == VOID_ESTOP
+    assert robot.torque_enabled is False
+    assert stopped_at - pressed[0] < 0.5  # a lock-step sim step is a few ms; the trial's files take the rest
+    # wherever it landed (start-pose move or mid-trial), nothing but the e-stop void is unfinished
+    assert all(a.outcome == "success" or a.void_reason == VOID_ESTOP for a in engine.sheet.attempts)
 
 
 def test_abort_voids_the_trial_in_flight_and_ends_the_run_resumably(tmp_path) -> None:
