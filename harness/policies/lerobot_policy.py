@@ -70,6 +70,20 @@ class LeRobotPolicy:
             return (width, height)
         return None
 
+    def warm_up(self, observation: dict[str, Any], runs: int = 3) -> float:
+        """Run a few inferences (first calls allocate and compile); returns the median ms."""
+        import statistics
+        import time
+
+        times = []
+        for _ in range(runs):
+            self._engine.reset()
+            t0 = time.perf_counter()
+            self.select_action(observation)
+            times.append(1000 * (time.perf_counter() - t0))
+        self._engine.reset()
+        return statistics.median(times)
+
     def reset(self, context: TrialContext) -> None:
         self._engine.reset()
 

@@ -9,6 +9,7 @@ import argparse
 import json
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,59 @@ def _make_real_robot(settings: dict[str, Any], protocol: Protocol) -> Any:
     return robot
 
 
+def check_report(robot: GuardedRobot, policy: Any, sheet: Scoresheet, stage: Any) -> Any:
+    """What the TUI's check screen shows, measured now: nothing here moves the arm."""
+    import time
+
+    from harness.tui.screens import CheckReport
+
+    cameras: list[tuple[str, float | None]] = []
+    world = robot.world
+    if world is not None:
+        for cam in ("top", "wrist"):
+            world.render(cam, 640, 480)
+            t0 = time.perf_counter()
+            for _ in range(5):
+                world.render(cam, 640, 480)
+            cameras.append((cam, 5 / (time.perf_counter() - t0)))
+        world.release_renderers()  # the engine renders from its own thread
+    else:
+        for name, camera in getattr(robot.robot, "cameras", {}).items():
+            t0, frames = time.perf_counter(), 0
+            try:
+                for _ in range(10):
+                    camera.async_read()
+                    frames += 1
+            except Exception:
+                pass
+            cameras.append((name, frames / (time.perf_counter() - t0) if frames else None))
+    warm = policy.warm_up(robot.get_observation()) if hasattr(policy, "warm_up") else None
+    label = f"{sheet.locked['robot']} ({'simulated SO-101' if world is not None else 'SO-101 follower'})"
+    return CheckReport(robot=label, cameras=cameras, policy=getattr(policy, "name", sheet.locked["policy"]["ref"]),
+                       policy_warmup_ms=warm, locked=sheet.locked, scored=len(sheet.scored_attempts()),
+                       voids=sum(1 for a in sheet.attempts if a.outcome == "void"), scoresheet=str(sheet.path))
+
+
+def make_app(setup: RunSetup, undo_s: float = 3.0) -> Any:
+    """The operator TUI over this run's engine (the engine itself is the same as headless)."""
+    from harness.tui.app import RunApp
+    from harness.tui.state import RunState, Tally
+
+    sheet, protocol = setup.sheet, setup.protocol
+    tally = Tally()
+    for attempt in sheet.attempts:
+        tally = tally.add(attempt.label)
+    state = RunState(protocol_name=protocol.name, policy=sheet.locked["policy"]["ref"], robot=sheet.locked["robot"],
+                     total=sheet.locked["trial_count"], fps=protocol.fps, time_limit_s=protocol.episode_time_limit_s,
+                     trained_xy_cm=protocol.scene.trained_cube_xy_cm, bowl_xy_cm=protocol.scene.bowl_xy_cm,
+                     bowl_diameter_cm=protocol.scene.bowl_diameter_cm, tally=tally)
+    report = check_report(setup.robot, setup.policy, sheet, setup.stage)
+    app = RunApp(setup.engine, setup.robot, report, state, undo_s=undo_s)
+    if hasattr(setup.stage, "confirm_placed"):
+        setup.stage.confirm_placed = app.observer.confirm_cube_placed
+    return app
+
+
 def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
@@ -148,20 +202,30 @@ def release_torque(robot: Any) -> None:
         print(f"warning: could not release torque cleanly: {exc}", file=sys.stderr)
 
 
-def run_from_args(args: argparse.Namespace) -> int:
+@dataclass
+class RunSetup:
+    protocol: Protocol
+    sheet: Scoresheet
+    policy: Any
+    robot: GuardedRobot
+    stage: Any
+    engine: Any
+    dataset: Any | None
+
+    def close(self) -> None:
+        release_torque(self.robot)
+        if self.dataset is not None:
+            self.dataset.close()
+        self.policy.close()
+
+
+def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet) -> RunSetup:
+    """Policy, robot (behind the safety guard), stage and engine for a resolved scoresheet."""
     from harness.run.clock import MonotonicClock
-    from harness.run.engine import RunEngine, RunOptions, RunPaused
+    from harness.run.engine import RunEngine, RunOptions
     from harness.run.stages import OperatorStage, SimStage
     from harness.run.terminal import TerminalObserver
 
-    protocol_path = Path(args.protocol)
-    protocol = load_protocol(protocol_path)
-    sheet = resolve_sheet(args, protocol, protocol_path)
-    if sheet.complete:
-        print(f"{sheet.path}: all {sheet.locked['trial_count']} trials are scored.\n")
-        print(format_summary(summarize(sheet)))
-        return 0
-    settings = sheet.settings
     try:
         width, height = (int(v) for v in args.video_size.lower().split("x"))
     except ValueError:
@@ -170,33 +234,55 @@ def run_from_args(args: argparse.Namespace) -> int:
     if args.inject_dropout:
         trial_s, _, step_s = args.inject_dropout.partition(":")
         dropout = (int(trial_s), int(step_s or 0))
-
-    policy = _make_policy(sheet.locked["policy"]["ref"], protocol, settings, args.device)
+    settings = sheet.settings
     is_sim = sheet.locked["robot"] == "sim"
-    observer = TerminalObserver(operator_scores=not is_sim)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    robot = None
-    dataset = None
+    policy = _make_policy(sheet.locked["policy"]["ref"], protocol, settings, args.device)
     try:
         robot = GuardedRobot(
             _make_sim_robot(protocol, policy, args.realtime) if is_sim else _make_real_robot(settings, protocol)
         )
-        stage = SimStage(robot.world, protocol, dropout) if is_sim else OperatorStage(observer.confirm_cube_placed)
-        if args.record_dataset is not None:
-            from harness.run.dataset_sink import DatasetSink
+    except BaseException:
+        policy.close()
+        raise
+    observer = TerminalObserver(operator_scores=not is_sim)
+    stage = SimStage(robot.world, protocol, dropout) if is_sim else OperatorStage(observer.confirm_cube_placed)
+    dataset = None
+    if args.record_dataset is not None:
+        from harness.run.dataset_sink import DatasetSink
 
-            root = Path(args.record_dataset or Path(args.runs_dir) / sheet.path.stem / "dataset")
-            dataset = DatasetSink(root, protocol.fps, ["top", "wrist"], (640, 480), protocol.task,
-                                  robot_type="so101_follower")
-        options = RunOptions(runs_dir=Path(args.runs_dir), paced=not is_sim, video=not args.no_video,
-                             video_fps=args.video_fps, video_size=(width, height), max_attempts=args.max_trials,
-                             dataset=dataset)
-        engine = RunEngine(protocol, sheet, robot, policy, stage, observer, MonotonicClock(), options)
+        root = Path(args.record_dataset or Path(args.runs_dir) / sheet.path.stem / "dataset")
+        dataset = DatasetSink(root, protocol.fps, ["top", "wrist"], (640, 480), protocol.task,
+                              robot_type="so101_follower")
+    options = RunOptions(runs_dir=Path(args.runs_dir), paced=not is_sim, video=not args.no_video,
+                         video_fps=args.video_fps, video_size=(width, height), max_attempts=args.max_trials,
+                         dataset=dataset)
+    engine = RunEngine(protocol, sheet, robot, policy, stage, observer, MonotonicClock(), options)
+    return RunSetup(protocol, sheet, policy, robot, stage, engine, dataset)
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    from harness.run.engine import RunPaused
+
+    protocol_path = Path(args.protocol)
+    protocol = load_protocol(protocol_path)
+    sheet = resolve_sheet(args, protocol, protocol_path)
+    if sheet.complete:
+        print(f"{sheet.path}: all {sheet.locked['trial_count']} trials are scored.\n")
+        print(format_summary(summarize(sheet)))
+        return 0
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    setup = None
+    try:
+        setup = prepare_run(args, protocol, sheet)
+        if not args.headless and sys.stdin.isatty() and sys.stdout.isatty():
+            code = make_app(setup).run()
+            print(format_summary(summarize(load_scoresheet(sheet.path))))
+            return code if isinstance(code, int) else 0
         pending = len(sheet.pending_trials())
         print(f"{sheet.path}: {pending} of {sheet.locked['trial_count']} trials to run "
               f"({sheet.locked['policy']['ref']} on {sheet.locked['robot']})", flush=True)
         try:
-            engine.run()
+            setup.engine.run()
         except (RunPaused, EmergencyStopped) as paused:
             print(f"harness: run paused: {paused}. Fix the cause, then run again with --resume.", file=sys.stderr)
             return EXIT_PAUSED
@@ -204,11 +290,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         print("harness: interrupted; scored trials are saved. Continue with --resume.", file=sys.stderr)
         return 130
     finally:
-        if robot is not None:
-            release_torque(robot)
-        if dataset is not None:
-            dataset.close()
-        policy.close()
+        if setup is not None:
+            setup.close()
         signal.signal(signal.SIGTERM, previous)
     print()
     print(format_summary(summarize(load_scoresheet(sheet.path))))

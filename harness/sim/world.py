@@ -124,7 +124,12 @@ class SimWorld:
         self._render_count += 1
         return bank[self._render_count % NOISE_PATTERNS]
 
-    def close(self) -> None:
+    def release_renderers(self) -> None:
+        """Free the GL contexts. An EGL context belongs to the thread that made it, so a caller
+        that rendered on one thread releases them before another thread renders."""
         for renderer in self._renderers.values():
             renderer.close()
         self._renderers.clear()
+
+    def close(self) -> None:
+        self.release_renderers()

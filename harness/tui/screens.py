@@ -1,0 +1,235 @@
+"""The check screen, the run screen and the prompts (scoring, void reason, note, cube placed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Footer, Input, Static
+
+from harness.run.engine import ScoreDecision
+from harness.tui.state import RunState
+from harness.tui.widgets import LABEL_STYLE, Banner, CubePlacement, FramePreview, LoopPanel, TallyPanel, TrialHeader
+
+SCORE_KEYS = {"s": "success", "n": "no_grasp", "d": "grasped_then_dropped", "w": "wrong_placement", "v": "void"}
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What the check screen shows: gathered before anything moves."""
+
+    robot: str
+    cameras: list[tuple[str, float | None]]   # name, measured frames/s (None: not delivering)
+    policy: str
+    policy_warmup_ms: float | None
+    locked: dict[str, Any]
+    scored: int
+    voids: int
+    scoresheet: str
+
+    @property
+    def ok(self) -> bool:
+        return all(fps for _, fps in self.cameras)
+
+
+class CheckScreen(Screen[bool]):
+    BINDINGS = [Binding("enter", "start", "Start the run"), Binding("q", "quit_run", "Quit")]
+
+    def __init__(self, report: CheckReport) -> None:
+        super().__init__()
+        self.report = report
+
+    def compose(self) -> ComposeResult:
+        yield Static(self._render_report(), id="check")
+        yield Footer()
+
+    def _render_report(self) -> Table:
+        r = self.report
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column()
+        ok, bad = Text("OK ", style="bold green"), Text("NO ", style="bold red")
+        table.add_row("Robot", ok + Text(r.robot))
+        for name, fps in r.cameras:
+            table.add_row(f"Camera {name}", (ok + Text(f"live, {fps:.1f} frames/s")) if fps else (bad + "no frames"))
+        if not r.cameras:
+            table.add_row("Cameras", Text("none used by this policy (evidence frames come from the simulator)",
+                                          style="dim"))
+        warm = f", warm-up inference {r.policy_warmup_ms:.1f} ms" if r.policy_warmup_ms is not None else ""
+        table.add_row("Policy", ok + Text(f"{r.policy}{warm}"))
+        locked = r.locked
+        table.add_row("", "")
+        table.add_row("Scoresheet", Text(r.scoresheet + "  (locked)", style="bold"))
+        table.add_row("Task", locked["task"])
+        table.add_row("Success means", locked["success_definition"])
+        table.add_row("Taxonomy", ", ".join(locked["taxonomy"]))
+        table.add_row("Trials", f"{locked['trial_count']} planned, {r.scored} scored, {r.voids} voided")
+        table.add_row("Protocol", f"{locked['protocol_file']}  sha256 {locked['protocol_sha256'][:12]}")
+        table.add_row("Policy id", locked["policy"]["fingerprint"][:40])
+        table.add_row("", "")
+        table.add_row("", Text("Nothing moves until you press Enter.", style="bold yellow"))
+        return table
+
+    def action_start(self) -> None:
+        self.dismiss(True)
+
+    def action_quit_run(self) -> None:
+        self.dismiss(False)
+
+
+class RunScreen(Screen[None]):
+    def compose(self) -> ComposeResult:
+        yield Banner(id="banner")
+        yield TrialHeader(id="header")
+        with Horizontal(id="body"):
+            yield CubePlacement(id="cube")
+            with Vertical(id="middle"):
+                yield LoopPanel(id="loop")
+                yield TallyPanel(id="tally")
+            yield FramePreview(id="preview")
+        yield Footer()
+
+    def show(self, state: RunState) -> None:
+        for widget_id, cls in (("banner", Banner), ("header", TrialHeader), ("cube", CubePlacement),
+                               ("loop", LoopPanel), ("tally", TallyPanel), ("preview", FramePreview)):
+            self.query_one(f"#{widget_id}", cls).show(state)
+
+
+class ScoreScreen(ModalScreen[ScoreDecision]):
+    """Score keys, the judge's verdict as the default in sim, a note, and an undo window."""
+
+    BINDINGS = [
+        *(Binding(key, f"choose('{label}')", label.replace("_", "-"), show=True) for key, label in SCORE_KEYS.items()),
+        Binding("enter", "accept_default", "Accept verdict"),
+        Binding("o", "note", "Note"),
+        Binding("u", "undo", "Undo"),
+    ]
+
+    def __init__(self, trial_text: str, verdict: dict[str, Any] | None, undo_s: float,
+                 auto_accept: bool = False) -> None:
+        super().__init__()
+        self.trial_text = trial_text
+        self.verdict = verdict
+        self.undo_s = undo_s
+        self.auto_accept = auto_accept
+        self.note: str | None = None
+        self.pending: ScoreDecision | None = None
+        self._left = 0.0
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="score-box"):
+            yield Static(id="score-text")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._draw()
+        if self.auto_accept and self.verdict is not None:
+            self.action_accept_default()
+
+    def _draw(self) -> None:
+        text = Text(f"Score {self.trial_text}\n\n", style="bold")
+        if self.verdict is not None:
+            text.append("Simulator judge: ", style="bold")
+            text.append(self.verdict["label"], style=LABEL_STYLE.get(self.verdict["label"], "bold"))
+            text.append(f"  ({self.verdict['detail']})\n", style="dim")
+            text.append("Enter accepts it; a key below overrides it.\n\n")
+        for key, label in SCORE_KEYS.items():
+            text.append(f" [{key}] ", style="bold reverse")
+            text.append(f" {label.replace('_', '-')}  ", style=LABEL_STYLE[label])
+        text.append("\n [o]  note    [u]  undo\n")
+        if self.note:
+            text.append(f"\nNote: {self.note}\n", style="italic")
+        if self.pending is not None:
+            text.append(f"\nRecording {self.pending.label}", style="bold")
+            if self.pending.void_reason:
+                text.append(f" ({self.pending.void_reason})")
+            text.append(f" in {self._left:.0f} s - press u to undo", style="bold yellow")
+        self.query_one("#score-text", Static).update(text)
+
+    def action_choose(self, label: str) -> None:
+        if label == "void":
+            self.app.push_screen(TextPrompt("Why is this trial void? (e.g. camera dropout, cube bumped)"),
+                                 lambda reason: self._stage(ScoreDecision("void", void_reason=reason or "voided")))
+        else:
+            self._stage(ScoreDecision(label))
+
+    def action_accept_default(self) -> None:
+        if self.verdict is not None:
+            self._stage(ScoreDecision(self.verdict["label"]))
+
+    def action_note(self) -> None:
+        self.app.push_screen(TextPrompt("Note for this trial:"), self._set_note)
+
+    def _set_note(self, note: str | None) -> None:
+        self.note = note or None
+        self._draw()
+
+    def _stage(self, decision: ScoreDecision) -> None:
+        """Hold the score for the undo window, then commit it."""
+        self.pending = decision
+        self._left = self.undo_s
+        self._draw()
+        if self.undo_s <= 0:
+            self._commit()
+        else:
+            self.set_timer(self.undo_s, self._commit, name="commit")
+            self.set_interval(1.0, self._tick, name="tick")
+
+    def _tick(self) -> None:
+        self._left = max(0.0, self._left - 1.0)
+        self._draw()
+
+    def action_undo(self) -> None:
+        self.pending = None
+        for timer in list(self._timers):
+            timer.stop()
+        self._draw()
+
+    def _commit(self) -> None:
+        if self.pending is not None:
+            decision = ScoreDecision(self.pending.label, self.pending.void_reason, self.note)
+            self.pending = None
+            self.dismiss(decision)
+
+
+class TextPrompt(ModalScreen[str | None]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="prompt-box"):
+            yield Static(self.question)
+            yield Input(id="answer")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip())
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class PlaceCubeScreen(ModalScreen[bool]):
+    BINDINGS = [Binding("enter", "placed", "Cube placed")]
+
+    def __init__(self, message: str) -> None:
+        super().__init__()
+        self.message = message
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="prompt-box"):
+            yield Static(Text(self.message, style="bold cyan"))
+        yield Footer()
+
+    def action_placed(self) -> None:
+        self.dismiss(True)
+
+

@@ -1,0 +1,65 @@
+"""What the run screen shows, as plain data: the engine's observer fills it, widgets draw it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from harness.models.protocol import FAILURE_MODES
+from harness.models.stats import wilson_interval
+
+
+@dataclass(frozen=True)
+class Tally:
+    success: int = 0
+    failures: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAILURE_MODES, 0))
+    voids: int = 0
+
+    @property
+    def scored(self) -> int:
+        return self.success + sum(self.failures.values())
+
+    def wilson(self) -> tuple[float, float]:
+        return wilson_interval(self.success, self.scored)
+
+    def add(self, label: str) -> Tally:
+        if label == "success":
+            return replace(self, success=self.success + 1)
+        if label == "void":
+            return replace(self, voids=self.voids + 1)
+        return replace(self, failures={**self.failures, label: self.failures.get(label, 0) + 1})
+
+
+@dataclass(frozen=True)
+class RunState:
+    protocol_name: str
+    policy: str
+    robot: str
+    total: int
+    fps: int
+    time_limit_s: float
+    trained_xy_cm: tuple[float, float] = (0.0, 0.0)
+    bowl_xy_cm: tuple[float, float] = (0.0, 0.0)
+    bowl_diameter_cm: float = 11.5
+    position: int = 0                 # 1-based rank of the trial in flight
+    trial_index: int | None = None
+    attempt: int = 1
+    dx_cm: float = 0.0
+    dy_cm: float = 0.0
+    yaw_deg: float = 0.0
+    phase: str = "ready"
+    paused: bool = False
+    pause_requested: bool = False
+    step: int = 0
+    loop_hz: float = 0.0
+    policy_ms: float = 0.0
+    missed: int = 0
+    tally: Tally = field(default_factory=Tally)
+    last_label: str | None = None
+    banner: str | None = None
+    preview: np.ndarray | None = None
+
+    @property
+    def elapsed_s(self) -> float:
+        return self.step / self.fps if self.fps else 0.0

@@ -1,0 +1,189 @@
+"""The operator TUI driven with key presses (Textual's pilot), on the real engine and simulated arm."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from harness.cli import build_parser
+from harness.models.protocol import load_protocol
+from harness.models.scoresheet import load_scoresheet
+from harness.run.cli_run import make_app, prepare_run, resolve_sheet
+from harness.tui.screens import CheckScreen, ScoreScreen, TextPrompt
+from tests.helpers import small_protocol_copy
+
+
+def _setup(workdir: Path, *extra: str):
+    protocol_path = small_protocol_copy(workdir / "protocols")
+    args = build_parser().parse_args(["run", str(protocol_path), "--no-video", *extra])
+    protocol = load_protocol(protocol_path)
+    sheet = resolve_sheet(args, protocol, protocol_path)
+    return prepare_run(args, protocol, sheet)
+
+
+async def _wait_for(pilot, predicate, timeout: float = 60.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not predicate():
+        if loop.time() > end:
+            raise AssertionError(f"timed out; screen is {type(pilot.app.screen).__name__}")
+        await pilot.pause(0.05)
+
+
+def _run(coro) -> None:
+    asyncio.run(coro)
+
+
+def test_three_trials_scored_through_the_tui(workdir) -> None:
+    setup = _setup(workdir)
+    app = make_app(setup, undo_s=0.0)
+
+    async def drive() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            assert isinstance(app.screen, CheckScreen)
+            assert setup.robot.world.time == 0.0, "nothing moves before the operator starts"
+            await pilot.press("enter")
+            # trial 1: accept the judge's verdict
+            await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen))
+            await pilot.press("enter")
+            # trial 2: override with no-grasp and leave a note
+            await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen) and app.state.position == 2)
+            await pilot.press("o")
+            await _wait_for(pilot, lambda: isinstance(app.screen, TextPrompt))
+            await pilot.press(*"slipped", "enter")
+            await pilot.press("n")
+            # trial 3: void with a reason; the trial is then run again and accepted
+            await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen) and app.state.position == 3)
+            await pilot.press("v")
+            await _wait_for(pilot, lambda: isinstance(app.screen, TextPrompt))
+            await pilot.press(*"cube bumped", "enter")
+            await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen) and app.state.attempt == 2)
+            await pilot.press("enter")
+            await _wait_for(pilot, lambda: app.finished)
+            await pilot.press("q")
+
+    _run(drive())
+    setup.close()
+    sheet = load_scoresheet(setup.sheet.path)
+    rows = [(a.trial_index, a.attempt, a.label, a.scored_by, a.note, a.void_reason) for a in sheet.attempts]
+    assert rows == [
+        (1, 1, "success", "judge", None, None),
+        (2, 1, "no_grasp", "operator", "slipped", None),
+        (3, 1, "void", "operator", None, "cube bumped"),
+        (3, 2, "success", "judge", None, None),
+    ]
+    assert app.exit_code == 0
+
+
+def test_undo_window_lets_the_operator_change_a_score(workdir) -> None:
+    setup = _setup(workdir, "--max-trials", "1")
+    app = make_app(setup, undo_s=30.0)
+
+    async def drive() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.press("enter")
+            await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen))
+            await pilot.press("w")
+            assert app.screen.pending is not None and app.screen.pending.label == "wrong_placement"
+            await pilot.press("u")
+            assert app.screen.pending is None
+            screen = app.screen
+            screen.undo_s = 0.0
+            await pilot.press("s")
+            await _wait_for(pilot, lambda: app.finished)
+
+    _run(drive())
+    setup.close()
+    assert [a.label for a in load_scoresheet(setup.sheet.path).attempts] == ["success"]
+
+
+@pytest.mark.parametrize("key", ["space", "ctrl+e"])
+def test_emergency_stop_releases_torque_from_the_run_screen(workdir, key) -> None:
+    setup = _setup(workdir, "--realtime")  # at the real arm's pace, so the key lands mid-trial
+    app = make_app(setup, undo_s=0.0)
+    robot = setup.robot.robot
+
+    async def drive() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.press("enter")
+            await _wait_for(pilot, lambda: app.state.phase == "running" and app.state.step > 30)
+            await pilot.press(key)
+            assert robot.torque_enabled is False
+            await _wait_for(pilot, lambda: app.finished)
+            assert "EMERGENCY STOP" in (app.state.banner or "") or "emergency stop" in (app.state.banner or "")
+
+    _run(drive())
+    assert robot.torque_enabled is False
+    sheet = load_scoresheet(setup.sheet.path)
+    assert sheet.attempts[-1].void_reason == "emergency stop by operator"
+    setup.close()
+
+
+def test_emergency_stop_works_while_the_scoring_prompt_is_open(workdir) -> None:
+    setup = _setup(workdir)
+    app = make_app(setup, undo_s=0.0)
+
+    async def drive() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.press("enter")
+            await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen))
+            await pilot.press("ctrl+e")
+            assert setup.robot.stopped and setup.robot.robot.torque_enabled is False
+            await pilot.press("enter")
+            await _wait_for(pilot, lambda: app.finished)
+
+    _run(drive())
+    sheet = load_scoresheet(setup.sheet.path)
+    assert [a.label for a in sheet.attempts] == ["success"]  # the finished trial is still scored
+    setup.close()
+
+
+def test_abort_returns_to_the_start_pose_releases_torque_and_stays_resumable(workdir) -> None:
+    setup = _setup(workdir, "--realtime")
+    app = make_app(setup, undo_s=0.0)
+    robot = setup.robot.robot
+
+    async def drive() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.press("enter")
+            await _wait_for(pilot, lambda: app.state.phase == "running" and app.state.step > 30)
+            await pilot.press("x")
+            await _wait_for(pilot, lambda: app.finished)
+            await pilot.press("q")
+
+    _run(drive())
+    assert robot.torque_enabled is False
+    pose = robot.present_position()
+    start = setup.protocol.start_pose
+    assert all(abs(pose[f"{name}.pos"] - value) < 3.0 for name, value in start.items() if name != "gripper")
+    sheet = load_scoresheet(setup.sheet.path)
+    assert [(a.trial_index, a.void_reason) for a in sheet.attempts] == [(1, "aborted by operator")]
+    assert sheet.pending_trials() == [1, 2, 3]
+    assert app.exit_code == 3
+    setup.close()
+
+
+def test_pause_holds_before_the_next_trial_and_resume_continues(workdir) -> None:
+    setup = _setup(workdir, "--max-trials", "2", "--realtime")
+    app = make_app(setup, undo_s=0.0)
+
+    async def drive() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.press("enter")
+            await _wait_for(pilot, lambda: app.state.phase == "running")
+            await pilot.press("p")
+            await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen))
+            await pilot.press("enter")
+            await _wait_for(pilot, lambda: app.state.paused)
+            await pilot.pause(0.5)
+            assert len(load_scoresheet(setup.sheet.path).attempts) == 1, "no new trial while paused"
+            await pilot.press("p")
+            await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen) and app.state.position == 2)
+            await pilot.press("enter")
+            await _wait_for(pilot, lambda: app.finished)
+
+    _run(drive())
+    assert len(load_scoresheet(setup.sheet.path).attempts) == 2
+    setup.close()
