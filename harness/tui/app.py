@@ -26,14 +26,15 @@ UI_UPDATE_S = 0.2
 
 CSS = """
 #body { height: auto; }
-#cube { width: 34; padding: 0 1; }
-#middle { width: 36; padding: 0 1; }
-#preview { width: 30; padding: 0 1; }
+#cube { width: 1fr; min-width: 24; padding: 0 1; }
+#middle { width: 34; padding: 0 1; }
+#preview { width: 1fr; min-width: 18; max-width: 46; padding: 0 1; }
 #header { padding: 0 1; margin-bottom: 1; }
 #banner { display: none; margin-bottom: 1; }
 #score-box, #prompt-box { width: 76; height: auto; border: thick $accent; padding: 1 2; background: $surface; }
 ScoreScreen, TextPrompt, PlaceCubeScreen { align: center middle; }
 #check { padding: 1 2; }
+RunScreen { overflow-y: hidden; }
 """
 
 

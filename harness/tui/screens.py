@@ -139,10 +139,17 @@ class ScoreScreen(ModalScreen[ScoreDecision]):
             text.append(self.verdict["label"], style=LABEL_STYLE.get(self.verdict["label"], "bold"))
             text.append(f"  ({self.verdict['detail']})\n", style="dim")
             text.append("Enter accepts it; a key below overrides it.\n\n")
-        for key, label in SCORE_KEYS.items():
-            text.append(f" [{key}] ", style="bold reverse")
+        for i, (key, label) in enumerate(SCORE_KEYS.items()):
+            text.append(f" {key} ", style="bold reverse")
             text.append(f" {label.replace('_', '-')}  ", style=LABEL_STYLE[label])
-        text.append("\n [o]  note    [u]  undo\n")
+            if i == 2:
+                text.append("\n")
+        text.append("\n o ", style="bold reverse")
+        text.append(" note   ")
+        text.append(" u ", style="bold reverse")
+        text.append(" undo   ")
+        text.append(" space ", style="bold reverse")
+        text.append(" emergency stop\n", style="bold red")
         if self.note:
             text.append(f"\nNote: {self.note}\n", style="italic")
         if self.pending is not None:

@@ -38,7 +38,11 @@ class TrialHeader(Static):
 class CubePlacement(Static):
     """The offset in words and a top view: robot's far side up, robot's left on the left."""
 
-    WIDTH, HEIGHT = 30, 9
+    HEIGHT = 9
+
+    @property
+    def diagram_width(self) -> int:
+        return max(16, min(40, self.content_size.width or 30))
 
     def show(self, s: RunState) -> None:
         text = Text()
@@ -58,15 +62,16 @@ class CubePlacement(Static):
         r = s.bowl_diameter_cm / 2
         left, right = min(cols) - r - 1, max(cols) + 2
         bottom, top = min(rows) - r - 1, max(rows) + 2
-        sx = (self.WIDTH - 1) / max(right - left, 1e-6)
+        width = self.diagram_width
+        sx = (width - 1) / max(right - left, 1e-6)
         sy = (self.HEIGHT - 1) / max(top - bottom, 1e-6)
-        grid = [[" "] * self.WIDTH for _ in range(self.HEIGHT)]
+        grid = [[" "] * width for _ in range(self.HEIGHT)]
         styles: dict[tuple[int, int], str] = {}
 
         def put(x_cm: float, y_cm: float, char: str, style: str) -> None:
             c = round((-y_cm - left) * sx)
             row = round((top - x_cm) * sy)
-            if 0 <= c < self.WIDTH and 0 <= row < self.HEIGHT:
+            if 0 <= c < width and 0 <= row < self.HEIGHT:
                 grid[row][c] = char
                 styles[(row, c)] = style
 
@@ -77,7 +82,7 @@ class CubePlacement(Static):
         put(s.dx_cm, s.dy_cm, "■", "bold red")
         text = Text()
         for row in range(self.HEIGHT):
-            for col in range(self.WIDTH):
+            for col in range(width):
                 text.append(grid[row][col], style=styles.get((row, col), "grey30"))
             text.append("\n")
         text.append("robot", style="dim")
@@ -121,17 +126,17 @@ class TallyPanel(Static):
 class FramePreview(Static):
     """The last final top frame, drawn with half blocks (two pixel rows per character)."""
 
-    COLS, ROWS = 28, 10
-
     def show(self, s: RunState) -> None:
         if s.preview is None:
             self.update(Text("(final frame appears\n after the first trial)", style="dim"))
             return
-        image = Image.fromarray(s.preview).resize((self.COLS, self.ROWS * 2))
+        cols = max(8, min(44, self.content_size.width or 28))
+        rows = max(4, round(cols * s.preview.shape[0] / s.preview.shape[1] / 2))
+        image = Image.fromarray(s.preview).resize((cols, rows * 2))
         pixels = np.asarray(image)
-        text = Text()
-        for row in range(self.ROWS):
-            for col in range(self.COLS):
+        text = Text("last final frame (top)\n", style="dim")
+        for row in range(rows):
+            for col in range(cols):
                 top, bottom = pixels[2 * row, col], pixels[2 * row + 1, col]
                 text.append("▀", style=f"rgb({top[0]},{top[1]},{top[2]}) on rgb({bottom[0]},{bottom[1]},{bottom[2]})")
             text.append("\n")

@@ -1,0 +1,21 @@
+"""Snapshots of the check screen, the running screen and the scoring prompt at 80x24 and 120x36."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.tui_snapshot_apps import CheckHost, RunHost, ScoreHost
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 36)])
+def test_check_screen(snap_compare, size) -> None:
+    assert snap_compare(CheckHost(), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 36)])
+def test_running_screen(snap_compare, size) -> None:
+    assert snap_compare(RunHost(), terminal_size=size)
+
+
+def test_scoring_prompt(snap_compare) -> None:
+    assert snap_compare(ScoreHost(), terminal_size=(100, 30))
