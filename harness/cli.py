@@ -95,6 +95,30 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_fix_ids(args: argparse.Namespace) -> int:
+    import serial
+
+    from harness.bus.fix_ids import TerminalOperator, fix_ids
+
+    def open_serial(port: str) -> serial.Serial:
+        try:
+            return serial.Serial(port, 1_000_000, timeout=0)
+        except (serial.SerialException, ValueError) as exc:
+            raise HarnessInputError(None, "--port", f"cannot open {port}: {exc}") from None
+
+    return fix_ids(args.port, TerminalOperator(assume_yes=args.yes), open_serial)
+
+
+def _cmd_emulate_bus(args: argparse.Namespace) -> int:
+    from harness.bus.pty_port import PtyBus
+    from harness.bus.scenario import build_chain, console, default_scenario, load_scenario
+
+    scenario = load_scenario(args.scenario) if args.scenario else default_scenario()
+    with PtyBus(build_chain(scenario), wire_timing=scenario.wire_timing) as bus:
+        console(bus.chain, bus.lock, bus.port)
+    return 0
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from harness.run.cli_run import run_from_args
 
@@ -138,6 +162,15 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--alpha", type=float, default=0.05)
     plan.add_argument("--power", type=float, default=0.8)
     plan.set_defaults(func=_cmd_plan)
+
+    fix = sub.add_parser("fix-ids", help="diagnose and repair SO-101 servo IDs (e.g. two servos at ID 5)")
+    fix.add_argument("--port", required=True, help="serial port: /dev/ttyACM0, /dev/tty.usbmodem..., COM4")
+    fix.add_argument("--yes", action="store_true", help="do not ask before programming (physical steps still wait)")
+    fix.set_defaults(func=_cmd_fix_ids)
+
+    emu = sub.add_parser("emulate-bus", help="serve emulated STS3215 servos on a pseudo-terminal (prints its path)")
+    emu.add_argument("--scenario", help="YAML: servos (name, id, baud, firmware), fault rates, wire timing")
+    emu.set_defaults(func=_cmd_emulate_bus)
 
     run = sub.add_parser("run", help="run a protocol, trial by trial (resumable)")
     run.add_argument("protocol")

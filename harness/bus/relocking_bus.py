@@ -1,0 +1,136 @@
+"""A FeetechMotorsBus whose EEPROM writes always re-lock.
+
+STS3215 EEPROM must be unlocked (Lock=0), written, and locked again (Lock=1) for the write to
+commit on some firmware batches; LeRobot 0.6.1 unlocks and never re-locks, and programs whichever
+servo answers a broadcast ping first. This bus unlocks the addressed servo, writes, re-locks it at
+its (possibly new) ID, reads ID and Lock back, refuses to program unless exactly one servo is on
+the bus, and leaves every servo locked when the session ends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lerobot.motors.feetech import FeetechMotorsBus
+from lerobot.motors.motors_bus import get_address
+
+from harness.bus import protocol as p
+from harness.bus.wire import Wire
+
+LOCKED, UNLOCKED = 1, 0
+
+
+class BusSafetyError(RuntimeError):
+    """The bus is not in a state where programming a servo is safe."""
+
+
+class RelockingFeetechBus(FeetechMotorsBus):
+    def _addr(self, motor_id: int, name: str) -> tuple[int, int]:
+        model = next((m.model for m in self.motors.values() if m.id == motor_id), "sts3215")
+        return get_address(self.model_ctrl_table, model, name)
+
+    def _lock(self, motor_id: int, value: int) -> None:
+        addr, length = self._addr(motor_id, "Lock")
+        self._write(addr, length, motor_id, value, num_retry=2)
+
+    def _verify(self, motor_id: int) -> None:
+        addr, length = self._addr(motor_id, "ID")
+        found, _, _ = self._read(addr, length, motor_id, num_retry=2)
+        addr, length = self._addr(motor_id, "Lock")
+        lock, _, _ = self._read(addr, length, motor_id, num_retry=2)
+        if found != motor_id or lock != LOCKED:
+            raise BusSafetyError(f"servo {motor_id}: read back ID {found}, Lock {lock} (expected {motor_id}, 1)")
+
+    def write_eeprom(self, motor_id: int, name: str, value: int) -> int:
+        """Unlock, write, re-lock at the ID the servo has afterwards, verify. Returns that ID."""
+        addr, length = self._addr(motor_id, name)
+        self._lock(motor_id, UNLOCKED)
+        new_id = value if name == "ID" else motor_id
+        try:
+            self._write(addr, length, motor_id, value, num_retry=0)
+        except ConnectionError:
+            if name != "ID":
+                raise
+            # Some firmware acknowledges an ID change from the new ID; LeRobot waits for the old one.
+        self._lock(new_id, LOCKED)
+        self._verify(new_id)
+        return new_id
+
+    def write(self, data_name: str, motor: str, value: Any, *, normalize: bool = True, num_retry: int = 0) -> None:
+        motor_id = self.motors[motor].id
+        addr, _ = self._addr(motor_id, data_name)
+        if addr >= p.EEPROM_END or data_name == "Lock":
+            super().write(data_name, motor, value, normalize=normalize, num_retry=num_retry)
+            return
+        self._lock(motor_id, UNLOCKED)
+        try:
+            super().write(data_name, motor, value, normalize=normalize, num_retry=num_retry)
+        finally:
+            self._lock(motor_id, LOCKED)
+
+    def disable_torque(self, motors: Any = None, num_retry: int = 0) -> None:
+        """Torque off, EEPROM left locked (EEPROM writes unlock for themselves)."""
+        for motor in self._get_motors_list(motors):
+            self.write("Torque_Enable", motor, 0, num_retry=num_retry)
+
+    def _disable_torque(self, motor: int, model: str, num_retry: int = 0) -> None:
+        addr, length = get_address(self.model_ctrl_table, model, "Torque_Enable")
+        self._write(addr, length, motor, 0, num_retry=num_retry)
+
+    def assert_single_servo(self) -> int:
+        """The ID of the only servo on the bus, or BusSafetyError naming what was heard."""
+        answer = Wire(self.port_handler.ser).census()
+        if answer.state == "none":
+            raise BusSafetyError("no servo answers at this baud rate")
+        ids = sorted({r.servo_id for r in answer.replies})
+        if answer.state == "garbled" or len(answer.replies) != 1:
+            raise BusSafetyError(
+                f"more than one servo answered (heard IDs {ids or 'none clearly'} and garbled bytes): "
+                "connect only the servo you want to program"
+            )
+        return ids[0]
+
+    def setup_motor(self, motor: str, initial_baudrate: int | None = None, initial_id: int | None = None) -> None:
+        if not self.is_connected:
+            self._connect(handshake=False)
+        bauds = [initial_baudrate] if initial_baudrate else list(self.model_baudrate_table[self.motors[motor].model])
+        found = None
+        for baud in bauds:
+            self.set_baudrate(baud)
+            try:
+                found = (baud, self.assert_single_servo())
+                break
+            except BusSafetyError as err:
+                if "no servo" not in str(err):
+                    raise
+        if found is None:
+            raise BusSafetyError(f"'{motor}' was not found at any baud rate; is it connected and powered?")
+        baud, current_id = found
+        if initial_id is not None and initial_id != current_id:
+            raise BusSafetyError(f"expected ID {initial_id} but the servo on the bus is ID {current_id}")
+        model = self.motors[motor].model
+        self._disable_torque(current_id, model)
+        target_id = self.write_eeprom(current_id, "ID", self.motors[motor].id)
+        target_baud = self.default_baudrate
+        if baud != target_baud:
+            value = self.model_baudrate_table[model][target_baud]
+            addr, length = self._addr(target_id, "Baud_Rate")
+            self._lock(target_id, UNLOCKED)
+            self._write(addr, length, target_id, value, raise_on_error=False)
+            self.set_baudrate(target_baud)
+            self._lock(target_id, LOCKED)
+            self._verify(target_id)
+        self.set_baudrate(target_baud)
+
+    def lock_all(self) -> None:
+        for motor in self.motors.values():
+            addr, length = self._addr(motor.id, "Lock")
+            self._write(addr, length, motor.id, LOCKED, raise_on_error=False)
+
+    def disconnect(self, disable_torque: bool = True) -> None:
+        if self.is_connected:
+            if disable_torque:
+                for motor in self.motors.values():
+                    self._disable_torque(motor.id, motor.model, num_retry=2)
+            self.lock_all()
+        super().disconnect(disable_torque=False)

@@ -1,0 +1,85 @@
+"""Raw request/response on an open serial port with short, explicit timeouts.
+
+LeRobot's bus waits ~50 ms for every missing reply and 787 ms for a broadcast ping; a scan
+of eight baud rates would take seconds. Here each question waits only as long as a reply
+could take, and garbled bytes (two servos answering at once) are reported, not discarded.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from harness.bus import protocol as p
+
+
+@dataclass(frozen=True)
+class Answer:
+    state: Literal["ok", "none", "garbled"]
+    replies: tuple[p.Packet, ...] = ()
+
+    @property
+    def data(self) -> bytes:
+        return self.replies[0].params if self.replies else b""
+
+
+class Wire:
+    def __init__(self, ser: Any, reply_window_s: float = 0.004) -> None:
+        self.ser = ser
+        self.window = reply_window_s
+
+    @property
+    def baud(self) -> int:
+        return int(self.ser.baudrate)
+
+    def set_baud(self, baud: int) -> None:
+        if self.ser.baudrate != baud:
+            self.ser.baudrate = baud
+
+    def ask(self, packet: bytes, expect_replies: int = 1, window_s: float | None = None) -> Answer:
+        self.ser.reset_input_buffer()
+        self.ser.write(packet)
+        self.ser.flush()
+        window = window_s if window_s is not None else self.window + 30 * 10 / self.baud
+        deadline = time.monotonic() + window
+        buffer = bytearray()
+        while time.monotonic() < deadline:
+            waiting = self.ser.in_waiting
+            if waiting:
+                buffer += self.ser.read(waiting)
+                if expect_replies and _count_frames(buffer) >= expect_replies:
+                    break
+            else:
+                time.sleep(0.0002)
+        raw = bytes(buffer)
+        replies = []
+        while (packet := p.take_packet(buffer)) is not None:
+            replies.append(packet)
+        leftover = len(raw) - sum(len(r.params) + 6 for r in replies)
+        if not raw:
+            return Answer("none")
+        if leftover > 0 or not replies:
+            return Answer("garbled", tuple(replies))
+        return Answer("ok", tuple(replies))
+
+    def ping(self, servo_id: int) -> Answer:
+        return self.ask(p.instruction_packet(servo_id, p.PING))
+
+    def read(self, servo_id: int, address: int, length: int) -> Answer:
+        return self.ask(p.instruction_packet(servo_id, p.READ, bytes([address, length])))
+
+    def write(self, servo_id: int, address: int, data: bytes) -> Answer:
+        return self.ask(p.instruction_packet(servo_id, p.WRITE, bytes([address]) + data))
+
+    def census(self, window_s: float = 0.02) -> Answer:
+        """Broadcast PING, collecting everything for the whole window: one clean reply means one servo."""
+        return self.ask(p.instruction_packet(p.BROADCAST_ID, p.PING), expect_replies=0, window_s=window_s)
+
+
+def _count_frames(buffer: bytearray) -> int:
+    probe = bytearray(buffer)
+    count = 0
+    while p.take_packet(probe) is not None:
+        count += 1
+    return count

@@ -1,0 +1,199 @@
+"""The STS3215 emulator on the wire, LeRobot's own bus code over it, the re-locking bus and fix-ids."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import serial
+from lerobot.motors import Motor, MotorNormMode
+from lerobot.motors.feetech import FeetechMotorsBus
+
+from harness.bus import protocol as p
+from harness.bus.emulator import Faults, Firmware, Servo, ServoChain
+from harness.bus.fix_ids import diagnose, fix_ids, quick_scan
+from harness.bus.pty_port import PtyBus
+from harness.bus.relocking_bus import BusSafetyError, RelockingFeetechBus
+from harness.bus.scenario import SO101_NAMES
+from harness.bus.wire import Wire
+
+GOLDEN = [  # request -> reply, from Feetech's protocol manual and the SDK
+    ("FF FF 01 02 01 FB", "FF FF 01 02 00 FC"),                      # PING id 1
+    ("FF FF 01 04 02 38 02 BE", "FF FF 01 04 00 00 08 F2"),          # READ Present_Position = 2048
+    ("FF FF 01 04 02 03 02 F3", "FF FF 01 04 00 09 03 EE"),          # READ Model_Number = 777
+    ("FF FF 01 04 03 37 00 C0", "FF FF 01 02 00 FC"),                # WRITE Lock = 0
+    ("FF FF 01 04 03 05 06 EC", "FF FF 01 02 00 FC"),                # WRITE ID = 6, acked from the old ID
+    ("FF FF 06 04 03 37 01 BA", "FF FF 06 02 00 F7"),                # WRITE Lock = 1 at the new ID
+    ("FF FF FE 04 03 05 01 F4", ""),                                 # broadcast WRITE: no reply
+]
+
+
+def _hex(text: str) -> bytes:
+    return bytes.fromhex(text.replace(" ", ""))
+
+
+def _arm(firmware: Firmware = Firmware.DOCUMENTED, gripper_id: int = 6) -> ServoChain:
+    servos = [Servo(name, i + 1, firmware=firmware) for i, name in enumerate(SO101_NAMES)]
+    if gripper_id != 6:
+        servos[5].eeprom[p.ADDR_ID] = gripper_id
+        servos[5].power_cycle()
+    return ServoChain(servos)
+
+
+def _motors() -> dict[str, Motor]:
+    return {name: Motor(i + 1, "sts3215", MotorNormMode.DEGREES) for i, name in enumerate(SO101_NAMES)}
+
+
+def _serial(port: str) -> serial.Serial:
+    return serial.Serial(port, 1_000_000, timeout=0)
+
+
+def test_golden_vectors_byte_for_byte() -> None:
+    chain = ServoChain([Servo("gripper", 1)])
+    with PtyBus(chain) as bus, _serial(bus.port) as ser:
+        wire = Wire(ser)
+        for request, reply in GOLDEN:
+            answer = wire.ask(_hex(request), expect_replies=1 if reply else 0, window_s=0.05)
+            got = b"".join(p.status_packet(r.servo_id, r.code, r.params) for r in answer.replies)
+            assert got == _hex(reply), request
+
+
+def test_sync_read_replies_in_list_order_and_sync_write_moves_the_servos() -> None:
+    chain = _arm()
+    for i, servo in enumerate(chain.servos):
+        servo.position = 1000 + i
+    with PtyBus(chain) as bus, _serial(bus.port) as ser:
+        answer = Wire(ser).ask(_hex("FF FF FE 0A 82 38 02 01 02 03 04 05 06 26"), expect_replies=6)
+        assert [r.servo_id for r in answer.replies] == [1, 2, 3, 4, 5, 6]
+        assert [int.from_bytes(r.params, "little") for r in answer.replies] == [1000, 1001, 1002, 1003, 1004, 1005]
+    frame = _hex("FF FF FE 16 83 2A 02 01 00 08 02 00 08 03 00 08 04 00 08 05 00 08 06 00 08 F7")
+    chain.handle(p.take_packet(bytearray(frame)), 1_000_000)
+    assert all(int.from_bytes(s.ram[42:44], "little") == 2048 for s in chain.servos)
+
+
+def test_lerobot_connects_reads_and_writes_over_the_emulator() -> None:
+    chain = _arm()
+    with PtyBus(chain) as bus:
+        lerobot_bus = FeetechMotorsBus(bus.port, _motors())
+        lerobot_bus.connect()
+        assert lerobot_bus.sync_read("Present_Position", normalize=False) == dict.fromkeys(SO101_NAMES, 2048)
+        lerobot_bus.enable_torque()
+        lerobot_bus.sync_write("Goal_Position", dict.fromkeys(SO101_NAMES, 2148), normalize=False)
+        deadline = time.monotonic() + 2.0  # the servos move at a bounded speed, as real ones do
+        while time.monotonic() < deadline:
+            positions = lerobot_bus.sync_read("Present_Position", normalize=False)
+            if positions == dict.fromkeys(SO101_NAMES, 2148):
+                break
+        assert positions == dict.fromkeys(SO101_NAMES, 2148)
+        lerobot_bus.disconnect()
+    assert not any(s.torque_enabled for s in chain.servos)
+
+
+def test_the_seed_failure_is_reproduced_with_lerobots_own_connect() -> None:
+    with PtyBus(_arm(gripper_id=5)) as bus, pytest.raises(RuntimeError, match=r"Missing motor IDs:\s+- 5 .*\s+- 6"):
+        FeetechMotorsBus(bus.port, _motors()).connect()
+
+
+@pytest.mark.parametrize("firmware", list(Firmware))
+def test_stock_setup_motor_vs_the_relocking_bus_across_a_power_cycle(firmware) -> None:
+    results = {}
+    for cls in (FeetechMotorsBus, RelockingFeetechBus):
+        chain = ServoChain([Servo("gripper", 1, firmware=firmware)])
+        with PtyBus(chain) as bus:
+            motor_bus = cls(bus.port, {"gripper": Motor(6, "sts3215", MotorNormMode.RANGE_0_100)})
+            motor_bus.setup_motor("gripper")
+            motor_bus.port_handler.closePort()
+            chain.power_cycle()
+            results[cls.__name__] = chain.servo("gripper").current_id
+    assert results["RelockingFeetechBus"] == 6
+    assert results["FeetechMotorsBus"] == (1 if firmware is Firmware.COMMIT_ON_RELOCK else 6)
+
+
+def test_relocking_bus_refuses_to_program_with_two_servos_on_the_bus() -> None:
+    chain = ServoChain([Servo("gripper", 1), Servo("wrist_roll", 5)])
+    with PtyBus(chain) as bus:
+        motor_bus = RelockingFeetechBus(bus.port, {"gripper": Motor(6, "sts3215", MotorNormMode.RANGE_0_100)})
+        with pytest.raises(BusSafetyError, match="more than one servo"):
+            motor_bus.setup_motor("gripper")
+        motor_bus.port_handler.closePort()
+    assert [s.current_id for s in chain.servos] == [1, 5]
+
+
+def test_relocking_bus_leaves_eeprom_locked_after_a_session() -> None:
+    chain = _arm()
+    with PtyBus(chain) as bus:
+        motor_bus = RelockingFeetechBus(bus.port, _motors())
+        motor_bus.connect()
+        motor_bus.write("Min_Position_Limit", "elbow_flex", 100, normalize=False)  # an EEPROM register
+        motor_bus.disconnect()
+    elbow = chain.servo("elbow_flex")
+    assert all(s.locked and not s.torque_enabled for s in chain.servos)
+    assert int.from_bytes(elbow.eeprom[9:11], "little") == 100
+
+
+class ScriptedOperator:
+    """A person at the arm: each instruction performs the next physical action on the emulated chain."""
+
+    def __init__(self, bus: PtyBus, actions) -> None:
+        self.bus, self.actions, self.said, self.instructions = bus, list(actions), [], []
+
+    def say(self, message: str) -> None:
+        self.said.append(message)
+
+    def confirm(self, question: str) -> bool:
+        return True
+
+    def instruct(self, message: str) -> None:
+        self.instructions.append(message)
+        with self.bus.lock:
+            self.actions.pop(0)()
+
+
+@pytest.mark.parametrize("firmware", list(Firmware))
+def test_fix_ids_repairs_the_id5_collision_and_it_survives_a_power_cycle(firmware) -> None:
+    chain = _arm(firmware, gripper_id=5)
+    with PtyBus(chain) as bus:
+        operator = ScriptedOperator(bus, [lambda: chain.only("gripper"), lambda: chain.plug(*SO101_NAMES),
+                                          chain.power_cycle])
+        assert fix_ids(bus.port, operator, _serial) == 0
+        assert "gripper" in operator.instructions[0] and "power-cycle" in operator.instructions[2]
+        assert any("Two servos answer as ID 5" in m and "gripper" in m for m in operator.said)
+        FeetechMotorsBus(bus.port, _motors()).connect()  # LeRobot's own handshake now passes
+    assert [s.current_id for s in chain.servos] == [1, 2, 3, 4, 5, 6]
+
+
+def test_fix_ids_reports_a_healthy_arm_and_finds_wrong_baud_and_unlocked_servos() -> None:
+    chain = _arm()
+    with PtyBus(chain) as bus:
+        operator = ScriptedOperator(bus, [])
+        assert fix_ids(bus.port, operator, _serial) == 0
+        assert "Nothing to fix" in operator.said[-1]
+        chain.servo("elbow_flex").eeprom[p.ADDR_BAUD] = p.INDEX_BY_BAUD[57_600]
+        chain.power_cycle()
+        chain.servo("wrist_flex").ram[p.ADDR_LOCK] = 0
+        with _serial(bus.port) as ser:
+            kinds = {(f.kind, f.servo_id) for f in diagnose(quick_scan(Wire(ser)))}
+        assert kinds == {("wrong_baud", 3), ("unlocked", 4)}
+        operator = ScriptedOperator(bus, [chain.power_cycle])
+        assert fix_ids(bus.port, operator, _serial) == 0
+    assert chain.servo("elbow_flex").baud == 1_000_000 and chain.servo("wrist_flex").locked
+
+
+def test_injected_faults_never_crash_the_scan_and_never_leave_torque_on() -> None:
+    chain = _arm()
+    chain.faults = Faults(drop_rate=0.3, corrupt_rate=0.3, seed=4)
+    with PtyBus(chain) as bus:
+        with _serial(bus.port) as ser:
+            for _ in range(5):
+                quick_scan(Wire(ser))
+        motor_bus = RelockingFeetechBus(bus.port, _motors())
+        try:
+            motor_bus.connect()
+            motor_bus.enable_torque(num_retry=10)
+        except (ConnectionError, RuntimeError):
+            pass
+        finally:
+            chain.faults = Faults()
+            if motor_bus.is_connected:
+                motor_bus.disconnect()
+    assert not any(s.torque_enabled for s in chain.servos)
