@@ -197,3 +197,28 @@ def test_injected_faults_never_crash_the_scan_and_never_leave_torque_on() -> Non
             if motor_bus.is_connected:
                 motor_bus.disconnect()
     assert not any(s.torque_enabled for s in chain.servos)
+
+
+def test_so101_follower_drives_the_emulated_arm_through_the_relocking_bus() -> None:
+    from harness.robots.so101 import REPO_CALIBRATION, make_so101_follower
+
+    chain = _arm()
+    gripper = chain.servo("gripper")
+    gripper.eeprom[9:11], gripper.eeprom[11:13] = (1900).to_bytes(2, "little"), (3400).to_bytes(2, "little")
+    chain.power_cycle()
+    with PtyBus(chain) as bus:
+        robot = make_so101_follower(bus.port, {}, robot_id="emulated_follower", calibration_dir=REPO_CALIBRATION)
+        assert isinstance(robot.bus, RelockingFeetechBus)
+        robot.connect()  # calibrated: the file matches what the servos hold, so nothing asks a person
+        start = robot.get_observation()
+        assert set(start) == {f"{n}.pos" for n in SO101_NAMES}
+        goal = {**start, "elbow_flex.pos": start["elbow_flex.pos"] + 30.0}
+        sent = robot.send_action(goal)
+        assert sent["elbow_flex.pos"] == pytest.approx(start["elbow_flex.pos"] + 10.0)  # max_relative_target
+        deadline = time.monotonic() + 2.0
+        target = sent["elbow_flex.pos"]
+        while time.monotonic() < deadline and abs(robot.get_observation()["elbow_flex.pos"] - target) > 0.5:
+            time.sleep(0.01)
+        assert robot.get_observation()["elbow_flex.pos"] == pytest.approx(sent["elbow_flex.pos"], abs=0.5)
+        robot.disconnect()
+    assert all(s.locked and not s.torque_enabled for s in chain.servos)

@@ -117,19 +117,12 @@ def _make_sim_robot(protocol: Protocol, policy: Any, realtime: bool) -> Any:
 
 
 def _make_real_robot(settings: dict[str, Any], protocol: Protocol) -> Any:
-    from lerobot.cameras.opencv import OpenCVCameraConfig
-    from lerobot.robots.so_follower import SO101Follower, SO101FollowerConfig
+    from harness.robots.so101 import make_so101_follower
 
     port = settings.get("port")
     if not port:
         raise HarnessInputError(None, "--port", "a real arm needs --port (e.g. /dev/ttyACM0 or COM4)")
-    cameras = {
-        name: OpenCVCameraConfig(index_or_path=int(src) if src.isdigit() else Path(src), fps=protocol.fps,
-                                 width=640, height=480)
-        for name, src in (settings.get("cameras") or {}).items()
-    }
-    robot = SO101Follower(SO101FollowerConfig(port=port, id="harness_follower", cameras=cameras,
-                                              calibration_dir=Path("calibration"), max_relative_target=10.0))
+    robot = make_so101_follower(port, settings.get("cameras") or {}, fps=protocol.fps)
     robot.connect()
     return robot
 
