@@ -17,13 +17,13 @@ from lerobot.motors.feetech import FeetechMotorsBus
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.bus import protocol as p  # noqa: E402
-from harness.bus.emulator import Servo, ServoChain  # noqa: E402
-from harness.bus.fix_ids import diagnose, quick_scan  # noqa: E402
-from harness.bus.pty_port import PtyBus  # noqa: E402
-from harness.bus.relocking_bus import RelockingFeetechBus  # noqa: E402
-from harness.bus.scenario import SO101_NAMES  # noqa: E402
-from harness.bus.wire import Wire  # noqa: E402
+from harness.bus import protocol as p
+from harness.bus.emulator import Servo, ServoChain
+from harness.bus.fix_ids import diagnose, quick_scan
+from harness.bus.pty_port import PtyBus
+from harness.bus.relocking_bus import RelockingFeetechBus
+from harness.bus.scenario import SO101_NAMES
+from harness.bus.wire import Wire
 
 ITERATIONS = 300
 
@@ -58,7 +58,7 @@ def sync_io() -> None:
             bus.connect()
             read = time_calls(lambda b=bus: b.sync_read("Present_Position", normalize=False))
             goal = dict.fromkeys(SO101_NAMES, 2048)
-            write = time_calls(lambda b=bus: b.sync_write("Goal_Position", goal, normalize=False))
+            write = time_calls(lambda b=bus, g=goal: b.sync_write("Goal_Position", g, normalize=False))
             bus.disconnect()
         print(f"| {cls.__name__} | {read[0]:.2f} / {read[1]:.2f} | {write[0]:.2f} / {write[1]:.2f} |")
     print("\nWire-time floor at 1 Mbaud: sync read of 6 x 2 bytes = 14 B out + 48 B back = 0.62 ms; "

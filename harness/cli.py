@@ -119,6 +119,40 @@ def _cmd_emulate_bus(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_measure(args: argparse.Namespace) -> int:
+    from harness.vision.cli_measure import run_measure
+
+    return run_measure(args)
+
+
+def _cmd_scene_check(args: argparse.Namespace) -> int:
+    import numpy as np
+    from PIL import Image, ImageDraw
+
+    from harness.vision.scene_check import unexpected_objects
+
+    def load(path: str) -> np.ndarray:
+        try:
+            return np.asarray(Image.open(path).convert("RGB"))
+        except OSError as exc:
+            raise HarnessInputError(path, None, f"cannot read image: {exc}") from None
+
+    frame = load(args.frame)
+    found = unexpected_objects(frame, [load(r) for r in args.reference], min_area_px=args.min_area_px)
+    if not found:
+        print(f"{args.frame}: nothing unexpected compared with {len(args.reference)} reference frame(s)")
+        return 0
+    image = Image.fromarray(frame)
+    draw = ImageDraw.Draw(image)
+    for u in found:
+        print(f"unexpected object at x={u.centre[0]} y={u.centre[1]} px ({u.width}x{u.height} px, {u.area_px} px^2)")
+        draw.rectangle([u.x, u.y, u.x + u.width, u.y + u.height], outline=(255, 0, 255), width=2)
+    out = Path(args.frame).with_name(Path(args.frame).stem + "_scene_check.png")
+    image.save(out)
+    print(f"{len(found)} unexpected object(s); marked in {out}. Clear the view before running trials.")
+    return 1
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from harness.run.cli_run import run_from_args
 
@@ -162,6 +196,28 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--alpha", type=float, default=0.05)
     plan.add_argument("--power", type=float, default=0.8)
     plan.set_defaults(func=_cmd_plan)
+
+    measure = sub.add_parser("measure", help="placement error in cm from each trial's final top frame")
+    measure.add_argument("inputs", nargs="+", metavar="RUN_OR_IMAGES", help="runs/<name> folders or image files")
+    measure.add_argument("--bowl-cm", type=float, required=True, help="outer rim diameter of the bowl, e.g. 11.5")
+    how = measure.add_mutually_exclusive_group()
+    how.add_argument("--auto", action="store_true", help="find the rim automatically (ellipse fit)")
+    how.add_argument("--clicks", help='two opposite rim points, "x1,y1 x2,y2" (for scripts and headless machines)')
+    how.add_argument("--click", action="store_true", help="click two opposite rim points in a window")
+    measure.add_argument("--calibrate-on", help="image to calibrate on (default: the first frame)")
+    measure.add_argument("--calibration", default="calibration/bowl_top.yaml", help="where the calibration lives")
+    measure.add_argument("--cube-cm", type=float, default=3.0)
+    measure.add_argument("--bowl-height-cm", type=float, default=4.5, help="rim height above the table")
+    measure.add_argument("--fovy-deg", type=float, help="top camera's vertical field of view: enables the "
+                                                       "correction for the cube's top face sitting below the rim")
+    measure.set_defaults(func=_cmd_measure)
+
+    scene = sub.add_parser("scene-check", help="find objects in the top view that the reference frames lack")
+    scene.add_argument("frame", help="the live top frame (PNG/JPEG)")
+    scene.add_argument("--reference", action="append", required=True,
+                       help="empty-scene capture or a training episode's first frame (repeatable)")
+    scene.add_argument("--min-area-px", type=int, default=150)
+    scene.set_defaults(func=_cmd_scene_check)
 
     fix = sub.add_parser("fix-ids", help="diagnose and repair SO-101 servo IDs (e.g. two servos at ID 5)")
     fix.add_argument("--port", required=True, help="serial port: /dev/ttyACM0, /dev/tty.usbmodem..., COM4")

@@ -99,6 +99,24 @@ class Attempt(BaseModel):
         return self.outcome
 
 
+class PlacementMeasurement(BaseModel):
+    """Placement error measured from pixels after the attempt was recorded (`harness measure`).
+
+    Kept apart from the attempt so the attempt's own record and hash never change; a later
+    measurement of the same attempt supersedes an earlier one.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    trial_index: int
+    attempt: int
+    placement_error_cm: float
+    inside_bowl: bool
+    method: str
+    image: str
+    measured_at: str
+    chain_sha256: str = ""
+
+
 def attempt_from_label(label: str, **fields: Any) -> Attempt:
     """Build an attempt from a taxonomy label, the way operators and judges speak."""
     if label == "success":
@@ -135,12 +153,14 @@ class Scoresheet:
     """A locked scoresheet bound to its file. All mutation goes through `add_attempt`."""
 
     def __init__(self, path: Path, locked: dict[str, Any], lock: dict[str, Any],
-                 settings: dict[str, Any], attempts: list[Attempt]) -> None:
+                 settings: dict[str, Any], attempts: list[Attempt],
+                 measurements: list[PlacementMeasurement] | None = None) -> None:
         self.path = path
         self.locked = locked
         self.lock = lock
         self.settings = settings
         self.attempts = attempts
+        self.measurements = measurements or []
 
     # --- queries -----------------------------------------------------------
     @property
@@ -198,6 +218,27 @@ class Scoresheet:
         self.save()
         return chained
 
+    def add_measurement(self, measurement: PlacementMeasurement) -> PlacementMeasurement:
+        if not any(a.trial_index == measurement.trial_index and a.attempt == measurement.attempt
+                   for a in self.attempts):
+            raise HarnessInputError(self.path, "measurements",
+                                    f"trial {measurement.trial_index} attempt {measurement.attempt} is not recorded")
+        previous = self.measurements[-1].chain_sha256 if self.measurements else self.lock["sha256"]
+        body = measurement.model_dump(mode="json", exclude={"chain_sha256"})
+        chained = measurement.model_copy(update={"chain_sha256": sha256_of({"prev": previous, "record": body})})
+        self.measurements.append(chained)
+        self.save()
+        return chained
+
+    def placement_error(self, attempt: Attempt) -> float | None:
+        """The simulator's true error when there is one, else the latest pixel measurement."""
+        if attempt.placement_error_cm is not None:
+            return attempt.placement_error_cm
+        for m in reversed(self.measurements):
+            if (m.trial_index, m.attempt) == (attempt.trial_index, attempt.attempt):
+                return m.placement_error_cm
+        return None
+
     def save(self) -> None:
         write_text_atomic(self.path, self.to_yaml())
 
@@ -208,6 +249,7 @@ class Scoresheet:
             "lock": self.lock,
             "settings": self.settings,
             "attempts": [a.model_dump(mode="json") for a in self.attempts],
+            "measurements": [m.model_dump(mode="json") for m in self.measurements],
         }
         return yaml.safe_dump(data, sort_keys=False, width=110)
 
@@ -284,7 +326,20 @@ def load_scoresheet(path: str | Path) -> Scoresheet:
             raise StaleRunError(path, f"attempts[{position}]", "changed after it was recorded (edited by hand?)")
         previous = expected
         attempts.append(attempt)
-    return Scoresheet(path, locked, lock, data.get("settings") or {}, attempts)
+    measurements: list[PlacementMeasurement] = []
+    previous = lock["sha256"]
+    for position, raw in enumerate(data.get("measurements") or []):
+        try:
+            measurement = PlacementMeasurement.model_validate(raw)
+        except ValidationError as err:
+            raise HarnessInputError(path, f"measurements[{position}]", err.errors()[0]["msg"]) from None
+        body = measurement.model_dump(mode="json", exclude={"chain_sha256"})
+        expected = sha256_of({"prev": previous, "record": body})
+        if measurement.chain_sha256 != expected:
+            raise StaleRunError(path, f"measurements[{position}]", "changed after it was recorded (edited by hand?)")
+        previous = expected
+        measurements.append(measurement)
+    return Scoresheet(path, locked, lock, data.get("settings") or {}, attempts, measurements)
 
 
 def check_resumable(sheet: Scoresheet, protocol_path: Path, policy_ref: str | None) -> None:

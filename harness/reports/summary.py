@@ -14,7 +14,7 @@ def summarize(sheet: Scoresheet) -> dict[str, Any]:
     n = len(scored)
     k = sum(1 for a in scored if a.outcome == "success")
     low, high = wilson_interval(k, n)
-    errors = [a.placement_error_cm for a in scored if a.outcome == "success" and a.placement_error_cm is not None]
+    errors = [e for a in scored if a.outcome == "success" and (e := sheet.placement_error(a)) is not None]
     return {
         "scoresheet": str(sheet.path),
         "task": sheet.locked["task"],

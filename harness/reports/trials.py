@@ -44,7 +44,7 @@ def trial_rows(sheet: Scoresheet) -> list[TrialRow]:
         rows.append(TrialRow(
             index=trial["index"], dx_cm=trial["dx_cm"], dy_cm=trial["dy_cm"],
             label=final.label if final else "pending",
-            placement_error_cm=final.placement_error_cm if final else None,
+            placement_error_cm=sheet.placement_error(final) if final else None,
             voids=voids,
             policy_ms_p50=final.loop.policy_latency_ms_p50 if final else None,
             policy_ms_p95=final.loop.policy_latency_ms_p95 if final else None,

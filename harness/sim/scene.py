@@ -133,11 +133,12 @@ def _add_bowl(world: mujoco.MjsBody, g: SceneGeometry) -> None:
     bowl.add_geom(name="bowl_floor", type=mujoco.mjtGeom.mjGEOM_CYLINDER,
                   size=[g.bowl_floor_radius + 0.004, floor_thickness / 2, 0], pos=[0, 0, floor_thickness / 2],
                   rgba=[0.2, 0.35, 0.75, 1])
-    wall_run = g.bowl_rim_radius - g.bowl_floor_radius
+    wall_top = g.bowl_rim_radius - 0.005  # the wall's outer face stays inside the rim ring's outer edge
+    wall_run = wall_top - g.bowl_floor_radius
     slope = math.atan2(wall_run, g.bowl_height)
     wall_len = math.hypot(wall_run, g.bowl_height)
-    mid_r = (g.bowl_rim_radius + g.bowl_floor_radius) / 2
-    seg_w = 2 * math.pi * g.bowl_rim_radius / BOWL_WALL_SEGMENTS * 0.62
+    mid_r = (wall_top + g.bowl_floor_radius) / 2
+    seg_w = 2 * math.pi * wall_top / BOWL_WALL_SEGMENTS * 0.62
     for i in range(BOWL_WALL_SEGMENTS):
         phi = 2 * math.pi * i / BOWL_WALL_SEGMENTS
         geom = bowl.add_geom(
@@ -147,15 +148,17 @@ def _add_bowl(world: mujoco.MjsBody, g: SceneGeometry) -> None:
             rgba=[0.2, 0.35, 0.75, 1],
         )
         geom.quat = _quat_mul(_axis_quat(2, phi), _axis_quat(1, slope))
-    # A thin white rim ring makes the rim easy to see from the top camera.
+    # A rounded rim ring, darker than the wall. Its outer edge is the
+    # rim diameter, as a person measures a bowl with a ruler across the outside.
+    ring = 0.003
     for i in range(BOWL_WALL_SEGMENTS * 2):
         phi = 2 * math.pi * (i + 0.5) / (BOWL_WALL_SEGMENTS * 2)
         rim = bowl.add_geom(
             name=f"bowl_rim_{i}", type=mujoco.mjtGeom.mjGEOM_CAPSULE,
-            size=[0.003, math.pi * g.bowl_rim_radius / (BOWL_WALL_SEGMENTS * 2), 0],
-            pos=[g.bowl_rim_radius * math.cos(phi), g.bowl_rim_radius * math.sin(phi),
+            size=[ring, math.pi * (g.bowl_rim_radius - ring) / (BOWL_WALL_SEGMENTS * 2), 0],
+            pos=[(g.bowl_rim_radius - ring) * math.cos(phi), (g.bowl_rim_radius - ring) * math.sin(phi),
                  g.bowl_height + floor_thickness / 2],
-            rgba=[0.95, 0.95, 0.95, 1], contype=0, conaffinity=0,
+            rgba=[0.12, 0.22, 0.55, 1], contype=0, conaffinity=0,
         )
         rim.quat = _quat_mul(_axis_quat(2, phi), _axis_quat(0, math.pi / 2))
 

@@ -1,0 +1,1 @@
+"""Measuring from pixels: bowl-rim calibration, cube detection, placement error, scene checks."""

@@ -1,0 +1,64 @@
+"""The saved rim calibration, and the check that the camera has not moved since it was made."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+import yaml
+from PIL import Image
+
+from harness.errors import HarnessInputError
+from harness.models.atomic import write_text_atomic
+from harness.vision.rim import Rim
+
+MOVED_PX = 3.0
+
+
+@dataclass(frozen=True)
+class BowlCalibration:
+    rim: Rim
+    bowl_cm: float
+    method: str            # clicks or auto
+    frame: str             # the frame it was made on, saved beside it
+    frame_sha256: str
+
+    def save(self, path: Path, frame: np.ndarray) -> None:
+        frame_path = path.with_suffix(".png")
+        frame_path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(frame).save(frame_path)
+        data = {"bowl_cm": self.bowl_cm, "method": self.method, "frame": frame_path.name,
+                "frame_sha256": hashlib.sha256(frame_path.read_bytes()).hexdigest(), "rim": asdict(self.rim)}
+        write_text_atomic(path, yaml.safe_dump(data, sort_keys=False))
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(repr(asdict(self)).encode()).hexdigest()[:16]
+
+
+def load_calibration(path: Path) -> tuple[BowlCalibration, np.ndarray]:
+    if not path.is_file():
+        raise HarnessInputError(path, None, "no bowl calibration yet: run with --auto or --clicks \"x1,y1 x2,y2\"")
+    data = yaml.safe_load(path.read_text())
+    try:
+        rim = Rim(**{k: float(v) for k, v in data["rim"].items()})
+        frame_path = path.parent / data["frame"]
+        frame = np.asarray(Image.open(frame_path).convert("RGB"))
+        return BowlCalibration(rim, float(data["bowl_cm"]), data["method"], str(frame_path),
+                               data["frame_sha256"]), frame
+    except (KeyError, TypeError, OSError) as exc:
+        raise HarnessInputError(path, None, f"not a bowl calibration ({exc})") from None
+
+
+def camera_shift_px(reference: np.ndarray, frame: np.ndarray) -> float:
+    """How far the static scene has moved between two frames (phase correlation, in pixels)."""
+    a = cv2.cvtColor(reference, cv2.COLOR_RGB2GRAY).astype(np.float32)
+    b = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY).astype(np.float32)
+    if a.shape != b.shape:
+        b = cv2.resize(b, (a.shape[1], a.shape[0]))
+    window = cv2.createHanningWindow(a.shape[::-1], cv2.CV_32F)
+    (dx, dy), _ = cv2.phaseCorrelate(a, b, window)
+    return float(np.hypot(dx, dy))

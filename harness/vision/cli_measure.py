@@ -1,0 +1,124 @@
+"""`harness measure`: calibrate on the rim, measure each trial's final top frame, record the results."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from harness.errors import HarnessInputError
+from harness.models.scoresheet import PlacementMeasurement, load_scoresheet, now_iso
+from harness.vision.calibration import MOVED_PX, BowlCalibration, camera_shift_px, load_calibration
+from harness.vision.measure import DetectionError, Geometry, annotate, measure_frame
+from harness.vision.rim import find_rim, rim_from_clicks
+
+TRIAL_FOLDER = re.compile(r"trial-(\d+)-a(\d+)$")
+
+
+def _frames(inputs: list[str]) -> list[tuple[Path, tuple[int, int] | None, Path | None]]:
+    """(image, (trial, attempt) or None, scoresheet or None) for run folders and image files."""
+    found = []
+    for item in inputs:
+        path = Path(item)
+        if path.is_dir():
+            sheet = Path("scoresheets") / f"{path.name}.yaml"
+            for trial in sorted(path.glob("trial-*")):
+                match = TRIAL_FOLDER.search(trial.name)
+                if match and (trial / "final_top.png").is_file():
+                    found.append((trial / "final_top.png", (int(match[1]), int(match[2])),
+                                  sheet if sheet.is_file() else None))
+        elif path.is_file():
+            found.append((path, None, None))
+        else:
+            raise HarnessInputError(path, None, "neither a run folder nor an image")
+    if not found:
+        raise HarnessInputError(None, "RUN_OR_IMAGES", "no final top frames found (runs/<name>/trial-*/final_top.png)")
+    return found
+
+
+def _clicks(text: str) -> tuple[tuple[float, float], tuple[float, float]]:
+    try:
+        a, b = (tuple(float(v) for v in point.split(",")) for point in text.split())
+        return (a[0], a[1]), (b[0], b[1])
+    except ValueError:
+        raise HarnessInputError(None, "--clicks", f"'{text}' is not \"x1,y1 x2,y2\"") from None
+
+
+def _clicks_from_window(frame: np.ndarray) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Two clicks on opposite rim points, in a matplotlib window (OpenCV here is the headless build)."""
+    if not os.environ.get("DISPLAY") and os.name != "nt":
+        raise HarnessInputError(None, "--clicks", "no display for clicking: pass --clicks \"x1,y1 x2,y2\" or --auto")
+    import matplotlib.pyplot as plt
+
+    plt.imshow(frame)
+    plt.title("Click two opposite points on the bowl rim")
+    points = plt.ginput(2, timeout=0)
+    plt.close()
+    if len(points) != 2:
+        raise HarnessInputError(None, "--clicks", "two rim points are needed")
+    return points[0], points[1]
+
+
+def run_measure(args: argparse.Namespace) -> int:
+    frames = _frames(args.inputs)
+    cal_path = Path(args.calibration)
+    if args.auto or args.clicks is not None or args.click:
+        source = Path(args.calibrate_on) if args.calibrate_on else frames[0][0]
+        frame = np.asarray(Image.open(source).convert("RGB"))
+        if args.auto:
+            rim = find_rim(frame)
+            if rim is None:
+                raise HarnessInputError(source, "--auto", "no bowl rim found; use --clicks on two opposite rim points")
+            method = "auto"
+        else:
+            rim = rim_from_clicks(*(_clicks(args.clicks) if args.clicks else _clicks_from_window(frame)))
+            method = "clicks"
+        calibration = BowlCalibration(rim, args.bowl_cm, method, str(cal_path.with_suffix(".png")), "")
+        calibration.save(cal_path, frame)
+        calibration, reference = load_calibration(cal_path)
+        print(f"calibrated on {source}: rim {rim.a:.1f} x {rim.b:.1f} px ({method}), saved {cal_path}")
+    else:
+        calibration, reference = load_calibration(cal_path)
+        if abs(calibration.bowl_cm - args.bowl_cm) > 1e-9:
+            raise HarnessInputError(cal_path, "bowl_cm", f"calibrated for {calibration.bowl_cm} cm, not {args.bowl_cm}")
+    focal = 240 / math.tan(math.radians(args.fovy_deg / 2)) if args.fovy_deg else None
+    geometry = Geometry(bowl_cm=args.bowl_cm, cube_cm=args.cube_cm, bowl_height_cm=args.bowl_height_cm,
+                        focal_px=focal * reference.shape[0] / 480 if focal else None)
+    sheets = {}
+    measured = failed = 0
+    for image_path, trial, sheet_path in frames:
+        frame = np.asarray(Image.open(image_path).convert("RGB"))
+        label = f"trial {trial[0]} attempt {trial[1]}" if trial else str(image_path)
+        shift = camera_shift_px(reference, frame)
+        if shift > MOVED_PX:
+            print(f"warning: {label}: the camera appears to have moved {shift:.1f} px since calibration; "
+                  "re-calibrate (--auto or --clicks) before trusting this number")
+        try:
+            result = measure_frame(frame, calibration.rim, geometry)
+        except DetectionError as err:
+            failed += 1
+            print(f"{label}: not measured: {err}")
+            Image.fromarray(annotate(frame, calibration.rim, geometry, None, f"not measured: {err}"[:70])).save(
+                image_path.with_name(image_path.stem + "_measured.png"))
+            continue
+        measured += 1
+        where = "inside" if result.inside else "outside"
+        note = f"{result.distance_cm:.2f} cm from bowl centre ({where})"
+        out = image_path.with_name(image_path.stem + "_measured.png")
+        Image.fromarray(annotate(frame, calibration.rim, geometry, result, note)).save(out)
+        print(f"{label}: {note} -> {out}")
+        if trial and sheet_path:
+            sheet = sheets.setdefault(sheet_path, load_scoresheet(sheet_path))
+            sheet.add_measurement(PlacementMeasurement(
+                trial_index=trial[0], attempt=trial[1], placement_error_cm=round(result.distance_cm, 3),
+                inside_bowl=result.inside, method=f"pixels ({calibration.method} rim calibration)",
+                image=str(out), measured_at=now_iso()))
+    for sheet_path in sheets:
+        print(f"recorded {sum(1 for _ in sheets[sheet_path].measurements)} measurements in {sheet_path}")
+    print(f"{measured} measured, {failed} not measured")
+    return 0 if failed == 0 else 1

@@ -1,0 +1,107 @@
+"""Placement error from pixels: calibration, accuracy against the simulator's truth, failures, scene checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import harness.sim  # noqa: F401
+from harness.cli import main
+from harness.models.scoresheet import load_scoresheet
+from harness.sim.scene import SceneGeometry
+from harness.sim.truth import FOVY_DEG, truth_frames
+from harness.vision.calibration import MOVED_PX, camera_shift_px
+from harness.vision.measure import DetectionError, Geometry, measure_frame
+from harness.vision.rim import find_rim, rim_from_clicks
+from harness.vision.scene_check import unexpected_objects
+from tests.helpers import small_protocol_copy
+
+FOCAL = 240 / np.tan(np.radians(FOVY_DEG / 2))
+
+
+@pytest.fixture(scope="module")
+def truth():
+    calibration, frames = truth_frames(SceneGeometry(), count=15, seed=11)
+    return calibration, list(frames)
+
+
+def test_automatic_rim_fit_matches_the_rim_and_two_clicks_agree(truth) -> None:
+    calibration, _ = truth
+    rim = find_rim(calibration)
+    assert rim is not None
+    # the outer rim edge, 5.75 cm radius, seen from 0.705 m with a 45 deg field of view: 47.0 px
+    assert rim.mean_radius_px == pytest.approx(47.0, abs=1.0)
+    clicked = rim_from_clicks((rim.cx - rim.a, rim.cy), (rim.cx + rim.a, rim.cy))
+    assert (clicked.cx, clicked.cy) == pytest.approx((rim.cx, rim.cy), abs=0.5)
+    assert clicked.mean_radius_px == pytest.approx(rim.mean_radius_px, rel=0.01)
+
+
+def test_measured_distance_meets_the_targets_against_the_truth(truth) -> None:
+    calibration, frames = truth
+    rim = find_rim(calibration)
+    errors, agree = [], []
+    for t in frames:
+        try:
+            result = measure_frame(t.frame, rim, Geometry(focal_px=FOCAL))
+        except DetectionError:
+            continue
+        errors.append(abs(result.distance_cm - t.distance_cm))
+        agree.append(result.inside == t.inside)
+    assert len(errors) >= 13
+    assert np.mean(errors) < 0.3 and np.percentile(errors, 95) < 0.6
+    assert np.mean(agree) >= 0.99
+    assert {t.where for t in frames} == {"inside", "rim", "outside"}
+
+
+def test_a_frame_without_a_cube_fails_clearly(truth) -> None:
+    calibration, _ = truth
+    rim = find_rim(calibration)
+    empty = calibration.copy()
+    r, g, b = (empty[:, :, i].astype(int) for i in range(3))
+    empty[(r > g + 40) & (r > b + 40)] = (150, 120, 90)  # paint the parked cube over with table colour
+    with pytest.raises(DetectionError, match="no cube-coloured blob"):
+        measure_frame(empty, rim, Geometry())
+
+
+def test_camera_moved_is_noticed(truth) -> None:
+    calibration, frames = truth
+    assert camera_shift_px(calibration, frames[0].frame) < 1.0
+    moved = np.roll(calibration, (6, 5), axis=(0, 1))
+    assert camera_shift_px(calibration, moved) > MOVED_PX
+
+
+def test_scene_check_finds_an_added_object(truth) -> None:
+    calibration, _ = truth
+    frame = calibration.copy()
+    frame[300:330, 500:540] = (40, 160, 60)  # a green mug-sized object on the table
+    found = unexpected_objects(frame, [calibration])
+    assert len(found) == 1
+    assert found[0].centre == pytest.approx((520, 315), abs=4)
+    assert unexpected_objects(calibration, [calibration]) == []
+
+
+def test_measure_command_records_placement_in_the_scoresheet(workdir, capsys) -> None:
+    protocol = small_protocol_copy(workdir / "protocols")
+    assert main(["run", str(protocol), "--headless", "--video-fps", "5", "--video-size", "160x120"]) == 0
+    capsys.readouterr()
+    assert main(["measure", "runs/small-expert", "--bowl-cm", "11.5", "--auto", "--fovy-deg", str(FOVY_DEG),
+                 "--calibration", "calibration/bowl_top.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert "3 measured, 0 not measured" in out
+    sheet = load_scoresheet(workdir / "scoresheets" / "small-expert.yaml")
+    assert len(sheet.measurements) == 3
+    for m in sheet.measurements:
+        truth_cm = next(a for a in sheet.attempts if a.trial_index == m.trial_index).placement_error_cm
+        assert m.placement_error_cm == pytest.approx(truth_cm, abs=0.3)
+        assert m.inside_bowl
+    assert (workdir / "runs/small-expert/trial-001-a1/final_top_measured.png").stat().st_size > 1000
+    assert (workdir / "calibration/bowl_top.yaml").is_file() and (workdir / "calibration/bowl_top.png").is_file()
+
+
+def test_measure_without_calibration_says_how_to_make_one(workdir, capsys) -> None:
+    image = workdir / "frame.png"
+    from PIL import Image
+
+    Image.fromarray(np.zeros((48, 64, 3), np.uint8)).save(image)
+    assert main(["measure", str(image), "--bowl-cm", "11.5"]) == 2
+    assert "--auto or --clicks" in capsys.readouterr().err
