@@ -53,6 +53,24 @@ def _cmd_protocol_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _training_starts(path: str) -> list[tuple[float, float]]:
+    """`dx_cm,dy_cm` per line (offsets of each training episode's cube from the trained position)."""
+    starts = []
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError as exc:
+        raise HarnessInputError(path, None, f"cannot read: {exc.strerror}") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip() or line.lstrip().startswith(("#", "dx")):
+            continue
+        try:
+            dx, dy = (float(v) for v in line.split(",")[:2])
+        except ValueError:
+            raise HarnessInputError(path, f"line {number}", f"'{line}' is not dx_cm,dy_cm") from None
+        starts.append((dx, dy))
+    return starts
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from harness.models.scoresheet import load_scoresheet
     from harness.reports.summary import format_summary, summarize
@@ -64,7 +82,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         from harness.reports.blocks import to_html, write_markdown
         from harness.reports.document import report_blocks, report_title
 
-        blocks, title = report_blocks(sheets), report_title(sheets)
+        starts = _training_starts(args.training_starts) if args.training_starts else None
+        blocks, title = report_blocks(sheets, starts), report_title(sheets)
         if args.output:
             write_text_atomic(args.output, to_html(title, blocks))
             print(f"wrote {args.output}")
@@ -188,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--json", action="store_true", help="machine-readable output")
     report.add_argument("-o", "--output", metavar="REPORT.html", help="write a self-contained HTML report")
     report.add_argument("--md", metavar="REPORT.md", help="write a Markdown report (figures in REPORT_files/)")
+    report.add_argument("--training-starts", metavar="CSV",
+                        help="training episodes' cube offsets (dx_cm,dy_cm per line) to draw on the top-view map")
     report.set_defaults(func=_cmd_report)
 
     plan = sub.add_parser("plan", help="trials needed to detect a difference, and interval widths to expect")

@@ -96,3 +96,15 @@ def test_plan_prints_trials_needed(capsys) -> None:
     assert main(["plan", "--p0", "0.5", "--delta", "0.2"]) == 0
     assert "93 trials per policy" in capsys.readouterr().out
     assert main(["plan", "--p0", "0.9", "--delta", "0.2"]) == 2
+
+
+def test_training_starts_are_drawn_and_counted(workdir) -> None:
+    protocol = small_protocol_copy(workdir / "protocols")
+    sheet = lock_scoresheet(workdir / "s.yaml", build_locked(load_protocol(protocol), protocol, "expert", "sim"), {})
+    for i, label in enumerate(["success", "no_grasp", "no_grasp"], start=1):
+        sheet.add_attempt(fake_attempt(i, 1, label))
+    (workdir / "starts.csv").write_text("dx_cm,dy_cm\n0.1,0.0\n-0.2,0.3\n0.0,-0.1\n")
+    assert main(["report", "s.yaml", "--md", "r.md", "--training-starts", "starts.csv"]) == 0
+    assert "2 of 3 trials put the cube more than 2 cm from every training start" in (workdir / "r.md").read_text()
+    (workdir / "bad.csv").write_text("1.0;2.0\n")
+    assert main(["report", "s.yaml", "--md", "r.md", "--training-starts", "bad.csv"]) == 2

@@ -26,7 +26,8 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "") -> list[Block]:
+def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
+               training_starts: list[tuple[float, float]] | None = None) -> list[Block]:
     summary = summarize(sheet)
     rows = trial_rows(sheet)
     protocol = locked_protocol(sheet)
@@ -80,8 +81,14 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "") -> l
     blocks.append(Figure(f"distance_{key}", figures.success_vs_distance(rows, fit),
                          "Success against the cube's offset from the trained position, with a logistic fit and its "
                          "95% band (delta method; weak ridge penalty)."))
-    blocks.append(Figure(f"map_{key}", figures.top_view_map(rows, protocol),
-                         "Top view of the trial positions relative to the trained position, coloured by outcome."))
+    blocks.append(Figure(f"map_{key}", figures.top_view_map(rows, protocol, training_starts),
+                         "Top view of the trial positions relative to the trained position, coloured by outcome"
+                         + (", with the training episodes' start positions (x)." if training_starts else ".")))
+    if training_starts:
+        nearest = [min(math.hypot(r.dx_cm - sx, r.dy_cm - sy) for sx, sy in training_starts) for r in scored]
+        far = sum(1 for d in nearest if d > 2.0)
+        blocks.append(Para(f"{far} of {len(scored)} trials put the cube more than 2 cm from every training start: "
+                           "those test generalisation, not recall."))
 
     blocks.append(Heading("Placement error", 3))
     errors = [r.placement_error_cm for r in rows if r.label == "success" and r.placement_error_cm is not None]
@@ -172,13 +179,13 @@ def comparison_blocks(sheets: list[Scoresheet]) -> list[Block]:
     return blocks
 
 
-def report_blocks(sheets: list[Scoresheet]) -> list[Block]:
+def report_blocks(sheets: list[Scoresheet], training_starts: list[tuple[float, float]] | None = None) -> list[Block]:
     blocks: list[Block] = []
     if len(sheets) > 1:
         blocks += comparison_blocks(sheets)
     for i, sheet in enumerate(sheets):
         prefix = f"Run {i + 1}: " if len(sheets) > 1 else ""
-        blocks += run_blocks(sheet, f"run{i + 1}", prefix)
+        blocks += run_blocks(sheet, f"run{i + 1}", prefix, training_starts)
     return blocks
 
 
