@@ -172,6 +172,37 @@ def _cmd_scene_check(args: argparse.Namespace) -> int:
     return 1
 
 
+def _cmd_dataset_validate(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from harness.data.validate import validate_dataset
+
+    root = Path(args.path)
+    with tqdm(desc="decoding videos", unit="file", disable=args.json, leave=False) as bar:
+        report = validate_dataset(root, processes=args.processes, progress=bar)
+    if args.json:
+        print(report.to_json())
+        return report.exit_code
+    for problem in report.problems:
+        where = f" episode {problem.episode}" if problem.episode is not None else ""
+        print(f"{problem.severity.upper():7} {problem.code:<28}{where}: {problem.message}")
+    rate = report.camera_frames_decoded / report.seconds if report.seconds else 0
+    verdict = {0: "clean", 1: f"{len(report.errors)} defects", 2: "unreadable"}[report.exit_code]
+    print(f"{root}: {verdict}. {report.episodes} episodes, {report.frames} frames, "
+          f"{report.camera_frames_decoded} camera frames decoded in {report.seconds:.1f} s ({rate:.0f}/s)")
+    return report.exit_code
+
+
+def _cmd_dataset_split(args: argparse.Namespace) -> int:
+    from harness.data.split import write_split
+
+    output = Path(args.output or Path(args.path) / "meta" / "splits_every10.json")
+    split = write_split(Path(args.path), output, args.every)
+    print(f"wrote {output}: {len(split['train'])} train, {len(split['val'])} held out (every {args.every}th index)")
+    print(f"train with: --dataset.episodes='{json.dumps(split['train'])}'")
+    return 0
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from harness.run.cli_run import run_from_args
 
@@ -239,6 +270,19 @@ def build_parser() -> argparse.ArgumentParser:
                        help="empty-scene capture or a training episode's first frame (repeatable)")
     scene.add_argument("--min-area-px", type=int, default=150)
     scene.set_defaults(func=_cmd_scene_check)
+
+    dataset = sub.add_parser("dataset", help="check LeRobot v3.0 datasets before training")
+    dsub = dataset.add_subparsers(dest="dataset_command", required=True, metavar="ACTION")
+    validate = dsub.add_parser("validate", help="metadata, tabular data and every video frame; exit 0/1/2")
+    validate.add_argument("path")
+    validate.add_argument("--json", action="store_true", help="machine-readable report with stable check codes")
+    validate.add_argument("--processes", type=int, default=2, help="parallel decoding processes (default 2)")
+    validate.set_defaults(func=_cmd_dataset_validate)
+    split = dsub.add_parser("split", help="hold out every tenth episode index (a splits file for LeRobot)")
+    split.add_argument("path")
+    split.add_argument("-o", "--output", help="default <dataset>/meta/splits_every10.json")
+    split.add_argument("--every", type=int, default=10)
+    split.set_defaults(func=_cmd_dataset_split)
 
     fix = sub.add_parser("fix-ids", help="diagnose and repair SO-101 servo IDs (e.g. two servos at ID 5)")
     fix.add_argument("--port", required=True, help="serial port: /dev/ttyACM0, /dev/tty.usbmodem..., COM4")

@@ -1,0 +1,1 @@
+"""Datasets before GPU time: integrity validation, held-out splits, and small synthetic datasets."""

@@ -1,0 +1,64 @@
+"""`harness dataset validate` and `split` on small LeRobot v3.0 datasets made here, clean and damaged."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+from harness.cli import main
+from harness.data.defects import DEFECTS
+from harness.data.split import every_nth_split
+from harness.data.synthetic import make_dataset
+from harness.data.validate import validate_dataset
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory):
+    return make_dataset(tmp_path_factory.mktemp("data") / "clean_h264", episodes=6, frames_per_episode=24)
+
+
+def test_a_clean_dataset_passes_and_lerobot_loads_it(clean) -> None:
+    report = validate_dataset(clean.root, processes=1)
+    assert report.exit_code == 0, report.problems
+    assert report.episodes == 6 and report.frames == 144 and report.camera_frames_decoded == 288
+    dataset = LeRobotDataset(f"local/{clean.root.name}", root=clean.root, video_backend="pyav")
+    assert dataset.num_episodes == 6 and dataset[100]["observation.images.top"].shape == (3, 96, 128)
+
+
+def test_an_av1_dataset_written_with_lerobots_defaults_passes(tmp_path) -> None:
+    av1 = make_dataset(tmp_path / "clean_av1", episodes=3, frames_per_episode=12, vcodec="libsvtav1")
+    assert validate_dataset(av1.root, processes=2).exit_code == 0
+
+
+@pytest.mark.parametrize("defect", sorted(DEFECTS))
+def test_each_defect_class_is_caught_with_its_code(clean, tmp_path, defect) -> None:
+    damage, code = DEFECTS[defect]
+    root = tmp_path / defect
+    shutil.copytree(clean.root, root)
+    damage(root)
+    report = validate_dataset(root, processes=1)
+    assert report.exit_code == 1
+    assert code in {p.code for p in report.problems}, [p.code for p in report.problems]
+
+
+def test_json_output_and_exit_codes(clean, tmp_path, capsys) -> None:
+    assert main(["dataset", "validate", str(clean.root), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["exit_code"] == 0
+    root = tmp_path / "nan"
+    shutil.copytree(clean.root, root)
+    DEFECTS["nan_in_actions"][0](root)
+    assert main(["dataset", "validate", str(root), "--json"]) == 1
+    problems = json.loads(capsys.readouterr().out)["problems"]
+    assert problems[0]["code"] == "NONFINITE" and problems[0]["episode"] == 1
+    assert main(["dataset", "validate", str(tmp_path / "nothing"), "--json"]) == 2
+
+
+def test_split_holds_out_every_tenth_index_not_the_last_tenth(clean, tmp_path) -> None:
+    split = every_nth_split(list(range(50)))
+    assert split["val"] == [0, 10, 20, 30, 40] and len(split["train"]) == 45
+    out = tmp_path / "splits.json"
+    assert main(["dataset", "split", str(clean.root), "-o", str(out)]) == 0
+    assert json.loads(out.read_text()) == {"train": [1, 2, 3, 4, 5], "val": [0]}
