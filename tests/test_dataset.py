@@ -62,3 +62,23 @@ def test_split_holds_out_every_tenth_index_not_the_last_tenth(clean, tmp_path) -
     out = tmp_path / "splits.json"
     assert main(["dataset", "split", str(clean.root), "-o", str(out)]) == 0
     assert json.loads(out.read_text()) == {"train": [1, 2, 3, 4, 5], "val": [0]}
+
+
+def test_coverage_finds_the_known_cube_positions_within_2px(clean) -> None:
+    from harness.data.coverage import cube_template, first_top_frames, locate
+
+    frames = first_top_frames(clean.root)
+    found, scores = locate(frames, cube_template(frames[0]))
+    for (fx, fy), (cx, cy) in zip(found, clean.cube_px, strict=True):
+        assert abs(fx - (cx - 0.5)) <= 2 and abs(fy - (cy - 0.5)) <= 2
+    assert min(scores) > 0.8
+
+
+def test_coverage_says_plainly_when_the_data_cover_one_spot(tmp_path, capsys) -> None:
+    one_spot = make_dataset(tmp_path / "one_spot", episodes=4, frames_per_episode=6, cube_spread_px=1.0)
+    out = tmp_path / "coverage.png"
+    assert main(["dataset", "coverage", str(one_spot.root), "--px-per-cm", "4", "-o", str(out),
+                 "--protocol", "protocols/randomized.yaml"]) == 0
+    text = capsys.readouterr().out
+    assert "cover a single position" in text and "trials are more than 2 cm from every training start" in text
+    assert out.stat().st_size > 5000 and out.with_suffix(".csv").read_text().startswith("dx_cm,dy_cm")

@@ -24,7 +24,8 @@ class SyntheticDataset:
 
 def _frame(height: int, width: int, cube: tuple[int, int] | None, shade: int, rng: np.random.Generator) -> np.ndarray:
     y, x = np.mgrid[0:height, 0:width]
-    image = np.stack([120 + x * 60 // width, 100 + y * 50 // height, np.full_like(x, 80 + shade)], axis=-1)
+    base = 110 + x * 40 // width + y * 20 // height   # a grey table under a soft light gradient
+    image = np.stack([base + 8, base + 4, base + shade // 4], axis=-1)
     image = (image + rng.integers(-3, 4, size=image.shape)).clip(0, 255).astype(np.uint8)
     if cube is not None:
         cx, cy = cube

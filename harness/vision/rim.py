@@ -32,6 +32,13 @@ class Rim:
         radius_cm = bowl_cm / 2
         return np.column_stack([u * radius_cm / self.a, v * radius_cm / self.b])
 
+    def to_image_axes_cm(self, points: np.ndarray, bowl_cm: float) -> np.ndarray:
+        """Like `to_cm`, but along the image's own axes (x right, y down): directions keep their meaning."""
+        theta = math.radians(self.angle_deg)
+        c, s = math.cos(theta), math.sin(theta)
+        uv = self.to_cm(points, bowl_cm)
+        return np.column_stack([uv[:, 0] * c - uv[:, 1] * s, uv[:, 0] * s + uv[:, 1] * c])
+
     def from_cm(self, points_cm: np.ndarray, bowl_cm: float) -> np.ndarray:
         theta = math.radians(self.angle_deg)
         c, s = math.cos(theta), math.sin(theta)
