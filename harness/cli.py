@@ -286,6 +286,28 @@ def _plot_coverage(coverage: object, path: Path) -> None:
     plt.close(fig)
 
 
+def _cmd_offline_eval(args: argparse.Namespace) -> int:
+    from harness.data.offline_eval import evaluate_checkpoint, format_table
+    from harness.data.split import episode_indices, every_nth_split
+
+    root = Path(args.dataset)
+    if args.episodes:
+        try:
+            episodes = [int(v) for v in args.episodes.split(",")]
+        except ValueError:
+            raise HarnessInputError(None, "--episodes", f"'{args.episodes}' is not a comma-separated list") from None
+    else:
+        episodes = every_nth_split(episode_indices(root))["val"]
+    checkpoints = [Path(p) for p in (args.checkpoints or [args.policy])]
+    for path in checkpoints:
+        if not (path / "config.json").is_file():
+            raise HarnessInputError(path, "config.json", "not a LeRobot pretrained policy folder")
+    print(f"held-out episodes: {episodes} (first {args.frames} frames of each)")
+    results = [evaluate_checkpoint(p, root, episodes, args.frames, args.device) for p in checkpoints]
+    print(format_table(results))
+    return 0
+
+
 def _cmd_dataset_split(args: argparse.Namespace) -> int:
     from harness.data.split import write_split
 
@@ -385,6 +407,15 @@ def build_parser() -> argparse.ArgumentParser:
     split.add_argument("-o", "--output", help="default <dataset>/meta/splits_every10.json")
     split.add_argument("--every", type=int, default=10)
     split.set_defaults(func=_cmd_dataset_split)
+
+    offline = sub.add_parser("offline-eval", help="teacher-forced action accuracy on held-out episodes")
+    offline.add_argument("--policy", help="a LeRobot pretrained policy folder")
+    offline.add_argument("--checkpoints", nargs="+", help="several checkpoint folders, compared in one table")
+    offline.add_argument("--dataset", required=True, help="LeRobot v3.0 dataset folder")
+    offline.add_argument("--episodes", help="held-out episode indices, e.g. 0,10,20 (default: every tenth)")
+    offline.add_argument("--frames", type=int, default=200, help="first N frames of each episode (default 200)")
+    offline.add_argument("--device", default="cpu")
+    offline.set_defaults(func=_cmd_offline_eval)
 
     fix = sub.add_parser("fix-ids", help="diagnose and repair SO-101 servo IDs (e.g. two servos at ID 5)")
     fix.add_argument("--port", required=True, help="serial port: /dev/ttyACM0, /dev/tty.usbmodem..., COM4")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import pandas as pd
 import pytest
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
@@ -82,3 +83,21 @@ def test_coverage_says_plainly_when_the_data_cover_one_spot(tmp_path, capsys) ->
     text = capsys.readouterr().out
     assert "cover a single position" in text and "trials are more than 2 cm from every training start" in text
     assert out.stat().st_size > 5000 and out.with_suffix(".csv").read_text().startswith("dx_cm,dy_cm")
+
+
+def test_offline_eval_scores_checkpoints_and_says_which_one_each_criterion_picks(clean, tmp_path, capsys) -> None:
+    import numpy as np
+
+    from harness.data.offline_eval import evaluate_checkpoint
+    from tests.tiny_policy import save_tiny_act
+
+    actions = np.stack(pd.read_parquet(clean.root / "data/chunk-000/file-000.parquet")["action"].to_numpy())
+    near = save_tiny_act(tmp_path / "ckpt_near", action_mean=actions.mean(axis=0).tolist())
+    far = save_tiny_act(tmp_path / "ckpt_far")
+    result = evaluate_checkpoint(near, clean.root, [0], max_frames=12)
+    assert result.frames == 12 and result.latency_ms_p50 > 0 and result.val_loss is not None
+    assert result.action_mae < evaluate_checkpoint(far, clean.root, [0], max_frames=12).action_mae
+    assert main(["offline-eval", "--dataset", str(clean.root), "--checkpoints", str(near), str(far),
+                 "--frames", "6"]) == 0
+    out = capsys.readouterr().out
+    assert "held-out episodes: [0]" in out and "action accuracy picks ckpt_near" in out

@@ -14,8 +14,9 @@ from harness.models.defaults import DEFAULT_START_POSE
 from harness.models.protocol import JOINT_NAMES
 
 
-def save_tiny_act(folder: Path, camera: str = "top", height: int = 96, width: int = 128) -> Path:
-    """The policy's action is centred on the start pose, so it holds the arm near it."""
+def save_tiny_act(folder: Path, camera: str = "top", height: int = 96, width: int = 128,
+                  action_mean: list[float] | None = None) -> Path:
+    """The policy's action is centred on the start pose (or `action_mean`), so it holds the arm near it."""
     torch.manual_seed(0)
     image_key = f"observation.images.{camera}"
     config = ACTConfig(
@@ -32,7 +33,8 @@ def save_tiny_act(folder: Path, camera: str = "top", height: int = 96, width: in
     pose = torch.tensor([DEFAULT_START_POSE[n] for n in JOINT_NAMES], dtype=torch.float32)
     stats = {
         "observation.state": {"mean": pose, "std": torch.full((6,), 20.0)},
-        "action": {"mean": pose, "std": torch.full((6,), 1.0)},
+        "action": {"mean": torch.tensor(action_mean) if action_mean is not None else pose,
+                   "std": torch.full((6,), 1.0)},
         image_key: {"mean": torch.full((3, 1, 1), 0.5), "std": torch.full((3, 1, 1), 0.25)},
     }
     pre, post = make_pre_post_processors(config, dataset_stats=stats)
