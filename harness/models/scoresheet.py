@@ -211,9 +211,7 @@ class Scoresheet:
             raise HarnessInputError(self.path, "trial_index", f"{attempt.trial_index} is not in the locked trial list")
         if self.final_attempt(attempt.trial_index) is not None:
             raise HarnessInputError(self.path, "trial_index", f"trial {attempt.trial_index} is already scored")
-        previous = self.attempts[-1].chain_sha256 if self.attempts else self.lock["sha256"]
-        body = attempt.model_dump(mode="json", exclude={"chain_sha256"})
-        chained = attempt.model_copy(update={"chain_sha256": sha256_of({"prev": previous, "record": body})})
+        chained = _chained(attempt, self.attempts[-1].chain_sha256 if self.attempts else self.lock["sha256"])
         self.attempts.append(chained)
         self.save()
         return chained
@@ -224,8 +222,7 @@ class Scoresheet:
             raise HarnessInputError(self.path, "measurements",
                                     f"trial {measurement.trial_index} attempt {measurement.attempt} is not recorded")
         previous = self.measurements[-1].chain_sha256 if self.measurements else self.lock["sha256"]
-        body = measurement.model_dump(mode="json", exclude={"chain_sha256"})
-        chained = measurement.model_copy(update={"chain_sha256": sha256_of({"prev": previous, "record": body})})
+        chained = _chained(measurement, previous)
         self.measurements.append(chained)
         self.save()
         return chained
@@ -252,6 +249,34 @@ class Scoresheet:
             "measurements": [m.model_dump(mode="json") for m in self.measurements],
         }
         return yaml.safe_dump(data, sort_keys=False, width=110)
+
+
+def _chain_hash(record: BaseModel, previous: str) -> str:
+    body = record.model_dump(mode="json", exclude={"chain_sha256"})
+    return sha256_of({"prev": previous, "record": body})
+
+
+def _chained(record: Any, previous: str) -> Any:
+    """The record with its link in the hash chain: any later edit of it, or of one before it, shows."""
+    return record.model_copy(update={"chain_sha256": _chain_hash(record, previous)})
+
+
+def _verified_chain(path: Path, section: str, raws: list[Any], model: type[BaseModel], start: str) -> list[Any]:
+    records = []
+    previous = start
+    for position, raw in enumerate(raws):
+        try:
+            record = model.model_validate(raw)
+        except ValidationError as err:
+            first = err.errors()[0]
+            field = ".".join(str(p) for p in first["loc"])
+            raise HarnessInputError(path, f"{section}[{position}].{field}", first["msg"]) from None
+        expected = _chain_hash(record, previous)
+        if record.chain_sha256 != expected:
+            raise StaleRunError(path, f"{section}[{position}]", "changed after it was recorded (edited by hand?)")
+        previous = expected
+        records.append(record)
+    return records
 
 
 def build_locked(protocol: Protocol, protocol_path: Path, policy_ref: str, robot: str) -> dict[str, Any]:
@@ -311,34 +336,9 @@ def load_scoresheet(path: str | Path) -> Scoresheet:
         {n: sha256_of(locked[n]) for n in LOCKED_FIELDS}
     ):
         raise StaleRunError(path, "lock.sha256", "does not match the locked fields")
-    attempts: list[Attempt] = []
-    previous = lock["sha256"]
-    for position, raw in enumerate(data.get("attempts") or []):
-        try:
-            attempt = Attempt.model_validate(raw)
-        except ValidationError as err:
-            first = err.errors()[0]
-            field = ".".join(str(p) for p in first["loc"])
-            raise HarnessInputError(path, f"attempts[{position}].{field}", first["msg"]) from None
-        body = attempt.model_dump(mode="json", exclude={"chain_sha256"})
-        expected = sha256_of({"prev": previous, "record": body})
-        if attempt.chain_sha256 != expected:
-            raise StaleRunError(path, f"attempts[{position}]", "changed after it was recorded (edited by hand?)")
-        previous = expected
-        attempts.append(attempt)
-    measurements: list[PlacementMeasurement] = []
-    previous = lock["sha256"]
-    for position, raw in enumerate(data.get("measurements") or []):
-        try:
-            measurement = PlacementMeasurement.model_validate(raw)
-        except ValidationError as err:
-            raise HarnessInputError(path, f"measurements[{position}]", err.errors()[0]["msg"]) from None
-        body = measurement.model_dump(mode="json", exclude={"chain_sha256"})
-        expected = sha256_of({"prev": previous, "record": body})
-        if measurement.chain_sha256 != expected:
-            raise StaleRunError(path, f"measurements[{position}]", "changed after it was recorded (edited by hand?)")
-        previous = expected
-        measurements.append(measurement)
+    attempts = _verified_chain(path, "attempts", data.get("attempts") or [], Attempt, lock["sha256"])
+    measurements = _verified_chain(path, "measurements", data.get("measurements") or [], PlacementMeasurement,
+                                   lock["sha256"])
     return Scoresheet(path, locked, lock, data.get("settings") or {}, attempts, measurements)
 
 
