@@ -169,7 +169,10 @@ def make_app(setup: RunSetup, undo_s: float = 3.0) -> Any:
     tally = Tally()
     for attempt in sheet.attempts:
         tally = tally.add(attempt.label)
+    config = getattr(setup.robot.robot, "config", None)
+    pace = "" if setup.robot.world is None else "real-time" if getattr(config, "realtime", False) else "lock-step"
     state = RunState(protocol_name=protocol.name, policy=sheet.locked["policy"]["ref"], robot=sheet.locked["robot"],
+                     pace=pace,
                      total=sheet.locked["trial_count"], fps=protocol.fps, time_limit_s=protocol.episode_time_limit_s,
                      trained_xy_cm=protocol.scene.trained_cube_xy_cm, bowl_xy_cm=protocol.scene.bowl_xy_cm,
                      bowl_diameter_cm=protocol.scene.bowl_diameter_cm, tally=tally)

@@ -39,6 +39,7 @@ class RunState:
     total: int
     fps: int
     time_limit_s: float
+    pace: str = ""                    # "lock-step" or "real-time" in simulation; empty on a real arm
     trained_xy_cm: tuple[float, float] = (0.0, 0.0)
     bowl_xy_cm: tuple[float, float] = (0.0, 0.0)
     bowl_diameter_cm: float = 11.5

@@ -95,9 +95,9 @@ class LoopPanel(Static):
         table = Table.grid(padding=(0, 1))
         table.add_column(style="bold")
         table.add_column()
-        rate_style = "green" if s.loop_hz >= 0.95 * s.fps or s.robot == "sim" else "red"
-        pace = ", lock-step" if s.robot == "sim" else ""
-        table.add_row("Loop", Text(f"{s.loop_hz:5.1f} Hz ({s.fps} Hz{pace})", style=rate_style))
+        rate_style = "green" if s.loop_hz >= 0.95 * s.fps or s.pace == "lock-step" else "red"
+        pace = f" {s.pace}" if s.pace else ""
+        table.add_row("Loop", Text(f"{s.loop_hz:5.1f}/{s.fps} Hz{pace}", style=rate_style))
         latency_style = "green" if s.policy_ms <= budget else "red"
         table.add_row("Policy", Text(f"{s.policy_ms:5.1f} ms (budget {budget:.1f})", style=latency_style))
         table.add_row("Missed", Text(f"{s.missed} deadlines", style="red" if s.missed else "green"))
