@@ -92,3 +92,38 @@ def test_abort_voids_the_trial_in_flight_and_ends_the_run_resumably(tmp_path) ->
     assert engine.sheet.pending_trials() == [2, 3]
     guard.release_torque()
     assert robot.torque_enabled is False
+
+
+class FlakyBus:
+    """The simulated arm whose servo bus stops answering at one step, as a loose cable does."""
+
+    def __init__(self, robot, fail_at_call: int) -> None:
+        self.robot, self.fail_at, self.calls = robot, fail_at_call, 0
+
+    def __getattr__(self, name):
+        return getattr(self.robot, name)
+
+    def send_action(self, action):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise ConnectionError("Failed to sync write 'Goal_Position' on ids=[1, 2, 3, 4, 5, 6] after 1 tries. "
+                                  "[TxRxResult] There is no status packet!")
+        return self.robot.send_action(action)
+
+
+def test_a_bus_error_voids_the_trial_pauses_the_run_and_releases_torque(tmp_path) -> None:
+    sheet = locked_sheet(tmp_path)
+    protocol = load_protocol(tmp_path / "small.yaml")
+    robot = SimSO101(SimSO101Config(render_cameras=[]))
+    robot.connect()
+    guard = GuardedRobot(FlakyBus(robot, fail_at_call=400))  # in trial 2
+    observer = KeyAt(0, 0, lambda obs: None)
+    engine = RunEngine(protocol, sheet, guard, ExpertPolicy(), SimStage(robot.world, protocol), observer,
+                       MonotonicClock(), RunOptions(runs_dir=tmp_path / "runs", video=False))
+    with pytest.raises(RunPaused, match="robot I/O error: ConnectionError"):
+        engine.run()
+    guard.release_torque()
+    assert robot.torque_enabled is False
+    assert [(a.trial_index, a.outcome) for a in sheet.attempts] == [(1, "success"), (2, "void")]
+    assert "There is no status packet" in sheet.attempts[1].void_reason
+    assert sheet.pending_trials() == [2, 3]

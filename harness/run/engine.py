@@ -53,6 +53,9 @@ class RunPaused(Exception):
 
 
 VOID_ABORTED = "aborted by operator"
+VOID_IO_PREFIX = "robot I/O error"
+# What LeRobot's buses and cameras raise when hardware stops answering mid-trial.
+ROBOT_IO_ERRORS = (ConnectionError, TimeoutError, OSError)
 VOID_ESTOP = "emergency stop by operator"
 
 
@@ -117,8 +120,9 @@ class RunEngine:
             self.observer.trial_scored(attempt)
             if attempt.outcome == "void" and (attempt.void_reason or "").startswith("camera dropout"):
                 raise RunPaused(attempt.void_reason)
-            if attempt.outcome == "void" and attempt.void_reason == VOID_ESTOP:
-                raise RunPaused(VOID_ESTOP)
+            if attempt.outcome == "void" and (attempt.void_reason == VOID_ESTOP or
+                                              (attempt.void_reason or "").startswith(VOID_IO_PREFIX)):
+                raise RunPaused(attempt.void_reason)
             if attempt.outcome == "void" and attempt.void_reason == VOID_ABORTED:
                 break
         return recorded
@@ -187,14 +191,18 @@ class RunEngine:
         step = 0
         for step in range(max_steps):
             t0 = self.clock.now()
-            observation = self.robot.get_observation()
-            t1 = self.clock.now()
-            action = self.policy.select_action(observation)
-            t2 = self.clock.now()
             try:
+                observation = self.robot.get_observation()
+                t1 = self.clock.now()
+                action = self.policy.select_action(observation)
+                t2 = self.clock.now()
                 sent = self.robot.send_action(action)
             except EmergencyStopped:
                 void_reason = VOID_ESTOP
+                break
+            except ROBOT_IO_ERRORS as exc:  # a servo or camera stopped answering: void, never lose the trial
+                void_reason = f"{VOID_IO_PREFIX}: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:160]}"
+                self.observer.warn(f"{void_reason}. Check cables and power, then resume.")
                 break
             t3 = self.clock.now()
             if hasattr(self.stage, "last_observation"):
