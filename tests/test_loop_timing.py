@@ -58,6 +58,9 @@ class PersonStage:
     def on_step(self, trial, step) -> None:
         pass
 
+    def observed(self, observation) -> None:
+        pass
+
     def frame(self, camera, width, height):
         return None
 

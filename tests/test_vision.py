@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -105,3 +107,18 @@ def test_measure_without_calibration_says_how_to_make_one(workdir, capsys) -> No
     Image.fromarray(np.zeros((48, 64, 3), np.uint8)).save(image)
     assert main(["measure", str(image), "--bowl-cm", "11.5"]) == 2
     assert "--auto or --clicks" in capsys.readouterr().err
+
+
+def test_scene_check_command_marks_the_object_and_exits_1(truth, tmp_path, capsys) -> None:
+    from PIL import Image
+
+    calibration, _ = truth
+    cluttered = calibration.copy()
+    cluttered[60:100, 60:120] = (30, 30, 200)
+    Image.fromarray(calibration).save(tmp_path / "empty.png")
+    Image.fromarray(cluttered).save(tmp_path / "live.png")
+    assert main(["scene-check", str(tmp_path / "live.png"), "--reference", str(tmp_path / "empty.png")]) == 1
+    found = re.search(r"unexpected object at x=(\d+) y=(\d+)", capsys.readouterr().out)
+    assert found and abs(int(found[1]) - 89) <= 3 and abs(int(found[2]) - 79) <= 3
+    assert (tmp_path / "live_scene_check.png").is_file()
+    assert main(["scene-check", str(tmp_path / "empty.png"), "--reference", str(tmp_path / "empty.png")]) == 0

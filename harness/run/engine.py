@@ -205,8 +205,7 @@ class RunEngine:
                 self.observer.warn(f"{void_reason}. Check cables and power, then resume.")
                 break
             t3 = self.clock.now()
-            if hasattr(self.stage, "last_observation"):
-                self.stage.last_observation = observation
+            self.stage.observed(observation)
             sim_t = step * self.period
             policy_ms.append(1000 * (t2 - t1))
             io_ms.append(1000 * ((t1 - t0) + (t3 - t2)))

@@ -18,6 +18,9 @@ class TrialStage(Protocol):
 
     def on_step(self, trial: Trial, step: int) -> None: ...
 
+    def observed(self, observation: dict[str, Any]) -> None:
+        """The robot's latest observation (a real arm's evidence frames come from it)."""
+
     def frame(self, camera: str, width: int, height: int) -> np.ndarray | None: ...
 
     def finished(self) -> bool: ...
@@ -41,6 +44,9 @@ class SimStage:
     def on_step(self, trial: Trial, step: int) -> None:
         if self.dropout_at and self.dropout_at == (trial.index, step):
             self.world.frozen_cameras.add("top")
+
+    def observed(self, observation: dict[str, Any]) -> None:
+        return None  # evidence frames are rendered from the simulator directly
 
     def frame(self, camera: str, width: int, height: int) -> np.ndarray | None:
         return self.world.render(camera, width, height)
@@ -66,6 +72,9 @@ class OperatorStage:
 
     def on_step(self, trial: Trial, step: int) -> None:
         return None
+
+    def observed(self, observation: dict[str, Any]) -> None:
+        self.last_observation = observation
 
     def frame(self, camera: str, width: int, height: int) -> np.ndarray | None:
         frame = self.last_observation.get(camera)

@@ -122,3 +122,31 @@ def run_measure(args: argparse.Namespace) -> int:
         print(f"recorded {sum(1 for _ in sheets[sheet_path].measurements)} measurements in {sheet_path}")
     print(f"{measured} measured, {failed} not measured")
     return 0 if failed == 0 else 1
+
+
+def run_scene_check(args: argparse.Namespace) -> int:
+    import numpy as np
+    from PIL import Image, ImageDraw
+
+    from harness.vision.scene_check import unexpected_objects
+
+    def load(path: str) -> np.ndarray:
+        try:
+            return np.asarray(Image.open(path).convert("RGB"))
+        except OSError as exc:
+            raise HarnessInputError(path, None, f"cannot read image: {exc}") from None
+
+    frame = load(args.frame)
+    found = unexpected_objects(frame, [load(r) for r in args.reference], min_area_px=args.min_area_px)
+    if not found:
+        print(f"{args.frame}: nothing unexpected compared with {len(args.reference)} reference frame(s)")
+        return 0
+    image = Image.fromarray(frame)
+    draw = ImageDraw.Draw(image)
+    for u in found:
+        print(f"unexpected object at x={u.centre[0]} y={u.centre[1]} px ({u.width}x{u.height} px, {u.area_px} px^2)")
+        draw.rectangle([u.x, u.y, u.x + u.width, u.y + u.height], outline=(255, 0, 255), width=2)
+    out = Path(args.frame).with_name(Path(args.frame).stem + "_scene_check.png")
+    image.save(out)
+    print(f"{len(found)} unexpected object(s); marked in {out}. Clear the view before running trials.")
+    return 1
