@@ -133,7 +133,19 @@ def _cmd_emulate_bus(args: argparse.Namespace) -> int:
     from harness.bus.scenario import build_chain, console, default_scenario, load_scenario
 
     scenario = load_scenario(args.scenario) if args.scenario else default_scenario()
-    with PtyBus(build_chain(scenario), wire_timing=scenario.wire_timing) as bus:
+    chain = build_chain(scenario)
+    if args.sim:
+        import harness.sim  # noqa: F401  (headless GL before mujoco)
+        from harness.bus.sim_coupling import JointCalibration, SimCoupledChain
+        from harness.sim.world import SimWorld
+
+        try:
+            raw = json.loads(Path(args.calibration).read_text())
+            calibration = {name: JointCalibration(c["range_min"], c["range_max"]) for name, c in raw.items()}
+        except (OSError, ValueError, KeyError) as exc:
+            raise HarnessInputError(args.calibration, None, f"not a LeRobot calibration file ({exc})") from None
+        chain = SimCoupledChain(chain.servos, SimWorld(), calibration, chain.faults)
+    with PtyBus(chain, wire_timing=scenario.wire_timing) as bus:
         console(bus.chain, bus.lock, bus.port)
     return 0
 
@@ -268,6 +280,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     emu = sub.add_parser("emulate-bus", help="serve emulated STS3215 servos on a pseudo-terminal (prints its path)")
     emu.add_argument("--scenario", help="YAML: servos (name, id, baud, firmware), fault rates, wire timing")
+    emu.add_argument("--sim", action="store_true",
+                     help="couple the servos to the simulated arm: a LeRobot so101_follower on this port moves it")
+    emu.add_argument("--calibration", default="calibration/emulated_follower.json",
+                     help="with --sim: the follower calibration LeRobot will use (maps ticks to joint angles)")
     emu.set_defaults(func=_cmd_emulate_bus)
 
     run = sub.add_parser("run", help="run a protocol, trial by trial (resumable)")
@@ -275,6 +291,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true", help="continue the run's scoresheet where it stopped")
     run.add_argument("--robot", choices=["sim", "so101"], help="robot target (default: protocol's run section)")
     run.add_argument("--port", help="serial port of a real arm (e.g. /dev/ttyACM0, COM4)")
+    run.add_argument("--robot-id", default="harness_follower",
+                     help="calibration id: calibration/<id>.json (emulated_follower for `emulate-bus --sim`)")
     run.add_argument("--camera", action="append", default=[], metavar="NAME=SOURCE",
                      help="real camera: top=0 or wrist=/dev/video2 (repeatable)")
     run.add_argument("--policy", help="LeRobot pretrained folder, or a built-in: expert, replay")

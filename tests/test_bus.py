@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 import serial
 from lerobot.motors import Motor, MotorNormMode
@@ -222,3 +223,35 @@ def test_so101_follower_drives_the_emulated_arm_through_the_relocking_bus() -> N
         assert robot.get_observation()["elbow_flex.pos"] == pytest.approx(sent["elbow_flex.pos"], abs=0.5)
         robot.disconnect()
     assert all(s.locked and not s.torque_enabled for s in chain.servos)
+
+
+def test_lerobots_so101_follower_drives_the_mujoco_arm_over_the_wire() -> None:
+    import json as jsonlib
+
+    import harness.sim  # noqa: F401
+    from harness.bus.sim_coupling import JointCalibration, SimCoupledChain, so101_servos
+    from harness.robots.so101 import REPO_CALIBRATION, make_so101_follower
+    from harness.sim.world import SimWorld
+
+    calibration = {name: JointCalibration(c["range_min"], c["range_max"]) for name, c in
+                   jsonlib.loads((REPO_CALIBRATION / "emulated_follower.json").read_text()).items()}
+    world = SimWorld()
+    servos = so101_servos()
+    gripper = servos[5]
+    gripper.eeprom[9:11], gripper.eeprom[11:13] = (1900).to_bytes(2, "little"), (3400).to_bytes(2, "little")
+    gripper.power_cycle()
+    chain = SimCoupledChain(servos, world, calibration)
+    with PtyBus(chain) as bus:
+        robot = make_so101_follower(bus.port, {}, robot_id="emulated_follower", calibration_dir=REPO_CALIBRATION,
+                                    max_relative_target=None)
+        robot.connect()
+        target = {**robot.get_observation(), "elbow_flex.pos": 30.0, "shoulder_lift.pos": -20.0}
+        for _ in range(60):  # two seconds of a 30 Hz loop
+            robot.send_action(target)
+            time.sleep(1 / 30)
+        with bus.lock:
+            elbow_deg = float(np.degrees(world.joint_positions_rad()[2]))
+        assert elbow_deg == pytest.approx(30.0, abs=2.0)  # the simulated joint itself moved
+        assert robot.get_observation()["elbow_flex.pos"] == pytest.approx(elbow_deg, abs=1.0)
+        robot.disconnect()
+    world.close()

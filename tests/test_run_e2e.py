@@ -194,3 +194,17 @@ def test_torque_is_released_on_interrupts_and_crashes_and_nothing_half_written(w
     sheet = load_scoresheet(workdir / "scoresheets" / "small-expert.yaml")
     assert [a.trial_index for a in sheet.attempts] == [1]
     assert not list((workdir / "runs" / "small-expert").glob("*.partial"))
+
+
+def test_a_policy_needing_a_camera_the_robot_lacks_is_refused_and_nothing_is_written(workdir, capsys) -> None:
+    from harness.bus.pty_port import PtyBus
+    from harness.bus.scenario import build_chain, default_scenario
+
+    ckpt = save_tiny_act(workdir / "act_top")
+    protocol = small_protocol_copy(workdir / "protocols")
+    with PtyBus(build_chain(default_scenario())) as bus:
+        code = main(["run", str(protocol), "--robot", "so101", "--port", bus.port, "--robot-id", "emulated_follower",
+                     "--policy", str(ckpt), "--headless"])
+    assert code == 2
+    assert "needs camera(s) ['top']" in capsys.readouterr().err
+    assert not list(workdir.glob("scoresheets/*.yaml")), "a refused run must not leave a locked scoresheet"

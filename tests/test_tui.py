@@ -19,7 +19,7 @@ def _setup(workdir: Path, *extra: str):
     protocol_path = small_protocol_copy(workdir / "protocols")
     args = build_parser().parse_args(["run", str(protocol_path), "--no-video", *extra])
     protocol = load_protocol(protocol_path)
-    sheet = resolve_sheet(args, protocol, protocol_path)
+    sheet, _ = resolve_sheet(args, protocol, protocol_path)
     return prepare_run(args, protocol, sheet)
 
 

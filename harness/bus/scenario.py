@@ -24,6 +24,8 @@ class ServoSpec(BaseModel):
     firmware: Literal["documented", "commit-on-relock", "reject-while-locked"] = "documented"
     model: int = p.STS3215_MODEL
     position: int = Field(2048, ge=0, le=4095)
+    min_limit: int = Field(0, ge=0, le=4095)     # Min/Max_Position_Limit in EEPROM (LeRobot's calibrated range)
+    max_limit: int = Field(4095, ge=0, le=4095)
     ack_with_old_id: bool = True
 
 
@@ -37,8 +39,10 @@ class Scenario(BaseModel):
 
 
 def default_scenario() -> Scenario:
-    """A healthy SO-101 follower: IDs 1-6 at 1 Mbaud."""
-    return Scenario(servos=[ServoSpec(name=n, id=i + 1) for i, n in enumerate(SO101_NAMES)])
+    """A healthy SO-101 follower: IDs 1-6 at 1 Mbaud, calibrated as calibration/emulated_follower.json."""
+    return Scenario(servos=[ServoSpec(name=n, id=i + 1, **({"min_limit": 1900, "max_limit": 3400}
+                                                            if n == "gripper" else {}))
+                            for i, n in enumerate(SO101_NAMES)])
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -56,8 +60,12 @@ def build_chain(scenario: Scenario) -> ServoChain:
     for spec in scenario.servos:
         if spec.baud not in p.INDEX_BY_BAUD:
             raise HarnessInputError(None, f"servos.{spec.name}.baud", f"{spec.baud} is not an STS3215 baud rate")
-        servos.append(Servo(spec.name, spec.id, p.INDEX_BY_BAUD[spec.baud], Firmware(spec.firmware), spec.model,
-                            float(spec.position), ack_with_old_id=spec.ack_with_old_id))
+        servo = Servo(spec.name, spec.id, p.INDEX_BY_BAUD[spec.baud], Firmware(spec.firmware), spec.model,
+                      float(spec.position), ack_with_old_id=spec.ack_with_old_id)
+        servo.eeprom[9:11] = spec.min_limit.to_bytes(2, "little")
+        servo.eeprom[11:13] = spec.max_limit.to_bytes(2, "little")
+        servo.power_cycle()
+        servos.append(servo)
     return ServoChain(servos, Faults(scenario.drop_rate, scenario.corrupt_rate, scenario.seed))
 
 

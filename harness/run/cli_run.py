@@ -57,8 +57,8 @@ def _parse_cameras(items: list[str]) -> dict[str, str]:
     return cameras
 
 
-def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: Path) -> Scoresheet:
-    """Lock a new scoresheet, or load and check the one to resume."""
+def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: Path) -> tuple[Scoresheet, bool]:
+    """Lock a new scoresheet, or load and check the one to resume; True when it was created now."""
     policy_flag = args.policy
     path = _find_sheet(protocol_path, args, policy_flag or (None if args.resume else protocol.run.policy))
     if path is not None and path.exists():
@@ -68,7 +68,7 @@ def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: P
         check_resumable(sheet, protocol_path, policy_flag)
         if args.robot and args.robot != sheet.locked["robot"]:
             raise HarnessInputError(path, "robot", f"locked to '{sheet.locked['robot']}', not '{args.robot}'")
-        return sheet
+        return sheet, False
     policy_ref = policy_flag or protocol.run.policy
     robot = args.robot or protocol.run.robot
     if not policy_ref:
@@ -80,10 +80,11 @@ def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: P
     path = path or Path("scoresheets") / f"{protocol_path.stem}-{_slug(policy_ref)}.yaml"
     settings = {
         "port": args.port or protocol.run.port,
+        "robot_id": args.robot_id,
         "cameras": _parse_cameras(args.camera) or dict(protocol.run.cameras),
         "rename_map": json.loads(args.rename_map) if args.rename_map else dict(protocol.run.rename_map),
     }
-    return lock_scoresheet(path, build_locked(protocol, protocol_path, policy_ref, robot), settings)
+    return lock_scoresheet(path, build_locked(protocol, protocol_path, policy_ref, robot), settings), True
 
 
 def _make_policy(ref: str, protocol: Protocol, settings: dict[str, Any], device: str | None) -> Any:
@@ -122,7 +123,8 @@ def _make_real_robot(settings: dict[str, Any], protocol: Protocol) -> Any:
     port = settings.get("port")
     if not port:
         raise HarnessInputError(None, "--port", "a real arm needs --port (e.g. /dev/ttyACM0 or COM4)")
-    robot = make_so101_follower(port, settings.get("cameras") or {}, fps=protocol.fps)
+    robot = make_so101_follower(port, settings.get("cameras") or {}, fps=protocol.fps,
+                                robot_id=settings.get("robot_id") or "harness_follower")
     robot.connect()
     return robot
 
@@ -240,6 +242,14 @@ def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet)
     except BaseException:
         policy.close()
         raise
+    cameras = {k for k, v in robot.robot.observation_features.items() if isinstance(v, tuple)}
+    missing = sorted(set(policy.camera_keys) - cameras)
+    if missing:
+        release_torque(robot)
+        policy.close()
+        raise HarnessInputError(None, "--camera", f"the policy needs camera(s) {missing} but the robot has "
+                                                  f"{sorted(cameras) or 'none'}: pass --camera NAME=INDEX "
+                                                  "(or --rename-map for other names)")
     observer = TerminalObserver(operator_scores=not is_sim)
     stage = SimStage(robot.world, protocol, dropout) if is_sim else OperatorStage(observer.confirm_cube_placed)
     dataset = None
@@ -261,7 +271,7 @@ def run_from_args(args: argparse.Namespace) -> int:
 
     protocol_path = Path(args.protocol)
     protocol = load_protocol(protocol_path)
-    sheet = resolve_sheet(args, protocol, protocol_path)
+    sheet, created = resolve_sheet(args, protocol, protocol_path)
     if sheet.complete:
         print(f"{sheet.path}: all {sheet.locked['trial_count']} trials are scored.\n")
         print(format_summary(summarize(sheet)))
@@ -269,7 +279,12 @@ def run_from_args(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     setup = None
     try:
-        setup = prepare_run(args, protocol, sheet)
+        try:
+            setup = prepare_run(args, protocol, sheet)
+        except HarnessInputError:
+            if created:
+                sheet.path.unlink(missing_ok=True)  # bad input: leave nothing behind
+            raise
         if not args.headless and sys.stdin.isatty() and sys.stdout.isatty():
             code = make_app(setup).run()
             print(format_summary(summarize(load_scoresheet(sheet.path))))
