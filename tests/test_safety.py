@@ -77,7 +77,7 @@ def test_emergency_stop_from_another_thread_takes_effect_within_a_step(tmp_path)
     stopped_at = time.monotonic()
     presser.join()
     assert robot.torque_enabled is False
-    assert stopped_at - pressed[0] < 0.5  # a lock-step sim step is a few ms; the trial's files take the rest
+    assert stopped_at - pressed[0] < 2.0  # a lock-step sim step is a few ms; the trial's files take the rest
     # wherever it landed (start-pose move or mid-trial), nothing but the e-stop void is unfinished
     assert all(a.outcome == "success" or a.void_reason == VOID_ESTOP for a in engine.sheet.attempts)
 

@@ -25,7 +25,9 @@ class Answer:
 
 
 class Wire:
-    def __init__(self, ser: Any, reply_window_s: float = 0.004) -> None:
+    # 20 ms: a USB serial adapter may hold a reply for its latency timer (16 ms by default on FTDI);
+    # a reply that completes earlier ends the wait at once, so only silence costs the full window.
+    def __init__(self, ser: Any, reply_window_s: float = 0.020) -> None:
         self.ser = ser
         self.window = reply_window_s
 
@@ -72,7 +74,7 @@ class Wire:
     def write(self, servo_id: int, address: int, data: bytes) -> Answer:
         return self.ask(p.instruction_packet(servo_id, p.WRITE, bytes([address]) + data))
 
-    def census(self, window_s: float = 0.02) -> Answer:
+    def census(self, window_s: float = 0.04) -> Answer:
         """Broadcast PING, collecting everything for the whole window: one clean reply means one servo."""
         return self.ask(p.instruction_packet(p.BROADCAST_ID, p.PING), expect_replies=0, window_s=window_s)
 
