@@ -170,26 +170,35 @@ def _fix_in_place(wire: Wire, finding: Finding, scan: Scan) -> None:
         wire.write(servo_id, p.ADDR_LOCK, bytes([1]))
 
 
+def _scan_port(port: str, open_serial: Callable[[str], object]) -> Scan:
+    """Open the port, scan, and close it again: programming needs the port for LeRobot's bus."""
+    ser = open_serial(port)
+    try:
+        return quick_scan(Wire(ser))
+    finally:
+        ser.close()
+
+
 def fix_ids(port: str, operator: Operator, open_serial: Callable[[str], object]) -> int:
     """0 when the arm is healthy (or repaired and proven after a power cycle), 1 otherwise."""
-    ser = open_serial(port)
-    wire = Wire(ser)
-    scan = quick_scan(wire)
+    scan = _scan_port(port, open_serial)
     operator.say(describe_scan(scan))
     findings = diagnose(scan)
     if not findings:
         operator.say("All six servos answer at 1 Mbaud as STS3215s with their EEPROM locked. Nothing to fix.")
-        ser.close()
         return 0
     operator.say("\nWhat is wrong:\n" + "\n".join(f"  - {f.message}" for f in findings))
     if not operator.confirm("Repair it now?"):
-        ser.close()
         return 1
-    for finding in findings:
-        if finding.kind in ("unlocked", "wrong_baud"):
-            _fix_in_place(wire, finding, scan)
-            operator.say(f"Fixed in place: ID {finding.servo_id} ({finding.kind.replace('_', ' ')}).")
-    ser.close()
+    in_place = [f for f in findings if f.kind in ("unlocked", "wrong_baud")]
+    if in_place:
+        ser = open_serial(port)
+        try:
+            for finding in in_place:
+                _fix_in_place(Wire(ser), finding, scan)
+                operator.say(f"Fixed in place: ID {finding.servo_id} ({finding.kind.replace('_', ' ')}).")
+        finally:
+            ser.close()
     for finding in [f for f in findings if f.kind == "missing"]:
         name = SO101_IDS[finding.servo_id]
         for attempt in range(3):
@@ -205,21 +214,14 @@ def fix_ids(port: str, operator: Operator, open_serial: Callable[[str], object])
                 if attempt == 2:
                     return 1
         operator.instruct(f"Reconnect the {name} servo to the chain as it was.")
-    ser = open_serial(port)
-    wire = Wire(ser)
-    after = quick_scan(wire)
+    after = _scan_port(port, open_serial)
     operator.say(describe_scan(after))
     if remaining := diagnose(after):
         operator.say("Still wrong:\n" + "\n".join(f"  - {f.message}" for f in remaining))
-        ser.close()
         return 1
-    ser.close()
     operator.instruct("Now power-cycle the arm: switch off (or unplug) its power supply, wait 3 seconds, "
                       "switch it on again. This proves the IDs were written to EEPROM.")
-    ser = open_serial(port)
-    wire = Wire(ser)
-    proof = quick_scan(wire)
-    ser.close()
+    proof = _scan_port(port, open_serial)
     operator.say(describe_scan(proof))
     if remaining := diagnose(proof):
         operator.say("After the power cycle something reverted:\n" + "\n".join(f"  - {f.message}" for f in remaining))

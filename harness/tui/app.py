@@ -45,6 +45,7 @@ class TuiObserver:
         self.app = app
         self._last_ui = 0.0
         self._loop_t0 = 0.0
+        self._missed = 0
         self.abort = threading.Event()
         self.closing = threading.Event()
         self.pause = threading.Event()
@@ -55,6 +56,7 @@ class TuiObserver:
 
     def trial_started(self, trial: Trial, attempt: int, done: int, total: int) -> None:
         self._loop_t0 = time.perf_counter()
+        self._missed = 0
         self._ui(position=done + 1, trial_index=trial.index, attempt=attempt, dx_cm=trial.dx_cm, dy_cm=trial.dy_cm,
                  yaw_deg=trial.yaw_deg, step=0, missed=0, banner=None)
 
@@ -63,7 +65,7 @@ class TuiObserver:
 
     def step(self, step: int, timing: dict[str, float]) -> None:
         now = time.perf_counter()
-        self._missed = (0 if step == 0 else getattr(self, "_missed", 0)) + int(timing["missed"])
+        self._missed += int(timing["missed"])
         if now - self._last_ui < UI_UPDATE_S:
             return
         self._last_ui = now
