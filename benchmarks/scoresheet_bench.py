@@ -1,0 +1,159 @@
+"""Scoresheet cost against its length: append, load, pending_trials, resume-and-append, `harness report`.
+
+Run: .venv/bin/python benchmarks/scoresheet_bench.py [--sizes 50 500 5000]
+
+Each size gets a fresh scoresheet over a protocol of that many trials, filled with attempts the
+size of a real simulated one (judge verdict with events and thresholds, loop statistics, four
+artifact paths). `append` is one `add_attempt` on a loaded sheet (the per-trial cost of a run);
+`resume+append` and `report` are separate `harness` processes, as a user meets them, with their
+peak memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harness.models.defaults import DEFAULT_START_POSE, DEFAULT_SUCCESS
+from harness.models.protocol import Protocol, Trial, protocol_to_yaml
+from harness.models.scoresheet import attempt_from_label, build_locked, load_scoresheet, lock_scoresheet
+
+RESUME_AND_APPEND = """
+import sys, time
+from harness.models.scoresheet import attempt_from_label, load_scoresheet
+t0 = time.perf_counter()
+sheet = load_scoresheet(sys.argv[1])
+trial = sheet.pending_trials()[0]
+sheet.add_attempt(attempt_from_label("success", trial_index=trial, attempt=sheet.next_attempt_number(trial),
+                                     started_at="t0", ended_at="t1", duration_s=1.0))
+print(time.perf_counter() - t0)
+"""
+
+
+def judge_verdict(index: int) -> dict:
+    """What the simulator's judge writes for a typical success."""
+    return {
+        "label": "success", "detail": "released inside the bowl", "true_placement_error_cm": 1.234 + index % 7,
+        "cube_inside_bowl": True, "clean_release": True, "grasped": True, "lifted": True, "max_lift_cm": 6.21,
+        "events": [{"event": name, "t": round(0.7 * k + 0.013 * index % 1, 3), "detail": "ok"}
+                   for k, name in enumerate(("grasp", "lift", "over_bowl", "release", "settled"))],
+        "thresholds": {"lift_m": 0.02, "drop_min_height_m": 0.03, "settle_s": 1.5, "grasp_force_n": 0.5,
+                       "release_force_n": 0.2, "rim_margin_m": 0.0},
+    }
+
+
+def attempt_fields(index: int) -> dict:
+    folder = f"runs/bench/trial-{index:04d}-a1"
+    return {
+        "trial_index": index, "attempt": 1, "scored_by": "judge", "judge": judge_verdict(index),
+        "placement_error_cm": 1.234 + index % 7, "started_at": "2026-11-30T10:00:00.000+00:00",
+        "ended_at": "2026-11-30T10:00:07.000+00:00", "duration_s": 7.0,
+        "loop": {"steps": 420, "target_fps": 30.0, "achieved_fps": 29.9, "policy_latency_ms_p50": 0.2,
+                 "policy_latency_ms_p95": 0.4, "policy_latency_ms_max": 1.1, "robot_io_ms_p50": 6.0,
+                 "robot_io_ms_p95": 9.0, "missed_deadlines": 0},
+        "artifacts": {name: f"{folder}/{name}" for name in
+                      ("final_top.png", "top.mp4", "trajectory.parquet", "judge.json")},
+    }
+
+
+def build_sheet(folder: Path, size: int) -> Path:
+    """A sheet over `size` + 1 trials with `size` attempts recorded (one trial left to append)."""
+    protocol = Protocol(name="bench", task="t", start_pose=DEFAULT_START_POSE, success_definition=DEFAULT_SUCCESS,
+                        trials=[Trial(index=i, dx_cm=0.0, dy_cm=0.0) for i in range(1, size + 2)])
+    protocol_path = folder / "bench.yaml"
+    protocol_path.write_text(protocol_to_yaml(protocol))
+    sheet_path = folder / "sheet.yaml"
+    sheet = lock_scoresheet(sheet_path, build_locked(protocol, protocol_path, "expert", "sim"), {})
+    bulk_fill(sheet, [attempt_from_label("success", **attempt_fields(i)) for i in range(1, size + 1)])
+    return sheet_path
+
+
+def bulk_fill(sheet, attempts) -> None:
+    """Setup only (not timed): record many attempts in one write, as the storage allows."""
+    from harness.models.scoresheet import _chained
+
+    for attempt in attempts:
+        previous = sheet.attempts[-1].chain_sha256 if sheet.attempts else sheet.lock["sha256"]
+        sheet.attempts.append(_chained(attempt, previous))
+    sheet.save()
+
+
+def timed(fn, repeat: int) -> float:
+    runs = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        runs.append(time.perf_counter() - t0)
+    return statistics.median(runs)
+
+
+def child(args: list[str]) -> tuple[float, float, str]:
+    """Wall seconds and peak RSS (MiB) of a child process, and its stdout."""
+    t0 = time.perf_counter()
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    out = process.stdout.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - t0
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode:
+        raise SystemExit(f"{args} failed with {process.returncode}")
+    return wall, usage.ru_maxrss / 1024, out
+
+
+def measure(size: int, scratch: Path) -> dict[str, float]:
+    folder = scratch / f"n{size}"
+    folder.mkdir()
+    path = build_sheet(folder, size)
+    repeat = 3 if size <= 500 else 1
+    load_s = timed(lambda: load_scoresheet(path), repeat)
+    sheet = load_scoresheet(path)
+    pending_s = timed(sheet.pending_trials, repeat)
+    copy = folder / "copy.yaml"
+    results = {"size": size, "load": load_s, "pending": pending_s}
+    appends = []
+    for _ in range(repeat):
+        clone(path, copy)
+        loaded = load_scoresheet(copy)
+        attempt = attempt_from_label("success", **attempt_fields(size + 1))
+        t0 = time.perf_counter()
+        loaded.add_attempt(attempt)
+        appends.append(time.perf_counter() - t0)
+    results["append"] = statistics.median(appends)
+    clone(path, copy)
+    wall, rss, out = child([sys.executable, "-c", RESUME_AND_APPEND, str(copy)])
+    results["resume_in"], results["resume_wall"], results["resume_rss"] = float(out.split()[-1]), wall, rss
+    harness = str(Path(sys.executable).with_name("harness"))
+    results["report_wall"], results["report_rss"], _ = child([harness, "report", str(path)])
+    return results
+
+
+def clone(source: Path, target: Path) -> None:
+    """A fresh copy of a sheet (and whatever storage travels beside it) to append to."""
+    for sibling in source.parent.glob(source.name + "*"):
+        if sibling.is_file():
+            (target.parent / sibling.name.replace(source.name, target.name)).write_bytes(sibling.read_bytes())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", type=int, nargs="+", default=[50, 500, 5000])
+    args = parser.parse_args()
+    print("| attempts | append (one trial) | load | pending_trials | resume+append: in process / command / "
+          "peak RSS | `harness report`: command / peak RSS |")
+    print("|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory(prefix="scoresheet-bench-") as scratch:
+        for size in args.sizes:
+            r = measure(size, Path(scratch))
+            print(f"| {size:,} | {r['append'] * 1000:.1f} ms | {r['load'] * 1000:.0f} ms | "
+                  f"{r['pending'] * 1000:.2f} ms | {r['resume_in']:.2f} s / {r['resume_wall']:.2f} s / "
+                  f"{r['resume_rss']:.0f} MiB | {r['report_wall']:.2f} s / {r['report_rss']:.0f} MiB |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
