@@ -5,21 +5,60 @@ follow one of three firmware behaviours for persistence (the seed problem hinges
 this), power cycles reload RAM from EEPROM with Lock=1 and torque off, two servos at
 one ID both execute every write and their overlapping replies arrive garbled, and a
 servo only hears frames sent at its own baud rate.
+
+The shaft is modelled too: the raw encoder position, Homing_Offset between it and
+Present_Position, goals clamped to the position limits, and the health sensors
+(supply voltage, temperature, load, current) whose protections set the status error
+bits and release torque as the Unloading_Condition register says. See docs/emulator.md
+for what the reference leaves open and what this emulator assumes there.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, IntFlag
 
 from harness.bus import protocol as p
+from harness.bus.hands import Hand
+
+TICKS = 4096
+INSTR_RESET = 0x06  # factory reset: EEPROM back to defaults; answered with a status packet
+
+# Control-table addresses beyond the framing module's (STS/SMS series, as in LeRobot's table).
+ADDR_MIN_LIMIT, ADDR_MAX_LIMIT = 9, 11
+ADDR_MAX_TEMPERATURE, ADDR_MAX_VOLTAGE, ADDR_MIN_VOLTAGE = 13, 14, 15
+ADDR_UNLOADING_CONDITION, ADDR_LED_ALARM = 19, 20
+ADDR_PROTECTION_CURRENT, ADDR_HOMING_OFFSET = 28, 31
+ADDR_PROTECTIVE_TORQUE, ADDR_PROTECTION_TIME, ADDR_OVERLOAD_TORQUE, ADDR_OVERCURRENT_TIME = 34, 35, 36, 38
+ADDR_PRESENT_LOAD, ADDR_PRESENT_VOLTAGE, ADDR_PRESENT_TEMPERATURE, ADDR_PRESENT_CURRENT = 60, 62, 63, 69
+READ_ONLY = frozenset({0, 1, 2, 3, 4, *range(56, 71)})
+
+# Health model constants: a 12 V STS3215 (30 kg.cm stall); see docs/emulator.md.
+AMBIENT_C = 25.0
+THERMAL_TAU_S = 90.0           # time constant of the motor's temperature
+HEATING_AT_FULL_LOAD_C = 45.0  # steady-state rise above ambient at 100 % load
+IDLE_CURRENT_A, STALL_CURRENT_A = 0.02, 2.7
+CURRENT_LSB_A = 0.0065
+SUPPLY_SAG_V_AT_FULL_LOAD = 0.4
+FREE_MOVING_LOAD = 120.0       # 0.1 % units: a servo moving its own horn, no payload
+HOLDING_LOAD_PER_TICK = 15.0
 
 
 class Firmware(Enum):
     DOCUMENTED = "documented"                # EEPROM write persists when Lock is 0 at the moment of the write
     COMMIT_ON_RELOCK = "commit-on-relock"    # writes while unlocked are staged; they persist when Lock goes to 1
     REJECT_WHILE_LOCKED = "reject-while-locked"  # EEPROM writes are ignored while locked
+
+
+class ErrorBit(IntFlag):
+    """The status packet's error byte (= register 65), as scservo_sdk names the bits."""
+
+    VOLTAGE = 0x01
+    ANGLE = 0x02
+    OVERHEAT = 0x04
+    OVERCURRENT = 0x08
+    OVERLOAD = 0x20
 
 
 def _default_eeprom(servo_id: int, baud_index: int) -> bytearray:
@@ -29,18 +68,36 @@ def _default_eeprom(servo_id: int, baud_index: int) -> bytearray:
     e[p.ADDR_ID], e[p.ADDR_BAUD] = servo_id, baud_index
     e[7] = 250                      # Return_Delay_Time
     e[p.ADDR_RESPONSE_LEVEL] = 1
-    e[11:13] = (4095).to_bytes(2, "little")    # Max_Position_Limit
-    e[13], e[14], e[15] = 70, 140, 50
+    e[ADDR_MAX_LIMIT:ADDR_MAX_LIMIT + 2] = (4095).to_bytes(2, "little")
+    e[ADDR_MAX_TEMPERATURE], e[ADDR_MAX_VOLTAGE], e[ADDR_MIN_VOLTAGE] = 70, 140, 50
     e[p.ADDR_MAX_TORQUE:p.ADDR_MAX_TORQUE + 2] = (1000).to_bytes(2, "little")
-    e[19], e[20] = 44, 47
+    e[ADDR_UNLOADING_CONDITION], e[ADDR_LED_ALARM] = 44, 47
     e[21], e[22] = 32, 32           # P, D
     e[26], e[27], e[30] = 1, 1, 1
+    e[ADDR_PROTECTION_CURRENT:ADDR_PROTECTION_CURRENT + 2] = (500).to_bytes(2, "little")
+    e[ADDR_PROTECTIVE_TORQUE], e[ADDR_PROTECTION_TIME], e[ADDR_OVERLOAD_TORQUE] = 20, 200, 80
+    e[ADDR_OVERCURRENT_TIME] = 200
     return e
+
+
+def _decode_sign_magnitude(raw: int, sign_bit: int = 15) -> int:
+    magnitude = raw & ((1 << sign_bit) - 1)
+    return -magnitude if raw >> sign_bit & 1 else magnitude
+
+
+def encode_sign_magnitude(value: int, sign_bit: int) -> int:
+    magnitude = min(abs(value), (1 << sign_bit) - 1)
+    return magnitude | (1 << sign_bit) if value < 0 else magnitude
 
 
 @dataclass
 class Servo:
-    """One STS3215. `name` is only for people and tests; the wire knows IDs."""
+    """One STS3215. `name` is only for people and tests; the wire knows IDs.
+
+    `position` is the raw encoder reading of the shaft (ticks, before Homing_Offset);
+    `temperature_c`, `load` (0.1 % of full torque, signed) and `jammed` (the shaft is blocked)
+    are its physical state.
+    """
 
     name: str
     servo_id: int
@@ -50,11 +107,19 @@ class Servo:
     position: float = 2048.0
     speed_ticks_per_s: float = 3000.0
     ack_with_old_id: bool = True
+    temperature_c: float = AMBIENT_C + 3.0
+    supply_v: float = 12.0
+    jammed: bool = False
+    load: float = field(default=0.0, init=False)
+    velocity: float = field(default=0.0, init=False)
     eeprom: bytearray = field(init=False)
     ram: bytearray = field(init=False)
     staged: dict[int, int] = field(default_factory=dict, init=False)
     eeprom_writes: int = field(default=0, init=False)
     pending_reg_write: tuple[int, bytes] | None = field(default=None, init=False)
+    latched_errors: ErrorBit = field(default=ErrorBit(0), init=False)
+    _overload_s: float = field(default=0.0, init=False)
+    _overcurrent_s: float = field(default=0.0, init=False)
 
     def __post_init__(self) -> None:
         self.eeprom = _default_eeprom(self.servo_id, self.baud_index)
@@ -78,6 +143,37 @@ class Servo:
     def torque_enabled(self) -> bool:
         return self.ram[p.ADDR_TORQUE_ENABLE] != 0
 
+    def _word(self, address: int) -> int:
+        return int.from_bytes(self.ram[address:address + 2], "little")
+
+    @property
+    def homing_offset(self) -> int:
+        return _decode_sign_magnitude(self._word(ADDR_HOMING_OFFSET), 11)
+
+    @property
+    def position_limits(self) -> tuple[int, int]:
+        return self._word(ADDR_MIN_LIMIT), self._word(ADDR_MAX_LIMIT)
+
+    @property
+    def present_ticks(self) -> float:
+        """Present_Position as the servo computes it: raw encoder minus Homing_Offset, on one turn."""
+        return (self.position - self.homing_offset) % TICKS
+
+    @property
+    def goal_ticks(self) -> int:
+        """Goal_Position as the servo acts on it: clamped to [Min, Max]_Position_Limit (when they span a range)."""
+        goal = _decode_sign_magnitude(self._word(p.ADDR_GOAL_POSITION))
+        low, high = self.position_limits
+        return min(max(goal, low), high) if high > low else goal
+
+    @property
+    def errors(self) -> ErrorBit:
+        return ErrorBit(self.ram[p.ADDR_STATUS])
+
+    def raw_goal(self) -> float:
+        """The goal as a raw encoder position (Goal_Position is in the Present_Position frame)."""
+        return self.position + (self.goal_ticks - self.present_ticks)
+
     def power_cycle(self) -> None:
         self.ram = bytearray(100)
         self.ram[: p.EEPROM_END] = self.eeprom
@@ -86,13 +182,25 @@ class Servo:
         self.ram[p.ADDR_TORQUE_LIMIT:p.ADDR_TORQUE_LIMIT + 2] = self.eeprom[p.ADDR_MAX_TORQUE:p.ADDR_MAX_TORQUE + 2]
         self.staged.clear()
         self.pending_reg_write = None
-        self._sync_present()
+        self.latched_errors = ErrorBit(0)
+        self._overload_s = self._overcurrent_s = 0.0
+        self.load = 0.0
+        self.sense(0.0)
         self.ram[p.ADDR_GOAL_POSITION:p.ADDR_GOAL_POSITION + 2] = self.ram[p.ADDR_PRESENT_POSITION:
                                                                           p.ADDR_PRESENT_POSITION + 2]
 
+    def factory_reset(self) -> None:
+        """RESET (0x06): EEPROM back to factory values, keeping ID and baud so the servo stays reachable
+        (the reference is silent on both; see docs/emulator.md), then RAM reloaded as at power-on."""
+        fresh = _default_eeprom(self.current_id, self.ram[p.ADDR_BAUD])
+        fresh[p.ADDR_MODEL:p.ADDR_MODEL + 2] = self.model.to_bytes(2, "little")
+        self.eeprom = fresh
+        self.eeprom_writes += 1
+        self.power_cycle()
+
     # --- register access ---------------------------------------------------
     def read(self, address: int, length: int) -> bytes:
-        self._sync_present()
+        self._write_present()
         return bytes(self.ram[address:address + length]).ljust(length, b"\x00")
 
     def write(self, address: int, data: bytes) -> None:
@@ -100,8 +208,8 @@ class Servo:
             self._write_byte(address + offset, value)
 
     def _write_byte(self, address: int, value: int) -> None:
-        if address >= len(self.ram) or address in (0, 1, 2, 3, 4) or address in range(56, 71):
-            return  # read-only
+        if address >= len(self.ram) or address in READ_ONLY:
+            return
         if address == p.ADDR_LOCK:
             was_locked = self.locked
             self.ram[address] = value
@@ -111,6 +219,9 @@ class Servo:
                 self.eeprom_writes += len(self.staged)
                 self.staged.clear()
             return
+        if address == p.ADDR_TORQUE_ENABLE and value:
+            self.latched_errors = ErrorBit(0)  # re-enabling torque clears a latched protection
+            self._overload_s = self._overcurrent_s = 0.0
         if address < p.EEPROM_END:
             if self.firmware is Firmware.REJECT_WHILE_LOCKED and self.locked:
                 return
@@ -124,30 +235,77 @@ class Servo:
             return
         self.ram[address] = value
 
-    # --- motion ------------------------------------------------------------
+    # --- motion and health ------------------------------------------------------
     def tick(self, dt: float) -> None:
-        """Move toward the goal at a bounded speed while torque is on."""
-        if not self.torque_enabled:
-            return
-        goal = _decode_sign_magnitude(int.from_bytes(self.ram[p.ADDR_GOAL_POSITION:p.ADDR_GOAL_POSITION + 2],
-                                                     "little"))
-        step = self.speed_ticks_per_s * dt
-        delta = goal - self.position
-        self.position += max(-step, min(step, delta))
-        self._sync_present()
+        """Move toward the (clamped) goal at a bounded speed while torque is on, then update the sensors."""
+        before = self.position
+        if self.torque_enabled:
+            error = self.goal_ticks - self.present_ticks
+            if not self.jammed:
+                step = self.speed_ticks_per_s * dt
+                self.position += max(-step, min(step, error))
+            remaining = self.goal_ticks - self.present_ticks
+            if self.jammed and abs(remaining) > 2:
+                self.load = 1000.0 if remaining > 0 else -1000.0
+            elif abs(remaining) > 1:
+                self.load = FREE_MOVING_LOAD if remaining > 0 else -FREE_MOVING_LOAD
+            else:
+                self.load = HOLDING_LOAD_PER_TICK * remaining
+        else:
+            self.load = 0.0
+        self.velocity = (self.position - before) / dt if dt > 0 else 0.0
+        self.sense(dt)
 
-    def _sync_present(self) -> None:
-        raw = round(self.position) % 4096
+    def sense(self, dt: float, load_protection: bool = True) -> None:
+        """Advance temperature and the protection timers by `dt`, then write the Present_* registers.
+
+        `load_protection=False` leaves overload/over-current to an explicit jam (used where the
+        load comes from a physics model whose force caps are not the servo's torque limit)."""
+        torque = self.torque_enabled
+        share = min(abs(self.load), 1000.0) / 1000.0
+        current = (IDLE_CURRENT_A + STALL_CURRENT_A * share) if torque else IDLE_CURRENT_A
+        target_c = AMBIENT_C + HEATING_AT_FULL_LOAD_C * share
+        if dt > 0:
+            self.temperature_c += (target_c - self.temperature_c) * min(1.0, dt / THERMAL_TAU_S)
+        counts_for_protection = load_protection or self.jammed
+        overload_threshold = self.ram[ADDR_OVERLOAD_TORQUE] * 10
+        if torque and counts_for_protection and abs(self.load) >= max(overload_threshold, 1):
+            self._overload_s += dt
+        else:
+            self._overload_s = 0.0
+        if torque and counts_for_protection and current / CURRENT_LSB_A >= max(self._word(ADDR_PROTECTION_CURRENT), 1):
+            self._overcurrent_s += dt
+        else:
+            self._overcurrent_s = 0.0
+        if self._overload_s > 0 and self._overload_s >= self.ram[ADDR_PROTECTION_TIME] * 0.01:
+            self.latched_errors |= ErrorBit.OVERLOAD
+        if self._overcurrent_s > 0 and self._overcurrent_s >= self.ram[ADDR_OVERCURRENT_TIME] * 0.01:
+            self.latched_errors |= ErrorBit.OVERCURRENT
+        errors = self.latched_errors
+        volts_x10 = round((self.supply_v - SUPPLY_SAG_V_AT_FULL_LOAD * share) * 10)
+        if not self.ram[ADDR_MIN_VOLTAGE] <= volts_x10 <= self.ram[ADDR_MAX_VOLTAGE]:
+            errors |= ErrorBit.VOLTAGE
+        if self.temperature_c >= self.ram[ADDR_MAX_TEMPERATURE]:
+            errors |= ErrorBit.OVERHEAT
+        if torque and errors & self.ram[ADDR_UNLOADING_CONDITION]:
+            self.ram[p.ADDR_TORQUE_ENABLE] = 0  # the protection releases torque
+            self.load = 0.0
+        self.ram[p.ADDR_STATUS] = int(errors)
+        self.ram[ADDR_PRESENT_VOLTAGE] = max(0, min(255, volts_x10))
+        self.ram[ADDR_PRESENT_TEMPERATURE] = max(0, min(255, round(self.temperature_c)))
+        self.ram[ADDR_PRESENT_LOAD:ADDR_PRESENT_LOAD + 2] = encode_sign_magnitude(round(self.load), 10).to_bytes(
+            2, "little")
+        amps = current if self.torque_enabled else IDLE_CURRENT_A
+        self.ram[ADDR_PRESENT_CURRENT:ADDR_PRESENT_CURRENT + 2] = round(amps / CURRENT_LSB_A).to_bytes(2, "little")
+        self._write_present()
+
+    def _write_present(self) -> None:
+        raw = round(self.present_ticks) % TICKS
         self.ram[p.ADDR_PRESENT_POSITION:p.ADDR_PRESENT_POSITION + 2] = raw.to_bytes(2, "little")
-        moving = self.torque_enabled and abs(
-            _decode_sign_magnitude(int.from_bytes(self.ram[p.ADDR_GOAL_POSITION:p.ADDR_GOAL_POSITION + 2], "little"))
-            - self.position) > 1
+        velocity = encode_sign_magnitude(round(self.velocity), 15)
+        self.ram[p.ADDR_PRESENT_VELOCITY:p.ADDR_PRESENT_VELOCITY + 2] = velocity.to_bytes(2, "little")
+        moving = self.torque_enabled and abs(self.goal_ticks - self.present_ticks) > 1
         self.ram[p.ADDR_MOVING] = int(moving)
-
-
-def _decode_sign_magnitude(raw: int, sign_bit: int = 15) -> int:
-    magnitude = raw & ((1 << sign_bit) - 1)
-    return -magnitude if raw >> sign_bit & 1 else magnitude
 
 
 @dataclass
@@ -166,6 +324,7 @@ class ServoChain:
         self.faults = faults or Faults()
         self._rng = random.Random(self.faults.seed)
         self.requests = 0
+        self.hand = Hand()
 
     # --- physical actions (what a person does to the arm) -------------------
     def power_cycle(self) -> None:
@@ -185,7 +344,19 @@ class ServoChain:
     def servo(self, name: str) -> Servo:
         return next(s for s in self.servos if s.name == name)
 
+    def set_supply(self, volts: float) -> None:
+        """The power supply feeding every servo on the chain (under-voltage when it sags below the limit)."""
+        for servo in self.servos:
+            servo.supply_v = volts
+
     def tick(self, dt: float) -> None:
+        """A hand holds or moves shafts whose torque is off (raw = 2048 at 0 degrees); then the servos act."""
+        named = {s.name: s for s in self.servos if s.name in self.hand.ranges}
+        present = {name: (s.position - TICKS / 2) * 360.0 / TICKS for name, s in named.items()}
+        for name, degrees in self.hand.advance(dt, present).items():
+            servo = named.get(name)
+            if servo is not None and not servo.torque_enabled:
+                servo.position = min(max(TICKS / 2 + degrees * TICKS / 360.0, 0.0), TICKS - 1.0)
         for servo in self.servos:
             servo.tick(dt)
 
@@ -201,9 +372,9 @@ class ServoChain:
         broadcast = packet.servo_id == p.BROADCAST_ID
         code, params = packet.code, packet.params
         if code == p.PING:
-            return self._replies([(s.current_id, b"") for s in addressed])
+            return self._replies([(s, s.current_id, b"") for s in addressed])
         if code == p.READ and len(params) == 2 and not broadcast:
-            return self._replies([(s.current_id, s.read(params[0], params[1])) for s in addressed])
+            return self._replies([(s, s.current_id, s.read(params[0], params[1])) for s in addressed])
         if code in (p.WRITE, p.REG_WRITE) and params:
             acks = []
             for servo in addressed:
@@ -213,7 +384,15 @@ class ServoChain:
                 else:
                     servo.pending_reg_write = (params[0], params[1:])
                 if not broadcast and servo.ram[p.ADDR_RESPONSE_LEVEL]:
-                    acks.append((old_id if servo.ack_with_old_id else servo.current_id, b""))
+                    acks.append((servo, old_id if servo.ack_with_old_id else servo.current_id, b""))
+            return self._replies(acks)
+        if code == INSTR_RESET:
+            acks = []
+            for servo in addressed:
+                old_id = servo.current_id
+                servo.factory_reset()
+                if not broadcast:
+                    acks.append((servo, old_id, b""))
             return self._replies(acks)
         if code == p.ACTION:
             for servo in addressed:
@@ -225,7 +404,7 @@ class ServoChain:
             address, length, ids = params[0], params[1], params[2:]
             out = b""
             for servo_id in ids:
-                out += self._replies([(s.current_id, s.read(address, length)) for s in servos
+                out += self._replies([(s, s.current_id, s.read(address, length)) for s in servos
                                       if s.current_id == servo_id])
             return out
         if code == p.SYNC_WRITE and broadcast and len(params) >= 2:
@@ -238,10 +417,10 @@ class ServoChain:
             return b""
         return b""
 
-    def _replies(self, replies: list[tuple[int, bytes]]) -> bytes:
+    def _replies(self, replies: list[tuple[Servo, int, bytes]]) -> bytes:
         if not replies:
             return b""
-        frames = [p.status_packet(servo_id, 0, data) for servo_id, data in replies]
+        frames = [p.status_packet(servo_id, servo.ram[p.ADDR_STATUS], data) for servo, servo_id, data in replies]
         if len(frames) > 1:
             return self._collide(frames)
         frame = frames[0]

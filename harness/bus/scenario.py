@@ -1,19 +1,29 @@
-"""Emulator scenarios from YAML, and the `harness emulate-bus` console."""
+"""Emulator scenarios from YAML, the `harness emulate-bus` console, and its Python twin (`Rig`).
+
+The console is what a person at the desk does to the arm: plug and unplug servos, power-cycle
+them, move joints by hand (torque off), sweep them through their ranges for calibration, place
+the cube for a trial, and break things on purpose (overheat, a sagging supply, a jammed joint, a
+camera that drops out, freezes or goes black). Tests call the same `Rig` methods directly.
+"""
 
 from __future__ import annotations
 
+import shlex
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.bus import protocol as p
-from harness.bus.emulator import Faults, Firmware, Servo, ServoChain
+from harness.bus.emulator import ADDR_HOMING_OFFSET, Faults, Firmware, Servo, ServoChain, encode_sign_magnitude
 from harness.errors import HarnessInputError
 
 SO101_NAMES = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
+DEFAULT_CUBE_ORIGIN_CM = (22.0, -5.0)  # the protocol's default trained cube position
 
 
 class ServoSpec(BaseModel):
@@ -26,7 +36,10 @@ class ServoSpec(BaseModel):
     position: int = Field(2048, ge=0, le=4095)
     min_limit: int = Field(0, ge=0, le=4095)     # Min/Max_Position_Limit in EEPROM (LeRobot's calibrated range)
     max_limit: int = Field(4095, ge=0, le=4095)
+    homing_offset: int = Field(0, ge=-2047, le=2047)
     ack_with_old_id: bool = True
+    temperature_c: float = Field(28.0, ge=-20, le=150)  # at or above Max_Temperature_Limit (70): overheat
+    jammed: bool = False                                # the shaft is blocked: overload once torque pushes
 
 
 class Scenario(BaseModel):
@@ -36,6 +49,7 @@ class Scenario(BaseModel):
     corrupt_rate: float = Field(0.0, ge=0, le=1)
     seed: int = 0
     wire_timing: bool = False
+    supply_voltage: float = Field(12.0, ge=0, le=25)   # below Min_Voltage_Limit (5.0 V): under-voltage
 
 
 def default_scenario() -> Scenario:
@@ -43,6 +57,12 @@ def default_scenario() -> Scenario:
     return Scenario(servos=[ServoSpec(name=n, id=i + 1, **({"min_limit": 1900, "max_limit": 3400}
                                                             if n == "gripper" else {}))
                             for i, n in enumerate(SO101_NAMES)])
+
+
+def factory_fresh_scenario() -> Scenario:
+    """Six servos straight from the bag: all ID 1 at 1 Mbaud, uncalibrated, all on one chain
+    (run `lerobot-setup-motors` and connect each alone with `only NAME`, as the prompts ask)."""
+    return Scenario(servos=[ServoSpec(name=n, id=1) for n in SO101_NAMES])
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -61,38 +81,206 @@ def build_chain(scenario: Scenario) -> ServoChain:
         if spec.baud not in p.INDEX_BY_BAUD:
             raise HarnessInputError(None, f"servos.{spec.name}.baud", f"{spec.baud} is not an STS3215 baud rate")
         servo = Servo(spec.name, spec.id, p.INDEX_BY_BAUD[spec.baud], Firmware(spec.firmware), spec.model,
-                      float(spec.position), ack_with_old_id=spec.ack_with_old_id)
+                      float(spec.position), ack_with_old_id=spec.ack_with_old_id, temperature_c=spec.temperature_c,
+                      supply_v=scenario.supply_voltage, jammed=spec.jammed)
         servo.eeprom[9:11] = spec.min_limit.to_bytes(2, "little")
         servo.eeprom[11:13] = spec.max_limit.to_bytes(2, "little")
+        servo.eeprom[ADDR_HOMING_OFFSET:ADDR_HOMING_OFFSET + 2] = encode_sign_magnitude(
+            spec.homing_offset, 11).to_bytes(2, "little")
         servo.power_cycle()
         servos.append(servo)
     return ServoChain(servos, Faults(scenario.drop_rate, scenario.corrupt_rate, scenario.seed))
 
 
-HELP = """commands: status | power-cycle | unplug NAME... | plug NAME... | only NAME... | quit"""
+class ConsoleError(ValueError):
+    """A console command that cannot be carried out; the console prints it and carries on."""
 
 
-def console(chain: ServoChain, lock: object, port: str, stdin=sys.stdin) -> None:
-    """Act on the emulated arm while a client has the port open."""
+@dataclass
+class Rig:
+    """The emulated arm on the desk: its servo chain (and the lock the bus thread holds), and with
+    `--sim` the MuJoCo world the servos drive and the camera frame server that renders it."""
+
+    chain: ServoChain
+    lock: Any
+    port: str
+    world: Any | None = None
+    frames: Any | None = None
+    cube_origin_cm: tuple[float, float] = DEFAULT_CUBE_ORIGIN_CM
+
+    # --- hands ---------------------------------------------------------------------
+    def move(self, name: str, degrees: float, speed_deg_s: float | None = None) -> None:
+        self._joint(name)
+        self.chain.hand.move(name, degrees, speed_deg_s)
+
+    def sweep(self, speed_deg_s: float | None = None, names: list[str] | None = None) -> None:
+        for name in names or []:
+            self._joint(name)
+        self.chain.hand.sweep(names or None, speed_deg_s)
+
+    def release(self, names: list[str] | None = None) -> None:
+        self.chain.hand.release(names or None)
+
+    def wait(self, timeout_s: float = 60.0) -> None:
+        self.chain.hand.wait(timeout_s)
+
+    # --- the table -----------------------------------------------------------------
+    def place_cube(self, dx_cm: float, dy_cm: float, yaw_deg: float = 0.0, seed: int = 0) -> None:
+        """Put the cube at rest at the trained position plus (dx, dy) cm, turned by yaw, as a person would."""
+        import math
+
+        world = self._world()
+        x, y = self.cube_origin_cm
+        with self.lock:
+            world.place_cube(((x + dx_cm) / 100, (y + dy_cm) / 100), math.radians(yaw_deg), seed=seed)
+
+    # --- faults ---------------------------------------------------------------------
+    def heat(self, name: str, celsius: float) -> None:
+        with self.lock:
+            self._servo(name).temperature_c = celsius
+
+    def supply(self, volts: float) -> None:
+        with self.lock:
+            self.chain.set_supply(volts)
+
+    def jam(self, name: str, jammed: bool = True) -> None:
+        with self.lock:
+            self._servo(name).jammed = jammed
+
+    def camera(self, name: str, fault: str) -> None:
+        if self.frames is None:
+            raise ConsoleError("no simulated cameras (start with --sim)")
+        from harness.sim.frame_server import CameraFault
+
+        try:
+            self.frames.set_fault(name, CameraFault(fault))
+        except ValueError:
+            raise ConsoleError(f"camera fault must be one of {[f.value for f in CameraFault]}") from None
+
+    # --- reading --------------------------------------------------------------------
+    def status_lines(self) -> list[str]:
+        with self.lock:
+            lines = []
+            for s in self.chain.servos:
+                plugged = "plugged" if s.name in self.chain.connected else "unplugged"
+                lines.append(f"  {s.name:<14} ID {s.current_id:<3} (EEPROM {s.eeprom[p.ADDR_ID]}) {s.baud} baud "
+                             f"{'locked' if s.locked else 'UNLOCKED'} torque {'on' if s.torque_enabled else 'off'} "
+                             f"{s.firmware.value} {plugged}")
+            return lines
+
+    def health_lines(self) -> list[str]:
+        with self.lock:
+            lines = []
+            for s in self.chain.servos:
+                s.sense(0.0)
+                errors = ",".join(e.name.lower() for e in type(s.errors) if e in s.errors) or "ok"
+                lines.append(f"  {s.name:<14} pos {round(s.present_ticks):>4} offset {s.homing_offset:>5} "
+                             f"{s.ram[62] / 10:4.1f} V {s.ram[63]:>3} C load {round(s.load):>5} "
+                             f"{'JAMMED ' if s.jammed else ''}errors {errors}")
+            return lines
+
+    def _servo(self, name: str) -> Servo:
+        for servo in self.chain.servos:
+            if servo.name == name:
+                return servo
+        raise ConsoleError(f"no servo named {name!r} (servos: {', '.join(s.name for s in self.chain.servos)})")
+
+    def _joint(self, name: str) -> None:
+        if name not in self.chain.hand.ranges:
+            raise ConsoleError(f"no joint named {name!r} (joints: {', '.join(self.chain.hand.ranges)})")
+
+    def _world(self) -> Any:
+        if self.world is None:
+            raise ConsoleError("no simulated table (start with --sim)")
+        return self.world
+
+
+HELP = """commands:
+  status | health | power-cycle | unplug NAME... | plug NAME... | only NAME...
+  move NAME DEG (torque off: by hand; 0 = middle of the range) | sweep [DEG_PER_S] [NAME...] | release [NAME...]
+  cube DX_CM DY_CM [YAW_DEG] (--sim: place the cube at the trained spot plus this offset)
+  heat NAME CELSIUS | supply VOLTS | jam NAME | unjam NAME | camera NAME ok|dropout|frozen|black
+  quit"""
+
+
+def _number(text: str, what: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ConsoleError(f"{what} must be a number, got {text!r}") from None
+
+
+def _need(words: list[str], count: int, usage: str) -> None:
+    if len(words) < count:
+        raise ConsoleError(f"usage: {usage}")
+
+
+def _sweep(rig: Rig, args: list[str]) -> None:
+    speed = None
+    if args and args[0].replace(".", "", 1).isdigit():
+        speed = _number(args.pop(0), "speed")
+    rig.sweep(speed, args)
+
+
+COMMANDS: dict[str, Callable[[Rig, list[str]], Any]] = {
+    "status": lambda rig, a: None,
+    "health": lambda rig, a: None,
+    "power-cycle": lambda rig, a: rig.chain.power_cycle(),
+    "unplug": lambda rig, a: rig.chain.unplug(*a),
+    "plug": lambda rig, a: rig.chain.plug(*a),
+    "only": lambda rig, a: rig.chain.only(*a),
+    "move": lambda rig, a: (_need(a, 2, "move NAME DEG"), rig.move(a[0], _number(a[1], "DEG"))),
+    "sweep": _sweep,
+    "release": lambda rig, a: rig.release(a),
+    "cube": lambda rig, a: (_need(a, 2, "cube DX_CM DY_CM [YAW_DEG]"),
+                            rig.place_cube(_number(a[0], "DX_CM"), _number(a[1], "DY_CM"),
+                                           _number(a[2], "YAW_DEG") if len(a) > 2 else 0.0)),
+    "heat": lambda rig, a: (_need(a, 2, "heat NAME CELSIUS"), rig.heat(a[0], _number(a[1], "CELSIUS"))),
+    "supply": lambda rig, a: (_need(a, 1, "supply VOLTS"), rig.supply(_number(a[0], "VOLTS"))),
+    "jam": lambda rig, a: (_need(a, 1, "jam NAME"), rig.jam(a[0])),
+    "unjam": lambda rig, a: (_need(a, 1, "unjam NAME"), rig.jam(a[0], jammed=False)),
+    "camera": lambda rig, a: (_need(a, 2, "camera NAME ok|dropout|frozen|black"), rig.camera(a[0], a[1])),
+}
+LOCKED_COMMANDS = {"power-cycle", "unplug", "plug", "only"}  # the others take the lock themselves
+
+
+def run_command(rig: Rig, line: str) -> list[str] | None:
+    """Carry out one console line; return the lines to print, or None for `quit`."""
+    words = shlex.split(line)
+    if not words:
+        return []
+    command, args = words[0], words[1:]
+    if command == "quit":
+        return None
+    action = COMMANDS.get(command)
+    if action is None:
+        return [HELP]
+    try:
+        if command in LOCKED_COMMANDS:
+            with rig.lock:
+                action(rig, args)
+        else:
+            action(rig, args)
+    except (ConsoleError, KeyError) as exc:
+        return [f"error: {exc.args[0] if exc.args else exc}"]
+    if command == "health":
+        return rig.health_lines()
+    if command in ("status", *LOCKED_COMMANDS):
+        return rig.status_lines()
+    return ["ok"]
+
+
+def console(chain: ServoChain, lock: object, port: str, stdin=sys.stdin, world: Any | None = None,
+            frames: Any | None = None) -> None:
+    """Act on the emulated arm while a client has the port open. Ends on `quit` or end of input."""
+    rig = Rig(chain, lock, port, world, frames)
     print(f"Emulated STS3215 bus on {port}", flush=True)
+    if frames is not None:
+        print(f"Simulated cameras on {frames.socket_path}", flush=True)
     print(HELP, flush=True)
     for line in stdin:
-        words = line.split()
-        if not words:
-            continue
-        command, names = words[0], words[1:]
-        with lock:
-            if command == "quit":
-                return
-            if command == "power-cycle":
-                chain.power_cycle()
-            elif command in ("unplug", "plug", "only"):
-                getattr(chain, command)(*names)
-            elif command != "status":
-                print(HELP, flush=True)
-                continue
-            for s in chain.servos:
-                plugged = "plugged" if s.name in chain.connected else "unplugged"
-                print(f"  {s.name:<14} ID {s.current_id:<3} (EEPROM {s.eeprom[p.ADDR_ID]}) {s.baud} baud "
-                      f"{'locked' if s.locked else 'UNLOCKED'} torque {'on' if s.torque_enabled else 'off'} "
-                      f"{s.firmware.value} {plugged}", flush=True)
+        lines = run_command(rig, line)
+        if lines is None:
+            return
+        for text in lines:
+            print(text, flush=True)

@@ -1,24 +1,33 @@
 """Emulated servos whose shaft is the MuJoCo arm's joint: LeRobot's real `SO101Follower`, talking
 bytes to the emulator, then moves the simulated SO-101, as it would move the real one.
 
-Goal positions (ticks) become joint targets through the same calibration LeRobot applies (degrees
-about the middle of each calibrated range; 0..100 over the gripper's range), the physics advances
-in real time with the emulator's clock, and Present_Position is read back from the joints.
+The raw encoder of each servo is fixed to its joint by the arm's assembly: `assembly` maps raw
+ticks to LeRobot units the way `calibration/emulated_follower.json` does (no homing offset), so a
+client using that file sees the simulator's own units. The servo then applies whatever
+Homing_Offset and position limits LeRobot writes, exactly as on the real arm, so
+`lerobot-calibrate` produces a new, working calibration.
+
+Each joint is driven by its servo while torque is on (to the clamped goal), by the operator's
+hand while torque is off and a hand holds it, and otherwise by nothing: the actuator is switched
+off and the joint falls under gravity, as a real arm does. The physics advances in real time
+with the emulator's clock; Present_Position, Present_Load (from the actuator's force) and the
+other sensors are read back from the joints.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import mujoco
 import numpy as np
 
-from harness.bus import protocol as p
-from harness.bus.emulator import Faults, Servo, ServoChain
+from harness.bus.emulator import TICKS, Faults, Servo, ServoChain
 from harness.models.protocol import JOINT_NAMES
 from harness.sim.units import from_sim, to_sim
 
-TICKS = 4096
+LEROBOT_MAX_RES = TICKS - 1  # LeRobot's degrees use 360 / 4095 per tick
+MAX_STEPS_PER_TICK = 30
 
 
 @dataclass(frozen=True)
@@ -34,13 +43,13 @@ class JointCalibration:
 def ticks_to_units(name: str, ticks: float, cal: JointCalibration) -> float:
     if name == "gripper":
         return 100.0 * (ticks - cal.range_min) / (cal.range_max - cal.range_min)
-    return (ticks - cal.middle) * 360.0 / TICKS
+    return (ticks - cal.middle) * 360.0 / LEROBOT_MAX_RES
 
 
 def units_to_ticks(name: str, value: float, cal: JointCalibration) -> float:
     if name == "gripper":
         return cal.range_min + value / 100.0 * (cal.range_max - cal.range_min)
-    return cal.middle + value * TICKS / 360.0
+    return cal.middle + value * LEROBOT_MAX_RES / 360.0
 
 
 class SimCoupledChain(ServoChain):
@@ -50,7 +59,17 @@ class SimCoupledChain(ServoChain):
         self.world = world
         self.calibration = calibration
         self._pending_s = 0.0
-        self._sync_from_world()
+        model = world.model
+        self._actuators = [model.actuator(name).id for name in JOINT_NAMES]
+        self._gain = model.actuator_gainprm[self._actuators, 0].copy()
+        self._bias = model.actuator_biasprm[self._actuators, 1:3].copy()
+        self._force_cap = np.abs(model.actuator_forcerange[self._actuators]).max(axis=1)
+        self._sync_from_world(0.0)
+
+    def joint_degrees(self) -> dict[str, float]:
+        """The arm's joint angles (degrees, 0 at mid-range), as the hand and the console use them."""
+        q = self.world.joint_positions_rad()
+        return {name: math.degrees(float(q[i])) for i, name in enumerate(JOINT_NAMES)}
 
     def tick(self, dt: float) -> None:
         self._pending_s += dt
@@ -58,24 +77,47 @@ class SimCoupledChain(ServoChain):
         steps = int(self._pending_s / physics_dt)
         if steps == 0:
             return
-        self._pending_s -= steps * physics_dt
+        elapsed = steps * physics_dt
+        self._pending_s -= elapsed
+        held = self.hand.advance(elapsed, self.joint_degrees())
         present = self.world.joint_positions_rad()
-        targets = present.copy()
         for i, name in enumerate(JOINT_NAMES):
             servo = self.servo(name)
             if servo.torque_enabled:
-                goal = int.from_bytes(servo.ram[p.ADDR_GOAL_POSITION:p.ADDR_GOAL_POSITION + 2], "little") & 0x7FFF
-                targets[i] = to_sim(name, ticks_to_units(name, goal, self.calibration[name]))
-        self.world.data.ctrl[:] = targets
-        for _ in range(min(steps, 30)):
+                target = present[i] if servo.jammed else to_sim(
+                    name, ticks_to_units(name, servo.raw_goal(), self.calibration[name]))
+            elif name in held:
+                target = math.radians(held[name])
+            else:
+                target = None
+            self._drive(i, target)
+        for _ in range(min(steps, MAX_STEPS_PER_TICK)):
             mujoco.mj_step(self.world.model, self.world.data)
-        self._sync_from_world()
+        self._sync_from_world(elapsed)
 
-    def _sync_from_world(self) -> None:
+    def _drive(self, index: int, target_rad: float | None) -> None:
+        """Position-control joint `index` toward `target_rad`, or switch its actuator off (limp)."""
+        model, actuator = self.world.model, self._actuators[index]
+        on = target_rad is not None
+        model.actuator_gainprm[actuator, 0] = self._gain[index] if on else 0.0
+        model.actuator_biasprm[actuator, 1:3] = self._bias[index] if on else 0.0
+        self.world.data.ctrl[actuator] = target_rad if on else 0.0
+
+    def _sync_from_world(self, elapsed: float) -> None:
         q = self.world.joint_positions_rad()
+        force = self.world.data.actuator_force[self._actuators]
         for i, name in enumerate(JOINT_NAMES):
-            ticks = units_to_ticks(name, from_sim(name, float(q[i])), self.calibration[name])
-            self.servo(name).position = float(np.clip(ticks, 0, TICKS - 1))
+            servo = self.servo(name)
+            ticks = float(np.clip(units_to_ticks(name, from_sim(name, float(q[i])), self.calibration[name]),
+                                  0, TICKS - 1))
+            servo.velocity = (ticks - servo.position) / elapsed if elapsed > 0 else 0.0
+            servo.position = ticks
+            if servo.torque_enabled:
+                servo.load = 1000.0 if servo.jammed else float(np.clip(force[i] / self._force_cap[i] * 1000, -1000,
+                                                                                1000))
+            else:
+                servo.load = 0.0
+            servo.sense(elapsed, load_protection=False)
 
 
 def so101_servos() -> list[Servo]:
