@@ -1,16 +1,46 @@
-"""The one error type users see: a bad input, reported as one line and exit code 2."""
+"""One exception hierarchy for everything a user or an operator can run into.
+
+Each class carries the exit code `harness` ends with; the CLI boundary (`harness.cli.main`)
+is the only place that turns an exception into a printed line and an exit code. Callers tell
+errors apart by class, never by message text. This module imports nothing from the package,
+so every layer may raise these.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.models.taxonomy import Void
+
+EXIT_ERROR = 1
+EXIT_BAD_INPUT = 2
+EXIT_PAUSED = 3
+EXIT_INTERRUPTED = 130
 
 
-class HarnessInputError(Exception):
+class HarnessError(Exception):
+    """Base of every error `harness` reports itself (anything else is a bug: a traceback)."""
+
+    exit_code = EXIT_ERROR
+
+    def one_line(self) -> str:
+        return str(self)
+
+    def cli_message(self) -> str:
+        """The one line the CLI prints on stderr."""
+        return f"harness: error: {self.one_line()}"
+
+
+class HarnessInputError(HarnessError):
     """A user-supplied file or argument is wrong; nothing has been written.
 
     Carrying file, field and problem separately lets the CLI print the single
     line the standards ask for, and lets tests assert on the field.
     """
+
+    exit_code = EXIT_BAD_INPUT
 
     def __init__(self, file: str | Path | None, field: str | None, problem: str) -> None:
         self.file = str(file) if file is not None else None
@@ -25,3 +55,36 @@ class HarnessInputError(Exception):
 
 class StaleRunError(HarnessInputError):
     """A resume was refused because something the scoresheet locked has changed."""
+
+
+class RunPaused(HarnessError):
+    """The run stopped on a fault, a stop key or an abort; the scoresheet is intact and resumable."""
+
+    exit_code = EXIT_PAUSED
+
+    def __init__(self, void: Void) -> None:
+        self.void = void
+        super().__init__(void.reason)
+
+    def cli_message(self) -> str:
+        return f"harness: run paused: {self}. Fix the cause, then run again with --resume."
+
+
+class RobotFault(HarnessError):
+    """The robot refused or failed a command; the run voids the trial in flight."""
+
+
+class EmergencyStopped(RobotFault):
+    """Motion was refused because the emergency stop was pressed."""
+
+
+class BusError(HarnessError, RuntimeError):
+    """A servo bus operation could not be done safely (a RuntimeError too, as LeRobot's bus errors are)."""
+
+
+class BusSafetyError(BusError):
+    """The bus is not in a state where programming a servo is safe."""
+
+
+class NoServoAnswers(BusSafetyError):
+    """Nothing answered at this baud rate: worth trying the next one, unlike other bus errors."""

@@ -9,6 +9,7 @@ from harness.models.protocol import JOINT_NAMES, load_protocol
 from harness.run.camera_watch import CameraWatch, DropoutPolicy
 from harness.run.clock import ManualClock
 from harness.run.engine import RunEngine, RunOptions, ScoreDecision
+from harness.run.safety import GuardedRobot
 from tests.helpers import locked_sheet
 
 
@@ -18,6 +19,10 @@ class SlowRobot:
     def __init__(self, clock: ManualClock, io_s: float, frames) -> None:
         self.clock, self.io_s, self.frames, self.calls = clock, io_s, frames, 0
         self.position = {f"{n}.pos": 0.0 for n in JOINT_NAMES}
+        self.is_connected, self.torque_enabled = True, True
+
+    def disable_torque(self) -> None:
+        self.torque_enabled = False
 
     def get_observation(self):
         self.clock.advance(self.io_s / 2)
@@ -88,8 +93,8 @@ class Scorer:
     def warn(self, message) -> None:
         self.warnings.append(message)
 
-    def score(self, trial, verdict, void_reason):
-        return ScoreDecision("void", void_reason=void_reason) if void_reason else ScoreDecision("no_grasp")
+    def score(self, trial, verdict, void):
+        return ScoreDecision("void", void) if void else ScoreDecision("no_grasp")
 
 
 def _live(call: int) -> np.ndarray:
@@ -103,7 +108,8 @@ def _engine(tmp_path, clock, robot, policy, seconds=1.0) -> tuple[RunEngine, Sco
     scorer = Scorer()
     options = RunOptions(runs_dir=tmp_path / "runs", paced=True, video=False, evidence_cameras=[],
                          start_pose_s=0.0, max_attempts=1)
-    return RunEngine(protocol, sheet, robot, policy, PersonStage(), scorer, clock, options), scorer
+    guard = GuardedRobot(robot, release=robot.disable_torque)
+    return RunEngine(protocol, sheet, guard, policy, PersonStage(), scorer, clock, options), scorer
 
 
 def test_paced_loop_holds_30hz_and_counts_missed_deadlines(tmp_path) -> None:
@@ -136,7 +142,7 @@ def test_a_frozen_camera_voids_the_trial_after_the_threshold(tmp_path) -> None:
     frozen_after = 20
     frames = lambda call: _live(min(call, frozen_after))  # noqa: E731
     engine, _ = _engine(tmp_path, clock, SlowRobot(clock, 0.002, frames), CostlyPolicy(clock, [0.005]), 5.0)
-    from harness.run.engine import RunPaused
+    from harness.errors import RunPaused
 
     with pytest.raises(RunPaused, match="repeated the same frame"):
         engine.run()

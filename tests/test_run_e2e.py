@@ -161,35 +161,36 @@ def test_record_dataset_writes_a_lerobot_dataset_that_lerobot_loads(workdir) -> 
 
 
 @pytest.mark.parametrize("fault", [KeyboardInterrupt, RuntimeError])
-def test_torque_is_released_on_interrupts_and_crashes_and_nothing_half_written(workdir, monkeypatch, fault) -> None:
-    from harness.policies import scripted
-    from harness.run import cli_run
+def test_torque_is_released_on_interrupts_and_crashes_and_nothing_half_written(workdir, fault) -> None:
+    from harness.app.parts import Parts, make_sim_robot
+    from harness.app.run_command import run_from_args
+    from harness.cli import build_parser
+    from harness.policies.scripted import ExpertPolicy
 
     robots = []
-    make_robot = cli_run._make_sim_robot
 
-    def keep_robot(*args, **kwargs):
-        robots.append(make_robot(*args, **kwargs))
+    def keep_robot(*args):
+        robots.append(make_sim_robot(*args))
         return robots[-1]
 
-    calls = {"n": 0}
-    select = scripted.ExpertPolicy.select_action
+    class FailingExpert(ExpertPolicy):
+        calls = 0
 
-    def failing_select(self, observation):
-        calls["n"] += 1
-        if calls["n"] == 300:  # in the middle of trial 2
-            raise fault("operator pressed Ctrl-C" if fault is KeyboardInterrupt else "policy crashed")
-        return select(self, observation)
+        def select_action(self, observation):
+            self.calls += 1
+            if self.calls == 300:  # in the middle of trial 2
+                raise fault("operator pressed Ctrl-C" if fault is KeyboardInterrupt else "policy crashed")
+            return super().select_action(observation)
 
-    monkeypatch.setattr(cli_run, "_make_sim_robot", keep_robot)
-    monkeypatch.setattr(scripted.ExpertPolicy, "select_action", failing_select)
+    parts = Parts(policy=lambda *args: FailingExpert(), sim_robot=keep_robot)
     protocol = small_protocol_copy(workdir / "protocols")
+    args = build_parser().parse_args(["run", str(protocol), "--headless", "--no-video"])
     if fault is KeyboardInterrupt:
-        assert main(["run", str(protocol), "--headless", "--no-video"]) == 130
+        assert run_from_args(args, parts) == 130
     else:
         with pytest.raises(RuntimeError, match="policy crashed"):
-            main(["run", str(protocol), "--headless", "--no-video"])
-    robot = robots[0]  # the simulated SO-101 itself, under the guard
+            run_from_args(args, parts)
+    robot = robots[0].robot  # the simulated SO-101 itself, under the guard
     assert robot.torque_enabled is False and robot.is_connected is False
     sheet = load_scoresheet(workdir / "scoresheets" / "small-expert.yaml")
     assert [a.trial_index for a in sheet.attempts] == [1]

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
 import harness.sim  # noqa: F401
+from harness.errors import EmergencyStopped, RunPaused
 from harness.models.protocol import load_protocol
+from harness.models.taxonomy import VoidKind
 from harness.policies.scripted import ExpertPolicy
 from harness.run.clock import MonotonicClock
-from harness.run.engine import VOID_ABORTED, VOID_ESTOP, RunEngine, RunOptions, RunPaused
-from harness.run.safety import EmergencyStopped, GuardedRobot
+from harness.run.engine import RunEngine, RunOptions
+from harness.run.safety import GuardedRobot
 from harness.run.stages import SimStage
 from harness.run.terminal import TerminalObserver
 from harness.sim.config_sim_so101 import SimSO101Config
@@ -43,7 +44,7 @@ def _engine(tmp_path, observer):
     protocol = load_protocol(tmp_path / "small.yaml")
     robot = SimSO101(SimSO101Config(render_cameras=[]))
     robot.connect()
-    guard = GuardedRobot(robot)
+    guard = GuardedRobot(robot, release=robot.disable_torque)
     options = RunOptions(runs_dir=tmp_path / "runs", video=False)
     engine = RunEngine(protocol, sheet, guard, ExpertPolicy(), SimStage(robot.world, protocol), observer,
                        MonotonicClock(), options)
@@ -57,41 +58,47 @@ def test_emergency_stop_mid_trial_releases_torque_and_voids_the_trial(tmp_path) 
         engine.run()
     assert robot.torque_enabled is False
     assert [(a.trial_index, a.outcome, a.void_reason) for a in engine.sheet.attempts] == [
-        (1, "success", None), (2, "void", VOID_ESTOP)]
+        (1, "success", None), (2, "void", VoidKind.EMERGENCY_STOP.value)]
     with pytest.raises(EmergencyStopped):
         guard.send_action({"gripper.pos": 50.0})
 
 
 def test_emergency_stop_from_another_thread_takes_effect_within_a_step(tmp_path) -> None:
     engine, guard, robot = _engine(tmp_path, KeyAt(0, 0, lambda obs: None))
-    pressed: list[float] = []
+    at_press: dict[str, float | bool] = {}
 
     def press() -> None:
-        pressed.append(time.monotonic())
         guard.emergency_stop()
+        # after the call returns: torque is off and no motion command can follow
+        at_press.update(torque=robot.torque_enabled, sim_time=robot.world.time)
 
     presser = threading.Timer(0.5, press)
     presser.start()
     with pytest.raises(RunPaused, match="emergency stop"):
         engine.run()
-    stopped_at = time.monotonic()
     presser.join()
+    assert at_press["torque"] is False
+    assert robot.world.time == at_press["sim_time"], "the simulated arm never moved after the stop"
     assert robot.torque_enabled is False
-    assert stopped_at - pressed[0] < 2.0  # a lock-step sim step is a few ms; the trial's files take the rest
     # wherever it landed (start-pose move or mid-trial), nothing but the e-stop void is unfinished
-    assert all(a.outcome == "success" or a.void_reason == VOID_ESTOP for a in engine.sheet.attempts)
+    assert all(a.outcome == "success" or a.void_reason == VoidKind.EMERGENCY_STOP for a in engine.sheet.attempts)
 
 
-def test_abort_voids_the_trial_in_flight_and_ends_the_run_resumably(tmp_path) -> None:
+def test_abort_voids_the_trial_in_flight_returns_to_the_start_pose_and_pauses_resumably(tmp_path) -> None:
     def abort(obs: KeyAt) -> None:
         obs.aborted = True
 
-    engine, guard, robot = _engine(tmp_path, KeyAt(2, 40, abort))
-    engine.run()
-    assert [(a.trial_index, a.void_reason) for a in engine.sheet.attempts] == [(1, None), (2, VOID_ABORTED)]
+    engine, _, robot = _engine(tmp_path, KeyAt(2, 40, abort))
+    with pytest.raises(RunPaused) as paused:
+        engine.run()
+    assert paused.value.void.kind is VoidKind.OPERATOR_ABORT and paused.value.exit_code == 3
+    assert [(a.trial_index, a.void_reason) for a in engine.sheet.attempts] == [
+        (1, None), (2, VoidKind.OPERATOR_ABORT.value)]
     assert engine.sheet.pending_trials() == [2, 3]
-    guard.release_torque()
-    assert robot.torque_enabled is False
+    assert robot.torque_enabled is False, "the engine releases torque itself when the run ends"
+    pose = robot.present_position()
+    assert all(abs(pose[f"{name}.pos"] - value) < 3.0
+               for name, value in engine.protocol.start_pose.items() if name != "gripper")
 
 
 class FlakyBus:
@@ -116,14 +123,14 @@ def test_a_bus_error_voids_the_trial_pauses_the_run_and_releases_torque(tmp_path
     protocol = load_protocol(tmp_path / "small.yaml")
     robot = SimSO101(SimSO101Config(render_cameras=[]))
     robot.connect()
-    guard = GuardedRobot(FlakyBus(robot, fail_at_call=400))  # in trial 2
+    guard = GuardedRobot(FlakyBus(robot, fail_at_call=400), release=robot.disable_torque)  # in trial 2
     observer = KeyAt(0, 0, lambda obs: None)
     engine = RunEngine(protocol, sheet, guard, ExpertPolicy(), SimStage(robot.world, protocol), observer,
                        MonotonicClock(), RunOptions(runs_dir=tmp_path / "runs", video=False))
-    with pytest.raises(RunPaused, match="robot I/O error: ConnectionError"):
+    with pytest.raises(RunPaused, match="robot I/O error: ConnectionError") as paused:
         engine.run()
-    guard.release_torque()
-    assert robot.torque_enabled is False
+    assert paused.value.void.kind is VoidKind.ROBOT_IO_ERROR
+    assert robot.torque_enabled is False, "the engine releases torque itself when the run pauses"
     assert [(a.trial_index, a.outcome) for a in sheet.attempts] == [(1, "success"), (2, "void")]
     assert "There is no status packet" in sheet.attempts[1].void_reason
     assert sheet.pending_trials() == [2, 3]

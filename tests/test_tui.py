@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.app.build import FrontEnd, prepare_run
+from harness.app.sheet import resolve_sheet
+from harness.app.tui import make_app
 from harness.cli import build_parser
 from harness.models.protocol import load_protocol
 from harness.models.scoresheet import load_scoresheet
-from harness.run.cli_run import make_app, prepare_run, resolve_sheet
 from harness.tui.screens import CheckScreen, ScoreScreen, TextPrompt
 from tests.helpers import small_protocol_copy
 
@@ -20,7 +22,7 @@ def _setup(workdir: Path, *extra: str):
     args = build_parser().parse_args(["run", str(protocol_path), "--no-video", *extra])
     protocol = load_protocol(protocol_path)
     sheet, _ = resolve_sheet(args, protocol, protocol_path)
-    return prepare_run(args, protocol, sheet)
+    return prepare_run(args, protocol, sheet, FrontEnd.TUI)
 
 
 async def _wait_for(pilot, predicate, timeout: float = 60.0) -> None:

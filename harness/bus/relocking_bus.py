@@ -16,12 +16,9 @@ from lerobot.motors.motors_bus import get_address
 
 from harness.bus import protocol as p
 from harness.bus.wire import Wire
+from harness.errors import BusSafetyError, NoServoAnswers
 
 LOCKED, UNLOCKED = 1, 0
-
-
-class BusSafetyError(RuntimeError):
-    """The bus is not in a state where programming a servo is safe."""
 
 
 class RelockingFeetechBus(FeetechMotorsBus):
@@ -81,7 +78,7 @@ class RelockingFeetechBus(FeetechMotorsBus):
         """The ID of the only servo on the bus, or BusSafetyError naming what was heard."""
         answer = Wire(self.port_handler.ser).census()
         if answer.state == "none":
-            raise BusSafetyError("no servo answers at this baud rate")
+            raise NoServoAnswers("no servo answers at this baud rate")
         ids = sorted({r.servo_id for r in answer.replies})
         if answer.state == "garbled" or len(answer.replies) != 1:
             raise BusSafetyError(
@@ -100,9 +97,8 @@ class RelockingFeetechBus(FeetechMotorsBus):
             try:
                 found = (baud, self.assert_single_servo())
                 break
-            except BusSafetyError as err:
-                if "no servo" not in str(err):
-                    raise
+            except NoServoAnswers:
+                continue
         if found is None:
             raise BusSafetyError(f"'{motor}' was not found at any baud rate; is it connected and powered?")
         baud, current_id = found

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harness.errors import HarnessInputError
+from harness.models.taxonomy import TAXONOMY
 
 JOINT_NAMES: tuple[str, ...] = (
     "shoulder_pan",
@@ -26,9 +27,6 @@ JOINT_NAMES: tuple[str, ...] = (
     "gripper",
 )
 
-FAILURE_MODES: tuple[str, ...] = ("no_grasp", "grasped_then_dropped", "wrong_placement")
-TAXONOMY: tuple[str, ...] = ("success", *FAILURE_MODES)
-VOID = "void"
 
 
 class _Strict(BaseModel):

@@ -1,18 +1,21 @@
 """Scoresheets: a locked header decided before the first trial, then an audited list of attempts.
 
-On disk (YAML):
+On disk (YAML, `harness.models.journal` has the byte layout):
 
-    format: harness.scoresheet/1
+    format: harness.scoresheet/2
     locked:   task, success_definition, taxonomy, trial_count, trials,
-              protocol_file, protocol_sha256, policy, robot
+              protocol_file, protocol_sha256, policy, robot, stopping_rule
     lock:     sha256 (over the canonical JSON of `locked`), field_sha256 (one per
               locked field, so a refusal can name the field), locked_at
     settings: unlocked run settings (cameras, port, rename map) used by --resume
-    attempts: one record per attempt, each carrying chain_sha256 =
-              sha256(previous chain + canonical record), starting from the lock hash
+    records:  attempts and measurements, one appended JSON line each, each carrying
+              chain_sha256 = sha256(previous chain + canonical record), starting from
+              the lock hash (attempts and measurements are two chains)
 
-The whole file is rewritten atomically after every attempt, so a kill at any
-instant leaves either the previous or the next version, both verifiable.
+A record is appended and fsync'd (constant cost, however long the sheet), and named in the
+`<sheet>.chain` witness, which catches a sheet whose last attempts were deleted. Only one
+process writes a sheet at a time (`harness.models.lock`). Format-1 sheets (the whole file
+rewritten per attempt) still load; the first write converts them, hashes unchanged.
 """
 
 from __future__ import annotations
@@ -23,15 +26,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.errors import HarnessInputError, StaleRunError
-from harness.models.atomic import write_text_atomic
-from harness.models.protocol import FAILURE_MODES, TAXONOMY, Protocol
+from harness.models import journal
+from harness.models.lock import WriterLock
+from harness.models.protocol import Protocol
 from harness.models.stats import wilson_interval
+from harness.models.taxonomy import ALL_LABELS, Label
 
-FORMAT = "harness.scoresheet/1"
+FORMAT = journal.FORMAT
 LOCKED_FIELDS: tuple[str, ...] = (
     "task",
     "success_definition",
@@ -119,15 +123,14 @@ class PlacementMeasurement(BaseModel):
 
 def attempt_from_label(label: str, **fields: Any) -> Attempt:
     """Build an attempt from a taxonomy label, the way operators and judges speak."""
-    if label == "success":
-        return Attempt(outcome="success", **fields)
-    if label in FAILURE_MODES:
-        return Attempt(outcome="failure", failure_mode=label, **fields)
-    if label == "void":
-        if not fields.get("void_reason"):
-            raise HarnessInputError(None, "void_reason", "a void needs a reason")
-        return Attempt(outcome="void", **fields)
-    raise HarnessInputError(None, "label", f"'{label}' is not in the taxonomy {[*TAXONOMY, 'void']}")
+    if label not in ALL_LABELS:
+        raise HarnessInputError(None, "label", f"'{label}' is not in the taxonomy {list(ALL_LABELS)}")
+    known = Label(label)
+    if known.is_failure:
+        return Attempt(outcome="failure", failure_mode=known.value, **fields)
+    if known is Label.VOID and not fields.get("void_reason"):
+        raise HarnessInputError(None, "void_reason", "a void needs a reason")
+    return Attempt(outcome=known.value, **fields)
 
 
 def policy_fingerprint(policy_ref: str) -> str:
@@ -154,13 +157,36 @@ class Scoresheet:
 
     def __init__(self, path: Path, locked: dict[str, Any], lock: dict[str, Any],
                  settings: dict[str, Any], attempts: list[Attempt],
-                 measurements: list[PlacementMeasurement] | None = None) -> None:
+                 measurements: list[PlacementMeasurement] | None = None,
+                 stored: journal.Contents | None = None) -> None:
         self.path = path
         self.locked = locked
         self.lock = lock
         self.settings = settings
         self.attempts = attempts
         self.measurements = measurements or []
+        self.stored = stored
+        self.writer: WriterLock | None = None
+        self._trial_set = {t["index"] for t in locked["trials"]}
+        self._final: dict[int, Attempt] = {}
+        self._tries: dict[int, int] = {}
+        for attempt in attempts:
+            self._index(attempt)
+
+    def _index(self, attempt: Attempt) -> None:
+        self._tries[attempt.trial_index] = self._tries.get(attempt.trial_index, 0) + 1
+        if attempt.outcome != "void":
+            self._final.setdefault(attempt.trial_index, attempt)
+
+    # --- the one writer ----------------------------------------------------
+    def hold_writer_lock(self, lock: WriterLock | None = None, command: str | None = None) -> WriterLock:
+        """Take (or adopt) this sheet's writer lock for as long as the caller keeps writing.
+
+        Without it, each append takes the lock for its own duration; holding it for a whole
+        run is what makes a second run or a `measure` during the run refused at its start.
+        """
+        self.writer = (lock or WriterLock(self.path, command)).acquire()
+        return self.writer
 
     # --- queries -----------------------------------------------------------
     @property
@@ -168,10 +194,7 @@ class Scoresheet:
         return [t["index"] for t in self.locked["trials"]]
 
     def final_attempt(self, trial_index: int) -> Attempt | None:
-        for attempt in self.attempts:
-            if attempt.trial_index == trial_index and attempt.outcome != "void":
-                return attempt
-        return None
+        return self._final.get(trial_index)
 
     def pending_trials(self) -> list[int]:
         """Trials without a final (non-void) outcome, in protocol order; none once the
@@ -199,7 +222,7 @@ class Scoresheet:
         return [a for a in self.attempts if a.outcome != "void"]
 
     def next_attempt_number(self, trial_index: int) -> int:
-        return 1 + sum(1 for a in self.attempts if a.trial_index == trial_index)
+        return 1 + self._tries.get(trial_index, 0)
 
     @property
     def complete(self) -> bool:
@@ -207,25 +230,49 @@ class Scoresheet:
 
     # --- mutation ----------------------------------------------------------
     def add_attempt(self, attempt: Attempt) -> Attempt:
-        if attempt.trial_index not in self.trial_indices:
+        if attempt.trial_index not in self._trial_set:
             raise HarnessInputError(self.path, "trial_index", f"{attempt.trial_index} is not in the locked trial list")
         if self.final_attempt(attempt.trial_index) is not None:
             raise HarnessInputError(self.path, "trial_index", f"trial {attempt.trial_index} is already scored")
         chained = _chained(attempt, self.attempts[-1].chain_sha256 if self.attempts else self.lock["sha256"])
+        self._append([("attempt", chained, len(self.attempts) + 1)])
         self.attempts.append(chained)
-        self.save()
+        self._index(chained)
         return chained
 
     def add_measurement(self, measurement: PlacementMeasurement) -> PlacementMeasurement:
-        if not any(a.trial_index == measurement.trial_index and a.attempt == measurement.attempt
-                   for a in self.attempts):
-            raise HarnessInputError(self.path, "measurements",
-                                    f"trial {measurement.trial_index} attempt {measurement.attempt} is not recorded")
+        return self.add_measurements([measurement])[0]
+
+    def add_measurements(self, measurements: list[PlacementMeasurement]) -> list[PlacementMeasurement]:
+        """Record several measurements with one write (what one `harness measure` command does)."""
+        recorded = {(a.trial_index, a.attempt) for a in self.attempts}
         previous = self.measurements[-1].chain_sha256 if self.measurements else self.lock["sha256"]
-        chained = _chained(measurement, previous)
-        self.measurements.append(chained)
-        self.save()
+        chained = []
+        for measurement in measurements:
+            if (measurement.trial_index, measurement.attempt) not in recorded:
+                raise HarnessInputError(self.path, "measurements", f"trial {measurement.trial_index} attempt "
+                                                                   f"{measurement.attempt} is not recorded")
+            chained.append(_chained(measurement, previous))
+            previous = chained[-1].chain_sha256
+        start = len(self.measurements)
+        self._append([("measurement", m, start + i + 1) for i, m in enumerate(chained)])
+        self.measurements.extend(chained)
         return chained
+
+    def _append(self, entries: list[tuple[str, BaseModel, int]]) -> None:
+        """Make records durable under the writer lock: appended when possible, else the file rewritten."""
+        if not entries:
+            return
+        held = self.writer is not None and self.writer.held
+        with (self.writer if held else WriterLock(self.path)):
+            raws = [(kind, record.model_dump(mode="json"), count) for kind, record, count in entries]
+            if self.stored is None or not self.stored.canonical or self.stored.format != FORMAT:
+                records = [("attempt", a.model_dump(mode="json")) for a in self.attempts]
+                records += [("measurement", m.model_dump(mode="json")) for m in self.measurements]
+                records += [(kind, raw) for kind, raw, _ in raws]
+                self.stored = journal.write_all(self.path, self._header(), records)
+            else:
+                journal.append(self.path, self.stored, raws)
 
     def placement_error(self, attempt: Attempt) -> float | None:
         """The simulator's true error when there is one, else the latest pixel measurement."""
@@ -236,19 +283,20 @@ class Scoresheet:
                 return m.placement_error_cm
         return None
 
+    def _header(self) -> dict[str, Any]:
+        return {"format": FORMAT, "locked": self.locked, "lock": self.lock, "settings": self.settings}
+
     def save(self) -> None:
-        write_text_atomic(self.path, self.to_yaml())
+        """Rewrite the whole sheet and its witness atomically (creation and format conversion only)."""
+        records = [("attempt", a.model_dump(mode="json")) for a in self.attempts]
+        records += [("measurement", m.model_dump(mode="json")) for m in self.measurements]
+        self.stored = journal.write_all(self.path, self._header(), records)
 
     def to_yaml(self) -> str:
-        data = {
-            "format": FORMAT,
-            "locked": self.locked,
-            "lock": self.lock,
-            "settings": self.settings,
-            "attempts": [a.model_dump(mode="json") for a in self.attempts],
-            "measurements": [m.model_dump(mode="json") for m in self.measurements],
-        }
-        return yaml.safe_dump(data, sort_keys=False, width=110)
+        records = [("attempt", a.model_dump(mode="json")) for a in self.attempts]
+        records += [("measurement", m.model_dump(mode="json")) for m in self.measurements]
+        body = journal.header_bytes(self._header()) + b"".join(journal.record_line(k, r) for k, r in records)
+        return body.decode()
 
 
 def _chain_hash(record: BaseModel, previous: str) -> str:
@@ -261,17 +309,30 @@ def _chained(record: Any, previous: str) -> Any:
     return record.model_copy(update={"chain_sha256": _chain_hash(record, previous)})
 
 
-def _verified_chain(path: Path, section: str, raws: list[Any], model: type[BaseModel], start: str) -> list[Any]:
+def _verified_chain(path: Path, section: str, raws: list[Any], model: type[BaseModel], start: str,
+                    as_written: bool = False) -> list[Any]:
+    """Validate each record and check its link in the chain.
+
+    `as_written`: the records are the JSON this module appended, so each link is checked over
+    the raw record (one C-speed JSON encode) rather than over a re-dumped model; a sheet
+    reformatted by a YAML tool is checked the format-1 way, over the validated model.
+    """
     records = []
     previous = start
     for position, raw in enumerate(raws):
+        if not isinstance(raw, dict):
+            raise HarnessInputError(path, f"{section}[{position}]", "not a mapping")
         try:
             record = model.model_validate(raw)
         except ValidationError as err:
             first = err.errors()[0]
             field = ".".join(str(p) for p in first["loc"])
             raise HarnessInputError(path, f"{section}[{position}].{field}", first["msg"]) from None
-        expected = _chain_hash(record, previous)
+        if as_written:
+            body = {k: v for k, v in raw.items() if k != "chain_sha256"}
+            expected = sha256_of({"prev": previous, "record": body})
+        else:
+            expected = _chain_hash(record, previous)
         if record.chain_sha256 != expected:
             raise StaleRunError(path, f"{section}[{position}]", "changed after it was recorded (edited by hand?)")
         previous = expected
@@ -283,7 +344,7 @@ def build_locked(protocol: Protocol, protocol_path: Path, policy_ref: str, robot
     return {
         "task": protocol.task,
         "success_definition": protocol.success_definition,
-        "taxonomy": [*TAXONOMY, "void"],
+        "taxonomy": list(ALL_LABELS),
         "trial_count": len(protocol.trials),
         "trials": [t.model_dump(mode="json") for t in protocol.trials],
         "protocol_file": str(protocol_path),
@@ -296,7 +357,7 @@ def build_locked(protocol: Protocol, protocol_path: Path, policy_ref: str, robot
 
 def lock_scoresheet(path: Path, locked: dict[str, Any], settings: dict[str, Any]) -> Scoresheet:
     """Create and write a new scoresheet; refuses to overwrite an existing one."""
-    if path.exists():
+    if path.exists() or path.is_symlink():
         raise HarnessInputError(path, None, "a scoresheet already exists here; use --resume or another --scoresheet")
     lock = {
         "sha256": sha256_of(locked),
@@ -304,24 +365,18 @@ def lock_scoresheet(path: Path, locked: dict[str, Any], settings: dict[str, Any]
         "locked_at": now_iso(),
     }
     sheet = Scoresheet(path, locked, lock, settings, [])
-    sheet.save()
+    with WriterLock(path) as writer:
+        if writer.took_over is None and path.exists():
+            raise HarnessInputError(path, None, "a scoresheet already exists here; use --resume")
+        sheet.save()
     return sheet
 
 
 def load_scoresheet(path: str | Path) -> Scoresheet:
     """Load and verify: format, lock hash per field, and the attempt chain."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise HarnessInputError(path, None, f"cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise HarnessInputError(path, None, f"malformed YAML: {exc}") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise HarnessInputError(path, "format", f"not a {FORMAT} scoresheet")
-    for key in ("locked", "lock"):
-        if not isinstance(data.get(key), dict):
-            raise HarnessInputError(path, key, "missing or not a mapping")
+    stored = journal.read(path)
+    data = stored.header
     locked, lock = data["locked"], data["lock"]
     field_hashes = lock.get("field_sha256") or {}
     for name in LOCKED_FIELDS:
@@ -336,10 +391,19 @@ def load_scoresheet(path: str | Path) -> Scoresheet:
         {n: sha256_of(locked[n]) for n in LOCKED_FIELDS}
     ):
         raise StaleRunError(path, "lock.sha256", "does not match the locked fields")
-    attempts = _verified_chain(path, "attempts", data.get("attempts") or [], Attempt, lock["sha256"])
-    measurements = _verified_chain(path, "measurements", data.get("measurements") or [], PlacementMeasurement,
-                                   lock["sha256"])
-    return Scoresheet(path, locked, lock, data.get("settings") or {}, attempts, measurements)
+    if not isinstance(locked.get("trials"), list) or not all(isinstance(t, dict) and "index" in t
+                                                              for t in locked["trials"]):
+        raise HarnessInputError(path, "locked.trials", "not a list of trials")
+    as_written = stored.canonical and stored.format == FORMAT
+    attempts = _verified_chain(path, "attempts", [r for k, r in stored.records if k == "attempt"], Attempt,
+                               lock["sha256"], as_written)
+    measurements = _verified_chain(path, "measurements", [r for k, r in stored.records if k == "measurement"],
+                                   PlacementMeasurement, lock["sha256"], as_written)
+    stored.records = []   # the models are the record from here on; the stored state only locates the tail
+    settings = data.get("settings") or {}
+    if not isinstance(settings, dict):
+        raise HarnessInputError(path, "settings", "not a mapping")
+    return Scoresheet(path, locked, lock, settings, attempts, measurements, stored)
 
 
 def check_resumable(sheet: Scoresheet, protocol_path: Path, policy_ref: str | None) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.models.protocol import FAILURE_MODES
 from harness.models.scoresheet import Scoresheet
 from harness.models.stats import describe, wilson_interval
+from harness.models.taxonomy import FAILURE_MODES
 
 
 def summarize(sheet: Scoresheet) -> dict[str, Any]:

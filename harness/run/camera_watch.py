@@ -37,10 +37,10 @@ class CameraWatch:
         self._why[camera] = problem
 
     def dropout(self, t: float) -> str | None:
-        """A reason string when some camera has been bad for too long, else None."""
+        """What is wrong when some camera has been bad for too long (the void's detail), else None."""
         for camera, since in self._bad_since.items():
             if since is not None and t - since >= self.policy.max_bad_s:
-                return f"camera dropout: {camera} {self._why[camera]} for {t - since:.1f} s"
+                return f"{camera} {self._why[camera]} for {t - since:.1f} s"
         return None
 
     def _problem(self, camera: str, frame: np.ndarray | None) -> str | None:

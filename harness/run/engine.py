@@ -1,11 +1,13 @@
 """The trial engine: one protocol, one scoresheet, trial after trial, resumable.
 
-The TUI and the plain terminal mode are both `RunObserver`s over this engine;
-neither holds run logic of its own.
+The TUI and the plain terminal mode are both `RunObserver`s over this engine. Every decision
+about the run (what voids a trial, what pauses the run, returning to the start pose on an
+abort, releasing torque on every way out) is made here, so both front ends behave the same.
 """
 
 from __future__ import annotations
 
+import logging
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,23 +15,33 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from harness.errors import EmergencyStopped, RunPaused
 from harness.models.protocol import JOINT_NAMES, Trial
 from harness.models.protocol import Protocol as EvalProtocol
 from harness.models.scoresheet import Attempt, LoopStats, Scoresheet, attempt_from_label, now_iso
 from harness.models.stats import percentile
+from harness.models.taxonomy import Label, Void, VoidKind
 from harness.policies.base import EvalPolicy, TrialContext
 from harness.run.camera_watch import CameraWatch, DropoutPolicy
 from harness.run.clock import Clock
 from harness.run.evidence import EvidenceRecorder
-from harness.run.safety import EmergencyStopped
+from harness.run.safety import GuardedRobot
 from harness.run.stages import TrialStage
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class ScoreDecision:
-    label: str                    # success, a failure mode, or void
-    void_reason: str | None = None
+    """An observer's answer for one trial: a taxonomy label; a void carries its kind and reason."""
+
+    label: str                    # a `Label` value: success, a failure mode, or void
+    void: Void | None = None
     note: str | None = None
+
+    @property
+    def void_reason(self) -> str | None:
+        return self.void.reason if self.void is not None else None
 
 
 class RunObserver(Protocol):
@@ -37,7 +49,10 @@ class RunObserver(Protocol):
     def phase(self, name: str) -> None: ...
     def step(self, step: int, timing: dict[str, float]) -> None: ...
     def warn(self, message: str) -> None: ...
-    def score(self, trial: Trial, verdict: dict[str, Any] | None, void_reason: str | None) -> ScoreDecision: ...
+    def score(self, trial: Trial, verdict: dict[str, Any] | None, void: Void | None) -> ScoreDecision:
+        """The label for a finished trial; when the engine already voided it (`void`), return that void."""
+        ...
+
     def trial_scored(self, attempt: Attempt) -> None: ...
     def stop_requested(self) -> bool:
         """True once the operator aborted: the trial in flight is voided and the run ends."""
@@ -48,15 +63,8 @@ class RunObserver(Protocol):
         ...
 
 
-class RunPaused(Exception):
-    """The run stopped on a fault or a stop key; the scoresheet is intact and resumable."""
-
-
-VOID_ABORTED = "aborted by operator"
-VOID_IO_PREFIX = "robot I/O error"
 # What LeRobot's buses and cameras raise when hardware stops answering mid-trial.
 ROBOT_IO_ERRORS = (ConnectionError, TimeoutError, OSError)
-VOID_ESTOP = "emergency stop by operator"
 
 
 @dataclass
@@ -80,7 +88,7 @@ class RunOptions:
 @dataclass
 class EpisodeOutcome:
     steps: int
-    void_reason: str | None
+    void: Void | None
     stopped_by_operator: bool
     policy_ms: list[float]
     io_ms: list[float]
@@ -88,7 +96,7 @@ class EpisodeOutcome:
 
 
 class RunEngine:
-    def __init__(self, protocol: EvalProtocol, sheet: Scoresheet, robot: Any, policy: EvalPolicy,
+    def __init__(self, protocol: EvalProtocol, sheet: Scoresheet, robot: GuardedRobot, policy: EvalPolicy,
                  stage: TrialStage, observer: RunObserver, clock: Clock, options: RunOptions | None = None) -> None:
         self.protocol = protocol
         self.sheet = sheet
@@ -102,34 +110,54 @@ class RunEngine:
 
     # --- the run -----------------------------------------------------------
     def run(self) -> int:
-        """Run pending trials; returns how many attempts were recorded. Raises RunPaused on a fault."""
+        """Run pending trials; returns how many attempts were recorded.
+
+        Raises `RunPaused` on a fault, an emergency stop or an operator's abort (after returning
+        the arm to its start pose). Torque is released however this returns.
+        """
+        try:
+            return self._run()
+        finally:
+            self.robot.release_torque()
+
+    def _run(self) -> int:
         recorded = 0
         total = self.sheet.locked["trial_count"]
         while self.sheet.pending_trials():
             if self.options.max_attempts is not None and recorded >= self.options.max_attempts:
                 break
             if not self.observer.wait_if_paused():
-                break
+                self._abort()
             index = self.sheet.pending_trials()[0]
             trial = self.protocol.trial(index)
             try:
-                attempt = self.run_trial(trial, done=total - len(self.sheet.pending_trials()), total=total)
+                attempt, void = self._run_trial(trial, done=total - len(self.sheet.pending_trials()), total=total)
             except EmergencyStopped as stop:  # between trials (start pose move): nothing to void
-                raise RunPaused(VOID_ESTOP) from stop
+                raise RunPaused(Void(VoidKind.EMERGENCY_STOP)) from stop
             recorded += 1
             self.observer.trial_scored(attempt)
-            if attempt.outcome == "void" and (attempt.void_reason or "").startswith("camera dropout"):
-                raise RunPaused(attempt.void_reason)
-            if attempt.outcome == "void" and (attempt.void_reason == VOID_ESTOP or
-                                              (attempt.void_reason or "").startswith(VOID_IO_PREFIX)):
-                raise RunPaused(attempt.void_reason)
-            if attempt.outcome == "void" and attempt.void_reason == VOID_ABORTED:
-                break
+            if void is not None and void.kind is VoidKind.OPERATOR_ABORT:
+                self._abort()
+            if void is not None and void.kind.pauses_run:
+                log.info("run paused: %s", void.reason)
+                raise RunPaused(void)
         return recorded
 
+    def _abort(self) -> None:
+        """The operator aborted: back to the start pose (unless the e-stop forbids motion), then pause."""
+        if not self.robot.stopped:
+            self.observer.phase("moving to start pose")
+            self.move_to(self.protocol.start_pose, self.options.start_pose_s)
+        raise RunPaused(Void(VoidKind.OPERATOR_ABORT))
+
     def run_trial(self, trial: Trial, done: int = 0, total: int = 0) -> Attempt:
+        """Run and record one attempt at `trial` (the scoresheet is saved before this returns)."""
+        return self._run_trial(trial, done, total)[0]
+
+    def _run_trial(self, trial: Trial, done: int, total: int) -> tuple[Attempt, Void | None]:
         number = self.sheet.next_attempt_number(trial.index)
         self.observer.trial_started(trial, number, done, total)
+        log.info("trial %d attempt %d: start", trial.index, number)
         started = now_iso()
         t_start = self.clock.now()
         self.observer.phase("moving to start pose")
@@ -158,8 +186,12 @@ class RunEngine:
             if dataset is not None:
                 dataset.discard_episode()
             raise
-        void_reason = episode.void_reason or (VOID_ABORTED if episode.stopped_by_operator else None)
-        decision = self.observer.score(trial, verdict, void_reason)
+        void = episode.void or (Void(VoidKind.OPERATOR_ABORT) if episode.stopped_by_operator else None)
+        decision = self.observer.score(trial, verdict, void)
+        if decision.label == Label.VOID and decision.void is None:
+            decision = ScoreDecision(Label.VOID, Void(VoidKind.OPERATOR_VOID), decision.note)
+        log.info("trial %d attempt %d: %s%s", trial.index, number, decision.label,
+                 f" ({decision.void_reason})" if decision.void else "")
         ended = now_iso()
         fields: dict[str, Any] = {
             "trial_index": trial.index,
@@ -176,7 +208,8 @@ class RunEngine:
         }
         if decision.label == "success" and verdict is not None:
             fields["placement_error_cm"] = verdict["true_placement_error_cm"]
-        return self.sheet.add_attempt(attempt_from_label(decision.label, **fields))
+        attempt = self.sheet.add_attempt(attempt_from_label(decision.label, **fields))
+        return attempt, decision.void if decision.label == Label.VOID else None
 
     # --- the control loop --------------------------------------------------
     def _episode(self, trial: Trial, recorder: EvidenceRecorder) -> EpisodeOutcome:
@@ -186,7 +219,7 @@ class RunEngine:
         io_ms: list[float] = []
         missed = 0
         stopped = False
-        void_reason = None
+        void: Void | None = None
         finish_at: int | None = None
         step = 0
         for step in range(max_steps):
@@ -198,11 +231,12 @@ class RunEngine:
                 t2 = self.clock.now()
                 sent = self.robot.send_action(action)
             except EmergencyStopped:
-                void_reason = VOID_ESTOP
+                void = Void(VoidKind.EMERGENCY_STOP)
                 break
             except ROBOT_IO_ERRORS as exc:  # a servo or camera stopped answering: void, never lose the trial
-                void_reason = f"{VOID_IO_PREFIX}: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:160]}"
-                self.observer.warn(f"{void_reason}. Check cables and power, then resume.")
+                first_line = (str(exc).strip().splitlines() or [""])[0][:160]
+                void = Void(VoidKind.ROBOT_IO_ERROR, f"{type(exc).__name__}: {first_line}")
+                self.observer.warn(f"{void.reason}. Check cables and power, then resume.")
                 break
             t3 = self.clock.now()
             self.stage.observed(observation)
@@ -221,9 +255,10 @@ class RunEngine:
                 watch.see(cam, frame, sim_t)
             self.observer.step(step, timing)
             self.stage.on_step(trial, step)
-            void_reason = watch.dropout(sim_t)
-            if void_reason:
-                self.observer.warn(void_reason)
+            dropout = watch.dropout(sim_t)
+            if dropout:
+                void = Void(VoidKind.CAMERA_DROPOUT, dropout)
+                self.observer.warn(void.reason)
                 self.hold_still()
                 break
             if finish_at is None and self.stage.finished():
@@ -239,7 +274,7 @@ class RunEngine:
             self.observer.warn(
                 f"policy inference (median {statistics.median(policy_ms):.0f} ms) cannot keep {self.protocol.fps} Hz"
             )
-        return EpisodeOutcome(len(policy_ms), void_reason, stopped, policy_ms, io_ms, missed)
+        return EpisodeOutcome(len(policy_ms), void, stopped, policy_ms, io_ms, missed)
 
     def _record_dataset_frame(self, observation: dict[str, Any], action: dict[str, float]) -> None:
         sink = self.options.dataset

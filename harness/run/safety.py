@@ -9,17 +9,23 @@ shut until the robot is reconnected.
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
+from harness.errors import EmergencyStopped
 
-class EmergencyStopped(Exception):
-    """Motion was refused because the emergency stop was pressed."""
+log = logging.getLogger(__name__)
 
 
 class GuardedRobot:
-    def __init__(self, robot: Any) -> None:
+    """`release` turns torque off on this particular robot type; the composition layer passes it
+    (`harness.app.robots`), so releasing never depends on guessing which methods a robot has."""
+
+    def __init__(self, robot: Any, release: Callable[[], None]) -> None:
         self.robot = robot
+        self._release = release
         self._lock = threading.RLock()
         self._stopped = threading.Event()
 
@@ -55,10 +61,9 @@ class GuardedRobot:
 
     def release_torque(self) -> None:
         with self._lock:
-            if hasattr(self.robot, "disable_torque"):
-                self.robot.disable_torque()
-            elif hasattr(self.robot, "bus"):
-                self.robot.bus.disable_torque()
+            if self.robot.is_connected:
+                self._release()
+                log.debug("torque released")
 
     @property
     def torque_enabled(self) -> bool | None:

@@ -7,9 +7,10 @@ from typing import Any, TextIO
 
 from harness.models.protocol import Trial
 from harness.models.scoresheet import Attempt
+from harness.models.taxonomy import SCORE_KEYS, Label, Void, VoidKind
 from harness.run.engine import ScoreDecision
 
-KEYS = {"s": "success", "n": "no_grasp", "d": "grasped_then_dropped", "w": "wrong_placement", "v": "void"}
+PROMPT = "Score: " + ", ".join(f"[{label.key}] {label.title}" for label in Label) + " > "
 
 
 class TerminalObserver:
@@ -38,28 +39,27 @@ class TerminalObserver:
               "from the trained position, then press Enter.", file=self.out, flush=True)
         self.stdin.readline()
 
-    def score(self, trial: Trial, verdict: dict[str, Any] | None, void_reason: str | None) -> ScoreDecision:
-        if void_reason:
-            return ScoreDecision("void", void_reason=void_reason)
+    def score(self, trial: Trial, verdict: dict[str, Any] | None, void: Void | None) -> ScoreDecision:
+        if void is not None:
+            return ScoreDecision(Label.VOID, void)
         if verdict is not None and not self.operator_scores:
             return ScoreDecision(verdict["label"])
-        prompt = "Score: [s]uccess, [n]o-grasp, grasped-then-[d]ropped, [w]rong-placement, [v]oid > "
         while True:
-            print(prompt, end="", file=self.out, flush=True)
+            print(PROMPT, end="", file=self.out, flush=True)
             key = self.stdin.readline().strip().lower()[:1]
-            if key in KEYS:
+            if key in SCORE_KEYS:
                 break
-        label = KEYS[key]
-        reason = None
-        if label == "void":
+        label = SCORE_KEYS[key]
+        operator_void = None
+        if label is Label.VOID:
             print("Reason for the void > ", end="", file=self.out, flush=True)
-            reason = self.stdin.readline().strip() or "voided by operator"
+            operator_void = Void(VoidKind.OPERATOR_VOID, self.stdin.readline().strip() or None)
         print("Note (optional) > ", end="", file=self.out, flush=True)
         note = self.stdin.readline().strip() or None
-        return ScoreDecision(label, void_reason=reason, note=note)
+        return ScoreDecision(label, operator_void, note)
 
     def trial_scored(self, attempt: Attempt) -> None:
-        label = attempt.label if attempt.outcome != "void" else f"void ({attempt.void_reason})"
+        label = attempt.label if attempt.outcome != Label.VOID else f"void ({attempt.void_reason})"
         extra = f", placement {attempt.placement_error_cm:.2f} cm" if attempt.placement_error_cm is not None else ""
         clean = ""
         if attempt.judge and attempt.judge.get("clean_release") is False:

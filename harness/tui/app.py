@@ -1,28 +1,25 @@
-"""The operator's app. The engine runs in a worker thread; `TuiObserver` carries its events to
-the screen and the operator's scores back, so the TUI holds no run logic of its own."""
+"""The operator's app. The engine runs on a worker thread with a `TuiObserver` (built with the
+engine by `harness.app`); the app draws what the observer sends and turns keys into the
+observer's pause/abort flags and the guard's emergency stop. Decisions about the run (voids,
+pauses, the abort's return to the start pose, torque release) are the engine's."""
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import functools
 import threading
-import time
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from PIL import Image
 from textual.app import App
 from textual.binding import Binding
 
-from harness.models.protocol import Trial
-from harness.models.scoresheet import Attempt
-from harness.run.engine import RunEngine, RunPaused, ScoreDecision
-from harness.tui.screens import CheckReport, CheckScreen, PlaceCubeScreen, RunScreen, ScoreScreen
+from harness.errors import HarnessError, RunPaused
+from harness.models.taxonomy import VoidKind
+from harness.run.engine import RunEngine
+from harness.run.safety import GuardedRobot
+from harness.tui.observer import TuiObserver
+from harness.tui.screens import CheckReport, CheckScreen, RunScreen
 from harness.tui.state import RunState
-
-UI_UPDATE_S = 0.2
 
 CSS = """
 #body { height: auto; }
@@ -38,95 +35,6 @@ RunScreen { overflow-y: hidden; }
 """
 
 
-class TuiObserver:
-    """Called from the engine's thread; every UI change goes through `call_from_thread`."""
-
-    def __init__(self, app: RunApp) -> None:
-        self.app = app
-        self._last_ui = 0.0
-        self._loop_t0 = 0.0
-        self._missed = 0
-        self.abort = threading.Event()
-        self.closing = threading.Event()
-        self.pause = threading.Event()
-        self._resume = threading.Event()
-
-    def _ui(self, **changes: Any) -> None:
-        self.app.post_to_ui(self.app.update_state, **changes)
-
-    def trial_started(self, trial: Trial, attempt: int, done: int, total: int) -> None:
-        self._loop_t0 = time.perf_counter()
-        self._missed = 0
-        self._ui(position=done + 1, trial_index=trial.index, attempt=attempt, dx_cm=trial.dx_cm, dy_cm=trial.dy_cm,
-                 yaw_deg=trial.yaw_deg, step=0, missed=0, banner=None)
-
-    def phase(self, name: str) -> None:
-        self._ui(phase=name)
-
-    def step(self, step: int, timing: dict[str, float]) -> None:
-        now = time.perf_counter()
-        self._missed += int(timing["missed"])
-        if now - self._last_ui < UI_UPDATE_S:
-            return
-        self._last_ui = now
-        hz = (step + 1) / (now - self._loop_t0) if now > self._loop_t0 else 0.0
-        self._ui(step=step + 1, loop_hz=hz, policy_ms=timing["policy_ms"], missed=self._missed)
-
-    def warn(self, message: str) -> None:
-        self._ui(banner=message)
-
-    def confirm_cube_placed(self, trial: Trial) -> None:
-        message = (f"Place the cube {trial.dx_cm:+.1f} cm away and {abs(trial.dy_cm):.1f} cm "
-                   f"{'left' if trial.dy_cm >= 0 else 'right'} of the trained position"
-                   f"{f', turned {trial.yaw_deg:+.0f} deg' if trial.yaw_deg else ''}, then press Enter.")
-        self._ask(lambda done: self.app.push_screen(PlaceCubeScreen(message), done))
-
-    def score(self, trial: Trial, verdict: dict[str, Any] | None, void_reason: str | None) -> ScoreDecision:
-        if void_reason:
-            return ScoreDecision("void", void_reason=void_reason)
-        text = f"trial #{trial.index} (dx {trial.dx_cm:+.1f}, dy {trial.dy_cm:+.1f} cm)"
-        return self._ask(lambda done: self.app.push_screen(
-            ScoreScreen(text, verdict, self.app.undo_s, self.app.auto_accept), done))
-
-    def _ask(self, push: Any) -> Any:
-        """Show a prompt on the UI thread and wait here for the operator's answer."""
-        answered = threading.Event()
-        box: list[Any] = []
-
-        def done(result: Any) -> None:
-            box.append(result)
-            answered.set()
-
-        self.app.post_to_ui(push, done)
-        while not answered.wait(0.1):
-            if self.closing.is_set():
-                return ScoreDecision("void", void_reason="operator closed the TUI before scoring")
-        return box[0]
-
-    def trial_scored(self, attempt: Attempt) -> None:
-        preview = None
-        path = attempt.artifacts.get("final_top.png")
-        if path:
-            preview = np.asarray(Image.open(path).convert("RGB"))
-        label = attempt.label if attempt.outcome != "void" else f"void ({attempt.void_reason})"
-        self.app.post_to_ui(self.app.record_score, attempt.label, label, preview)
-
-    def stop_requested(self) -> bool:
-        return self.abort.is_set()
-
-    def wait_if_paused(self) -> bool:
-        if self.pause.is_set():
-            self._ui(paused=True, phase="paused")
-            while self.pause.is_set() and not self.abort.is_set():
-                self._resume.wait(0.1)
-            self._ui(paused=False, pause_requested=False)
-        return not self.abort.is_set()
-
-    def resume(self) -> None:
-        self.pause.clear()
-        self._resume.set()
-
-
 class RunApp(App[int]):
     CSS = CSS
     TITLE = "harness"
@@ -139,32 +47,24 @@ class RunApp(App[int]):
         Binding("q", "quit_when_done", "Quit", show=False),
     ]
 
-    def __init__(self, engine: RunEngine, guard: Any, check: CheckReport, state: RunState,
-                 undo_s: float = 3.0, auto_accept: bool = False) -> None:
+    def __init__(self, engine: RunEngine, observer: TuiObserver, guard: GuardedRobot, check: CheckReport,
+                 state: RunState, undo_s: float = 3.0, auto_accept: bool = False) -> None:
+        """`observer` must be the one `engine` reports to (both built by `harness.app.tui`)."""
         super().__init__()
         self.engine = engine
+        self.observer = observer
         self.guard = guard
         self.check = check
         self.state = state
         self.undo_s = undo_s
         self.auto_accept = auto_accept
-        self.observer = TuiObserver(self)
-        engine.observer = self.observer
         self.exit_code = 0
         self.finished = False
         self._engine_thread: threading.Thread | None = None
 
     def on_mount(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._ui_context = contextvars.copy_context()  # Textual's active-app context, for queued calls
+        self.observer.link.open(self)
         self.push_screen(CheckScreen(self.check), self._after_check)
-
-    def post_to_ui(self, callback: Any, *args: Any, **kwargs: Any) -> None:
-        """Queue a call on the UI thread without waiting for it: the engine never blocks on drawing,
-        and a closing app cannot deadlock the engine thread."""
-        if self.observer.closing.is_set():
-            return
-        self._loop.call_soon_threadsafe(functools.partial(callback, *args, **kwargs), context=self._ui_context)
 
     def _after_check(self, start: bool | None) -> None:
         if not start:
@@ -181,22 +81,23 @@ class RunApp(App[int]):
         code, banner = 0, None
         try:
             self.engine.run()
-            if self.observer.abort.is_set() and not self.guard.stopped:
-                self.post_to_ui(self.update_state, phase="moving to start pose")
-                self.engine.move_to(self.engine.protocol.start_pose, self.engine.options.start_pose_s)
-                banner = "Aborted: arm at the start pose, torque released. Resume later with --resume."
-                code = 3
         except RunPaused as paused:
-            banner, code = f"Run paused: {paused}. Fix the cause, then run again with --resume.", 3
+            code = paused.exit_code
+            if paused.void.kind is VoidKind.OPERATOR_ABORT:
+                where = "arm at the start pose" if not self.guard.stopped else "emergency stop held"
+                banner = f"Aborted: {where}, torque released. Resume later with --resume."
+            else:
+                banner = f"Run paused: {paused}. Fix the cause, then run again with --resume."
+        except HarnessError as err:
+            banner, code = f"Error: {err.one_line()}. Torque released; resume with --resume.", err.exit_code
         except Exception as exc:
             first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             banner, code = f"Error: {type(exc).__name__}: {first_line[:120]}. Torque released; resume with --resume.", 1
         finally:
-            self.guard.release_torque()
             if self.guard.world is not None:
                 self.guard.world.release_renderers()  # GL contexts belong to this thread
         self.exit_code = code
-        self.post_to_ui(self._finish, banner)
+        self.observer.link.post(RunApp._finish, banner)
 
     # --- UI thread ---------------------------------------------------------
     def update_state(self, **changes: Any) -> None:
@@ -220,12 +121,11 @@ class RunApp(App[int]):
         self.update_state(banner="EMERGENCY STOP: torque released. The run will not move the arm again.")
 
     def action_toggle_pause(self) -> None:
-        if self.observer.pause.is_set():
+        if self.observer.pause_requested:
             self.observer.resume()
             self.update_state(pause_requested=False)
         else:
-            self.observer._resume.clear()
-            self.observer.pause.set()
+            self.observer.request_pause()
             self.update_state(pause_requested=True)
 
     def action_abort(self) -> None:
@@ -247,9 +147,7 @@ class RunApp(App[int]):
 
     def on_unmount(self) -> None:
         """However the app ends, the engine stops moving the arm and finishes its bookkeeping."""
-        self.observer.abort.set()
-        self.observer.closing.set()
-        self.observer.resume()
+        self.observer.close()
         thread = getattr(self, "_engine_thread", None)
         if thread is not None:
             thread.join(timeout=30)

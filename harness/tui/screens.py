@@ -11,13 +11,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
+from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 
+from harness.models.taxonomy import SCORE_KEYS, Label, Void, VoidKind
 from harness.run.engine import ScoreDecision
 from harness.tui.state import RunState
-from harness.tui.widgets import LABEL_STYLE, Banner, CubePlacement, FramePreview, LoopPanel, TallyPanel, TrialHeader
-
-SCORE_KEYS = {"s": "success", "n": "no_grasp", "d": "grasped_then_dropped", "w": "wrong_placement", "v": "void"}
+from harness.tui.widgets import Banner, CubePlacement, FramePreview, LoopPanel, TallyPanel, TrialHeader, label_style
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ class ScoreScreen(ModalScreen[ScoreDecision]):
     """Score keys, the judge's verdict as the default in sim, a note, and an undo window."""
 
     BINDINGS = [
-        *(Binding(key, f"choose('{label}')", label.replace("_", "-"), show=True) for key, label in SCORE_KEYS.items()),
+        *(Binding(key, f"choose('{label.value}')", label.title, show=True) for key, label in SCORE_KEYS.items()),
         Binding("enter", "accept_default", "Accept verdict"),
         Binding("o", "note", "Note"),
         Binding("u", "undo", "Undo"),
@@ -121,6 +121,7 @@ class ScoreScreen(ModalScreen[ScoreDecision]):
         self.note: str | None = None
         self.pending: ScoreDecision | None = None
         self._left = 0.0
+        self._timers_running: list[Timer] = []
 
     def compose(self) -> ComposeResult:
         with Vertical(id="score-box"):
@@ -136,12 +137,12 @@ class ScoreScreen(ModalScreen[ScoreDecision]):
         text = Text(f"Score {self.trial_text}\n\n", style="bold")
         if self.verdict is not None:
             text.append("Simulator judge: ", style="bold")
-            text.append(self.verdict["label"], style=LABEL_STYLE.get(self.verdict["label"], "bold"))
+            text.append(self.verdict["label"], style=label_style(self.verdict["label"]))
             text.append(f"  ({self.verdict['detail']})\n", style="dim")
             text.append("Enter accepts it; a key below overrides it.\n\n")
         for i, (key, label) in enumerate(SCORE_KEYS.items()):
             text.append(f" {key} ", style="bold reverse")
-            text.append(f" {label.replace('_', '-')}  ", style=LABEL_STYLE[label])
+            text.append(f" {label.title}  ", style=label.colour)
             if i == 2:
                 text.append("\n")
         text.append("\n o ", style="bold reverse")
@@ -160,11 +161,12 @@ class ScoreScreen(ModalScreen[ScoreDecision]):
         self.query_one("#score-text", Static).update(text)
 
     def action_choose(self, label: str) -> None:
-        if label == "void":
-            self.app.push_screen(TextPrompt("Why is this trial void? (e.g. camera dropout, cube bumped)"),
-                                 lambda reason: self._stage(ScoreDecision("void", void_reason=reason or "voided")))
+        if label == Label.VOID:
+            self.app.push_screen(
+                TextPrompt("Why is this trial void? (e.g. camera dropout, cube bumped)"),
+                lambda reason: self._stage(ScoreDecision(Label.VOID, Void(VoidKind.OPERATOR_VOID, reason or None))))
         else:
-            self._stage(ScoreDecision(label))
+            self._stage(ScoreDecision(Label(label)))
 
     def action_accept_default(self) -> None:
         if self.verdict is not None:
@@ -185,8 +187,8 @@ class ScoreScreen(ModalScreen[ScoreDecision]):
         if self.undo_s <= 0:
             self._commit()
         else:
-            self.set_timer(self.undo_s, self._commit, name="commit")
-            self.set_interval(1.0, self._tick, name="tick")
+            self._timers_running = [self.set_timer(self.undo_s, self._commit, name="commit"),
+                                    self.set_interval(1.0, self._tick, name="tick")]
 
     def _tick(self) -> None:
         self._left = max(0.0, self._left - 1.0)
@@ -194,13 +196,14 @@ class ScoreScreen(ModalScreen[ScoreDecision]):
 
     def action_undo(self) -> None:
         self.pending = None
-        for timer in list(self._timers):
+        for timer in self._timers_running:
             timer.stop()
+        self._timers_running = []
         self._draw()
 
     def _commit(self) -> None:
         if self.pending is not None:
-            decision = ScoreDecision(self.pending.label, self.pending.void_reason, self.note)
+            decision = ScoreDecision(self.pending.label, self.pending.void, self.note)
             self.pending = None
             self.dismiss(decision)
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from harness.models.protocol import FAILURE_MODES
 from harness.models.stats import wilson_interval
+from harness.models.taxonomy import FAILURE_MODES, Label
 
 
 @dataclass(frozen=True)
@@ -24,9 +24,9 @@ class Tally:
         return wilson_interval(self.success, self.scored)
 
     def add(self, label: str) -> Tally:
-        if label == "success":
+        if label == Label.SUCCESS:
             return replace(self, success=self.success + 1)
-        if label == "void":
+        if label == Label.VOID:
             return replace(self, voids=self.voids + 1)
         return replace(self, failures={**self.failures, label: self.failures.get(label, 0) + 1})
 

@@ -8,14 +8,18 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from harness.models.taxonomy import ALL_LABELS, Label
 from harness.tui.state import RunState
 
 PHASE_STYLE = {
     "running": "bold green", "scoring": "bold yellow", "paused": "bold magenta",
     "moving to start pose": "cyan", "placing cube": "bold cyan", "done": "bold",
 }
-LABEL_STYLE = {"success": "green", "no_grasp": "red", "grasped_then_dropped": "dark_orange",
-               "wrong_placement": "magenta", "void": "grey62"}
+
+
+def label_style(label: str) -> str:
+    """A taxonomy label's colour (`bold` for anything outside the taxonomy)."""
+    return Label(label).colour if label in ALL_LABELS else "bold"
 
 
 class TrialHeader(Static):
@@ -115,11 +119,11 @@ class TallyPanel(Static):
         else:
             text.append("No trials scored yet\n", style="dim")
         for mode, count in t.failures.items():
-            text.append(f"{mode:<21}{count:>3}\n", style=LABEL_STYLE[mode] if count else "dim")
+            text.append(f"{mode:<21}{count:>3}\n", style=label_style(mode) if count else "dim")
         text.append(f"{'void (retried)':<21}{t.voids:>3}\n", style="grey62")
         if s.last_label:
             text.append("last: ", style="dim")
-            text.append(s.last_label, style=LABEL_STYLE.get(s.last_label.split(" ")[0], "bold"))
+            text.append(s.last_label, style=label_style(s.last_label.split(" ")[0]))
         self.update(text)
 
 

@@ -1,0 +1,131 @@
+"""Everything one `harness run` needs, built in dependency order and handed over through constructors:
+policy -> robot (behind the guard) -> observer -> stage -> engine."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from harness.app.parts import Parts
+from harness.errors import HarnessInputError
+from harness.models.protocol import Protocol
+from harness.models.scoresheet import Scoresheet
+from harness.policies.base import EvalPolicy
+from harness.run.clock import MonotonicClock
+from harness.run.engine import RunEngine, RunObserver, RunOptions
+from harness.run.safety import GuardedRobot
+from harness.run.stages import OperatorStage, SimStage, TrialStage
+
+log = logging.getLogger(__name__)
+
+
+class FrontEnd(StrEnum):
+    """Who the operator talks to: decides which observer the engine reports to."""
+
+    PLAIN = "plain"
+    TUI = "tui"
+
+
+@dataclass
+class RunSetup:
+    protocol: Protocol
+    sheet: Scoresheet
+    policy: EvalPolicy
+    robot: GuardedRobot
+    observer: RunObserver
+    stage: TrialStage
+    engine: RunEngine
+    dataset: Any | None
+
+    def close(self) -> None:
+        """Torque off, then disconnect, then the files: on every way out, each step even if one fails."""
+        release_torque(self.robot)
+        if self.dataset is not None:
+            self.dataset.close()
+        self.policy.close()
+
+
+def release_torque(robot: GuardedRobot) -> None:
+    """Best effort on the way out: a failure here must not hide the original error."""
+    try:
+        robot.release_torque()
+    except Exception as exc:
+        print(f"warning: could not release torque cleanly: {exc}", file=sys.stderr)
+    try:
+        robot.disconnect()
+    except Exception as exc:
+        print(f"warning: could not disconnect the robot cleanly: {exc}", file=sys.stderr)
+
+
+def _video_size(text: str) -> tuple[int, int]:
+    try:
+        width, height = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise HarnessInputError(None, "--video-size", f"'{text}' is not WIDTHxHEIGHT") from None
+    return width, height
+
+
+def _dropout(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    trial_s, _, step_s = text.partition(":")
+    try:
+        return int(trial_s), int(step_s or 0)
+    except ValueError:
+        raise HarnessInputError(None, "--inject-dropout", f"'{text}' is not TRIAL:STEP") from None
+
+
+def _observer(front_end: FrontEnd, operator_scores: bool) -> Any:
+    if front_end is FrontEnd.TUI:
+        from harness.tui.observer import TuiObserver
+
+        return TuiObserver()
+    from harness.run.terminal import TerminalObserver
+
+    return TerminalObserver(operator_scores=operator_scores)
+
+
+def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
+                front_end: FrontEnd = FrontEnd.PLAIN, parts: Parts | None = None) -> RunSetup:
+    """Policy, robot (behind the safety guard), observer, stage and engine for a resolved scoresheet."""
+    parts = parts or Parts()
+    video_size = _video_size(args.video_size)
+    dropout = _dropout(args.inject_dropout)
+    settings = sheet.settings
+    is_sim = sheet.locked["robot"] == "sim"
+    policy = parts.policy(sheet.locked["policy"]["ref"], protocol, settings, args.device)
+    try:
+        robot = parts.sim_robot(protocol, policy, args.realtime) if is_sim else parts.real_robot(settings, protocol)
+    except BaseException:
+        policy.close()
+        raise
+    cameras = {k for k, v in robot.robot.observation_features.items() if isinstance(v, tuple)}
+    missing = sorted(set(policy.camera_keys) - cameras)
+    if missing:
+        release_torque(robot)
+        policy.close()
+        raise HarnessInputError(None, "--camera", f"the policy needs camera(s) {missing} but the robot has "
+                                                  f"{sorted(cameras) or 'none'}: pass --camera NAME=INDEX "
+                                                  "(or --rename-map for other names)")
+    observer = _observer(front_end, operator_scores=not is_sim)
+    stage: TrialStage = (SimStage(robot.world, protocol, dropout) if is_sim
+                         else OperatorStage(observer.confirm_cube_placed))
+    dataset = None
+    if args.record_dataset is not None:
+        from harness.run.dataset_sink import DatasetSink
+
+        root = Path(args.record_dataset or Path(args.runs_dir) / sheet.path.stem / "dataset")
+        dataset = DatasetSink(root, protocol.fps, ["top", "wrist"], (640, 480), protocol.task,
+                              robot_type="so101_follower")
+    options = RunOptions(runs_dir=Path(args.runs_dir), paced=not is_sim, video=not args.no_video,
+                         video_fps=args.video_fps, video_size=video_size, max_attempts=args.max_trials,
+                         dataset=dataset)
+    engine = RunEngine(protocol, sheet, robot, policy, stage, observer, MonotonicClock(), options)
+    log.debug("run prepared: %s on %s, %s front end", sheet.locked["policy"]["ref"], sheet.locked["robot"],
+              front_end)
+    return RunSetup(protocol, sheet, policy, robot, observer, stage, engine, dataset)

@@ -1,0 +1,52 @@
+"""`harness dataset validate|coverage|split` and `harness offline-eval`: handlers in `harness.data.commands`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def dataset(args: argparse.Namespace) -> int:
+    from harness.data import commands
+
+    handlers = {"validate": commands.run_validate, "coverage": commands.run_coverage, "split": commands.run_split}
+    return handlers[args.dataset_command](args)
+
+
+def offline_eval(args: argparse.Namespace) -> int:
+    from harness.data.commands import run_offline_eval
+
+    return run_offline_eval(args)
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser("dataset", help="check LeRobot v3.0 datasets before training")
+    dsub = parser.add_subparsers(dest="dataset_command", required=True, metavar="ACTION")
+    validate = dsub.add_parser("validate", help="metadata, tabular data and every video frame; exit 0/1/2")
+    validate.add_argument("path")
+    validate.add_argument("--json", action="store_true", help="machine-readable report with stable check codes")
+    validate.add_argument("--processes", type=int, default=2, help="parallel decoding processes (default 2)")
+    validate.set_defaults(func=dataset)
+    cover = dsub.add_parser("coverage", help="where the cube starts in each episode, and how spread out")
+    cover.add_argument("path")
+    cover.add_argument("--calibration", help="bowl calibration (harness measure) to convert pixels to cm")
+    cover.add_argument("--px-per-cm", type=float, help="or a plain scale for a camera straight above the table")
+    cover.add_argument("--template-box", help="x,y,w,h of the cube in the template frame (default: the red blob)")
+    cover.add_argument("--template-episode", type=int, default=0)
+    cover.add_argument("--protocol", help="report each trial offset's distance to the nearest training start")
+    cover.add_argument("-o", "--output", default="coverage.png", help="plot (PNG); starts go to the same name .csv")
+    cover.set_defaults(func=dataset)
+    split = dsub.add_parser("split", help="hold out every tenth episode index (a splits file for LeRobot)")
+    split.add_argument("path")
+    split.add_argument("-o", "--output", help="default <dataset>/meta/splits_every10.json")
+    split.add_argument("--every", type=int, default=10)
+    split.set_defaults(func=dataset)
+
+    offline = sub.add_parser("offline-eval", help="teacher-forced action accuracy on held-out episodes")
+    offline.add_argument("--policy", help="a LeRobot pretrained policy folder")
+    offline.add_argument("--checkpoints", nargs="+", help="several checkpoint folders, compared in one table")
+    offline.add_argument("--dataset", required=True, help="LeRobot v3.0 dataset folder")
+    offline.add_argument("--episodes", help="held-out episode indices, e.g. 0,10,20 (default: every tenth)")
+    offline.add_argument("--frames", type=int, default=200, help="first N frames of each episode (default 200)")
+    offline.add_argument("--device", default="cpu")
+    offline.set_defaults(func=offline_eval)

@@ -1,0 +1,40 @@
+"""`harness run`: the parser; the command itself is `harness.app.run_command`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.app.run_command import run_from_args
+
+    return run_from_args(args)
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser("run", help="run a protocol, trial by trial (resumable)")
+    parser.add_argument("protocol")
+    parser.add_argument("--resume", action="store_true", help="continue the run's scoresheet where it stopped")
+    parser.add_argument("--robot", choices=["sim", "so101"], help="robot target (default: protocol's run section)")
+    parser.add_argument("--port", help="serial port of a real arm (e.g. /dev/ttyACM0, COM4)")
+    parser.add_argument("--robot-id", default="harness_follower",
+                        help="calibration id: calibration/<id>.json (emulated_follower for `emulate-bus --sim`)")
+    parser.add_argument("--camera", action="append", default=[], metavar="NAME=SOURCE",
+                        help="real camera: top=0 or wrist=/dev/video2 (repeatable)")
+    parser.add_argument("--policy", help="LeRobot pretrained folder, or a built-in: expert, replay")
+    parser.add_argument("--rename-map", help='JSON map of camera keys, e.g. \'{"top": "camera1"}\'')
+    parser.add_argument("--scoresheet", help="scoresheet path (default scoresheets/<protocol>-<policy>.yaml)")
+    parser.add_argument("--runs-dir", default="runs", help="where per-trial evidence goes (default runs/)")
+    parser.add_argument("--headless", action="store_true", help="plain terminal mode, no TUI")
+    parser.add_argument("--realtime", action="store_true", help="pace the simulator at wall-clock speed (demos)")
+    parser.add_argument("--video-fps", type=float, default=10.0, help="evidence video frame rate (default 10)")
+    parser.add_argument("--video-size", default="320x240", help="evidence video size WxH (default 320x240)")
+    parser.add_argument("--no-video", action="store_true", help="keep final frames and trajectories only")
+    parser.add_argument("--record-dataset", nargs="?", const="", default=None, metavar="DIR",
+                        help="also write the rollouts as a LeRobot v3.0 dataset (default runs/<scoresheet>/dataset)")
+    parser.add_argument("--device", help="torch device for LeRobot policies (default: cuda if available)")
+    parser.add_argument("--max-trials", type=int, help="stop after this many attempts (the run stays resumable)")
+    parser.add_argument("--inject-dropout", metavar="TRIAL:STEP",
+                        help="testing aid: freeze the sim's top camera in TRIAL from STEP on")
+    parser.set_defaults(func=run)

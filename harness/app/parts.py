@@ -1,0 +1,70 @@
+"""How each part of a run is made from settings: the policy, and the robot behind its safety guard.
+
+`Parts` bundles these factories so a caller (a test, a future GUI) can substitute one of them
+through the constructor instead of patching a module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from harness.errors import HarnessInputError
+from harness.models.protocol import Protocol
+from harness.policies.base import EvalPolicy
+from harness.run.safety import GuardedRobot
+
+
+def make_policy(ref: str, protocol: Protocol, settings: dict[str, Any], device: str | None) -> EvalPolicy:
+    """A built-in policy by name, or a LeRobot checkpoint folder."""
+    from harness.policies.scripted import ExpertPolicy, ReplayPolicy
+
+    if ref == "expert":
+        return ExpertPolicy()
+    if ref == "replay":
+        return ReplayPolicy()
+    from harness.policies.lerobot_policy import LeRobotPolicy
+
+    return LeRobotPolicy(ref, task=protocol.task, device=device, rename_map=settings.get("rename_map") or {})
+
+
+def make_sim_robot(protocol: Protocol, policy: EvalPolicy, realtime: bool) -> GuardedRobot:
+    """The simulated SO-101 in the protocol's scene, rendering the cameras the policy reads."""
+    from harness.sim.config_sim_so101 import SimSO101Config
+    from harness.sim.scene import SceneGeometry
+    from harness.sim.sim_so101 import SimSO101
+    from harness.sim.world import SimWorld
+
+    scene = protocol.scene
+    geometry = SceneGeometry(bowl_xy=(scene.bowl_xy_cm[0] / 100, scene.bowl_xy_cm[1] / 100),
+                             bowl_rim_diameter=scene.bowl_diameter_cm / 100, cube_edge=scene.cube_edge_cm / 100)
+    world = SimWorld(geometry, control_fps=protocol.fps)
+    width, height = getattr(policy, "image_size", None) or (640, 480)
+    config = SimSO101Config(id="harness_sim", render_cameras=list(policy.camera_keys), camera_width=width,
+                            camera_height=height, fps=protocol.fps, realtime=realtime)
+    robot = SimSO101(config, world=world)
+    robot.connect()
+    return GuardedRobot(robot, release=robot.disable_torque)
+
+
+def make_real_robot(settings: dict[str, Any], protocol: Protocol) -> GuardedRobot:
+    """LeRobot's SO-101 follower on the re-locking bus; torque goes off through its bus."""
+    from harness.robots.so101 import make_so101_follower
+
+    port = settings.get("port")
+    if not port:
+        raise HarnessInputError(None, "--port", "a real arm needs --port (e.g. /dev/ttyACM0 or COM4)")
+    robot = make_so101_follower(port, settings.get("cameras") or {}, fps=protocol.fps,
+                                robot_id=settings.get("robot_id") or "harness_follower")
+    robot.connect()
+    return GuardedRobot(robot, release=robot.bus.disable_torque)
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The factories `prepare_run` uses; each can be replaced through the constructor."""
+
+    policy: Callable[[str, Protocol, dict[str, Any], str | None], EvalPolicy] = make_policy
+    sim_robot: Callable[[Protocol, EvalPolicy, bool], GuardedRobot] = make_sim_robot
+    real_robot: Callable[[dict[str, Any], Protocol], GuardedRobot] = make_real_robot

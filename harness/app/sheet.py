@@ -1,0 +1,75 @@
+"""Which scoresheet a `harness run` writes: lock a new one or load and check the one to resume."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from harness.errors import HarnessInputError
+from harness.models.protocol import Protocol
+from harness.models.scoresheet import Scoresheet, build_locked, check_resumable, load_scoresheet, lock_scoresheet
+
+BUILTIN_POLICIES = ("expert", "replay")
+
+
+def _slug(policy_ref: str) -> str:
+    name = Path(policy_ref.rstrip("/")).name or policy_ref
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def _find_sheet(protocol_path: Path, args: argparse.Namespace, policy_ref: str | None) -> Path | None:
+    if args.scoresheet:
+        return Path(args.scoresheet)
+    folder = Path("scoresheets")
+    if policy_ref:
+        return folder / f"{protocol_path.stem}-{_slug(policy_ref)}.yaml"
+    candidates = sorted(folder.glob(f"{protocol_path.stem}-*.yaml"))
+    if len(candidates) > 1:
+        names = ", ".join(str(c) for c in candidates)
+        raise HarnessInputError(protocol_path, "--policy", f"several runs of this protocol ({names}); name one")
+    return candidates[0] if candidates else None
+
+
+def parse_cameras(items: list[str]) -> dict[str, str]:
+    cameras = {}
+    for item in items:
+        name, sep, source = item.partition("=")
+        if not sep or not name or not source:
+            raise HarnessInputError(None, "--camera", f"'{item}' is not NAME=SOURCE (e.g. top=0)")
+        cameras[name] = source
+    return cameras
+
+
+def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: Path) -> tuple[Scoresheet, bool]:
+    """Lock a new scoresheet, or load and check the one to resume; True when it was created now."""
+    policy_flag = args.policy
+    path = _find_sheet(protocol_path, args, policy_flag or (None if args.resume else protocol.run.policy))
+    if path is not None and path.exists():
+        if not args.resume:
+            raise HarnessInputError(path, None, "this run already has a scoresheet; add --resume to continue it")
+        sheet = load_scoresheet(path)
+        check_resumable(sheet, protocol_path, policy_flag)
+        if args.robot and args.robot != sheet.locked["robot"]:
+            raise HarnessInputError(path, "robot", f"locked to '{sheet.locked['robot']}', not '{args.robot}'")
+        return sheet, False
+    policy_ref = policy_flag or protocol.run.policy
+    robot = args.robot or protocol.run.robot
+    if not policy_ref:
+        raise HarnessInputError(protocol_path, "run.policy", "no policy: pass --policy PATH|expert|replay")
+    if not robot:
+        raise HarnessInputError(protocol_path, "run.robot", "no robot: pass --robot sim|so101")
+    if policy_ref not in BUILTIN_POLICIES and not Path(policy_ref).is_dir():
+        raise HarnessInputError(None, "--policy", f"'{policy_ref}' is neither a built-in policy nor a folder")
+    path = path or Path("scoresheets") / f"{protocol_path.stem}-{_slug(policy_ref)}.yaml"
+    try:
+        rename_map = json.loads(args.rename_map) if args.rename_map else dict(protocol.run.rename_map)
+    except ValueError as exc:
+        raise HarnessInputError(None, "--rename-map", f"not JSON: {exc}") from None
+    settings = {
+        "port": args.port or protocol.run.port,
+        "robot_id": args.robot_id,
+        "cameras": parse_cameras(args.camera) or dict(protocol.run.cameras),
+        "rename_map": rename_map,
+    }
+    return lock_scoresheet(path, build_locked(protocol, protocol_path, policy_ref, robot), settings), True

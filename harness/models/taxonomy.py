@@ -1,0 +1,88 @@
+"""The failure taxonomy and the kinds of void, defined once; every other module derives from these.
+
+`Label` is what a scored attempt is called (success, one failure mode) plus `void`; each label
+carries the key an operator presses, the colour the TUI draws it in and whether it counts as a
+failure. `VoidKind` says why an attempt was voided and decides what the run does next, so no
+caller ever inspects the text of a void reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Label(StrEnum):
+    """A taxonomy label; its value is what scoresheets store (`outcome`/`failure_mode`)."""
+
+    SUCCESS = "success"
+    NO_GRASP = "no_grasp"
+    GRASPED_THEN_DROPPED = "grasped_then_dropped"
+    WRONG_PLACEMENT = "wrong_placement"
+    VOID = "void"
+
+    @property
+    def key(self) -> str:
+        """The key an operator presses for this label (TUI and plain terminal alike)."""
+        return _KEYS[self]
+
+    @property
+    def colour(self) -> str:
+        """A Rich colour name, so every screen draws a label the same way."""
+        return _COLOURS[self]
+
+    @property
+    def is_failure(self) -> bool:
+        return self in (Label.NO_GRASP, Label.GRASPED_THEN_DROPPED, Label.WRONG_PLACEMENT)
+
+    @property
+    def title(self) -> str:
+        """How people write it: `no-grasp`."""
+        return self.value.replace("_", "-")
+
+    @classmethod
+    def by_key(cls, key: str) -> Label | None:
+        return next((label for label in cls if label.key == key), None)
+
+
+_KEYS = {Label.SUCCESS: "s", Label.NO_GRASP: "n", Label.GRASPED_THEN_DROPPED: "d", Label.WRONG_PLACEMENT: "w",
+         Label.VOID: "v"}
+_COLOURS = {Label.SUCCESS: "green", Label.NO_GRASP: "red", Label.GRASPED_THEN_DROPPED: "dark_orange",
+            Label.WRONG_PLACEMENT: "magenta", Label.VOID: "grey62"}
+
+FAILURE_MODES: tuple[str, ...] = tuple(label.value for label in Label if label.is_failure)
+TAXONOMY: tuple[str, ...] = (Label.SUCCESS.value, *FAILURE_MODES)   # what a protocol pre-registers
+ALL_LABELS: tuple[str, ...] = (*TAXONOMY, Label.VOID.value)          # what a scoresheet locks
+SCORE_KEYS: dict[str, Label] = {label.key: label for label in Label}
+
+
+class VoidKind(StrEnum):
+    """Why an attempt was voided. The value is the text a void reason starts with on disk."""
+
+    CAMERA_DROPOUT = "camera dropout"
+    ROBOT_IO_ERROR = "robot I/O error"
+    EMERGENCY_STOP = "emergency stop by operator"
+    OPERATOR_ABORT = "aborted by operator"
+    OPERATOR_VOID = "voided by operator"
+    UI_CLOSED = "operator closed the TUI before scoring"
+
+    @property
+    def pauses_run(self) -> bool:
+        """A fault the operator must fix before the next trial: the run stops, resumable."""
+        return self in (VoidKind.CAMERA_DROPOUT, VoidKind.ROBOT_IO_ERROR, VoidKind.EMERGENCY_STOP,
+                        VoidKind.OPERATOR_ABORT, VoidKind.UI_CLOSED)
+
+
+@dataclass(frozen=True)
+class Void:
+    """A void as the engine decides it: the kind (what happens next) and a detail for people."""
+
+    kind: VoidKind
+    detail: str | None = None
+
+    @property
+    def reason(self) -> str:
+        """The text stored as the attempt's `void_reason`."""
+        if self.kind is VoidKind.OPERATOR_VOID and self.detail:
+            return self.detail  # the operator's own words
+        return f"{self.kind.value}: {self.detail}" if self.detail else self.kind.value

@@ -1,0 +1,165 @@
+"""The engine's observer in the TUI: runs on the engine's thread and talks to the app through a
+`UiLink`, so the engine never waits for drawing and the app never reaches into the engine."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from PIL import Image
+
+from harness.models.protocol import Trial
+from harness.models.scoresheet import Attempt
+from harness.models.taxonomy import Label, Void, VoidKind
+from harness.run.engine import ScoreDecision
+from harness.tui.screens import PlaceCubeScreen, ScoreScreen
+
+if TYPE_CHECKING:
+    from harness.tui.app import RunApp
+
+UI_UPDATE_S = 0.2
+log = logging.getLogger(__name__)
+
+
+class UiLink:
+    """Calls from the engine's thread onto the UI thread, queued with `loop.call_soon_threadsafe`
+    (not Textual's `call_from_thread`, which waits for the call to finish: a closing app could
+    then deadlock the engine). Calls made before the app has opened the link, or after it
+    started closing, are dropped: the screen shows state, not history."""
+
+    def __init__(self) -> None:
+        self.closing = threading.Event()
+        self._app: RunApp | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._context: contextvars.Context | None = None
+
+    def open(self, app: RunApp) -> None:
+        """Called by the app on mount, on the UI thread: from now on calls reach it."""
+        self._app = app
+        self._loop = asyncio.get_running_loop()
+        self._context = contextvars.copy_context()  # Textual's active-app context, for queued calls
+
+    def post(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Queue `call(app, *args, **kwargs)` on the UI thread without waiting for it."""
+        if self.closing.is_set() or self._loop is None:
+            return
+        self._loop.call_soon_threadsafe(functools.partial(call, self._app, *args, **kwargs), context=self._context)
+
+
+class TuiObserver:
+    """The engine's `RunObserver` for the TUI; the app's keys set its pause and abort flags."""
+
+    def __init__(self, link: UiLink | None = None) -> None:
+        self.link = link or UiLink()
+        self._last_ui = 0.0
+        self._loop_t0 = 0.0
+        self._missed = 0
+        self.abort = threading.Event()
+        self._pause = threading.Event()
+        self._resume = threading.Event()
+
+    # --- the app's side (UI thread) -------------------------------------------
+    @property
+    def pause_requested(self) -> bool:
+        return self._pause.is_set()
+
+    def request_pause(self) -> None:
+        self._resume.clear()
+        self._pause.set()
+
+    def resume(self) -> None:
+        self._pause.clear()
+        self._resume.set()
+
+    def close(self) -> None:
+        """The app is going away: abort the run and stop every wait on the UI."""
+        self.abort.set()
+        self.link.closing.set()
+        self.resume()
+
+    # --- the engine's side (engine thread) ------------------------------------
+    def _ui(self, **changes: Any) -> None:
+        self.link.post(_update_state, **changes)
+
+    def trial_started(self, trial: Trial, attempt: int, done: int, total: int) -> None:
+        self._loop_t0 = time.perf_counter()
+        self._missed = 0
+        self._ui(position=done + 1, trial_index=trial.index, attempt=attempt, dx_cm=trial.dx_cm, dy_cm=trial.dy_cm,
+                 yaw_deg=trial.yaw_deg, step=0, missed=0, banner=None)
+
+    def phase(self, name: str) -> None:
+        self._ui(phase=name)
+
+    def step(self, step: int, timing: dict[str, float]) -> None:
+        now = time.perf_counter()
+        self._missed += int(timing["missed"])
+        if now - self._last_ui < UI_UPDATE_S:
+            return
+        self._last_ui = now
+        hz = (step + 1) / (now - self._loop_t0) if now > self._loop_t0 else 0.0
+        self._ui(step=step + 1, loop_hz=hz, policy_ms=timing["policy_ms"], missed=self._missed)
+
+    def warn(self, message: str) -> None:
+        self._ui(banner=message)
+
+    def confirm_cube_placed(self, trial: Trial) -> None:
+        message = (f"Place the cube {trial.dx_cm:+.1f} cm away and {abs(trial.dy_cm):.1f} cm "
+                   f"{'left' if trial.dy_cm >= 0 else 'right'} of the trained position"
+                   f"{f', turned {trial.yaw_deg:+.0f} deg' if trial.yaw_deg else ''}, then press Enter.")
+        self._ask(lambda app, done: app.push_screen(PlaceCubeScreen(message), done))
+
+    def score(self, trial: Trial, verdict: dict[str, Any] | None, void: Void | None) -> ScoreDecision:
+        if void is not None:
+            return ScoreDecision(Label.VOID, void)
+        text = f"trial #{trial.index} (dx {trial.dx_cm:+.1f}, dy {trial.dy_cm:+.1f} cm)"
+        return self._ask(lambda app, done: app.push_screen(
+            ScoreScreen(text, verdict, app.undo_s, app.auto_accept), done))
+
+    def _ask(self, push: Callable[[Any, Callable[[Any], None]], Any]) -> Any:
+        """Show a prompt on the UI thread and wait here for the operator's answer."""
+        answered = threading.Event()
+        box: list[Any] = []
+
+        def done(result: Any) -> None:
+            box.append(result)
+            answered.set()
+
+        self.link.post(push, done)
+        while not answered.wait(0.1):
+            if self.link.closing.is_set():
+                return ScoreDecision(Label.VOID, Void(VoidKind.UI_CLOSED))
+        return box[0]
+
+    def trial_scored(self, attempt: Attempt) -> None:
+        preview = None
+        path = attempt.artifacts.get("final_top.png")
+        if path:
+            preview = np.asarray(Image.open(path).convert("RGB"))
+        label = attempt.label if attempt.outcome != Label.VOID else f"void ({attempt.void_reason})"
+        self.link.post(_record_score, attempt.label, label, preview)
+
+    def stop_requested(self) -> bool:
+        return self.abort.is_set()
+
+    def wait_if_paused(self) -> bool:
+        if self._pause.is_set():
+            self._ui(paused=True, phase="paused")
+            while self._pause.is_set() and not self.abort.is_set():
+                self._resume.wait(0.1)
+            self._ui(paused=False, pause_requested=False)
+        return not self.abort.is_set()
+
+
+def _update_state(app: RunApp, **changes: Any) -> None:
+    app.update_state(**changes)
+
+
+def _record_score(app: RunApp, label: str, shown: str, preview: np.ndarray | None) -> None:
+    app.record_score(label, shown, preview)

@@ -1,0 +1,143 @@
+"""The package graph in docs/architecture.md is the one in the code, and it has no cycle.
+
+Imports are read from the source (AST), so function-level imports count; imports under
+`if TYPE_CHECKING:` do not, since they never run.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from tests.helpers import REPO
+
+PACKAGE = REPO / "harness"
+DOC = REPO / "docs" / "architecture.md"
+HEAVY = ("torch", "mujoco", "lerobot", "serial", "cv2", "textual")
+
+
+def _node(module: str) -> str | None:
+    """`harness.run.engine` -> `run`; `harness.cli` -> `cli`; `harness` alone -> None."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "harness" and len(parts) > 1 else None
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(tree: ast.AST, module: str) -> list[str]:
+    """Absolute module names imported anywhere in the tree, except in TYPE_CHECKING blocks."""
+    found: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")[: -node.level]
+                found.append(".".join([*base, node.module] if node.module else base))
+            else:
+                found.append(node.module or "")
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def _modules(root: Path) -> dict[str, list[str]]:
+    modules = {}
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root.parent).with_suffix("")
+        name = ".".join(relative.parts).removesuffix(".__init__")
+        modules[name] = _imports(ast.parse(path.read_text(), str(path)), name)
+    return modules
+
+
+def code_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for module, imports in _modules(root).items():
+        source = _node(module)
+        if source is None:
+            continue
+        graph.setdefault(source, set())
+        for imported in imports:
+            target = _node(imported)
+            if target is not None and target != source:
+                graph[source].add(target)
+    return graph
+
+
+def documented_graph(text: str) -> dict[str, set[str]]:
+    block = re.search(r"```deps\n(.*?)```", text, re.S)
+    assert block, "docs/architecture.md has no ```deps block"
+    graph = {}
+    for line in block.group(1).strip().splitlines():
+        name, _, targets = line.partition(":")
+        graph[name.strip()] = {t.strip() for t in targets.split(",") if t.strip()}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_the_documented_package_graph_is_the_real_one() -> None:
+    code, doc = code_graph(), documented_graph(DOC.read_text())
+    extra = {f"{a} -> {b}" for a, targets in code.items() for b in targets if b not in doc.get(a, set())}
+    stale = {f"{a} -> {b}" for a, targets in doc.items() for b in targets if b not in code.get(a, set())}
+    assert not extra, f"imports the layering in docs/architecture.md does not allow: {sorted(extra)}"
+    assert not stale, f"docs/architecture.md lists imports the code no longer has: {sorted(stale)}"
+    assert set(code) <= set(doc), f"packages missing from docs/architecture.md: {sorted(set(code) - set(doc))}"
+
+
+def test_the_package_graph_has_no_cycle() -> None:
+    assert find_cycle(code_graph()) is None, f"package cycle: {' -> '.join(find_cycle(code_graph()) or [])}"
+
+
+def test_models_and_errors_import_no_hardware_simulator_or_ui() -> None:
+    for module, imports in _modules(PACKAGE).items():
+        if _node(module) in ("models", "errors"):
+            heavy = [i for i in imports if i.split(".")[0] in HEAVY]
+            assert not heavy, f"{module} imports {heavy}"
+
+
+def test_the_checks_catch_a_cycle_and_a_type_checking_import_is_not_an_edge(tmp_path) -> None:
+    """The checker itself: a run -> tui -> run cycle is found; a TYPE_CHECKING import is ignored."""
+    root = tmp_path / "harness"
+    for package in ("run", "tui", "models"):
+        (root / package).mkdir(parents=True)
+        (root / package / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    (root / "run" / "engine.py").write_text("def build():\n    from harness.tui.app import App\n")
+    (root / "tui" / "app.py").write_text("from ..run import engine\n")
+    (root / "models" / "x.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from harness.run.engine import E\n")
+    graph = code_graph(root)
+    assert graph["models"] == set()
+    assert find_cycle(graph) in (["run", "tui", "run"], ["tui", "run", "tui"])
