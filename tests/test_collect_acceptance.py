@@ -14,7 +14,7 @@ from harness.models.defaults import DEFAULT_START_POSE
 from harness.models.protocol import JOINT_NAMES
 from harness.policies.scripted import (
     CARRY_HEIGHT,
-    GRIPPER_OPEN_RAD,
+    GRIPPER_PREGRASP_RAD,
     RELEASE_HEIGHT,
     TrajectoryBuilder,
     plan_pick_and_place,
@@ -72,7 +72,7 @@ def _grasped_and_lifted(world: SimWorld) -> TrajectoryBuilder:
     world.reset(CUBE_XY, 0.0, DEFAULT_START_POSE)
     cube, _ = world.cube_pose()
     b = TrajectoryBuilder(world.model, 30, _start())
-    b.move_over((cube[0], cube[1], cube[2] + 0.06), 0.0, 1.0, grip=GRIPPER_OPEN_RAD)
+    b.move_over((cube[0], cube[1], cube[2] + 0.06), 0.0, 1.0, grip=GRIPPER_PREGRASP_RAD)
     b.straight_line(CUBE_XY, cube[2], 1.0).hold(0.2).gripper(GRIPPER_CLOSED_RAD, 0.5).hold(0.3)
     b.straight_line(CUBE_XY, cube[2] + CARRY_HEIGHT, 1.0)
     return b
@@ -80,7 +80,7 @@ def _grasped_and_lifted(world: SimWorld) -> TrajectoryBuilder:
 
 def test_a_drop_away_from_the_bowl_is_rejected_as_dropped(world) -> None:
     b = _grasped_and_lifted(world)
-    b.hold(0.3).gripper(GRIPPER_OPEN_RAD, 0.3).straight_line(CUBE_XY, 0.15, 0.5)
+    b.hold(0.3).gripper(GRIPPER_PREGRASP_RAD, 0.3).straight_line(CUBE_XY, 0.15, 0.5)
     _play(world, b.targets, settle_s=2.0)
     strict, clean = _both(world)
     assert strict.reason is RejectReason.DROPPED
@@ -99,7 +99,7 @@ def test_a_regrasp_after_release_passes_strict_but_not_clean_release(world) -> N
     in_bowl, _ = world.cube_pose()
     b = TrajectoryBuilder(world.model, 30, plan[place_steps - 1])
     b.straight_line((in_bowl[0], in_bowl[1]), in_bowl[2] + 0.002, 1.0).gripper(GRIPPER_CLOSED_RAD, 0.5).hold(0.3)
-    b.straight_line((in_bowl[0], in_bowl[1]), RELEASE_HEIGHT - 0.04, 0.6).gripper(GRIPPER_OPEN_RAD, 0.4)
+    b.straight_line((in_bowl[0], in_bowl[1]), RELEASE_HEIGHT - 0.04, 0.6).gripper(GRIPPER_PREGRASP_RAD, 0.4)
     b.straight_line((in_bowl[0], in_bowl[1]), RELEASE_HEIGHT + 0.04, 0.6)
     _play(world, b.targets, settle_s=1.0)
     strict, clean = _both(world)

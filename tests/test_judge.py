@@ -12,7 +12,7 @@ from harness.models.defaults import DEFAULT_START_POSE
 from harness.models.protocol import JOINT_NAMES
 from harness.policies.scripted import (
     CARRY_HEIGHT,
-    GRIPPER_OPEN_RAD,
+    GRIPPER_PREGRASP_RAD,
     TrajectoryBuilder,
     plan_pick_and_place,
 )
@@ -45,7 +45,7 @@ def _grasped_and_lifted(world: SimWorld) -> TrajectoryBuilder:
     world.reset(CUBE_XY, 0.0, DEFAULT_START_POSE)
     cube, _ = world.cube_pose()
     b = TrajectoryBuilder(world.model, 30, _start())
-    b.move_over((cube[0], cube[1], cube[2] + 0.06), 0.0, 1.0, grip=GRIPPER_OPEN_RAD)
+    b.move_over((cube[0], cube[1], cube[2] + 0.06), 0.0, 1.0, grip=GRIPPER_PREGRASP_RAD)
     b.straight_line(CUBE_XY, cube[2], 1.0).hold(0.2).gripper(GRIPPER_CLOSED_RAD, 0.5).hold(0.3)
     b.straight_line(CUBE_XY, cube[2] + CARRY_HEIGHT, 1.0)
     return b
@@ -66,7 +66,7 @@ def test_closing_on_nothing_is_no_grasp(world) -> None:
     cube, _ = world.cube_pose()
     empty = (CUBE_XY[0] - 0.07, CUBE_XY[1] + 0.02)
     b = TrajectoryBuilder(world.model, 30, _start())
-    b.move_over((empty[0], empty[1], cube[2] + 0.06), 0.0, 1.0, grip=GRIPPER_OPEN_RAD)
+    b.move_over((empty[0], empty[1], cube[2] + 0.06), 0.0, 1.0, grip=GRIPPER_PREGRASP_RAD)
     b.straight_line(empty, cube[2], 1.0).gripper(GRIPPER_CLOSED_RAD, 0.5).straight_line(empty, 0.1, 1.0)
     verdict = _play(world, b.targets)
     assert verdict["label"] == "no_grasp"
@@ -75,7 +75,7 @@ def test_closing_on_nothing_is_no_grasp(world) -> None:
 
 def test_opening_mid_air_away_from_the_bowl_is_a_drop(world) -> None:
     b = _grasped_and_lifted(world)
-    b.hold(0.3).gripper(GRIPPER_OPEN_RAD, 0.3)
+    b.hold(0.3).gripper(GRIPPER_PREGRASP_RAD, 0.3)
     verdict = _play(world, b.targets)
     assert verdict["label"] == "grasped_then_dropped"
     assert verdict["lifted"] is True and verdict["cube_inside_bowl"] is False
@@ -86,7 +86,7 @@ def test_placing_beside_the_bowl_is_wrong_placement(world) -> None:
     beside = (world.geometry.bowl_xy[0] + 0.02, world.geometry.bowl_xy[1] - 0.10)
     cube_z = world.judge.rest_z
     b.move_over((beside[0], beside[1], cube_z + CARRY_HEIGHT), 0.0, 1.2)
-    b.straight_line(beside, cube_z + 0.003, 1.0).gripper(GRIPPER_OPEN_RAD, 0.4)
+    b.straight_line(beside, cube_z + 0.003, 1.0).gripper(GRIPPER_PREGRASP_RAD, 0.4)
     b.straight_line(beside, cube_z + 0.08, 0.6)
     verdict = _play(world, b.targets)
     assert verdict["label"] == "wrong_placement"

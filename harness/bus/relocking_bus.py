@@ -9,6 +9,8 @@ the bus, and leaves every servo locked when the session ends.
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 from lerobot.motors.feetech import FeetechMotorsBus
@@ -19,9 +21,26 @@ from harness.bus.wire import Wire
 from harness.errors import BusSafetyError, NoServoAnswers
 
 LOCKED, UNLOCKED = 1, 0
+log = logging.getLogger(__name__)
 
 
 class RelockingFeetechBus(FeetechMotorsBus):
+    def sync_read(self, data_name: str, motors: Any = None, *, normalize: bool = True,
+                  num_retry: int = 0) -> dict[str, Any]:
+        """LeRobot's sync read, timed for `harness -vv` (a slow bus shows here before it misses deadlines)."""
+        t0 = time.perf_counter()
+        try:
+            return super().sync_read(data_name, motors, normalize=normalize, num_retry=num_retry)
+        finally:
+            log.debug("bus sync_read %s: %.2f ms", data_name, 1000 * (time.perf_counter() - t0))
+
+    def sync_write(self, data_name: str, values: Any, *, normalize: bool = True, num_retry: int = 0) -> None:
+        t0 = time.perf_counter()
+        try:
+            super().sync_write(data_name, values, normalize=normalize, num_retry=num_retry)
+        finally:
+            log.debug("bus sync_write %s: %.2f ms", data_name, 1000 * (time.perf_counter() - t0))
+
     def _addr(self, motor_id: int, name: str) -> tuple[int, int]:
         model = next((m.model for m in self.motors.values() if m.id == motor_id), "sts3215")
         return get_address(self.model_ctrl_table, model, name)

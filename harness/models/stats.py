@@ -40,9 +40,6 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(rank, len(ordered)) - 1]
 
 
-Z95 = 1.959963984540054
-
-
 def mcnemar_exact(b: int, c: int) -> float:
     """Two-sided exact McNemar p-value from the discordant pairs (b: only A succeeded, c: only B)."""
     n = b + c

@@ -32,6 +32,11 @@ class Label(StrEnum):
         return _COLOURS[self]
 
     @property
+    def hex(self) -> str:
+        """The same colour for figures and HTML (matplotlib, reports)."""
+        return _HEX[self]
+
+    @property
     def is_failure(self) -> bool:
         return self in (Label.NO_GRASP, Label.GRASPED_THEN_DROPPED, Label.WRONG_PLACEMENT)
 
@@ -49,6 +54,8 @@ _KEYS = {Label.SUCCESS: "s", Label.NO_GRASP: "n", Label.GRASPED_THEN_DROPPED: "d
          Label.VOID: "v"}
 _COLOURS = {Label.SUCCESS: "green", Label.NO_GRASP: "red", Label.GRASPED_THEN_DROPPED: "dark_orange",
             Label.WRONG_PLACEMENT: "magenta", Label.VOID: "grey62"}
+_HEX = {Label.SUCCESS: "#2e7d32", Label.NO_GRASP: "#c62828", Label.GRASPED_THEN_DROPPED: "#ef6c00",
+        Label.WRONG_PLACEMENT: "#6a1b9a", Label.VOID: "#607d8b"}
 
 FAILURE_MODES: tuple[str, ...] = tuple(label.value for label in Label if label.is_failure)
 TAXONOMY: tuple[str, ...] = (Label.SUCCESS.value, *FAILURE_MODES)   # what a protocol pre-registers

@@ -17,7 +17,9 @@ from harness.policies.base import TrialContext
 from harness.sim.kinematics import TopDownIK
 from harness.sim.units import GRIPPER_CLOSED_RAD, from_sim, to_sim
 
-GRIPPER_OPEN_RAD = 0.9
+# The expert's opening for approach and release: wide enough for the 3 cm cube, and not the
+# joint's full range (that is `harness.sim.units.GRIPPER_OPEN_RAD`).
+GRIPPER_PREGRASP_RAD = 0.9
 APPROACH_HEIGHT = 0.06
 CARRY_HEIGHT = 0.09
 RELEASE_HEIGHT = 0.08
@@ -88,15 +90,15 @@ def plan_pick_and_place(model: Any, fps: int, start: np.ndarray, cube_pos: np.nd
     cx, cy, cz = (float(v) for v in cube_pos)
     bx, by = bowl_xy
     b = TrajectoryBuilder(model, fps, start)
-    b.move_over((cx, cy, cz + APPROACH_HEIGHT), cube_yaw, 1.2, grip=GRIPPER_OPEN_RAD)
+    b.move_over((cx, cy, cz + APPROACH_HEIGHT), cube_yaw, 1.2, grip=GRIPPER_PREGRASP_RAD)
     b.straight_line((cx, cy), cz, 1.0, cube_yaw).hold(0.2)
     b.gripper(GRIPPER_CLOSED_RAD, 0.5).hold(0.3)
     b.straight_line((cx, cy), cz + CARRY_HEIGHT, 1.0, cube_yaw)
     b.move_over((bx, by, CARRY_HEIGHT + 0.015), 0.0, 1.5)
     b.straight_line((bx, by), RELEASE_HEIGHT, 0.4)
-    b.gripper(GRIPPER_OPEN_RAD, 0.4).hold(0.3)
+    b.gripper(GRIPPER_PREGRASP_RAD, 0.4).hold(0.3)
     b.straight_line((bx, by), RELEASE_HEIGHT + 0.04, 0.5)
-    b.joint_move(np.asarray(start[:5], dtype=float), GRIPPER_OPEN_RAD, 1.5)
+    b.joint_move(np.asarray(start[:5], dtype=float), GRIPPER_PREGRASP_RAD, 1.5)
     return b.targets
 
 

@@ -13,9 +13,10 @@ from matplotlib.patches import Circle
 
 from harness.models.logistic import LogisticFit
 from harness.models.protocol import Protocol
+from harness.models.taxonomy import TAXONOMY, Label
 from harness.reports.trials import OUTCOME_COLOURS, TrialRow
 
-LABELS = ["success", "no_grasp", "grasped_then_dropped", "wrong_placement"]
+LABELS = list(TAXONOMY)
 
 
 def _png(fig: plt.Figure) -> bytes:
@@ -29,7 +30,7 @@ def outcome_bars(rows: list[TrialRow], voids: int) -> bytes:
     counts = [sum(1 for r in rows if r.label == label) for label in LABELS] + [voids]
     names = [*LABELS, "void (retried)"]
     fig, ax = plt.subplots(figsize=(6.4, 2.6))
-    bars = ax.barh(names[::-1], counts[::-1], color=[*[OUTCOME_COLOURS[n] for n in LABELS], "#607d8b"][::-1])
+    bars = ax.barh(names[::-1], counts[::-1], color=[*[OUTCOME_COLOURS[n] for n in LABELS], Label.VOID.hex][::-1])
     ax.bar_label(bars, padding=3)
     ax.set_xlabel("trials")
     ax.set_title("Outcomes")

@@ -6,16 +6,11 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.models.protocol import Protocol, load_protocol
+from harness.models.protocol import Protocol, file_sha256, load_protocol
 from harness.models.scoresheet import Scoresheet
+from harness.models.taxonomy import TAXONOMY, Label
 
-OUTCOME_COLOURS = {
-    "success": "#2e7d32",
-    "no_grasp": "#c62828",
-    "grasped_then_dropped": "#ef6c00",
-    "wrong_placement": "#6a1b9a",
-    "pending": "#9e9e9e",
-}
+OUTCOME_COLOURS = {**{label: Label(label).hex for label in TAXONOMY}, "pending": "#9e9e9e"}
 
 
 @dataclass(frozen=True)
@@ -56,9 +51,7 @@ def trial_rows(sheet: Scoresheet) -> list[TrialRow]:
 
 def locked_protocol(sheet: Scoresheet) -> Protocol | None:
     """The protocol the sheet was locked against, if its file is still there and unchanged."""
-    import hashlib
-
     path = Path(sheet.locked["protocol_file"])
-    if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != sheet.locked["protocol_sha256"]:
+    if not path.is_file() or file_sha256(path) != sheet.locked["protocol_sha256"]:
         return None
     return load_protocol(path)

@@ -26,11 +26,13 @@ class CameraWatch:
         self._last_hash: dict[str, str] = {}
         self._bad_since: dict[str, float | None] = dict.fromkeys(cameras)
         self._why: dict[str, str] = {}
+        self._fresh_at: dict[str, float] = {}
 
     def see(self, camera: str, frame: np.ndarray | None, t: float) -> None:
         problem = self._problem(camera, frame)
         if problem is None:
             self._bad_since[camera] = None
+            self._fresh_at[camera] = t
             return
         if self._bad_since.get(camera) is None:
             self._bad_since[camera] = t
@@ -42,6 +44,10 @@ class CameraWatch:
             if since is not None and t - since >= self.policy.max_bad_s:
                 return f"{camera} {self._why[camera]} for {t - since:.1f} s"
         return None
+
+    def frame_ages(self, t: float) -> dict[str, float]:
+        """Seconds since each camera last delivered a fresh frame (for `-vv` logs)."""
+        return {camera: t - fresh for camera, fresh in self._fresh_at.items()}
 
     def _problem(self, camera: str, frame: np.ndarray | None) -> str | None:
         if frame is None or frame.size == 0:

@@ -146,7 +146,7 @@ class RunEngine:
     def _abort(self) -> None:
         """The operator aborted: back to the start pose (unless the e-stop forbids motion), then pause."""
         if not self.robot.stopped:
-            self.observer.phase("moving to start pose")
+            self._phase("moving to start pose")
             self.move_to(self.protocol.start_pose, self.options.start_pose_s)
         raise RunPaused(Void(VoidKind.OPERATOR_ABORT))
 
@@ -160,9 +160,9 @@ class RunEngine:
         log.info("trial %d attempt %d: start", trial.index, number)
         started = now_iso()
         t_start = self.clock.now()
-        self.observer.phase("moving to start pose")
+        self._phase("moving to start pose")
         self.move_to(self.protocol.start_pose, self.options.start_pose_s)
-        self.observer.phase("placing cube")
+        self._phase("placing cube")
         self.stage.place_cube(trial, number)
         self.policy.reset(TrialContext(self.protocol, trial, self.stage.world))
         folder = self.options.runs_dir / self.sheet.path.stem / f"trial-{trial.index:03d}-a{number}"
@@ -172,9 +172,9 @@ class RunEngine:
         )
         dataset = self.options.dataset
         try:
-            self.observer.phase("running")
+            self._phase("running")
             episode = self._episode(trial, recorder)
-            self.observer.phase("scoring")
+            self._phase("scoring")
             verdict = self.stage.verdict()
             w, h = self.options.final_frame_size
             finals = {cam: self.stage.frame(cam, w, h) for cam in self.options.evidence_cameras}
@@ -210,6 +210,10 @@ class RunEngine:
             fields["placement_error_cm"] = verdict["true_placement_error_cm"]
         attempt = self.sheet.add_attempt(attempt_from_label(decision.label, **fields))
         return attempt, decision.void if decision.label == Label.VOID else None
+
+    def _phase(self, name: str) -> None:
+        log.info("phase: %s", name)
+        self.observer.phase(name)
 
     # --- the control loop --------------------------------------------------
     def _episode(self, trial: Trial, recorder: EvidenceRecorder) -> EpisodeOutcome:
@@ -253,6 +257,10 @@ class RunEngine:
                 self._record_dataset_frame(observation, sent)
             for cam, frame in captured.items():
                 watch.see(cam, frame, sim_t)
+            if step % self.protocol.fps == 0 and log.isEnabledFor(logging.DEBUG):
+                ages = ", ".join(f"{cam} {age:.2f} s" for cam, age in watch.frame_ages(sim_t).items())
+                log.debug("step %d: policy %.1f ms, robot I/O %.1f ms, missed %d; frame ages: %s",
+                          step, policy_ms[-1], io_ms[-1], missed, ages or "no cameras")
             self.observer.step(step, timing)
             self.stage.on_step(trial, step)
             dropout = watch.dropout(sim_t)
