@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -70,10 +72,163 @@ def run_trial(world: SimWorld, protocol, policy, trial, cameras: tuple[str, ...]
     return world.judge.verdict(world.data), steps
 
 
+class _TimedObserver:
+    """A silent observer that notes when each trial starts and when its attempt is recorded."""
+
+    def __init__(self) -> None:
+        self.started: list[float] = []
+        self.scored: list[float] = []
+        self.labels: list[str] = []
+
+    def trial_started(self, trial, attempt, done, total) -> None:
+        self.started.append(time.perf_counter())
+
+    def phase(self, name) -> None:
+        return None
+
+    def step(self, step, timing) -> None:
+        return None
+
+    def warn(self, message) -> None:
+        return None
+
+    def score(self, trial, verdict, void_reason):
+        from harness.run.engine import ScoreDecision
+
+        return ScoreDecision("void", void_reason=void_reason) if void_reason else ScoreDecision(verdict["label"])
+
+    def trial_scored(self, attempt) -> None:
+        self.scored.append(time.perf_counter())
+        self.labels.append(attempt.label)
+
+    def stop_requested(self) -> bool:
+        return False
+
+    def wait_if_paused(self) -> bool:
+        return True
+
+
+def engine_trials(protocol_path: Path, n: int, video: bool, work: Path) -> tuple[list[float], list[str]]:
+    """Seconds per trial through the run engine (start pose, cube, loop, scoring, evidence, scoresheet)."""
+    from harness.models.scoresheet import build_locked, lock_scoresheet
+    from harness.run.clock import MonotonicClock
+    from harness.run.engine import RunEngine, RunOptions
+
+    protocol = load_protocol(protocol_path)
+    sheet = lock_scoresheet(work / f"sheet-{video}.yaml", build_locked(protocol, protocol_path, "expert", "sim"), {})
+    world = SimWorld(control_fps=protocol.fps)
+    robot = _sim_robot(world, protocol.fps)
+    observer = _TimedObserver()
+    options = RunOptions(runs_dir=work / f"runs-{video}", video=video, max_attempts=n)
+    RunEngine(protocol, sheet, robot, ExpertPolicy(), SimStage(world, protocol), observer, MonotonicClock(),
+              options).run()
+    robot.disconnect()
+    return [b - a for a, b in zip(observer.started, observer.scored, strict=True)], observer.labels
+
+
+def _sim_robot(world: SimWorld, fps: int):
+    from harness.sim.config_sim_so101 import SimSO101Config
+    from harness.sim.sim_so101 import SimSO101
+
+    robot = SimSO101(SimSO101Config(id="bench", render_cameras=[], fps=fps), world=world)
+    robot.connect()
+    return robot
+
+
+def trial_floor(protocol, trial, steps: int) -> tuple[float, float]:
+    """The floor of one expert trial: its physics steps alone plus the two 640x480 final frames."""
+    world = SimWorld(control_fps=protocol.fps)
+    world.set_arm(protocol.start_pose)
+    SimStage(world, protocol).place_cube(trial, attempt=1)
+    t0 = time.perf_counter()
+    for _ in range(steps * world.substeps):
+        mujoco.mj_step(world.model, world.data)
+    physics = time.perf_counter() - t0
+    world.render("top", 640, 480)
+    world.render("wrist", 640, 480)  # first renders build the GL contexts: not part of the floor
+    t0 = time.perf_counter()
+    world.render("top", 640, 480)
+    world.render("wrist", 640, 480)
+    frames = time.perf_counter() - t0
+    world.close()
+    return physics, frames
+
+
+def judge_cost(protocol, trial) -> tuple[float, float, float]:
+    """Microseconds per physics step: mj_step alone, the judge alone, and the expert's planning (s)."""
+    world = SimWorld(control_fps=protocol.fps)
+    world.set_arm(protocol.start_pose)
+    SimStage(world, protocol).place_cube(trial, attempt=1)
+    policy = ExpertPolicy()
+    t0 = time.perf_counter()
+    policy.reset(TrialContext(protocol, trial, world))
+    planning = time.perf_counter() - t0
+    step_s = judge_s = 0.0
+    n = 0
+    dt = world.model.opt.timestep
+    for _ in range(round(protocol.episode_time_limit_s * protocol.fps)):
+        action = policy.select_action({})
+        world.data.ctrl[:] = np.array([to_sim(j, action[f"{j}.pos"]) for j in JOINT_NAMES])
+        for _ in range(world.substeps):
+            t0 = time.perf_counter()
+            mujoco.mj_step(world.model, world.data)
+            t1 = time.perf_counter()
+            world.judge.observe(world.data, dt)
+            judge_s += time.perf_counter() - t1
+            step_s += t1 - t0
+            n += 1
+        if world.judge.finished:
+            break
+    world.close()
+    return 1e6 * step_s / n, 1e6 * judge_s / n, planning
+
+
+def png_cost(world: SimWorld, level: int | None) -> float:
+    """Seconds to save one 640x480 top frame as PNG (None: PIL's default compression)."""
+    from PIL import Image
+
+    frame = world.render("top", 640, 480)
+    out = Path(tempfile.mkdtemp()) / "f.png"
+    t0 = time.perf_counter()
+    for _ in range(5):
+        Image.fromarray(frame).save(out, **({} if level is None else {"compress_level": level}))
+    return (time.perf_counter() - t0) / 5
+
+
+def trials_section(n: int) -> None:
+    protocol_path = REPO / "protocols" / "randomized.yaml"
+    protocol = load_protocol(protocol_path)
+    work = Path(tempfile.mkdtemp(prefix="sim_bench-"))
+    physics_us, judge_us, planning = judge_cost(protocol, protocol.trials[0])
+    print(f"| per physics step | mj_step {physics_us:.0f} us | judge {judge_us:.0f} us | "
+          f"expert planning {planning:.2f} s |\n")
+    with_video, labels_v = engine_trials(protocol_path, n, True, work)
+    without, labels_n = engine_trials(protocol_path, n, False, work)
+    physics, frames = trial_floor(protocol, protocol.trials[0], 254)
+    floor = physics + frames
+    world = SimWorld()
+    png_default, png_fast = png_cost(world, None), png_cost(world, 1)
+    world.close()
+    print(f"| expert trial ({n} trials, median) | seconds | x floor |\n|---|---|---|")
+    print(f"| floor: physics of 254 control steps + two 640x480 final frames | {floor:.2f} "
+          f"(physics {physics:.2f}, frames {frames:.2f}) | 1.0 |")
+    print(f"| run engine, no video | {statistics.median(without):.2f} | {statistics.median(without) / floor:.1f} |")
+    print(f"| run engine, evidence video | {statistics.median(with_video):.2f} | "
+          f"{statistics.median(with_video) / floor:.1f} |")
+    print(f"\nsuccesses: {labels_v.count('success')}/{len(labels_v)} with video, "
+          f"{labels_n.count('success')}/{len(labels_n)} without; "
+          f"final PNG 640x480: {1000 * png_default:.0f} ms default, {1000 * png_fast:.0f} ms compress_level=1\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="10 trials per policy instead of 50")
+    parser.add_argument("--trials", type=int, default=0,
+                        help="only the per-trial section: this many engine trials with and without video")
     args = parser.parse_args()
+    if args.trials:
+        trials_section(args.trials)
+        return
     protocol = load_protocol(REPO / "protocols" / "randomized.yaml")
     fast, default = build_model(fast_meshes=True), build_model(fast_meshes=False)
     print(f"MUJOCO_GL={os.environ['MUJOCO_GL']}, mujoco {mujoco.__version__}, {os.cpu_count()} CPUs\n")

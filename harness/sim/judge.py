@@ -14,6 +14,8 @@ from typing import Any
 import mujoco
 import numpy as np
 
+_CORNER_SIGNS = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], dtype=float).T
+
 
 @dataclass(frozen=True)
 class JudgeThresholds:
@@ -73,6 +75,10 @@ class Judge:
         self.moving_geoms = {g for g in range(model.ngeom) if model.geom_bodyid[g] == moving}
         palm_bodies = {model.body("camera_mount").id, model.body("wrist").id}
         self.palm_geoms = {g for g in range(model.ngeom) if model.geom_bodyid[g] in palm_bodies}
+        # Per geom: 1 fixed jaw, 2 moving jaw, 3 palm, 0 anything the judge ignores.
+        self._geom_role = np.zeros(model.ngeom, dtype=np.int8)
+        for role, geoms in ((3, self.palm_geoms), (2, self.moving_geoms), (1, self.fixed_geoms)):
+            self._geom_role[list(geoms)] = role
         self.rest_z = self.half
         self.state = JudgeState()
         self.time = 0.0
@@ -85,17 +91,20 @@ class Judge:
 
     # --- per physics step ---------------------------------------------------
     def observe(self, data: mujoco.MjData, dt: float) -> None:
+        """One physics step. Reads only what the current phase needs: before release, velocities
+        only while both jaws touch the cube; after release, the bowl test only while the cube rests."""
         s, t = self.state, self.t
         self.time += dt
-        fixed_f, moving_f, palm_f = self._cube_contact_forces(data)
+        fixed_f, moving_f, palm_f = self.cube_contact_forces(data)
         cube_pos = data.xpos[self.cube_body]
-        cube_vel = self._cube_velocity(data)
-        grasp_vel = self._grasp_point_velocity(data)
-        rel_speed = float(np.linalg.norm(cube_vel[3:] - grasp_vel))
         both_jaws = fixed_f > 0 and moving_f > 0
-        holding_now = both_jaws and rel_speed < t.grasp_max_rel_speed and palm_f < t.palm_max_force_n
 
         if not s.released:
+            holding_now = False
+            if both_jaws and palm_f < t.palm_max_force_n:
+                cube_vel = self._cube_velocity(data)
+                grasp_vel = self._grasp_point_velocity(data)
+                holding_now = float(np.linalg.norm(cube_vel[3:] - grasp_vel)) < t.grasp_max_rel_speed
             s.grasp_time = s.grasp_time + dt if holding_now else 0.0
             if s.grasp_time >= t.grasp_hold_s and not s.grasped:
                 s.grasped = True
@@ -115,6 +124,10 @@ class Judge:
                 )
                 s.post_release_max_gripper = float(data.ctrl[self.gripper_act])
                 self._event("release", cube_pos)
+            else:
+                s.stable_time = 0.0
+                s.rest_outside_time = 0.0
+                return
         else:
             grip = float(data.ctrl[self.gripper_act])
             s.post_release_max_gripper = max(s.post_release_max_gripper, grip)
@@ -124,22 +137,24 @@ class Judge:
             ):
                 s.clean_release = False
                 self._event("renewed_contact_or_closing", cube_pos)
-            gap = float(np.linalg.norm(data.site_xpos[self.grasp_site] - cube_pos))
-            if not s.withdrawn and gap >= t.withdraw_min_m:
-                s.withdrawn = True
-                self._event("withdraw", cube_pos)
+            if not s.withdrawn:
+                gap = float(np.linalg.norm(data.site_xpos[self.grasp_site] - cube_pos))
+                if gap >= t.withdraw_min_m:
+                    s.withdrawn = True
+                    self._event("withdraw", cube_pos)
 
+        cube_vel = self._cube_velocity(data)
         at_rest = float(np.linalg.norm(cube_vel[3:])) < t.rest_max_speed and float(
             np.linalg.norm(cube_vel[:3])) < t.rest_max_ang_speed
-        inside = self.cube_inside_bowl(data)
-        if s.released and s.withdrawn and at_rest and inside and s.lifted and s.release_over_bowl:
+        inside = at_rest and self.cube_inside_bowl(data)
+        if s.withdrawn and at_rest and inside and s.lifted and s.release_over_bowl:
             s.stable_time += dt
             if s.stable_time >= t.stable_s and not s.success:
                 s.success = True
                 self._event("stable_in_bowl", cube_pos)
         else:
             s.stable_time = 0.0
-        if s.released and at_rest and not inside:
+        if at_rest and not inside:
             s.rest_outside_time += dt
         else:
             s.rest_outside_time = 0.0
@@ -188,34 +203,32 @@ class Judge:
     def cube_inside_bowl(self, data: mujoco.MjData) -> bool:
         """All four bottom corners within the rim circle and the centre below the rim."""
         pos = data.xpos[self.cube_body]
+        if not pos[2] < self.bowl_floor_z + self.bowl_height:
+            return False
         rot = data.xmat[self.cube_body].reshape(3, 3)
-        corners = [pos + rot @ np.array([sx, sy, sz]) * self.half
-                   for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]
-        within = all(self._horizontal_distance(c) < self.rim_radius for c in corners)
-        return bool(within and pos[2] < self.bowl_floor_z + self.bowl_height)
+        corners = pos + (rot @ _CORNER_SIGNS).T * self.half
+        dx, dy = corners[:, 0] - self.bowl_xy[0], corners[:, 1] - self.bowl_xy[1]
+        return bool(np.all(np.sqrt(dx * dx + dy * dy) < self.rim_radius))
 
     def _horizontal_distance(self, point: np.ndarray) -> float:
         return float(np.linalg.norm(point[:2] - self.bowl_xy))
 
-    def _cube_contact_forces(self, data: mujoco.MjData) -> tuple[float, float, float]:
-        fixed = moving = palm = 0.0
-        for i in range(data.ncon):
-            con = data.contact[i]
-            if con.geom1 == self.cube_geom:
-                other = con.geom2
-            elif con.geom2 == self.cube_geom:
-                other = con.geom1
-            else:
-                continue
-            mujoco.mj_contactForce(self.model, data, i, self._force)
-            normal = abs(float(self._force[0]))
-            if other in self.fixed_geoms:
-                fixed += normal
-            elif other in self.moving_geoms:
-                moving += normal
-            elif other in self.palm_geoms:
-                palm += normal
-        return fixed, moving, palm
+    def cube_contact_forces(self, data: mujoco.MjData) -> tuple[float, float, float]:
+        """Normal forces on the cube from the fixed jaw, the moving jaw and the palm.
+
+        The contact list is filtered in one vectorised pass; only the few contacts that touch
+        the cube and one of those parts are decoded (in contact order, so sums are unchanged)."""
+        totals = [0.0, 0.0, 0.0, 0.0]
+        if data.ncon == 0:
+            return 0.0, 0.0, 0.0
+        pairs = data.contact.geom
+        for flat in np.flatnonzero(pairs == self.cube_geom).tolist():
+            i, side = divmod(flat, 2)
+            role = self._geom_role[pairs[i, 1 - side]]
+            if role:
+                mujoco.mj_contactForce(self.model, data, i, self._force)
+                totals[role] += abs(float(self._force[0]))
+        return totals[1], totals[2], totals[3]
 
     def _cube_velocity(self, data: mujoco.MjData) -> np.ndarray:
         vel = np.zeros(6)
