@@ -11,12 +11,15 @@ from lerobot.motors import Motor, MotorNormMode
 from lerobot.motors.feetech import FeetechMotorsBus
 
 from harness.bus import protocol as p
+from harness.bus.diagnosis import diagnose
 from harness.bus.emulator import Faults, Firmware, Servo, ServoChain
-from harness.bus.fix_ids import diagnose, fix_ids, quick_scan
+from harness.bus.fix_ids import fix_ids
 from harness.bus.pty_port import PtyBus
-from harness.bus.relocking_bus import BusSafetyError, RelockingFeetechBus
+from harness.bus.relocking_bus import RelockingFeetechBus
+from harness.bus.scan import quick_scan
 from harness.bus.scenario import SO101_NAMES
 from harness.bus.wire import Wire
+from harness.errors import BusSafetyError
 
 GOLDEN = [  # request -> reply, from Feetech's protocol manual and the SDK
     ("FF FF 01 02 01 FB", "FF FF 01 02 00 FC"),                      # PING id 1
@@ -150,14 +153,19 @@ class ScriptedOperator:
             self.actions.pop(0)()
 
 
+def turn(chain: ServoChain, name: str, ticks: int = 400) -> None:
+    """A person turns a joint by hand (torque is off): its encoder reads a new position."""
+    chain.servo(name).position = (chain.servo(name).position + ticks) % 4096
+
+
 @pytest.mark.parametrize("firmware", list(Firmware))
 def test_fix_ids_repairs_the_id5_collision_and_it_survives_a_power_cycle(firmware) -> None:
     chain = _arm(firmware, gripper_id=5)
     with PtyBus(chain) as bus:
-        operator = ScriptedOperator(bus, [lambda: chain.only("gripper"), lambda: chain.plug(*SO101_NAMES),
-                                          chain.power_cycle])
+        operator = ScriptedOperator(bus, [lambda: chain.only("gripper"), lambda: turn(chain, "gripper"),
+                                          lambda: chain.plug(*SO101_NAMES), chain.power_cycle])
         assert fix_ids(bus.port, operator, _serial) == 0
-        assert "gripper" in operator.instructions[0] and "power-cycle" in operator.instructions[2]
+        assert "gripper" in operator.instructions[0] and "power-cycle" in operator.instructions[3]
         assert any("Two servos answer as ID 5" in m and "gripper" in m for m in operator.said)
         FeetechMotorsBus(bus.port, _motors()).connect()  # LeRobot's own handshake now passes
     assert [s.current_id for s in chain.servos] == [1, 2, 3, 4, 5, 6]

@@ -1,101 +1,41 @@
 """`harness fix-ids`: find out what is wrong with an SO-101's servo IDs, fix it with a person's help,
-and prove the fix survives a power cycle."""
+and prove the fix survives a power cycle.
+
+Renaming a servo is an EEPROM write that outlives the session, so the servo alone on the bus is
+identified first (ID, model, firmware, what the diagnosis heard at that ID, and whether it moves
+when the person moves the joint they were asked to connect); a servo that is not the one asked
+for is never written. Any bus error during the write, re-lock or read-back ends in a rescan and
+plain advice, never a traceback.
+"""
 
 from __future__ import annotations
 
-import time
+import sys
+import termios
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Protocol, TextIO
 
 from harness.bus import protocol as p
+from harness.bus.diagnosis import Finding, FindingKind, describe_scan, diagnose
+from harness.bus.scan import (
+    SCAN_BAUDS,
+    SO101_IDS,
+    TARGET_BAUD,
+    Details,
+    Heard,
+    Scan,
+    quick_scan,
+    read_details,
+)
 from harness.bus.wire import Wire
+from harness.errors import BusError
 
-SO101_IDS = {1: "shoulder_pan", 2: "shoulder_lift", 3: "elbow_flex", 4: "wrist_flex", 5: "wrist_roll", 6: "gripper"}
-SCAN_BAUDS = (1_000_000, 500_000, 250_000, 128_000, 115_200, 76_800, 57_600, 38_400)
-TARGET_BAUD = 1_000_000
+__all__ = ["SO101_IDS", "Finding", "Operator", "TerminalOperator", "describe_scan", "diagnose", "fix_ids",
+           "quick_scan"]
 
-
-@dataclass(frozen=True)
-class Seen:
-    baud: int
-    servo_id: int
-    state: str               # ok or garbled
-    model: int | None = None
-    lock: int | None = None
-
-
-@dataclass
-class Scan:
-    seen: list[Seen] = field(default_factory=list)
-    seconds: float = 0.0
-
-    def at(self, servo_id: int, baud: int = TARGET_BAUD) -> Seen | None:
-        return next((s for s in self.seen if s.servo_id == servo_id and s.baud == baud), None)
-
-    def elsewhere(self, servo_id: int) -> list[Seen]:
-        return [s for s in self.seen if s.servo_id == servo_id and s.baud != TARGET_BAUD and s.state == "ok"]
-
-
-@dataclass(frozen=True)
-class Finding:
-    kind: str                # missing, collision, wrong_baud, wrong_model, unlocked
-    servo_id: int
-    message: str
-
-
-def quick_scan(wire: Wire, ids: tuple[int, ...] = tuple(SO101_IDS), bauds: tuple[int, ...] = SCAN_BAUDS) -> Scan:
-    """Ping the expected IDs (factory ID 1 among them) at every baud rate, with short timeouts."""
-    t0 = time.perf_counter()
-    scan = Scan()
-    for baud in bauds:
-        wire.set_baud(baud)
-        for servo_id in ids:
-            answer = wire.ping(servo_id)
-            if answer.state == "none":
-                continue
-            if answer.state == "garbled":
-                scan.seen.append(Seen(baud, servo_id, "garbled"))
-                continue
-            model = wire.read(servo_id, p.ADDR_MODEL, 2)
-            lock = wire.read(servo_id, p.ADDR_LOCK, 1)
-            scan.seen.append(Seen(
-                baud, servo_id, "ok",
-                int.from_bytes(model.data, "little") if model.state == "ok" else None,
-                lock.data[0] if lock.state == "ok" and lock.data else None,
-            ))
-    wire.set_baud(TARGET_BAUD)
-    scan.seconds = time.perf_counter() - t0
-    return scan
-
-
-def diagnose(scan: Scan) -> list[Finding]:
-    findings: list[Finding] = []
-    missing = [i for i in SO101_IDS if scan.at(i) is None]
-    colliding = [i for i in SO101_IDS if (s := scan.at(i)) is not None and s.state == "garbled"]
-    for i in colliding:
-        others = [m for m in missing if not scan.elsewhere(m)]
-        guess = (f" Most likely the {SO101_IDS[others[0]]} servo (should be ID {others[0]}) has taken ID {i}."
-                 if others else "")
-        findings.append(Finding("collision", i, f"Two servos answer as ID {i} ({SO101_IDS[i]}): their replies "
-                                                f"collide, which LeRobot reports as missing IDs.{guess}"))
-    for i in missing:
-        if elsewhere := scan.elsewhere(i):
-            findings.append(Finding("wrong_baud", i, f"ID {i} ({SO101_IDS[i]}) answers at {elsewhere[0].baud} baud "
-                                                     f"instead of {TARGET_BAUD}."))
-        else:
-            hint = f" (probably answering as ID {colliding[0]}, see above)" if colliding else ""
-            findings.append(Finding("missing", i, f"No servo answers as ID {i} ({SO101_IDS[i]}) at any baud "
-                                                  f"rate{hint}."))
-    for s in scan.seen:
-        if s.state == "ok" and s.baud == TARGET_BAUD and s.model is not None and s.model != p.STS3215_MODEL:
-            findings.append(Finding("wrong_model", s.servo_id, f"ID {s.servo_id} reports model {s.model}, "
-                                                               f"not an STS3215 ({p.STS3215_MODEL})."))
-        if s.state == "ok" and s.baud == TARGET_BAUD and s.lock == 0:
-            findings.append(Finding("unlocked", s.servo_id, f"ID {s.servo_id} has its EEPROM left unlocked (Lock=0): "
-                                                            "on some firmware an ID or calibration write made now "
-                                                            "would not survive a power cycle."))
-    return findings
+MOVED_TICKS = 60          # ~5 degrees: a deliberate turn by hand, well above encoder jitter
+BUS_FAULTS = (ConnectionError, RuntimeError, OSError, BusError)   # what LeRobot, scservo and pyserial raise
 
 
 class Operator(Protocol):
@@ -107,62 +47,204 @@ class Operator(Protocol):
     def confirm(self, question: str) -> bool: ...
 
 
+def flush_typed_ahead(stream: TextIO) -> None:
+    """Drop keys pressed while the tool was busy, so an early Enter never answers a later prompt."""
+    try:
+        if stream.isatty():
+            termios.tcflush(stream.fileno(), termios.TCIFLUSH)
+    except (OSError, ValueError, termios.error):
+        pass
+
+
 class TerminalOperator:
-    def __init__(self, assume_yes: bool = False, read: Callable[[], str] = input) -> None:
+    def __init__(self, assume_yes: bool = False, stdin: TextIO | None = None, stdout: TextIO | None = None) -> None:
         self.assume_yes = assume_yes
-        self.read = read
+        self.stdin = stdin or sys.stdin
+        self.stdout = stdout or sys.stdout
+
+    def _read(self) -> str:
+        flush_typed_ahead(self.stdin)
+        return self.stdin.readline()
 
     def say(self, message: str) -> None:
-        print(message, flush=True)
+        print(message, file=self.stdout, flush=True)
 
     def instruct(self, message: str) -> None:
-        print(f"\n>>> {message}\n    Press Enter when done.", flush=True)
-        self.read()
+        print(f"\n>>> {message}\n    Press Enter when done.", file=self.stdout, flush=True)
+        self._read()
 
     def confirm(self, question: str) -> bool:
         if self.assume_yes:
-            print(f"{question} [y/N] y (--yes)")
+            print(f"{question} [y/N] y (--yes)", file=self.stdout, flush=True)
             return True
-        print(f"{question} [y/N] ", end="", flush=True)
-        return self.read().strip().lower().startswith("y")
+        print(f"{question} [y/N] ", end="", file=self.stdout, flush=True)
+        return self._read().strip().lower().startswith("y")
 
 
-def describe_scan(scan: Scan) -> str:
-    lines = [f"Scanned IDs 1-6 at {len(SCAN_BAUDS)} baud rates in {scan.seconds:.2f} s:"]
-    for servo_id, name in SO101_IDS.items():
-        seen = scan.at(servo_id)
-        if seen is None:
-            other = scan.elsewhere(servo_id)
-            state = f"answers only at {other[0].baud} baud" if other else "no answer"
-        elif seen.state == "garbled":
-            state = "GARBLED reply (more than one servo)"
-        else:
-            state = f"ok (model {seen.model}, {'locked' if seen.lock else 'EEPROM UNLOCKED'})"
-        lines.append(f"  ID {servo_id} {name:<14} {state}")
-    return "\n".join(lines)
+# --- the servo alone on the bus ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Lone:
+    """The one servo on the bus while the person has connected only it."""
+
+    baud: int
+    servo_id: int
+    details: Details
+
+    def describe(self) -> str:
+        d = self.details
+        model = f"{d.model} (STS3215)" if d.model == p.STS3215_MODEL else f"{d.model}"
+        lock = {None: "unread", 0: "0 (EEPROM unlocked)", 1: "1 (locked)"}.get(d.lock, str(d.lock))
+        return (f"ID {self.servo_id} at {self.baud} baud, model {model}, firmware {d.firmware_text}, Lock {lock}, "
+                f"position {d.position}")
 
 
-def program_alone(port: str, name: str, target_id: int) -> None:
-    """Give the only servo on the bus `target_id`, with the re-locking bus (LeRobot's code underneath)."""
+@dataclass(frozen=True)
+class BusState:
+    """What a census of the whole bus heard: one servo, nothing, or several at once."""
+
+    lone: Lone | None = None
+    several_at: int | None = None   # a baud at which more than one servo answered
+
+    def describe(self) -> str:
+        if self.lone:
+            return f"One servo on the bus: {self.lone.describe()}."
+        if self.several_at:
+            return f"More than one servo answers at {self.several_at} baud."
+        return "No servo answers at any baud rate."
+
+
+def census(wire: Wire, tries: int = 5) -> BusState:
+    """Broadcast pings at every baud: a clean single reply, agreed on by most tries, is one servo."""
+    for baud in SCAN_BAUDS:
+        wire.set_baud(baud)
+        clean: dict[int, int] = {}
+        garbled = heard = 0
+        for _ in range(tries):
+            answer = wire.census()
+            if answer.state == "none":
+                continue
+            heard += 1
+            if answer.state == "ok" and len(answer.replies) == 1:
+                clean[answer.replies[0].servo_id] = clean.get(answer.replies[0].servo_id, 0) + 1
+            else:
+                garbled += 1
+        if not heard:
+            continue
+        best = max(clean.items(), key=lambda kv: kv[1], default=None)
+        if best and len(clean) == 1 and best[1] > garbled:
+            return BusState(Lone(baud, best[0], read_details(wire, best[0])))
+        return BusState(several_at=baud)
+    return BusState()
+
+
+def what_the_diagnosis_knew(servo_id: int, scan: Scan, wanted: str) -> tuple[str, str | None]:
+    """(what the first scan heard at this ID, the joint it must be if that settles it)."""
+    seen = scan.at(servo_id)
+    if seen is None:
+        if servo_id in SO101_IDS:
+            return f"In the diagnosis nothing answered as ID {servo_id}.", None
+        return f"ID {servo_id} is outside 1-6: the diagnosis did not probe it (a new servo is ID 1).", None
+    if seen.heard is Heard.COLLIDES:
+        missing = [SO101_IDS[i] for i in SO101_IDS if scan.at(i) is None]
+        candidates = " or ".join(dict.fromkeys([SO101_IDS.get(servo_id, "?"), *missing]))
+        return f"In the diagnosis two servos collided at ID {servo_id}: this is the {candidates}.", None
+    owner = SO101_IDS.get(servo_id)
+    if owner and owner != wanted:
+        return (f"In the diagnosis ID {servo_id} answered clearly, alone, as the {owner} "
+                f"({seen.agree} of {seen.pings} pings).", owner)
+    return f"In the diagnosis ID {servo_id} answered clearly as the {owner}.", None
+
+
+def moves_with_the_joint(port: str, lone: Lone, name: str, operator: Operator,
+                         open_serial: Callable[[str], object]) -> bool:
+    """The physical check: the person moves the joint they connected; the servo on the bus must follow."""
+    joint = "gripper jaw" if name == "gripper" else f"{name} joint"
+    operator.instruct(f"Identify it: with the power on, turn the {joint} by hand to a clearly different "
+                      "position (torque is off) and leave it there.")
+    after = _on_port(port, open_serial, lambda wire: _position(wire, lone))
+    before = lone.details.position
+    return before is not None and after is not None and abs(after - before) >= MOVED_TICKS
+
+
+def _position(wire: Wire, lone: Lone) -> int | None:
+    wire.set_baud(lone.baud)
+    return read_details(wire, lone.servo_id).position
+
+
+def identify(port: str, name: str, target_id: int, scan: Scan, operator: Operator,
+             open_serial: Callable[[str], object]) -> Lone | None:
+    """The servo alone on the bus if it is the `name` servo; otherwise says why not, in plain words."""
+    state = _on_port(port, open_serial, census)
+    if state.lone is None:
+        operator.say(f"Not programmed: {state.describe()} Connect the {name} servo, and only it.")
+        return None
+    lone = state.lone
+    knew, owner = what_the_diagnosis_knew(lone.servo_id, scan, name)
+    operator.say(f"Found {lone.describe()}.\n{knew}")
+    refusal = None
+    if lone.details.model != p.STS3215_MODEL:
+        refusal = (f"it reports model {lone.details.model}, not an STS3215 ({p.STS3215_MODEL}); an SO-101 "
+                   "needs STS3215s")
+    elif owner is not None:
+        refusal = f"this is the {owner} servo, not the {name}"
+    elif not moves_with_the_joint(port, lone, name, operator, open_serial):
+        refusal = (f"the servo on the bus did not move when you turned the {name}, so it is not the {name} "
+                   "(or its cable is not the one plugged in)")
+    if refusal:
+        operator.say(f"Refusing to program it: {refusal}. Nothing was written. Unplug it and connect only the "
+                     f"{name} servo.")
+        return None
+    return lone
+
+
+def program_alone(port: str, name: str, target_id: int, lone: Lone) -> None:
+    """Give the identified servo `target_id`, with the re-locking bus (LeRobot's code underneath)."""
     from lerobot.motors import Motor, MotorNormMode
 
     from harness.bus.relocking_bus import RelockingFeetechBus
 
     bus = RelockingFeetechBus(port, {name: Motor(target_id, "sts3215", MotorNormMode.DEGREES)})
     try:
-        bus.setup_motor(name)
+        bus.setup_motor(name, initial_baudrate=lone.baud, initial_id=lone.servo_id)
     finally:
         if bus.is_connected:
-            bus.disconnect(disable_torque=False)
+            try:
+                bus.disconnect(disable_torque=False)
+            except BUS_FAULTS:
+                bus.port_handler.ser.close()
+
+
+def advice_after_a_fault(state: BusState, name: str, target_id: int) -> str:
+    if state.lone is None:
+        return (state.describe() + f" Check that the {name}'s cable is seated and the arm's power is on; "
+                "the next attempt starts from a fresh identification.")
+    lone = state.lone
+    if lone.servo_id == target_id and lone.baud == TARGET_BAUD:
+        if lone.details.lock == 0:
+            return (state.describe() + f" The new ID took but the re-lock did not: the next attempt re-locks ID "
+                    f"{target_id} and reads it back.")
+        return state.describe() + " The servo already has its new ID; the next attempt only verifies it."
+    return state.describe() + " The ID write did not take; the next attempt writes it again."
+
+
+# --- the guided repair ---------------------------------------------------------------------------
+
+def _on_port(port: str, open_serial: Callable[[str], object], action: Callable[[Wire], object]):
+    """Open the port, act, close it again: programming needs the port for LeRobot's bus."""
+    ser = open_serial(port)
+    try:
+        return action(Wire(ser))
+    finally:
+        ser.close()
 
 
 def _fix_in_place(wire: Wire, finding: Finding, scan: Scan) -> None:
-    """Baud and Lock problems of a servo with a unique ID can be fixed on the chain."""
     servo_id = finding.servo_id
-    if finding.kind == "unlocked":
+    if finding.kind is FindingKind.UNLOCKED:
         wire.set_baud(TARGET_BAUD)
         wire.write(servo_id, p.ADDR_LOCK, bytes([1]))
-    elif finding.kind == "wrong_baud":
+    elif finding.kind is FindingKind.WRONG_BAUD:
         wire.set_baud(scan.elsewhere(servo_id)[0].baud)
         wire.write(servo_id, p.ADDR_LOCK, bytes([0]))
         wire.write(servo_id, p.ADDR_BAUD, bytes([p.INDEX_BY_BAUD[TARGET_BAUD]]))
@@ -170,27 +252,66 @@ def _fix_in_place(wire: Wire, finding: Finding, scan: Scan) -> None:
         wire.write(servo_id, p.ADDR_LOCK, bytes([1]))
 
 
-def _scan_port(port: str, open_serial: Callable[[str], object]) -> Scan:
-    """Open the port, scan, and close it again: programming needs the port for LeRobot's bus."""
-    ser = open_serial(port)
-    try:
-        return quick_scan(Wire(ser))
-    finally:
-        ser.close()
+def _load_lerobot(operator: Operator) -> None:
+    """LeRobot takes seconds to import: say so, and do it before the person is asked for anything."""
+    operator.say("Loading LeRobot's Feetech driver ...")
+    import lerobot.motors.feetech  # noqa: F401
+
+
+def repair_missing(port: str, finding: Finding, scan: Scan, operator: Operator,
+                   open_serial: Callable[[str], object], attempts: int = 3) -> bool:
+    name, target_id = SO101_IDS[finding.servo_id], finding.servo_id
+    for _ in range(attempts):
+        operator.instruct(f"Connect ONLY the {name} servo to the controller board: unplug the chain and plug "
+                          f"the {name}'s cable straight into the board. Keep the power on.")
+        lone = identify(port, name, target_id, scan, operator, open_serial)
+        if lone is None:
+            continue
+        try:
+            program_alone(port, name, target_id, lone)
+        except BUS_FAULTS as err:
+            state = _on_port(port, open_serial, census)
+            operator.say(f"Bus error while programming the {name} ({type(err).__name__}: "
+                         f"{str(err).strip().splitlines()[-1] if str(err).strip() else 'no detail'}).\n"
+                         + advice_after_a_fault(state, name, target_id))
+            continue
+        operator.say(f"Programmed the {name} servo as ID {target_id}: unlocked, written, re-locked, read back.")
+        operator.instruct(f"Reconnect the {name} servo to the chain as it was.")
+        return True
+    operator.say(f"Gave up on the {name} after {attempts} attempts. Nothing else was written; run fix-ids again "
+                 "once the bus is steady.")
+    return False
+
+
+def _report(operator: Operator, title: str, findings: list[Finding]) -> None:
+    operator.say(f"{title}\n" + "\n".join(f"  - {f.message}" for f in findings))
 
 
 def fix_ids(port: str, operator: Operator, open_serial: Callable[[str], object]) -> int:
     """0 when the arm is healthy (or repaired and proven after a power cycle), 1 otherwise."""
-    scan = _scan_port(port, open_serial)
+    operator.say(f"fix-ids: scanning {port} for SO-101 servos (IDs 1-6, {len(SCAN_BAUDS)} baud rates) ...")
+    try:
+        return _fix_ids(port, operator, open_serial)
+    except OSError as err:    # the adapter itself went away (USB unplugged): nothing more can be done here
+        raise BusError(f"lost the serial port {port} ({err.strerror or err}); reconnect it and run fix-ids "
+                       "again") from None
+
+
+def _fix_ids(port: str, operator: Operator, open_serial: Callable[[str], object]) -> int:
+    scan = _on_port(port, open_serial, quick_scan)
     operator.say(describe_scan(scan))
     findings = diagnose(scan)
     if not findings:
-        operator.say("All six servos answer at 1 Mbaud as STS3215s with their EEPROM locked. Nothing to fix.")
+        operator.say("All six servos answer at 1 Mbaud as STS3215s on one firmware, EEPROM locked. Nothing to fix.")
         return 0
-    operator.say("\nWhat is wrong:\n" + "\n".join(f"  - {f.message}" for f in findings))
+    _report(operator, "\nWhat is wrong:", findings)
+    repairable = [f for f in findings if not f.kind.needs_a_person]
+    if not repairable:
+        operator.say("fix-ids cannot repair this itself; do what is said above, then run fix-ids again.")
+        return 1
     if not operator.confirm("Repair it now?"):
         return 1
-    in_place = [f for f in findings if f.kind in ("unlocked", "wrong_baud")]
+    in_place = [f for f in findings if f.kind.fixable_in_place]
     if in_place:
         ser = open_serial(port)
         try:
@@ -199,32 +320,24 @@ def fix_ids(port: str, operator: Operator, open_serial: Callable[[str], object])
                 operator.say(f"Fixed in place: ID {finding.servo_id} ({finding.kind.replace('_', ' ')}).")
         finally:
             ser.close()
-    for finding in [f for f in findings if f.kind == "missing"]:
-        name = SO101_IDS[finding.servo_id]
-        for attempt in range(3):
-            operator.instruct(f"Connect ONLY the {name} servo to the controller board: unplug the chain and plug "
-                              f"the {name}'s cable straight into the board. Keep the power on.")
-            try:
-                program_alone(port, name, finding.servo_id)
-                operator.say(f"Programmed the {name} servo as ID {finding.servo_id}: unlocked, written, re-locked, "
-                             "read back.")
-                break
-            except RuntimeError as err:
-                operator.say(f"Not programmed: {err}")
-                if attempt == 2:
-                    return 1
-        operator.instruct(f"Reconnect the {name} servo to the chain as it was.")
-    after = _scan_port(port, open_serial)
+    missing = [f for f in findings if f.kind is FindingKind.MISSING]
+    if missing:
+        _load_lerobot(operator)
+    for finding in missing:
+        if not repair_missing(port, finding, scan, operator, open_serial):
+            return 1
+    after = _on_port(port, open_serial, quick_scan)
     operator.say(describe_scan(after))
     if remaining := diagnose(after):
-        operator.say("Still wrong:\n" + "\n".join(f"  - {f.message}" for f in remaining))
+        _report(operator, "Still wrong:", remaining)
         return 1
     operator.instruct("Now power-cycle the arm: switch off (or unplug) its power supply, wait 3 seconds, "
                       "switch it on again. This proves the IDs were written to EEPROM.")
-    proof = _scan_port(port, open_serial)
+    proof = _on_port(port, open_serial, quick_scan)
     operator.say(describe_scan(proof))
     if remaining := diagnose(proof):
-        operator.say("After the power cycle something reverted:\n" + "\n".join(f"  - {f.message}" for f in remaining))
+        _report(operator, "After the power cycle something reverted:", remaining)
         return 1
     operator.say("Fixed: all six IDs answer after a power cycle, EEPROM locked.")
     return 0
+

@@ -30,6 +30,8 @@ class Wire:
     def __init__(self, ser: Any, reply_window_s: float = 0.020) -> None:
         self.ser = ser
         self.window = reply_window_s
+        self.asked = 0          # questions sent, and
+        self.bad_replies = 0    # replies a caller found lost or unusable and asked again for: line noise
 
     @property
     def baud(self) -> int:
@@ -40,6 +42,7 @@ class Wire:
             self.ser.baudrate = baud
 
     def ask(self, packet: bytes, expect_replies: int = 1, window_s: float | None = None) -> Answer:
+        self.asked += 1
         self.ser.reset_input_buffer()
         self.ser.write(packet)
         self.ser.flush()

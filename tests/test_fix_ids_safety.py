@@ -1,0 +1,199 @@
+"""fix-ids never renames the wrong servo, survives lost replies, reads a noisy line right and catches
+mixed firmware before LeRobot does: each test is one finding of issue 14, on the project's emulator."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+from lerobot.motors.feetech import FeetechMotorsBus
+
+from harness.bus import protocol as p
+from harness.bus.diagnosis import FindingKind, diagnose
+from harness.bus.emulator import Faults, Firmware, ServoChain
+from harness.bus.fix_ids import TerminalOperator, fix_ids
+from harness.bus.pty_port import PtyBus
+from harness.bus.scan import Certainty, quick_scan
+from harness.bus.scenario import SO101_NAMES
+from harness.bus.wire import Wire
+from tests.bus_people import ScriptedOperator, arm, open_port, turn
+from tests.test_bus import _motors
+
+ALL = SO101_NAMES
+
+
+# --- finding 1: the wrong servo connected at "Connect ONLY the gripper" -------------------------------
+
+def test_a_servo_with_a_known_other_id_is_refused_and_left_untouched() -> None:
+    """The elbow (ID 3, heard clearly in the diagnosis) connected instead of the gripper is never renamed."""
+    chain = arm(ids={"gripper": 5})
+    with PtyBus(chain) as bus:
+        operator = ScriptedOperator(bus, [
+            lambda: chain.only("elbow_flex"),                        # the wrong servo
+            lambda: chain.only("gripper"), lambda: turn(chain, "gripper"),   # then the right one
+            lambda: chain.plug(*ALL), chain.power_cycle])
+        assert fix_ids(bus.port, operator, open_port) == 0
+    said = operator.transcript
+    assert "Found ID 3 at 1000000 baud, model 777 (STS3215), firmware 3.10" in said
+    assert "Refusing to program it: this is the elbow_flex servo, not the gripper. Nothing was written." in said
+    assert [s.current_id for s in chain.servos] == [1, 2, 3, 4, 5, 6]
+    assert chain.servo("elbow_flex").eeprom_writes == 0
+
+
+def test_the_other_servo_of_a_collision_is_refused_when_it_does_not_follow_the_joint() -> None:
+    """wrist_roll and gripper both answer as ID 5: by ID alone either could be the gripper. The one on the
+    bus must move when the person turns the gripper, or it is not programmed (no wrist/gripper swap)."""
+    chain = arm(ids={"gripper": 5})
+    with PtyBus(chain) as bus:
+        operator = ScriptedOperator(bus, [
+            lambda: chain.only("wrist_roll"), lambda: turn(chain, "gripper"),   # wrong servo; gripper turned
+            lambda: chain.only("gripper"), lambda: turn(chain, "gripper"),
+            lambda: chain.plug(*ALL), chain.power_cycle])
+        assert fix_ids(bus.port, operator, open_port) == 0
+    said = operator.transcript
+    assert "two servos collided at ID 5: this is the wrist_roll or gripper" in said
+    assert "did not move when you turned the gripper" in said
+    assert chain.servo("wrist_roll").current_id == 5 and chain.servo("gripper").current_id == 6
+
+
+def test_two_servos_on_the_bus_when_one_was_asked_for_are_refused() -> None:
+    chain = arm(ids={"gripper": 5})
+    with PtyBus(chain) as bus:
+        operator = ScriptedOperator(bus, [lambda: chain.only("wrist_roll", "gripper")] * 3)
+        assert fix_ids(bus.port, operator, open_port) == 1
+    assert "More than one servo answers at 1000000 baud" in operator.transcript
+    assert all(s.eeprom_writes == 0 for s in chain.servos)
+
+
+# --- finding 2: a lost reply between the ID write and the re-lock --------------------------------------
+
+class CutAfterIdWrite(ServoChain):
+    """The servo's power (or cable) goes the instant its ID has been written, before the re-lock."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.cut = False
+
+    def handle(self, packet: p.Packet, baud: int) -> bytes:
+        reply = super().handle(packet, baud)
+        is_id_write = packet.code == p.WRITE and packet.params[:1] == bytes([p.ADDR_ID])
+        if is_id_write and packet.servo_id != p.BROADCAST_ID and not self.cut:
+            self.cut = True
+            self.connected.clear()
+            return b""
+        return reply
+
+
+@pytest.mark.parametrize("firmware", list(Firmware))
+def test_a_power_cut_between_id_write_and_relock_ends_in_advice_and_a_finished_repair(firmware) -> None:
+    chain = arm(CutAfterIdWrite, ids={"gripper": 5})
+    for servo in chain.servos:
+        servo.firmware = firmware
+    with PtyBus(chain) as bus:
+        def power_back() -> None:
+            chain.power_cycle()
+            chain.only("gripper")
+
+        operator = ScriptedOperator(bus, [
+            lambda: chain.only("gripper"), lambda: turn(chain, "gripper"),      # cut during this attempt
+            power_back, lambda: turn(chain, "gripper"),                        # the retry
+            lambda: chain.plug(*ALL), chain.power_cycle])
+        assert fix_ids(bus.port, operator, open_port) == 0
+    said = operator.transcript
+    assert "Bus error while programming the gripper (ConnectionError" in said
+    assert "No servo answers at any baud rate. Check that the gripper's cable is seated" in said
+    assert [s.current_id for s in chain.servos] == [1, 2, 3, 4, 5, 6]
+    assert all(s.locked for s in chain.servos)
+
+
+class RelockLostOnTheLine(ServoChain):
+    """After the ID write, the next four re-lock packets (three tries, then the one on disconnect) never
+    reach the servo (a noisy line)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.armed, self.lost = False, 0
+
+    def handle(self, packet: p.Packet, baud: int) -> bytes:
+        is_relock = packet.code == p.WRITE and packet.params[:2] == bytes([p.ADDR_LOCK, 1])
+        if self.armed and is_relock and self.lost < 4:
+            self.lost += 1
+            return b""
+        if packet.code == p.WRITE and packet.params[:1] == bytes([p.ADDR_ID]):
+            self.armed = True
+        return super().handle(packet, baud)
+
+
+def test_lost_relock_replies_leave_the_servo_described_and_the_next_attempt_relocks_it() -> None:
+    chain = arm(RelockLostOnTheLine, ids={"gripper": 5})
+    with PtyBus(chain) as bus:
+        operator = ScriptedOperator(bus, [
+            lambda: chain.only("gripper"), lambda: turn(chain, "gripper"),
+            lambda: None, lambda: turn(chain, "gripper"),
+            lambda: chain.plug(*ALL), chain.power_cycle])
+        assert fix_ids(bus.port, operator, open_port) == 0
+    said = operator.transcript
+    assert "One servo on the bus: ID 6 at 1000000 baud" in said and "Lock 0 (EEPROM unlocked)" in said
+    assert "The new ID took but the re-lock did not" in said
+    assert chain.servo("gripper").locked and chain.servo("gripper").current_id == 6
+
+
+# --- finding 3: a noisy line ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_healthy_arm_on_a_noisy_line_is_called_healthy_and_the_noise_is_reported(seed) -> None:
+    chain = arm(faults=Faults(drop_rate=0.05, corrupt_rate=0.05, seed=seed))
+    with PtyBus(chain) as bus, open_port(bus.port) as ser:
+        scan = quick_scan(Wire(ser))
+    assert diagnose(scan) == []
+    assert scan.lost_or_garbled > 0 and scan.certainty is not Certainty.UNSURE
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_collision_on_a_noisy_line_is_named_as_on_a_clean_one(seed) -> None:
+    chain = arm(ids={"gripper": 5}, faults=Faults(drop_rate=0.05, corrupt_rate=0.05, seed=seed))
+    with PtyBus(chain) as bus, open_port(bus.port) as ser:
+        findings = diagnose(quick_scan(Wire(ser)))
+    assert {(f.kind, f.servo_id) for f in findings} == {(FindingKind.COLLISION, 5), (FindingKind.MISSING, 6)}
+
+
+def test_a_clean_line_is_reported_sure() -> None:
+    with PtyBus(arm()) as bus:
+        operator = ScriptedOperator(bus, [])
+        assert fix_ids(bus.port, operator, open_port) == 0
+    assert "How sure: sure - every ID gave the same answer on each of its 3 pings." in operator.transcript
+
+
+# --- finding 4: mixed firmware versions ------------------------------------------------------------------
+
+def test_mixed_firmware_is_diagnosed_before_lerobot_refuses_and_never_called_fixed() -> None:
+    chain = arm()
+    gripper = chain.servo("gripper")
+    gripper.eeprom[p.ADDR_FIRMWARE_MINOR] = 9
+    gripper.power_cycle()
+    with PtyBus(chain) as bus:
+        operator = ScriptedOperator(bus, [])
+        assert fix_ids(bus.port, operator, open_port) == 1
+        with pytest.raises(RuntimeError, match="different firmware versions"):
+            FeetechMotorsBus(bus.port, _motors()).connect()   # what the diagnosis warned about
+    said = operator.transcript
+    assert "ID 6 (gripper) runs firmware 3.9, the others 3.10" in said
+    assert "update it to 3.10 with Feetech's FD software" in said
+    assert "Fixed" not in said and gripper.eeprom_writes == 0
+
+
+# --- finding 6: prompts never answered by keys typed while the tool was busy -------------------------
+
+def test_enter_pressed_while_busy_does_not_answer_the_next_prompt() -> None:
+    master, slave = os.openpty()
+    with os.fdopen(slave, "r", closefd=True) as stdin, open(os.devnull, "w") as stdout:
+        os.write(master, b"y\n\n")        # typed while LeRobot was loading
+        time.sleep(0.05)
+        later = threading.Timer(0.3, lambda: os.write(master, b"n\n"))
+        later.start()
+        answer = TerminalOperator(stdin=stdin, stdout=stdout).confirm("Repair it now?")
+        later.join()
+    os.close(master)
+    assert answer is False
