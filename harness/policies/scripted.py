@@ -7,7 +7,10 @@ memorised one arm motion does, and it looks perfect at offset zero.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -102,6 +105,72 @@ def plan_pick_and_place(model: Any, fps: int, start: np.ndarray, cube_pos: np.nd
     return b.targets
 
 
+PLANNER_VERSION = 1  # bump when plan_pick_and_place or the IK changes what it returns
+
+
+def _model_digest(model: Any) -> str:
+    """What the plan depends on in the model: kinematic tree, joint ranges and the grasp site."""
+    h = hashlib.sha256()
+    for array in (model.body_pos, model.body_quat, model.jnt_range, model.jnt_axis, model.site_pos, model.site_quat):
+        h.update(np.ascontiguousarray(array).tobytes())
+    return h.hexdigest()[:16]
+
+
+class PlanCache:
+    """Plans by their exact inputs, in memory and (when given a folder) on disk.
+
+    Planning is deterministic, and a protocol fixes every input (the seeded cube placement
+    included), so a re-run, a resumed run or a latency sweep plans each cube pose once.
+    """
+
+    def __init__(self, folder: Path | None = None, capacity: int = 256) -> None:
+        self.folder = folder
+        self.capacity = capacity
+        self._memory: dict[str, list[np.ndarray]] = {}
+        self._digests: dict[int, str] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def key(self, model: Any, fps: int, start: np.ndarray, cube_pos: np.ndarray, cube_yaw: float,
+            bowl_xy: tuple[float, float]) -> str:
+        digest = self._digests.get(id(model))
+        if digest is None:
+            digest = self._digests[id(model)] = _model_digest(model)
+        h = hashlib.sha256(f"v{PLANNER_VERSION}:{digest}:{fps}".encode())
+        for values in (start, cube_pos, (cube_yaw, *bowl_xy)):
+            h.update(np.asarray(values, dtype=np.float64).tobytes())
+        return h.hexdigest()[:32]
+
+    def plan(self, model: Any, fps: int, start: np.ndarray, cube_pos: np.ndarray, cube_yaw: float,
+             bowl_xy: tuple[float, float]) -> list[np.ndarray]:
+        key = self.key(model, fps, start, cube_pos, cube_yaw, bowl_xy)
+        plan = self._memory.get(key)
+        path = self.folder / f"{key}.npy" if self.folder is not None else None
+        if plan is None and path is not None and path.is_file():
+            plan = list(np.load(path))
+        if plan is not None:
+            self.hits += 1
+        else:
+            self.misses += 1
+            plan = plan_pick_and_place(model, fps, start, cube_pos, cube_yaw, bowl_xy)
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
+                np.save(tmp, np.asarray(plan))
+                tmp.replace(path)
+        if len(self._memory) >= self.capacity:
+            self._memory.pop(next(iter(self._memory)))
+        self._memory[key] = plan
+        return plan
+
+
+def default_plan_cache() -> PlanCache:
+    """The per-user plan cache beside the decimated meshes."""
+    from harness.sim.meshes import cache_dir
+
+    return PlanCache(cache_dir().parent / "plans")
+
+
 def _as_action(q: np.ndarray) -> dict[str, float]:
     return {f"{name}.pos": from_sim(name, float(v)) for name, v in zip(JOINT_NAMES, q, strict=True)}
 
@@ -112,9 +181,10 @@ class _PlannedPolicy:
     name = "planned"
     camera_keys: tuple[str, ...] = ()
 
-    def __init__(self) -> None:
+    def __init__(self, plans: PlanCache | None = None) -> None:
         self._plan: list[np.ndarray] = []
         self._step = 0
+        self.plans = plans if plans is not None else default_plan_cache()
 
     def _cube_for_plan(self, context: TrialContext) -> tuple[np.ndarray, float]:
         raise NotImplementedError
@@ -125,8 +195,8 @@ class _PlannedPolicy:
             raise RuntimeError(f"the built-in '{self.name}' policy reads the simulator and runs only with --robot sim")
         start = np.array([to_sim(n, context.protocol.start_pose[n]) for n in JOINT_NAMES])
         cube_pos, cube_yaw = self._cube_for_plan(context)
-        self._plan = plan_pick_and_place(world.model, context.protocol.fps, start, cube_pos, cube_yaw,
-                                         world.geometry.bowl_xy)
+        self._plan = self.plans.plan(world.model, context.protocol.fps, start, cube_pos, cube_yaw,
+                                     world.geometry.bowl_xy)
         self._step = 0
 
     def select_action(self, observation: dict[str, Any]) -> dict[str, float]:

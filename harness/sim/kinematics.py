@@ -14,6 +14,16 @@ import numpy as np
 ARM_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll")
 
 
+def _summed_column_cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """sum_i a[:, i] x b[:, i], the orientation error of two rotation matrices, in one pass
+    (numpy's `cross` per column dominated planning time)."""
+    return np.array([
+        (a[1] * b[2] - a[2] * b[1]).sum(),
+        (a[2] * b[0] - a[0] * b[2]).sum(),
+        (a[0] * b[1] - a[1] * b[0]).sum(),
+    ])
+
+
 class TopDownIK:
     def __init__(self, model: mujoco.MjModel) -> None:
         self.model = model
@@ -68,7 +78,7 @@ class TopDownIK:
             pos = self.data.site_xpos[self.site]
             cur = self.data.xmat[self.gripper_body].reshape(3, 3)
             err_p = target - pos
-            err_r = 0.5 * sum(np.cross(cur[:, i], rotation[:, i]) for i in range(3))
+            err_r = 0.5 * _summed_column_cross(cur, rotation)
             err_pos = float(np.linalg.norm(err_p))
             if err_pos < 1e-4 and np.linalg.norm(err_r) < 1e-3:
                 break
