@@ -48,7 +48,7 @@ def test_hand_edit_of_a_scored_trial_is_refused(tmp_path) -> None:
     sheet = locked_sheet(tmp_path)
     sheet.add_attempt(fake_attempt(1, 1, "no_grasp"))
     sheet.add_attempt(fake_attempt(2, 1, "success", placement_error_cm=1.0))
-    _rewrite(sheet.path, lambda d: d["attempts"][0].update(outcome="success", failure_mode=None))
+    _rewrite(sheet.path, lambda d: d["records"][0]["attempt"].update(outcome="success", failure_mode=None))
     with pytest.raises(StaleRunError, match=r"attempts\[0\]"):
         load_scoresheet(sheet.path)
 

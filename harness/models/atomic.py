@@ -6,26 +6,60 @@ import os
 import tempfile
 from pathlib import Path
 
+from harness.errors import HarnessInputError
+
 
 def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write text via a temp file in the same folder, fsync it, rename over, fsync the folder."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     """Write via a temp file in the same folder, fsync it, rename over, fsync the folder.
 
-    The folder fsync makes the rename itself survive a power cut, not just the bytes.
+    The folder fsync makes the rename itself survive a power cut, not just the bytes. Only a
+    regular file (or a new name) is ever replaced: renaming over a device node such as
+    /dev/full, a folder or a pipe would destroy something that is not ours, so that is refused
+    before anything is written.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    check_output_path(path)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise HarnessInputError(path, None, f"cannot write here: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp_name, path)
+    except OSError as exc:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise HarnessInputError(path, None, f"cannot write: {exc.strerror or exc}; nothing was changed") from None
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
+    if os.name == "nt":   # Windows cannot open a folder to fsync it; NTFS journals the rename
+        return
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def check_output_path(path: str | Path) -> None:
+    """Refuse an output path that exists and is not a regular file, or whose folder is a file."""
+    path = Path(path)
+    if path.is_symlink() and not path.exists():
+        raise HarnessInputError(path, None, "is a broken symbolic link, not a file to write")
+    if path.exists() and not path.is_file():
+        kind = "a folder" if path.is_dir() else "not a regular file (a device, pipe or socket)"
+        raise HarnessInputError(path, None, f"is {kind}; give a file name to write")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise HarnessInputError(path, None, f"{parent} is a file, not a folder")
+            break

@@ -310,16 +310,17 @@ def _chained(record: Any, previous: str) -> Any:
 
 
 def _verified_chain(path: Path, section: str, raws: list[Any], model: type[BaseModel], start: str,
-                    as_written: bool = False) -> list[Any]:
+                    bodies: list[bytes | None] | None = None) -> list[Any]:
     """Validate each record and check its link in the chain.
 
-    `as_written`: the records are the JSON this module appended, so each link is checked over
-    the raw record (one C-speed JSON encode) rather than over a re-dumped model; a sheet
-    reformatted by a YAML tool is checked the format-1 way, over the validated model.
+    `bodies`: each record's canonical bytes as they lie on disk (format 2 as written), so a link
+    is checked without encoding the record again; otherwise (a sheet reformatted by a YAML
+    tool, format 1) the link is checked over the validated model, as format 1 always did.
     """
     records = []
     previous = start
     for position, raw in enumerate(raws):
+        body = bodies[position] if bodies else None
         if not isinstance(raw, dict):
             raise HarnessInputError(path, f"{section}[{position}]", "not a mapping")
         try:
@@ -328,11 +329,7 @@ def _verified_chain(path: Path, section: str, raws: list[Any], model: type[BaseM
             first = err.errors()[0]
             field = ".".join(str(p) for p in first["loc"])
             raise HarnessInputError(path, f"{section}[{position}].{field}", first["msg"]) from None
-        if as_written:
-            body = {k: v for k, v in raw.items() if k != "chain_sha256"}
-            expected = sha256_of({"prev": previous, "record": body})
-        else:
-            expected = _chain_hash(record, previous)
+        expected = journal.link_sha256(previous, body) if body is not None else _chain_hash(record, previous)
         if record.chain_sha256 != expected:
             raise StaleRunError(path, f"{section}[{position}]", "changed after it was recorded (edited by hand?)")
         previous = expected
@@ -394,12 +391,14 @@ def load_scoresheet(path: str | Path) -> Scoresheet:
     if not isinstance(locked.get("trials"), list) or not all(isinstance(t, dict) and "index" in t
                                                               for t in locked["trials"]):
         raise HarnessInputError(path, "locked.trials", "not a list of trials")
-    as_written = stored.canonical and stored.format == FORMAT
-    attempts = _verified_chain(path, "attempts", [r for k, r in stored.records if k == "attempt"], Attempt,
-                               lock["sha256"], as_written)
-    measurements = _verified_chain(path, "measurements", [r for k, r in stored.records if k == "measurement"],
-                                   PlacementMeasurement, lock["sha256"], as_written)
-    stored.records = []   # the models are the record from here on; the stored state only locates the tail
+    def chain_of(kind: str, model: type[BaseModel]) -> list[Any]:
+        picked = [i for i, (k, _) in enumerate(stored.records) if k == kind]
+        bodies = [stored.bodies[i] for i in picked] if stored.bodies else None
+        return _verified_chain(path, f"{kind}s", [stored.records[i][1] for i in picked], model, lock["sha256"], bodies)
+
+    attempts = chain_of("attempt", Attempt)
+    measurements = chain_of("measurement", PlacementMeasurement)
+    stored.records, stored.bodies = [], []   # the models are the record now; `stored` only locates the tail
     settings = data.get("settings") or {}
     if not isinstance(settings, dict):
         raise HarnessInputError(path, "settings", "not a mapping")

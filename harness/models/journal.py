@@ -1,0 +1,348 @@
+"""A scoresheet's bytes on disk (format 2): a YAML header, an append-only tail, a chain witness.
+
+    format: harness.scoresheet/2
+    locked: ...            # written once, when the sheet is locked
+    lock: ...
+    settings: ...
+    records:
+    - {"attempt":{...},"chain_sha256":"..."}       # one JSON line per record, appended
+    - {"measurement":{...},"chain_sha256":"..."}
+
+Every record line is JSON (a YAML flow mapping, so the file stays one readable YAML
+document), appended with one write and one fsync: recording a trial costs the same at the
+5,000th attempt as at the first, where rewriting the whole file cost 22 s or more. The header's
+values are JSON too, so loading never runs YAML's (Python) constructor; a sheet laid out any
+other way (reformatted by a YAML tool, or format 1) is read by the C YAML loader instead. Each
+record is written in its canonical JSON form, so the chain link
+`sha256({"prev": previous, "record": record})` is checked over the bytes as they lie on disk,
+without encoding the record again.
+
+`<sheet>.chain`, the witness, gets one line per record (`kind count chain_sha256`) after the
+record itself is durable. It anchors how many records exist and the head of each chain outside
+the YAML, so deleting the last attempts from the YAML by hand (which leaves a valid, shorter
+chain) is caught: the witness names records the file no longer has. Order makes this safe
+under crashes and concurrent readers: the writer makes the record durable before its witness
+line, and a reader reads the witness before the sheet, so a reader can see at most one record
+the witness does not name yet (a writer killed in between), never the reverse.
+
+A line cut short by a kill mid-append was never acknowledged (its fsync had not returned and
+its witness line does not exist); readers skip it and the next append, under the writer lock,
+cuts it off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessInputError, StaleRunError
+from harness.models.atomic import write_bytes_atomic
+from harness.models.safe_yaml import decode_text, load_yaml_text
+
+FORMAT = "harness.scoresheet/2"
+FORMAT_V1 = "harness.scoresheet/1"
+KINDS: tuple[str, ...] = ("attempt", "measurement")
+MARKER = b"\nrecords:\n"
+MAX_HEADER_BYTES = 32 * 1024 * 1024
+MAX_SHEET_BYTES = 2 * 1024 * 1024 * 1024
+MAX_NODES = 20_000_000
+
+
+def witness_path(path: Path) -> Path:
+    return Path(f"{path}.chain")
+
+
+def canonical_bytes(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode()
+
+
+def record_line(kind: str, record: dict[str, Any]) -> bytes:
+    body = canonical_bytes({k: v for k, v in record.items() if k != "chain_sha256"})
+    return b'- {"' + kind.encode() + b'":' + body + b',"chain_sha256":"' + record["chain_sha256"].encode() + b'"}\n'
+
+
+def link_sha256(previous: str, body: bytes) -> str:
+    """The chain link over a record's canonical bytes: equal to sha256 of the canonical JSON of
+    {"prev": previous, "record": record}, the definition format 1 used."""
+    return hashlib.sha256(b'{"prev":"' + previous.encode() + b'","record":' + body + b"}").hexdigest()
+
+
+def witness_line(kind: str, count: int, chain: str) -> bytes:
+    return f"{kind} {count} {chain}\n".encode()
+
+
+@dataclass
+class Contents:
+    """What a read found, and where the next append goes."""
+
+    format: str
+    header: dict[str, Any]
+    records: list[tuple[str, dict[str, Any]]]   # kind, record with its chain_sha256
+    canonical: bool            # the records are the one-JSON-line form written here (not reformatted)
+    size: int = 0              # bytes of the sheet when read: an append refuses if it changed
+    end: int = 0               # just after the last complete record (less than size after a torn append)
+    witness_size: int = 0
+    witness_end: int = 0
+    witnessed: int = 0         # records the witness names
+    backlog: list[bytes] = field(default_factory=list)   # witness lines still to write (killed writer)
+    needs_newline: bool = False   # the last record line lost only its newline
+    bodies: list[bytes | None] = field(default_factory=list)   # each record's canonical bytes, as on disk
+
+
+def _split_header(raw: bytes, path: Path) -> tuple[str, int | None]:
+    """The header text and the offset where the record lines start (None: no records section found)."""
+    at = raw.find(MARKER, 0, MAX_HEADER_BYTES + len(MARKER))
+    if at < 0:
+        if len(raw) > MAX_HEADER_BYTES and not raw.startswith(b"format: " + FORMAT_V1.encode()):
+            raise HarnessInputError(path, None, "not a scoresheet (no records section in the first 32 MiB)")
+        return decode_text(raw, path), None
+    return decode_text(raw[: at + 1], path), at + len(MARKER)
+
+
+_TAIL = len(b',"chain_sha256":"') + 64 + len(b'"}')
+
+
+def _parse_line(line: bytes) -> tuple[str, dict[str, Any], bytes] | None:
+    """A record line as `record_line` writes it: kind, record, and the record's canonical bytes."""
+    if not line.startswith(b'- {"'):
+        return None
+    try:
+        value = json.loads(line[2:])
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or len(value) != 2 or not isinstance(value.get("chain_sha256"), str):
+        return None
+    kind = next((k for k in value if k != "chain_sha256"), None)
+    if kind not in KINDS or not isinstance(value[kind], dict):
+        return None
+    start = len(b'- {"') + len(kind) + len(b'":')
+    if (line[start - len(kind) - 2:start - 2].decode() != kind or len(line) < start + _TAIL
+            or not line[len(line) - _TAIL:].startswith(b',"chain_sha256":"')):
+        return None
+    record = dict(value[kind], chain_sha256=value["chain_sha256"])
+    return kind, record, line[start:len(line) - _TAIL]
+
+
+def _records_from_yaml(data: Any, path: Path) -> list[tuple[str, dict[str, Any]]]:
+    raw = data.get("records") or []
+    if not isinstance(raw, list):
+        raise HarnessInputError(path, "records", "not a list")
+    records = []
+    for position, item in enumerate(raw):
+        kinds = [k for k in item if k in KINDS] if isinstance(item, dict) else []
+        if len(kinds) != 1 or not isinstance(item[kinds[0]], dict) or set(item) - {kinds[0], "chain_sha256"}:
+            raise HarnessInputError(path, f"records[{position}]", "not an attempt or a measurement")
+        records.append((kinds[0], dict(item[kinds[0]], chain_sha256=item.get("chain_sha256"))))
+    return records
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size > MAX_SHEET_BYTES:
+            raise HarnessInputError(path, None, "larger than 2 GiB: not a scoresheet")
+        return path.read_bytes()
+    except IsADirectoryError:
+        raise HarnessInputError(path, None, "is a folder, not a scoresheet") from None
+    except OSError as exc:
+        raise HarnessInputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+
+
+def read(path: Path) -> Contents:
+    """Parse a sheet of format 1 or 2 and check it against its witness; chains are checked by the caller."""
+    witness = witness_path(path)
+    witness_raw = witness.read_bytes() if witness.is_file() else None   # before the sheet: see the module doc
+    raw = _read_bytes(path)
+    header_text, records_at = _split_header(raw, path)
+    if records_at is None:   # format 1, or a format-2 file rewritten by a YAML tool
+        data = load_yaml_text(header_text, path, max_nodes=MAX_NODES)
+        _check_format(data, path)
+        if data["format"] == FORMAT_V1:
+            records = [("attempt", a) for a in data.get("attempts") or []]
+            records += [("measurement", m) for m in data.get("measurements") or []]
+            return Contents(FORMAT_V1, data, records, canonical=False, size=len(raw), end=len(raw))
+        contents = Contents(FORMAT, data, _records_from_yaml(data, path), canonical=False, size=len(raw), end=len(raw))
+        return _witnessed(contents, witness_raw, path)
+    header = _header_from_json(header_text)
+    if header is None:
+        header = load_yaml_text(header_text, path, max_nodes=MAX_NODES)
+    _check_format(header, path)
+    if header["format"] != FORMAT:
+        raise HarnessInputError(path, "format", f"a {header['format']} sheet cannot have a records section")
+    records: list[tuple[str, dict[str, Any]]] = []
+    bodies: list[bytes | None] = []
+    offset = records_at
+    canonical = True
+    while offset < len(raw):
+        newline = raw.find(b"\n", offset)
+        line = raw[offset:] if newline < 0 else raw[offset:newline]
+        parsed = _parse_line(line)
+        if parsed is None:
+            if newline < 0:
+                break   # a torn final line: never acknowledged, skipped
+            canonical = False
+            break
+        records.append(parsed[:2])
+        bodies.append(parsed[2])
+        offset = len(raw) if newline < 0 else newline + 1
+    needs_newline = bool(records) and offset == len(raw) and not raw.endswith(b"\n")
+    if not canonical:
+        data = load_yaml_text(decode_text(raw, path), path, max_nodes=MAX_NODES)
+        _check_format(data, path)
+        contents = Contents(FORMAT, data, _records_from_yaml(data, path), canonical=False, size=len(raw), end=len(raw))
+    else:
+        contents = Contents(FORMAT, header, records, canonical=True, size=len(raw), end=offset,
+                            needs_newline=needs_newline, bodies=bodies)
+    return _witnessed(contents, witness_raw, path)
+
+
+def _check_format(data: Any, path: Path) -> None:
+    if not isinstance(data, dict) or data.get("format") not in (FORMAT, FORMAT_V1):
+        raise HarnessInputError(path, "format", f"not a {FORMAT} scoresheet")
+    for key in ("locked", "lock"):
+        if not isinstance(data.get(key), dict):
+            raise HarnessInputError(path, key, "missing or not a mapping")
+
+
+def _witnessed(contents: Contents, witness_raw: bytes | None, path: Path) -> Contents:
+    """Compare the records with the witness: every witnessed record present, in order, unchanged."""
+    witness = witness_path(path)
+    if witness_raw is None:
+        if contents.records:
+            raise StaleRunError(witness, None, "missing: the count of recorded attempts cannot be checked "
+                                               "(restore it from where the scoresheet came from)")
+        return contents
+    complete = witness_raw[: witness_raw.rfind(b"\n") + 1]
+    contents.witness_size, contents.witness_end = len(witness_raw), len(complete)
+    lines = complete.decode("ascii", errors="replace").splitlines()
+    counts = dict.fromkeys(KINDS, 0)
+    for position, text in enumerate(lines):
+        parts = text.split(" ")
+        if len(parts) != 3 or parts[0] not in KINDS or not parts[1].isdigit():
+            raise StaleRunError(witness, f"line {position + 1}", "not a chain witness line (edited by hand?)")
+        kind, count, chain = parts[0], int(parts[1]), parts[2]
+        counts[kind] += 1
+        if position >= len(contents.records):
+            lost = len(lines) - len(contents.records)
+            raise StaleRunError(path, "records", f"{lost} recorded {'entry is' if lost == 1 else 'entries are'} "
+                                                 f"missing from the end (the witness {witness.name} names "
+                                                 f"{len(lines)}, the file holds {len(contents.records)}); "
+                                                 "the scoresheet was cut short or edited by hand")
+        record_kind, record = contents.records[position]
+        if record_kind != kind or count != counts[kind] or record.get("chain_sha256") != chain:
+            raise StaleRunError(path, f"records[{position}]", f"does not match line {position + 1} of "
+                                                              f"{witness.name} (edited by hand?)")
+    extra = len(contents.records) - len(lines)
+    if extra > 1:
+        raise StaleRunError(witness, None, f"names {len(lines)} records but the scoresheet holds "
+                                           f"{len(contents.records)} (edited by hand?)")
+    contents.witnessed = len(lines)
+    if extra == 1:
+        kind, record = contents.records[-1]
+        contents.backlog = [witness_line(kind, counts[kind] + 1, str(record.get("chain_sha256")))]
+    return contents
+
+
+def _pretty(value: Any, pad: str) -> str:
+    """JSON laid out for people: short values on one line, longer ones one item per line."""
+    compact = json.dumps(value, separators=(", ", ": "), ensure_ascii=True, allow_nan=False)
+    if len(compact) <= 100 or not isinstance(value, dict | list) or not value:
+        return compact
+    inner = pad + "  "
+    if isinstance(value, dict):
+        items = [f"{inner}{json.dumps(key)}: {_pretty(item, inner)}" for key, item in value.items()]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    items = [inner + _pretty(item, inner) for item in value]
+    return "[\n" + ",\n".join(items) + f"\n{pad}]"
+
+
+def header_bytes(header: dict[str, Any]) -> bytes:
+    """The header as YAML whose every top-level value is JSON (flow style): readable, and read back
+    by `json` at C speed instead of YAML's Python constructor (2 s for a 5,000-trial protocol)."""
+    text = "".join(f"{key}: {_pretty(value, '  ')}\n" for key, value in header.items())
+    return text.encode() + b"records:\n"
+
+
+def _header_from_json(text: str) -> dict[str, Any] | None:
+    """Read a header written by `header_bytes`; None when it is laid out otherwise (then YAML reads it)."""
+    sections: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        if line.startswith((" ", "\t")) and sections:
+            sections[-1][1].append(line)
+            continue
+        key, sep, rest = line.partition(": ")
+        if not sep or not key.isidentifier():
+            return None
+        sections.append((key, [rest]))
+    try:
+        return {key: json.loads("\n".join(lines)) for key, lines in sections}
+    except ValueError:
+        return None
+
+
+def write_all(path: Path, header: dict[str, Any], records: list[tuple[str, dict[str, Any]]]) -> Contents:
+    """Write a whole sheet and its witness atomically (lock time, migration); returns the new state."""
+    counts = dict.fromkeys(KINDS, 0)
+    witness = []
+    for kind, record in records:
+        counts[kind] += 1
+        witness.append(witness_line(kind, counts[kind], record["chain_sha256"]))
+    witness_bytes = b"".join(witness)
+    body = header_bytes(header) + b"".join(record_line(kind, record) for kind, record in records)
+    write_bytes_atomic(witness_path(path), witness_bytes)   # the witness first: see the module doc
+    write_bytes_atomic(path, body)
+    return Contents(FORMAT, header, list(records), canonical=True, size=len(body), end=len(body),
+                    witness_size=len(witness_bytes), witness_end=len(witness_bytes), witnessed=len(records))
+
+
+def append(path: Path, contents: Contents, entries: list[tuple[str, dict[str, Any], int]]) -> None:
+    """Append records (kind, record with its chain hash, its count in its chain): one write, one fsync each file.
+
+    The caller holds the writer lock. A file that changed size since it was read means some
+    other writer ignored the lock; appending then could fork the chain, so it is refused.
+    """
+    lines = b"".join(record_line(kind, record) for kind, record, _ in entries)
+    if contents.needs_newline:
+        lines = b"\n" + lines
+    witness = witness_path(path)
+    witness_size = witness.stat().st_size if witness.exists() else 0
+    with path.open("r+b") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size != contents.size or witness_size != contents.witness_size:
+            raise StaleRunError(path, None, "changed by another process since it was loaded; run the command again")
+        handle.seek(contents.end)
+        if contents.end < size:
+            handle.truncate()
+        handle.write(lines)
+        handle.flush()
+        os.fsync(handle.fileno())
+        contents.size = contents.end = handle.tell()
+    contents.needs_newline = False
+    new_witness = b"".join([*contents.backlog, *(witness_line(k, n, r["chain_sha256"]) for k, r, n in entries)])
+    created = not witness.exists()
+    fd = os.open(witness, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
+    with os.fdopen(fd, "r+b") as handle:
+        handle.seek(contents.witness_end)
+        handle.truncate()
+        handle.write(new_witness)
+        handle.flush()
+        os.fsync(handle.fileno())
+        contents.witness_size = contents.witness_end = handle.tell()
+    if created:
+        _fsync_folder(path.parent)
+    contents.backlog = []
+    contents.witnessed += len(entries)
+
+
+def _fsync_folder(folder: Path) -> None:
+    if os.name == "nt":
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
