@@ -26,6 +26,7 @@ SO101_RANGES_DEG: dict[str, tuple[float, float]] = {
     "gripper": (-10.0, 100.0),
 }
 SWEEP_MARGIN_DEG = 3.0  # a person stops just short of the hard stop
+SWEEP_DWELL_S = 0.3     # and pauses there, so a tool sampling positions sees the end of the range
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Motion:
     joint: str
     target_deg: float
     speed_deg_s: float
+    dwell_s: float = 0.0
 
 
 class Hand:
@@ -44,21 +46,23 @@ class Hand:
         self.speed_deg_s = speed_deg_s
         self.held: dict[str, float] = {}
         self._queue: deque[Motion] = deque()
+        self._dwelt_s = 0.0
         self._lock = threading.Lock()
 
     # --- what a person is asked to do -----------------------------------------
-    def move(self, joint: str, degrees: float, speed_deg_s: float | None = None) -> None:
+    def move(self, joint: str, degrees: float, speed_deg_s: float | None = None, dwell_s: float = 0.0) -> None:
         """Move one joint to `degrees` (clamped to its mechanical range) and keep holding it there."""
         low, high = self._range(joint)
         with self._lock:
-            self._queue.append(Motion(joint, min(max(degrees, low), high), speed_deg_s or self.speed_deg_s))
+            self._queue.append(Motion(joint, min(max(degrees, low), high), speed_deg_s or self.speed_deg_s, dwell_s))
 
     def sweep(self, joints: list[str] | None = None, speed_deg_s: float | None = None) -> None:
         """Each joint in turn: to one end of its range, to the other, back to the middle."""
         for joint in joints or list(self.ranges):
             low, high = self._range(joint)
-            for target in (low + SWEEP_MARGIN_DEG, high - SWEEP_MARGIN_DEG, (low + high) / 2):
-                self.move(joint, target, speed_deg_s)
+            self.move(joint, low + SWEEP_MARGIN_DEG, speed_deg_s, SWEEP_DWELL_S)
+            self.move(joint, high - SWEEP_MARGIN_DEG, speed_deg_s, SWEEP_DWELL_S)
+            self.move(joint, (low + high) / 2, speed_deg_s)
 
     def release(self, joints: list[str] | None = None) -> None:
         """Let go: the joints are left to the servos (torque on) or to gravity (torque off)."""
@@ -66,6 +70,7 @@ class Hand:
             if joints is None:
                 self._queue.clear()
                 self.held.clear()
+                self._dwelt_s = 0.0
                 return
             self._queue = deque(m for m in self._queue if m.joint not in joints)
             for joint in joints:
@@ -97,7 +102,10 @@ class Hand:
                 delta = motion.target_deg - start
                 self.held[motion.joint] = start + max(-step, min(step, delta))
                 if abs(delta) <= step:
-                    self._queue.popleft()
+                    self._dwelt_s += dt
+                    if self._dwelt_s >= motion.dwell_s:
+                        self._queue.popleft()
+                        self._dwelt_s = 0.0
             return dict(self.held)
 
     def _range(self, joint: str) -> tuple[float, float]:

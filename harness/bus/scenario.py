@@ -8,9 +8,11 @@ camera that drops out, freezes or goes black). Tests call the same `Rig` methods
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -24,6 +26,7 @@ from harness.errors import HarnessInputError
 
 SO101_NAMES = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
 DEFAULT_CUBE_ORIGIN_CM = (22.0, -5.0)  # the protocol's default trained cube position
+DEFAULT_ASSEMBLY = Path(__file__).resolve().parents[2] / "calibration" / "emulated_follower.json"
 
 
 class ServoSpec(BaseModel):
@@ -193,6 +196,51 @@ class Rig:
         if self.world is None:
             raise ConsoleError("no simulated table (start with --sim)")
         return self.world
+
+
+def load_assembly(path: str | Path) -> dict[str, Any]:
+    """How the simulated arm's encoders sit on its joints, as a LeRobot calibration file (no homing offset)."""
+    from harness.bus.sim_coupling import JointCalibration
+
+    try:
+        raw = json.loads(Path(path).read_text())
+        return {name: JointCalibration(c["range_min"], c["range_max"]) for name, c in raw.items()}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise HarnessInputError(path, None, f"not a LeRobot calibration file ({exc})") from None
+
+
+@contextmanager
+def open_rig(scenario: Scenario | None = None, sim: bool = False, assembly: str | Path = DEFAULT_ASSEMBLY,
+             camera_socket: str | Path | None = None) -> Iterator[Rig]:
+    """What `harness emulate-bus` serves, as an object for scripts and tests: the chain on a pseudo-terminal;
+    with `sim` the MuJoCo arm the servos drive; with a `camera_socket` too, the simulated cameras."""
+    from harness.bus.pty_port import PtyBus
+
+    scenario = scenario or default_scenario()
+    chain = build_chain(scenario)
+    world = frames = None
+    if sim:
+        import harness.sim  # noqa: F401  (headless GL before mujoco)
+        from harness.bus.sim_coupling import SimCoupledChain
+        from harness.sim.world import SimWorld
+
+        calibration = load_assembly(assembly)
+        world = SimWorld()
+        chain = SimCoupledChain(chain.servos, world, calibration, chain.faults)
+    try:
+        with PtyBus(chain, wire_timing=scenario.wire_timing) as bus:
+            if world is not None and camera_socket is not None:
+                from harness.sim.frame_server import FrameServer
+
+                frames = FrameServer(world, bus.lock, camera_socket)
+            try:
+                yield Rig(chain, bus.lock, bus.port, world, frames)
+            finally:
+                if frames is not None:
+                    frames.close()
+    finally:
+        if world is not None:
+            world.close()
 
 
 HELP = """commands:

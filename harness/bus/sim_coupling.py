@@ -77,8 +77,9 @@ class SimCoupledChain(ServoChain):
         steps = int(self._pending_s / physics_dt)
         if steps == 0:
             return
+        self._pending_s -= steps * physics_dt
+        steps = min(steps, MAX_STEPS_PER_TICK)  # a starved thread drops time rather than lurching
         elapsed = steps * physics_dt
-        self._pending_s -= elapsed
         held = self.hand.advance(elapsed, self.joint_degrees())
         present = self.world.joint_positions_rad()
         for i, name in enumerate(JOINT_NAMES):
@@ -91,7 +92,7 @@ class SimCoupledChain(ServoChain):
             else:
                 target = None
             self._drive(i, target)
-        for _ in range(min(steps, MAX_STEPS_PER_TICK)):
+        for _ in range(steps):
             mujoco.mj_step(self.world.model, self.world.data)
         self._sync_from_world(elapsed)
 
