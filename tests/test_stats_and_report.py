@@ -53,9 +53,10 @@ def test_summary_counts_modes_voids_and_placement(tmp_path) -> None:
     sheet.add_attempt(fake_attempt(2, 1, "success", placement_error_cm=4.0))
     sheet.add_attempt(fake_attempt(3, 1, "no_grasp", placement_error_cm=14.0))
     summary = summarize(sheet)
-    assert summary["success"]["k"] == 2 and summary["success"]["n"] == 3
-    assert summary["failure_modes"] == {"no_grasp": 1, "grasped_then_dropped": 0, "wrong_placement": 0}
-    assert summary["placement_error_cm"]["mean"] == pytest.approx(3.0)  # successes only
-    assert summary["voids"] == [{"trial": 1, "attempt": 1, "reason": "camera dropout"}]
+    assert summary.success.k == 2 and summary.success.n == 3
+    assert summary.failure_modes == {"no_grasp": 1, "grasped_then_dropped": 0, "wrong_placement": 0}
+    assert summary.placement_error_cm is not None
+    assert summary.placement_error_cm.mean == pytest.approx(3.0)  # successes only
+    assert [v.model_dump() for v in summary.voids] == [{"trial": 1, "attempt": 1, "reason": "camera dropout"}]
     text = format_summary(summary)
     assert "2/3" in text and "camera dropout" in text

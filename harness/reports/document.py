@@ -31,32 +31,32 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
     summary = summarize(sheet)
     rows = trial_rows(sheet)
     protocol = locked_protocol(sheet)
-    s = summary["success"]
+    s = summary.success
     blocks: list[Block] = [Heading(f"{title_prefix}{sheet.locked['policy']['ref']} on {sheet.locked['robot']}")]
-    if s["n"]:
+    if s.n and s.rate is not None:
         blocks.append(Para(
-            f"Success {s['k']}/{s['n']} = {_pct(s['rate'])}, 95% Wilson interval {_pct(s['wilson95'][0])} to "
-            f"{_pct(s['wilson95'][1])}. {summary['trials_scored']} of {summary['trials_planned']} planned trials "
-            f"scored. Task: {summary['task']}"))
+            f"Success {s.k}/{s.n} = {_pct(s.rate)}, 95% Wilson interval {_pct(s.wilson95[0])} to "
+            f"{_pct(s.wilson95[1])}. {summary.trials_scored} of {summary.trials_planned} planned trials "
+            f"scored. Task: {summary.task}"))
     else:
         blocks.append(Para("No trial has been scored yet."))
-    if summary.get("stopped_by_rule"):
-        blocks.append(Para(f"Stopped early by the pre-registered rule: {summary['stopped_by_rule']}."))
+    if summary.stopped_by_rule:
+        blocks.append(Para(f"Stopped early by the pre-registered rule: {summary.stopped_by_rule}."))
 
     blocks.append(Heading("Why it fails", 3))
-    n = max(s["n"], 1)
-    table_rows = [["success", str(s["k"]), _pct(s["k"] / n)]]
-    table_rows += [[m, str(c), _pct(c / n)] for m, c in summary["failure_modes"].items()]
+    n = max(s.n, 1)
+    table_rows = [["success", str(s.k), _pct(s.k / n)]]
+    table_rows += [[m, str(c), _pct(c / n)] for m, c in summary.failure_modes.items()]
     blocks.append(Table(["outcome", "trials", "share"], table_rows))
-    blocks.append(Figure(f"outcomes_{key}", figures.outcome_bars(rows, len(summary["voids"])),
+    blocks.append(Figure(f"outcomes_{key}", figures.outcome_bars(rows, len(summary.voids)),
                          "Final outcome per trial; voided attempts were retried and are counted separately."))
-    if summary["voids"]:
+    if summary.voids:
         blocks.append(Table(["trial", "attempt", "void reason"],
-                            [[str(v["trial"]), str(v["attempt"]), v["reason"] or ""] for v in summary["voids"]]))
-    dominant = max(summary["failure_modes"].items(), key=lambda kv: kv[1])
+                            [[str(v.trial), str(v.attempt), v.reason or ""] for v in summary.voids]))
+    dominant = max(summary.failure_modes.items(), key=lambda kv: kv[1])
     if dominant[1]:
         blocks.append(Para(f"The dominant failure mode is {dominant[0]} ({dominant[1]} of "
-                           f"{s['n'] - s['k']} failures)."))
+                           f"{s.n - s.k} failures)."))
 
     scored = [r for r in rows if r.label != "pending"]
     blocks.append(Heading("Does it depend on where the cube is?", 3))
@@ -92,10 +92,9 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
 
     blocks.append(Heading("Placement error", 3))
     errors = [r.placement_error_cm for r in rows if r.label == "success" and r.placement_error_cm is not None]
-    if errors:
-        e = summary["placement_error_cm"]
-        blocks.append(Para(f"Over {e['n']} successes: mean {e['mean']:.2f} cm, median {e['median']:.2f} cm, "
-                           f"max {e['max']:.2f} cm (cube centre to bowl centre)."))
+    if errors and (e := summary.placement_error_cm) is not None:
+        blocks.append(Para(f"Over {e.n} successes: mean {e.mean:.2f} cm, median {e.median:.2f} cm, "
+                           f"max {e.max:.2f} cm (cube centre to bowl centre)."))
         blocks.append(Figure(f"placement_{key}", figures.placement_histogram(errors),
                              "Placement error over successful trials."))
     else:

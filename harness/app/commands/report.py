@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +48,9 @@ def report(args: argparse.Namespace) -> int:
             print(f"wrote {args.md}")
         return 0
     if args.json:
-        print(json.dumps(summaries if len(summaries) > 1 else summaries[0], indent=2))
+        from harness.reports.summary import ReportJson
+
+        print(ReportJson(runs=summaries).to_json())
     else:
         print("\n\n".join(format_summary(s) for s in summaries))
     return 0
@@ -58,7 +59,8 @@ def report(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     parser = sub.add_parser("report", help="summarize one or more scoresheets")
     parser.add_argument("scoresheets", nargs="+")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--json", action="store_true",
+                        help="machine-readable output, schema harness.report/1 (docs/report-json.md)")
     parser.add_argument("-o", "--output", metavar="REPORT.html", help="write a self-contained HTML report")
     parser.add_argument("--md", metavar="REPORT.md", help="write a Markdown report (figures in REPORT_files/)")
     parser.add_argument("--training-starts", metavar="CSV",

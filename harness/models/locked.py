@@ -1,0 +1,34 @@
+"""The locked block of a scoresheet as a typed, frozen model: what was decided before trial 1.
+
+The lock hashes are computed over the block exactly as written to disk (`Scoresheet` keeps
+those raw fields); this model is the typed view everyone reads, so no caller indexes a dict by
+field name.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from harness.models.protocol import StoppingRule, Trial
+
+
+class LockedPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    ref: str                      # a built-in name or a checkpoint folder
+    fingerprint: str              # builtin:<name> or sha256 over every file of the checkpoint
+
+
+class LockedBlock(BaseModel):
+    """Fields in the order `harness.models.scoresheet.LOCKED_FIELDS` lists them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    task: str
+    success_definition: str
+    taxonomy: list[str]
+    trial_count: int
+    trials: list[Trial]
+    protocol_file: str
+    protocol_sha256: str
+    policy: LockedPolicy
+    robot: str
+    stopping_rule: StoppingRule
