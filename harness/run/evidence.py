@@ -88,8 +88,8 @@ class EvidenceRecorder:
         pd.DataFrame(self.rows).to_parquet(self.tmp / "trajectory.parquet", index=False)
         if judge_trace is not None:
             (self.tmp / "judge.json").write_text(json.dumps(judge_trace, indent=2))
-        if self.folder.exists():
-            shutil.rmtree(self.folder)
+        if self.folder.exists():   # left by a run killed before it recorded this attempt: kept, never deleted
+            self.folder.rename(_free_name(self.folder, "unrecorded"))
         self.tmp.rename(self.folder)
         return {path.name: str(path) for path in sorted(self.folder.iterdir())}
 
@@ -99,3 +99,11 @@ class EvidenceRecorder:
                 container.close()
         self._containers.clear()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _free_name(folder: Path, tag: str) -> Path:
+    """`<folder>.<tag>-N` with the first N not taken."""
+    number = 1
+    while (candidate := folder.with_name(f"{folder.name}.{tag}-{number}")).exists():
+        number += 1
+    return candidate
