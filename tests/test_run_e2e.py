@@ -112,7 +112,7 @@ def test_a_lerobot_act_checkpoint_runs_through_its_own_processors(workdir) -> No
     assert main(["run", str(protocol), "--policy", str(ckpt), "--headless", "--device", "cpu",
                  "--video-fps", "5"]) == 0
     sheet = load_scoresheet(workdir / "scoresheets" / "small-tiny_act.yaml")
-    assert sheet.locked["policy"]["fingerprint"].startswith("sha256:")
+    assert sheet.locked.policy.fingerprint.startswith("sha256:")
     assert [a.trial_index for a in sheet.scored_attempts()] == [1, 2]
     for attempt in sheet.scored_attempts():
         assert attempt.label == "no_grasp"  # an untrained policy holds the start pose

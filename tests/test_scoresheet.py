@@ -18,9 +18,10 @@ def _rewrite(path, change) -> None:
 
 def test_lock_covers_every_promised_field(tmp_path) -> None:
     sheet = locked_sheet(tmp_path)
-    assert set(sheet.locked) == set(LOCKED_FIELDS)
-    assert sheet.locked["trial_count"] == 3
-    assert sheet.locked["taxonomy"] == ["success", "no_grasp", "grasped_then_dropped", "wrong_placement", "void"]
+    assert list(type(sheet.locked).model_fields) == list(LOCKED_FIELDS)
+    assert list(sheet.locked_data) == list(LOCKED_FIELDS)
+    assert sheet.locked.trial_count == 3
+    assert sheet.locked.taxonomy == ["success", "no_grasp", "grasped_then_dropped", "wrong_placement", "void"]
     assert load_scoresheet(sheet.path).lock["sha256"] == sheet.lock["sha256"]
 
 
@@ -93,7 +94,7 @@ def test_resume_refuses_a_changed_checkpoint(tmp_path) -> None:
     ckpt.mkdir()
     (ckpt / "model.safetensors").write_bytes(b"weights-v1")
     sheet = locked_sheet(tmp_path, policy=str(ckpt))
-    assert sheet.locked["policy"]["fingerprint"] == policy_fingerprint(str(ckpt))
+    assert sheet.locked.policy.fingerprint == policy_fingerprint(str(ckpt))
     check_resumable(load_scoresheet(sheet.path), tmp_path / "small.yaml", None)
     (ckpt / "model.safetensors").write_bytes(b"weights-v2")
     with pytest.raises(StaleRunError, match="checkpoint"):

@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 from textual.app import App
 
+from harness.models.locked import LockedBlock
 from harness.tui.app import CSS
 from harness.tui.screens import CheckReport, CheckScreen, RunScreen, ScoreScreen
 from harness.tui.state import RunState, Tally
 
-LOCKED = {
+LOCKED = LockedBlock.model_validate({
     "task": "Pick up the cube and place it in the bowl.",
     "success_definition": "Autonomous grasp, lift and release; the cube comes to rest inside the bowl.",
     "taxonomy": ["success", "no_grasp", "grasped_then_dropped", "wrong_placement", "void"],
@@ -17,7 +18,8 @@ LOCKED = {
     "protocol_file": "protocols/randomized.yaml",
     "protocol_sha256": "3f9a0c1b2d4e5f60718293a4b5c6d7e8f9",
     "policy": {"ref": "outputs/act_so101/pretrained_model", "fingerprint": "sha256:8c1d2e3f4a5b6c7d8e9f0a1b2c3d"},
-}
+    "trials": [], "robot": "so101", "stopping_rule": {"kind": "fixed"},
+})
 
 
 def _gradient() -> np.ndarray:

@@ -97,8 +97,8 @@ def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
     video_size = _video_size(args.video_size)
     dropout = _dropout(args.inject_dropout)
     settings = sheet.settings
-    is_sim = sheet.locked["robot"] == "sim"
-    policy = parts.policy(sheet.locked["policy"]["ref"], protocol, settings, args.device)
+    is_sim = sheet.locked.robot == "sim"
+    policy = parts.policy(sheet.locked.policy.ref, protocol, settings, args.device)
     try:
         robot = parts.sim_robot(protocol, policy, args.realtime) if is_sim else parts.real_robot(settings, protocol)
     except BaseException:
@@ -126,6 +126,6 @@ def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
                          video_fps=args.video_fps, video_size=video_size, max_attempts=args.max_trials,
                          dataset=dataset)
     engine = RunEngine(protocol, sheet, robot, policy, stage, observer, MonotonicClock(), options)
-    log.debug("run prepared: %s on %s, %s front end", sheet.locked["policy"]["ref"], sheet.locked["robot"],
+    log.debug("run prepared: %s on %s, %s front end", sheet.locked.policy.ref, sheet.locked.robot,
               front_end)
     return RunSetup(protocol, sheet, policy, robot, observer, stage, engine, dataset)

@@ -16,7 +16,6 @@ from typing import Any
 from harness.app.build import FrontEnd, RunSetup, prepare_run
 from harness.app.parts import Parts
 from harness.app.sheet import resolve_sheet
-from harness.errors import HarnessInputError
 from harness.models.protocol import load_protocol
 from harness.models.scoresheet import load_scoresheet
 from harness.reports.summary import format_summary, summarize
@@ -35,7 +34,7 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None) -> int:
     protocol = load_protocol(protocol_path)
     sheet, created = resolve_sheet(args, protocol, protocol_path)
     if sheet.complete:
-        print(f"{sheet.path}: all {sheet.locked['trial_count']} trials are scored.\n")
+        print(f"{sheet.path}: all {sheet.locked.trial_count} trials are scored.\n")
         print(format_summary(summarize(sheet)))
         return 0
     front_end = FrontEnd.TUI if wants_tui(args) else FrontEnd.PLAIN
@@ -44,9 +43,9 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None) -> int:
     try:
         try:
             setup = prepare_run(args, protocol, sheet, front_end, parts)
-        except HarnessInputError:
+        except BaseException:
             if created:
-                sheet.path.unlink(missing_ok=True)  # bad input: leave nothing behind
+                sheet.path.unlink(missing_ok=True)  # bad input, or an arm that never connected: nothing locked
             raise
         if front_end is FrontEnd.TUI:
             from harness.app.tui import make_app
@@ -55,8 +54,8 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None) -> int:
             print(format_summary(summarize(load_scoresheet(sheet.path))))
             return code if isinstance(code, int) else 0
         pending = len(sheet.pending_trials())
-        print(f"{sheet.path}: {pending} of {sheet.locked['trial_count']} trials to run "
-              f"({sheet.locked['policy']['ref']} on {sheet.locked['robot']})", flush=True)
+        print(f"{sheet.path}: {pending} of {sheet.locked.trial_count} trials to run "
+              f"({sheet.locked.policy.ref} on {sheet.locked.robot})", flush=True)
         setup.engine.run()
     except KeyboardInterrupt:
         print("harness: interrupted; scored trials are saved. Continue with --resume.", file=sys.stderr)

@@ -50,8 +50,8 @@ def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: P
             raise HarnessInputError(path, None, "this run already has a scoresheet; add --resume to continue it")
         sheet = load_scoresheet(path)
         check_resumable(sheet, protocol_path, policy_flag)
-        if args.robot and args.robot != sheet.locked["robot"]:
-            raise HarnessInputError(path, "robot", f"locked to '{sheet.locked['robot']}', not '{args.robot}'")
+        if args.robot and args.robot != sheet.locked.robot:
+            raise HarnessInputError(path, "robot", f"locked to '{sheet.locked.robot}', not '{args.robot}'")
         return sheet, False
     policy_ref = policy_flag or protocol.run.policy
     robot = args.robot or protocol.run.robot

@@ -36,7 +36,7 @@ def check_report(setup: RunSetup) -> CheckReport:
                 pass
             cameras.append((name, frames / (time.perf_counter() - t0) if frames else None))
     warm = policy.warm_up(robot.get_observation()) if hasattr(policy, "warm_up") else None
-    label = f"{sheet.locked['robot']} ({'simulated SO-101' if world is not None else 'SO-101 follower'})"
+    label = f"{sheet.locked.robot} ({'simulated SO-101' if world is not None else 'SO-101 follower'})"
     return CheckReport(robot=label, cameras=cameras, policy=policy.name, policy_warmup_ms=warm,
                        locked=sheet.locked, scored=len(sheet.scored_attempts()),
                        voids=sum(1 for a in sheet.attempts if a.outcome == Label.VOID), scoresheet=str(sheet.path))
@@ -56,9 +56,9 @@ def make_app(setup: RunSetup, undo_s: float = 3.0) -> RunApp:
         tally = tally.add(attempt.label)
     config = getattr(setup.robot.robot, "config", None)
     pace = "" if setup.robot.world is None else "real-time" if getattr(config, "realtime", False) else "lock-step"
-    state = RunState(protocol_name=protocol.name, policy=sheet.locked["policy"]["ref"], robot=sheet.locked["robot"],
+    state = RunState(protocol_name=protocol.name, policy=sheet.locked.policy.ref, robot=sheet.locked.robot,
                      pace=pace,
-                     total=sheet.locked["trial_count"], fps=protocol.fps, time_limit_s=protocol.episode_time_limit_s,
+                     total=sheet.locked.trial_count, fps=protocol.fps, time_limit_s=protocol.episode_time_limit_s,
                      trained_xy_cm=protocol.scene.trained_cube_xy_cm, bowl_xy_cm=protocol.scene.bowl_xy_cm,
                      bowl_diameter_cm=protocol.scene.bowl_diameter_cm, tally=tally)
     return RunApp(setup.engine, setup.observer, setup.robot, check_report(setup), state, undo_s=undo_s)

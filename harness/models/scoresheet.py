@@ -31,7 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models import journal
 from harness.models.lock import WriterLock
-from harness.models.protocol import Protocol
+from harness.models.locked import LockedBlock
+from harness.models.protocol import Protocol, file_sha256
 from harness.models.stats import wilson_interval
 from harness.models.taxonomy import ALL_LABELS, Label
 
@@ -153,21 +154,26 @@ def policy_fingerprint(policy_ref: str) -> str:
 
 
 class Scoresheet:
-    """A locked scoresheet bound to its file. All mutation goes through `add_attempt`."""
+    """A locked scoresheet bound to its file. All mutation goes through `add_attempt`.
+
+    `locked` is the typed view of the locked block; `locked_data` is that block exactly as it was
+    hashed and is written back, so a file from an older version keeps verifying.
+    """
 
     def __init__(self, path: Path, locked: dict[str, Any], lock: dict[str, Any],
                  settings: dict[str, Any], attempts: list[Attempt],
                  measurements: list[PlacementMeasurement] | None = None,
                  stored: journal.Contents | None = None) -> None:
         self.path = path
-        self.locked = locked
+        self.locked_data = locked
+        self.locked = LockedBlock.model_validate(locked)
         self.lock = lock
         self.settings = settings
         self.attempts = attempts
         self.measurements = measurements or []
         self.stored = stored
         self.writer: WriterLock | None = None
-        self._trial_set = {t["index"] for t in locked["trials"]}
+        self._trial_set = {t.index for t in self.locked.trials}
         self._final: dict[int, Attempt] = {}
         self._tries: dict[int, int] = {}
         for attempt in attempts:
@@ -191,7 +197,7 @@ class Scoresheet:
     # --- queries -----------------------------------------------------------
     @property
     def trial_indices(self) -> list[int]:
-        return [t["index"] for t in self.locked["trials"]]
+        return [t.index for t in self.locked.trials]
 
     def final_attempt(self, trial_index: int) -> Attempt | None:
         return self._final.get(trial_index)
@@ -205,17 +211,17 @@ class Scoresheet:
 
     def stopped_by_rule(self) -> str | None:
         """Why the locked stopping rule ended the run early, or None. Derived, never stored."""
-        rule = self.locked["stopping_rule"]
-        if rule["kind"] != "wilson_width":
+        rule = self.locked.stopping_rule
+        if rule.kind != "wilson_width" or rule.max_width is None:
             return None
         scored = self.scored_attempts()
-        if len(scored) < rule["min_trials"] or len(scored) >= len(self.trial_indices):
+        if len(scored) < rule.min_trials or len(scored) >= len(self.trial_indices):
             return None
         k = sum(1 for a in scored if a.outcome == "success")
         low, high = wilson_interval(k, len(scored))
-        if high - low <= rule["max_width"]:
+        if high - low <= rule.max_width:
             return (f"95% Wilson interval {high - low:.3f} wide after {len(scored)} trials "
-                    f"(rule: at most {rule['max_width']} after at least {rule['min_trials']})")
+                    f"(rule: at most {rule.max_width} after at least {rule.min_trials})")
         return None
 
     def scored_attempts(self) -> list[Attempt]:
@@ -283,8 +289,17 @@ class Scoresheet:
                 return m.placement_error_cm
         return None
 
+    def create(self) -> Scoresheet:
+        """Write a new sheet (under the writer lock); refuses to replace an existing one."""
+        held = self.writer is not None and self.writer.held
+        with (self.writer if held else WriterLock(self.path)):
+            if self.path.exists() or self.path.is_symlink():
+                raise HarnessInputError(self.path, None, "a scoresheet already exists here; use --resume")
+            self.save()
+        return self
+
     def _header(self) -> dict[str, Any]:
-        return {"format": FORMAT, "locked": self.locked, "lock": self.lock, "settings": self.settings}
+        return {"format": FORMAT, "locked": self.locked_data, "lock": self.lock, "settings": self.settings}
 
     def save(self) -> None:
         """Rewrite the whole sheet and its witness atomically (creation and format conversion only)."""
@@ -345,7 +360,7 @@ def build_locked(protocol: Protocol, protocol_path: Path, policy_ref: str, robot
         "trial_count": len(protocol.trials),
         "trials": [t.model_dump(mode="json") for t in protocol.trials],
         "protocol_file": str(protocol_path),
-        "protocol_sha256": hashlib.sha256(protocol_path.read_bytes()).hexdigest(),
+        "protocol_sha256": file_sha256(protocol_path),
         "policy": {"ref": policy_ref, "fingerprint": policy_fingerprint(policy_ref)},
         "robot": robot,
         "stopping_rule": protocol.stopping_rule.model_dump(mode="json"),
@@ -354,6 +369,12 @@ def build_locked(protocol: Protocol, protocol_path: Path, policy_ref: str, robot
 
 def lock_scoresheet(path: Path, locked: dict[str, Any], settings: dict[str, Any]) -> Scoresheet:
     """Create and write a new scoresheet; refuses to overwrite an existing one."""
+    return new_scoresheet(path, locked, settings).create()
+
+
+def new_scoresheet(path: Path, locked: dict[str, Any], settings: dict[str, Any]) -> Scoresheet:
+    """A locked scoresheet not yet on disk: `create()` writes it once every check has passed, so
+    a run refused for bad input or an arm that never connected leaves nothing behind."""
     if path.exists() or path.is_symlink():
         raise HarnessInputError(path, None, "a scoresheet already exists here; use --resume or another --scoresheet")
     lock = {
@@ -361,12 +382,7 @@ def lock_scoresheet(path: Path, locked: dict[str, Any], settings: dict[str, Any]
         "field_sha256": {name: sha256_of(locked[name]) for name in LOCKED_FIELDS},
         "locked_at": now_iso(),
     }
-    sheet = Scoresheet(path, locked, lock, settings, [])
-    with WriterLock(path) as writer:
-        if writer.took_over is None and path.exists():
-            raise HarnessInputError(path, None, "a scoresheet already exists here; use --resume")
-        sheet.save()
-    return sheet
+    return Scoresheet(path, locked, lock, settings, [])
 
 
 def load_scoresheet(path: str | Path) -> Scoresheet:
@@ -391,6 +407,11 @@ def load_scoresheet(path: str | Path) -> Scoresheet:
     if not isinstance(locked.get("trials"), list) or not all(isinstance(t, dict) and "index" in t
                                                               for t in locked["trials"]):
         raise HarnessInputError(path, "locked.trials", "not a list of trials")
+    try:
+        LockedBlock.model_validate(locked)
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise HarnessInputError(path, "locked." + ".".join(str(p) for p in first["loc"]), first["msg"]) from None
     def chain_of(kind: str, model: type[BaseModel]) -> list[Any]:
         picked = [i for i, (k, _) in enumerate(stored.records) if k == kind]
         bodies = [stored.bodies[i] for i in picked] if stored.bodies else None
@@ -407,15 +428,15 @@ def load_scoresheet(path: str | Path) -> Scoresheet:
 
 def check_resumable(sheet: Scoresheet, protocol_path: Path, policy_ref: str | None) -> None:
     """Refuse to resume when the protocol file or policy checkpoint differs from what was locked."""
-    if hashlib.sha256(protocol_path.read_bytes()).hexdigest() != sheet.locked["protocol_sha256"]:
+    if file_sha256(protocol_path) != sheet.locked.protocol_sha256:
         raise StaleRunError(
             protocol_path, "protocol_sha256",
             f"the protocol changed since {sheet.path} was locked; restore it or start a new scoresheet",
         )
-    ref = policy_ref or sheet.locked["policy"]["ref"]
-    if ref != sheet.locked["policy"]["ref"]:
-        raise StaleRunError(sheet.path, "policy.ref", f"locked to '{sheet.locked['policy']['ref']}', not '{ref}'")
-    if policy_fingerprint(ref) != sheet.locked["policy"]["fingerprint"]:
+    ref = policy_ref or sheet.locked.policy.ref
+    if ref != sheet.locked.policy.ref:
+        raise StaleRunError(sheet.path, "policy.ref", f"locked to '{sheet.locked.policy.ref}', not '{ref}'")
+    if policy_fingerprint(ref) != sheet.locked.policy.fingerprint:
         raise StaleRunError(
             ref, "policy.fingerprint", f"the checkpoint's files changed since {sheet.path} was locked"
         )

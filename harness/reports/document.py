@@ -32,7 +32,7 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
     rows = trial_rows(sheet)
     protocol = locked_protocol(sheet)
     s = summary.success
-    blocks: list[Block] = [Heading(f"{title_prefix}{sheet.locked['policy']['ref']} on {sheet.locked['robot']}")]
+    blocks: list[Block] = [Heading(f"{title_prefix}{sheet.locked.policy.ref} on {sheet.locked.robot}")]
     if s.n and s.rate is not None:
         blocks.append(Para(
             f"Success {s.k}/{s.n} = {_pct(s.rate)}, 95% Wilson interval {_pct(s.wilson95[0])} to "
@@ -115,8 +115,8 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
     blocks.append(Heading("Fingerprints", 3))
     blocks.append(Table(["what", "value"], [
         ["scoresheet", str(sheet.path)],
-        ["protocol file", f"{sheet.locked['protocol_file']} (sha256 {sheet.locked['protocol_sha256'][:16]}...)"],
-        ["policy", f"{sheet.locked['policy']['ref']} ({sheet.locked['policy']['fingerprint'][:30]})"],
+        ["protocol file", f"{sheet.locked.protocol_file} (sha256 {sheet.locked.protocol_sha256[:16]}...)"],
+        ["policy", f"{sheet.locked.policy.ref} ({sheet.locked.policy.fingerprint[:30]})"],
         ["lock", f"sha256 {sheet.lock['sha256'][:16]}..., locked at {sheet.lock['locked_at']}"],
     ]))
     return blocks
@@ -134,15 +134,15 @@ def comparison_blocks(sheets: list[Scoresheet]) -> list[Block]:
             out = _outcomes(sheet)
             k, n = sum(out.values()), len(out)
             lo, hi = wilson_interval(k, n)
-            rows.append([sheet.locked["policy"]["ref"], f"{k}/{n}", f"{_pct(lo)} to {_pct(hi)}"])
+            rows.append([sheet.locked.policy.ref, f"{k}/{n}", f"{_pct(lo)} to {_pct(hi)}"])
         blocks.append(Table(["policy", "success", "95% Wilson"], rows))
         blocks.append(Para("With more than two runs the report shows intervals only: pick the pair to test before "
                            "looking, then report that one test (no p-value fishing)."))
         return blocks
     a, b = sheets
-    name_a, name_b = a.locked["policy"]["ref"], b.locked["policy"]["ref"]
+    name_a, name_b = a.locked.policy.ref, b.locked.policy.ref
     out_a, out_b = _outcomes(a), _outcomes(b)
-    same_protocol = a.locked["trials"] == b.locked["trials"]
+    same_protocol = a.locked.trials == b.locked.trials
     if same_protocol:
         common = sorted(set(out_a) & set(out_b))
         both = sum(out_a[i] and out_b[i] for i in common)
@@ -189,7 +189,7 @@ def report_blocks(sheets: list[Scoresheet], training_starts: list[tuple[float, f
 
 
 def report_title(sheets: list[Scoresheet]) -> str:
-    names = sorted({s.locked["protocol_file"] for s in sheets})
+    names = sorted({s.locked.protocol_file for s in sheets})
     return f"Evaluation report: {', '.join(names)}"
 
 

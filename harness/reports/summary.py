@@ -78,10 +78,10 @@ def summarize(sheet: Scoresheet) -> RunSummary:
     locked = sheet.locked
     return RunSummary(
         scoresheet=str(sheet.path),
-        task=locked["task"],
-        policy=LockedPolicy.model_validate(locked["policy"]),
-        robot=locked["robot"],
-        trials_planned=locked["trial_count"],
+        task=locked.task,
+        policy=locked.policy,
+        robot=locked.robot,
+        trials_planned=locked.trial_count,
         trials_scored=n,
         success=SuccessRate(k=k, n=n, rate=k / n if n else None, wilson95=(low, high)),
         failure_modes={mode: sum(1 for a in scored if a.failure_mode == mode) for mode in FAILURE_MODES},
@@ -90,7 +90,7 @@ def summarize(sheet: Scoresheet) -> RunSummary:
                for a in sheet.attempts if a.outcome == Label.VOID],
         stopped_by_rule=sheet.stopped_by_rule(),
         lock_sha256=sheet.lock["sha256"],
-        protocol_sha256=locked["protocol_sha256"],
+        protocol_sha256=locked.protocol_sha256,
     )
 
 

@@ -33,11 +33,11 @@ class TrialRow:
 
 def trial_rows(sheet: Scoresheet) -> list[TrialRow]:
     rows = []
-    for trial in sheet.locked["trials"]:
-        final = sheet.final_attempt(trial["index"])
-        voids = sum(1 for a in sheet.attempts if a.trial_index == trial["index"] and a.outcome == "void")
+    for trial in sheet.locked.trials:
+        final = sheet.final_attempt(trial.index)
+        voids = sum(1 for a in sheet.attempts if a.trial_index == trial.index and a.outcome == Label.VOID)
         rows.append(TrialRow(
-            index=trial["index"], dx_cm=trial["dx_cm"], dy_cm=trial["dy_cm"],
+            index=trial.index, dx_cm=trial.dx_cm, dy_cm=trial.dy_cm,
             label=final.label if final else "pending",
             placement_error_cm=sheet.placement_error(final) if final else None,
             voids=voids,
@@ -51,7 +51,7 @@ def trial_rows(sheet: Scoresheet) -> list[TrialRow]:
 
 def locked_protocol(sheet: Scoresheet) -> Protocol | None:
     """The protocol the sheet was locked against, if its file is still there and unchanged."""
-    path = Path(sheet.locked["protocol_file"])
-    if not path.is_file() or file_sha256(path) != sheet.locked["protocol_sha256"]:
+    path = Path(sheet.locked.protocol_file)
+    if not path.is_file() or file_sha256(path) != sheet.locked.protocol_sha256:
         return None
     return load_protocol(path)

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from harness.errors import EmergencyStopped, RunPaused
+from harness.errors import EmergencyStopped, RobotFault, RunPaused, ServoBusFault
 from harness.models.protocol import JOINT_NAMES, Trial
 from harness.models.protocol import Protocol as EvalProtocol
 from harness.models.scoresheet import Attempt, LoopStats, Scoresheet, attempt_from_label, now_iso
@@ -65,6 +65,15 @@ class RunObserver(Protocol):
 
 # What LeRobot's buses and cameras raise when hardware stops answering mid-trial.
 ROBOT_IO_ERRORS = (ConnectionError, TimeoutError, OSError)
+ROBOT_FAULTS = (*ROBOT_IO_ERRORS, RobotFault)   # ... and what a robot of ours raises, typed (`ServoBusFault`)
+
+
+def robot_fault_void(exc: BaseException) -> Void:
+    """The void for a robot that failed mid-trial, its kind from the error's type (never its text)."""
+    if isinstance(exc, ServoBusFault):
+        return Void(VoidKind.ARM_POWER_CYCLED if exc.reset else VoidKind.ROBOT_IO_ERROR, exc.detail)
+    first_line = (str(exc).strip().splitlines() or [""])[0][:160]
+    return Void(VoidKind.ROBOT_IO_ERROR, f"{type(exc).__name__}: {first_line}")
 
 
 @dataclass
@@ -118,11 +127,22 @@ class RunEngine:
         try:
             return self._run()
         finally:
-            self.robot.release_torque()
+            self._release_torque()
+
+    def _release_torque(self) -> None:
+        """Torque off on every servo that answers; the ones that do not are named to the operator."""
+        try:
+            silent = self.robot.release_torque()
+        except ROBOT_FAULTS as exc:
+            self.observer.warn(f"torque release failed ({type(exc).__name__}): switch the arm's power off")
+            return
+        if silent:
+            self.observer.warn(f"torque could not be released on {', '.join(silent)}: they do not answer. "
+                               "Switch the arm's power off before touching it.")
 
     def _run(self) -> int:
         recorded = 0
-        total = self.sheet.locked["trial_count"]
+        total = self.sheet.locked.trial_count
         while self.sheet.pending_trials():
             if self.options.max_attempts is not None and recorded >= self.options.max_attempts:
                 break
@@ -160,8 +180,19 @@ class RunEngine:
         log.info("trial %d attempt %d: start", trial.index, number)
         started = now_iso()
         t_start = self.clock.now()
-        self._phase("moving to start pose")
-        self.move_to(self.protocol.start_pose, self.options.start_pose_s)
+        try:
+            self._phase("moving to start pose")
+            self.move_to(self.protocol.start_pose, self.options.start_pose_s)
+            self._verify_start_pose()
+        except EmergencyStopped:
+            raise
+        except ROBOT_FAULTS as exc:   # the arm is not ready: no cube is asked for
+            void = robot_fault_void(exc)
+            self.observer.warn(f"{void.reason}. Fix it, then resume.")
+            attempt = self.sheet.add_attempt(attempt_from_label(
+                Label.VOID, trial_index=trial.index, attempt=number, void_reason=void.reason, started_at=started,
+                ended_at=now_iso(), duration_s=round(self.clock.now() - t_start, 3)))
+            return attempt, void
         self._phase("placing cube")
         self.stage.place_cube(trial, number)
         self.policy.reset(TrialContext(self.protocol, trial, self.stage.world))
@@ -237,9 +268,8 @@ class RunEngine:
             except EmergencyStopped:
                 void = Void(VoidKind.EMERGENCY_STOP)
                 break
-            except ROBOT_IO_ERRORS as exc:  # a servo or camera stopped answering: void, never lose the trial
-                first_line = (str(exc).strip().splitlines() or [""])[0][:160]
-                void = Void(VoidKind.ROBOT_IO_ERROR, f"{type(exc).__name__}: {first_line}")
+            except ROBOT_FAULTS as exc:  # a servo or camera stopped answering: void, never lose the trial
+                void = robot_fault_void(exc)
                 self.observer.warn(f"{void.reason}. Check cables and power, then resume.")
                 break
             t3 = self.clock.now()
@@ -323,6 +353,15 @@ class RunEngine:
             self.robot.send_action({f"{n}.pos": float(v) for n, v in zip(JOINT_NAMES, target, strict=True)})
             if self.options.paced:
                 self.clock.sleep(t0 + self.period - self.clock.now())
+
+    def _verify_start_pose(self, settle_s: float = 1.0, tolerance: float = 5.0) -> None:
+        """Before anyone is asked to place a cube: the arm answers, holds torque and sits at its start pose
+        (a power cycle during the move leaves a joint far from it)."""
+        deadline = self.clock.now() + settle_s
+        while problems := self.robot.check_ready(self.protocol.start_pose):
+            if self.clock.now() >= deadline:
+                raise RobotFault("the arm did not reach its start pose: " + "; ".join(problems))
+            self.clock.sleep(0.05)
 
     def hold_still(self) -> None:
         """Command the present position, so a faulted trial leaves the arm where it is."""

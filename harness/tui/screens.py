@@ -14,6 +14,7 @@ from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 
+from harness.models.locked import LockedBlock
 from harness.models.taxonomy import SCORE_KEYS, Label, Void, VoidKind
 from harness.run.engine import ScoreDecision
 from harness.tui.state import RunState
@@ -28,7 +29,7 @@ class CheckReport:
     cameras: list[tuple[str, float | None]]   # name, measured frames/s (None: not delivering)
     policy: str
     policy_warmup_ms: float | None
-    locked: dict[str, Any]
+    locked: LockedBlock
     scored: int
     voids: int
     scoresheet: str
@@ -66,12 +67,12 @@ class CheckScreen(Screen[bool]):
         locked = r.locked
         table.add_row("", "")
         table.add_row("Scoresheet", Text(r.scoresheet + "  (locked)", style="bold"))
-        table.add_row("Task", locked["task"])
-        table.add_row("Success means", locked["success_definition"])
-        table.add_row("Taxonomy", ", ".join(locked["taxonomy"]))
-        table.add_row("Trials", f"{locked['trial_count']} planned, {r.scored} scored, {r.voids} voided")
-        table.add_row("Protocol", f"{locked['protocol_file']}  sha256 {locked['protocol_sha256'][:12]}")
-        table.add_row("Policy id", locked["policy"]["fingerprint"][:40])
+        table.add_row("Task", locked.task)
+        table.add_row("Success means", locked.success_definition)
+        table.add_row("Taxonomy", ", ".join(locked.taxonomy))
+        table.add_row("Trials", f"{locked.trial_count} planned, {r.scored} scored, {r.voids} voided")
+        table.add_row("Protocol", f"{locked.protocol_file}  sha256 {locked.protocol_sha256[:12]}")
+        table.add_row("Policy id", locked.policy.fingerprint[:40])
         table.add_row("", "")
         table.add_row("", Text("Nothing moves until you press Enter.", style="bold yellow"))
         return table
