@@ -14,10 +14,12 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
-def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+def write_bytes_atomic(path: str | Path, data: bytes, durable: bool = True) -> None:
     """Write via a temp file in the same folder, fsync it, rename over, fsync the folder.
 
-    The folder fsync makes the rename itself survive a power cut, not just the bytes. Only a
+    The folder fsync makes the rename itself survive a power cut, not just the bytes;
+    `durable=False` skips both fsyncs for derived files (annotated images) that a kill must not
+    leave half-written but a power cut may lose. Only a
     regular file (or a new name) is ever replaced: renaming over a device node such as
     /dev/full, a folder or a pipe would destroy something that is not ours, so that is refused
     before anything is written.
@@ -33,7 +35,8 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp_name, path)
     except OSError as exc:
         Path(tmp_name).unlink(missing_ok=True)
@@ -41,13 +44,25 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
-    if os.name == "nt":   # Windows cannot open a folder to fsync it; NTFS journals the rename
-        return
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    if durable:
+        fsync_folder(path.parent)
+
+
+def fsync_folder(folder: str | Path, platform: str = os.name) -> bool:
+    """Make a rename in `folder` durable; returns whether a folder fsync was needed and done.
+
+    POSIX needs the folder itself fsync'd. Windows cannot open a folder as a file (`os.open` on a
+    directory fails there) and does not need to: NTFS journals the rename. `platform` is
+    `os.name`, passed in so both branches run in tests on any machine.
+    """
+    if platform == "nt":
+        return False
+    fd = os.open(folder, os.O_RDONLY)
     try:
-        os.fsync(dir_fd)
+        os.fsync(fd)
     finally:
-        os.close(dir_fd)
+        os.close(fd)
+    return True
 
 
 def check_output_path(path: str | Path) -> None:

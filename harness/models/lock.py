@@ -74,7 +74,7 @@ class WriterLock:
 
     def __init__(self, target: str | Path, command: str | None = None, *, folder: bool = False) -> None:
         self.target = Path(target)
-        base = self.target / ".harness" if folder else self.target
+        base = self.target / ".harness" if folder else self.target.with_name(f".{self.target.name}")
         self.lock_path = Path(f"{base}.lock")
         self.holder_path = Path(f"{base}.holder")
         self.command = command or _this_command()

@@ -1,18 +1,27 @@
-"""`harness measure`: calibrate on the rim, measure each trial's final top frame, record the results."""
+"""`harness measure`: calibrate on the rim, measure each trial's final top frame, record the results.
+
+Every flag and input image is checked, and each scoresheet involved is locked (one writer: a
+measure during a live run is refused, naming the run) and loaded once, before anything is
+written; the measurements then go into each sheet with one append, and the annotated images are
+written fast (PNG compression level 1: 4x quicker than the default, a few % larger).
+"""
 
 from __future__ import annotations
 
 import argparse
+import io
 import math
 import os
 import re
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
 from harness.errors import HarnessInputError
-from harness.models.scoresheet import PlacementMeasurement, load_scoresheet, now_iso
+from harness.models.atomic import check_output_path, write_bytes_atomic
+from harness.models.lock import WriterLock
+from harness.models.scoresheet import PlacementMeasurement, Scoresheet, load_scoresheet, now_iso
 from harness.vision.calibration import MOVED_PX, BowlCalibration, camera_shift_px, load_calibration
 from harness.vision.measure import DetectionError, Geometry, annotate, measure_frame
 from harness.vision.rim import find_rim, rim_from_clicks
@@ -38,7 +47,62 @@ def _frames(inputs: list[str]) -> list[tuple[Path, tuple[int, int] | None, Path 
             raise HarnessInputError(path, None, "neither a run folder nor an image")
     if not found:
         raise HarnessInputError(None, "RUN_OR_IMAGES", "no final top frames found (runs/<name>/trial-*/final_top.png)")
+    for image, _, _ in found:
+        _check_image(image)
+        check_output_path(_annotated_path(image))
     return found
+
+
+def _check_image(path: Path) -> None:
+    """Refuse a file that is not an image before anything is written (PIL reads only the header here)."""
+    try:
+        with Image.open(path) as image:
+            image.verify()
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise HarnessInputError(path, None, f"not a readable image ({type(exc).__name__})") from None
+
+
+def _read_rgb(path: Path) -> np.ndarray:
+    try:
+        with Image.open(path) as image:
+            return np.asarray(image.convert("RGB"))
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise HarnessInputError(path, None, f"not a readable image ({type(exc).__name__})") from None
+
+
+def _annotated_path(image_path: Path) -> Path:
+    return image_path.with_name(image_path.stem + "_measured.png")
+
+
+def _save_png(path: Path, frame: np.ndarray) -> None:
+    """Level-1 PNG through a temporary name: fast, and never a half-written image."""
+    buffer = io.BytesIO()
+    Image.fromarray(frame).save(buffer, format="PNG", compress_level=1)
+    write_bytes_atomic(path, buffer.getvalue(), durable=False)
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    for flag, value, low, high in (("--bowl-cm", args.bowl_cm, 1.0, 100.0), ("--cube-cm", args.cube_cm, 0.5, 50.0),
+                                   ("--bowl-height-cm", args.bowl_height_cm, 0.0, 50.0)):
+        if not (math.isfinite(value) and low <= value <= high):
+            raise HarnessInputError(None, flag, f"{value}: must be within {low:g}..{high:g} cm")
+    if args.fovy_deg is not None and not (math.isfinite(args.fovy_deg) and 1.0 <= args.fovy_deg <= 170.0):
+        raise HarnessInputError(None, "--fovy-deg", f"{args.fovy_deg}: must be within 1..170 degrees")
+
+
+def _lock_and_load(paths: set[Path]) -> tuple[dict[Path, Scoresheet], list[WriterLock]]:
+    """Each sheet this command writes: locked against other writers first, then loaded once."""
+    sheets, locks = {}, []
+    try:
+        for path in sorted(paths):
+            locks.append(WriterLock(path, "harness measure").acquire())
+            sheets[path] = load_scoresheet(path)
+            sheets[path].hold_writer_lock(locks[-1])
+    except BaseException:
+        for lock in locks:
+            lock.release()
+        raise
+    return sheets, locks
 
 
 def _clicks(text: str) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -65,18 +129,32 @@ def _clicks_from_window(frame: np.ndarray) -> tuple[tuple[float, float], tuple[f
 
 
 def run_measure(args: argparse.Namespace) -> int:
+    _check_flags(args)
     frames = _frames(args.inputs)
+    sheets, locks = _lock_and_load({sheet for _, trial, sheet in frames if trial and sheet})
+    try:
+        return _measure(args, frames, sheets)
+    finally:
+        for lock in locks:
+            lock.release()
+
+
+def _measure(args: argparse.Namespace, frames: list[tuple[Path, tuple[int, int] | None, Path | None]],
+             sheets: dict[Path, Scoresheet]) -> int:
     cal_path = Path(args.calibration)
     if args.auto or args.clicks is not None or args.click:
         source = Path(args.calibrate_on) if args.calibrate_on else frames[0][0]
-        frame = np.asarray(Image.open(source).convert("RGB"))
+        frame = _read_rgb(source)
         if args.auto:
             rim = find_rim(frame)
             if rim is None:
                 raise HarnessInputError(source, "--auto", "no bowl rim found; use --clicks on two opposite rim points")
             method = "auto"
         else:
-            rim = rim_from_clicks(*(_clicks(args.clicks) if args.clicks else _clicks_from_window(frame)))
+            try:
+                rim = rim_from_clicks(*(_clicks(args.clicks) if args.clicks else _clicks_from_window(frame)))
+            except ValueError as exc:
+                raise HarnessInputError(None, "--clicks", str(exc)) from None
             method = "clicks"
         calibration = BowlCalibration(rim, args.bowl_cm, method, str(cal_path.with_suffix(".png")), "")
         calibration.save(cal_path, frame)
@@ -89,10 +167,10 @@ def run_measure(args: argparse.Namespace) -> int:
     focal = 240 / math.tan(math.radians(args.fovy_deg / 2)) if args.fovy_deg else None
     geometry = Geometry(bowl_cm=args.bowl_cm, cube_cm=args.cube_cm, bowl_height_cm=args.bowl_height_cm,
                         focal_px=focal * reference.shape[0] / 480 if focal else None)
-    sheets = {}
+    pending: dict[Path, list[PlacementMeasurement]] = {path: [] for path in sheets}
     measured = failed = 0
     for image_path, trial, sheet_path in frames:
-        frame = np.asarray(Image.open(image_path).convert("RGB"))
+        frame = _read_rgb(image_path)
         label = f"trial {trial[0]} attempt {trial[1]}" if trial else str(image_path)
         shift = camera_shift_px(reference, frame)
         if shift > MOVED_PX:
@@ -103,23 +181,23 @@ def run_measure(args: argparse.Namespace) -> int:
         except DetectionError as err:
             failed += 1
             print(f"{label}: not measured: {err}")
-            Image.fromarray(annotate(frame, calibration.rim, geometry, None, f"not measured: {err}"[:70])).save(
-                image_path.with_name(image_path.stem + "_measured.png"))
+            _save_png(_annotated_path(image_path),
+                      annotate(frame, calibration.rim, geometry, None, f"not measured: {err}"[:70]))
             continue
         measured += 1
         where = "inside" if result.inside else "outside"
         note = f"{result.distance_cm:.2f} cm from bowl centre ({where})"
-        out = image_path.with_name(image_path.stem + "_measured.png")
-        Image.fromarray(annotate(frame, calibration.rim, geometry, result, note)).save(out)
+        out = _annotated_path(image_path)
+        _save_png(out, annotate(frame, calibration.rim, geometry, result, note))
         print(f"{label}: {note} -> {out}")
         if trial and sheet_path:
-            sheet = sheets.setdefault(sheet_path, load_scoresheet(sheet_path))
-            sheet.add_measurement(PlacementMeasurement(
+            pending[sheet_path].append(PlacementMeasurement(
                 trial_index=trial[0], attempt=trial[1], placement_error_cm=round(result.distance_cm, 3),
                 inside_bowl=result.inside, method=f"pixels ({calibration.method} rim calibration)",
                 image=str(out), measured_at=now_iso()))
-    for sheet_path in sheets:
-        print(f"recorded {sum(1 for _ in sheets[sheet_path].measurements)} measurements in {sheet_path}")
+    for sheet_path, measurements in pending.items():
+        sheets[sheet_path].add_measurements(measurements)
+        print(f"recorded {len(measurements)} measurements in {sheet_path}")
     print(f"{measured} measured, {failed} not measured")
     return 0 if failed == 0 else 1
 
