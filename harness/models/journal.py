@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessInputError, StaleRunError
-from harness.models.atomic import write_bytes_atomic
+from harness.models.atomic import fsync_folder, write_bytes_atomic
 from harness.models.safe_yaml import decode_text, load_yaml_text
 
 FORMAT = "harness.scoresheet/2"
@@ -339,10 +339,4 @@ def append(path: Path, contents: Contents, entries: list[tuple[str, dict[str, An
 
 
 def _fsync_folder(folder: Path) -> None:
-    if os.name == "nt":
-        return
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_folder(folder)
