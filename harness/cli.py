@@ -12,10 +12,10 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from harness.app.commands import bus, data, plan, protocol, report, run, vision
+from harness.app.commands import bus, collect, data, plan, protocol, report, run, vision
 from harness.errors import EXIT_INTERRUPTED, HarnessError
 
-COMMANDS = (protocol, report, plan, vision, data, bus, run)
+COMMANDS = (protocol, report, plan, vision, data, bus, run, collect)
 
 
 def build_parser() -> argparse.ArgumentParser:

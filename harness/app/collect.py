@@ -1,0 +1,95 @@
+"""`harness collect`: builds the simulated arm, the policy and LeRobot's dataset writer from
+arguments, runs `harness.data.collect.Collector`, then writes the dataset's meta files and card."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.data.acceptance import AcceptMode
+from harness.data.collect import Collector, CollectResult, CollectSettings, check_fps
+from harness.errors import HarnessInputError
+from harness.models.protocol import file_sha256, load_protocol
+from harness.models.scoresheet import policy_fingerprint
+
+BUILTIN_POLICIES = ("expert", "replay")
+ROBOT_TYPE = "so_follower"  # what LeRobot 0.6.1 records for an SO-101 follower
+
+
+@dataclass(frozen=True)
+class CollectRequest:
+    protocol: Path
+    policy: str
+    episodes: int
+    output: Path
+    accept: AcceptMode = AcceptMode.STRICT
+    fps: int = 30
+    cameras: tuple[str, ...] = ("top", "wrist")
+    image_size: tuple[int, int] = (640, 480)
+    seed: int = 0
+    max_attempts: int | None = None
+    checkpoint_every: int = 10
+    device: str | None = None
+
+
+def default_output(protocol: Path, policy: str) -> Path:
+    name = Path(policy.rstrip("/")).name or policy
+    return Path("datasets") / f"{protocol.stem}-{name}"
+
+
+def collect(request: CollectRequest, progress=print) -> CollectResult:
+    """Collect until `episodes` are accepted; safe to rerun after any interruption."""
+    from harness.app.build import release_torque
+    from harness.app.parts import make_policy, make_sim_robot
+    from harness.data.collect_meta import provenance_record, write_collection_files
+    from harness.run.dataset_sink import DatasetSink
+    from harness.sim.scene import PHYSICS_DT
+
+    logging.getLogger("lerobot.utils.import_utils").setLevel(logging.CRITICAL)  # torchcodec fallback noise
+    if request.episodes < 1:
+        raise HarnessInputError(None, "--episodes", f"{request.episodes}: must be at least 1")
+    if request.checkpoint_every < 1:
+        raise HarnessInputError(None, "--checkpoint-every", "must be at least 1")
+    check_fps(request.fps, PHYSICS_DT)
+    protocol = load_protocol(request.protocol).model_copy(update={"fps": request.fps})
+    if request.policy not in BUILTIN_POLICIES and not Path(request.policy).is_dir():
+        raise HarnessInputError(None, "--policy", f"'{request.policy}' is neither a built-in policy nor a folder")
+    settings = CollectSettings(
+        protocol_name=protocol.name, protocol_sha256=file_sha256(request.protocol), policy_ref=request.policy,
+        policy_fingerprint=policy_fingerprint(request.policy), accept=request.accept, fps=request.fps,
+        cameras=request.cameras, image_size=request.image_size, seed=request.seed,
+        checkpoint_every=request.checkpoint_every,
+    )
+    progress(f"{request.output}: collecting {request.episodes} accepted episodes ({request.accept.value}) with "
+             f"{request.policy} on {request.protocol} at {request.fps} Hz")
+    import av
+    import datasets
+
+    datasets.disable_progress_bars()  # one "Map" bar per saved episode otherwise
+    av.logging.set_libav_level(av.logging.ERROR)  # LeRobot hands libav back its default callback: x264 stats
+    policy = make_policy(request.policy, protocol, {}, request.device)
+    try:
+        robot = make_sim_robot(protocol, policy, realtime=False)
+    except BaseException:
+        policy.close()
+        raise
+    root = request.output
+
+    def open_sink() -> DatasetSink:
+        return DatasetSink(root, request.fps, list(request.cameras), request.image_size, protocol.task,
+                           robot_type=ROBOT_TYPE)
+
+    collector = Collector(protocol, settings, root, robot, policy, open_sink, progress=progress)
+    try:
+        result = collector.run(request.episodes, request.max_attempts)
+    finally:
+        release_torque(robot)
+        policy.close()
+    if collector.committed_episodes() > 0:
+        import harness.policies.scripted as scripted
+
+        code = Path(scripted.__file__) if request.policy in BUILTIN_POLICIES else None
+        provenance = provenance_record(protocol, request.protocol, settings, robot.world, code)
+        write_collection_files(root, collector.summary(), settings, provenance)
+    return result

@@ -1,0 +1,71 @@
+"""`harness collect` from the terminal: bad input leaves nothing behind, and a collection killed
+with SIGKILL at a random moment finishes, on rerun, as one intact dataset."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.cli import main
+from tests.helpers import REPO
+
+HARNESS = [sys.executable, "-m", "harness.cli"]
+
+
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(workdir, capsys) -> None:
+    protocol = str(REPO / "protocols" / "randomized.yaml")
+    assert main(["collect", protocol, "--policy", "no-such-policy", "--episodes", "2"]) == 2
+    assert main(["collect", protocol, "--policy", "expert", "--episodes", "0"]) == 2
+    assert main(["collect", protocol, "--policy", "expert", "--episodes", "2", "--image-size", "99x7"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 3 and all(line.startswith("harness: error: --") for line in lines)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["collect", protocol, "--policy", "expert", "--episodes", "2", "--fps", "45"])
+    assert exit_info.value.code == 2
+    assert not (workdir / "datasets").exists()
+
+
+def _journal_attempts(path: Path) -> int:
+    try:
+        return path.read_text().count('"kind": "attempt"')
+    except OSError:
+        return 0
+
+
+@pytest.mark.slow
+def test_sigkill_mid_collection_then_rerun_gives_one_intact_dataset(tmp_path) -> None:
+    root = tmp_path / "demos"
+    journal = tmp_path / "demos.collect" / "journal.jsonl"
+    command = [*HARNESS, "collect", str(REPO / "protocols" / "randomized.yaml"), "--policy", "expert",
+               "--episodes", "5", "--no-video", "--checkpoint-every", "2", "-o", str(root)]
+    rng = random.Random(21)
+    child = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kill_after = rng.choice([3, 4])  # attempts journaled: past a checkpoint, mid-segment
+    deadline = time.monotonic() + 600
+    while _journal_attempts(journal) < kill_after and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(rng.uniform(0.0, 1.0))  # somewhere inside the next attempt or LeRobot's save
+    assert child.poll() is None, "finished before it could be killed"
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    episodes = sorted(int(i) for f in sorted((root / "meta" / "episodes").glob("chunk-*/*.parquet"))
+                      for i in pd.read_parquet(f)["episode_index"])
+    assert episodes == [0, 1, 2, 3, 4]
+    selection = json.loads((root / "meta" / "selection.json").read_text())
+    assert [a["episode_index"] for a in selection["accepted"]] == episodes
+    attempts = [a["attempt"] for a in selection["accepted"]] + selection["interrupted_attempts"]
+    assert sorted(attempts) == list(range(1, selection["totals"]["attempts"] + 1))
+    validated = subprocess.run([*HARNESS, "dataset", "validate", str(root)], cwd=tmp_path, capture_output=True,
+                               text=True, timeout=300)
+    assert validated.returncode == 0, validated.stdout[-2000:]
