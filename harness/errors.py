@@ -78,6 +78,18 @@ class EmergencyStopped(RobotFault):
     """Motion was refused because the emergency stop was pressed."""
 
 
+class ServoBusFault(RobotFault):
+    """Servos of the arm stopped answering (`silent`) or came back reset by a power cycle, torque off
+    (`reset`). The names let the engine pick the void kind and the operator find the cable, without
+    anyone reading the message text."""
+
+    def __init__(self, detail: str, *, silent: tuple[str, ...] = (), reset: tuple[str, ...] = ()) -> None:
+        self.detail = detail
+        self.silent = silent
+        self.reset = reset
+        super().__init__(detail)
+
+
 class BusError(HarnessError, RuntimeError):
     """A servo bus operation could not be done safely (a RuntimeError too, as LeRobot's bus errors are)."""
 

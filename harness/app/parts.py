@@ -10,8 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import HarnessInputError
+from harness.errors import HarnessInputError, RunPaused, ServoBusFault
 from harness.models.protocol import Protocol
+from harness.models.taxonomy import Void, VoidKind
 from harness.policies.base import EvalPolicy
 from harness.run.safety import GuardedRobot
 
@@ -57,8 +58,12 @@ def make_real_robot(settings: dict[str, Any], protocol: Protocol) -> GuardedRobo
         raise HarnessInputError(None, "--port", "a real arm needs --port (e.g. /dev/ttyACM0 or COM4)")
     robot = make_so101_follower(port, settings.get("cameras") or {}, fps=protocol.fps,
                                 robot_id=settings.get("robot_id") or "harness_follower")
-    robot.connect()
-    return GuardedRobot(robot, release=robot.bus.disable_torque)
+    try:
+        robot.connect()
+    except ServoBusFault as fault:   # torque already released where servos answer; nothing ran yet
+        kind = VoidKind.ARM_POWER_CYCLED if fault.reset else VoidKind.ROBOT_IO_ERROR
+        raise RunPaused(Void(kind, fault.detail)) from fault
+    return GuardedRobot(robot, release=robot.release_torque, check_ready=robot.check_ready)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from lerobot.motors.motors_bus import get_address
 
 from harness.bus import protocol as p
 from harness.bus.wire import Wire
-from harness.errors import BusSafetyError, NoServoAnswers
+from harness.errors import BusSafetyError, NoServoAnswers, ServoBusFault
 
 LOCKED, UNLOCKED = 1, 0
 log = logging.getLogger(__name__)
@@ -84,27 +84,46 @@ class RelockingFeetechBus(FeetechMotorsBus):
         finally:
             self._lock(motor_id, LOCKED)
 
-    def disable_torque(self, motors: Any = None, num_retry: int = 0) -> None:
-        """Torque off, EEPROM left locked (EEPROM writes unlock for themselves)."""
+    def release_torque(self, motors: Any = None, num_retry: int = 2) -> tuple[str, ...]:
+        """Torque off on every servo that answers, each tried on its own so one silent servo never
+        leaves the others holding; returns the names of the servos that did not answer."""
+        silent = []
         for motor in self._get_motors_list(motors):
-            self.write("Torque_Enable", motor, 0, num_retry=num_retry)
+            m = self.motors[motor]
+            try:
+                self._disable_torque(m.id, m.model, num_retry=num_retry)
+            except (ConnectionError, RuntimeError, OSError):
+                silent.append(motor)
+        if silent:
+            log.warning("torque release: no answer from %s", ", ".join(silent))
+        return tuple(silent)
+
+    def disable_torque(self, motors: Any = None, num_retry: int = 0) -> None:
+        """Torque off, EEPROM left locked (EEPROM writes unlock for themselves); every servo is tried
+        before the ones that did not answer are reported."""
+        silent = self.release_torque(motors, num_retry=max(num_retry, 1))
+        if silent:
+            raise ServoBusFault(f"torque could not be released on {', '.join(silent)}: no answer", silent=silent)
 
     def _disable_torque(self, motor: int, model: str, num_retry: int = 0) -> None:
         addr, length = get_address(self.model_ctrl_table, model, "Torque_Enable")
         self._write(addr, length, motor, 0, num_retry=num_retry)
 
     def assert_single_servo(self) -> int:
-        """The ID of the only servo on the bus, or BusSafetyError naming what was heard."""
-        answer = Wire(self.port_handler.ser).census()
-        if answer.state == "none":
+        """The ID of the only servo on the bus, or BusSafetyError naming what was heard. Three broadcast
+        pings, two of which must be the same clean single reply: a noisy line loses or garbles some."""
+        wire = Wire(self.port_handler.ser)
+        answers = [wire.census() for _ in range(3)]
+        if all(a.state == "none" for a in answers):
             raise NoServoAnswers("no servo answers at this baud rate")
-        ids = sorted({r.servo_id for r in answer.replies})
-        if answer.state == "garbled" or len(answer.replies) != 1:
-            raise BusSafetyError(
-                f"more than one servo answered (heard IDs {ids or 'none clearly'} and garbled bytes): "
-                "connect only the servo you want to program"
-            )
-        return ids[0]
+        clean = [a.replies[0].servo_id for a in answers if a.state == "ok" and len(a.replies) == 1]
+        if len(clean) >= 2 and len(set(clean)) == 1:
+            return clean[0]
+        ids = sorted({r.servo_id for a in answers for r in a.replies})
+        raise BusSafetyError(
+            f"more than one servo answered, or the line is too noisy to tell (heard IDs {ids or 'none clearly'}"
+            " and garbled bytes): connect only the servo you want to program"
+        )
 
     def setup_motor(self, motor: str, initial_baudrate: int | None = None, initial_id: int | None = None) -> None:
         if not self.is_connected:
@@ -143,9 +162,11 @@ class RelockingFeetechBus(FeetechMotorsBus):
             self._write(addr, length, motor.id, LOCKED, raise_on_error=False)
 
     def disconnect(self, disable_torque: bool = True) -> None:
+        """Torque off where servos answer, every servo locked, the port closed: even when some are silent."""
         if self.is_connected:
-            if disable_torque:
-                for motor in self.motors.values():
-                    self._disable_torque(motor.id, motor.model, num_retry=2)
-            self.lock_all()
-        super().disconnect(disable_torque=False)
+            try:
+                if disable_torque:
+                    self.release_torque()
+                self.lock_all()
+            finally:
+                super().disconnect(disable_torque=False)

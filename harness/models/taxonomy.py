@@ -68,6 +68,7 @@ class VoidKind(StrEnum):
 
     CAMERA_DROPOUT = "camera dropout"
     ROBOT_IO_ERROR = "robot I/O error"
+    ARM_POWER_CYCLED = "arm power-cycled (servos reset, torque off)"
     EMERGENCY_STOP = "emergency stop by operator"
     OPERATOR_ABORT = "aborted by operator"
     OPERATOR_VOID = "voided by operator"
@@ -76,8 +77,8 @@ class VoidKind(StrEnum):
     @property
     def pauses_run(self) -> bool:
         """A fault the operator must fix before the next trial: the run stops, resumable."""
-        return self in (VoidKind.CAMERA_DROPOUT, VoidKind.ROBOT_IO_ERROR, VoidKind.EMERGENCY_STOP,
-                        VoidKind.OPERATOR_ABORT, VoidKind.UI_CLOSED)
+        return self in (VoidKind.CAMERA_DROPOUT, VoidKind.ROBOT_IO_ERROR, VoidKind.ARM_POWER_CYCLED,
+                        VoidKind.EMERGENCY_STOP, VoidKind.OPERATOR_ABORT, VoidKind.UI_CLOSED)
 
 
 @dataclass(frozen=True)

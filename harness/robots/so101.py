@@ -1,19 +1,159 @@
-"""The real SO-101 follower: LeRobot's `SO101Follower`, with its bus swapped for the re-locking one."""
+"""The real SO-101 follower: LeRobot's `SO101Follower`, with its bus swapped for the re-locking one,
+and every bus failure turned into one typed fault that names the servos concerned.
+
+A servo that stops answering, or a power cycle (the servos come back with torque off and the arm
+sags), must stop the run the same way wherever it happens: at connect, during the start-pose move,
+in the episode or at release. LeRobot raises `ConnectionError` or `RuntimeError` with text only a
+person can read; this class asks the bus which servos are silent or reset, and raises
+`ServoBusFault` with their names. Before every motion it checks that every servo still holds
+torque, so a power cycle is caught before the next goal is written, not after the arm has fallen.
+"""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+from typing import Any
 
 from lerobot.cameras.opencv import OpenCVCameraConfig
 from lerobot.robots.so_follower import SO101Follower, SO101FollowerConfig
 
 from harness.bus.relocking_bus import RelockingFeetechBus
+from harness.errors import ServoBusFault
 
 REPO_CALIBRATION = Path(__file__).resolve().parents[2] / "calibration"
+BUS_ERRORS = (ConnectionError, RuntimeError, OSError)   # what LeRobot's bus, scservo and pyserial raise
+log = logging.getLogger(__name__)
+
+
+SAGGED = 5.0    # LeRobot units (degrees; gripper 0-100): below this a drift is not worth mentioning
+
+
+def _names(servos: tuple[str, ...]) -> str:
+    return "all six servos" if len(servos) == 6 else ", ".join(servos)
+
+
+class BusCheckedSO101Follower(SO101Follower):
+    """`SO101Follower` whose bus failures arrive as `ServoBusFault`, with a torque check before motion."""
+
+    def __init__(self, config: SO101FollowerConfig) -> None:
+        super().__init__(config)
+        stock = self.bus
+        self.bus = RelockingFeetechBus(port=stock.port, motors=stock.motors, calibration=stock.calibration)
+        self.last_goal: dict[str, float] = {}
+
+    # --- who is silent, who was reset -------------------------------------------------------------
+    def silent_servos(self) -> tuple[str, ...]:
+        """Servos that do not answer a ping (each tried three times); all of them if the port is closed."""
+        if not self.bus.is_connected:
+            return tuple(self.bus.motors)
+        return tuple(name for name, m in self.bus.motors.items() if not self._answers(m.id))
+
+    def _answers(self, motor_id: int) -> bool:
+        try:
+            return self.bus.ping(motor_id, num_retry=2) is not None
+        except BUS_ERRORS:      # the adapter itself is gone
+            return False
+
+    def reset_servos(self) -> tuple[str, ...]:
+        """Servos whose torque is off although the arm is in use: power-cycled (or tripped)."""
+        torque = self.bus.sync_read("Torque_Enable", normalize=False, num_retry=2)
+        return tuple(name for name, value in torque.items() if not value)
+
+    def _fault(self, where: str, exc: BaseException) -> ServoBusFault:
+        silent = self.silent_servos()
+        try:
+            reset = () if silent else self.reset_servos()
+        except BUS_ERRORS:
+            reset = ()
+        if silent:
+            cables = "its cable" if len(silent) == 1 else "their cables"
+            detail = (f"{where}: no answer from {_names(silent)} ({type(exc).__name__}); check {cables} "
+                      "and the arm's power")
+        elif reset:
+            detail = self._reset_detail(where, reset)
+        else:
+            first = (str(exc).strip().splitlines() or [""])[0][:160]
+            detail = f"{where}: {type(exc).__name__}: {first}"
+        return ServoBusFault(detail, silent=silent, reset=reset)
+
+    def _reset_detail(self, where: str, reset: tuple[str, ...]) -> str:
+        moved = ""
+        try:
+            present = self.bus.sync_read("Present_Position", num_retry=2)
+            drift = {n: abs(present[n] - self.last_goal[n]) for n in present if n in self.last_goal}
+            worst = max(drift, key=drift.get, default=None)
+            if worst is not None and drift[worst] > SAGGED:
+                moved = f"; {worst} sagged {drift[worst]:.0f} from its last target"
+        except BUS_ERRORS:
+            pass
+        return f"{where}: {_names(reset)} came back with torque off{moved}; check the power supply and its connector"
+
+    # --- LeRobot's robot interface, with faults typed -----------------------------------------------
+    def connect(self, calibrate: bool = True) -> None:
+        try:
+            super().connect(calibrate)
+        except BUS_ERRORS as exc:
+            fault = self._fault("at connect", exc)
+            self.release_after_failure()
+            hint = f"; run `harness fix-ids --port {self.config.port}` to find out why" if fault.silent else ""
+            raise ServoBusFault(fault.detail + hint, silent=fault.silent, reset=fault.reset) from exc
+
+    def release_after_failure(self) -> None:
+        """Torque off on whatever answers, locks, port and cameras closed: nothing left holding."""
+        if self.bus.is_connected:
+            self.bus.disconnect(disable_torque=True)
+        for cam in self.cameras.values():
+            if cam.is_connected:
+                cam.disconnect()
+
+    def get_observation(self) -> dict[str, Any]:
+        try:
+            return super().get_observation()
+        except BUS_ERRORS as exc:
+            fault = self._fault("reading the arm", exc)
+            if not (fault.silent or fault.reset):
+                raise                # every servo answers with torque on: a camera, not the bus
+            raise fault from exc
+
+    def send_action(self, action: dict[str, Any]) -> dict[str, Any]:
+        try:
+            reset = self.reset_servos()
+        except BUS_ERRORS as exc:
+            raise self._fault("before moving", exc) from exc
+        if reset:
+            raise ServoBusFault(self._reset_detail("before moving", reset), reset=reset)
+        try:
+            sent = super().send_action(action)
+        except BUS_ERRORS as exc:
+            raise self._fault("moving", exc) from exc
+        self.last_goal = {key.removesuffix(".pos"): float(v) for key, v in sent.items()}
+        return sent
+
+    def check_ready(self, pose: dict[str, float], tolerance: float = 5.0) -> list[str]:
+        """Before a person is asked to place a cube: every servo answers, holds torque and sits at `pose`
+        (LeRobot units); returns what is not so, empty when ready. A bus failure raises `ServoBusFault`."""
+        observation = self.get_observation()
+        try:
+            reset = self.reset_servos()
+        except BUS_ERRORS as exc:
+            raise self._fault("checking the arm", exc) from exc
+        if reset:
+            raise ServoBusFault(self._reset_detail("checking the arm", reset), reset=reset)
+        return [f"{name} at {observation[f'{name}.pos']:.1f}, start pose {target:.1f}"
+                for name, target in pose.items()
+                if f"{name}.pos" in observation and abs(observation[f"{name}.pos"] - target) > tolerance]
+
+    def release_torque(self) -> tuple[str, ...]:
+        """Torque off on every servo that answers; the names of those that did not."""
+        if not self.bus.is_connected:
+            return ()
+        return self.bus.release_torque()
 
 
 def make_so101_follower(port: str, cameras: dict[str, str], fps: int = 30, robot_id: str = "harness_follower",
-                        calibration_dir: Path | None = None, max_relative_target: float | None = 10.0) -> SO101Follower:
+                        calibration_dir: Path | None = None,
+                        max_relative_target: float | None = 10.0) -> BusCheckedSO101Follower:
     """`cameras` maps a name to an OpenCV index (`"0"`) or a device path (`"/dev/video2"`)."""
     camera_configs = {
         name: OpenCVCameraConfig(index_or_path=int(src) if src.isdigit() else Path(src), fps=fps, width=640,
@@ -23,7 +163,5 @@ def make_so101_follower(port: str, cameras: dict[str, str], fps: int = 30, robot
     config = SO101FollowerConfig(port=port, id=robot_id, cameras=camera_configs,
                                  calibration_dir=calibration_dir or REPO_CALIBRATION,
                                  max_relative_target=max_relative_target)
-    robot = SO101Follower(config)
-    stock = robot.bus
-    robot.bus = RelockingFeetechBus(port=stock.port, motors=stock.motors, calibration=stock.calibration)
-    return robot
+    return BusCheckedSO101Follower(config)
+

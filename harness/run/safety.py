@@ -23,9 +23,11 @@ class GuardedRobot:
     """`release` turns torque off on this particular robot type; the composition layer passes it
     (`harness.app.robots`), so releasing never depends on guessing which methods a robot has."""
 
-    def __init__(self, robot: Any, release: Callable[[], None]) -> None:
+    def __init__(self, robot: Any, release: Callable[[], Any],
+                 check_ready: Callable[[dict[str, float]], list[str]] | None = None) -> None:
         self.robot = robot
         self._release = release
+        self._check_ready = check_ready
         self._lock = threading.RLock()
         self._stopped = threading.Event()
 
@@ -59,11 +61,20 @@ class GuardedRobot:
         with self._lock:
             self.release_torque()
 
-    def release_torque(self) -> None:
+    def release_torque(self) -> tuple[str, ...]:
+        """Torque off; the names of servos that did not answer (a robot's `release` may report them)."""
         with self._lock:
             if self.robot.is_connected:
-                self._release()
+                silent = self._release()
                 log.debug("torque released")
+                return tuple(silent or ())
+            return ()
+
+    def check_ready(self, pose: dict[str, float]) -> list[str]:
+        """What keeps the arm from being ready at `pose` (empty when ready, or when the robot type has no
+        such check); a robot that lost its bus raises `ServoBusFault`."""
+        with self._lock:
+            return self._check_ready(pose) if self._check_ready is not None else []
 
     @property
     def torque_enabled(self) -> bool | None:

@@ -1,0 +1,115 @@
+"""A bus fault anywhere in a run on a real SO-101 (LeRobot's own `SO101Follower`, bytes over the
+project's STS3215 emulator) ends the same way: the trial in flight voided with the reason, torque
+off on every servo that answers and the silent ones named, the run paused and resumable, and no
+cube asked for on an arm that is not ready."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from harness.app.parts import make_real_robot
+from harness.bus import protocol as p
+from harness.bus.emulator import ServoChain
+from harness.bus.pty_port import PtyBus
+from harness.bus.scenario import build_chain, default_scenario
+from harness.errors import RunPaused
+from harness.models.protocol import JOINT_NAMES, load_protocol
+from harness.models.taxonomy import Label, VoidKind
+from harness.run.clock import MonotonicClock
+from harness.run.engine import RunEngine, RunOptions
+from harness.run.stages import OperatorStage
+from harness.run.terminal import TerminalObserver
+from tests.helpers import REPO, locked_sheet
+
+START_POSE_WRITES = 60          # 2 s of start-pose move at 30 Hz
+
+
+class FaultAfterGoals(ServoChain):
+    """The arm as wired: after `after` goal-position writes, something happens to it (`fault`)."""
+
+    def __init__(self, servos, faults, after: int, fault) -> None:
+        super().__init__(servos, faults)
+        self.after, self.fault, self.goals = after, fault, 0
+
+    def handle(self, packet: p.Packet, baud: int) -> bytes:
+        if packet.code == p.SYNC_WRITE and packet.params[:1] == bytes([p.ADDR_GOAL_POSITION]):
+            self.goals += 1
+            if self.goals == self.after:
+                self.fault(self)
+        return super().handle(packet, baud)
+
+
+def unplug_elbow(chain: ServoChain) -> None:
+    chain.unplug("elbow_flex")
+
+
+def power_cycle(chain: ServoChain) -> None:
+    chain.power_cycle()
+
+
+class HoldStartPose:
+    """A policy that keeps the arm where the protocol starts it."""
+
+    name = "hold"
+    camera_keys: tuple[str, ...] = ()
+
+    def __init__(self, pose: dict[str, float]) -> None:
+        self.action = {f"{n}.pos": pose[n] for n in JOINT_NAMES}
+
+    def reset(self, context) -> None:
+        return None
+
+    def select_action(self, observation):
+        return dict(self.action)
+
+    def close(self) -> None:
+        return None
+
+
+def run_until_fault(tmp_path: Path, after: int, fault):
+    scenario = default_scenario()
+    chain = FaultAfterGoals(build_chain(scenario).servos, None, after, fault)
+    protocol = load_protocol(REPO / "tests" / "data" / "small.yaml")
+    sheet = locked_sheet(tmp_path)
+    asked: list[int] = []
+    out = io.StringIO()
+    with PtyBus(chain) as bus:
+        robot = make_real_robot({"port": bus.port, "robot_id": "emulated_follower", "cameras": {}}, protocol)
+        engine = RunEngine(protocol, sheet, robot, HoldStartPose(protocol.start_pose),
+                           OperatorStage(lambda trial: asked.append(trial.index)),
+                           TerminalObserver(operator_scores=True, out=out, stdin=io.StringIO("")),
+                           MonotonicClock(), RunOptions(runs_dir=tmp_path / "runs", paced=True, video=False,
+                                                        evidence_cameras=[]))
+        try:
+            with pytest.raises(RunPaused) as paused:
+                engine.run()
+        finally:
+            robot.disconnect()
+    return paused.value, sheet, chain, asked, out.getvalue()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("after", [10, START_POSE_WRITES + 10], ids=["start-pose move", "episode"])
+def test_a_servo_unplugged_mid_run_voids_the_trial_releases_the_others_and_names_it(tmp_path, after) -> None:
+    paused, sheet, chain, asked, said = run_until_fault(tmp_path, after, unplug_elbow)
+    assert paused.void.kind is VoidKind.ROBOT_IO_ERROR and "elbow_flex" in paused.void.reason
+    attempt = sheet.attempts[-1]
+    assert attempt.outcome == Label.VOID and "no answer from elbow_flex" in attempt.void_reason
+    assert asked == ([] if after < START_POSE_WRITES else [1])   # no cube asked for on a broken arm
+    assert not any(s.torque_enabled for s in chain.servos if s.name != "elbow_flex")
+    assert "torque could not be released on elbow_flex" in said
+    assert sheet.pending_trials()[0] == 1                       # resumable: trial 1 is tried again
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("after", [10, START_POSE_WRITES + 10], ids=["start-pose move", "episode"])
+def test_a_power_cycle_mid_run_is_caught_before_the_next_motion(tmp_path, after) -> None:
+    paused, sheet, chain, asked, _ = run_until_fault(tmp_path, after, power_cycle)
+    assert paused.void.kind is VoidKind.ARM_POWER_CYCLED
+    assert "came back with torque off" in sheet.attempts[-1].void_reason
+    assert asked == ([] if after < START_POSE_WRITES else [1])
+    assert chain.goals == after          # not one goal written to the reset arm
+    assert not any(s.torque_enabled for s in chain.servos)
