@@ -1,0 +1,124 @@
+"""Simulated cameras through LeRobot's camera API: frames of the world `emulate-bus --sim` drives,
+delivered to `HarnessSimCamera` (type `harness_sim`), with the faults a real camera has."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from lerobot.cameras.utils import make_cameras_from_configs
+
+from harness.bus.scenario import default_scenario, open_rig
+from harness.sim.config_sim_camera import HarnessSimCameraConfig
+from harness.sim.sim_camera import HarnessSimCamera
+
+
+def _camera(socket: Path, name: str = "top", width: int = 320, height: int = 240) -> HarnessSimCamera:
+    camera = HarnessSimCamera(HarnessSimCameraConfig(camera=name, socket_path=str(socket), width=width,
+                                                     height=height, fps=30))
+    camera.connect()
+    return camera
+
+
+def test_frames_arrive_through_lerobots_camera_factory(tmp_path: Path) -> None:
+    socket = tmp_path / "cams.sock"
+    with open_rig(default_scenario(), sim=True, camera_socket=socket):
+        configs = {"top": HarnessSimCameraConfig(camera="top", socket_path=str(socket), width=320, height=240),
+                   "wrist": HarnessSimCameraConfig(camera="wrist", socket_path=str(socket), width=160, height=120)}
+        cameras = make_cameras_from_configs(configs)
+        assert all(isinstance(c, HarnessSimCamera) for c in cameras.values())
+        for camera in cameras.values():
+            camera.connect()
+        top, wrist = cameras["top"].async_read(timeout_ms=2000), cameras["wrist"].async_read(timeout_ms=2000)
+        assert top.shape == (240, 320, 3) and wrist.shape == (120, 160, 3) and top.dtype == np.uint8
+        assert top.std() > 10    # a scene, not a blank
+        sequence = cameras["top"].latest_sequence
+        cameras["top"].async_read(timeout_ms=2000)
+        assert cameras["top"].latest_sequence > sequence   # async_read waits for a newer frame
+        for camera in cameras.values():
+            camera.disconnect()
+        assert not cameras["top"].is_connected
+
+
+def test_the_top_camera_sees_the_arm_the_servos_move(tmp_path: Path) -> None:
+    socket = tmp_path / "cams.sock"
+    with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
+        for name in ("shoulder_lift", "elbow_flex", "wrist_flex"):
+            rig.move(name, 0.0)
+        rig.wait()
+        time.sleep(0.2)
+        camera = _camera(socket)
+        before = camera.read().astype(int)
+        rig.move("shoulder_pan", 60.0, speed_deg_s=240)
+        rig.wait()
+        time.sleep(0.2)
+        after = camera.read().astype(int)
+        changed = np.abs(after - before).max(axis=2) > 40
+        assert changed.mean() > 0.005     # the arm swung through the picture
+        camera.disconnect()
+
+
+def test_frozen_black_and_dropout_faults_look_as_they_do_on_a_real_camera(tmp_path: Path) -> None:
+    socket = tmp_path / "cams.sock"
+    with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
+        camera = _camera(socket)
+        assert not np.array_equal(camera.read(), camera.read())    # sensor noise: live frames differ
+
+        rig.camera("top", "frozen")
+        camera.read()
+        assert np.array_equal(camera.read(), camera.read())        # the same picture, over and over
+
+        rig.camera("top", "black")
+        camera.read()
+        assert camera.read().max() == 0
+
+        rig.camera("top", "dropout")
+        time.sleep(0.2)
+        with contextlib.suppress(TimeoutError):
+            camera.async_read(timeout_ms=50)     # a frame already on its way when the cable was pulled
+        with pytest.raises(TimeoutError):
+            camera.async_read(timeout_ms=300)
+        with pytest.raises(TimeoutError):
+            camera.read_latest(max_age_ms=200)   # what LeRobot's SO101Follower.get_observation calls
+
+        rig.camera("top", "ok")
+        assert camera.async_read(timeout_ms=2000).max() > 0
+        camera.disconnect()
+
+
+def test_connecting_without_an_emulator_says_what_to_start(tmp_path: Path) -> None:
+    camera = HarnessSimCamera(HarnessSimCameraConfig(socket_path=str(tmp_path / "none.sock")))
+    with pytest.raises(ConnectionError, match="start `harness emulate-bus --sim`"):
+        camera.connect()
+    assert not camera.is_connected
+
+
+def test_so101_follower_observes_both_simulated_cameras(tmp_path: Path) -> None:
+    from lerobot.robots.so_follower import SO101Follower, SO101FollowerConfig
+
+    from harness.robots.so101 import REPO_CALIBRATION
+
+    socket = tmp_path / "cams.sock"
+    with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
+        config = SO101FollowerConfig(port=rig.port, id="emulated_follower", calibration_dir=REPO_CALIBRATION, cameras={
+            "top": HarnessSimCameraConfig(camera="top", socket_path=str(socket), width=320, height=240),
+            "wrist": HarnessSimCameraConfig(camera="wrist", socket_path=str(socket), width=320, height=240)})
+        robot = SO101Follower(config)
+        assert robot.observation_features["top"] == (240, 320, 3)
+        robot.connect()
+        observation = robot.get_observation()
+        assert observation["top"].shape == observation["wrist"].shape == (240, 320, 3)
+        assert {f"{n}.pos" for n in ("shoulder_pan", "gripper")} <= set(observation)
+        robot.disconnect()
+
+
+def test_lerobot_discovers_the_camera_plugin() -> None:
+    code = ("from lerobot.utils.import_utils import register_third_party_plugins; register_third_party_plugins(); "
+            "from lerobot.cameras.configs import CameraConfig; print(CameraConfig.get_choice_class('harness_sim'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "HarnessSimCameraConfig" in out.stdout, out.stderr[-2000:]
