@@ -29,45 +29,64 @@ JOINT_NAMES: tuple[str, ...] = (
 
 
 
+# Sane ranges: far beyond any SO-101 table top, yet small enough that a typo (1e308, 100k trials)
+# is refused by `protocol check` instead of failing, or silently succeeding, mid-run.
+MAX_TRIALS = 10_000
+MAX_TABLE_CM = 200.0
+MAX_TRIAL_INDEX = 1_000_000
+Cm = Annotated[float, Field(ge=-MAX_TABLE_CM, le=MAX_TABLE_CM)]
+PositiveCm = Annotated[float, Field(gt=0, le=MAX_TABLE_CM)]
+# LeRobot so101_follower units: degrees for the body joints, 0..100 for the gripper.
+JointValue = Annotated[float, Field(ge=-360.0, le=360.0)]
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Unknown keys, NaN and infinity are errors: a typo must not change what gets measured."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Workspace(_Strict):
     """Where the cube may be put: an annulus in front of the arm, clear of the bowl."""
 
-    min_reach_cm: Annotated[float, Field(gt=0)] = 14.0
-    max_reach_cm: Annotated[float, Field(gt=0)] = 30.0
+    min_reach_cm: PositiveCm = 14.0
+    max_reach_cm: PositiveCm = 30.0
     max_pan_deg: Annotated[float, Field(gt=0, le=110)] = 60.0
-    bowl_clearance_cm: Annotated[float, Field(ge=0)] = 1.5
+    bowl_clearance_cm: Annotated[float, Field(ge=0, le=MAX_TABLE_CM)] = 1.5
+
+    @model_validator(mode="after")
+    def _check(self) -> Workspace:
+        if self.min_reach_cm >= self.max_reach_cm:
+            raise ValueError("workspace: min_reach_cm must be less than max_reach_cm")
+        return self
 
 
 class Scene(_Strict):
     """Table-top layout in the robot base frame (x forward, y to the arm's left), in cm."""
 
-    bowl_diameter_cm: Annotated[float, Field(gt=0)] = 11.5
-    cube_edge_cm: Annotated[float, Field(gt=0)] = 3.0
-    trained_cube_xy_cm: tuple[float, float] = (22.0, -5.0)
-    bowl_xy_cm: tuple[float, float] = (18.0, 14.0)
+    bowl_diameter_cm: PositiveCm = 11.5
+    cube_edge_cm: PositiveCm = 3.0
+    trained_cube_xy_cm: tuple[Cm, Cm] = (22.0, -5.0)
+    bowl_xy_cm: tuple[Cm, Cm] = (18.0, 14.0)
     workspace: Workspace = Workspace()
 
 
 class Trial(_Strict):
-    index: Annotated[int, Field(ge=1)]
-    dx_cm: float
-    dy_cm: float
-    yaw_deg: float = 0.0
+    index: Annotated[int, Field(ge=1, le=MAX_TRIAL_INDEX)]
+    dx_cm: Cm
+    dy_cm: Cm
+    yaw_deg: Annotated[float, Field(ge=-180.0, le=180.0)] = 0.0
 
 
 class Generator(_Strict):
     """How a randomized trial list was made, so anyone can regenerate it."""
 
     kind: Literal["randomized", "fixed"]
-    n: Annotated[int, Field(ge=1)]
-    radius_cm: Annotated[float, Field(ge=0)] = 0.0
-    min_spacing_cm: Annotated[float, Field(ge=0)] = 0.0
-    seed: int = 0
-    max_yaw_deg: Annotated[float, Field(ge=0)] = 0.0
+    n: Annotated[int, Field(ge=1, le=MAX_TRIALS)]
+    radius_cm: Annotated[float, Field(ge=0, le=MAX_TABLE_CM)] = 0.0
+    min_spacing_cm: Annotated[float, Field(ge=0, le=MAX_TABLE_CM)] = 0.0
+    seed: Annotated[int, Field(ge=0, lt=2**63)] = 0
+    max_yaw_deg: Annotated[float, Field(ge=0, le=180.0)] = 0.0
 
 
 class StoppingRule(_Strict):
@@ -95,21 +114,23 @@ class RunDefaults(_Strict):
 
 
 class Protocol(_Strict):
-    name: Annotated[str, Field(min_length=1)]
-    task: Annotated[str, Field(min_length=1)]
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    task: Annotated[str, Field(min_length=1, max_length=10_000)]
     scene: Scene = Scene()
-    start_pose: dict[str, float]
+    start_pose: dict[str, JointValue]
     fps: Annotated[int, Field(ge=1, le=200)] = 30
-    episode_time_limit_s: Annotated[float, Field(gt=0)] = 20.0
-    success_definition: Annotated[str, Field(min_length=1)]
+    episode_time_limit_s: Annotated[float, Field(gt=0, le=3600)] = 20.0
+    success_definition: Annotated[str, Field(min_length=1, max_length=10_000)]
     failure_taxonomy: list[str] = Field(default_factory=lambda: list(TAXONOMY))
     generator: Generator | None = None
     stopping_rule: StoppingRule = StoppingRule()
     run: RunDefaults = RunDefaults()
-    trials: Annotated[list[Trial], Field(min_length=1)]
+    trials: Annotated[list[Trial], Field(min_length=1, max_length=MAX_TRIALS)]
 
     @model_validator(mode="after")
     def _check(self) -> Protocol:
+        if "gripper" in self.start_pose and not 0 <= self.start_pose["gripper"] <= 100:
+            raise ValueError("start_pose.gripper: must be within 0..100 (percent open)")
         if list(self.failure_taxonomy) != list(TAXONOMY):
             raise ValueError(f"failure_taxonomy: must be exactly {list(TAXONOMY)} (void is always allowed)")
         if set(self.start_pose) != set(JOINT_NAMES):
@@ -186,6 +207,19 @@ def file_sha256(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def _check_generator_inputs(n: int, radius_cm: float, min_spacing_cm: float, seed: int, max_yaw_deg: float) -> None:
+    """Flags of `protocol new`, refused by name before any drawing (a NaN radius would draw NaN offsets)."""
+    if not 1 <= n <= MAX_TRIALS:
+        raise HarnessInputError(None, "--n", f"{n} trials: must be 1..{MAX_TRIALS}")
+    flags = (("--radius-cm", radius_cm, MAX_TABLE_CM), ("--min-spacing-cm", min_spacing_cm, MAX_TABLE_CM),
+             ("--max-yaw-deg", max_yaw_deg, 180.0))
+    for flag, value, high in flags:
+        if not (math.isfinite(value) and 0 <= value <= high):
+            raise HarnessInputError(None, flag, f"{value}: must be a number within 0..{high:g}")
+    if not 0 <= seed < 2**63:
+        raise HarnessInputError(None, "--seed", f"{seed}: must be within 0..2^63-1")
+
+
 def generate_randomized_trials(
     scene: Scene, n: int, radius_cm: float, min_spacing_cm: float, seed: int, max_yaw_deg: float = 0.0
 ) -> list[Trial]:
@@ -195,6 +229,7 @@ def generate_randomized_trials(
     every offset inside the workspace; it fails loudly rather than silently
     returning fewer trials when the constraints cannot be met.
     """
+    _check_generator_inputs(n, radius_cm, min_spacing_cm, seed, max_yaw_deg)
     rng = np.random.default_rng(seed)
     chosen: list[tuple[float, float]] = []
     attempts = 0
