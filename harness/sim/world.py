@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import mujoco
 import numpy as np
@@ -14,6 +15,22 @@ from harness.sim.units import to_sim
 
 CAMERA_NAMES = {"top": "top", "wrist": "wrist_cam"}
 NOISE_PATTERNS = 7
+
+
+@dataclass(frozen=True)
+class FrameRequest:
+    """Everything a frame of this world depends on, so another process can render it later.
+
+    `qpos` is the configuration the world's poses were last computed from (after `mj_step`
+    that is the one before the step's integration, which is what an immediate render shows).
+    """
+
+    camera: str
+    width: int
+    height: int
+    qpos: np.ndarray
+    noise_index: int
+    frozen: bool
 
 
 class SimWorld:
@@ -39,6 +56,8 @@ class SimWorld:
         self._render_count = 0
         self.frozen_cameras: set[str] = set()
         self._frozen_frames: dict[str, np.ndarray] = {}
+        self._frozen_requested: set[str] = set()
+        self._posed_qpos = self.data.qpos.copy()  # the configuration data's poses belong to
 
     @property
     def time(self) -> float:
@@ -60,10 +79,12 @@ class SimWorld:
         self.data.qvel[cube_dof:cube_dof + 6] = 0
         mujoco.mj_forward(self.model, self.data)
         for _ in range(30):  # let the cube settle onto the table
+            self._posed_qpos[:] = self.data.qpos
             mujoco.mj_step(self.model, self.data)
         self.judge.reset(rest_z=float(self.data.xpos[self.cube_body][2]))
         self.frozen_cameras.clear()
         self._frozen_frames.clear()
+        self._frozen_requested.clear()
 
     def reset(self, cube_xy: tuple[float, float], cube_yaw: float, joints: dict[str, float],
               seed: int = 0) -> None:
@@ -79,12 +100,14 @@ class SimWorld:
         self.data.qvel[self.dof_idx] = 0
         self.data.ctrl[:] = q
         mujoco.mj_forward(self.model, self.data)
+        self._posed_qpos[:] = self.data.qpos
 
     def step_control(self, targets_rad: np.ndarray) -> None:
         """Apply joint targets and advance one control period, judging every physics step."""
         self.data.ctrl[:] = targets_rad
         dt = self.model.opt.timestep
         for _ in range(self.substeps):
+            self._posed_qpos[:] = self.data.qpos
             mujoco.mj_step(self.model, self.data)
             self.judge.observe(self.data, dt)
 
@@ -98,19 +121,46 @@ class SimWorld:
         return pos, math.atan2(rot[1, 0], rot[0, 0])
 
     def render(self, camera: str, width: int = 640, height: int = 480) -> np.ndarray:
-        if camera in self.frozen_cameras and camera in self._frozen_frames:
-            return self._frozen_frames[camera]
-        renderer = self._renderers.get((width, height))
+        return self.render_request(self.frame_request(camera, width, height))
+
+    def frame_request(self, camera: str, width: int = 640, height: int = 480) -> FrameRequest:
+        """What `render` would draw now, without drawing it: advances the sensor noise and the
+        frozen-camera bookkeeping exactly as a render does, so frames drawn later from these
+        requests (here or in another process's world) are the frames a render would have given."""
+        frozen = camera in self.frozen_cameras
+        noise_index = -1
+        if not (frozen and camera in self._frozen_requested):
+            self._render_count += 1
+            noise_index = self._render_count % NOISE_PATTERNS
+        if frozen:
+            self._frozen_requested.add(camera)
+        return FrameRequest(camera, width, height, self._posed_qpos.copy(), noise_index, frozen)
+
+    def render_request(self, request: FrameRequest) -> np.ndarray:
+        """Draw a frame from a request; a frozen camera repeats the first frame it froze on."""
+        if request.frozen and request.camera in self._frozen_frames:
+            return self._frozen_frames[request.camera]
+        key = (request.width, request.height)
+        renderer = self._renderers.get(key)
         if renderer is None:
-            renderer = mujoco.Renderer(self.model, height, width)
-            self._renderers[(width, height)] = renderer
-        renderer.update_scene(self.data, camera=CAMERA_NAMES.get(camera, camera))
-        frame = renderer.render() ^ self._sensor_noise(width, height)
-        if camera in self.frozen_cameras:
-            self._frozen_frames[camera] = frame
+            renderer = mujoco.Renderer(self.model, request.height, request.width)
+            self._renderers[key] = renderer
+        if not np.array_equal(request.qpos, self._posed_qpos):
+            self._pose(request.qpos)
+        renderer.update_scene(self.data, camera=CAMERA_NAMES.get(request.camera, request.camera))
+        frame = renderer.render() ^ self._noise_bank_for(request.width, request.height)[request.noise_index]
+        if request.frozen:
+            self._frozen_frames[request.camera] = frame
         return frame
 
-    def _sensor_noise(self, width: int, height: int) -> np.ndarray:
+    def _pose(self, qpos: np.ndarray) -> None:
+        """Put this (rendering-only) world in a recorded configuration."""
+        self.data.qpos[:] = qpos
+        mujoco.mj_kinematics(self.model, self.data)
+        mujoco.mj_camlight(self.model, self.data)
+        self._posed_qpos[:] = qpos
+
+    def _noise_bank_for(self, width: int, height: int) -> np.ndarray:
         """Least-significant-bit noise, as every real sensor has.
 
         Without it a still scene renders identical bytes twice, which is exactly what
@@ -121,8 +171,7 @@ class SimWorld:
             rng = np.random.default_rng(width * 10_007 + height)
             bank = rng.integers(0, 2, size=(NOISE_PATTERNS, height, width, 3), dtype=np.uint8)
             self._noise_bank[(width, height)] = bank
-        self._render_count += 1
-        return bank[self._render_count % NOISE_PATTERNS]
+        return bank
 
     def release_renderers(self) -> None:
         """Free the GL contexts. An EGL context belongs to the thread that made it, so a caller

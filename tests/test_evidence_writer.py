@@ -1,0 +1,98 @@
+"""Evidence from the writer process is the evidence the loop used to write itself."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import av
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+import harness.sim  # noqa: F401  (selects the headless GL backend)
+from harness.models.defaults import DEFAULT_START_POSE
+from harness.models.protocol import JOINT_NAMES
+from harness.policies.scripted import plan_pick_and_place
+from harness.run.camera_watch import DropoutPolicy
+from harness.run.evidence import EvidenceRecorder
+from harness.run.evidence_writer import EvidenceWriter
+from harness.sim.units import to_sim
+from harness.sim.world import SimWorld
+
+CAMERAS = ["top", "wrist"]
+
+
+@pytest.fixture(scope="module")
+def writer():
+    w = EvidenceWriter(scene=None, control_fps=30)
+    yield w
+    w.close()
+
+
+def _trial(folder: Path, writer: EvidenceWriter | None, steps: int = 75, freeze_at: int | None = None,
+           block: bool = True) -> tuple[dict[str, str], EvidenceRecorder]:
+    """A seeded pick-and-place opening, recorded at 10 fps with both cameras."""
+    world = SimWorld()
+    world.reset((0.22, -0.05), math.radians(12), DEFAULT_START_POSE, seed=3)
+    cube, yaw = world.cube_pose()
+    start = np.array([to_sim(n, DEFAULT_START_POSE[n]) for n in JOINT_NAMES])
+    plan = plan_pick_and_place(world.model, 30, start, cube, yaw, world.geometry.bowl_xy)
+    recorder = EvidenceRecorder(folder, CAMERAS, world.render, 30, 10.0, (320, 240), True,
+                                writer=writer, world=world, block=block, dropout=DropoutPolicy())
+    for step, q in enumerate(plan[:steps]):
+        if step == freeze_at:
+            world.frozen_cameras.add("top")
+        world.step_control(q)
+        recorder.record_step(step, step / 30, {"shoulder_pan.pos": float(q[0])}, {"shoulder_pan.pos": float(q[0])},
+                             {"policy_ms": 0.0})
+    finals = recorder.final_frames(640, 480) if writer else {c: world.render(c, 640, 480) for c in CAMERAS}
+    artifacts = recorder.finish(finals, world.judge.verdict(world.data))
+    world.close()
+    return artifacts, recorder
+
+
+def _decoded(path: str) -> list[np.ndarray]:
+    with av.open(path) as container:
+        return [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+
+
+def test_the_writer_process_writes_the_same_evidence_as_the_loop(tmp_path, writer) -> None:
+    inline, _ = _trial(tmp_path / "inline" / "trial-001-a1", None)
+    offloaded, recorder = _trial(tmp_path / "writer" / "trial-001-a1", writer)
+    assert sorted(inline) == sorted(offloaded) == sorted(
+        ["final_top.png", "final_wrist.png", "top.mp4", "wrist.mp4", "trajectory.parquet", "judge.json"])
+    for cam in CAMERAS:
+        reference, frames = _decoded(inline[f"{cam}.mp4"]), _decoded(offloaded[f"{cam}.mp4"])
+        assert len(frames) == len(reference) == 25
+        assert frames[0].shape == reference[0].shape == (240, 320, 3)
+        assert all(np.array_equal(a, b) for a, b in zip(frames, reference, strict=True))
+        final = np.asarray(Image.open(offloaded[f"final_{cam}.png"]))
+        assert final.shape == (480, 640, 3)
+        assert np.array_equal(final, np.asarray(Image.open(inline[f"final_{cam}.png"])))
+    assert pd.read_parquet(inline["trajectory.parquet"]).equals(pd.read_parquet(offloaded["trajectory.parquet"]))
+    assert json.loads(Path(inline["judge.json"]).read_text()) == json.loads(Path(offloaded["judge.json"]).read_text())
+    assert recorder.dropped == {"top": 0, "wrist": 0} and recorder.dropout() is None
+    assert not (tmp_path / "writer" / "trial-001-a1.partial").exists()
+
+
+def test_a_frozen_camera_in_the_rendered_evidence_is_reported(tmp_path, writer) -> None:
+    _, recorder = _trial(tmp_path / "trial-002-a1", writer, steps=90, freeze_at=20)
+    assert recorder.dropout() is not None and recorder.dropout().startswith("top repeated the same frame")
+
+
+def test_a_full_queue_drops_frames_and_the_folder_says_so(tmp_path) -> None:
+    slow = EvidenceWriter(scene=None, control_fps=30, queue_frames=1)
+    try:
+        artifacts, recorder = _trial(tmp_path / "trial-003-a1", slow, steps=60, block=False)
+    finally:
+        slow.close()
+    dropped = sum(recorder.dropped.values())
+    assert dropped > 0
+    said = json.loads(Path(artifacts["evidence_dropped.json"]).read_text())
+    assert sum(said["dropped_frames"].values()) == dropped
+    assert sum(said["written_frames"].values()) + dropped == 2 * 20
+    for cam, written in said["written_frames"].items():
+        assert len(_decoded(artifacts[f"{cam}.mp4"])) == written
