@@ -181,7 +181,7 @@ class Scoresheet:
 
     def _index(self, attempt: Attempt) -> None:
         self._tries[attempt.trial_index] = self._tries.get(attempt.trial_index, 0) + 1
-        if attempt.outcome != "void":
+        if attempt.outcome != Label.VOID:
             self._final.setdefault(attempt.trial_index, attempt)
 
     # --- the one writer ----------------------------------------------------
@@ -217,7 +217,7 @@ class Scoresheet:
         scored = self.scored_attempts()
         if len(scored) < rule.min_trials or len(scored) >= len(self.trial_indices):
             return None
-        k = sum(1 for a in scored if a.outcome == "success")
+        k = sum(1 for a in scored if a.outcome == Label.SUCCESS)
         low, high = wilson_interval(k, len(scored))
         if high - low <= rule.max_width:
             return (f"95% Wilson interval {high - low:.3f} wide after {len(scored)} trials "
@@ -225,7 +225,7 @@ class Scoresheet:
         return None
 
     def scored_attempts(self) -> list[Attempt]:
-        return [a for a in self.attempts if a.outcome != "void"]
+        return [a for a in self.attempts if a.outcome != Label.VOID]
 
     def next_attempt_number(self, trial_index: int) -> int:
         return 1 + self._tries.get(trial_index, 0)

@@ -14,6 +14,7 @@ from harness.models.stats import (
     newcombe_unpaired,
     wilson_interval,
 )
+from harness.models.taxonomy import Label
 from harness.reports import figures
 from harness.reports.blocks import Block, Figure, Heading, Para, Table
 from harness.reports.summary import summarize
@@ -60,12 +61,12 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
 
     scored = [r for r in rows if r.label != "pending"]
     blocks.append(Heading("Does it depend on where the cube is?", 3))
-    fit = fit_logistic([r.distance_cm for r in scored], [int(r.label == "success") for r in scored])
+    fit = fit_logistic([r.distance_cm for r in scored], [int(r.label == Label.SUCCESS) for r in scored])
     bin_rows = []
     for low, high in DISTANCE_BINS:
         inside = [r for r in scored if low <= r.distance_cm < high]
         if inside:
-            k = sum(r.label == "success" for r in inside)
+            k = sum(r.label == Label.SUCCESS for r in inside)
             lo, hi = wilson_interval(k, len(inside))
             bin_rows.append([f"{low:.0f}-{high:.0f} cm" if math.isfinite(high) else f">= {low:.0f} cm",
                              f"{k}/{len(inside)}", f"{_pct(lo)} to {_pct(hi)}"])
@@ -91,7 +92,7 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
                            "those test generalisation, not recall."))
 
     blocks.append(Heading("Placement error", 3))
-    errors = [r.placement_error_cm for r in rows if r.label == "success" and r.placement_error_cm is not None]
+    errors = [r.placement_error_cm for r in rows if r.label == Label.SUCCESS and r.placement_error_cm is not None]
     if errors and (e := summary.placement_error_cm) is not None:
         blocks.append(Para(f"Over {e.n} successes: mean {e.mean:.2f} cm, median {e.median:.2f} cm, "
                            f"max {e.max:.2f} cm (cube centre to bowl centre)."))
@@ -123,7 +124,7 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
 
 
 def _outcomes(sheet: Scoresheet) -> dict[int, bool]:
-    return {a.trial_index: a.outcome == "success" for a in sheet.scored_attempts()}
+    return {a.trial_index: a.outcome == Label.SUCCESS for a in sheet.scored_attempts()}
 
 
 def comparison_blocks(sheets: list[Scoresheet]) -> list[Block]:

@@ -52,7 +52,7 @@ def placement_histogram(errors: list[float]) -> bytes:
 def success_vs_distance(rows: list[TrialRow], fit: LogisticFit | None) -> bytes:
     scored = [r for r in rows if r.label != "pending"]
     x = np.array([r.distance_cm for r in scored])
-    y = np.array([r.label == "success" for r in scored], dtype=float)
+    y = np.array([r.label == Label.SUCCESS for r in scored], dtype=float)
     rng = np.random.default_rng(0)
     fig, ax = plt.subplots(figsize=(6.4, 3.2))
     ax.scatter(x, y + rng.uniform(-0.04, 0.04, len(y)), c=[OUTCOME_COLOURS[r.label] for r in scored], s=22,

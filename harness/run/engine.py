@@ -237,7 +237,7 @@ class RunEngine:
             "loop": self._loop_stats(episode),
             "artifacts": artifacts,
         }
-        if decision.label == "success" and verdict is not None:
+        if decision.label == Label.SUCCESS and verdict is not None:
             fields["placement_error_cm"] = verdict["true_placement_error_cm"]
         attempt = self.sheet.add_attempt(attempt_from_label(decision.label, **fields))
         return attempt, decision.void if decision.label == Label.VOID else None
