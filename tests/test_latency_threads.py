@@ -1,0 +1,30 @@
+"""Inference threads: set from the cores this process may use, never all of them, and recorded."""
+
+from __future__ import annotations
+
+import torch
+
+from harness.policies.lerobot_policy import LeRobotPolicy, ThreadPolicy, available_cores
+from tests.tiny_policy import save_tiny_act
+
+
+def test_inference_gets_the_cores_nobody_else_needs() -> None:
+    assert ThreadPolicy.for_cores(2, reserved=1).torch_threads == 1
+    assert ThreadPolicy.for_cores(16, reserved=2).torch_threads == 14
+    assert ThreadPolicy.for_cores(1, reserved=1).torch_threads == 1  # never zero
+    assert ThreadPolicy.for_cores(8, reserved=2).record() == {"cores": 8, "reserved_cores": 2, "torch_threads": 6}
+
+
+def test_a_lerobot_policy_sets_torch_threads_and_says_how_many(tmp_path) -> None:
+    ckpt = save_tiny_act(tmp_path / "tiny_act")
+    before = torch.get_num_threads()
+    try:
+        policy = LeRobotPolicy(ckpt, task="t", device="cpu")
+        assert policy.threads.cores == available_cores()
+        assert torch.get_num_threads() == policy.threads.torch_threads == max(1, available_cores() - 1)
+        pinned = LeRobotPolicy(ckpt, task="t", device="cpu", threads=ThreadPolicy.for_cores(4, reserved=1))
+        assert torch.get_num_threads() == 3 and pinned.threads.record()["torch_threads"] == 3
+        policy.close()
+        pinned.close()
+    finally:
+        torch.set_num_threads(before)
