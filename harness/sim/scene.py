@@ -36,6 +36,9 @@ class SceneGeometry:
     top_camera_fovy: float = 45.0
     top_camera_tilt_deg: float = 0.0
     light_intensity: float = 0.6
+    # Extra table materials, a glossy bowl material and a shadow map, switched per frame by the
+    # measurement stress set (harness/sim/stress_set.py); off for ordinary runs, where they cost nothing.
+    surface_variants: bool = False
 
     @property
     def bowl_rim_radius(self) -> float:
@@ -92,6 +95,8 @@ def build_spec(geometry: SceneGeometry, fast_meshes: bool = True) -> mujoco.MjSp
     cube.friction = [1.0, 0.005, 0.0001]
 
     _add_bowl(world, geometry)
+    if geometry.surface_variants:
+        _add_surface_variants(spec)
 
     # The point between the jaws where a held cube's centre sits: what the expert aims
     # at and what the judge watches. Offsets are in the gripper body's frame.
@@ -161,6 +166,42 @@ def _add_bowl(world: mujoco.MjsBody, g: SceneGeometry) -> None:
             rgba=[0.12, 0.22, 0.55, 1], contype=0, conaffinity=0,
         )
         rim.quat = _quat_mul(_axis_quat(2, phi), _axis_quat(0, math.pi / 2))
+
+
+TABLE_SURFACES = ("plain", "wood", "speckle", "cloth")
+
+
+def _surface_texture(kind: str, size: int = 256) -> np.ndarray:
+    """A tileable RGB texture for the table: wood grain, granite-like speckle, or a woven cloth."""
+    rng = np.random.default_rng(len(kind))
+    y, x = np.mgrid[0:size, 0:size] / size
+    if kind == "wood":
+        wobble = 0.04 * np.sin(2 * np.pi * (3 * x + rng.random())) + 0.02 * np.sin(2 * np.pi * 7 * x)
+        grain = 0.5 + 0.5 * np.sin(2 * np.pi * 14 * (y + wobble))
+        base = np.array([0.58, 0.42, 0.26])
+        rgb = base * (0.75 + 0.3 * grain[..., None])
+    elif kind == "speckle":
+        rgb = np.full((size, size, 3), 0.62) + rng.normal(0, 0.12, (size, size, 1))
+    else:  # cloth: a fine two-tone weave
+        weave = ((np.floor(x * 32) + np.floor(y * 32)) % 2)[..., None]
+        rgb = np.array([0.30, 0.36, 0.30]) + 0.1 * weave
+    return (np.clip(rgb, 0, 1) * 255).astype(np.uint8)
+
+
+def _add_surface_variants(spec: mujoco.MjSpec) -> None:
+    spec.visual.quality.shadowsize = 2048
+    for kind in TABLE_SURFACES[1:]:
+        image = _surface_texture(kind)
+        texture = spec.add_texture(name=f"table_{kind}", type=mujoco.mjtTexture.mjTEXTURE_2D,
+                                   width=image.shape[1], height=image.shape[0], nchannel=3)
+        texture.data = image.tobytes()
+        material = spec.add_material(name=f"table_{kind}")
+        material.textures[mujoco.mjtTextureRole.mjTEXROLE_RGB] = f"table_{kind}"
+        material.texrepeat = [6, 6]
+    glossy = spec.add_material(name="bowl_glossy")
+    glossy.specular = 0.9
+    glossy.shininess = 0.9
+    glossy.reflectance = 0.0
 
 
 def build_model(geometry: SceneGeometry | None = None, fast_meshes: bool = True) -> mujoco.MjModel:

@@ -9,12 +9,17 @@ camera's nadir; `measure_frame` undoes that when it knows the camera's focal len
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
 
-from harness.vision.rim import Rim
+from harness.vision.camera import CameraIntrinsics
+from harness.vision.reasons import Caveat, DetectionError, NotMeasured
+from harness.vision.rim import Rim, RimFit, fit_rim
+
+__all__ = ["DetectionError", "FrameResult", "Geometry", "Measurement", "NotMeasured", "annotate", "find_cube",
+           "measure_frame", "measure_image"]
 
 
 @dataclass(frozen=True)
@@ -24,6 +29,8 @@ class Geometry:
     bowl_floor_cm: float = 0.4       # floor above the table
     cube_cm: float = 3.0
     focal_px: float | None = None    # None: no height correction
+    principal_px: tuple[float, float] | None = None   # None: the image centre
+    max_uncertainty_cm: float = 2.0  # a wider 95 % interval than this is "not measured"
 
 
 @dataclass(frozen=True)
@@ -33,15 +40,20 @@ class Measurement:
     distance_cm: float
     inside: bool
     yaw_deg: float
+    uncertainty_cm: float = 0.0      # half-width of a 95 % interval on distance_cm
+    caveats: tuple[Caveat, ...] = ()
 
 
-class DetectionError(Exception):
-    """The frame does not show what a measurement needs (no cube, no rim); never a made-up number."""
+CUBE_PX_SIGMA = 0.5        # centroid of a clean blob; more when the blob is ragged
+RIM_PX_FLOOR = 0.25        # edge localisation that resampling the rays cannot see (blur, JPEG)
+CAMERA_TILT_PRIOR_DEG = 5.0  # how far from vertical a "top" camera may look without the ellipse showing it
+SAMPLES = 200
 
 
 def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[float, float], float, np.ndarray]:
     """Centre (px), yaw (deg) and outline of the red cube: saturation and hue, not brightness, so a
-    dimmer room or the yellow arm in view do not fool it."""
+    dimmer room or the yellow arm in view do not fool it. A blob much smaller than a whole cube's top
+    face is a cube partly hidden (under the gripper, out of the frame): no number then."""
     hsv = cv2.cvtColor(frame, cv2.COLOR_RGB2HSV)
     red = ((hsv[:, :, 0] <= 8) | (hsv[:, :, 0] >= 172)) & (hsv[:, :, 1] >= 110) & (hsv[:, :, 2] >= 40)
     mask = cv2.morphologyEx(red.astype(np.uint8) * 255, cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
@@ -51,23 +63,54 @@ def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[fl
     candidates = [c for c in contours if 0.2 * expected <= cv2.contourArea(c) <= 3.0 * expected]
     if not candidates:
         sizes = sorted((round(cv2.contourArea(c)) for c in contours), reverse=True)[:3]
-        raise DetectionError(f"no cube-coloured blob of about {expected:.0f} px^2 "
+        raise DetectionError(NotMeasured.CUBE_NOT_FOUND, f"no cube-coloured blob of about {expected:.0f} px^2 "
                              f"(largest red blobs: {sizes or 'none'})")
     best = max(candidates, key=cv2.contourArea)
+    area = cv2.contourArea(best)
+    x, y, w, h = cv2.boundingRect(best)
+    if x <= 1 or y <= 1 or x + w >= frame.shape[1] - 1 or y + h >= frame.shape[0] - 1:
+        raise DetectionError(NotMeasured.CUBE_PARTLY_HIDDEN, "the cube runs off the edge of the frame")
+    if area < 0.5 * expected:
+        raise DetectionError(NotMeasured.CUBE_PARTLY_HIDDEN, f"only {100 * area / expected:.0f}% of a cube's top "
+                             "face is in view (under the arm?)")
     moments = cv2.moments(best)
     centre = (moments["m10"] / moments["m00"], moments["m01"] / moments["m00"])
     (_, _), (_, _), angle = cv2.minAreaRect(best)
     return centre, angle % 90, best
 
 
-def measure_frame(frame: np.ndarray, rim: Rim, geometry: Geometry) -> Measurement:
-    centre, yaw, _ = find_cube(frame, rim, geometry)
-    offset = rim.to_cm(np.array([centre]), geometry.bowl_cm)[0]
-    inside = _inside(offset, yaw, geometry)
+def measure_frame(frame: np.ndarray, rim: Rim, geometry: Geometry, fit: RimFit | None = None) -> Measurement:
+    """The cube's distance from the bowl centre, with a 95 % interval from the rim fit, the cube's
+    centroid, the camera's unknown tilt and, without a focal length, the uncorrected cube height."""
+    centre, yaw, outline = find_cube(frame, rim, geometry)
+    caveats = [] if geometry.focal_px else [Caveat.NO_HEIGHT_CORRECTION]
     if geometry.focal_px:
-        offset = _height_corrected(frame.shape, rim, geometry, centre, inside)
-        inside = _inside(offset, yaw, geometry)
-    return Measurement(centre, (float(offset[0]), float(offset[1])), float(np.hypot(*offset)), inside, yaw)
+        camera_to_rim_m = geometry.focal_px * (geometry.bowl_cm / 2) / rim.mean_radius_px / 100
+        if not 0.3 <= camera_to_rim_m <= 1.6:
+            raise DetectionError(NotMeasured.ELLIPSE_INCONSISTENT_WITH_CAMERA,
+                                 f"a {rim.mean_radius_px:.0f} px rim puts the camera {camera_to_rim_m:.2f} m "
+                                 "above it with this focal length: not the bowl, or the wrong lens")
+    offset, inside = _offset(frame.shape, rim, geometry, centre, yaw, _nadir(frame.shape, geometry))
+    uncertainty = _uncertainty(frame.shape, rim, geometry, centre, yaw, outline, fit, inside)
+    if uncertainty > geometry.max_uncertainty_cm:
+        raise DetectionError(NotMeasured.TOO_UNCERTAIN, f"distance known only to +/- {uncertainty:.2f} cm "
+                             f"(limit {geometry.max_uncertainty_cm:.2f} cm)")
+    return Measurement(centre, (float(offset[0]), float(offset[1])), float(np.hypot(*offset)), inside, yaw,
+                       round(uncertainty, 3), tuple(caveats))
+
+
+def _nadir(shape: tuple[int, ...], g: Geometry) -> tuple[float, float]:
+    return g.principal_px or (shape[1] / 2, shape[0] / 2)
+
+
+def _offset(shape: tuple[int, ...], rim: Rim, g: Geometry, centre: tuple[float, float], yaw: float,
+            nadir: tuple[float, float], camera_height_cm: float | None = None) -> tuple[np.ndarray, bool]:
+    offset = rim.to_cm(np.array([centre]), g.bowl_cm)[0]
+    inside = _inside(offset, yaw, g)
+    if g.focal_px or camera_height_cm:
+        offset = _height_corrected(rim, g, centre, inside, nadir, camera_height_cm)
+        inside = _inside(offset, yaw, g)
+    return offset, inside
 
 
 def _inside(offset: np.ndarray, yaw_deg: float, g: Geometry) -> bool:
@@ -79,14 +122,108 @@ def _inside(offset: np.ndarray, yaw_deg: float, g: Geometry) -> bool:
     return all(np.hypot(*c) < g.bowl_cm / 2 for c in corners)
 
 
-def _height_corrected(shape: tuple[int, ...], rim: Rim, g: Geometry, centre: tuple[float, float],
-                      inside: bool) -> np.ndarray:
-    camera_to_rim_cm = g.focal_px * (g.bowl_cm / 2) / rim.mean_radius_px
-    camera_height = camera_to_rim_cm + g.bowl_height_cm
+def _height_corrected(rim: Rim, g: Geometry, centre: tuple[float, float], inside: bool,
+                      nadir_px: tuple[float, float], camera_height_cm: float | None = None) -> np.ndarray:
+    if camera_height_cm is None:
+        camera_height_cm = g.focal_px * (g.bowl_cm / 2) / rim.mean_radius_px + g.bowl_height_cm
     top = (g.bowl_floor_cm if inside else 0.0) + g.cube_cm
-    nadir = rim.to_cm(np.array([[shape[1] / 2, shape[0] / 2]]), g.bowl_cm)[0]
+    nadir = rim.to_cm(np.array([nadir_px]), g.bowl_cm)[0]
     seen = rim.to_cm(np.array([centre]), g.bowl_cm)[0]
-    return nadir + (seen - nadir) * (camera_height - top) / (camera_height - g.bowl_height_cm)
+    return nadir + (seen - nadir) * (camera_height_cm - top) / (camera_height_cm - g.bowl_height_cm)
+
+
+def _uncertainty(shape: tuple[int, ...], rim: Rim, g: Geometry, centre: tuple[float, float], yaw: float,
+                 outline: np.ndarray, fit: RimFit | None, inside: bool) -> float:
+    """Half-width of a 95 % interval on the distance, by drawing every input from what is known of it.
+
+    The rim's centre and axes vary by the fit's resampled standard errors (plus a floor, and half
+    the distance to a rival edge); the cube's centroid by half a pixel, more for a ragged blob; the
+    camera's nadir by the tilt it may have (the ellipse's own, at least 5 degrees); without a focal
+    length, the camera height over 0.45-1.5 m, since the cube's height cannot be corrected for.
+    """
+    rng = np.random.default_rng(0)
+    sx, sy, sa, sb = fit.sigma if fit else (0.0, 0.0, 0.0, 0.0)
+    rival = fit.rival_px / 2 if fit else 0.0
+    hull = cv2.convexHull(outline)
+    ragged = 1.0 - cv2.contourArea(outline) / max(cv2.contourArea(hull), 1.0)
+    px_per_cm = rim.mean_radius_px / (g.bowl_cm / 2)
+    missing = max(0.0, 1.0 - cv2.contourArea(outline) / (g.cube_cm * px_per_cm) ** 2 / 0.85)
+    # a ragged blob, or one smaller than a whole top face (partly hidden), has a less certain centre
+    cube_sigma = CUBE_PX_SIGMA + 10.0 * ragged + missing * g.cube_cm * px_per_cm / 2
+    tilt = max(math.degrees(math.acos(min(1.0, min(rim.a, rim.b) / max(rim.a, rim.b)))), CAMERA_TILT_PRIOR_DEG)
+    focal = g.focal_px or (shape[0] / 2) / math.tan(math.radians(30))
+    nadir_sigma = focal * math.tan(math.radians(tilt))
+    nadir = np.array(_nadir(shape, g))
+    distances = np.empty(SAMPLES)
+    for k in range(SAMPLES):
+        common = rng.normal(0, rival)
+        sample = Rim(rim.cx + rng.normal(0, math.hypot(sx, RIM_PX_FLOOR)),
+                     rim.cy + rng.normal(0, math.hypot(sy, RIM_PX_FLOOR)),
+                     rim.a + common + rng.normal(0, math.hypot(sa, RIM_PX_FLOOR)),
+                     rim.b + common + rng.normal(0, math.hypot(sb, RIM_PX_FLOOR)), rim.angle_deg)
+        cube = (centre[0] + rng.normal(0, cube_sigma), centre[1] + rng.normal(0, cube_sigma))
+        where = nadir + rng.normal(0, nadir_sigma, 2)
+        height = None if g.focal_px else rng.uniform(45, 150)
+        offset, _ = _offset(shape, sample, g, cube, yaw, (float(where[0]), float(where[1])), height)
+        distances[k] = np.hypot(*offset)
+    spread = 1.96 * float(np.std(distances))
+    if not g.focal_px:  # the reported number is uncorrected: its bias is part of the interval
+        uncorrected = float(np.hypot(*rim.to_cm(np.array([centre]), g.bowl_cm)[0]))
+        spread = math.hypot(spread, abs(float(np.median(distances)) - uncorrected))
+    return spread
+
+
+@dataclass(frozen=True)
+class FrameResult:
+    """One frame's outcome: a measurement, or the reason there is none; what the user should know."""
+
+    measurement: Measurement | None
+    reason: NotMeasured | None
+    detail: str
+    caveats: tuple[Caveat, ...]
+    rim: Rim | None
+    frame: np.ndarray        # the frame measured (undistorted when the lens is known)
+
+    def record(self) -> dict[str, object]:
+        """The JSON record `harness measure --json` prints for this frame."""
+        m = self.measurement
+        return {
+            "measured": m is not None,
+            "distance_cm": round(m.distance_cm, 3) if m else None,
+            "uncertainty_cm": round(m.uncertainty_cm, 3) if m else None,
+            "inside": m.inside if m else None,
+            "offset_cm": [round(v, 3) for v in m.offset_cm] if m else None,
+            "reasons": [self.reason.value] if self.reason else [],
+            "detail": self.detail,
+            "caveats": [c.value for c in self.caveats],
+            "rim_px": {"cx": round(self.rim.cx, 2), "cy": round(self.rim.cy, 2), "a": round(self.rim.a, 2),
+                       "b": round(self.rim.b, 2), "angle_deg": round(self.rim.angle_deg, 2)} if self.rim else None,
+        }
+
+
+def measure_image(frame: np.ndarray, geometry: Geometry, camera: CameraIntrinsics | None = None,
+                  rim: Rim | None = None, fit: RimFit | None = None) -> FrameResult:
+    """Undistort (when the lens is known), find the rim unless one is given, then measure.
+
+    With the lens's intrinsics the focal length and principal point come from them, not from
+    `geometry`; without them the frame is measured as it is and says so.
+    """
+    caveats: list[Caveat] = []
+    if camera is not None:
+        cam = camera.at_size(frame.shape[1], frame.shape[0])
+        frame = cam.undistort(frame)
+        geometry = replace(geometry, focal_px=cam.fy, principal_px=(cam.cx, cam.cy))
+    else:
+        caveats.append(Caveat.LENS_DISTORTION_UNCORRECTED)
+    try:
+        if rim is None:
+            fit = fit_rim(frame)
+            rim = fit.rim
+        result = measure_frame(frame, rim, geometry, fit)
+    except DetectionError as err:
+        return FrameResult(None, err.reason, err.detail, tuple(caveats), rim, frame)
+    caveats += result.caveats
+    return FrameResult(replace(result, caveats=tuple(caveats)), None, "", tuple(caveats), rim, frame)
 
 
 def annotate(frame: np.ndarray, rim: Rim, geometry: Geometry, result: Measurement | None, note: str) -> np.ndarray:

@@ -1,0 +1,320 @@
+"""A hard set of top frames with exact truth, for the automatic rim and the cube measurement.
+
+Real frames are harder than the project's clean renders: bowls that barely differ from the table
+(white on white, dark on dark), wood or cloth tables, hard shadows across the rim, the arm hiding
+part of it, motion blur, sensor noise, JPEG artefacts, auto-exposure shifts and a lens that bends
+straight lines. Every frame here is rendered by the project's own MuJoCo scene (camera pose, light,
+materials, arm pose varied per frame) and then passed through a camera model with known
+coefficients, so each one carries its truth: the cube's distance from the bowl centre, the judge's
+inside/outside, how much of the rim and of the cube the camera can see, and the lens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import cv2
+import mujoco
+import numpy as np
+
+from harness.models.defaults import DEFAULT_START_POSE
+from harness.sim.kinematics import TopDownIK
+from harness.sim.scene import TABLE_SURFACES, SceneGeometry
+from harness.sim.world import SimWorld
+
+WIDTH, HEIGHT = 640, 480
+RIM_TOP_Z = 0.045          # top of the rim ring above the table (bowl height + half the floor + the ring)
+
+# bowl, rim ring and table colours (RGB 0..1); the contrast cases are the point of the set
+PALETTES: dict[str, tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]] = {
+    "blue_on_brown": ((0.2, 0.35, 0.75), (0.12, 0.22, 0.55), (0.52, 0.42, 0.32)),
+    "white_on_white": ((0.93, 0.93, 0.91), (0.9, 0.9, 0.88), (0.84, 0.84, 0.82)),
+    "dark_on_dark": ((0.13, 0.13, 0.14), (0.1, 0.1, 0.11), (0.19, 0.18, 0.17)),
+    "green_on_wood": ((0.25, 0.55, 0.3), (0.2, 0.45, 0.25), (1.0, 1.0, 1.0)),
+    "grey_glossy_on_speckle": ((0.55, 0.57, 0.6), (0.5, 0.52, 0.55), (1.0, 1.0, 1.0)),
+    "cream_on_cloth": ((0.88, 0.82, 0.68), (0.82, 0.76, 0.62), (1.0, 1.0, 1.0)),
+}
+PALETTE_TABLE = {"green_on_wood": "wood", "grey_glossy_on_speckle": "speckle", "cream_on_cloth": "cloth"}
+
+
+@dataclass(frozen=True)
+class Look:
+    """Everything varied for one frame: scene, light, arm, and the camera's own defects."""
+
+    palette: str
+    table: str
+    camera_height: float
+    tilt_deg: float
+    fovy_deg: float
+    camera_dxy: tuple[float, float]
+    light_dir: tuple[float, float, float]
+    shadows: bool
+    arm_over_rim: bool
+    blur_px: float
+    blur_angle_deg: float
+    noise_sigma: float
+    jpeg_quality: int | None
+    gain: float
+    white_balance: tuple[float, float, float]
+    k1: float
+    k2: float
+
+
+@dataclass(frozen=True)
+class StressFrame:
+    frame: np.ndarray            # what the camera delivers: distorted, blurred, noisy, compressed
+    look: Look
+    distance_cm: float           # cube centre to bowl centre, horizontal, at rest
+    inside: bool                 # the judge's verdict
+    where: str                   # inside, rim or outside (where the cube was dropped)
+    rim_visible: float           # share of the rim's circumference the camera sees (0..1)
+    cube_visible: float          # share of the cube's silhouette the camera sees (0..1)
+    camera_matrix: np.ndarray    # 3x3 pinhole intrinsics of the render
+    distortion: np.ndarray       # OpenCV (k1, k2, p1, p2, k3) applied to the render
+    rim_px: tuple[float, float, float]   # the rim's outer edge in the undistorted image: centre x, y, mean radius
+
+
+def random_look(rng: np.random.Generator, k: int) -> Look:
+    """The k-th look: palettes and tables cycle, the rest is drawn so each defect shows up often."""
+    palette = list(PALETTES)[k % len(PALETTES)]
+    table = PALETTE_TABLE.get(palette, TABLE_SURFACES[0])
+    on = rng.random(8) < 0.5
+    return Look(
+        palette=palette, table=table,
+        camera_height=float(rng.uniform(0.62, 0.88)), tilt_deg=float(rng.uniform(-8, 8)),
+        fovy_deg=float(rng.uniform(40, 58)), camera_dxy=(float(rng.uniform(-0.04, 0.04)),
+                                                       float(rng.uniform(-0.04, 0.04))),
+        light_dir=_unit((rng.uniform(-0.7, 0.7), rng.uniform(-0.7, 0.7), -1.0)), shadows=bool(on[0]),
+        arm_over_rim=bool(rng.random() < 0.35),
+        blur_px=float(rng.uniform(1.5, 5)) if on[1] else 0.0, blur_angle_deg=float(rng.uniform(0, 180)),
+        noise_sigma=float(rng.uniform(3, 9)) if on[2] else 1.0,
+        jpeg_quality=int(rng.integers(30, 80)) if on[3] else None,
+        gain=float(rng.uniform(0.55, 1.5)) if on[4] else 1.0,
+        white_balance=tuple(float(v) for v in rng.uniform(0.9, 1.1, 3)) if on[5] else (1.0, 1.0, 1.0),
+        k1=float(rng.uniform(-0.3, -0.05)) if on[6] else 0.0, k2=float(rng.uniform(0.0, 0.08)) if on[6] else 0.0,
+    )
+
+
+def _unit(v: tuple[float, ...]) -> tuple[float, float, float]:
+    a = np.asarray(v, float)
+    a = a / np.linalg.norm(a)
+    return float(a[0]), float(a[1]), float(a[2])
+
+
+def camera_matrix(fovy_deg: float, width: int = WIDTH, height: int = HEIGHT) -> np.ndarray:
+    """MuJoCo's pinhole: square pixels, principal point at the image centre."""
+    f = (height / 2) / math.tan(math.radians(fovy_deg) / 2)
+    return np.array([[f, 0, width / 2], [0, f, height / 2], [0, 0, 1]], float)
+
+
+def distort(image: np.ndarray, matrix: np.ndarray, coefficients: np.ndarray) -> np.ndarray:
+    """What a lens with these OpenCV coefficients makes of an ideal pinhole image."""
+    if not np.any(coefficients):
+        return image
+    h, w = image.shape[:2]
+    # the map is smooth: solve it on a coarse grid (every 4 px) and interpolate
+    step = 4
+    ys, xs = np.mgrid[0:h + step:step, 0:w + step:step].astype(np.float32)
+    pixels = np.stack([xs.ravel(), ys.ravel()], axis=1).reshape(-1, 1, 2)
+    ideal = cv2.undistortPointsIter(pixels, matrix, coefficients, None, matrix,
+                                    (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 40, 1e-7))
+    coarse = ideal.reshape(xs.shape[0], xs.shape[1], 2)
+    fine = cv2.resize(coarse, (coarse.shape[1] * step, coarse.shape[0] * step), interpolation=cv2.INTER_LINEAR)
+    # cv2.resize puts coarse sample j at fine coordinate step * j + (step - 1) / 2: shift back to grid
+    offset = (step - 1) / 2
+    gy, gx = np.mgrid[0:h, 0:w].astype(np.float32)
+    maps = cv2.remap(fine, gx + offset, gy + offset, cv2.INTER_LINEAR)
+    return cv2.remap(image, maps[..., 0], maps[..., 1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+
+
+def camera_defects(image: np.ndarray, look: Look, matrix: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Lens, motion blur, exposure and white balance, sensor noise, JPEG: in the order a camera applies them."""
+    out = distort(image, matrix, np.array([look.k1, look.k2, 0, 0, 0], float))
+    if look.blur_px > 0:
+        size = math.ceil(look.blur_px) | 1
+        kernel = np.zeros((size, size), np.float32)
+        c = size // 2
+        t = math.radians(look.blur_angle_deg)
+        dx, dy = math.cos(t) * look.blur_px / 2, math.sin(t) * look.blur_px / 2
+        cv2.line(kernel, (round(c - dx), round(c - dy)), (round(c + dx), round(c + dy)), 1.0, 1, cv2.LINE_AA)
+        out = cv2.filter2D(out, -1, kernel / kernel.sum())
+    linear = out.astype(np.float32) * look.gain * np.asarray(look.white_balance, np.float32)
+    linear += rng.normal(0, look.noise_sigma, linear.shape).astype(np.float32)
+    out = np.clip(linear, 0, 255).astype(np.uint8)
+    if look.jpeg_quality is not None:
+        _, data = cv2.imencode(".jpg", out[:, :, ::-1], [cv2.IMWRITE_JPEG_QUALITY, look.jpeg_quality])
+        out = cv2.imdecode(data, cv2.IMREAD_COLOR)[:, :, ::-1].copy()
+    return out
+
+
+class _Stage:
+    """The MuJoCo world with the stress set's knobs: camera pose, light, materials, arm pose."""
+
+    def __init__(self, geometry: SceneGeometry) -> None:
+        self.geometry = geometry
+        self.world = SimWorld(replace(geometry, surface_variants=True))
+        m = self.world.model
+        self.camera = m.camera("top").id
+        self.table = m.geom("table").id
+        names = [m.geom(i).name for i in range(m.ngeom)]
+        self.rim_geoms = {i for i, n in enumerate(names) if n.startswith("bowl_rim_")}
+        self.bowl_geoms = {i for i, n in enumerate(names) if n.startswith("bowl_")}
+        self.cube_geom = m.geom("cube").id
+        self.materials = {m.material(i).name: i for i in range(m.nmat)}
+        self.segmenter = mujoco.Renderer(m, HEIGHT, WIDTH)
+        self.segmenter.enable_segmentation_rendering()
+        self.ik = TopDownIK(m)
+
+    def dress(self, look: Look) -> None:
+        m = self.world.model
+        bowl, rim, table = PALETTES[look.palette]
+        glossy = self.materials["bowl_glossy"] if "glossy" in look.palette else -1
+        for g in self.bowl_geoms:
+            m.geom_rgba[g, :3] = rim if g in self.rim_geoms else bowl
+            m.geom_matid[g] = glossy
+        m.geom_rgba[self.table, :3] = table
+        m.geom_matid[self.table] = self.materials.get(f"table_{look.table}", -1)
+        m.light_dir[0] = look.light_dir
+        m.light_pos[0] = np.array([*self.geometry.bowl_xy, 0.0]) - 1.4 * np.asarray(look.light_dir)
+        m.light_cutoff[0] = 70
+        m.light_castshadow[0] = look.shadows
+        g = self.geometry
+        tilt = math.radians(look.tilt_deg)
+        x = g.top_camera_xy[0] + look.camera_dxy[0] - look.camera_height * math.tan(tilt)
+        m.cam_pos[self.camera] = [x, g.top_camera_xy[1] + look.camera_dxy[1], look.camera_height]
+        quat = np.zeros(4)
+        mujoco.mju_mulQuat(quat, _axis_quat(2, -math.pi / 2), _axis_quat(0, tilt))
+        m.cam_quat[self.camera] = quat
+        m.cam_fovy[self.camera] = look.fovy_deg
+
+    def drop_cube(self, where: str, rng: np.random.Generator) -> None:
+        g, world = self.geometry, self.world
+        world.set_arm(DEFAULT_START_POSE)
+        rim = g.bowl_rim_radius
+        radius = {"inside": rng.uniform(0, rim - 0.025), "rim": rng.uniform(rim - 0.01, rim + 0.01),
+                  "outside": rng.uniform(rim + 0.025, rim + 0.06)}[where]
+        angle = rng.uniform(0, 2 * math.pi)
+        world.place_cube((g.bowl_xy[0] + radius * math.cos(angle), g.bowl_xy[1] + radius * math.sin(angle)),
+                         rng.uniform(0, math.pi / 2))
+        if where != "outside":
+            world.data.qpos[world.cube_qpos + 2] = 0.075  # drop it in from above the rim
+        world.data.ctrl[:] = world.joint_positions_rad()
+        for _ in range(450):  # 1.5 s to come to rest; the judge's running watch is not needed here
+            mujoco.mj_step(world.model, world.data)
+
+    def arm_over_rim(self, rng: np.random.Generator) -> None:
+        """Hold the gripper above a point of the rim, as an arm that has just let go does."""
+        g, world = self.geometry, self.world
+        angle = rng.uniform(0, 2 * math.pi)
+        reach = g.bowl_rim_radius + rng.uniform(-0.01, 0.02)
+        target = np.array([g.bowl_xy[0] + reach * math.cos(angle), g.bowl_xy[1] + reach * math.sin(angle),
+                           rng.uniform(0.09, 0.14)])
+        seed = world.joint_positions_rad()[:5]
+        q, _ = self.ik.solve_reachable(target, self.ik.target_rotation(angle, seed), seed)
+        world.data.qpos[world.qpos_idx[:5]] = q
+        mujoco.mj_forward(world.model, world.data)
+
+    def project(self, points: np.ndarray) -> np.ndarray:
+        """World points (N, 3) to pixels of the ideal (undistorted) top image."""
+        d = self.world.data
+        pos, rot = d.cam_xpos[self.camera], d.cam_xmat[self.camera].reshape(3, 3)
+        local = (points - pos) @ rot
+        f = (HEIGHT / 2) / math.tan(math.radians(self.world.model.cam_fovy[self.camera]) / 2)
+        return np.column_stack([WIDTH / 2 + f * local[:, 0] / -local[:, 2],
+                                HEIGHT / 2 - f * local[:, 1] / -local[:, 2]])
+
+    def rim_in_image(self) -> tuple[float, float, float]:
+        g = self.geometry
+        angles = np.linspace(0, 2 * np.pi, 90, endpoint=False)
+        edge = np.column_stack([g.bowl_xy[0] + g.bowl_rim_radius * np.cos(angles),
+                                g.bowl_xy[1] + g.bowl_rim_radius * np.sin(angles), np.full_like(angles, 0.042)])
+        (cx, cy), (d1, d2), _ = cv2.fitEllipse(self.project(edge).astype(np.float32))
+        return float(cx), float(cy), float((d1 + d2) / 4)
+
+    def visibility(self) -> tuple[float, float]:
+        """Shares of the rim ring and of the cube's silhouette that reach the camera."""
+        g, world = self.geometry, self.world
+        self.segmenter.update_scene(world.data, camera="top")
+        ids = self.segmenter.render()[:, :, 0]
+        angles = np.linspace(0, 2 * np.pi, 180, endpoint=False)
+        r = g.bowl_rim_radius - 0.002
+        ring = np.column_stack([g.bowl_xy[0] + r * np.cos(angles), g.bowl_xy[1] + r * np.sin(angles),
+                                np.full_like(angles, RIM_TOP_Z - 0.002)])
+        px = np.round(self.project(ring)).astype(int)
+        inside = (px[:, 0] >= 0) & (px[:, 1] >= 0) & (px[:, 0] < WIDTH) & (px[:, 1] < HEIGHT)
+        seen = np.zeros(len(px), bool)
+        seen[inside] = np.isin(ids[px[inside, 1], px[inside, 0]], list(self.rim_geoms))
+        body = world.cube_body
+        half = g.cube_edge / 2
+        corners = np.array([[sx, sy, sz] for sx in (-half, half) for sy in (-half, half) for sz in (-half, half)])
+        world_corners = world.data.xpos[body] + corners @ world.data.xmat[body].reshape(3, 3).T
+        hull = cv2.convexHull(self.project(world_corners).astype(np.float32))
+        expected = cv2.contourArea(hull)
+        cube_pixels = float(np.sum(ids == self.cube_geom))
+        return float(seen.mean()), float(min(1.0, cube_pixels / expected)) if expected > 0 else 0.0
+
+    def close(self) -> None:
+        self.segmenter.close()
+        self.world.close()
+
+
+def _axis_quat(axis: int, angle: float) -> np.ndarray:
+    q = np.zeros(4)
+    q[0] = math.cos(angle / 2)
+    q[1 + axis] = math.sin(angle / 2)
+    return q
+
+
+def stress_frames(count: int, seed: int = 0, geometry: SceneGeometry | None = None) -> Iterator[StressFrame]:
+    """`count` hard frames, each with its own look, cube drop (inside, on the rim, beside) and truth."""
+    geometry = geometry or SceneGeometry()
+    rng = np.random.default_rng(seed)
+    stage = _Stage(geometry)
+    try:
+        for k in range(count):
+            look = random_look(rng, k)
+            where = ("inside", "rim", "outside")[k % 3]
+            stage.dress(look)
+            stage.drop_cube(where, rng)
+            if look.arm_over_rim:
+                stage.arm_over_rim(rng)
+            world = stage.world
+            pos, _ = world.cube_pose()
+            distance = 100 * math.hypot(pos[0] - geometry.bowl_xy[0], pos[1] - geometry.bowl_xy[1])
+            rim_visible, cube_visible = stage.visibility()
+            matrix = camera_matrix(look.fovy_deg)
+            ideal = world.render("top", WIDTH, HEIGHT)
+            yield StressFrame(camera_defects(ideal, look, matrix, rng), look, distance,
+                              world.judge.cube_inside_bowl(world.data), where, rim_visible, cube_visible,
+                              matrix, np.array([look.k1, look.k2, 0, 0, 0], float), stage.rim_in_image())
+    finally:
+        stage.close()
+
+
+def board_images(board_image: np.ndarray, square_px: int, square_mm: float, matrix: np.ndarray,
+                 coefficients: np.ndarray, count: int, seed: int = 0,
+                 size: tuple[int, int] = (WIDTH, HEIGHT)) -> list[np.ndarray]:
+    """Views of a flat printed board (`board_image`, `square_px` pixels per `square_mm` square) through
+    a lens with known intrinsics and distortion: tilted, turned and moved about the frame, as a person
+    holds a board in front of a camera. Rendered at twice the size and averaged down (anti-aliased)."""
+    rng = np.random.default_rng(seed)
+    mm_per_px = square_mm / square_px
+    h_board, w_board = board_image.shape[:2]
+    to_mm = np.array([[mm_per_px, 0, -w_board * mm_per_px / 2], [0, mm_per_px, -h_board * mm_per_px / 2],
+                      [0, 0, 1]])
+    supersample = np.diag([2.0, 2.0, 1.0])
+    images = []
+    for k in range(count):
+        rvec = np.array([rng.uniform(-0.5, 0.5), rng.uniform(-0.5, 0.5), rng.uniform(-0.3, 0.3)])
+        rotation, _ = cv2.Rodrigues(rvec)
+        depth = rng.uniform(1.5, 2.0) * matrix[0, 0] * w_board * mm_per_px / size[0]
+        centre = [(k % 3 - 1) * 0.22, (k // 3 % 3 - 1) * 0.18]  # sweep the frame so the corners see the board
+        t = np.array([centre[0] * depth + rng.uniform(-5, 5), centre[1] * depth + rng.uniform(-5, 5), depth])
+        homography = supersample @ matrix @ np.column_stack([rotation[:, 0], rotation[:, 1], t]) @ to_mm
+        big = cv2.warpPerspective(board_image, homography, (2 * size[0], 2 * size[1]), flags=cv2.INTER_AREA,
+                                  borderValue=200)
+        ideal = cv2.resize(big, size, interpolation=cv2.INTER_AREA)
+        images.append(distort(ideal, matrix, coefficients))
+    return images

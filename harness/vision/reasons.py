@@ -1,0 +1,31 @@
+"""Why a frame gets no number: stable reasons that scripts and reports can act on."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class NotMeasured(StrEnum):
+    RIM_NOT_FOUND = "rim_not_found"
+    WEAK_EDGE_SUPPORT = "weak_edge_support"
+    ELLIPSE_INCONSISTENT_WITH_CAMERA = "ellipse_inconsistent_with_camera"
+    CUBE_NOT_FOUND = "cube_not_found"
+    CUBE_PARTLY_HIDDEN = "cube_partly_hidden"
+    TOO_UNCERTAIN = "too_uncertain"
+
+
+class Caveat(StrEnum):
+    """A number was given, but the user should know this about it."""
+
+    LENS_DISTORTION_UNCORRECTED = "lens_distortion_uncorrected"
+    NO_HEIGHT_CORRECTION = "no_height_correction"
+    CAMERA_MOVED = "camera_moved"
+
+
+class DetectionError(Exception):
+    """The frame does not show what a measurement needs (no cube, no rim); never a made-up number."""
+
+    def __init__(self, reason: NotMeasured, detail: str) -> None:
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"{reason.value.replace('_', ' ')}: {detail}")
