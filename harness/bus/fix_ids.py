@@ -62,23 +62,24 @@ class TerminalOperator:
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
 
-    def _read(self) -> str:
+    def _ask(self, prompt: str, end: str = "\n") -> str:
+        """Drop what was typed before the prompt, then show it and wait: only keys pressed after the
+        person has seen the question answer it."""
         flush_typed_ahead(self.stdin)
+        print(prompt, end=end, file=self.stdout, flush=True)
         return self.stdin.readline()
 
     def say(self, message: str) -> None:
         print(message, file=self.stdout, flush=True)
 
     def instruct(self, message: str) -> None:
-        print(f"\n>>> {message}\n    Press Enter when done.", file=self.stdout, flush=True)
-        self._read()
+        self._ask(f"\n>>> {message}\n    Press Enter when done.")
 
     def confirm(self, question: str) -> bool:
         if self.assume_yes:
             print(f"{question} [y/N] y (--yes)", file=self.stdout, flush=True)
             return True
-        print(f"{question} [y/N] ", end="", file=self.stdout, flush=True)
-        return self._read().strip().lower().startswith("y")
+        return self._ask(f"{question} [y/N] ", end="").strip().lower().startswith("y")
 
 
 # --- the servo alone on the bus ------------------------------------------------------------------

@@ -9,8 +9,11 @@ camera that drops out, freezes or goes black). Tests call the same `Rig` methods
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -316,6 +319,32 @@ def run_command(rig: Rig, line: str) -> list[str] | None:
     if command in ("status", *LOCKED_COMMANDS):
         return rig.status_lines()
     return ["ok"]
+
+
+def has_console(stdin: Any) -> bool:
+    """A person can type here: stdin is a terminal and this process owns it (not `emulate-bus &`, whose
+    reads would stop the whole process with SIGTTIN, nor a script's closed or redirected input)."""
+    try:
+        return stdin.isatty() and os.tcgetpgrp(stdin.fileno()) == os.getpgrp()
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def serve_without_console(port: str, stop: threading.Event | None = None) -> None:
+    """Keep serving the bus with no console, until SIGINT/SIGTERM (or `stop`, for tests)."""
+    print(f"Emulated STS3215 bus on {port}", flush=True)
+    print("No console (input is not a terminal): serving until interrupted (Ctrl-C or SIGTERM).", flush=True)
+    stop = stop or threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set()) \
+        if threading.current_thread() is threading.main_thread() else None
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def console(chain: ServoChain, lock: object, port: str, stdin=sys.stdin, world: Any | None = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,15 @@ def fix_ids(args: argparse.Namespace) -> int:
 
 def emulate_bus(args: argparse.Namespace) -> int:
     from harness.bus.pty_port import PtyBus
-    from harness.bus.scenario import build_chain, console, default_scenario, load_scenario
+    from harness.bus.scenario import (
+        DEFAULT_ASSEMBLY,
+        build_chain,
+        console,
+        default_scenario,
+        has_console,
+        load_scenario,
+        serve_without_console,
+    )
 
     scenario = load_scenario(args.scenario) if args.scenario else default_scenario()
     chain = build_chain(scenario)
@@ -35,14 +44,29 @@ def emulate_bus(args: argparse.Namespace) -> int:
         from harness.bus.sim_coupling import JointCalibration, SimCoupledChain
         from harness.sim.world import SimWorld
 
+        calibration_path = Path(args.calibration) if args.calibration else DEFAULT_ASSEMBLY
         try:
-            raw = json.loads(Path(args.calibration).read_text())
+            raw = json.loads(calibration_path.read_text())
             calibration = {name: JointCalibration(c["range_min"], c["range_max"]) for name, c in raw.items()}
         except (OSError, ValueError, KeyError) as exc:
-            raise HarnessInputError(args.calibration, None, f"not a LeRobot calibration file ({exc})") from None
+            raise HarnessInputError(calibration_path, None, f"not a LeRobot calibration file ({exc})") from None
         chain = SimCoupledChain(chain.servos, SimWorld(), calibration, chain.faults)
     with PtyBus(chain, wire_timing=scenario.wire_timing) as bus:
-        console(bus.chain, bus.lock, bus.port)
+        frames = None
+        if args.sim and not args.no_cameras:   # the simulated cameras render the world these servos drive
+            from harness.sim.frame_server import FrameServer
+
+            frames = FrameServer(chain.world, bus.lock, args.camera_socket)
+        try:
+            if has_console(sys.stdin):
+                console(bus.chain, bus.lock, bus.port, world=getattr(chain, "world", None), frames=frames)
+            else:
+                if frames is not None:
+                    print(f"Simulated cameras on {frames.socket_path}", flush=True)
+                serve_without_console(bus.port)
+        finally:
+            if frames is not None:
+                frames.close()
     return 0
 
 
@@ -56,6 +80,11 @@ def register(sub: Any) -> None:
     emu.add_argument("--scenario", help="YAML: servos (name, id, baud, firmware), fault rates, wire timing")
     emu.add_argument("--sim", action="store_true",
                      help="couple the servos to the simulated arm: a LeRobot so101_follower on this port moves it")
-    emu.add_argument("--calibration", default="calibration/emulated_follower.json",
-                     help="with --sim: the follower calibration LeRobot will use (maps ticks to joint angles)")
+    emu.add_argument("--calibration",
+                     help="with --sim: the follower calibration LeRobot will use (maps ticks to joint angles; "
+                          "default: the packaged calibration/emulated_follower.json, from any folder)")
+    emu.add_argument("--camera-socket",
+                     help="with --sim: where the simulated cameras (LeRobot camera type harness_sim) are served "
+                          "(default: harness-sim-cameras-<uid>.sock in the temp folder)")
+    emu.add_argument("--no-cameras", action="store_true", help="with --sim: do not render or serve camera frames")
     emu.set_defaults(func=emulate_bus)

@@ -1,0 +1,98 @@
+"""The bus commands as a new user runs them in a terminal or a script (issue 14, finding 6):
+`emulate-bus` keeps serving with its input closed, from any folder; `fix-ids` speaks at once and
+never lets an Enter pressed while it was busy answer a later prompt."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import serial
+
+from harness.bus.pty_port import PtyBus
+from harness.bus.wire import Wire
+from tests.bus_people import arm
+
+HARNESS = [sys.executable, "-m", "harness.cli"]
+
+
+class Lines:
+    """A child's stdout as it arrives (prompts end without a newline), with a deadline on each wait."""
+
+    def __init__(self, stream) -> None:
+        self.text = ""
+        self._read_to = 0
+        self._lock = threading.Lock()
+        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+
+    def _pump(self, stream) -> None:
+        while chunk := os.read(stream.fileno(), 4096):
+            with self._lock:
+                self.text += chunk.decode(errors="replace")
+
+    def wait_for(self, text: str, timeout: float = 60.0) -> str:
+        """The line holding the next `text` after the last one waited for."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                at = self.text.find(text, self._read_to)
+                if at >= 0:
+                    self._read_to = at + len(text)
+                    start = self.text.rfind("\n", 0, at) + 1
+                    end = self.text.find("\n", at)
+                    return self.text[start:end if end >= 0 else len(self.text)]
+            time.sleep(0.02)
+        raise AssertionError(f"never printed {text!r}; printed:\n{self.text}")
+
+    def drain(self, seconds: float) -> str:
+        time.sleep(seconds)
+        with self._lock:
+            new, self._read_to = self.text[self._read_to:], len(self.text)
+        return new
+
+
+@pytest.mark.slow
+def test_emulate_bus_with_closed_input_keeps_serving_from_another_folder(tmp_path: Path) -> None:
+    child = subprocess.Popen([*HARNESS, "emulate-bus", "--sim"], cwd=tmp_path, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        lines = Lines(child.stdout)
+        port = lines.wait_for("Emulated STS3215 bus on").rsplit(" ", 1)[1]
+        lines.drain(1.0)                       # an emulator that exits on EOF would be gone by now
+        assert child.poll() is None, lines.text
+        with serial.Serial(port, 1_000_000, timeout=0) as ser:
+            assert Wire(ser).ping(6).state == "ok"
+    finally:
+        child.terminate()
+        assert child.wait(timeout=10) == 0
+
+
+def test_fix_ids_speaks_first_and_enter_typed_while_busy_answers_nothing() -> None:
+    chain = arm(ids={"gripper": 5})
+    master, slave = os.openpty()
+    with PtyBus(chain) as bus:
+        child = subprocess.Popen([*HARNESS, "fix-ids", "--port", bus.port], stdin=slave, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT)
+        try:
+            lines = Lines(child.stdout)
+            assert lines.wait_for("fix-ids:", timeout=20).startswith("fix-ids: scanning")
+            lines.wait_for("Repair it now? [y/N] ")
+            os.write(master, b"y\n")
+            lines.wait_for("Loading LeRobot's Feetech driver")
+            os.write(master, b"\n\n")          # impatient Enters while LeRobot loads
+            lines.wait_for("Connect ONLY the gripper servo")
+            early = lines.drain(1.5)
+            assert "answers" not in early and "Found" not in early, early
+            os.write(master, b"\n")            # now the person is done: all six are still on the bus
+            lines.wait_for("More than one servo answers at 1000000 baud")
+        finally:
+            child.kill()
+            child.wait()
+            os.close(master)
+            os.close(slave)
+    assert all(s.eeprom_writes == 0 for s in chain.servos)
