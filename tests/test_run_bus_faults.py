@@ -113,3 +113,21 @@ def test_a_power_cycle_mid_run_is_caught_before_the_next_motion(tmp_path, after)
     assert asked == ([] if after < START_POSE_WRITES else [1])
     assert chain.goals == after          # not one goal written to the reset arm
     assert not any(s.torque_enabled for s in chain.servos)
+
+
+def test_a_servo_missing_at_connect_pauses_with_its_name_and_locks_nothing(workdir: Path, capsys) -> None:
+    from harness.cli import main
+
+    chain = build_chain(default_scenario())
+    chain.unplug("elbow_flex")
+    protocol = workdir / "protocols" / "small.yaml"
+    protocol.write_text((REPO / "tests" / "data" / "small.yaml").read_text())
+    with PtyBus(chain) as bus:
+        code = main(["run", str(protocol), "--robot", "so101", "--port", bus.port, "--robot-id", "emulated_follower",
+                     "--policy", "expert", "--headless"])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert "run paused" in err and "no answer from elbow_flex" in err and "harness fix-ids --port" in err
+    assert "Traceback" not in err
+    assert not list(workdir.glob("scoresheets/*.yaml"))       # nothing locked: the arm never connected
+    assert not any(s.torque_enabled for s in chain.servos)
