@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import av
@@ -96,3 +101,25 @@ def test_a_full_queue_drops_frames_and_the_folder_says_so(tmp_path) -> None:
     assert sum(said["written_frames"].values()) + dropped == 2 * 20
     for cam, written in said["written_frames"].items():
         assert len(_decoded(artifacts[f"{cam}.mp4"])) == written
+
+
+def test_a_killed_run_leaves_no_writer_process_behind() -> None:
+    script = ("import sys, time\nfrom harness.run.evidence_writer import EvidenceWriter\n"
+              "w = EvidenceWriter()\nprint(w._process.pid, flush=True)\ntime.sleep(60)\n")
+    run = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    child = int(run.stdout.readline())
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and _running(child):
+        time.sleep(0.1)
+    assert not _running(child)
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except FileNotFoundError:
+        return False
+    return state != "Z"

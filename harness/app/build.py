@@ -41,12 +41,15 @@ class RunSetup:
     stage: TrialStage
     engine: RunEngine
     dataset: Any | None
+    evidence_writer: Any | None = None
 
     def close(self) -> None:
         """Torque off, then disconnect, then the files: on every way out, each step even if one fails."""
         release_torque(self.robot)
         if self.dataset is not None:
             self.dataset.close()
+        if self.evidence_writer is not None:
+            self.evidence_writer.close()
         self.policy.close()
 
 
@@ -122,10 +125,15 @@ def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
         root = Path(args.record_dataset or Path(args.runs_dir) / sheet.path.stem / "dataset")
         dataset = DatasetSink(root, protocol.fps, ["top", "wrist"], (640, 480), protocol.task,
                               robot_type="so101_follower")
+    writer = None
+    if not args.no_video:  # frames rendered (sim) and encoded in another process, off the control loop
+        from harness.run.evidence_writer import EvidenceWriter
+
+        writer = EvidenceWriter(robot.world.geometry if is_sim else None, control_fps=protocol.fps)
     options = RunOptions(runs_dir=Path(args.runs_dir), paced=not is_sim, video=not args.no_video,
                          video_fps=args.video_fps, video_size=video_size, max_attempts=args.max_trials,
-                         dataset=dataset)
+                         dataset=dataset, evidence_writer=writer)
     engine = RunEngine(protocol, sheet, robot, policy, stage, observer, MonotonicClock(), options)
     log.debug("run prepared: %s on %s, %s front end", sheet.locked.policy.ref, sheet.locked.robot,
               front_end)
-    return RunSetup(protocol, sheet, policy, robot, observer, stage, engine, dataset)
+    return RunSetup(protocol, sheet, policy, robot, observer, stage, engine, dataset, writer)

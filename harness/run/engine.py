@@ -92,6 +92,9 @@ class RunOptions:
     max_attempts: int | None = None
     dropout: DropoutPolicy = field(default_factory=DropoutPolicy)
     dataset: Any | None = None    # a DatasetSink when --record-dataset is on
+    # An EvidenceWriter: frames are rendered, encoded and written in its process, off the loop.
+    # Built and closed by whoever builds the engine; None renders and writes in the loop.
+    evidence_writer: Any | None = None
 
 
 @dataclass
@@ -200,6 +203,8 @@ class RunEngine:
         recorder = EvidenceRecorder(
             folder, self.options.evidence_cameras, self.stage.frame, self.protocol.fps,
             self.options.video_fps, self.options.video_size, self.options.video,
+            writer=self.options.evidence_writer, world=self.stage.world, block=not self.options.paced,
+            dropout=self.options.dropout,
         )
         dataset = self.options.dataset
         try:
@@ -208,8 +213,7 @@ class RunEngine:
             self._phase("scoring")
             verdict = self.stage.verdict()
             w, h = self.options.final_frame_size
-            finals = {cam: self.stage.frame(cam, w, h) for cam in self.options.evidence_cameras}
-            artifacts = recorder.finish(finals, verdict)
+            artifacts = recorder.finish(recorder.final_frames(w, h), verdict)
             if dataset is not None:
                 artifacts["dataset_episode"] = str(dataset.end_episode())
         except BaseException:
@@ -217,6 +221,12 @@ class RunEngine:
             if dataset is not None:
                 dataset.discard_episode()
             raise
+        late_dropout = recorder.dropout()  # found by the writer after the loop had moved on
+        if episode.void is None and late_dropout:
+            episode.void = Void(VoidKind.CAMERA_DROPOUT, late_dropout)
+            self.observer.warn(episode.void.reason)
+        if any(recorder.dropped.values()):
+            self.observer.warn(f"evidence writer fell behind: dropped frames {recorder.dropped} (the loop kept time)")
         void = episode.void or (Void(VoidKind.OPERATOR_ABORT) if episode.stopped_by_operator else None)
         decision = self.observer.score(trial, verdict, void)
         if decision.label == Label.VOID and decision.void is None:
@@ -293,7 +303,7 @@ class RunEngine:
                           step, policy_ms[-1], io_ms[-1], missed, ages or "no cameras")
             self.observer.step(step, timing)
             self.stage.on_step(trial, step)
-            dropout = watch.dropout(sim_t)
+            dropout = watch.dropout(sim_t) or recorder.dropout()
             if dropout:
                 void = Void(VoidKind.CAMERA_DROPOUT, dropout)
                 self.observer.warn(void.reason)

@@ -176,8 +176,14 @@ def _serve(requests: Any, results: Any, scene: Any | None, control_fps: int) -> 
     files: EvidenceFiles | None = None
     watch: CameraWatch | None = None
     reported = False
+    parent = mp.parent_process()
     while True:
-        message = requests.get()
+        try:
+            message = requests.get(timeout=1.0)
+        except queue.Empty:
+            if parent is not None and not parent.is_alive():  # the run was killed: nothing more will come
+                break
+            continue
         if isinstance(message, _Stop):
             break
         try:
