@@ -15,6 +15,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from lerobot.cameras.configs import CameraConfig
 from lerobot.cameras.opencv import OpenCVCameraConfig
 from lerobot.robots.so_follower import SO101Follower, SO101FollowerConfig
 
@@ -27,6 +28,14 @@ log = logging.getLogger(__name__)
 
 
 SAGGED = 5.0    # LeRobot units (degrees; gripper 0-100): below this a drift is not worth mentioning
+
+
+PROTECTIONS = {0x01: "input voltage", 0x02: "magnetic encoder", 0x04: "overheat", 0x08: "over-current",
+               0x20: "overload"}   # Status (65) bits, as scservo_sdk names them
+
+
+def _protections(status: int) -> str:
+    return ", ".join(name for bit, name in PROTECTIONS.items() if status & bit) or f"status 0x{status:02x}"
 
 
 def _names(servos: tuple[str, ...]) -> str:
@@ -55,27 +64,43 @@ class BusCheckedSO101Follower(SO101Follower):
         except BUS_ERRORS:      # the adapter itself is gone
             return False
 
-    def reset_servos(self) -> tuple[str, ...]:
-        """Servos whose torque is off although the arm is in use: power-cycled (or tripped)."""
+    def torque_lost(self) -> tuple[tuple[str, ...], dict[str, str]]:
+        """Servos whose torque is off although the arm is in use: (reset by a power cycle, {tripped: which
+        protection}). A protection that released torque leaves its bit in Status; a power cycle clears it."""
         torque = self.bus.sync_read("Torque_Enable", normalize=False, num_retry=2)
-        return tuple(name for name, value in torque.items() if not value)
+        off = [name for name, value in torque.items() if not value]
+        if not off:
+            return (), {}
+        status = self.bus.sync_read("Status", off, normalize=False, num_retry=2)
+        tripped = {name: _protections(status[name]) for name in off if status.get(name)}
+        return tuple(name for name in off if name not in tripped), tripped
+
+    def _torque_fault(self, where: str) -> ServoBusFault | None:
+        reset, tripped = self.torque_lost()
+        if reset:
+            return ServoBusFault(self._reset_detail(where, reset), reset=reset, tripped=tuple(tripped))
+        if tripped:
+            which = "; ".join(f"{name} ({why})" for name, why in tripped.items())
+            return ServoBusFault(f"{where}: torque released by the servo's own protection: {which}; check for a "
+                                 "jam, an overload or the supply voltage", tripped=tuple(tripped))
+        return None
 
     def _fault(self, where: str, exc: BaseException) -> ServoBusFault:
         silent = self.silent_servos()
         try:
-            reset = () if silent else self.reset_servos()
+            torque = None if silent else self._torque_fault(where)
         except BUS_ERRORS:
-            reset = ()
+            torque = None
+        if torque is not None:
+            return torque
         if silent:
             cables = "its cable" if len(silent) == 1 else "their cables"
             detail = (f"{where}: no answer from {_names(silent)} ({type(exc).__name__}); check {cables} "
                       "and the arm's power")
-        elif reset:
-            detail = self._reset_detail(where, reset)
         else:
             first = (str(exc).strip().splitlines() or [""])[0][:160]
             detail = f"{where}: {type(exc).__name__}: {first}"
-        return ServoBusFault(detail, silent=silent, reset=reset)
+        return ServoBusFault(detail, silent=silent)
 
     def _reset_detail(self, where: str, reset: tuple[str, ...]) -> str:
         moved = ""
@@ -112,17 +137,17 @@ class BusCheckedSO101Follower(SO101Follower):
             return super().get_observation()
         except BUS_ERRORS as exc:
             fault = self._fault("reading the arm", exc)
-            if not (fault.silent or fault.reset):
+            if not (fault.silent or fault.reset or fault.tripped):
                 raise                # every servo answers with torque on: a camera, not the bus
             raise fault from exc
 
     def send_action(self, action: dict[str, Any]) -> dict[str, Any]:
         try:
-            reset = self.reset_servos()
+            fault = self._torque_fault("before moving")
         except BUS_ERRORS as exc:
             raise self._fault("before moving", exc) from exc
-        if reset:
-            raise ServoBusFault(self._reset_detail("before moving", reset), reset=reset)
+        if fault is not None:
+            raise fault
         try:
             sent = super().send_action(action)
         except BUS_ERRORS as exc:
@@ -135,11 +160,11 @@ class BusCheckedSO101Follower(SO101Follower):
         (LeRobot units); returns what is not so, empty when ready. A bus failure raises `ServoBusFault`."""
         observation = self.get_observation()
         try:
-            reset = self.reset_servos()
+            fault = self._torque_fault("checking the arm")
         except BUS_ERRORS as exc:
             raise self._fault("checking the arm", exc) from exc
-        if reset:
-            raise ServoBusFault(self._reset_detail("checking the arm", reset), reset=reset)
+        if fault is not None:
+            raise fault
         return [f"{name} at {observation[f'{name}.pos']:.1f}, start pose {target:.1f}"
                 for name, target in pose.items()
                 if f"{name}.pos" in observation and abs(observation[f"{name}.pos"] - target) > tolerance]
@@ -151,17 +176,42 @@ class BusCheckedSO101Follower(SO101Follower):
         return self.bus.release_torque()
 
 
+def camera_config(name: str, source: str, fps: int) -> CameraConfig:
+    """`source`: an OpenCV index (`"0"`) or device path (`"/dev/video2"`), or `sim[:SOCKET][@WxH]` for the
+    simulated camera of that name served by `harness emulate-bus --sim` (LeRobot camera type `harness_sim`)."""
+    if source == "sim" or source.startswith(("sim:", "sim@")):
+        from harness.sim.config_sim_camera import HarnessSimCameraConfig, default_socket_path
+
+        rest, _, size = source[3:].partition("@")
+        width, height = (int(v) for v in size.lower().split("x")) if size else (640, 480)
+        return HarnessSimCameraConfig(camera=name, socket_path=rest.removeprefix(":") or str(default_socket_path()),
+                                      fps=fps, width=width, height=height)
+    return OpenCVCameraConfig(index_or_path=int(source) if source.isdigit() else Path(source), fps=fps, width=640,
+                              height=480)
+
+
+def calibration_location(robot_id: str, calibration_dir: Path | None) -> tuple[str, Path]:
+    """An id names `calibration/<id>.json`, or LeRobot's own calibration folder when the repository has no
+    such file (where `lerobot-calibrate` writes); a path to a `.json` file names that file."""
+    if robot_id.endswith(".json"):
+        path = Path(robot_id).expanduser()
+        return path.stem, path.parent
+    if calibration_dir is not None:
+        return robot_id, calibration_dir
+    if (REPO_CALIBRATION / f"{robot_id}.json").exists():
+        return robot_id, REPO_CALIBRATION
+    from lerobot.utils.constants import HF_LEROBOT_CALIBRATION
+
+    return robot_id, HF_LEROBOT_CALIBRATION / "robots" / "so_follower"
+
+
 def make_so101_follower(port: str, cameras: dict[str, str], fps: int = 30, robot_id: str = "harness_follower",
                         calibration_dir: Path | None = None,
                         max_relative_target: float | None = 10.0) -> BusCheckedSO101Follower:
-    """`cameras` maps a name to an OpenCV index (`"0"`) or a device path (`"/dev/video2"`)."""
-    camera_configs = {
-        name: OpenCVCameraConfig(index_or_path=int(src) if src.isdigit() else Path(src), fps=fps, width=640,
-                                 height=480)
-        for name, src in cameras.items()
-    }
-    config = SO101FollowerConfig(port=port, id=robot_id, cameras=camera_configs,
-                                 calibration_dir=calibration_dir or REPO_CALIBRATION,
+    """`cameras` maps a name to a source (see `camera_config`)."""
+    camera_configs = {name: camera_config(name, src, fps) for name, src in cameras.items()}
+    robot_id, calibration_dir = calibration_location(robot_id, calibration_dir)
+    config = SO101FollowerConfig(port=port, id=robot_id, cameras=camera_configs, calibration_dir=calibration_dir,
                                  max_relative_target=max_relative_target)
     return BusCheckedSO101Follower(config)
 

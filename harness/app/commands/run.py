@@ -19,9 +19,12 @@ def register(sub: Any) -> None:
     parser.add_argument("--robot", choices=["sim", "so101"], help="robot target (default: protocol's run section)")
     parser.add_argument("--port", help="serial port of a real arm (e.g. /dev/ttyACM0, COM4)")
     parser.add_argument("--robot-id", default="harness_follower",
-                        help="calibration id: calibration/<id>.json (emulated_follower for `emulate-bus --sim`)")
+                        help="calibration id: calibration/<id>.json, else LeRobot's calibration folder (where "
+                             "lerobot-calibrate writes), or a path to a .json file (emulated_follower for "
+                             "`emulate-bus --sim`)")
     parser.add_argument("--camera", action="append", default=[], metavar="NAME=SOURCE",
-                        help="real camera: top=0 or wrist=/dev/video2 (repeatable)")
+                        help="real camera: top=0 or wrist=/dev/video2; simulated (emulate-bus --sim): "
+                             "top=sim or top=sim@320x240 (repeatable)")
     parser.add_argument("--policy", help="LeRobot pretrained folder, or a built-in: expert, replay")
     parser.add_argument("--rename-map", help='JSON map of camera keys, e.g. \'{"top": "camera1"}\'')
     parser.add_argument("--scoresheet", help="scoresheet path (default scoresheets/<protocol>-<policy>.yaml)")
