@@ -121,9 +121,11 @@ class CameraIntrinsics:
         return cv2.remap(frame, maps[0], maps[1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
 
     def save(self, path: Path) -> None:
-        data = {"width": self.width, "height": self.height,
-                "camera_matrix": {"fx": self.fx, "fy": self.fy, "cx": self.cx, "cy": self.cy},
-                "distortion": [float(v) for v in self.distortion], "rms_reprojection_px": self.rms_px,
+        data = {"width": int(self.width), "height": int(self.height),
+                "camera_matrix": {"fx": float(self.fx), "fy": float(self.fy), "cx": float(self.cx),
+                                  "cy": float(self.cy)},
+                "distortion": [float(v) for v in self.distortion],
+                "rms_reprojection_px": None if self.rms_px is None else float(self.rms_px),
                 "views": self.views, "board": self.board, "fovy_deg": round(self.fovy_deg, 3)}
         write_text_atomic(path, yaml.safe_dump(data, sort_keys=False))
 
@@ -160,10 +162,12 @@ def find_board(gray: np.ndarray, board: Board) -> BoardView | None:
             return None
         obj, img = board.charuco().matchImagePoints(corners, ids)
         return BoardView(img.astype(np.float32), obj.astype(np.float32))
-    found, corners = cv2.findChessboardCornersSB(gray, board.inner_corners,
-                                                cv2.CALIB_CB_EXHAUSTIVE | cv2.CALIB_CB_ACCURACY)
+    flags = cv2.CALIB_CB_ADAPTIVE_THRESH | cv2.CALIB_CB_NORMALIZE_IMAGE | cv2.CALIB_CB_FAST_CHECK
+    found, corners = cv2.findChessboardCorners(gray, board.inner_corners, flags=flags)
     if not found:
         return None
+    corners = cv2.cornerSubPix(gray, corners, (5, 5), (-1, -1),
+                               (cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT, 40, 0.001))
     return BoardView(corners.astype(np.float32), board.object_points().reshape(-1, 1, 3))
 
 

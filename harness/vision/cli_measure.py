@@ -1,5 +1,9 @@
 """`harness measure`: calibrate on the rim, measure each trial's final top frame, record the results.
 
+With a camera calibration beside the rim's (`harness calibrate-camera`), every frame is undistorted
+first and the focal length comes from it; `--json` prints one record per image on stdout (distance,
+inside, uncertainty, reasons) and the human lines on stderr.
+
 Every flag and input image is checked, and each scoresheet involved is locked (one writer: a
 measure during a live run is refused, naming the run) and loaded once, before anything is
 written; the measurements then go into each sheet with one append, and the annotated images are
@@ -10,11 +14,14 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import math
 import os
 import re
+import sys
 from pathlib import Path
 
+import cv2
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
@@ -23,8 +30,10 @@ from harness.models.atomic import check_output_path, write_bytes_atomic
 from harness.models.lock import WriterLock
 from harness.models.scoresheet import PlacementMeasurement, Scoresheet, load_scoresheet, now_iso
 from harness.vision.calibration import MOVED_PX, BowlCalibration, camera_shift_px, load_calibration
-from harness.vision.measure import DetectionError, Geometry, annotate, measure_frame
-from harness.vision.rim import find_rim, rim_from_clicks
+from harness.vision.camera import CAMERA_FILE, CameraIntrinsics, load_intrinsics
+from harness.vision.measure import DetectionError, Geometry, annotate, measure_image
+from harness.vision.reasons import Caveat
+from harness.vision.rim import fit_rim, rim_from_clicks
 
 TRIAL_FOLDER = re.compile(r"trial-(\d+)-a(\d+)$")
 
@@ -88,6 +97,8 @@ def _check_flags(args: argparse.Namespace) -> None:
             raise HarnessInputError(None, flag, f"{value}: must be within {low:g}..{high:g} cm")
     if args.fovy_deg is not None and not (math.isfinite(args.fovy_deg) and 1.0 <= args.fovy_deg <= 170.0):
         raise HarnessInputError(None, "--fovy-deg", f"{args.fovy_deg}: must be within 1..170 degrees")
+    if not (math.isfinite(args.max_uncertainty_cm) and args.max_uncertainty_cm > 0):
+        raise HarnessInputError(None, "--max-uncertainty-cm", f"{args.max_uncertainty_cm}: must be above 0")
 
 
 def _lock_and_load(paths: set[Path]) -> tuple[dict[Path, Scoresheet], list[WriterLock]]:
@@ -139,34 +150,69 @@ def run_measure(args: argparse.Namespace) -> int:
             lock.release()
 
 
+def _load_camera(args: argparse.Namespace, cal_path: Path) -> CameraIntrinsics | None:
+    """The lens calibration (`harness calibrate-camera`): --camera, else the one beside the rim's."""
+    path = Path(args.camera) if args.camera else cal_path.with_name(CAMERA_FILE)
+    if not path.is_file():
+        if args.camera:
+            raise HarnessInputError(path, "--camera", "no such camera calibration (make one: harness calibrate-camera)")
+        return None
+    return load_intrinsics(path)
+
+
+def _undistorted_clicks(points: tuple[tuple[float, float], ...], camera: CameraIntrinsics | None,
+                        shape: tuple[int, ...]) -> tuple[tuple[float, float], ...]:
+    """Clicks are made on the raw frame; with a known lens they move to where the undistorted frame has them."""
+    if camera is None:
+        return points
+    cam = camera.at_size(shape[1], shape[0])
+    moved = cv2.undistortPoints(np.array(points, np.float32).reshape(-1, 1, 2), cam.matrix, cam.coefficients,
+                                P=cam.matrix).reshape(-1, 2)
+    return tuple((float(x), float(y)) for x, y in moved)
+
+
 def _measure(args: argparse.Namespace, frames: list[tuple[Path, tuple[int, int] | None, Path | None]],
              sheets: dict[Path, Scoresheet]) -> int:
+    say = (lambda text: print(text, file=sys.stderr)) if args.json else print
     cal_path = Path(args.calibration)
+    camera = _load_camera(args, cal_path)
+    if camera is None:
+        say("note: lens distortion is uncorrected (no camera calibration beside the rim's): "
+            "run `harness calibrate-camera` for the full accuracy")
+    elif args.fovy_deg:
+        say(f"note: the field of view comes from the camera calibration ({camera.fovy_deg:.1f} deg), "
+            "not --fovy-deg")
     if args.auto or args.clicks is not None or args.click:
         source = Path(args.calibrate_on) if args.calibrate_on else frames[0][0]
         frame = _read_rgb(source)
+        seen = camera.undistort(frame) if camera else frame
         if args.auto:
-            rim = find_rim(frame)
-            if rim is None:
-                raise HarnessInputError(source, "--auto", "no bowl rim found; use --clicks on two opposite rim points")
+            try:
+                rim = fit_rim(seen).rim
+            except DetectionError as err:
+                raise HarnessInputError(source, "--auto", f"no bowl rim ({err}); use --clicks on two opposite "
+                                        "rim points") from None
             method = "auto"
         else:
             try:
-                rim = rim_from_clicks(*(_clicks(args.clicks) if args.clicks else _clicks_from_window(frame)))
+                clicks = _clicks(args.clicks) if args.clicks else _clicks_from_window(frame)
+                rim = rim_from_clicks(*_undistorted_clicks(clicks, camera, frame.shape))
             except ValueError as exc:
                 raise HarnessInputError(None, "--clicks", str(exc)) from None
             method = "clicks"
         calibration = BowlCalibration(rim, args.bowl_cm, method, str(cal_path.with_suffix(".png")), "")
         calibration.save(cal_path, frame)
         calibration, reference = load_calibration(cal_path)
-        print(f"calibrated on {source}: rim {rim.a:.1f} x {rim.b:.1f} px ({method}), saved {cal_path}")
+        say(f"calibrated on {source}: rim {rim.a:.1f} x {rim.b:.1f} px ({method}), saved {cal_path}")
     else:
         calibration, reference = load_calibration(cal_path)
         if abs(calibration.bowl_cm - args.bowl_cm) > 1e-9:
             raise HarnessInputError(cal_path, "bowl_cm", f"calibrated for {calibration.bowl_cm} cm, not {args.bowl_cm}")
-    focal = 240 / math.tan(math.radians(args.fovy_deg / 2)) if args.fovy_deg else None
+    focal = None
+    if args.fovy_deg and camera is None:
+        focal = (reference.shape[0] / 2) / math.tan(math.radians(args.fovy_deg / 2))
     geometry = Geometry(bowl_cm=args.bowl_cm, cube_cm=args.cube_cm, bowl_height_cm=args.bowl_height_cm,
-                        focal_px=focal * reference.shape[0] / 480 if focal else None)
+                        focal_px=focal, max_uncertainty_cm=args.max_uncertainty_cm)
     pending: dict[Path, list[PlacementMeasurement]] = {path: [] for path in sheets}
     measured = failed = 0
     for image_path, trial, sheet_path in frames:
@@ -174,31 +220,40 @@ def _measure(args: argparse.Namespace, frames: list[tuple[Path, tuple[int, int] 
         label = f"trial {trial[0]} attempt {trial[1]}" if trial else str(image_path)
         shift = camera_shift_px(reference, frame)
         if shift > MOVED_PX:
-            print(f"warning: {label}: the camera appears to have moved {shift:.1f} px since calibration; "
-                  "re-calibrate (--auto or --clicks) before trusting this number")
-        try:
-            result = measure_frame(frame, calibration.rim, geometry)
-        except DetectionError as err:
+            say(f"warning: {label}: the camera appears to have moved {shift:.1f} px since calibration; "
+                "re-calibrate (--auto or --clicks) before trusting this number")
+        # --auto finds the rim in every frame (a bowl nudged during a trial is followed); clicks hold for all
+        result = measure_image(frame, geometry, camera, rim=None if args.auto else calibration.rim)
+        out = _annotated_path(image_path)
+        rim = result.rim or calibration.rim
+        m = result.measurement
+        if args.json:
+            record = {"image": str(image_path), "trial": trial[0] if trial else None,
+                      "attempt": trial[1] if trial else None, **result.record()}
+            if shift > MOVED_PX:
+                record["caveats"].append(Caveat.CAMERA_MOVED.value)
+            print(json.dumps(record))
+        if m is None:
             failed += 1
-            print(f"{label}: not measured: {err}")
-            _save_png(_annotated_path(image_path),
-                      annotate(frame, calibration.rim, geometry, None, f"not measured: {err}"[:70]))
+            note = f"not measured: {result.reason.value.replace('_', ' ')}: {result.detail}"
+            say(f"{label}: {note}")
+            _save_png(out, annotate(result.frame, rim, geometry, None, note[:70]))
             continue
         measured += 1
-        where = "inside" if result.inside else "outside"
-        note = f"{result.distance_cm:.2f} cm from bowl centre ({where})"
-        out = _annotated_path(image_path)
-        _save_png(out, annotate(frame, calibration.rim, geometry, result, note))
-        print(f"{label}: {note} -> {out}")
+        where = "inside" if m.inside else "outside"
+        note = f"{m.distance_cm:.2f} +/- {m.uncertainty_cm:.2f} cm from bowl centre ({where})"
+        _save_png(out, annotate(result.frame, rim, geometry, m, note))
+        say(f"{label}: {note} -> {out}")
         if trial and sheet_path:
             pending[sheet_path].append(PlacementMeasurement(
-                trial_index=trial[0], attempt=trial[1], placement_error_cm=round(result.distance_cm, 3),
-                inside_bowl=result.inside, method=f"pixels ({calibration.method} rim calibration)",
+                trial_index=trial[0], attempt=trial[1], placement_error_cm=round(m.distance_cm, 3),
+                inside_bowl=m.inside, method=f"pixels ({calibration.method} rim calibration"
+                + (", lens corrected)" if camera else ")"),
                 image=str(out), measured_at=now_iso()))
     for sheet_path, measurements in pending.items():
         sheets[sheet_path].add_measurements(measurements)
-        print(f"recorded {len(measurements)} measurements in {sheet_path}")
-    print(f"{measured} measured, {failed} not measured")
+        say(f"recorded {len(measurements)} measurements in {sheet_path}")
+    say(f"{measured} measured, {failed} not measured")
     return 0 if failed == 0 else 1
 
 

@@ -147,10 +147,10 @@ def fit_rim(frame: np.ndarray, min_radius_frac: float = 0.035, max_radius_frac: 
                                  f"the rim's edges make a {ellipse.a:.0f} x {ellipse.b:.0f} px ellipse: a camera "
                                  "looking down within 25 degrees of vertical sees the rim nearly round")
         rim = ellipse
-    # a rival edge close by with nearly as much support (a blurred ring, a shadow's edge just outside)
-    # could be the rim as well: the distance between them is part of what the fit does not know
-    rivals = [abs(other.rim.a - layer.rim.a) for other in all_layers if other is not layer
-              and 0.8 < other.rim.a / layer.rim.a < 1.25 and other.support >= max(0.25, 0.4 * layer.support)
+    # a weaker concentric edge just outside (a white rim's outer edge on a white table, a shadow's
+    # edge) could be the rim's outer edge as well: the distance to it is part of what the fit does not know
+    rivals = [other.rim.a - layer.rim.a for other in all_layers
+              if 1.0 < other.rim.a / layer.rim.a < 1.25 and other.support >= 0.25
               and math.hypot(other.rim.cx - layer.rim.cx, other.rim.cy - layer.rim.cy) < 0.1 * layer.rim.a]
     return RimFit(rim, layer.support, layer.residual_px, _resampled_sigma(layer.points, ellipse is not None),
                   sum(1 for other in all_layers if other.support >= MIN_SUPPORT), max(rivals, default=0.0))

@@ -1,4 +1,4 @@
-"""`harness measure` and `harness scene-check`: the handlers live in `harness.vision.cli_measure`."""
+"""`harness measure`, `harness calibrate-camera` and `harness scene-check`: handlers live in `harness.vision`."""
 
 from __future__ import annotations
 
@@ -10,6 +10,12 @@ def measure(args: argparse.Namespace) -> int:
     from harness.vision.cli_measure import run_measure
 
     return run_measure(args)
+
+
+def calibrate_camera(args: argparse.Namespace) -> int:
+    from harness.vision.cli_camera import run_calibrate_camera
+
+    return run_calibrate_camera(args)
 
 
 def scene_check(args: argparse.Namespace) -> int:
@@ -32,7 +38,26 @@ def register(sub: Any) -> None:
     parser.add_argument("--bowl-height-cm", type=float, default=4.5, help="rim height above the table")
     parser.add_argument("--fovy-deg", type=float, help="top camera's vertical field of view: enables the "
                                                       "correction for the cube's top face sitting below the rim")
+    parser.add_argument("--camera", help="lens calibration from calibrate-camera (default: camera_top.yaml beside "
+                                         "--calibration, used when it exists)")
+    parser.add_argument("--max-uncertainty-cm", type=float, default=2.0,
+                        help="a frame whose 95%% interval is wider than this is reported as not measured")
+    parser.add_argument("--json", action="store_true",
+                        help="one JSON record per image on stdout (distance, inside, uncertainty, reasons)")
     parser.set_defaults(func=measure)
+
+    cam = sub.add_parser("calibrate-camera", help="lens intrinsics and distortion from photos of a printed board")
+    cam.add_argument("images", nargs="*", metavar="IMAGES", help="photos of the board (globs allowed), 10-20 of them")
+    cam.add_argument("--board", choices=("checkerboard", "charuco"), default="checkerboard")
+    cam.add_argument("--squares", default="10x7", help="squares across x down, e.g. 10x7")
+    cam.add_argument("--square-mm", type=float, default=25.0, help="side of one printed square, measured")
+    cam.add_argument("--marker-mm", type=float, default=18.0, help="ChArUco marker side")
+    cam.add_argument("--dictionary", default="DICT_4X4_50", help="ChArUco marker dictionary")
+    cam.add_argument("--calibration", default="calibration/bowl_top.yaml",
+                     help="the rim calibration; the lens is saved beside it as camera_top.yaml")
+    cam.add_argument("--output", help="where to save instead")
+    cam.add_argument("--print-board", metavar="PNG", help="write the board to print")
+    cam.set_defaults(func=calibrate_camera)
 
     scene = sub.add_parser("scene-check", help="find objects in the top view that the reference frames lack")
     scene.add_argument("frame", help="the live top frame (PNG/JPEG)")
