@@ -69,3 +69,14 @@ def test_sigkill_mid_collection_then_rerun_gives_one_intact_dataset(tmp_path) ->
     validated = subprocess.run([*HARNESS, "dataset", "validate", str(root)], cwd=tmp_path, capture_output=True,
                                text=True, timeout=300)
     assert validated.returncode == 0, validated.stdout[-2000:]
+
+
+def test_a_protocol_records_its_control_rate(workdir) -> None:
+    from harness.models.protocol import load_protocol
+
+    path = workdir / "protocols" / "p60.yaml"
+    assert main(["protocol", "new", "--fixed", "--n", "2", "--fps", "60", "--time-limit-s", "12", "-o", str(path)]) == 0
+    protocol = load_protocol(path)
+    assert (protocol.fps, protocol.episode_time_limit_s) == (60, 12.0)
+    assert main(["protocol", "new", "--fixed", "--n", "2", "--time-limit-s", "0", "-o", str(path), "--force"]) == 2
+    assert load_protocol(path).fps == 60  # refused input left the file as it was

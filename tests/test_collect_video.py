@@ -55,6 +55,19 @@ def test_the_validator_passes_it(collected) -> None:
     assert report.episodes == 3
 
 
+def test_episodes_after_a_checkpoint_keep_the_codec(collected) -> None:
+    import av
+
+    info = json.loads((collected / "meta" / "info.json").read_text())
+    files = sorted((collected / "videos").rglob("*.mp4"))
+    assert len(files) == 4  # two cameras, one file before and one after the checkpoint at episode 2
+    for path in files:
+        with av.open(str(path)) as container:
+            codec = container.streams.video[0].codec_context.codec.canonical_name
+        key = path.relative_to(collected / "videos").parts[0]
+        assert codec == info["features"][key]["info"]["video.codec"], path
+
+
 def test_dataset_coverage_finds_the_starts_the_collection_used(collected, tmp_path) -> None:
     from harness.cli import main
 

@@ -24,7 +24,7 @@ class CollectRequest:
     episodes: int
     output: Path
     accept: AcceptMode = AcceptMode.STRICT
-    fps: int = 30
+    fps: int | None = None                 # None: the protocol's rate
     cameras: tuple[str, ...] = ("top", "wrist")
     image_size: tuple[int, int] = (640, 480)
     seed: int = 0
@@ -51,18 +51,20 @@ def collect(request: CollectRequest, progress=print) -> CollectResult:
         raise HarnessInputError(None, "--episodes", f"{request.episodes}: must be at least 1")
     if request.checkpoint_every < 1:
         raise HarnessInputError(None, "--checkpoint-every", "must be at least 1")
-    check_fps(request.fps, PHYSICS_DT)
-    protocol = load_protocol(request.protocol).model_copy(update={"fps": request.fps})
+    loaded = load_protocol(request.protocol)
+    fps = request.fps or loaded.fps
+    check_fps(fps, PHYSICS_DT)
+    protocol = loaded.model_copy(update={"fps": fps})
     if request.policy not in BUILTIN_POLICIES and not Path(request.policy).is_dir():
         raise HarnessInputError(None, "--policy", f"'{request.policy}' is neither a built-in policy nor a folder")
     settings = CollectSettings(
         protocol_name=protocol.name, protocol_sha256=file_sha256(request.protocol), policy_ref=request.policy,
-        policy_fingerprint=policy_fingerprint(request.policy), accept=request.accept, fps=request.fps,
+        policy_fingerprint=policy_fingerprint(request.policy), accept=request.accept, fps=fps,
         cameras=request.cameras, image_size=request.image_size, seed=request.seed,
         checkpoint_every=request.checkpoint_every,
     )
     progress(f"{request.output}: collecting {request.episodes} accepted episodes ({request.accept.value}) with "
-             f"{request.policy} on {request.protocol} at {request.fps} Hz")
+             f"{request.policy} on {request.protocol} at {fps} Hz")
     import av
     import datasets
 
@@ -77,7 +79,7 @@ def collect(request: CollectRequest, progress=print) -> CollectResult:
     root = request.output
 
     def open_sink() -> DatasetSink:
-        return DatasetSink(root, request.fps, list(request.cameras), request.image_size, protocol.task,
+        return DatasetSink(root, fps, list(request.cameras), request.image_size, protocol.task,
                            robot_type=ROBOT_TYPE)
 
     collector = Collector(protocol, settings, root, robot, policy, open_sink, progress=progress)

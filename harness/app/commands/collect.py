@@ -54,8 +54,9 @@ def register(sub: Any) -> None:
     parser.add_argument("--accept", choices=["strict", "clean-release"], default="strict",
                         help="strict: the judge's full sequence; clean-release: also no renewed contact or "
                              "closing after the release (default strict)")
-    parser.add_argument("--fps", type=int, choices=[30, 60], default=30,
-                        help="control rate; each action is held for 300/fps physics steps (default 30)")
+    parser.add_argument("--fps", type=int, choices=[30, 60],
+                        help="control rate; each action is held for 300/fps physics steps (default: the "
+                             "protocol's fps)")
     parser.add_argument("-o", "--output", help="dataset folder (default datasets/<protocol>-<policy>); the "
                                                "journal lives beside it in <output>.collect/")
     parser.add_argument("--image-size", default="640x480", help="recorded camera size WxH (default 640x480)")

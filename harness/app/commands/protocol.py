@@ -23,6 +23,8 @@ def new(args: argparse.Namespace) -> int:
     else:
         trials = [Trial(index=i + 1, dx_cm=0.0, dy_cm=0.0) for i in range(args.n)]
         generator = Generator(kind="fixed", n=args.n)
+    if not args.time_limit_s > 0:
+        raise HarnessInputError(None, "--time-limit-s", f"{args.time_limit_s}: must be positive")
     protocol = Protocol(
         name=args.name or Path(args.output).stem,
         task=args.task or DEFAULT_TASK,
@@ -31,6 +33,8 @@ def new(args: argparse.Namespace) -> int:
         success_definition=DEFAULT_SUCCESS,
         generator=generator,
         run={"robot": "sim", "policy": "expert"},
+        fps=args.fps,
+        episode_time_limit_s=args.time_limit_s,
         trials=trials,
     )
     out = Path(args.output)
@@ -63,6 +67,9 @@ def register(sub: Any) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--name", help="protocol name (default: the file's stem)")
     parser.add_argument("--task", help="task instruction given to the policy")
+    parser.add_argument("--fps", type=int, choices=[30, 60], default=30,
+                        help="control rate; the simulator holds each action for 300/fps physics steps (default 30)")
+    parser.add_argument("--time-limit-s", type=float, default=20.0, help="episode time limit (default 20)")
     parser.add_argument("-o", "--output", required=True, help="protocol file to write")
     parser.add_argument("--force", action="store_true", help="overwrite an existing file")
     parser.set_defaults(func=new)
