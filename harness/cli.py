@@ -9,17 +9,26 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from harness.app.commands import bus, collect, data, plan, protocol, report, run, vision
-from harness.errors import EXIT_INTERRUPTED, HarnessError
+from harness.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, HarnessError
 
 COMMANDS = (protocol, report, plan, vision, data, bus, run, collect)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one line on stderr (not the usage block) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="harness", description="Evaluate learned SO-101 policies.")
+    parser = OneLineParser(prog="harness", description="Evaluate learned SO-101 policies.")
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="log what happens on stderr: -v engine phases and trials, -vv also bus and "
                              "camera timings")
@@ -38,7 +47,9 @@ def configure_logging(verbosity: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    # Nothing in this project reaches the network: LeRobot and the Hub must not try to download.
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    args = build_parser().parse_args(argv)   # a bad flag: one line, SystemExit(2)
     configure_logging(args.verbose)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
@@ -46,6 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HarnessError as err:
         print(err.cli_message(), file=sys.stderr)
         return err.exit_code
+    except OSError as err:   # a file the command could not read or write: still one line, nothing half-written
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"harness: error: {where}{err.strerror or err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 from dataclasses import dataclass
 from enum import StrEnum
@@ -70,6 +71,8 @@ def _video_size(text: str) -> tuple[int, int]:
         width, height = (int(v) for v in text.lower().split("x"))
     except ValueError:
         raise HarnessInputError(None, "--video-size", f"'{text}' is not WIDTHxHEIGHT") from None
+    if not (16 <= width <= 4096 and 16 <= height <= 4096) or width % 2 or height % 2:
+        raise HarnessInputError(None, "--video-size", f"'{text}': width and height must be even, 16..4096")
     return width, height
 
 
@@ -78,9 +81,27 @@ def _dropout(text: str | None) -> tuple[int, int] | None:
         return None
     trial_s, _, step_s = text.partition(":")
     try:
-        return int(trial_s), int(step_s or 0)
+        trial, step = int(trial_s), int(step_s or 0)
     except ValueError:
         raise HarnessInputError(None, "--inject-dropout", f"'{text}' is not TRIAL:STEP") from None
+    if trial < 1 or step < 0:
+        raise HarnessInputError(None, "--inject-dropout", f"'{text}': TRIAL from 1, STEP from 0")
+    return trial, step
+
+
+def check_run_flags(args: argparse.Namespace) -> None:
+    """Every `harness run` flag that can be wrong, checked before anything is locked, loaded or built."""
+    _video_size(args.video_size)
+    _dropout(args.inject_dropout)
+    if not (math.isfinite(args.video_fps) and 0.5 <= args.video_fps <= 120):
+        raise HarnessInputError(None, "--video-fps", f"{args.video_fps}: must be within 0.5..120")
+    if args.max_trials is not None and args.max_trials < 1:
+        raise HarnessInputError(None, "--max-trials", f"{args.max_trials}: must be at least 1")
+    runs = Path(args.runs_dir)
+    if runs.exists() and not runs.is_dir():
+        raise HarnessInputError(runs, "--runs-dir", "is a file, not a folder")
+    if args.record_dataset and Path(args.record_dataset).exists() and not Path(args.record_dataset).is_dir():
+        raise HarnessInputError(args.record_dataset, "--record-dataset", "is a file, not a folder")
 
 
 def _observer(front_end: FrontEnd, operator_scores: bool) -> Any:
@@ -94,14 +115,16 @@ def _observer(front_end: FrontEnd, operator_scores: bool) -> Any:
 
 
 def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
-                front_end: FrontEnd = FrontEnd.PLAIN, parts: Parts | None = None) -> RunSetup:
-    """Policy, robot (behind the safety guard), observer, stage and engine for a resolved scoresheet."""
+                front_end: FrontEnd = FrontEnd.PLAIN, parts: Parts | None = None,
+                policy: EvalPolicy | None = None) -> RunSetup:
+    """Policy (unless one built earlier is passed in), robot (behind the safety guard), observer, stage
+    and engine for a resolved scoresheet. The returned setup closes the policy either way."""
     parts = parts or Parts()
     video_size = _video_size(args.video_size)
     dropout = _dropout(args.inject_dropout)
     settings = sheet.settings
     is_sim = sheet.locked.robot == "sim"
-    policy = parts.policy(sheet.locked.policy.ref, protocol, settings, args.device)
+    policy = policy or parts.policy(sheet.locked.policy.ref, protocol, settings, args.device)
     try:
         robot = parts.sim_robot(protocol, policy, args.realtime) if is_sim else parts.real_robot(settings, protocol)
     except BaseException:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import HarnessInputError, RunPaused, ServoBusFault
+from harness.errors import HarnessError, HarnessInputError, RunPaused, ServoBusFault
 from harness.models.protocol import Protocol
 from harness.models.taxonomy import Void, VoidKind
 from harness.policies.base import EvalPolicy
@@ -27,7 +27,13 @@ def make_policy(ref: str, protocol: Protocol, settings: dict[str, Any], device: 
         return ReplayPolicy()
     from harness.policies.lerobot_policy import LeRobotPolicy
 
-    return LeRobotPolicy(ref, task=protocol.task, device=device, rename_map=settings.get("rename_map") or {})
+    try:
+        return LeRobotPolicy(ref, task=protocol.task, device=device, rename_map=settings.get("rename_map") or {})
+    except HarnessError:
+        raise
+    except Exception as exc:   # a corrupt config.json or weights file is bad input, found before anything is locked
+        detail = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise HarnessInputError(ref, None, f"cannot load this policy ({type(exc).__name__}: {detail})") from None
 
 
 def make_sim_robot(protocol: Protocol, policy: EvalPolicy, realtime: bool) -> GuardedRobot:

@@ -13,11 +13,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.app.build import FrontEnd, RunSetup, prepare_run
+from harness.app.build import FrontEnd, RunSetup, check_run_flags, prepare_run
 from harness.app.parts import Parts
-from harness.app.sheet import resolve_sheet
-from harness.models.protocol import load_protocol
-from harness.models.scoresheet import load_scoresheet
+from harness.app.sheet import rename_map_from, resolve_sheet, sheet_path
+from harness.models.lock import WriterLock
+from harness.models.protocol import Protocol, load_protocol
+from harness.models.scoresheet import Scoresheet
+from harness.policies.base import EvalPolicy
 from harness.reports.summary import format_summary, summarize
 
 
@@ -30,28 +32,53 @@ def wants_tui(args: argparse.Namespace) -> bool:
 
 
 def run_from_args(args: argparse.Namespace, parts: Parts | None = None) -> int:
+    """Check everything that needs no lock first, so bad input leaves nothing behind: flags, the
+    protocol, the scoresheet to resume (read and verified), the policy (loaded). Then the writer
+    locks (the scoresheet and its runs folder, held to the end, so a second run or a `measure` is
+    refused naming this one), the robot and cameras, and only then is a new sheet written."""
+    check_run_flags(args)
     protocol_path = Path(args.protocol)
     protocol = load_protocol(protocol_path)
-    sheet, created = resolve_sheet(args, protocol, protocol_path)
+    rename_map_from(args, protocol)
+    path = sheet_path(args, protocol, protocol_path)
+    sheet, created = resolve_sheet(args, protocol, protocol_path, path, create=False)
     if sheet.complete:
         print(f"{sheet.path}: all {sheet.locked.trial_count} trials are scored.\n")
         print(format_summary(summarize(sheet)))
         return 0
+    parts = parts or Parts()
+    policy = parts.policy(sheet.locked.policy.ref, protocol, sheet.settings, args.device)
+    handed_over = False
+    try:
+        with WriterLock(path, "harness run") as writer, \
+                WriterLock(Path(args.runs_dir) / path.stem, "harness run", folder=True):
+            if writer.took_over is not None:
+                print(f"note: {path}: took over the lock of {writer.took_over.describe()}, which is no longer "
+                      "running", file=sys.stderr)
+            if sheet.changed_on_disk():   # written between the read and the lock: read it again
+                sheet, created = resolve_sheet(args, protocol, protocol_path, path, create=False)
+            sheet.hold_writer_lock(writer)
+            handed_over = True
+            return _run_locked(args, protocol, sheet, created, parts, policy)
+    finally:
+        if not handed_over:
+            policy.close()
+
+
+def _run_locked(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet, created: bool,
+                parts: Parts, policy: EvalPolicy) -> int:
     front_end = FrontEnd.TUI if wants_tui(args) else FrontEnd.PLAIN
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     setup: RunSetup | None = None
     try:
-        try:
-            setup = prepare_run(args, protocol, sheet, front_end, parts)
-        except BaseException:
-            if created:
-                sheet.path.unlink(missing_ok=True)  # bad input, or an arm that never connected: nothing locked
-            raise
+        setup = prepare_run(args, protocol, sheet, front_end, parts, policy)
+        if created:
+            sheet.create()   # policy loaded, robot connected, cameras there: now the sheet is locked
         if front_end is FrontEnd.TUI:
             from harness.app.tui import make_app
 
             code = make_app(setup).run()
-            print(format_summary(summarize(load_scoresheet(sheet.path))))
+            print(format_summary(summarize(sheet)))
             return code if isinstance(code, int) else 0
         pending = len(sheet.pending_trials())
         print(f"{sheet.path}: {pending} of {sheet.locked.trial_count} trials to run "
@@ -65,5 +92,5 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None) -> int:
             setup.close()
         signal.signal(signal.SIGTERM, previous)
     print()
-    print(format_summary(summarize(load_scoresheet(sheet.path))))
+    print(format_summary(summarize(sheet)))
     return 0

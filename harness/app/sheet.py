@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.errors import HarnessInputError
 from harness.models.protocol import Protocol
-from harness.models.scoresheet import Scoresheet, build_locked, check_resumable, load_scoresheet, lock_scoresheet
+from harness.models.scoresheet import Scoresheet, build_locked, check_resumable, load_scoresheet, new_scoresheet
 
 BUILTIN_POLICIES = ("expert", "replay")
 
@@ -41,10 +41,40 @@ def parse_cameras(items: list[str]) -> dict[str, str]:
     return cameras
 
 
-def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: Path) -> tuple[Scoresheet, bool]:
-    """Lock a new scoresheet, or load and check the one to resume; True when it was created now."""
+def sheet_path(args: argparse.Namespace, protocol: Protocol, protocol_path: Path) -> Path:
+    """Where this run's scoresheet is (or will be), so its writer lock can be taken before it is read."""
     policy_flag = args.policy
     path = _find_sheet(protocol_path, args, policy_flag or (None if args.resume else protocol.run.policy))
+    if path is not None:
+        return path
+    policy_ref = policy_flag or protocol.run.policy
+    if not policy_ref:
+        raise HarnessInputError(protocol_path, "run.policy", "no policy: pass --policy PATH|expert|replay")
+    return Path("scoresheets") / f"{protocol_path.stem}-{_slug(policy_ref)}.yaml"
+
+
+def rename_map_from(args: argparse.Namespace, protocol: Protocol) -> dict[str, str]:
+    if not args.rename_map:
+        return dict(protocol.run.rename_map)
+    try:
+        value = json.loads(args.rename_map)
+    except ValueError as exc:
+        raise HarnessInputError(None, "--rename-map", f"not JSON: {exc}") from None
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise HarnessInputError(None, "--rename-map", "must be a JSON object of names, e.g. '{\"top\": \"camera1\"}'")
+    return value
+
+
+def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: Path, path: Path | None = None,
+                  create: bool = True) -> tuple[Scoresheet, bool]:
+    """Lock a new scoresheet, or load and check the one to resume; True when it is new.
+
+    `create=False` leaves a new sheet unwritten: `harness run` writes it (`Scoresheet.create`)
+    only once the policy has loaded and the robot has connected, so a refused run leaves nothing.
+    """
+    policy_flag = args.policy
+    if path is None:
+        path = _find_sheet(protocol_path, args, policy_flag or (None if args.resume else protocol.run.policy))
     if path is not None and path.exists():
         if not args.resume:
             raise HarnessInputError(path, None, "this run already has a scoresheet; add --resume to continue it")
@@ -62,14 +92,12 @@ def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: P
     if policy_ref not in BUILTIN_POLICIES and not Path(policy_ref).is_dir():
         raise HarnessInputError(None, "--policy", f"'{policy_ref}' is neither a built-in policy nor a folder")
     path = path or Path("scoresheets") / f"{protocol_path.stem}-{_slug(policy_ref)}.yaml"
-    try:
-        rename_map = json.loads(args.rename_map) if args.rename_map else dict(protocol.run.rename_map)
-    except ValueError as exc:
-        raise HarnessInputError(None, "--rename-map", f"not JSON: {exc}") from None
+    rename_map = rename_map_from(args, protocol)
     settings = {
         "port": args.port or protocol.run.port,
         "robot_id": args.robot_id,
         "cameras": parse_cameras(args.camera) or dict(protocol.run.cameras),
         "rename_map": rename_map,
     }
-    return lock_scoresheet(path, build_locked(protocol, protocol_path, policy_ref, robot), settings), True
+    sheet = new_scoresheet(path, build_locked(protocol, protocol_path, policy_ref, robot), settings)
+    return (sheet.create() if create else sheet), True

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harness.errors import HarnessInputError
+from harness.models.safe_yaml import decode_text, load_yaml_text, read_limited
 from harness.models.taxonomy import TAXONOMY
 
 JOINT_NAMES: tuple[str, ...] = (
@@ -32,6 +33,7 @@ JOINT_NAMES: tuple[str, ...] = (
 # Sane ranges: far beyond any SO-101 table top, yet small enough that a typo (1e308, 100k trials)
 # is refused by `protocol check` instead of failing, or silently succeeding, mid-run.
 MAX_TRIALS = 10_000
+PROTOCOL_MAX_BYTES = 8 * 1024 * 1024
 MAX_TABLE_CM = 200.0
 MAX_TRIAL_INDEX = 1_000_000
 Cm = Annotated[float, Field(ge=-MAX_TABLE_CM, le=MAX_TABLE_CM)]
@@ -180,12 +182,7 @@ def _first_error_line(path: Path, err: ValidationError) -> str:
 
 
 def parse_protocol(text: str, source: str | Path = "<protocol>") -> Protocol:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else None
-        raise HarnessInputError(source, where, f"malformed YAML: {getattr(exc, 'problem', exc)}") from None
+    data = load_yaml_text(text, source)
     if not isinstance(data, dict):
         raise HarnessInputError(source, None, "a protocol must be a YAML mapping")
     try:
@@ -196,11 +193,7 @@ def parse_protocol(text: str, source: str | Path = "<protocol>") -> Protocol:
 
 def load_protocol(path: str | Path) -> Protocol:
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise HarnessInputError(path, None, f"cannot read: {exc.strerror}") from None
-    return parse_protocol(text, path)
+    return parse_protocol(decode_text(read_limited(path, PROTOCOL_MAX_BYTES), path), path)
 
 
 def file_sha256(path: str | Path) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
@@ -191,7 +192,10 @@ class Scoresheet:
         Without it, each append takes the lock for its own duration; holding it for a whole
         run is what makes a second run or a `measure` during the run refused at its start.
         """
-        self.writer = (lock or WriterLock(self.path, command)).acquire()
+        if lock is not None and lock.held:
+            self.writer = lock   # adopted: whoever acquired it releases it
+        else:
+            self.writer = (lock or WriterLock(self.path, command)).acquire()
         return self.writer
 
     # --- queries -----------------------------------------------------------
@@ -288,6 +292,19 @@ class Scoresheet:
             if (m.trial_index, m.attempt) == (attempt.trial_index, attempt.attempt):
                 return m.placement_error_cm
         return None
+
+    def changed_on_disk(self) -> bool:
+        """Whether the file (or its witness) is not what this object read or wrote last, or a new
+        sheet's file has appeared: checked after taking the writer lock, before trusting a read."""
+        if self.stored is None:
+            return self.path.exists()
+        witness = journal.witness_path(self.path)
+        try:
+            size = self.path.stat().st_size
+            witness_size = witness.stat().st_size if witness.exists() else 0
+        except OSError:
+            return True
+        return size != self.stored.size or (self.stored.format == FORMAT and witness_size != self.stored.witness_size)
 
     def create(self) -> Scoresheet:
         """Write a new sheet (under the writer lock); refuses to replace an existing one."""
@@ -424,6 +441,32 @@ def load_scoresheet(path: str | Path) -> Scoresheet:
     if not isinstance(settings, dict):
         raise HarnessInputError(path, "settings", "not a mapping")
     return Scoresheet(path, locked, lock, settings, attempts, measurements, stored)
+
+
+class Drift(StrEnum):
+    """What no longer matches what a scoresheet locked: its numbers describe the old version."""
+
+    PROTOCOL_CHANGED = "the protocol file changed since the sheet was locked"
+    PROTOCOL_MISSING = "the protocol file is not where the sheet was locked (cannot check it)"
+    CHECKPOINT_CHANGED = "the checkpoint's files changed since the sheet was locked"
+    CHECKPOINT_MISSING = "the checkpoint folder is not where the sheet was locked (cannot check it)"
+
+
+def drift(sheet: Scoresheet) -> list[Drift]:
+    """Compare the protocol file and checkpoint on disk now with the hashes the sheet locked."""
+    found = []
+    protocol = Path(sheet.locked.protocol_file)
+    if not protocol.is_file():
+        found.append(Drift.PROTOCOL_MISSING)
+    elif file_sha256(protocol) != sheet.locked.protocol_sha256:
+        found.append(Drift.PROTOCOL_CHANGED)
+    locked_policy = sheet.locked.policy
+    if not locked_policy.fingerprint.startswith("builtin:"):
+        if not Path(locked_policy.ref).exists():
+            found.append(Drift.CHECKPOINT_MISSING)
+        elif policy_fingerprint(locked_policy.ref) != locked_policy.fingerprint:
+            found.append(Drift.CHECKPOINT_CHANGED)
+    return found
 
 
 def check_resumable(sheet: Scoresheet, protocol_path: Path, policy_ref: str | None) -> None:

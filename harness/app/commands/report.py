@@ -27,11 +27,40 @@ def training_starts(path: str) -> list[tuple[float, float]]:
     return starts
 
 
+def _not_comparable(sheets: list[Any], force: bool) -> str | None:
+    """Refuse to put runs of different tasks or success definitions side by side, unless forced;
+    when forced, the words that go into the report's title."""
+    first = sheets[0]
+    for field in ("task", "success_definition", "taxonomy"):
+        other = next((s for s in sheets if getattr(s.locked, field) != getattr(first.locked, field)), None)
+        if other is None:
+            continue
+        if not force:
+            raise HarnessInputError(other.path, f"locked.{field}", f"differs from {first.path}'s: these runs measured "
+                                    "different things; pass --force-compare to report them together anyway")
+        return f"NOT COMPARABLE ({field.replace('_', ' ')} differs, forced with --force-compare)"
+    return None
+
+
 def report(args: argparse.Namespace) -> int:
-    from harness.models.scoresheet import load_scoresheet
+    import sys
+
+    from harness.models.scoresheet import drift, load_scoresheet
     from harness.reports.summary import format_summary, summarize
 
+    for out in (args.output, args.md):
+        if out:
+            from harness.models.atomic import check_output_path
+
+            check_output_path(out)
     sheets = [load_scoresheet(path) for path in args.scoresheets]
+    caveat = _not_comparable(sheets, args.force_compare) if len(sheets) > 1 else None
+    if caveat:
+        print(f"warning: {caveat}", file=sys.stderr)
+    drifted = {sheet.path: drift(sheet) for sheet in sheets}
+    for path, found in drifted.items():
+        for item in found:
+            print(f"warning: {path}: {item}", file=sys.stderr)
     summaries = [summarize(sheet) for sheet in sheets]
     if args.output or args.md:
         from harness.models.atomic import write_text_atomic
@@ -40,6 +69,10 @@ def report(args: argparse.Namespace) -> int:
 
         starts = training_starts(args.training_starts) if args.training_starts else None
         blocks, title = report_blocks(sheets, starts), report_title(sheets)
+        if caveat:
+            title = f"{caveat}: {title}"
+        if any(drifted.values()):
+            title += " (changed since locking: " + ", ".join(p.name for p, f in drifted.items() if f) + ")"
         if args.output:
             write_text_atomic(args.output, to_html(title, blocks))
             print(f"wrote {args.output}")
@@ -52,7 +85,9 @@ def report(args: argparse.Namespace) -> int:
 
         print(ReportJson(runs=summaries).to_json())
     else:
-        print("\n\n".join(format_summary(s) for s in summaries))
+        texts = [format_summary(s) + "".join(f"\nChanged     {item}" for item in drifted[sheet.path])
+                 for s, sheet in zip(summaries, sheets, strict=True)]
+        print("\n\n".join(([caveat] if caveat else []) + texts))
     return 0
 
 
@@ -65,4 +100,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--md", metavar="REPORT.md", help="write a Markdown report (figures in REPORT_files/)")
     parser.add_argument("--training-starts", metavar="CSV",
                         help="training episodes' cube offsets (dx_cm,dy_cm per line) to draw on the top-view map")
+    parser.add_argument("--force-compare", action="store_true",
+                        help="report scoresheets of different tasks or success definitions together (the title "
+                             "then says they are not comparable)")
     parser.set_defaults(func=report)
