@@ -22,21 +22,21 @@ def test_a_plan_read_back_from_disk_is_the_plan_and_new_poses_are_planned(tmp_pa
     world = SimWorld(control_fps=protocol.fps)
     start = np.array([to_sim(n, protocol.start_pose[n]) for n in JOINT_NAMES])
 
-    def plan_for(policy: ExpertPolicy, trial_index: int) -> list[np.ndarray]:
+    def plan_for(policy: ExpertPolicy, trial_index: int) -> np.ndarray:
         world.set_arm(protocol.start_pose)
         SimStage(world, protocol).place_cube(protocol.trials[trial_index], attempt=1)
         policy.reset(TrialContext(protocol, protocol.trials[trial_index], world))
-        return [np.array(list(policy.select_action({}).values())) for _ in range(len(policy._plan))]
+        return np.asarray(policy._plan)
 
     first = ExpertPolicy(plans=PlanCache(tmp_path))
-    actions = plan_for(first, 0)
+    planned = plan_for(first, 0)
     assert (first.plans.hits, first.plans.misses) == (0, 1)
     second = ExpertPolicy(plans=PlanCache(tmp_path))  # a later run: a fresh process would see the same folder
-    assert [a.tolist() for a in plan_for(second, 0)] == [a.tolist() for a in actions]
+    assert np.array_equal(plan_for(second, 0), planned)
     assert (second.plans.hits, second.plans.misses) == (1, 0)
     cube, yaw = world.cube_pose()
     fresh = plan_pick_and_place(world.model, protocol.fps, start, cube, yaw, world.geometry.bowl_xy)
-    assert np.array_equal(np.asarray(second._plan), np.asarray(fresh))
+    assert np.array_equal(np.asarray(fresh), planned)
     plan_for(second, 1)
     assert second.plans.misses == 1
     world.close()

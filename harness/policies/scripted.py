@@ -183,7 +183,9 @@ class _PlannedPolicy:
 
     def __init__(self, plans: PlanCache | None = None) -> None:
         self._plan: list[np.ndarray] = []
-        self._step = 0
+        self._world: Any | None = None
+        self._started_at = 0.0
+        self._fps = 30
         self.plans = plans if plans is not None else default_plan_cache()
 
     def _cube_for_plan(self, context: TrialContext) -> tuple[np.ndarray, float]:
@@ -197,12 +199,13 @@ class _PlannedPolicy:
         cube_pos, cube_yaw = self._cube_for_plan(context)
         self._plan = self.plans.plan(world.model, context.protocol.fps, start, cube_pos, cube_yaw,
                                      world.geometry.bowl_xy)
-        self._step = 0
+        self._world, self._started_at, self._fps = world, world.time, context.protocol.fps
 
     def select_action(self, observation: dict[str, Any]) -> dict[str, float]:
-        q = self._plan[min(self._step, len(self._plan) - 1)]
-        self._step += 1
-        return _as_action(q)
+        """The plan's target for the simulated time of this observation: under a latency model the
+        policy is asked less often, and it answers for the moment it was asked, as a real one does."""
+        step = round((self._world.time - self._started_at) * self._fps)
+        return _as_action(self._plan[min(step, len(self._plan) - 1)])
 
     def close(self) -> None:
         self._plan = []

@@ -22,3 +22,8 @@ class SimSO101Config(RobotConfig):
     # Lock-step (False) advances simulated time one control period per send_action, whatever the
     # wall clock says; real-time (True) also sleeps so a demo moves at the real arm's pace.
     realtime: bool = False
+    # Latency model (lock-step only): None keeps lock-step, where the arm waits for every action.
+    # A number of milliseconds, or "measured" (each action's own policy time, from the robot's clock),
+    # lets simulated time run while the policy thinks: the arm keeps executing its last command and
+    # the new action lands that long after the observation it came from.
+    latency_ms: float | str | None = None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import time
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -17,6 +19,32 @@ from harness.sim.units import clamp_to_limits, from_sim, to_sim
 from harness.sim.world import SimWorld
 
 
+@dataclass(frozen=True)
+class LatencyModel:
+    """How long after its observation an action lands, in simulated time."""
+
+    fixed_s: float | None      # None: measured, each action's own policy time
+
+    @classmethod
+    def from_setting(cls, latency_ms: float | str | None, fps: int) -> LatencyModel | None:
+        if latency_ms is None:
+            return None
+        if latency_ms == "measured":
+            return cls(None)
+        value = float(latency_ms)
+        if not math.isfinite(value) or value < 0 or value > 10_000:
+            raise ValueError(f"latency_ms must be 0..10000 or 'measured', not {latency_ms!r}")
+        return cls(value / 1000)
+
+    def seconds(self, measured_s: float | None) -> float:
+        if self.fixed_s is not None:
+            return self.fixed_s
+        return max(0.0, measured_s or 0.0)
+
+    def describe(self) -> str:
+        return "measured" if self.fixed_s is None else f"{1000 * self.fixed_s:g} ms"
+
+
 class SimSO101(Robot):
     """Behaves as `so101_follower` does: same keys, same units, same clamping.
 
@@ -27,13 +55,18 @@ class SimSO101(Robot):
     config_class = SimSO101Config
     name = "harness_so101_sim"
 
-    def __init__(self, config: SimSO101Config, world: SimWorld | None = None) -> None:
+    def __init__(self, config: SimSO101Config, world: SimWorld | None = None, clock: Any | None = None) -> None:
+        """`clock` (harness.run.clock) times the policy for `latency_ms="measured"`."""
         super().__init__(config)
         self.config = config
         self._world = world
         self._connected = False
         self._torque = False
         self._next_tick: float | None = None
+        self.latency = LatencyModel.from_setting(config.latency_ms, config.fps)
+        self._now = clock.now if clock is not None else time.perf_counter
+        self._observed_at: float | None = None   # the clock when the last observation was handed out
+        self.landed_latencies_s: list[float] = []  # per action: simulated observation-to-action delay
 
     # --- features ----------------------------------------------------------
     @property
@@ -105,6 +138,8 @@ class SimSO101(Robot):
         obs: dict[str, Any] = self.present_position()
         for cam in self.config.render_cameras:
             obs[cam] = self.world.render(cam, self.config.camera_width, self.config.camera_height)
+        if self.latency is not None:
+            self._observed_at = self._now()
         return obs
 
     def send_action(self, action: dict[str, Any]) -> dict[str, Any]:
@@ -122,10 +157,24 @@ class SimSO101(Robot):
             targets = np.array([to_sim(name, goal[name]) for name in JOINT_NAMES])
         else:
             targets = self.world.joint_positions_rad()  # limp: hold nothing, command where it is
-        self.world.step_control(targets)
+        if self.latency is None:
+            self.world.step_control(targets)
+        else:
+            self._land_late(targets)
         if self.config.realtime:
             self._pace()
         return {f"{name}.pos": value for name, value in goal.items()}
+
+    def _land_late(self, targets: np.ndarray) -> None:
+        """The observation was taken at the present simulated time; the action lands `latency` later,
+        the arm executing its last command meanwhile; the next observation comes one control period
+        after this one, or when the action lands if the policy was slower than that."""
+        thought_s = None if self._observed_at is None else self._now() - self._observed_at
+        self._observed_at = None
+        delay = self.world.physics_steps_for(self.latency.seconds(thought_s))
+        self.world.hold(delay)
+        self.world.step_control(targets, max(0, self.world.substeps - delay))
+        self.landed_latencies_s.append(delay * self.world.model.opt.timestep)
 
     def _pace(self) -> None:
         period = 1.0 / self.config.fps

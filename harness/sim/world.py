@@ -58,6 +58,8 @@ class SimWorld:
         self._frozen_frames: dict[str, np.ndarray] = {}
         self._frozen_requested: set[str] = set()
         self._posed_qpos = self.data.qpos.copy()  # the configuration data's poses belong to
+        # (simulated time, joint targets) each time the arm's command changed; None: not kept.
+        self.command_log: list[tuple[float, np.ndarray]] | None = None
 
     @property
     def time(self) -> float:
@@ -102,14 +104,26 @@ class SimWorld:
         mujoco.mj_forward(self.model, self.data)
         self._posed_qpos[:] = self.data.qpos
 
-    def step_control(self, targets_rad: np.ndarray) -> None:
-        """Apply joint targets and advance one control period, judging every physics step."""
+    def step_control(self, targets_rad: np.ndarray, physics_steps: int | None = None) -> None:
+        """Apply joint targets and advance one control period (or `physics_steps`), judging every
+        physics step."""
+        if self.command_log is not None and not np.array_equal(self.data.ctrl, targets_rad):
+            self.command_log.append((self.time, np.array(targets_rad, dtype=float)))
         self.data.ctrl[:] = targets_rad
         dt = self.model.opt.timestep
-        for _ in range(self.substeps):
+        for _ in range(self.substeps if physics_steps is None else physics_steps):
             self._posed_qpos[:] = self.data.qpos
             mujoco.mj_step(self.model, self.data)
             self.judge.observe(self.data, dt)
+
+    def hold(self, physics_steps: int) -> None:
+        """Advance with the arm executing its present command (the policy is still thinking)."""
+        if physics_steps > 0:
+            self.step_control(self.data.ctrl.copy(), physics_steps)
+
+    def physics_steps_for(self, seconds: float) -> int:
+        """Whole physics steps in `seconds` of simulated time (what a latency can be resolved to)."""
+        return max(0, round(seconds / self.model.opt.timestep))
 
     def joint_positions_rad(self) -> np.ndarray:
         return self.data.qpos[self.qpos_idx].copy()
