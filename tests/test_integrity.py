@@ -343,3 +343,17 @@ def test_report_flags_a_sheet_whose_protocol_or_checkpoint_changed_since_locking
     assert "protocol file changed since the sheet was locked" in captured.out
     assert "checkpoint's files changed since the sheet was locked" in captured.out
     assert captured.err.count("warning:") == 2
+
+
+# --- finding 8: dropout detection does not depend on video ------------------------------------
+
+@pytest.mark.slow
+def test_a_frozen_camera_voids_the_trial_even_without_video(workdir, capsys) -> None:
+    from harness.cli import main
+    from tests.helpers import small_protocol_copy
+
+    protocol = small_protocol_copy(workdir / "protocols")
+    assert main(["run", str(protocol), "--headless", "--no-video", "--inject-dropout", "1:30"]) == 3
+    sheet = load_scoresheet(workdir / "scoresheets" / "small-expert.yaml")
+    assert [(a.trial_index, a.outcome) for a in sheet.attempts] == [(1, "void")]
+    assert sheet.attempts[0].void_reason.startswith("camera dropout: top")

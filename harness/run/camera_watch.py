@@ -12,6 +12,10 @@ import numpy as np
 class DropoutPolicy:
     max_bad_s: float = 1.0       # missing, frozen or black for this long voids the trial
     black_mean_level: float = 4.0  # mean pixel value (0..255) at or under this counts as black
+    # Without evidence video, cameras the policy does not read are still looked at this often (small
+    # frames), so `--no-video` never turns dropout detection off.
+    watch_hz: float = 2.0
+    watch_size: tuple[int, int] = (160, 120)
 
 
 class CameraWatch:

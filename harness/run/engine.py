@@ -259,6 +259,9 @@ class RunEngine:
     # --- the control loop --------------------------------------------------
     def _episode(self, trial: Trial, recorder: EvidenceRecorder) -> EpisodeOutcome:
         watch = CameraWatch(list(self.options.evidence_cameras), self.options.dropout)
+        unwatched = [] if self.options.video else [
+            cam for cam in self.options.evidence_cameras if cam not in self.policy.camera_keys]
+        watch_every = max(1, round(self.protocol.fps / self.options.dropout.watch_hz))
         max_steps = round(self.protocol.episode_time_limit_s * self.protocol.fps)
         policy_ms: list[float] = []
         io_ms: list[float] = []
@@ -297,6 +300,9 @@ class RunEngine:
                 self._record_dataset_frame(observation, sent)
             for cam, frame in captured.items():
                 watch.see(cam, frame, sim_t)
+            if unwatched and step % watch_every == 0:   # no video frames to inspect: look anyway
+                for cam in unwatched:
+                    watch.see(cam, self.stage.frame(cam, *self.options.dropout.watch_size), sim_t)
             if step % self.protocol.fps == 0 and log.isEnabledFor(logging.DEBUG):
                 ages = ", ".join(f"{cam} {age:.2f} s" for cam, age in watch.frame_ages(sim_t).items())
                 log.debug("step %d: policy %.1f ms, robot I/O %.1f ms, missed %d; frame ages: %s",
