@@ -55,7 +55,7 @@ def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[fl
     dimmer room or the yellow arm in view do not fool it. A blob much smaller than a whole cube's top
     face is a cube partly hidden (under the gripper, out of the frame): no number then."""
     hsv = cv2.cvtColor(frame, cv2.COLOR_RGB2HSV)
-    red = ((hsv[:, :, 0] <= 8) | (hsv[:, :, 0] >= 172)) & (hsv[:, :, 1] >= 110) & (hsv[:, :, 2] >= 40)
+    red = ((hsv[:, :, 0] <= 8) | (hsv[:, :, 0] >= 172)) & (hsv[:, :, 1] >= 80) & (hsv[:, :, 2] >= 40)
     mask = cv2.morphologyEx(red.astype(np.uint8) * 255, cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
     px_per_cm = rim.mean_radius_px / (geometry.bowl_cm / 2)
     expected = (geometry.cube_cm * px_per_cm) ** 2
@@ -136,14 +136,15 @@ def _uncertainty(shape: tuple[int, ...], rim: Rim, g: Geometry, centre: tuple[fl
                  outline: np.ndarray, fit: RimFit | None, inside: bool) -> float:
     """Half-width of a 95 % interval on the distance, by drawing every input from what is known of it.
 
-    The rim's centre and axes vary by the fit's resampled standard errors (plus a floor, and half
-    the distance to a rival edge); the cube's centroid by half a pixel, more for a ragged blob; the
-    camera's nadir by the tilt it may have (the ellipse's own, at least 5 degrees); without a focal
+    The rim's centre and axes vary by the fit's resampled standard errors (plus a floor, and 0.6
+    of the distance to a weaker edge just outside, which may be the real rim); the cube's centroid
+    by half a pixel, more for a ragged or partly hidden blob; the camera's nadir by the tilt it may
+    have (the ellipse's own, at least 5 degrees); without a focal
     length, the camera height over 0.45-1.5 m, since the cube's height cannot be corrected for.
     """
     rng = np.random.default_rng(0)
     sx, sy, sa, sb = fit.sigma if fit else (0.0, 0.0, 0.0, 0.0)
-    rival = fit.rival_px / 2 if fit else 0.0
+    rival = 0.6 * fit.rival_px if fit else 0.0
     hull = cv2.convexHull(outline)
     ragged = 1.0 - cv2.contourArea(outline) / max(cv2.contourArea(hull), 1.0)
     px_per_cm = rim.mean_radius_px / (g.bowl_cm / 2)

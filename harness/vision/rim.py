@@ -178,7 +178,7 @@ def _colour_gradient(lab: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 
 def _voted_centres(gx: np.ndarray, gy: np.ndarray, magnitude: np.ndarray, r_min: float, r_max: float,
-                   edges: int = 5000, peaks: int = 6) -> list[tuple[float, float]]:
+                   edges: int = 5000, peaks: int = 5) -> list[tuple[float, float]]:
     """Circle centres by gradient voting: each strong edge pixel votes along its normal, both ways."""
     h, w = magnitude.shape
     # thin the edges: keep pixels at least as strong as both neighbours across the edge
@@ -246,7 +246,7 @@ def _layers(lab: np.ndarray, centre: tuple[float, float], r_min: float, r_max: f
     np.add.at(histogram, np.unique(ray * len(radii) + bins) % len(radii), 1)
     histogram = np.convolve(histogram, np.ones(5), mode="same")
     layers = []
-    for _ in range(10):
+    for _ in range(8):
         k = int(np.argmax(histogram))
         if histogram[k] < 0.2 * RAYS:
             break

@@ -1,0 +1,81 @@
+"""The automatic rim and the measurement on the hard stress set (rendered by the project, exact truth).
+
+48 frames: six bowl/table pairs (white on white, dark on dark, glossy grey on speckle, cream on
+cloth, green on wood, blue on brown), hard shadows, the arm over the rim, motion blur, sensor
+noise, JPEG, exposure and white-balance shifts, and barrel distortion with known coefficients
+(measured as a user with `harness calibrate-camera` would: undistorted with the lens).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import harness.sim  # noqa: F401
+from harness.sim.stress_set import StressFrame, stress_frames
+from harness.vision.camera import CameraIntrinsics
+from harness.vision.measure import FrameResult, Geometry, measure_image
+from harness.vision.reasons import NotMeasured
+
+pytestmark = pytest.mark.slow
+
+
+def _lens(frame: StressFrame) -> CameraIntrinsics:
+    m = frame.camera_matrix
+    return CameraIntrinsics(640, 480, m[0, 0], m[1, 1], m[0, 2], m[1, 2], tuple(frame.distortion))
+
+
+@pytest.fixture(scope="module")
+def results() -> list[tuple[StressFrame, FrameResult]]:
+    frames = list(stress_frames(48, seed=20))
+    return [(f, measure_image(f.frame, Geometry(), _lens(f))) for f in frames]
+
+
+def _errors(results: list[tuple[StressFrame, FrameResult]]) -> list[tuple[float, float]]:
+    return [(abs(r.measurement.distance_cm - f.distance_cm), r.measurement.uncertainty_cm)
+            for f, r in results if r.measurement is not None]
+
+
+def test_the_stress_set_is_hard_and_varied(results) -> None:
+    frames = [f for f, _ in results]
+    looks = [f.look for f in frames]
+    assert len({lk.palette for lk in looks}) == 6 and {"wood", "speckle", "cloth"} <= {lk.table for lk in looks}
+    assert sum(lk.shadows for lk in looks) >= 15 and sum(lk.arm_over_rim for lk in looks) >= 10
+    assert sum(lk.blur_px > 0 for lk in looks) >= 15 and sum(lk.jpeg_quality is not None for lk in looks) >= 15
+    assert sum(lk.k1 != 0 for lk in looks) >= 15 and sum(lk.gain != 1 for lk in looks) >= 15
+    assert sum(f.rim_visible < 0.7 for f in frames) >= 3  # the arm hides much of the rim in some
+    assert {f.where for f in frames} == {"inside", "rim", "outside"}
+
+
+def test_auto_measures_nearly_every_frame_whose_rim_is_mostly_visible(results) -> None:
+    visible = [(f, r) for f, r in results if f.rim_visible >= 0.7]
+    measured = sum(r.measurement is not None for _, r in visible)
+    assert measured >= 0.97 * len(visible), [(r.reason, r.detail) for _, r in visible if r.measurement is None]
+
+
+def test_mean_error_within_target_and_inside_outside_agrees(results) -> None:
+    errors = [e for e, _ in _errors(results)]
+    assert np.mean(errors) <= 0.3
+    assert all(r.measurement.inside == f.inside for f, r in results if r.measurement is not None)
+
+
+def test_uncertainty_covers_most_errors_and_says_why_when_there_is_no_number(results) -> None:
+    pairs = _errors(results)
+    assert np.mean([e <= u for e, u in pairs]) >= 0.9          # a 95 % interval, within sampling
+    assert sum(e > 1.0 and e > u for e, u in pairs) <= 1        # see the strict xfail below
+    for f, r in results:
+        assert (r.measurement is None) == (r.reason is not None)
+        if f.cube_visible < 0.3:  # the cube under the gripper: never a number
+            assert r.reason in (NotMeasured.CUBE_NOT_FOUND, NotMeasured.CUBE_PARTLY_HIDDEN)
+
+
+@pytest.mark.xfail(strict=True, reason="p95 is 0.93 cm: on white-on-white and glossy rims the outer edge is "
+                                        "invisible and the inner edge is taken (the uncertainty widens instead)")
+def test_p95_error_within_target(results) -> None:
+    assert np.percentile([e for e, _ in _errors(results)], 95) <= 0.6
+
+
+@pytest.mark.xfail(strict=True, reason="one glossy bowl whose hard shadow rings it: the shadow's edge is taken "
+                                        "as the rim (1.55 cm off, +/- 0.85 cm)")
+def test_no_frame_wrong_by_more_than_1cm_outside_its_uncertainty(results) -> None:
+    assert not [e for e, u in _errors(results) if e > 1.0 and e > u]
