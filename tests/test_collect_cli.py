@@ -80,3 +80,21 @@ def test_a_protocol_records_its_control_rate(workdir) -> None:
     assert (protocol.fps, protocol.episode_time_limit_s) == (60, 12.0)
     assert main(["protocol", "new", "--fixed", "--n", "2", "--time-limit-s", "0", "-o", str(path), "--force"]) == 2
     assert load_protocol(path).fps == 60  # refused input left the file as it was
+
+
+@pytest.mark.slow
+def test_a_checkpoint_policy_that_fails_is_rejected_and_stops_at_the_attempt_limit(workdir, capsys) -> None:
+    from tests.tiny_policy import save_tiny_act
+
+    policy = save_tiny_act(workdir / "tiny_act")  # holds the arm near its start pose: never grasps
+    protocol = workdir / "protocols" / "short.yaml"
+    assert main(["protocol", "new", "--fixed", "--n", "1", "--time-limit-s", "1", "-o", str(protocol)]) == 0
+    code = main(["collect", str(protocol), "--policy", str(policy), "--episodes", "1", "--max-attempts", "1",
+                 "--no-video", "-o", str(workdir / "demos")])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "0 accepted of 1 attempts; rejected: no_grasp 1" in captured.out
+    assert "attempt limit (1)" in captured.err
+    (attempt,) = [json.loads(line) for line in (workdir / "demos.collect" / "journal.jsonl").read_text().splitlines()
+                  if '"attempt"' in line and '"kind": "attempt"' in line]
+    assert attempt["reason"] == "no_grasp" and attempt["frames"] == 30 and attempt["episode_index"] is None
