@@ -30,65 +30,124 @@ def run_validate(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def _table_view(args: argparse.Namespace, root: Path, frame_size: tuple[int, int], scene: object) -> object:
+    """The calibration, scaled to the dataset's frames, with this command's own error messages."""
+    from harness.data.coverage import TableView
+    from harness.vision.calibration import load_calibration
+
+    path = Path(args.calibration)
+    if not path.is_file():
+        raise HarnessInputError(path, "--calibration", "no such bowl calibration: make one on a top frame from "
+                                "the same camera with `harness measure RUN_FOLDER --bowl-cm 11.5 --auto`, or "
+                                "pass --px-per-cm for a plain scale")
+    try:
+        calibration, frame = load_calibration(path)
+    except HarnessInputError as exc:
+        raise HarnessInputError(path, "--calibration", f"not a bowl calibration written by `harness measure` "
+                                f"({exc.problem})") from None
+    return TableView.from_calibration(calibration.rim, calibration.bowl_cm, (frame.shape[1], frame.shape[0]),
+                                      frame_size, scene, getattr(args, "bowl_height_cm", 4.0),
+                                      getattr(args, "fovy_deg", None))
+
+
+def _truth(args: argparse.Namespace, root: Path) -> tuple[dict[int, tuple[float, float]], str] | None:
+    """Known starts: a `--truth` scoresheet (`harness run --record-dataset`), or the dataset's own
+    meta/selection.json (`harness collect`)."""
+    from harness.data.coverage import truth_from_scoresheet, truth_from_selection
+
+    if getattr(args, "truth", None):
+        path = Path(args.truth)
+        if not path.is_file():
+            raise HarnessInputError(path, "--truth", "no such scoresheet (the run that recorded this dataset)")
+        truth = truth_from_scoresheet(path)
+        if not truth:
+            raise HarnessInputError(path, "--truth", "no attempt in this scoresheet names a dataset episode: "
+                                    "was it run with --record-dataset?")
+        return truth, str(path)
+    selection = root / "meta" / "selection.json"
+    if selection.is_file():
+        return truth_from_selection(selection), str(selection)
+    return None
+
+
 def run_coverage(args: argparse.Namespace) -> int:
     import numpy as np
 
     from harness.data.coverage import (
+        MIN_SCORE,
         ONE_SPOT_CM,
-        Coverage,
-        cube_template,
-        first_top_frames,
-        locate,
+        check_against_truth,
+        first_frames,
+        locate_starts,
         nearest_start_cm,
-        to_robot_frame,
     )
     from harness.models.atomic import write_text_atomic
+    from harness.models.protocol import Scene, load_protocol
 
     root = Path(args.path)
-    frames = first_top_frames(root)
-    if args.template_box:
-        x, y, w, h = (int(v) for v in args.template_box.split(","))
-        template = frames[args.template_episode][y:y + h, x:x + w]
-    else:
-        try:
-            template = cube_template(frames[args.template_episode])
-        except ValueError as exc:
-            raise HarnessInputError(root, "--template-box", str(exc)) from None
-    starts_px, scores = locate(frames, template)
-    starts_cm = None
-    if args.calibration or args.px_per_cm:
-        if args.calibration:
-            from harness.vision.calibration import load_calibration
-
-            calibration, _ = load_calibration(Path(args.calibration))
-            img_cm = calibration.rim.to_image_axes_cm(np.array(starts_px), calibration.bowl_cm)
-        else:
-            img_cm = np.array(starts_px) / args.px_per_cm
-        starts_cm = to_robot_frame(img_cm)
-    coverage = Coverage(starts_px, starts_cm, scores)
-    print(f"{len(frames)} episodes; cube found with template match scores {min(scores):.2f}-{max(scores):.2f}")
-    xs, ys = zip(*starts_px, strict=True)
-    print(f"start positions: x {min(xs):.1f}-{max(xs):.1f} px, y {min(ys):.1f}-{max(ys):.1f} px")
-    if starts_cm is not None:
+    if not (root / "meta" / "info.json").is_file():
+        raise HarnessInputError(root, None, "not a LeRobot v3.0 dataset folder (no meta/info.json)")
+    protocol = load_protocol(args.protocol) if args.protocol else None
+    scene = protocol.scene if protocol else Scene()
+    frames = first_frames(root)
+    if not frames:
+        raise HarnessInputError(root, None, "the dataset has no episodes")
+    height, width = next(iter(frames.values())).shape[:2]
+    view = _table_view(args, root, (width, height), scene) if args.calibration else None
+    min_score = getattr(args, "min_score", None) or MIN_SCORE
+    coverage = locate_starts(frames, view, args.px_per_cm, min_score)
+    found, missing = coverage.found, coverage.not_found
+    print(f"{len(frames)} episodes: cube found in {len(found)}, not found in {len(missing)} "
+          f"(a start needs a score of at least {min_score:.2f})")
+    if missing:
+        scores = [s.score for s in missing]
+        print(f"WARNING: {len(missing)} of {len(frames)} first frames do not show the cube clearly enough to place it "
+              f"(scores {min(scores):.2f}-{max(scores):.2f}); they are left out of the spread, the CSV and the map, "
+              "not placed somewhere else. Look at those first frames: the arm over the cube, a dark or washed-out "
+              "image.")
+        for start in missing:
+            print(f"  episode {start.episode}: score {start.score:.2f} ({start.why})")
+    offsets = coverage.offsets_cm()
+    if offsets:
+        dx, dy = zip(*offsets, strict=True)
+        origin = "the trained position" if coverage.anchored else "the median start"
+        print(f"start positions, cm from {origin}: dx {min(dx):+.1f} to {max(dx):+.1f}, dy {min(dy):+.1f} to "
+              f"{max(dy):+.1f}")
         spread = coverage.spread_cm()
-        print(f"spread: every start within {spread:.2f} cm of the median start")
-        if spread < ONE_SPOT_CM:
-            print(f"WARNING: all {len(frames)} episodes start the cube within {spread:.2f} cm of one spot. The data "
-                  "cover a single position: a policy trained on it has never seen the cube anywhere else, and a "
-                  "fixed-position success rate cannot tell seeing from remembering one motion. Record "
+        print(f"spread: every found start within {spread:.2f} cm of the median start")
+        if spread < ONE_SPOT_CM and len(offsets) > 1:
+            print(f"WARNING: all {len(offsets)} found starts put the cube within {spread:.2f} cm of one spot. The "
+                  "data cover a single position: a policy trained on it has never seen the cube anywhere else, and "
+                  "a fixed-position success rate cannot tell seeing from remembering one motion. Record "
                   "demonstrations with the cube scattered over the workspace, and evaluate on a randomized protocol.")
+        truth = _truth(args, root)
+        if truth is not None and coverage.anchored:
+            check = check_against_truth(coverage, truth[0])
+            errors = list(check.errors_cm.values())
+            if errors:
+                print(f"against the known starts ({truth[1]}): {len(errors)} found, error median "
+                      f"{np.median(errors):.2f} cm, max {max(errors):.2f} cm; {len(check.not_found)} not found")
+        elif truth is not None:
+            print(f"known starts in {truth[1]}: pass --calibration to compare the found positions with them")
         out_csv = Path(args.output).with_suffix(".csv")
-        write_text_atomic(out_csv, "dx_cm,dy_cm\n" + "".join(f"{dx:.3f},{dy:.3f}\n" for dx, dy in starts_cm))
+        rows = "".join(f"{s.offset_cm[0]:.3f},{s.offset_cm[1]:.3f},{s.episode},{s.score:.3f}\n"
+                       for s in coverage.starts if s.offset_cm is not None)
+        write_text_atomic(out_csv, "dx_cm,dy_cm,episode,score\n" + rows)
         print(f"wrote {out_csv} (use with: harness report ... --training-starts {out_csv})")
-        if args.protocol:
-            from harness.models.protocol import load_protocol
-
-            protocol = load_protocol(args.protocol)
-            distances = nearest_start_cm([(t.dx_cm, t.dy_cm) for t in protocol.trials], starts_cm)
+        if protocol is not None:
+            distances = nearest_start_cm([(t.dx_cm, t.dy_cm) for t in protocol.trials], offsets)
             far = sum(1 for d in distances if d > 2.0)
+            assumed = ("" if coverage.anchored else " (assuming the median start is the trained position: pass "
+                       "--calibration to measure from the table instead)")
             print(f"{args.protocol}: distance from each trial offset to the nearest training start: median "
-                  f"{np.median(distances):.1f} cm, max {max(distances):.1f} cm; {far} of {len(distances)} trials "
-                  "are more than 2 cm from every training start")
+                  f"{np.median(distances):.1f} cm, max {max(distances):.1f} cm; {far} of {len(distances)} "
+                  f"trials are more than 2 cm from every training start{assumed}")
+    else:
+        xs = [s.centre_px[0] for s in found]
+        ys = [s.centre_px[1] for s in found]
+        if found:
+            print(f"start positions: x {min(xs):.1f}-{max(xs):.1f} px, y {min(ys):.1f}-{max(ys):.1f} px "
+                  "(pass --calibration, or --px-per-cm, for centimetres)")
     plot_coverage(coverage, Path(args.output))
     print(f"wrote {args.output}")
     return 0
@@ -101,23 +160,32 @@ def plot_coverage(coverage: object, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(4.8, 4.8))
-    if coverage.starts_cm is not None:
-        dx, dy = zip(*coverage.starts_cm, strict=True)
-        ax.scatter([-v for v in dy], dx, s=30)
-        ax.set_xlabel("<- robot's left   offset from median start (cm)   robot's right ->")
+    offsets = coverage.offsets_cm()
+    found = coverage.found
+    if offsets:
+        dx, dy = zip(*offsets, strict=True)
+        ax.scatter([-v for v in dy], dx, s=30, label=f"found ({len(offsets)})")
+        origin = "trained position" if coverage.anchored else "median start"
+        ax.set_xlabel(f"<- robot's left   offset from the {origin} (cm)   robot's right ->")
         ax.set_ylabel("offset away from the robot (cm)")
         lim = max(2.0, max(abs(v) for v in (*dx, *dy)) * 1.2)
         ax.set_xlim(-lim, lim)
         ax.set_ylim(-lim, lim)
-    else:
-        x, y = zip(*coverage.starts_px, strict=True)
-        ax.scatter(x, y, s=30)
+        if coverage.anchored:
+            ax.scatter([0], [0], marker="+", s=160, color="black", label="trained position")
+    elif found:
+        x, y = zip(*(s.centre_px for s in found), strict=True)
+        ax.scatter(x, y, s=30, label=f"found ({len(found)})")
         ax.invert_yaxis()
         ax.set_xlabel("x (px)")
         ax.set_ylabel("y (px)")
     ax.set_aspect("equal")
     ax.grid(alpha=0.3)
-    ax.set_title(f"Cube start positions, {len(coverage.starts_px)} episodes")
+    missing = len(coverage.not_found)
+    ax.set_title(f"Cube start positions: {len(found)} of {len(coverage.starts)} episodes"
+                 + (f" ({missing} not found)" if missing else ""))
+    if found:
+        ax.legend(frameon=False, fontsize=8, loc="upper left")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
