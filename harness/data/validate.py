@@ -7,6 +7,7 @@ Exit codes: 0 clean, 1 defects found, 2 unreadable (no usable meta/info.json).
 from __future__ import annotations
 
 import json
+import multiprocessing
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -120,7 +121,9 @@ def _decode_all(paths: list[str], processes: int, progress: Any) -> Iterator[Dec
             if progress is not None:
                 progress.update(1)
         return iter(results)
-    with ProcessPoolExecutor(max_workers=processes) as pool:
+    # forkserver, not fork: this process already runs threads (pyarrow, torch, tqdm), and a forked
+    # child can inherit a lock some thread held at that instant and deadlock.
+    with ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("forkserver")) as pool:
         results = []
         for result in pool.map(decode_file, paths):
             results.append(result)
