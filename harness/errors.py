@@ -83,10 +83,12 @@ class ServoBusFault(RobotFault):
     (`reset`). The names let the engine pick the void kind and the operator find the cable, without
     anyone reading the message text."""
 
-    def __init__(self, detail: str, *, silent: tuple[str, ...] = (), reset: tuple[str, ...] = ()) -> None:
+    def __init__(self, detail: str, *, silent: tuple[str, ...] = (), reset: tuple[str, ...] = (),
+                 tripped: tuple[str, ...] = ()) -> None:
         self.detail = detail
         self.silent = silent
         self.reset = reset
+        self.tripped = tripped      # torque released by the servo's own protection (overload, voltage, heat)
         super().__init__(detail)
 
 

@@ -73,6 +73,9 @@ class RelockingFeetechBus(FeetechMotorsBus):
         return new_id
 
     def write(self, data_name: str, motor: str, value: Any, *, normalize: bool = True, num_retry: int = 0) -> None:
+        """A register write retried at least twice: writes of absolute values are idempotent, and one lost
+        reply on a noisy line must not fail LeRobot's connect (it writes ~10 registers per servo)."""
+        num_retry = max(num_retry, 2)
         motor_id = self.motors[motor].id
         addr, _ = self._addr(motor_id, data_name)
         if addr >= p.EEPROM_END or data_name == "Lock":

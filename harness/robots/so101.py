@@ -67,13 +67,25 @@ class BusCheckedSO101Follower(SO101Follower):
     def torque_lost(self) -> tuple[tuple[str, ...], dict[str, str]]:
         """Servos whose torque is off although the arm is in use: (reset by a power cycle, {tripped: which
         protection}). A protection that released torque leaves its bit in Status; a power cycle clears it."""
-        torque = self.bus.sync_read("Torque_Enable", normalize=False, num_retry=2)
-        off = [name for name, value in torque.items() if not value]
+        off = self._torque_off(list(self.bus.motors))
+        if off:     # a late reply to an earlier question can pass for an answer: ask again before concluding
+            off = self._torque_off(off)
         if not off:
             return (), {}
+        self._drop_stale_replies()
         status = self.bus.sync_read("Status", off, normalize=False, num_retry=2)
         tripped = {name: _protections(status[name]) for name in off if status.get(name)}
         return tuple(name for name in off if name not in tripped), tripped
+
+    def _torque_off(self, motors: list[str]) -> list[str]:
+        self._drop_stale_replies()
+        torque = self.bus.sync_read("Torque_Enable", motors, normalize=False, num_retry=2)
+        return [name for name, value in torque.items() if not value]
+
+    def _drop_stale_replies(self) -> None:
+        """scservo resyncs on the next `FF FF` and never clears its input: a reply that came after its
+        timeout would be read as the answer to the next question."""
+        self.bus.port_handler.ser.reset_input_buffer()
 
     def _torque_fault(self, where: str) -> ServoBusFault | None:
         reset, tripped = self.torque_lost()
