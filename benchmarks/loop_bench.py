@@ -100,6 +100,18 @@ def fixed_cost_select_action(probe: Probe):
     return select_action
 
 
+def timed_select_action(probe: Probe):
+    """The real ACT forward pass, timed (the policy's own cost, for the overhead subtraction)."""
+    real = ACTPolicy.select_action
+
+    def select_action(self, batch):
+        t0 = time.perf_counter()
+        out = real(self, batch)
+        probe.policy_s.append(time.perf_counter() - t0)
+        return out
+    return select_action
+
+
 def bench_lerobot(ckpt: Path, seconds: float) -> str:
     from lerobot.configs.policies import PreTrainedConfig
     from lerobot.rollout import RolloutConfig, build_rollout_context, create_strategy
@@ -128,46 +140,64 @@ def bench_lerobot(ckpt: Path, seconds: float) -> str:
     return probe.table_row("lerobot-rollout (base strategy)")
 
 
-def bench_harness(ckpt: Path, seconds: float, video: bool) -> str:
+def bench_harness(ckpt: Path, seconds: float, video: bool, real_inference: bool = False,
+                  torch_threads: int | None = None) -> str:
     from harness.models.scoresheet import build_locked, lock_scoresheet
-    from harness.policies.lerobot_policy import LeRobotPolicy
+    from harness.policies.lerobot_policy import LeRobotPolicy, ThreadPolicy
     from harness.run.clock import MonotonicClock
     from harness.run.engine import RunEngine, RunOptions
+    from harness.run.safety import GuardedRobot
     from harness.run.stages import SimStage
     from harness.run.terminal import TerminalObserver
     from harness.sim.config_sim_so101 import SimSO101Config
     from harness.sim.sim_so101 import SimSO101
 
     probe = Probe()
-    ACTPolicy.select_action = fixed_cost_select_action(probe)
+    ACTPolicy.select_action = timed_select_action(probe) if real_inference else fixed_cost_select_action(probe)
     work = Path(tempfile.mkdtemp())
     protocol_path = work / "p.yaml"
     text = (REPO / "tests" / "data" / "small.yaml").read_text()
     protocol_path.write_text(text.replace("episode_time_limit_s: 12.0", f"episode_time_limit_s: {seconds}"))
     protocol = load_protocol(protocol_path)
     sheet = lock_scoresheet(work / "sheet.yaml", build_locked(protocol, protocol_path, str(ckpt), "sim"), {})
-    policy = LeRobotPolicy(ckpt, task="bench", device="cpu")
+    threads = ThreadPolicy.for_cores(torch_threads or os.cpu_count() or 1, reserved=0)
+    policy = LeRobotPolicy(ckpt, task="bench", device="cpu", threads=threads)
     robot = SimSO101(SimSO101Config(render_cameras=["top"], camera_width=128, camera_height=96))
     robot.connect()
     probe.wrap_robot(robot)
 
     clock = MonotonicClock()
     clock.sleep = probe.sleeping(clock.sleep)
+    writer = None
+    if video:
+        from harness.run.evidence_writer import EvidenceWriter
+
+        writer = EvidenceWriter(robot.world.geometry, control_fps=FPS)
+        time.sleep(3.0)  # let the writer process start and import before the loop is timed
     options = RunOptions(runs_dir=work / "runs", paced=True, video=video, start_pose_s=0.0,
-                         max_attempts=1, after_verdict_s=0.0)
-    with open(os.devnull, "w") as quiet:
-        engine = RunEngine(protocol, sheet, robot, policy, SimStage(robot.world, protocol),
-                           TerminalObserver(operator_scores=False, out=quiet), clock, options)
-        engine.run()
+                         max_attempts=1, after_verdict_s=0.0, evidence_writer=writer)
+    guarded = GuardedRobot(robot, release=robot.disable_torque)
+    try:
+        with open(os.devnull, "w") as quiet:
+            engine = RunEngine(protocol, sheet, guarded, policy, SimStage(robot.world, protocol),
+                               TerminalObserver(operator_scores=False, out=quiet), clock, options)
+            engine.run()
+    finally:
+        if writer is not None:
+            writer.close()
     robot.disconnect()
     # move_to's get_observation comes before the episode: the episode starts one call later
-    label = "harness run engine" + (" + evidence video 10 fps" if video else " (trajectory only)")
+    label = "harness run engine" + (" + evidence video 10 fps, both cameras" if video else " (trajectory only)")
+    if real_inference:
+        label = f"harness run engine, tiny ACT inference, torch threads {threads.torch_threads}"
     return probe.table_row(label, first=len(probe.obs_start) - len(probe.policy_s))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--threads", action="store_true",
+                        help="also: the tiny ACT's real inference with torch's default threads vs the thread policy")
     args = parser.parse_args()
     ckpt = save_tiny_act(Path(tempfile.mkdtemp()) / "tiny_act")
     print(f"30 Hz loop, fixed {POLICY_COST_S * 1000:.0f} ms policy, simulated SO-101 with a 128x96 top camera, "
@@ -177,6 +207,11 @@ def main() -> None:
     print(bench_lerobot(ckpt, args.seconds), flush=True)
     print(bench_harness(ckpt, args.seconds, video=False), flush=True)
     print(bench_harness(ckpt, args.seconds, video=True), flush=True)
+    if args.threads:
+        cores = os.cpu_count() or 1
+        print(bench_harness(ckpt, args.seconds, video=False, real_inference=True, torch_threads=cores), flush=True)
+        print(bench_harness(ckpt, args.seconds, video=False, real_inference=True, torch_threads=max(1, cores - 1)),
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -119,11 +119,26 @@ def engine_trials(protocol_path: Path, n: int, video: bool, work: Path) -> tuple
     world = SimWorld(control_fps=protocol.fps)
     robot = _sim_robot(world, protocol.fps)
     observer = _TimedObserver()
-    options = RunOptions(runs_dir=work / f"runs-{video}", video=video, max_attempts=n)
-    RunEngine(protocol, sheet, robot, ExpertPolicy(), SimStage(world, protocol), observer, MonotonicClock(),
-              options).run()
+    writer = None
+    if video:
+        from harness.run.evidence_writer import EvidenceWriter
+
+        writer = EvidenceWriter(world.geometry, control_fps=protocol.fps)
+    options = RunOptions(runs_dir=work / f"runs-{video}", video=video, max_attempts=n, evidence_writer=writer)
+    try:
+        RunEngine(protocol, sheet, _guarded(robot), ExpertPolicy(), SimStage(world, protocol), observer,
+                  MonotonicClock(), options).run()
+    finally:
+        if writer is not None:
+            writer.close()
     robot.disconnect()
     return [b - a for a, b in zip(observer.started, observer.scored, strict=True)], observer.labels
+
+
+def _guarded(robot):
+    from harness.run.safety import GuardedRobot
+
+    return GuardedRobot(robot, release=robot.disable_torque)
 
 
 def _sim_robot(world: SimWorld, fps: int):
@@ -220,12 +235,57 @@ def trials_section(n: int) -> None:
           f"final PNG 640x480: {1000 * png_default:.0f} ms default, {1000 * png_fast:.0f} ms compress_level=1\n")
 
 
+def latency_trial(protocol, trial, robot, plans) -> str:
+    """One expert trial on the simulated robot under its latency model; the judge's label."""
+    world = robot.world
+    world.set_arm(protocol.start_pose)
+    SimStage(world, protocol).place_cube(trial, attempt=1)
+    policy = ExpertPolicy(plans=plans)
+    policy.reset(TrialContext(protocol, trial, world))
+    started = world.time
+    while world.time - started < protocol.episode_time_limit_s and not world.judge.finished:
+        robot.send_action(policy.select_action(robot.get_observation()))
+    return world.judge.verdict(world.data)["label"]
+
+
+def latency_section(n: int) -> None:
+    """Expert success against the latency of its actions (the latency model of the simulated arm)."""
+    from harness.models.stats import wilson_interval
+    from harness.policies.scripted import PlanCache
+
+    protocol = load_protocol(REPO / "protocols" / "randomized.yaml")
+    trials = protocol.trials[:n]
+    from harness.sim.config_sim_so101 import SimSO101Config
+    from harness.sim.sim_so101 import SimSO101
+
+    plans = PlanCache()
+    world = SimWorld(control_fps=protocol.fps)
+    print(f"| latency | expert success ({len(trials)} randomized trials) | 95% Wilson | seconds |\n|---|---|---|---|")
+    for latency in (None, 0, 50, 100, 250, 500):
+        t0 = time.perf_counter()
+        robot = SimSO101(SimSO101Config(id="bench", render_cameras=[], fps=protocol.fps, latency_ms=latency),
+                         world=world)
+        robot.connect()
+        labels = [latency_trial(protocol, trial, robot, plans) for trial in trials]
+        robot.disconnect()
+        k = labels.count("success")
+        low, high = wilson_interval(k, len(labels))
+        name = "lock-step" if latency is None else f"{latency} ms"
+        print(f"| {name} | {k}/{len(labels)} | {100 * low:.0f}-{100 * high:.0f}% | "
+              f"{time.perf_counter() - t0:.0f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="10 trials per policy instead of 50")
     parser.add_argument("--trials", type=int, default=0,
                         help="only the per-trial section: this many engine trials with and without video")
+    parser.add_argument("--latency-curve", type=int, default=0,
+                        help="only the expert's success vs latency, over this many randomized trials")
     args = parser.parse_args()
+    if args.latency_curve:
+        latency_section(args.latency_curve)
+        return
     if args.trials:
         trials_section(args.trials)
         return
