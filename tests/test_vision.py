@@ -10,6 +10,7 @@ import pytest
 import harness.sim  # noqa: F401
 from harness.cli import main
 from harness.models.scoresheet import load_scoresheet
+from harness.reports.trials import trial_rows
 from harness.sim.scene import SceneGeometry
 from harness.sim.truth import FOVY_DEG, truth_frames
 from harness.vision.calibration import MOVED_PX, camera_shift_px
@@ -96,6 +97,9 @@ def test_measure_command_records_placement_in_the_scoresheet(workdir, capsys) ->
         truth_cm = next(a for a in sheet.attempts if a.trial_index == m.trial_index).placement_error_cm
         assert m.placement_error_cm == pytest.approx(truth_cm, abs=0.3)
         assert m.inside_bowl
+        assert 0 < m.uncertainty_cm < 1.0  # from the rim fit, the cube's blob and the camera's tilt
+    # the report's placement error is the simulator's truth here, so no pixel uncertainty is attached
+    assert all(row.placement_uncertainty_cm is None for row in trial_rows(sheet))
     assert (workdir / "runs/small-expert/trial-001-a1/final_top_measured.png").stat().st_size > 1000
     assert (workdir / "calibration/bowl_top.yaml").is_file() and (workdir / "calibration/bowl_top.png").is_file()
 

@@ -126,7 +126,10 @@ def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
     is_sim = sheet.locked.robot == "sim"
     policy = policy or parts.policy(sheet.locked.policy.ref, protocol, settings, args.device)
     try:
-        robot = parts.sim_robot(protocol, policy, args.realtime) if is_sim else parts.real_robot(settings, protocol)
+        latency = settings.get("latency_ms")
+        robot = (parts.sim_robot(protocol, policy, args.realtime, **({"latency_ms": latency} if latency is not None
+                                                                     else {}))
+                 if is_sim else parts.real_robot(settings, protocol))
     except BaseException:
         policy.close()
         raise

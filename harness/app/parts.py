@@ -36,8 +36,10 @@ def make_policy(ref: str, protocol: Protocol, settings: dict[str, Any], device: 
         raise HarnessInputError(ref, None, f"cannot load this policy ({type(exc).__name__}: {detail})") from None
 
 
-def make_sim_robot(protocol: Protocol, policy: EvalPolicy, realtime: bool) -> GuardedRobot:
-    """The simulated SO-101 in the protocol's scene, rendering the cameras the policy reads."""
+def make_sim_robot(protocol: Protocol, policy: EvalPolicy, realtime: bool,
+                   latency_ms: float | str | None = None) -> GuardedRobot:
+    """The simulated SO-101 in the protocol's scene, rendering the cameras the policy reads; `latency_ms`
+    (milliseconds or "measured") turns on its latency model, None keeps lock-step."""
     from harness.sim.config_sim_so101 import SimSO101Config
     from harness.sim.scene import SceneGeometry
     from harness.sim.sim_so101 import SimSO101
@@ -49,7 +51,7 @@ def make_sim_robot(protocol: Protocol, policy: EvalPolicy, realtime: bool) -> Gu
     world = SimWorld(geometry, control_fps=protocol.fps)
     width, height = getattr(policy, "image_size", None) or (640, 480)
     config = SimSO101Config(id="harness_sim", render_cameras=list(policy.camera_keys), camera_width=width,
-                            camera_height=height, fps=protocol.fps, realtime=realtime)
+                            camera_height=height, fps=protocol.fps, realtime=realtime, latency_ms=latency_ms)
     robot = SimSO101(config, world=world)
     robot.connect()
     return GuardedRobot(robot, release=robot.disable_torque)

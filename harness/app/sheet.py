@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from harness.errors import HarnessInputError
@@ -53,6 +54,22 @@ def sheet_path(args: argparse.Namespace, protocol: Protocol, protocol_path: Path
     return Path("scoresheets") / f"{protocol_path.stem}-{_slug(policy_ref)}.yaml"
 
 
+def latency_from(args: argparse.Namespace) -> float | str | None:
+    """The latency model asked for: milliseconds, "measured", or None (lock-step)."""
+    fixed, measured = getattr(args, "latency_ms", None), getattr(args, "latency", None)
+    if fixed is not None and measured is not None:
+        raise HarnessInputError(None, "--latency", "give --latency-ms N or --latency measured, not both")
+    if fixed is not None and not (math.isfinite(fixed) and 0 <= fixed <= 10_000):
+        raise HarnessInputError(None, "--latency-ms", f"{fixed}: must be within 0..10000")
+    return measured if measured is not None else fixed
+
+
+def latency_text(latency: float | str | None) -> str:
+    if latency is None:
+        return "lock-step (none)"
+    return "measured" if latency == "measured" else f"{latency:g} ms"
+
+
 def rename_map_from(args: argparse.Namespace, protocol: Protocol) -> dict[str, str]:
     if not args.rename_map:
         return dict(protocol.run.rename_map)
@@ -82,6 +99,10 @@ def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: P
         check_resumable(sheet, protocol_path, policy_flag)
         if args.robot and args.robot != sheet.locked.robot:
             raise HarnessInputError(path, "robot", f"locked to '{sheet.locked.robot}', not '{args.robot}'")
+        asked, locked_latency = latency_from(args), sheet.settings.get("latency_ms")
+        if asked is not None and asked != locked_latency:
+            raise HarnessInputError(path, "settings.latency_ms",
+                                    f"this run's latency is {latency_text(locked_latency)}, not {latency_text(asked)}")
         return sheet, False
     policy_ref = policy_flag or protocol.run.policy
     robot = args.robot or protocol.run.robot
@@ -98,6 +119,10 @@ def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: P
         "robot_id": args.robot_id,
         "cameras": parse_cameras(args.camera) or dict(protocol.run.cameras),
         "rename_map": rename_map,
+        "latency_ms": latency_from(args),
     }
+    if settings["latency_ms"] is not None and robot != "sim":
+        raise HarnessInputError(None, "--latency-ms", "the latency model is for the simulated arm; a real arm has "
+                                                      "its own latency")
     sheet = new_scoresheet(path, build_locked(protocol, protocol_path, policy_ref, robot), settings)
     return (sheet.create() if create else sheet), True

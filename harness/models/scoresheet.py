@@ -27,7 +27,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models import journal
@@ -121,6 +121,15 @@ class PlacementMeasurement(BaseModel):
     image: str
     measured_at: str
     chain_sha256: str = ""
+    uncertainty_cm: float | None = None   # half-width of the measurement's 95 % interval (pixels: from the fit)
+
+    @model_serializer(mode="wrap")
+    def _omit_unknown_uncertainty(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A measurement without an uncertainty stores, and hashes, exactly as before the field existed."""
+        data = handler(self)
+        if data.get("uncertainty_cm") is None:
+            data.pop("uncertainty_cm", None)
+        return data
 
 
 def attempt_from_label(label: str, **fields: Any) -> Attempt:

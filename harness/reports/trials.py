@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.models.protocol import Protocol, file_sha256, load_protocol
-from harness.models.scoresheet import Scoresheet
+from harness.models.scoresheet import Attempt, Scoresheet
 from harness.models.taxonomy import TAXONOMY, Label
 
 OUTCOME_COLOURS = {**{label: Label(label).hex for label in TAXONOMY}, "pending": "#9e9e9e"}
@@ -25,6 +25,7 @@ class TrialRow:
     policy_ms_p95: float | None
     missed_deadlines: int | None
     steps: int | None
+    placement_uncertainty_cm: float | None = None   # 95 % half-width when the error was measured from pixels
 
     @property
     def distance_cm(self) -> float:
@@ -45,8 +46,19 @@ def trial_rows(sheet: Scoresheet) -> list[TrialRow]:
             policy_ms_p95=final.loop.policy_latency_ms_p95 if final else None,
             missed_deadlines=final.loop.missed_deadlines if final else None,
             steps=final.loop.steps if final else None,
+            placement_uncertainty_cm=_pixel_uncertainty(sheet, final) if final else None,
         ))
     return rows
+
+
+def _pixel_uncertainty(sheet: Scoresheet, attempt: Attempt) -> float | None:
+    """The uncertainty of the pixel measurement the placement error comes from (none for the simulator's truth)."""
+    if attempt.placement_error_cm is not None:
+        return None
+    for m in reversed(sheet.measurements):
+        if (m.trial_index, m.attempt) == (attempt.trial_index, attempt.attempt):
+            return m.uncertainty_cm
+    return None
 
 
 def locked_protocol(sheet: Scoresheet) -> Protocol | None:

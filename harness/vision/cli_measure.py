@@ -249,7 +249,7 @@ def _measure(args: argparse.Namespace, frames: list[tuple[Path, tuple[int, int] 
                 trial_index=trial[0], attempt=trial[1], placement_error_cm=round(m.distance_cm, 3),
                 inside_bowl=m.inside, method=f"pixels ({calibration.method} rim calibration"
                 + (", lens corrected)" if camera else ")"),
-                image=str(out), measured_at=now_iso()))
+                image=str(out), measured_at=now_iso(), uncertainty_cm=m.uncertainty_cm))
     for sheet_path, measurements in pending.items():
         sheets[sheet_path].add_measurements(measurements)
         say(f"recorded {len(measurements)} measurements in {sheet_path}")

@@ -40,4 +40,9 @@ def register(sub: Any) -> None:
     parser.add_argument("--max-trials", type=int, help="stop after this many attempts (the run stays resumable)")
     parser.add_argument("--inject-dropout", metavar="TRIAL:STEP",
                         help="testing aid: freeze the sim's top camera in TRIAL from STEP on")
+    parser.add_argument("--latency-ms", type=float, metavar="N",
+                        help="simulated arm: each action lands N ms of simulated time after its observation, the "
+                             "arm executing its last command meanwhile (default: lock-step); locked with the run")
+    parser.add_argument("--latency", choices=["measured"],
+                        help="simulated arm: the latency model with each action's own measured policy time")
     parser.set_defaults(func=run)
