@@ -18,7 +18,7 @@ class LeRobotTool:
         self.proc = subprocess.Popen(
             [sys.executable, "-u", "-c", f"import sys; from {module} import main; sys.exit(main())", *args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd,
-            env={**os.environ, **(env or {})}, text=True, bufsize=0,
+            env={**os.environ, **(env or {})}, text=True,
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -26,9 +26,10 @@ class LeRobotTool:
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
-        while chunk := self.proc.stdout.read(1):
+        fd = self.proc.stdout.fileno()
+        while chunk := os.read(fd, 65536):
             with self._cond:
-                self.output += chunk
+                self.output += chunk.decode(errors="replace")
                 self._cond.notify_all()
 
     def expect(self, text: str, timeout_s: float = 120.0) -> None:

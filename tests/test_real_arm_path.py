@@ -5,6 +5,7 @@ hands played by the emulator's Python API."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -15,8 +16,6 @@ from lerobot.motors.feetech import FeetechMotorsBus
 
 from harness.bus.scenario import DEFAULT_ASSEMBLY, SO101_NAMES, default_scenario, factory_fresh_scenario, open_rig
 from tests.lerobot_tool import LeRobotTool
-
-pytestmark = pytest.mark.slow
 
 MIDDLE_POSE_DEG = {name: (45.0 if name == "gripper" else 0.0) for name in SO101_NAMES}
 
@@ -33,6 +32,7 @@ def _wait_until(predicate, timeout_s: float, what: str) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_setup_motors_gives_six_factory_fresh_servos_their_ids(tmp_path: Path) -> None:
     with open_rig(factory_fresh_scenario()) as rig:
         assert {s.current_id for s in rig.chain.servos} == {1}
@@ -55,6 +55,7 @@ def test_setup_motors_gives_six_factory_fresh_servos_their_ids(tmp_path: Path) -
     assert [s.current_id for s in rig.chain.servos] == [1, 2, 3, 4, 5, 6]
 
 
+@pytest.mark.slow
 def test_calibrate_by_hand_writes_a_calibration_the_follower_then_uses(tmp_path: Path) -> None:
     from harness.robots.so101 import make_so101_follower
 
@@ -96,6 +97,7 @@ def test_calibrate_by_hand_writes_a_calibration_the_follower_then_uses(tmp_path:
         robot.disconnect()
 
 
+@pytest.mark.slow
 def test_teleoperate_follower_follows_a_leader_on_a_second_bus(tmp_path: Path) -> None:
     for folder, arm_id in (("follower", "desk_follower"), ("leader", "desk_leader")):
         (tmp_path / folder).mkdir()
@@ -116,3 +118,71 @@ def test_teleoperate_follower_follows_a_leader_on_a_second_bus(tmp_path: Path) -
         _wait_until(lambda: abs(_joint_deg(follower, "elbow_flex") + 15.0) < 3.0, 10, "follower did not follow")
         assert tool.finish() == 0, tool.output
     assert not any(s.torque_enabled for s in follower.chain.servos)   # released on exit
+
+
+TWO_TRIALS = """name: desk
+task: Pick up the cube and place it in the bowl.
+scene: {bowl_diameter_cm: 11.5, cube_edge_cm: 3.0, trained_cube_xy_cm: [22.0, -5.0], bowl_xy_cm: [18.0, 14.0]}
+start_pose: {shoulder_pan: 0.0, shoulder_lift: -60.0, elbow_flex: 60.0, wrist_flex: 70.0, wrist_roll: 0.0,
+  gripper: 10.0}
+fps: 30
+episode_time_limit_s: 3.0
+success_definition: Autonomous grasp, lift and release; the cube comes to rest inside the bowl.
+failure_taxonomy: [success, no_grasp, grasped_then_dropped, wrong_placement]
+run: {robot: so101, policy: expert}
+trials:
+- {index: 1, dx_cm: 0.0, dy_cm: 0.0}
+- {index: 2, dx_cm: 3.0, dy_cm: -2.0, yaw_deg: 15.0}
+"""
+PLACE = re.compile(r"Place the cube at dx ([-+]\d+\.\d) cm, dy ([-+]\d+\.\d) cm, yaw ([-+]\d+) deg")
+
+
+@pytest.mark.slow
+def test_a_two_trial_real_arm_run_with_a_saved_act_and_simulated_cameras(tmp_path: Path) -> None:
+    """`harness run --robot so101` as a person runs it: the emulator (with --sim and its cameras) on the desk,
+    a saved LeRobot ACT reading the simulated top camera, the operator placing the cube and scoring."""
+    from harness.models.scoresheet import load_scoresheet
+    from tests.tiny_policy import save_tiny_act
+
+    checkpoint = save_tiny_act(tmp_path / "act")          # reads `top` at 128x96
+    protocol = tmp_path / "desk.yaml"
+    protocol.write_text(TWO_TRIALS)
+    socket = tmp_path / "cams.sock"
+    with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
+        tool = LeRobotTool("harness.cli", ["run", str(protocol), "--robot", "so101", "--port", rig.port,
+                                           "--robot-id", "emulated_follower", "--policy", str(checkpoint),
+                                           "--camera", f"top=sim:{socket}@128x96", "--headless"], tmp_path)
+        placed = []
+        for _ in range(2):
+            tool.expect("Place the cube at dx", timeout_s=180)
+            tool.expect("then press Enter.")
+            dx, dy, yaw = (float(v) for v in PLACE.findall(tool.output)[-1])
+            rig.place_cube(dx, dy, yaw)                   # the operator's hands
+            with rig.lock:
+                placed.append(rig.world.cube_pose()[0][:2] * 100)
+            tool.send()
+            tool.expect("Score:", timeout_s=120)
+            tool.send("n")                                # the policy holds still: no grasp
+            tool.expect("Note (optional)")
+            tool.send("")
+        assert tool.finish() == 0, tool.output[-3000:]
+    assert placed[1] == pytest.approx([25.0, -7.0], abs=0.3)   # trained spot (22, -5) + (3, -2) cm
+    sheet = load_scoresheet(tmp_path / "scoresheets" / "desk-act.yaml")
+    assert [a.label for a in sheet.attempts] == ["no_grasp", "no_grasp"]
+    assert all(a.loop.steps >= 60 for a in sheet.attempts)      # ~3 s of the 30 Hz loop each
+    finals = sorted((tmp_path / "runs" / "desk-act").glob("trial-*/*top*.png"))
+    assert len(finals) == 2, sorted(p.name for p in (tmp_path / "runs" / "desk-act").rglob("*"))
+    assert not any(s.torque_enabled for s in rig.chain.servos)
+
+
+def test_the_sim_only_expert_is_refused_on_a_real_arm_before_anything_is_locked(workdir: Path, capsys) -> None:
+    from harness.cli import main
+    from tests.helpers import small_protocol_copy
+
+    protocol = small_protocol_copy(workdir / "protocols")
+    code = main(["run", str(protocol), "--robot", "so101", "--port", "/dev/no-such-port", "--policy", "expert",
+                 "--headless"])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--policy" in err[0] and "real arm cannot know" in err[0]
+    assert [p.relative_to(workdir) for p in workdir.rglob("*") if p.is_file()] == [Path("protocols/small.yaml")]

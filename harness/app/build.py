@@ -104,6 +104,15 @@ def check_run_flags(args: argparse.Namespace) -> None:
         raise HarnessInputError(args.record_dataset, "--record-dataset", "is a file, not a folder")
 
 
+def check_policy_fits_robot(policy_ref: str, robot: str) -> None:
+    """The scripted expert plans from the simulator's true cube pose, which a real arm does not have:
+    refused in one line before anything is locked or connected (a LeRobot checkpoint, or `replay`, runs)."""
+    if policy_ref == "expert" and robot != "sim":
+        raise HarnessInputError(None, "--policy", "expert plans from the simulator's true cube pose, which a real "
+                                                  "arm cannot know; on --robot so101 use a LeRobot checkpoint or "
+                                                  "replay")
+
+
 def _observer(front_end: FrontEnd, operator_scores: bool) -> Any:
     if front_end is FrontEnd.TUI:
         from harness.tui.observer import TuiObserver

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.app.build import FrontEnd, RunSetup, check_run_flags, prepare_run
+from harness.app.build import FrontEnd, RunSetup, check_policy_fits_robot, check_run_flags, prepare_run
 from harness.app.parts import Parts
 from harness.app.sheet import rename_map_from, resolve_sheet, sheet_path
 from harness.models.lock import WriterLock
@@ -42,6 +42,7 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None) -> int:
     rename_map_from(args, protocol)
     path = sheet_path(args, protocol, protocol_path)
     sheet, created = resolve_sheet(args, protocol, protocol_path, path, create=False)
+    check_policy_fits_robot(sheet.locked.policy.ref, sheet.locked.robot)
     if sheet.complete:
         print(f"{sheet.path}: all {sheet.locked.trial_count} trials are scored.\n")
         print(format_summary(summarize(sheet)))

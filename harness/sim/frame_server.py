@@ -35,7 +35,7 @@ from harness.sim.world import CAMERA_NAMES
 HEADER = struct.Struct("<4sHHQdB3x")   # magic, width, height, sequence, rendered_at (s), fault
 MAGIC = b"HSF1"
 NOISE_PATTERNS = 7
-RENDER_NICENESS = 10
+RENDER_NICENESS = 5
 
 
 class CameraFault(Enum):
