@@ -85,6 +85,7 @@ def test_coverage_says_plainly_when_the_data_cover_one_spot(tmp_path, capsys) ->
     assert out.stat().st_size > 5000 and out.with_suffix(".csv").read_text().startswith("dx_cm,dy_cm")
 
 
+@pytest.mark.slow
 def test_offline_eval_scores_checkpoints_and_says_which_one_each_criterion_picks(clean, tmp_path, capsys) -> None:
     import numpy as np
 

@@ -82,6 +82,7 @@ def test_randomized_offsets_are_reproducible_placeable_and_spaced(seed, n, radiu
             assert math.hypot(a.dx_cm - b.dx_cm, a.dy_cm - b.dy_cm) >= spacing - 1e-9
 
 
+@pytest.mark.slow
 def test_impossible_spacing_fails_loudly() -> None:
     with pytest.raises(HarnessInputError, match="cannot fit"):
         generate_randomized_trials(Scene(), 50, 1.0, 2.0, seed=1)

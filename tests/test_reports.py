@@ -16,6 +16,7 @@ from tests.helpers import fake_attempt, small_protocol_copy
 SECTIONS = ["Why it fails", "Does it depend on where the cube is?", "Placement error", "Loop timing", "Fingerprints"]
 
 
+@pytest.mark.slow
 def test_report_from_a_sim_run_has_every_section_and_its_plots(workdir, capsys) -> None:
     protocol = small_protocol_copy(workdir / "protocols")
     assert main(["run", str(protocol), "--headless", "--no-video"]) == 0
@@ -33,6 +34,7 @@ def test_report_from_a_sim_run_has_every_section_and_its_plots(workdir, capsys) 
         assert (workdir / link).stat().st_size > 5000
 
 
+@pytest.mark.slow
 def test_runs_on_different_protocols_use_fishers_test(workdir) -> None:
     protocol = small_protocol_copy(workdir / "protocols")
     other = workdir / "protocols" / "other.yaml"

@@ -35,6 +35,7 @@ def _finals(sheet_path: Path) -> list[int]:
     return [a.trial_index for a in load_scoresheet(sheet_path).attempts if a.outcome != "void"]
 
 
+@pytest.mark.slow
 def test_kill_mid_trial_then_resume_scores_every_trial_exactly_once(workdir) -> None:
     protocol = small_protocol_copy(workdir / "protocols")
     sheet = workdir / "scoresheets" / "small-expert.yaml"
@@ -66,6 +67,7 @@ def test_kill_mid_trial_then_resume_scores_every_trial_exactly_once(workdir) -> 
     assert again.returncode == 0 and "all 3 trials are scored" in again.stdout
 
 
+@pytest.mark.slow
 def test_camera_dropout_voids_the_trial_pauses_and_the_resume_retries_it(workdir, capsys) -> None:
     protocol = small_protocol_copy(workdir / "protocols")
     code = main(["run", str(protocol), "--headless", "--inject-dropout", "2:60", "--video-fps", "5",
@@ -82,6 +84,7 @@ def test_camera_dropout_voids_the_trial_pauses_and_the_resume_retries_it(workdir
         (1, 1, "success"), (2, 1, "void"), (2, 2, "success"), (3, 1, "success")]
 
 
+@pytest.mark.slow
 def test_hand_edited_scoresheet_blocks_resume_with_the_field_name(workdir, capsys) -> None:
     protocol = small_protocol_copy(workdir / "protocols")
     assert main(["run", str(protocol), "--headless", "--no-video", "--max-trials", "1"]) == 0
@@ -106,6 +109,7 @@ def _short_protocol(folder: Path, seconds: float = 1.0, trials: int = 2) -> Path
     return path
 
 
+@pytest.mark.slow
 def test_a_lerobot_act_checkpoint_runs_through_its_own_processors(workdir) -> None:
     ckpt = save_tiny_act(workdir / "tiny_act")
     protocol = _short_protocol(workdir / "protocols")
@@ -119,6 +123,7 @@ def test_a_lerobot_act_checkpoint_runs_through_its_own_processors(workdir) -> No
         assert attempt.loop.steps == 30 and attempt.loop.policy_latency_ms_max > 0
 
 
+@pytest.mark.slow
 def test_rename_map_feeds_the_policy_its_own_camera_names(workdir) -> None:
     ckpt = save_tiny_act(workdir / "tiny_cam1", camera="camera1")
     protocol = _short_protocol(workdir / "protocols", trials=1)
@@ -145,6 +150,7 @@ def test_bad_run_input_is_one_line_and_exit_2(workdir, capsys, argv, fragment) -
     assert err.count("\n") == 0 and fragment in err
 
 
+@pytest.mark.slow
 def test_record_dataset_writes_a_lerobot_dataset_that_lerobot_loads(workdir) -> None:
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
@@ -160,6 +166,7 @@ def test_record_dataset_writes_a_lerobot_dataset_that_lerobot_loads(workdir) -> 
     assert [a.artifacts["dataset_episode"] for a in sheet.attempts] == ["0", "1"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", [KeyboardInterrupt, RuntimeError])
 def test_torque_is_released_on_interrupts_and_crashes_and_nothing_half_written(workdir, fault) -> None:
     from harness.app.parts import Parts, make_sim_robot

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import threading
 
 import pytest
@@ -20,12 +21,14 @@ from harness.sim.config_sim_so101 import SimSO101Config
 from harness.sim.sim_so101 import SimSO101
 from tests.helpers import locked_sheet
 
+pytestmark = pytest.mark.slow  # every test here runs the simulated arm through whole trials
+
 
 class KeyAt(TerminalObserver):
     """Presses a key (a callback) at a given step of a given trial."""
 
     def __init__(self, trial: int, step: int, press) -> None:
-        super().__init__(operator_scores=False, out=open("/dev/null", "w"))  # noqa: SIM115
+        super().__init__(operator_scores=False, out=io.StringIO())
         self.at, self.press, self.trial, self.aborted = (trial, step), press, 0, False
 
     def trial_started(self, trial, attempt, done, total) -> None:

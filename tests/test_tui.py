@@ -16,6 +16,8 @@ from harness.models.scoresheet import load_scoresheet
 from harness.tui.screens import CheckScreen, ScoreScreen, TextPrompt
 from tests.helpers import small_protocol_copy
 
+pytestmark = pytest.mark.slow  # the real engine and simulated arm behind the app: whole trials each
+
 
 def _setup(workdir: Path, *extra: str):
     protocol_path = small_protocol_copy(workdir / "protocols")

@@ -83,6 +83,7 @@ def test_scene_check_finds_an_added_object(truth) -> None:
     assert unexpected_objects(calibration, [calibration]) == []
 
 
+@pytest.mark.slow
 def test_measure_command_records_placement_in_the_scoresheet(workdir, capsys) -> None:
     protocol = small_protocol_copy(workdir / "protocols")
     assert main(["run", str(protocol), "--headless", "--video-fps", "5", "--video-size", "160x120"]) == 0
