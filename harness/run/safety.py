@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 class GuardedRobot:
     """`release` turns torque off on this particular robot type; the composition layer passes it
-    (`harness.app.robots`), so releasing never depends on guessing which methods a robot has."""
+    (`harness.app.parts`), so releasing never depends on guessing which methods a robot has."""
 
     def __init__(self, robot: Any, release: Callable[[], Any],
                  check_ready: Callable[[dict[str, float]], list[str]] | None = None) -> None:
