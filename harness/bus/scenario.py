@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.bus import protocol as p
@@ -46,6 +45,7 @@ class ServoSpec(BaseModel):
     ack_with_old_id: bool = True
     temperature_c: float = Field(28.0, ge=-20, le=150)  # at or above Max_Temperature_Limit (70): overheat
     jammed: bool = False                                # the shaft is blocked: overload once torque pushes
+    firmware_version: str = Field("3.10", pattern=r"^\d{1,2}\.\d{1,2}$")   # Firmware_Major.Minor (LeRobot wants one)
 
 
 class Scenario(BaseModel):
@@ -72,10 +72,10 @@ def factory_fresh_scenario() -> Scenario:
 
 
 def load_scenario(path: str | Path) -> Scenario:
+    from harness.models.safe_yaml import load_yaml_file
+
     try:
-        return Scenario.model_validate(yaml.safe_load(Path(path).read_text()))
-    except OSError as exc:
-        raise HarnessInputError(path, None, f"cannot read: {exc.strerror}") from None
+        return Scenario.model_validate(load_yaml_file(path, max_bytes=1024 * 1024))
     except ValidationError as err:
         first = err.errors()[0]
         raise HarnessInputError(path, ".".join(str(x) for x in first["loc"]), first["msg"]) from None
@@ -89,6 +89,8 @@ def build_chain(scenario: Scenario) -> ServoChain:
         servo = Servo(spec.name, spec.id, p.INDEX_BY_BAUD[spec.baud], Firmware(spec.firmware), spec.model,
                       float(spec.position), ack_with_old_id=spec.ack_with_old_id, temperature_c=spec.temperature_c,
                       supply_v=scenario.supply_voltage, jammed=spec.jammed)
+        major, minor = (int(v) for v in spec.firmware_version.split("."))
+        servo.eeprom[p.ADDR_FIRMWARE_MAJOR], servo.eeprom[p.ADDR_FIRMWARE_MINOR] = major, minor
         servo.eeprom[9:11] = spec.min_limit.to_bytes(2, "little")
         servo.eeprom[11:13] = spec.max_limit.to_bytes(2, "little")
         servo.eeprom[ADDR_HOMING_OFFSET:ADDR_HOMING_OFFSET + 2] = encode_sign_magnitude(

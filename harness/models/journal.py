@@ -157,6 +157,8 @@ def read(path: Path) -> Contents:
     witness = witness_path(path)
     witness_raw = witness.read_bytes() if witness.is_file() else None   # before the sheet: see the module doc
     raw = _read_bytes(path)
+    if b"harness.scoresheet/" not in raw[:65536]:   # garbage is refused before any parsing
+        raise HarnessInputError(path, "format", f"not a {FORMAT} scoresheet")
     header_text, records_at = _split_header(raw, path)
     if records_at is None:   # format 1, or a format-2 file rewritten by a YAML tool
         data = load_yaml_text(header_text, path, max_nodes=MAX_NODES)

@@ -200,7 +200,7 @@ def file_sha256(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def _check_generator_inputs(n: int, radius_cm: float, min_spacing_cm: float, seed: int, max_yaw_deg: float) -> None:
+def check_generator_inputs(n: int, radius_cm: float, min_spacing_cm: float, seed: int, max_yaw_deg: float) -> None:
     """Flags of `protocol new`, refused by name before any drawing (a NaN radius would draw NaN offsets)."""
     if not 1 <= n <= MAX_TRIALS:
         raise HarnessInputError(None, "--n", f"{n} trials: must be 1..{MAX_TRIALS}")
@@ -222,7 +222,7 @@ def generate_randomized_trials(
     every offset inside the workspace; it fails loudly rather than silently
     returning fewer trials when the constraints cannot be met.
     """
-    _check_generator_inputs(n, radius_cm, min_spacing_cm, seed, max_yaw_deg)
+    check_generator_inputs(n, radius_cm, min_spacing_cm, seed, max_yaw_deg)
     rng = np.random.default_rng(seed)
     chosen: list[tuple[float, float]] = []
     attempts = 0

@@ -12,8 +12,17 @@ from harness.errors import HarnessInputError
 def new(args: argparse.Namespace) -> int:
     from harness.models.atomic import write_text_atomic
     from harness.models.defaults import DEFAULT_START_POSE, DEFAULT_SUCCESS, DEFAULT_TASK
-    from harness.models.protocol import Generator, Protocol, Scene, Trial, generate_randomized_trials, protocol_to_yaml
+    from harness.models.protocol import (
+        Generator,
+        Protocol,
+        Scene,
+        Trial,
+        check_generator_inputs,
+        generate_randomized_trials,
+        protocol_to_yaml,
+    )
 
+    check_generator_inputs(args.n, args.radius_cm, args.min_spacing_cm, args.seed, args.max_yaw_deg)
     scene = Scene()
     if args.randomized:
         trials = generate_randomized_trials(scene, args.n, args.radius_cm, args.min_spacing_cm, args.seed,
