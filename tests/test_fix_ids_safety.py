@@ -16,7 +16,7 @@ from harness.bus.emulator import Faults, Firmware, ServoChain
 from harness.bus.fix_ids import TerminalOperator, fix_ids
 from harness.bus.pty_port import PtyBus
 from harness.bus.scan import Certainty, quick_scan
-from harness.bus.scenario import SO101_NAMES
+from harness.bus.scenario import SO101_NAMES, Scenario, build_chain
 from harness.bus.wire import Wire
 from tests.bus_people import ScriptedOperator, arm, open_port, turn
 from tests.test_bus import _motors
@@ -169,10 +169,11 @@ def test_a_clean_line_is_reported_sure() -> None:
 # --- finding 4: mixed firmware versions ------------------------------------------------------------------
 
 def test_mixed_firmware_is_diagnosed_before_lerobot_refuses_and_never_called_fixed() -> None:
-    chain = arm()
+    scenario = Scenario.model_validate({"servos": [
+        {"name": name, "id": i + 1, **({"firmware_version": "3.9"} if name == "gripper" else {})}
+        for i, name in enumerate(ALL)]})
+    chain = build_chain(scenario)
     gripper = chain.servo("gripper")
-    gripper.eeprom[p.ADDR_FIRMWARE_MINOR] = 9
-    gripper.power_cycle()
     with PtyBus(chain) as bus:
         operator = ScriptedOperator(bus, [])
         assert fix_ids(bus.port, operator, open_port) == 1
