@@ -357,3 +357,32 @@ def test_a_frozen_camera_voids_the_trial_even_without_video(workdir, capsys) -> 
     sheet = load_scoresheet(workdir / "scoresheets" / "small-expert.yaml")
     assert [(a.trial_index, a.outcome) for a in sheet.attempts] == [(1, "void")]
     assert sheet.attempts[0].void_reason.startswith("camera dropout: top")
+
+
+# --- finding 1 through the commands: a second run, and a measure during a run -----------------
+
+def test_a_second_run_and_a_measure_are_refused_while_a_run_holds_the_sheet(workdir, capsys) -> None:
+    from harness.cli import main
+    from tests.helpers import small_protocol_copy
+
+    protocol_path = small_protocol_copy(workdir / "protocols")
+    sheet_path = workdir / "scoresheets" / "small-expert.yaml"
+    sheet = lock_scoresheet(sheet_path, build_locked(load_protocol(protocol_path), protocol_path, "expert", "sim"), {})
+    sheet.add_attempt(fake_attempt(1, 1, "success"))
+    trial = workdir / "runs" / "small-expert" / "trial-001-a1"
+    trial.mkdir(parents=True)
+    from PIL import Image
+
+    Image.new("RGB", (160, 120), (200, 200, 200)).save(trial / "final_top.png")
+    before = sheet_path.read_bytes()
+    child = _hold_in_child(sheet_path)
+    try:
+        assert main(["run", str(protocol_path), "--resume", "--headless", "--no-video"]) == 2
+        assert main(["measure", "runs/small-expert", "--bowl-cm", "11.5", "--clicks", "20,20 120,100"]) == 2
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and all(f"pid {child.pid}" in line and "harness run" in line for line in lines)
+    assert sheet_path.read_bytes() == before
+    assert not (trial / "final_top_measured.png").exists() and not (workdir / "calibration").exists()

@@ -270,7 +270,12 @@ class RunEngine:
         void: Void | None = None
         finish_at: int | None = None
         step = 0
+        world = self.stage.world   # the simulator's clock, when there is one: a latency model makes steps longer
+        t_begin = world.time if world is not None else 0.0
         for step in range(max_steps):
+            sim_t = world.time - t_begin if world is not None else step * self.period
+            if sim_t >= self.protocol.episode_time_limit_s:
+                break
             t0 = self.clock.now()
             try:
                 observation = self.robot.get_observation()
@@ -287,7 +292,6 @@ class RunEngine:
                 break
             t3 = self.clock.now()
             self.stage.observed(observation)
-            sim_t = step * self.period
             policy_ms.append(1000 * (t2 - t1))
             io_ms.append(1000 * ((t1 - t0) + (t3 - t2)))
             late = (t3 - t0) > self.period

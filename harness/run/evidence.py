@@ -111,6 +111,8 @@ class EvidenceRecorder:
         self.cameras = cameras
         self.frame_source = frame_source
         self.every = max(1, round(control_fps / video_fps)) if video else 0
+        self.control_fps = control_fps
+        self._next_tick = 0
         self.video_fps = control_fps / self.every if video else 0
         self.size = video_size
         self.rows: list[dict[str, Any]] = []
@@ -125,8 +127,16 @@ class EvidenceRecorder:
             self._files = None
             writer.begin(folder, cameras, self.video_fps, video_size, dropout)
 
-    def wants_frame(self, step: int) -> bool:
-        return self.every > 0 and step % self.every == 0
+    def wants_frame(self, t: float) -> bool:
+        """The first step at or after each video frame's time (in lock-step: every `every`-th step;
+        under a latency model a step can span several control periods)."""
+        if self.every == 0:
+            return False
+        tick = round(t * self.control_fps)
+        if tick < self._next_tick:
+            return False
+        self._next_tick = (tick // self.every + 1) * self.every
+        return True
 
     def record_step(self, step: int, t: float, observation: dict[str, Any], action: dict[str, float],
                     timing: dict[str, float]) -> dict[str, np.ndarray | None]:
@@ -141,7 +151,7 @@ class EvidenceRecorder:
         row.update(timing)
         self.rows.append(row)
         captured: dict[str, np.ndarray | None] = {}
-        if not self.wants_frame(step):
+        if not self.wants_frame(t):
             return captured
         for cam in self.cameras:
             if self.world is not None:
