@@ -1,62 +1,156 @@
-"""Placement error from pixels against the simulator's truth, across camera heights, tilts and lighting.
+"""Placement error from pixels: accuracy against the simulator's truth, and the speed of `harness measure`.
 
-Run: .venv/bin/python benchmarks/measure_bench.py [--per-condition 30]
+Three tables:
+1. the clean renders across camera heights, tilts and lighting (the automatic rim per condition);
+2. the stress set (harness/sim/stress_set.py), by bowl/table pair, measured as a user with a
+   calibrated lens would (`measure_image` undistorts with the known coefficients);
+3. `harness measure --auto` as a user runs it, with and without a lens calibration: images per
+   second, and the per-image time split into start-up (process, imports, rim calibration) and work
+   (per image: read, undistort, rim, cube, uncertainty, annotated PNG), from runs on 1 and N images.
+
+Run: .venv/bin/python benchmarks/measure_bench.py [--per-condition 30] [--stress 48] [--speed-images 20]
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import subprocess
+import sys
+import tempfile
 import time
+from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 import harness.sim  # noqa: F401
 from harness.sim.scene import SceneGeometry
+from harness.sim.stress_set import camera_matrix, distort, stress_frames
 from harness.sim.truth import FOVY_DEG, truth_frames
-from harness.vision.measure import DetectionError, Geometry, measure_frame
-from harness.vision.rim import find_rim
+from harness.vision.camera import CameraIntrinsics
+from harness.vision.measure import DetectionError, Geometry, measure_frame, measure_image
+from harness.vision.rim import fit_rim
 
 CONDITIONS = [  # camera height (m), tilt (deg), light
     (0.75, 0.0, 0.6), (0.65, 0.0, 0.6), (0.85, 0.0, 0.6),
     (0.75, 5.0, 0.6), (0.75, 10.0, 0.6),
     (0.75, 0.0, 0.3), (0.75, 0.0, 1.0),
 ]
+LENS = np.array([-0.25, 0.07, 0.0, 0.0, 0.0])
+
+
+def clean_conditions(per_condition: int) -> None:
+    print("| camera height | tilt | light | frames | rim found | MAE cm | p95 cm | max cm | in/out agreement | "
+          "not measured | within +/- |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    all_errors, all_agree, all_covered = [], [], []
+    focal = 240 / math.tan(math.radians(FOVY_DEG / 2))
+    for height, tilt, light in CONDITIONS:
+        geometry = SceneGeometry(top_camera_height=height, top_camera_tilt_deg=tilt, light_intensity=light)
+        calibration, frames = truth_frames(geometry, per_condition, seed=int(height * 100 + tilt * 10))
+        fit = fit_rim(calibration)
+        errors, agree, covered, missed = [], [], [], 0
+        for truth in frames:
+            try:
+                result = measure_frame(truth.frame, fit.rim, Geometry(focal_px=focal), fit)
+            except DetectionError:
+                missed += 1
+                continue
+            errors.append(abs(result.distance_cm - truth.distance_cm))
+            agree.append(result.inside == truth.inside)
+            covered.append(errors[-1] <= result.uncertainty_cm)
+        all_errors += errors
+        all_agree += agree
+        all_covered += covered
+        print(f"| {height:.2f} m | {tilt:.0f} deg | {light:.1f} | {per_condition} | yes | {np.mean(errors):.3f} | "
+              f"{np.percentile(errors, 95):.3f} | {max(errors):.3f} | {100 * np.mean(agree):.1f}% | {missed} | "
+              f"{100 * np.mean(covered):.0f}% |")
+    print(f"| **all** | | | {len(all_errors)} | | **{np.mean(all_errors):.3f}** | "
+          f"**{np.percentile(all_errors, 95):.3f}** | {max(all_errors):.3f} | **{100 * np.mean(all_agree):.1f}%** | | "
+          f"{100 * np.mean(all_covered):.0f}% |")
+
+
+def stress(count: int) -> None:
+    rows: dict[str, list] = defaultdict(list)
+    seconds = 0.0
+    for frame in stress_frames(count, seed=20):
+        m = frame.camera_matrix
+        lens = CameraIntrinsics(640, 480, m[0, 0], m[1, 1], m[0, 2], m[1, 2], tuple(frame.distortion))
+        t0 = time.perf_counter()
+        result = measure_image(frame.frame, Geometry(), lens)
+        seconds += time.perf_counter() - t0
+        rows[frame.look.palette].append((frame, result))
+        rows["**all**"].append((frame, result))
+    print("\n| bowl on table | frames | rim >= 70% visible | measured of those | MAE cm | p95 cm | max cm | "
+          "within +/- | wrong > 1 cm outside +/- | median +/- cm |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, pairs in rows.items():
+        visible = [(f, r) for f, r in pairs if f.rim_visible >= 0.7]
+        done = [(f, r) for f, r in pairs if r.measurement is not None]
+        errors = np.array([abs(r.measurement.distance_cm - f.distance_cm) for f, r in done])
+        widths = np.array([r.measurement.uncertainty_cm for _, r in done])
+        print(f"| {name} | {len(pairs)} | {len(visible)} | {sum(r.measurement is not None for _, r in visible)} | "
+              f"{errors.mean():.3f} | {np.percentile(errors, 95):.3f} | {errors.max():.3f} | "
+              f"{100 * np.mean(errors <= widths):.0f}% | {int(np.sum((errors > 1) & (errors > widths)))} | "
+              f"{np.median(widths):.2f} |")
+    reasons: dict[str, int] = defaultdict(int)
+    for _, r in rows["**all**"]:
+        if r.reason is not None:
+            reasons[r.reason.value] += 1
+    print(f"\nnot measured: {dict(reasons)}; library time {1000 * seconds / count:.0f} ms per 640x480 frame")
+
+
+def _timed(cmd: list[str], cwd: Path, repeats: int = 2) -> float:
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+        best = min(best, time.perf_counter() - t0)
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"{' '.join(cmd)} failed: {done.stderr}")
+    return best
+
+
+def speed(count: int) -> None:
+    _, frames = truth_frames(SceneGeometry(), count, seed=5)
+    frames = list(frames)
+    matrix = camera_matrix(FOVY_DEG)
+    print("\n| harness measure --auto | images | start-up s | work ms/image | images/s (N images, end to end) |")
+    print("|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for lens_known in (False, True):
+            folder = root / ("lens" if lens_known else "plain")
+            (folder / "calibration").mkdir(parents=True)
+            names = []
+            for i, truth in enumerate(frames):
+                names.append(f"f{i:02d}.png")
+                image = distort(truth.frame, matrix, LENS) if lens_known else truth.frame
+                Image.fromarray(image).save(folder / names[-1])
+            if lens_known:
+                CameraIntrinsics(640, 480, matrix[0, 0], matrix[1, 1], 320, 240, tuple(LENS)).save(
+                    folder / "calibration" / "camera_top.yaml")
+            base = [sys.executable, "-m", "harness.cli", "measure", "--bowl-cm", "11.5", "--auto"]
+            if not lens_known:
+                base += ["--fovy-deg", str(FOVY_DEG)]
+            one = _timed([*base, names[0]], folder)
+            many = _timed([*base, *names], folder)
+            work = (many - one) / (count - 1)
+            label = "undistorted (camera_top.yaml)" if lens_known else "no lens calibration (--fovy-deg)"
+            print(f"| {label} | {count} | {one - work:.2f} | {1000 * work:.0f} | {count / many:.2f} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--per-condition", type=int, default=30)
+    parser.add_argument("--stress", type=int, default=48)
+    parser.add_argument("--speed-images", type=int, default=20)
     args = parser.parse_args()
-    print("| camera height | tilt | light | frames | rim found | MAE cm | p95 cm | max cm | in/out agreement | "
-          "not measured |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    all_errors, all_agree, seconds, measured = [], [], 0.0, 0
-    for height, tilt, light in CONDITIONS:
-        geometry = SceneGeometry(top_camera_height=height, top_camera_tilt_deg=tilt, light_intensity=light)
-        calibration, frames = truth_frames(geometry, args.per_condition, seed=int(height * 100 + tilt * 10))
-        rim = find_rim(calibration)
-        focal = 240 / math.tan(math.radians(FOVY_DEG / 2))
-        errors, agree, missed = [], [], 0
-        for truth in frames:
-            t0 = time.perf_counter()
-            try:
-                result = measure_frame(truth.frame, rim, Geometry(focal_px=focal))
-            except DetectionError:
-                missed += 1
-                continue
-            seconds += time.perf_counter() - t0
-            measured += 1
-            errors.append(abs(result.distance_cm - truth.distance_cm))
-            agree.append(result.inside == truth.inside)
-        all_errors += errors
-        all_agree += agree
-        print(f"| {height:.2f} m | {tilt:.0f} deg | {light:.1f} | {args.per_condition} | {'yes' if rim else 'no'} | "
-              f"{np.mean(errors):.3f} | {np.percentile(errors, 95):.3f} | {max(errors):.3f} | "
-              f"{100 * np.mean(agree):.1f}% | {missed} |")
-    print(f"| **all** | | | {len(all_errors)} | | **{np.mean(all_errors):.3f}** | "
-          f"**{np.percentile(all_errors, 95):.3f}** | {max(all_errors):.3f} | **{100 * np.mean(all_agree):.1f}%** | |")
-    print(f"\nMeasurement speed: {measured / seconds:.0f} frames/s (640x480, after calibration)")
+    clean_conditions(args.per_condition)
+    stress(args.stress)
+    speed(args.speed_images)
 
 
 if __name__ == "__main__":
