@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.app.build import FrontEnd, RunSetup, check_policy_fits_robot, check_run_flags, prepare_run
+from harness.app.parallel import check_workers, run_parallel
 from harness.app.parts import Parts
 from harness.app.sheet import rename_map_from, resolve_sheet, sheet_path
 from harness.models.lock import WriterLock
@@ -31,6 +32,11 @@ def wants_tui(args: argparse.Namespace) -> bool:
     return not args.headless and sys.stdin.isatty() and sys.stdout.isatty()
 
 
+def parallel(args: argparse.Namespace) -> bool:
+    """`--workers` above one, or a Ray cluster named: the trials go to Ray workers."""
+    return (getattr(args, "workers", 1) or 1) > 1 or bool(getattr(args, "address", None))
+
+
 def run_from_args(args: argparse.Namespace, parts: Parts | None = None) -> int:
     """Check everything that needs no lock first, so bad input leaves nothing behind: flags, the
     protocol, the scoresheet to resume (read and verified), the policy (loaded). Then the writer
@@ -43,6 +49,7 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None) -> int:
     path = sheet_path(args, protocol, protocol_path)
     sheet, created = resolve_sheet(args, protocol, protocol_path, path, create=False)
     check_policy_fits_robot(sheet.locked.policy.ref, sheet.locked.robot)
+    check_workers(args, sheet.locked.robot)
     if sheet.complete:
         print(f"{sheet.path}: all {sheet.locked.trial_count} trials are scored.\n")
         print(format_summary(summarize(sheet)))
@@ -72,6 +79,12 @@ def _run_locked(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     setup: RunSetup | None = None
     try:
+        if parallel(args):
+            policy.close()   # loaded to check it; each worker loads its own
+            run_parallel(args, protocol, sheet, created)
+            print()
+            print(format_summary(summarize(sheet)))
+            return 0
         setup = prepare_run(args, protocol, sheet, front_end, parts, policy)
         if created:
             sheet.create()   # policy loaded, robot connected, cameras there: now the sheet is locked

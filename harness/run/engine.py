@@ -177,6 +177,11 @@ class RunEngine:
         """Run and record one attempt at `trial` (the scoresheet is saved before this returns)."""
         return self._run_trial(trial, done, total)[0]
 
+    def attempt_trial(self, trial: Trial, done: int = 0, total: int = 0) -> tuple[Attempt, Void | None]:
+        """One recorded attempt and the void that decides whether a run pauses (None when scored): what a
+        parallel worker hands its driver, which makes the pause decision a serial run would have made."""
+        return self._run_trial(trial, done, total)
+
     def _run_trial(self, trial: Trial, done: int, total: int) -> tuple[Attempt, Void | None]:
         number = self.sheet.next_attempt_number(trial.index)
         self.observer.trial_started(trial, number, done, total)

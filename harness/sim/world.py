@@ -87,6 +87,7 @@ class SimWorld:
         self.frozen_cameras.clear()
         self._frozen_frames.clear()
         self._frozen_requested.clear()
+        self._render_count = 0   # each trial's sensor noise starts afresh: its frames do not depend on earlier trials
 
     def reset(self, cube_xy: tuple[float, float], cube_yaw: float, joints: dict[str, float],
               seed: int = 0) -> None:

@@ -36,6 +36,15 @@ def register(sub: Any) -> None:
     parser.add_argument("--no-video", action="store_true", help="keep final frames and trajectories only")
     parser.add_argument("--record-dataset", nargs="?", const="", default=None, metavar="DIR",
                         help="also write the rollouts as a LeRobot v3.0 dataset (default runs/<scoresheet>/dataset)")
+    parser.add_argument("--record-size", default="128x96", metavar="WxH",
+                        help="--record-dataset frame size (default 128x96: ACT trains at under a second a step on "
+                             "a laptop CPU; 640x480 costs ~25 s a step)")
+    parser.add_argument("--record-codec", default="h264", choices=["h264", "libsvtav1", "hevc"],
+                        help="--record-dataset video codec (default h264: fastest to encode and decode on a CPU; "
+                             "libsvtav1, LeRobot's default, makes the smallest files)")
+    parser.add_argument("--record-fps", type=int, metavar="N",
+                        help="--record-dataset frame rate, a divisor of the protocol's control rate (default: "
+                             "the control rate)")
     parser.add_argument("--device", help="torch device for LeRobot policies (default: cuda if available)")
     parser.add_argument("--max-trials", type=int, help="stop after this many attempts (the run stays resumable)")
     parser.add_argument("--inject-dropout", metavar="TRIAL:STEP",
@@ -45,4 +54,8 @@ def register(sub: Any) -> None:
                              "arm executing its last command meanwhile (default: lock-step); locked with the run")
     parser.add_argument("--latency", choices=["measured"],
                         help="simulated arm: the latency model with each action's own measured policy time")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="simulated arm only: run trials in parallel on this many Ray workers; the scoresheet "
+                             "is written in trial order, as a serial run writes it (default 1)")
+    parser.add_argument("--address", help="an existing Ray cluster to run --workers on (default: a local Ray runtime)")
     parser.set_defaults(func=run)
