@@ -1,5 +1,6 @@
 """Feetech bus speed through the emulator: sync read/write with wire timing at 1 Mbaud, stock LeRobot
-bus vs the re-locking bus, and fix-ids' diagnosis against LeRobot's scan_port on a collided chain.
+bus vs the re-locking bus, fix-ids' diagnosis against LeRobot's scan_port on a collided chain, and
+fix-ids' voting scan against the single-ping scan it replaced, on a clean and a noisy line.
 
 Run: .venv/bin/python benchmarks/bus_bench.py
 """
@@ -18,21 +19,22 @@ from lerobot.motors.feetech import FeetechMotorsBus
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.bus import protocol as p
-from harness.bus.emulator import Servo, ServoChain
-from harness.bus.fix_ids import diagnose, quick_scan
+from harness.bus.diagnosis import diagnose
+from harness.bus.emulator import Faults, Servo, ServoChain
 from harness.bus.pty_port import PtyBus
 from harness.bus.relocking_bus import RelockingFeetechBus
+from harness.bus.scan import SCAN_BAUDS, SO101_IDS, TARGET_BAUD, Details, Heard, Scan, Seen, quick_scan
 from harness.bus.scenario import SO101_NAMES
 from harness.bus.wire import Wire
 
 ITERATIONS = 300
 
 
-def chain(gripper_id: int = 6) -> ServoChain:
+def chain(gripper_id: int = 6, faults: Faults | None = None) -> ServoChain:
     servos = [Servo(n, i + 1) for i, n in enumerate(SO101_NAMES)]
     servos[5].eeprom[p.ADDR_ID] = gripper_id
     servos[5].power_cycle()
-    return ServoChain(servos)
+    return ServoChain(servos, faults)
 
 
 def motors() -> dict[str, Motor]:
@@ -81,6 +83,57 @@ def diagnosis() -> None:
         print(f"| LeRobot scan_port | broadcast ping at each baud rate | {elapsed:.2f} | found {found} |")
 
 
+def single_ping_scan(wire: Wire) -> Scan:
+    """The scan fix-ids used before issue 14: one ping per ID per baud rate, one read of model and Lock."""
+    t0 = time.perf_counter()
+    scan = Scan()
+    state = {"ok": Heard.ANSWERS, "garbled": Heard.COLLIDES, "none": Heard.SILENT}
+    for baud in SCAN_BAUDS:
+        wire.set_baud(baud)
+        for servo_id in SO101_IDS:
+            heard = state[wire.ping(servo_id).state]
+            if heard is Heard.SILENT:
+                continue
+            details = Details()
+            if heard is Heard.ANSWERS:
+                model, lock = wire.read(servo_id, p.ADDR_MODEL, 2), wire.read(servo_id, p.ADDR_LOCK, 1)
+                details = Details(model=int.from_bytes(model.data, "little") if model.state == "ok" else None,
+                                  lock=lock.data[0] if lock.state == "ok" and lock.data else None)
+            scan.seen.append(Seen(baud, servo_id, heard, details=details))
+    wire.set_baud(TARGET_BAUD)
+    scan.seconds = time.perf_counter() - t0
+    return scan
+
+
+LINES = {"clean": (0.0, 0.0), "5% dropped + 5% corrupted": (0.05, 0.05), "10% dropped + 10% corrupted": (0.1, 0.1)}
+ARMS = {"healthy": (6, set()), "gripper also at ID 5": (5, {("collision", 5), ("missing", 6)})}
+
+
+def noisy_line(runs: int = 5) -> None:
+    print("\n| line | arm | single ping (before): s, wrong | voting scan (after): s, wrong | after: how sure |")
+    print("|---|---|---|---|---|")
+    for line, (drop, corrupt) in LINES.items():
+        for arm, (gripper_id, expected) in ARMS.items():
+            cells, sure = [], []
+            for scanner in (single_ping_scan, quick_scan):
+                seconds, wrong = [], 0
+                for seed in range(runs):
+                    with PtyBus(chain(gripper_id, Faults(drop, corrupt, seed)), wire_timing=True) as emu, \
+                            serial.Serial(emu.port, 1_000_000, timeout=0) as ser:
+                        t0 = time.perf_counter()
+                        scan = scanner(Wire(ser))
+                        found = {(f.kind.value, f.servo_id) for f in diagnose(scan)}
+                        seconds.append(time.perf_counter() - t0)
+                    wrong += found != expected
+                    if scanner is quick_scan:
+                        sure.append(scan.certainty.value)
+                cells.append(f"{statistics.median(seconds):.2f}, {wrong} of {runs}")
+            verdicts = ", ".join(f"{sure.count(v)} {v}" for v in ("sure", "likely", "unsure") if sure.count(v))
+            print(f"| {line} | {arm} | {cells[0]} | {cells[1]} | {verdicts} |")
+
+
 if __name__ == "__main__":
-    sync_io()
-    diagnosis()
+    if "--noise-only" not in sys.argv:
+        sync_io()
+        diagnosis()
+    noisy_line()
