@@ -12,7 +12,7 @@ import pytest
 
 from harness.app.parts import make_real_robot
 from harness.bus import protocol as p
-from harness.bus.emulator import ServoChain
+from harness.bus.emulator import ErrorBit, ServoChain
 from harness.bus.pty_port import PtyBus
 from harness.bus.scenario import build_chain, default_scenario
 from harness.errors import RunPaused
@@ -130,4 +130,19 @@ def test_a_servo_missing_at_connect_pauses_with_its_name_and_locks_nothing(workd
     assert "run paused" in err and "no answer from elbow_flex" in err and "harness fix-ids --port" in err
     assert "Traceback" not in err
     assert not list(workdir.glob("scoresheets/*.yaml"))       # nothing locked: the arm never connected
+    assert not any(s.torque_enabled for s in chain.servos)
+
+
+def overload_trips_the_elbow(chain: ServoChain) -> None:
+    """The elbow's overload protection releases its torque (a jammed joint), the others carry on."""
+    elbow = chain.servo("elbow_flex")
+    elbow.latched_errors |= ErrorBit.OVERLOAD
+    elbow.ram[p.ADDR_TORQUE_ENABLE] = 0
+
+
+@pytest.mark.slow
+def test_a_tripped_protection_is_named_as_such_not_as_a_power_cycle(tmp_path) -> None:
+    paused, sheet, chain, _, _ = run_until_fault(tmp_path, START_POSE_WRITES + 10, overload_trips_the_elbow)
+    assert paused.void.kind is VoidKind.ROBOT_IO_ERROR
+    assert "torque released by the servo's own protection: elbow_flex (overload)" in sheet.attempts[-1].void_reason
     assert not any(s.torque_enabled for s in chain.servos)
