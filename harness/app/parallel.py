@@ -152,7 +152,7 @@ def store_evidence(result: TrialResult, runs_dir: Path, stem: str) -> Attempt:
 
 def check_workers(args: argparse.Namespace, robot: str) -> None:
     """`--workers` is for the simulated arm, plain mode, no dataset recording: refused before any lock."""
-    workers = getattr(args, "workers", 1) or 1
+    workers = getattr(args, "workers", 1)
     if not 1 <= workers <= MAX_WORKERS:
         raise HarnessInputError(None, "--workers", f"{workers}: must be within 1..{MAX_WORKERS}")
     if workers == 1 and not getattr(args, "address", None):

@@ -34,7 +34,7 @@ def wants_tui(args: argparse.Namespace) -> bool:
 
 def parallel(args: argparse.Namespace) -> bool:
     """`--workers` above one, or a Ray cluster named: the trials go to Ray workers."""
-    return (getattr(args, "workers", 1) or 1) > 1 or bool(getattr(args, "address", None))
+    return getattr(args, "workers", 1) > 1 or bool(getattr(args, "address", None))
 
 
 def run_from_args(args: argparse.Namespace, parts: Parts | None = None) -> int:

@@ -1,0 +1,119 @@
+"""`harness run --workers N` on Ray: the same scoresheet and evidence as a serial run, faults included."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.models.scoresheet import load_scoresheet
+from harness.models.taxonomy import Label
+
+PROTOCOL_ARGS = ["protocol", "new", "--randomized", "--n", "4", "--radius-cm", "4", "--min-spacing-cm", "1.2",
+                 "--max-yaw-deg", "20", "--seed", "3"]
+
+
+def _protocol(tmp_path: Path) -> Path:
+    path = tmp_path / "p4.yaml"
+    assert main([*PROTOCOL_ARGS, "-o", str(path)]) == 0
+    return path
+
+
+def _run(protocol: Path, tmp_path: Path, name: str, *extra: str) -> int:
+    return main(["run", str(protocol), "--headless", "--policy", "expert", "--scoresheet", str(tmp_path / f"{name}.yaml"),
+                 "--runs-dir", str(tmp_path / "runs"), *extra])
+
+
+def _outcomes(path: Path) -> list[tuple[int, int, str, float | None, int]]:
+    sheet = load_scoresheet(path)
+    return [(a.trial_index, a.attempt, a.label, a.placement_error_cm, a.loop.steps) for a in sheet.attempts]
+
+
+@pytest.mark.parametrize("flags", [["--workers", "0"], ["--workers", "2", "--record-dataset"],
+                                   ["--workers", "2", "--robot", "so101", "--port", "/dev/null"]])
+def test_workers_refused_before_anything_is_written(tmp_path: Path, flags: list[str], capsys) -> None:
+    protocol = _protocol(tmp_path)
+    assert _run(protocol, tmp_path, "refused", *flags) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("harness: error:")
+    assert not (tmp_path / "refused.yaml").exists()
+
+
+@pytest.mark.slow
+def test_parallel_run_records_what_a_serial_run_records(tmp_path: Path) -> None:
+    protocol = _protocol(tmp_path)
+    assert _run(protocol, tmp_path, "serial") == 0
+    assert _run(protocol, tmp_path, "parallel", "--workers", "2") == 0
+    serial, parallel = _outcomes(tmp_path / "serial.yaml"), _outcomes(tmp_path / "parallel.yaml")
+    assert [o[:2] for o in parallel] == [(1, 1), (2, 1), (3, 1), (4, 1)]   # trial order, one attempt each
+    assert parallel == serial
+    for trial in range(1, 5):
+        a = tmp_path / "runs" / "serial" / f"trial-{trial:03d}-a1"
+        b = tmp_path / "runs" / "parallel" / f"trial-{trial:03d}-a1"
+        assert sorted(p.name for p in a.iterdir()) == sorted(p.name for p in b.iterdir())
+        assert (a / "final_top.png").read_bytes() == (b / "final_top.png").read_bytes()
+    sheet = load_scoresheet(tmp_path / "parallel.yaml")
+    for attempt in sheet.attempts:   # the evidence the scoresheet points at is where it says
+        assert all(Path(p).is_file() for p in attempt.artifacts.values())
+
+
+def _kill_first_busy_worker(killed: list[int], stop: threading.Event) -> None:
+    import psutil
+
+    while not stop.is_set() and not killed:
+        for proc in psutil.process_iter(["pid", "cmdline"]):
+            title = " ".join(proc.info["cmdline"] or [])
+            if "TrialWorkerImpl.run_trial" in title:
+                time.sleep(1.0)   # well inside the trial
+                os.kill(proc.info["pid"], signal.SIGKILL)
+                killed.append(proc.info["pid"])
+                return
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_trial_voids_nothing_and_its_trial_is_retried(tmp_path: Path) -> None:
+    protocol = _protocol(tmp_path)
+    killed: list[int] = []
+    stop = threading.Event()
+    killer = threading.Thread(target=_kill_first_busy_worker, args=(killed, stop), daemon=True)
+    killer.start()
+    try:
+        assert _run(protocol, tmp_path, "killed", "--workers", "2") == 0
+    finally:
+        stop.set()
+        killer.join(timeout=5)
+    assert killed, "no worker was seen running a trial"
+    outcomes = _outcomes(tmp_path / "killed.yaml")
+    assert [o[:3] for o in outcomes] == [(i, 1, Label.SUCCESS) for i in range(1, 5)]
+
+
+@pytest.mark.slow
+def test_driver_killed_then_resumed_records_every_trial_once(tmp_path: Path) -> None:
+    protocol = _protocol(tmp_path)
+    sheet = tmp_path / "driver.yaml"
+    command = [sys.executable, "-m", "harness.cli", "run", str(protocol), "--headless", "--policy", "expert",
+               "--scoresheet", str(sheet), "--runs-dir", str(tmp_path / "runs"), "--workers", "2"]
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              start_new_session=True)
+    assert driver.stdout is not None
+    for line in driver.stdout:   # the first recorded trial, then the driver dies without warning
+        if "trial   1" in line:
+            break
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait(timeout=30)
+    recorded = _outcomes(sheet)
+    assert 1 <= len(recorded) < 4
+    assert main(["run", str(protocol), "--headless", "--resume", "--scoresheet", str(sheet),
+                 "--runs-dir", str(tmp_path / "runs"), "--workers", "2"]) == 0
+    outcomes = _outcomes(sheet)
+    assert outcomes[:len(recorded)] == recorded
+    assert sorted(o[0] for o in outcomes) == [1, 2, 3, 4]
+    assert all(o[2] == Label.SUCCESS for o in outcomes)
