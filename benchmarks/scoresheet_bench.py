@@ -75,7 +75,7 @@ def build_sheet(folder: Path, size: int) -> Path:
 
 
 def bulk_fill(sheet, attempts) -> None:
-    """Setup only (not timed): record many attempts in one write, as the storage allows."""
+    """Setup only (not timed): record many attempts with one whole-file write."""
     from harness.models.scoresheet import _chained
 
     for attempt in attempts:
@@ -93,8 +93,11 @@ def timed(fn, repeat: int) -> float:
     return statistics.median(runs)
 
 
-def child(args: list[str]) -> tuple[float, float, str]:
-    """Wall seconds and peak RSS (MiB) of a child process, and its stdout."""
+def child(args: list[str]) -> tuple[float, float, float, str]:
+    """Wall seconds, CPU seconds and peak RSS (MiB) of a child process, and its stdout.
+
+    CPU time is reported beside wall time because the reference machine is shared: under
+    contention wall time grows, the CPU a command needs does not."""
     t0 = time.perf_counter()
     process = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     out = process.stdout.read()
@@ -103,7 +106,7 @@ def child(args: list[str]) -> tuple[float, float, str]:
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode:
         raise SystemExit(f"{args} failed with {process.returncode}")
-    return wall, usage.ru_maxrss / 1024, out
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out
 
 
 def measure(size: int, scratch: Path) -> dict[str, float]:
@@ -126,10 +129,11 @@ def measure(size: int, scratch: Path) -> dict[str, float]:
         appends.append(time.perf_counter() - t0)
     results["append"] = statistics.median(appends)
     clone(path, copy)
-    wall, rss, out = child([sys.executable, "-c", RESUME_AND_APPEND, str(copy)])
-    results["resume_in"], results["resume_wall"], results["resume_rss"] = float(out.split()[-1]), wall, rss
+    wall, cpu, rss, out = child([sys.executable, "-c", RESUME_AND_APPEND, str(copy)])
+    results["resume_in"], results["resume_wall"], results["resume_cpu"], results["resume_rss"] = (
+        float(out.split()[-1]), wall, cpu, rss)
     harness = str(Path(sys.executable).with_name("harness"))
-    results["report_wall"], results["report_rss"], _ = child([harness, "report", str(path)])
+    results["report_wall"], results["report_cpu"], results["report_rss"], _ = child([harness, "report", str(path)])
     return results
 
 
@@ -144,15 +148,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[50, 500, 5000])
     args = parser.parse_args()
-    print("| attempts | append (one trial) | load | pending_trials | resume+append: in process / command / "
-          "peak RSS | `harness report`: command / peak RSS |")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print("| attempts | append (one trial) | load | pending_trials | resume+append: in process / command wall / "
+          "CPU / peak RSS | `harness report`: wall / CPU / peak RSS |")
     print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="scoresheet-bench-") as scratch:
         for size in args.sizes:
             r = measure(size, Path(scratch))
             print(f"| {size:,} | {r['append'] * 1000:.1f} ms | {r['load'] * 1000:.0f} ms | "
                   f"{r['pending'] * 1000:.2f} ms | {r['resume_in']:.2f} s / {r['resume_wall']:.2f} s / "
-                  f"{r['resume_rss']:.0f} MiB | {r['report_wall']:.2f} s / {r['report_rss']:.0f} MiB |", flush=True)
+                  f"{r['resume_cpu']:.2f} s / {r['resume_rss']:.0f} MiB | {r['report_wall']:.2f} s / "
+                  f"{r['report_cpu']:.2f} s / {r['report_rss']:.0f} MiB |", flush=True)
 
 
 if __name__ == "__main__":
