@@ -168,12 +168,12 @@ def test_overload_on_a_jammed_joint_trips_after_the_protection_time() -> None:
     chain = build_chain(Scenario(servos=[ServoSpec(name="elbow_flex", id=1, jammed=True)]))
     with PtyBus(chain) as pty:
         bus = _bus(pty.port)
-        bus.write("Protection_Time", "elbow_flex", 20, normalize=False)   # 10 ms units: 0.2 s
+        bus.write("Protection_Time", "elbow_flex", 50, normalize=False)   # 10 ms units: 0.5 s
         bus.enable_torque()
         bus.write("Goal_Position", "elbow_flex", 2600, normalize=False)
         handler, packets = _sdk(pty.port)
-        load, _, error = packets.read2ByteTxRx(handler, 1, 60)
-        assert load == 1000 and not error & scs.ERRBIT_OVERLOAD     # pushing hard, not tripped yet
+        _wait_for(lambda: packets.read2ByteTxRx(handler, 1, 60)[0] == 1000)   # pushing hard against the jam
+        assert not packets.read1ByteTxRx(handler, 1, 65)[0] & scs.ERRBIT_OVERLOAD   # not for long enough yet
         _wait_for(lambda: packets.read1ByteTxRx(handler, 1, 65)[0] & scs.ERRBIT_OVERLOAD)
         assert packets.read1ByteTxRx(handler, 1, p.ADDR_TORQUE_ENABLE)[0] == 0
         assert packets.read2ByteTxRx(handler, 1, 56)[0] == 2048        # the shaft never moved

@@ -110,6 +110,7 @@ class Servo:
     temperature_c: float = AMBIENT_C + 3.0
     supply_v: float = 12.0
     jammed: bool = False
+    load_protection: bool = True   # False where the load comes from a physics model (see `sense`)
     load: float = field(default=0.0, init=False)
     velocity: float = field(default=0.0, init=False)
     eeprom: bytearray = field(init=False)
@@ -200,7 +201,7 @@ class Servo:
 
     # --- register access ---------------------------------------------------
     def read(self, address: int, length: int) -> bytes:
-        self._write_present()
+        self.sense(0.0)   # registers as of now, whatever the console or a scenario changed since the last tick
         return bytes(self.ram[address:address + length]).ljust(length, b"\x00")
 
     def write(self, address: int, data: bytes) -> None:
@@ -256,10 +257,10 @@ class Servo:
         self.velocity = (self.position - before) / dt if dt > 0 else 0.0
         self.sense(dt)
 
-    def sense(self, dt: float, load_protection: bool = True) -> None:
+    def sense(self, dt: float) -> None:
         """Advance temperature and the protection timers by `dt`, then write the Present_* registers.
 
-        `load_protection=False` leaves overload/over-current to an explicit jam (used where the
+        With `load_protection` off, overload/over-current trip only on an explicit jam (used where the
         load comes from a physics model whose force caps are not the servo's torque limit)."""
         torque = self.torque_enabled
         share = min(abs(self.load), 1000.0) / 1000.0
@@ -267,7 +268,7 @@ class Servo:
         target_c = AMBIENT_C + HEATING_AT_FULL_LOAD_C * share
         if dt > 0:
             self.temperature_c += (target_c - self.temperature_c) * min(1.0, dt / THERMAL_TAU_S)
-        counts_for_protection = load_protection or self.jammed
+        counts_for_protection = self.load_protection or self.jammed
         overload_threshold = self.ram[ADDR_OVERLOAD_TORQUE] * 10
         if torque and counts_for_protection and abs(self.load) >= max(overload_threshold, 1):
             self._overload_s += dt

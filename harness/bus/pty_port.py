@@ -51,24 +51,24 @@ class PtyBus:
         last_tick = time.monotonic()
         while not self._stop.is_set():
             ready, _, _ = select.select([self.master], [], [], self._tick_s)
+            if ready:   # answer first: the physics tick below may take milliseconds, a reply must not wait
+                try:
+                    buffer += os.read(self.master, 4096)
+                except OSError:
+                    return
+                baud = _baud_of(self.slave)
+                while (packet := p.take_packet(buffer)) is not None:
+                    with self.lock:
+                        reply = self.chain.handle(packet, baud)
+                    if reply:
+                        if self.wire_timing:
+                            time.sleep(len(reply) * 10 / baud)
+                        os.write(self.master, reply)
             now = time.monotonic()
-            with self.lock:
-                self.chain.tick(now - last_tick)
-            last_tick = now
-            if not ready:
-                continue
-            try:
-                buffer += os.read(self.master, 4096)
-            except OSError:
-                return
-            baud = _baud_of(self.slave)
-            while (packet := p.take_packet(buffer)) is not None:
+            if now - last_tick >= self._tick_s or not ready:
                 with self.lock:
-                    reply = self.chain.handle(packet, baud)
-                if reply:
-                    if self.wire_timing:
-                        time.sleep(len(reply) * 10 / baud)
-                    os.write(self.master, reply)
+                    self.chain.tick(now - last_tick)
+                last_tick = now
 
     def close(self) -> None:
         self._stop.set()

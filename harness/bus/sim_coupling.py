@@ -56,6 +56,8 @@ class SimCoupledChain(ServoChain):
     def __init__(self, servos: list[Servo], world: object, calibration: dict[str, JointCalibration],
                  faults: Faults | None = None) -> None:
         super().__init__(servos, faults)
+        for servo in servos:
+            servo.load_protection = False   # the MuJoCo actuators' force cap is not the servo's torque limit
         self.world = world
         self.calibration = calibration
         self._pending_s = 0.0
@@ -118,7 +120,7 @@ class SimCoupledChain(ServoChain):
                                                                                 1000))
             else:
                 servo.load = 0.0
-            servo.sense(elapsed, load_protection=False)
+            servo.sense(elapsed)
 
 
 def so101_servos() -> list[Servo]:
