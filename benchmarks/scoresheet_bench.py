@@ -62,13 +62,13 @@ def attempt_fields(index: int) -> dict:
     }
 
 
-def build_sheet(folder: Path, size: int) -> Path:
+def build_sheet(folder: Path, size: int, name: str = "sheet.yaml") -> Path:
     """A sheet over `size` + 1 trials with `size` attempts recorded (one trial left to append)."""
     protocol = Protocol(name="bench", task="t", start_pose=DEFAULT_START_POSE, success_definition=DEFAULT_SUCCESS,
                         trials=[Trial(index=i, dx_cm=0.0, dy_cm=0.0) for i in range(1, size + 2)])
-    protocol_path = folder / "bench.yaml"
+    protocol_path = folder / "bench-protocol.yaml"
     protocol_path.write_text(protocol_to_yaml(protocol))
-    sheet_path = folder / "sheet.yaml"
+    sheet_path = folder / name
     sheet = lock_scoresheet(sheet_path, build_locked(protocol, protocol_path, "expert", "sim"), {})
     bulk_fill(sheet, [attempt_from_label("success", **attempt_fields(i)) for i in range(1, size + 1)])
     return sheet_path
@@ -144,9 +144,42 @@ def clone(source: Path, target: Path) -> None:
             (target.parent / sibling.name.replace(source.name, target.name)).write_bytes(sibling.read_bytes())
 
 
+def measure_command(scratch: Path, images: int) -> float:
+    """Images per second of `harness measure` over one run folder whose sheet has an attempt per image:
+    simulator frames (bowl, cube, arm), rim found automatically, annotated PNGs and the sheet written."""
+    import contextlib
+    import io
+
+    from PIL import Image
+
+    import harness.sim  # noqa: F401  (headless GL before mujoco)
+    from harness.cli import main as harness_main
+    from harness.sim.scene import SceneGeometry
+    from harness.sim.truth import truth_frames
+
+    folder = scratch / "measure"
+    (folder / "scoresheets").mkdir(parents=True)
+    build_sheet(folder / "scoresheets", images, name="bench.yaml")
+    _, frames = truth_frames(SceneGeometry(), images, seed=7)
+    for index, truth in enumerate(frames, start=1):
+        trial = folder / "runs" / "bench" / f"trial-{index:04d}-a1"
+        trial.mkdir(parents=True)
+        Image.fromarray(truth.frame).save(trial / "final_top.png")
+    previous = Path.cwd()
+    os.chdir(folder)
+    try:
+        t0 = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):
+            harness_main(["measure", "runs/bench", "--bowl-cm", "11.5", "--auto"])
+        return images / (time.perf_counter() - t0)
+    finally:
+        os.chdir(previous)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[50, 500, 5000])
+    parser.add_argument("--measure-images", type=int, default=50, help="0 skips the `harness measure` row")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print("| attempts | append (one trial) | load | pending_trials | resume+append: in process / command wall / "
@@ -159,6 +192,10 @@ def main() -> None:
                   f"{r['pending'] * 1000:.2f} ms | {r['resume_in']:.2f} s / {r['resume_wall']:.2f} s / "
                   f"{r['resume_cpu']:.2f} s / {r['resume_rss']:.0f} MiB | {r['report_wall']:.2f} s / "
                   f"{r['report_cpu']:.2f} s / {r['report_rss']:.0f} MiB |", flush=True)
+        if args.measure_images:
+            rate = measure_command(Path(scratch), args.measure_images)
+            print(f"\n`harness measure` over {args.measure_images} final frames (auto rim, annotated PNGs, "
+                  f"measurements recorded): {rate:.1f} images/s")
 
 
 if __name__ == "__main__":
