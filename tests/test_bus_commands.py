@@ -72,6 +72,7 @@ def test_emulate_bus_with_closed_input_keeps_serving_from_another_folder(tmp_pat
         assert child.wait(timeout=10) == 0
 
 
+@pytest.mark.slow
 def test_fix_ids_speaks_first_and_enter_typed_while_busy_answers_nothing() -> None:
     chain = arm(ids={"gripper": 5})
     master, slave = os.openpty()

@@ -110,6 +110,7 @@ def test_only_accepted_attempts_become_episodes_and_the_meta_files_agree(tmp_pat
     assert [a["attempt"] for a in Journal.open(state_dir(root) / "journal.jsonl").attempts()] == [1, 2, 3, 4, 5]
 
 
+@pytest.mark.slow
 def test_30_and_60_hz_run_the_same_physics_steps_per_second(tmp_path) -> None:
     rates = {}
     for fps in (30, 60):
@@ -151,6 +152,7 @@ def test_an_interrupted_collection_resumes_from_its_last_checkpoint(tmp_path) ->
     assert int(dataset[len(dataset) - 1]["episode_index"]) == 3
 
 
+@pytest.mark.slow
 def test_a_collection_refuses_other_settings_and_foreign_folders(tmp_path) -> None:
     protocol = _protocol([(0.0, 0.0)])
     root = tmp_path / "demos"

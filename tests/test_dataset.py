@@ -29,6 +29,7 @@ def test_a_clean_dataset_passes_and_lerobot_loads_it(clean) -> None:
     assert dataset.num_episodes == 6 and dataset[100]["observation.images.top"].shape == (3, 96, 128)
 
 
+@pytest.mark.slow
 def test_an_av1_dataset_written_with_lerobots_defaults_passes(tmp_path) -> None:
     av1 = make_dataset(tmp_path / "clean_av1", episodes=3, frames_per_episode=12, vcodec="libsvtav1")
     assert validate_dataset(av1.root, processes=2).exit_code == 0
@@ -45,6 +46,7 @@ def test_each_defect_class_is_caught_with_its_code(clean, tmp_path, defect) -> N
     assert code in {p.code for p in report.problems}, [p.code for p in report.problems]
 
 
+@pytest.mark.slow
 def test_json_output_and_exit_codes(clean, tmp_path, capsys) -> None:
     assert main(["dataset", "validate", str(clean.root), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["exit_code"] == 0
@@ -75,6 +77,7 @@ def test_coverage_finds_the_known_cube_positions_within_2px(clean) -> None:
     assert min(s.score for s in coverage.starts) > 0.6
 
 
+@pytest.mark.slow
 def test_coverage_says_plainly_when_the_data_cover_one_spot(tmp_path, capsys) -> None:
     one_spot = make_dataset(tmp_path / "one_spot", episodes=4, frames_per_episode=6, cube_spread_px=1.0)
     out = tmp_path / "coverage.png"

@@ -64,6 +64,7 @@ def _decoded(path: str) -> list[np.ndarray]:
         return [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
 
 
+@pytest.mark.slow
 def test_the_writer_process_writes_the_same_evidence_as_the_loop(tmp_path, writer) -> None:
     inline, _ = _trial(tmp_path / "inline" / "trial-001-a1", None)
     offloaded, recorder = _trial(tmp_path / "writer" / "trial-001-a1", writer)
@@ -83,11 +84,13 @@ def test_the_writer_process_writes_the_same_evidence_as_the_loop(tmp_path, write
     assert not (tmp_path / "writer" / "trial-001-a1.partial").exists()
 
 
+@pytest.mark.slow
 def test_a_frozen_camera_in_the_rendered_evidence_is_reported(tmp_path, writer) -> None:
     _, recorder = _trial(tmp_path / "trial-002-a1", writer, steps=90, freeze_at=20)
     assert recorder.dropout() is not None and recorder.dropout().startswith("top repeated the same frame")
 
 
+@pytest.mark.slow
 def test_a_full_queue_drops_frames_and_the_folder_says_so(tmp_path) -> None:
     slow = EvidenceWriter(scene=None, control_fps=30, queue_frames=1)
     try:

@@ -263,6 +263,7 @@ def test_nan_infinite_and_absurd_protocol_values_are_refused_by_name(tmp_path, e
         load_protocol(path)
 
 
+@pytest.mark.slow
 def test_a_protocol_beyond_10k_trials_or_an_infinite_reach_is_refused(tmp_path) -> None:
     data = yaml.safe_load((REPO / "tests" / "data" / "small.yaml").read_text())
     data["trials"] = [{"index": i, "dx_cm": 0.0, "dy_cm": 0.0} for i in range(1, 10_002)]

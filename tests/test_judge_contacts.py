@@ -6,6 +6,7 @@ import math
 
 import mujoco
 import numpy as np
+import pytest
 
 import harness.sim  # noqa: F401  (selects the headless GL backend)
 from harness.models.defaults import DEFAULT_START_POSE
@@ -33,6 +34,7 @@ def _full_scan(world: SimWorld) -> tuple[float, float, float]:
     return sums[0], sums[1], sums[2]
 
 
+@pytest.mark.slow
 def test_contact_forces_equal_a_full_scan_through_a_pick_and_place() -> None:
     world = SimWorld()
     world.reset((0.22, -0.05), math.radians(15), DEFAULT_START_POSE)

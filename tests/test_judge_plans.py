@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import harness.sim  # noqa: F401  (selects the headless GL backend)
 from harness.models.protocol import JOINT_NAMES, load_protocol
@@ -17,6 +18,7 @@ from harness.sim.world import SimWorld
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_a_plan_read_back_from_disk_is_the_plan_and_new_poses_are_planned(tmp_path) -> None:
     protocol = load_protocol(REPO / "tests" / "data" / "small.yaml")
     world = SimWorld(control_fps=protocol.fps)

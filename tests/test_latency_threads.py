@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from harness.policies.lerobot_policy import LeRobotPolicy, ThreadPolicy, available_cores
@@ -15,6 +16,7 @@ def test_inference_gets_the_cores_nobody_else_needs() -> None:
     assert ThreadPolicy.for_cores(8, reserved=2).record() == {"cores": 8, "reserved_cores": 2, "torch_threads": 6}
 
 
+@pytest.mark.slow
 def test_a_lerobot_policy_sets_torch_threads_and_says_how_many(tmp_path) -> None:
     ckpt = save_tiny_act(tmp_path / "tiny_act")
     before = torch.get_num_threads()

@@ -117,6 +117,7 @@ def test_so101_follower_observes_both_simulated_cameras(tmp_path: Path) -> None:
         robot.disconnect()
 
 
+@pytest.mark.slow
 def test_lerobot_discovers_the_camera_plugin() -> None:
     code = ("from lerobot.utils.import_utils import register_third_party_plugins; register_third_party_plugins(); "
             "from lerobot.cameras.configs import CameraConfig; print(CameraConfig.get_choice_class('harness_sim'))")
