@@ -124,7 +124,7 @@ def test_a_servo_missing_at_connect_pauses_with_its_name_and_locks_nothing(workd
     protocol.write_text((REPO / "tests" / "data" / "small.yaml").read_text())
     with PtyBus(chain) as bus:
         code = main(["run", str(protocol), "--robot", "so101", "--port", bus.port, "--robot-id", "emulated_follower",
-                     "--policy", "expert", "--headless"])
+                     "--policy", "replay", "--headless"])
     err = capsys.readouterr().err
     assert code == 3
     assert "run paused" in err and "no answer from elbow_flex" in err and "harness fix-ids --port" in err
