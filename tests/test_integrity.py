@@ -95,9 +95,11 @@ def test_a_torn_last_line_is_skipped_then_cut_off_by_the_next_append(tmp_path) -
     assert b"torn_her" not in sheet.path.read_bytes()
 
 
-def test_a_writer_killed_before_its_witness_line_loses_nothing(tmp_path) -> None:
+def test_records_ahead_of_their_witness_lines_lose_nothing(tmp_path) -> None:
+    """A writer killed between its records and their witness lines, or a reader that read the witness
+    just before a writer appended: either way the durable records count."""
     sheet = _scored(locked_sheet(tmp_path), "success", "no_grasp")
-    _drop_last_lines(journal.witness_path(sheet.path), 1)   # the record is durable, its witness line is not
+    _drop_last_lines(journal.witness_path(sheet.path), 2)
     reloaded = load_scoresheet(sheet.path)
     assert len(reloaded.attempts) == 2
     reloaded.add_attempt(fake_attempt(3, 1, "success"))

@@ -21,9 +21,9 @@ without encoding the record again.
 record itself is durable. It anchors how many records exist and the head of each chain outside
 the YAML, so deleting the last attempts from the YAML by hand (which leaves a valid, shorter
 chain) is caught: the witness names records the file no longer has. Order makes this safe
-under crashes and concurrent readers: the writer makes the record durable before its witness
-line, and a reader reads the witness before the sheet, so a reader can see at most one record
-the witness does not name yet (a writer killed in between), never the reverse.
+under crashes and concurrent readers: the writer makes its records durable before their witness
+lines, and a reader reads the witness before the sheet, so a reader may see records the witness
+does not name yet (a writer killed in between, or one appending while it read), never the reverse.
 
 A line cut short by a kill mid-append was never acknowledged (its fsync had not returned and
 its witness line does not exist); readers skip it and the next append, under the writer lock,
@@ -238,14 +238,10 @@ def _witnessed(contents: Contents, witness_raw: bytes | None, path: Path) -> Con
         if record_kind != kind or count != counts[kind] or record.get("chain_sha256") != chain:
             raise StaleRunError(path, f"records[{position}]", f"does not match line {position + 1} of "
                                                               f"{witness.name} (edited by hand?)")
-    extra = len(contents.records) - len(lines)
-    if extra > 1:
-        raise StaleRunError(witness, None, f"names {len(lines)} records but the scoresheet holds "
-                                           f"{len(contents.records)} (edited by hand?)")
     contents.witnessed = len(lines)
-    if extra == 1:
-        kind, record = contents.records[-1]
-        contents.backlog = [witness_line(kind, counts[kind] + 1, str(record.get("chain_sha256")))]
+    for kind, record in contents.records[len(lines):]:   # durable, not yet witnessed: a writer killed in
+        counts[kind] += 1                                 # between, or one appending while this read
+        contents.backlog.append(witness_line(kind, counts[kind], str(record.get("chain_sha256"))))
     return contents
 
 
