@@ -9,12 +9,15 @@ Three tables:
    (per image: read, undistort, rim, cube, uncertainty, annotated PNG), from runs on 1 and N images.
 
 Run: .venv/bin/python benchmarks/measure_bench.py [--per-condition 30] [--stress 48] [--speed-images 20]
+     (--speed-only --harness-root /path/to/older/checkout times that code's `harness measure` instead)
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -102,26 +105,41 @@ def stress(count: int) -> None:
     print(f"\nnot measured: {dict(reasons)}; library time {1000 * seconds / count:.0f} ms per 640x480 frame")
 
 
-def _timed(cmd: list[str], cwd: Path, repeats: int = 2) -> float:
-    best = math.inf
+def _timed(cmd: list[str], cwd: Path, env: dict[str, str], repeats: int = 3) -> tuple[float, float]:
+    """Best wall time and best CPU time (user + system of the child) over `repeats` runs.
+
+    CPU time barely moves when other processes share the machine; wall time does.
+    """
+    best_wall = best_cpu = math.inf
     for _ in range(repeats):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
-        best = min(best, time.perf_counter() - t0)
+        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if done.returncode not in (0, 1):
             raise SystemExit(f"{' '.join(cmd)} failed: {done.stderr}")
-    return best
+        best_wall = min(best_wall, wall)
+        best_cpu = min(best_cpu, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return best_wall, best_cpu
 
 
-def speed(count: int) -> None:
+def speed(count: int, harness_root: str | None) -> None:
+    """`harness measure --auto` on 1 and on `count` images: start-up = t(1) - work, work = (t(N) - t(1)) / (N - 1)."""
     _, frames = truth_frames(SceneGeometry(), count, seed=5)
     frames = list(frames)
     matrix = camera_matrix(FOVY_DEG)
-    print("\n| harness measure --auto | images | start-up s | work ms/image | images/s (N images, end to end) |")
-    print("|---|---|---|---|---|")
+    env = dict(os.environ)
+    if harness_root:  # time another checkout's code (e.g. the commit before a change) on the same frames
+        env["PYTHONPATH"] = harness_root
+    print(f"\n`harness measure --auto` from {harness_root or 'this checkout'}, {count} images 640x480 "
+          f"(load average {os.getloadavg()[0]:.1f})\n")
+    print("| harness measure --auto | start-up s (CPU) | work ms/image (CPU) | start-up s (wall) | "
+          "work ms/image (wall) | images/s (wall, N images) |")
+    print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        for lens_known in (False, True):
+        for lens_known in (False, True) if not harness_root else (False,):
             folder = root / ("lens" if lens_known else "plain")
             (folder / "calibration").mkdir(parents=True)
             names = []
@@ -135,11 +153,12 @@ def speed(count: int) -> None:
             base = [sys.executable, "-m", "harness.cli", "measure", "--bowl-cm", "11.5", "--auto"]
             if not lens_known:
                 base += ["--fovy-deg", str(FOVY_DEG)]
-            one = _timed([*base, names[0]], folder)
-            many = _timed([*base, *names], folder)
-            work = (many - one) / (count - 1)
+            one_wall, one_cpu = _timed([*base, names[0]], folder, env)
+            many_wall, many_cpu = _timed([*base, *names], folder, env)
+            work_wall, work_cpu = (many_wall - one_wall) / (count - 1), (many_cpu - one_cpu) / (count - 1)
             label = "undistorted (camera_top.yaml)" if lens_known else "no lens calibration (--fovy-deg)"
-            print(f"| {label} | {count} | {one - work:.2f} | {1000 * work:.0f} | {count / many:.2f} |")
+            print(f"| {label} | {one_cpu - work_cpu:.2f} | {1000 * work_cpu:.0f} | {one_wall - work_wall:.2f} | "
+                  f"{1000 * work_wall:.0f} | {count / many_wall:.2f} |")
 
 
 def main() -> None:
@@ -147,10 +166,13 @@ def main() -> None:
     parser.add_argument("--per-condition", type=int, default=30)
     parser.add_argument("--stress", type=int, default=48)
     parser.add_argument("--speed-images", type=int, default=20)
+    parser.add_argument("--speed-only", action="store_true")
+    parser.add_argument("--harness-root", help="time `harness measure` from this checkout instead (PYTHONPATH)")
     args = parser.parse_args()
-    clean_conditions(args.per_condition)
-    stress(args.stress)
-    speed(args.speed_images)
+    if not args.speed_only:
+        clean_conditions(args.per_condition)
+        stress(args.stress)
+    speed(args.speed_images, args.harness_root)
 
 
 if __name__ == "__main__":

@@ -121,6 +121,10 @@ def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: P
         "rename_map": rename_map,
         "latency_ms": latency_from(args),
     }
+    if policy_ref not in BUILTIN_POLICIES:   # what inference ran with: LeRobot's sync engine, torch threads
+        from harness.policies.lerobot_policy import ThreadPolicy, available_cores
+
+        settings["inference"] = {"engine": "sync", **ThreadPolicy.for_cores(available_cores(), reserved=1).record()}
     if settings["latency_ms"] is not None and robot != "sim":
         raise HarnessInputError(None, "--latency-ms", "the latency model is for the simulated arm; a real arm has "
                                                       "its own latency")
