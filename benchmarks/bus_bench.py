@@ -132,7 +132,29 @@ def noisy_line(runs: int = 5) -> None:
             print(f"| {line} | {arm} | {cells[0]} | {cells[1]} | {verdicts} |")
 
 
+def torque_check_cost(iterations: int = 200) -> None:
+    """What checking torque before every motion adds to `send_action` (issue 14's power-cycle detection)."""
+    from harness.bus.scenario import build_chain, default_scenario
+    from harness.robots.so101 import REPO_CALIBRATION, make_so101_follower
+
+    print("\n| send_action, 6 servos, wire-timed emulator | p50 / p99 ms |")
+    print("|---|---|")
+    for label, check in (("LeRobot SO101Follower.send_action (no torque check)", False),
+                         ("BusCheckedSO101Follower.send_action (torque read first)", True)):
+        with PtyBus(build_chain(default_scenario()), wire_timing=True) as emu:
+            robot = make_so101_follower(emu.port, {}, robot_id="emulated_follower", calibration_dir=REPO_CALIBRATION)
+            robot.connect()
+            goal = robot.get_observation()
+            send = robot.send_action if check else super(type(robot), robot).send_action
+            p50, p99 = time_calls(lambda s=send, g=goal: s(g), iterations)
+            robot.disconnect()
+        print(f"| {label} | {p50:.2f} / {p99:.2f} |")
+
+
 if __name__ == "__main__":
+    if "--torque-check" in sys.argv:
+        torque_check_cost()
+        sys.exit()
     if "--noise-only" not in sys.argv:
         sync_io()
         diagnosis()
