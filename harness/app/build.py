@@ -18,6 +18,7 @@ from harness.models.protocol import Protocol
 from harness.models.scoresheet import Scoresheet
 from harness.policies.base import EvalPolicy
 from harness.run.clock import MonotonicClock
+from harness.run.dataset_sink import RecordingOptions
 from harness.run.engine import RunEngine, RunObserver, RunOptions
 from harness.run.safety import GuardedRobot
 from harness.run.stages import OperatorStage, SimStage, TrialStage
@@ -89,9 +90,27 @@ def _dropout(text: str | None) -> tuple[int, int] | None:
     return trial, step
 
 
+def recording_options(args: argparse.Namespace, control_fps: int | None = None) -> RecordingOptions:
+    """`--record-size/--record-codec/--record-fps` as the dataset sink's options; a bad one is one line."""
+    from harness.run.dataset_sink import parse_size
+
+    try:
+        size = parse_size(args.record_size)
+    except ValueError as exc:
+        raise HarnessInputError(None, "--record-size", str(exc)) from None
+    options = RecordingOptions(size=size, vcodec=args.record_codec, fps=args.record_fps)
+    problem = options.problem(control_fps)
+    if problem:
+        field, why = problem
+        flag = {"size": "--record-size", "vcodec": "--record-codec", "fps": "--record-fps"}[field]
+        raise HarnessInputError(None, flag, why)
+    return options
+
+
 def check_run_flags(args: argparse.Namespace) -> None:
     """Every `harness run` flag that can be wrong, checked before anything is locked, loaded or built."""
     _video_size(args.video_size)
+    recording_options(args)
     _dropout(args.inject_dropout)
     if not (math.isfinite(args.video_fps) and 0.5 <= args.video_fps <= 120):
         raise HarnessInputError(None, "--video-fps", f"{args.video_fps}: must be within 0.5..120")
@@ -158,8 +177,8 @@ def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
         from harness.run.dataset_sink import DatasetSink
 
         root = Path(args.record_dataset or Path(args.runs_dir) / sheet.path.stem / "dataset")
-        dataset = DatasetSink(root, protocol.fps, ["top", "wrist"], (640, 480), protocol.task,
-                              robot_type="so101_follower")
+        dataset = DatasetSink(root, protocol.fps, ["top", "wrist"], None, protocol.task,
+                              robot_type="so101_follower", options=recording_options(args, protocol.fps))
     writer = None
     if not args.no_video:  # frames rendered (sim) and encoded in another process, off the control loop
         from harness.run.evidence_writer import EvidenceWriter

@@ -30,16 +30,20 @@ def run_validate(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def _check_calibration_exists(path: Path) -> None:
+    if not path.is_file():
+        raise HarnessInputError(path, "--calibration", "no such bowl calibration: make one on a top frame from "
+                                "the same camera with `harness measure RUN_FOLDER --bowl-cm 11.5 --auto`, or "
+                                "pass --px-per-cm for a plain scale")
+
+
 def _table_view(args: argparse.Namespace, root: Path, frame_size: tuple[int, int], scene: object) -> object:
     """The calibration, scaled to the dataset's frames, with this command's own error messages."""
     from harness.data.coverage import TableView
     from harness.vision.calibration import load_calibration
 
     path = Path(args.calibration)
-    if not path.is_file():
-        raise HarnessInputError(path, "--calibration", "no such bowl calibration: make one on a top frame from "
-                                "the same camera with `harness measure RUN_FOLDER --bowl-cm 11.5 --auto`, or "
-                                "pass --px-per-cm for a plain scale")
+    _check_calibration_exists(path)
     try:
         calibration, frame = load_calibration(path)
     except HarnessInputError as exc:
@@ -87,6 +91,8 @@ def run_coverage(args: argparse.Namespace) -> int:
     root = Path(args.path)
     if not (root / "meta" / "info.json").is_file():
         raise HarnessInputError(root, None, "not a LeRobot v3.0 dataset folder (no meta/info.json)")
+    if args.calibration:
+        _check_calibration_exists(Path(args.calibration))
     protocol = load_protocol(args.protocol) if args.protocol else None
     scene = protocol.scene if protocol else Scene()
     frames = first_frames(root)
@@ -192,10 +198,13 @@ def plot_coverage(coverage: object, path: Path) -> None:
 
 
 def run_offline_eval(args: argparse.Namespace) -> int:
-    from harness.data.offline_eval import evaluate_checkpoint, format_table
+    from harness.data.offline_eval import MismatchKind, evaluate_checkpoint, format_table, input_mismatches
     from harness.data.split import episode_indices, every_nth_split
+    from harness.models.checkpoint import checkpoint_name
 
     root = Path(args.dataset)
+    if not (root / "meta" / "info.json").is_file():
+        raise HarnessInputError(root, "--dataset", "not a LeRobot v3.0 dataset folder (no meta/info.json)")
     if args.episodes:
         try:
             episodes = [int(v) for v in args.episodes.split(",")]
@@ -203,12 +212,24 @@ def run_offline_eval(args: argparse.Namespace) -> int:
             raise HarnessInputError(None, "--episodes", f"'{args.episodes}' is not a comma-separated list") from None
     else:
         episodes = every_nth_split(episode_indices(root))["val"]
-    checkpoints = [Path(p) for p in (args.checkpoints or [args.policy])]
+    checkpoints = [Path(p) for p in (args.checkpoints or ([args.policy] if args.policy else []))]
+    if not checkpoints:
+        raise HarnessInputError(None, "--checkpoints", "name at least one LeRobot pretrained policy folder")
+    resize = bool(getattr(args, "resize_images", False))
     for path in checkpoints:
         if not (path / "config.json").is_file():
             raise HarnessInputError(path, "config.json", "not a LeRobot pretrained policy folder")
+        mismatches = input_mismatches(path, root)
+        blocking = [m for m in mismatches if m.kind is not MismatchKind.IMAGE_SIZE or not resize]
+        if blocking:
+            hint = (" (pass --resize-images to resize the frames to the policy's size, as a policy server "
+                    "would have to)" if all(m.kind is MismatchKind.IMAGE_SIZE for m in blocking) else "")
+            raise HarnessInputError(path, "input_features", "; ".join(m.describe() for m in blocking) + hint)
+        for m in mismatches:
+            print(f"WARNING: {checkpoint_name(path).label}: {m.describe()}; resizing the frames to the policy's "
+                  "size. The scores say how it does on resized frames, not on the data as recorded.")
     print(f"held-out episodes: {episodes} (first {args.frames} frames of each)")
-    results = [evaluate_checkpoint(p, root, episodes, args.frames, args.device) for p in checkpoints]
+    results = [evaluate_checkpoint(p, root, episodes, args.frames, args.device, resize) for p in checkpoints]
     print(format_table(results))
     return 0
 

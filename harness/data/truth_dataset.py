@@ -5,9 +5,11 @@ checked against, in tests and in benchmarks/coverage_bench.py."""
 from __future__ import annotations
 
 import math
+import typing
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -25,6 +27,18 @@ class Hardness(Enum):
     ARM_OVER = "arm_over"          # the arm reaching over the cube
     WASHED_OUT = "washed_out"      # low contrast: 30 % of the scene over a light grey
     DIM = "dim"                    # a third of the light
+
+
+class EpisodeSink(typing.Protocol):
+    """What the truth dataset needs from a writer (`harness.run.dataset_sink.DatasetSink`)."""
+
+    root: Path
+    size: tuple[int, int]
+
+    def add(self, observation: dict[str, Any], action: dict[str, float],
+            frames: dict[str, np.ndarray | None]) -> None: ...
+    def end_episode(self) -> int | None: ...
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -55,13 +69,12 @@ def _degrade(frame: np.ndarray, hardness: Hardness, rng: np.random.Generator) ->
     return (f + rng.normal(0, 2, f.shape)).clip(0, 255).astype(np.uint8)
 
 
-def make_truth_dataset(root: Path, protocol: Protocol, size: tuple[int, int] = (128, 96),
-                       hardness: dict[int, Hardness] | None = None, frames_per_episode: int = 3,
-                       seed: int = 0, vcodec: str | None = None) -> TruthDataset:
-    """One episode per protocol trial, in order, through `DatasetSink` (the `--record-dataset` writer),
-    each showing the simulated scene with the cube placed as `harness run` places it; and a bowl
-    calibration made as `harness measure --auto` makes it, on an empty 640x480 top frame."""
-    from harness.run.dataset_sink import DatasetSink, RecordingOptions
+def make_truth_dataset(sink: EpisodeSink, protocol: Protocol, hardness: dict[int, Hardness] | None = None,
+                       frames_per_episode: int = 3, seed: int = 0) -> TruthDataset:
+    """One episode per protocol trial, in order, written through `sink` (pass the `--record-dataset`
+    writer, `harness.run.dataset_sink.DatasetSink`, at the size and codec to check), each showing
+    the simulated scene with the cube placed as `harness run` places it; and a bowl calibration made
+    as `harness measure --auto` makes it, on an empty 640x480 top frame, beside the dataset."""
     from harness.sim.scene import SceneGeometry
     from harness.sim.world import SimWorld
 
@@ -71,9 +84,8 @@ def make_truth_dataset(root: Path, protocol: Protocol, size: tuple[int, int] = (
                              bowl_rim_diameter=scene.bowl_diameter_cm / 100, cube_edge=scene.cube_edge_cm / 100)
     world = SimWorld(geometry, control_fps=protocol.fps)
     rng = np.random.default_rng(seed)
-    options = RecordingOptions(size=size, **({"vcodec": vcodec} if vcodec else {}))
-    sink = DatasetSink(root, protocol.fps, ["top", "wrist"], None, protocol.task, robot_type="so101_follower",
-                       options=options)
+    root = Path(sink.root)
+    size = sink.size
     truth: dict[int, tuple[float, float]] = {}
     kinds: dict[int, Hardness] = {}
     try:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from harness.models.logistic import fit_logistic
+from harness.models.checkpoint import checkpoint_name
+from harness.models.logistic import LogisticFit, fit_logistic
 from harness.models.scoresheet import Scoresheet
 from harness.models.stats import (
     fisher_exact,
@@ -18,9 +19,26 @@ from harness.models.taxonomy import Label
 from harness.reports import figures
 from harness.reports.blocks import Block, Figure, Heading, Para, Table
 from harness.reports.summary import summarize
+from harness.reports.timing import time_split, timing_paragraphs
 from harness.reports.trials import locked_protocol, trial_rows
 
 DISTANCE_BINS = ((0.0, 2.0), (2.0, 4.0), (4.0, 6.0), (6.0, math.inf))
+ONE_SPOT_CM = 0.5       # trial offsets all within this of each other: a fixed-position protocol
+
+
+def policy_label(sheet: Scoresheet) -> str:
+    """A checkpoint by its training run and step (every LeRobot checkpoint folder is `pretrained_model`);
+    a built-in policy by its name."""
+    ref = sheet.locked.policy.ref
+    return ref if sheet.locked.policy.fingerprint.startswith("builtin:") else checkpoint_name(ref).label
+
+
+def distance_caption(fit: LogisticFit | None) -> str:
+    """Says what the figure draws: the fit and its band only when there is a fit."""
+    drawn = (", with the logistic fit and its 95% band (delta method; weak ridge penalty)" if fit is not None
+             else "; no curve: the outcomes do not vary, or there are too few trials to fit one")
+    return ("Each trial's outcome (1 success, 0 failure, jittered) against the cube's offset from the trained "
+            f"position{drawn}.")
 
 
 def _pct(x: float) -> str:
@@ -33,7 +51,7 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
     rows = trial_rows(sheet)
     protocol = locked_protocol(sheet)
     s = summary.success
-    blocks: list[Block] = [Heading(f"{title_prefix}{sheet.locked.policy.ref} on {sheet.locked.robot}")]
+    blocks: list[Block] = [Heading(f"{title_prefix}{policy_label(sheet)} on {sheet.locked.robot}")]
     if s.n and s.rate is not None:
         blocks.append(Para(
             f"Success {s.k}/{s.n} = {_pct(s.rate)}, 95% Wilson interval {_pct(s.wilson95[0])} to "
@@ -61,30 +79,39 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
 
     scored = [r for r in rows if r.label != "pending"]
     blocks.append(Heading("Does it depend on where the cube is?", 3))
-    fit = fit_logistic([r.distance_cm for r in scored], [int(r.label == Label.SUCCESS) for r in scored])
-    bin_rows = []
-    for low, high in DISTANCE_BINS:
-        inside = [r for r in scored if low <= r.distance_cm < high]
-        if inside:
-            k = sum(r.label == Label.SUCCESS for r in inside)
-            lo, hi = wilson_interval(k, len(inside))
-            bin_rows.append([f"{low:.0f}-{high:.0f} cm" if math.isfinite(high) else f">= {low:.0f} cm",
-                             f"{k}/{len(inside)}", f"{_pct(lo)} to {_pct(hi)}"])
-    blocks.append(Table(["offset from trained position", "success", "95% Wilson"], bin_rows))
-    if fit is not None:
-        half = fit.distance_at(0.5)
-        where = (f"The fitted success probability falls to 50% at {half:.1f} cm from the trained position."
-                 if half is not None else "The fitted success probability does not fall to 50% in this range.")
-        blocks.append(Para(f"Logistic fit: logit P(success) = {fit.intercept:.2f} {fit.slope:+.2f} x distance (cm). "
-                           + where))
+    distances = [r.distance_cm for r in rows]
+    one_spot = bool(distances) and max(distances) - min(distances) < ONE_SPOT_CM
+    fit = None
+    if one_spot:
+        blocks.append(Para(f"Every trial puts the cube at the same spot ({distances[0]:.1f} cm from the trained "
+                           "position), so this run cannot say whether success depends on where the cube is: a "
+                           "policy that remembers one motion scores as well here as one that sees. Evaluate on a "
+                           "randomized protocol (harness protocol new --randomized) to find out."))
     else:
-        blocks.append(Para("No logistic fit: the outcomes do not vary (or too few trials)."))
-    blocks.append(Figure(f"distance_{key}", figures.success_vs_distance(rows, fit),
-                         "Success against the cube's offset from the trained position, with a logistic fit and its "
-                         "95% band (delta method; weak ridge penalty)."))
-    blocks.append(Figure(f"map_{key}", figures.top_view_map(rows, protocol, training_starts),
-                         "Top view of the trial positions relative to the trained position, coloured by outcome"
-                         + (", with the training episodes' start positions (x)." if training_starts else ".")))
+        fit = fit_logistic([r.distance_cm for r in scored], [int(r.label == Label.SUCCESS) for r in scored])
+        bin_rows = []
+        for low, high in DISTANCE_BINS:
+            inside = [r for r in scored if low <= r.distance_cm < high]
+            if inside:
+                k = sum(r.label == Label.SUCCESS for r in inside)
+                lo, hi = wilson_interval(k, len(inside))
+                bin_rows.append([f"{low:.0f}-{high:.0f} cm" if math.isfinite(high) else f">= {low:.0f} cm",
+                                 f"{k}/{len(inside)}", f"{_pct(lo)} to {_pct(hi)}"])
+        blocks.append(Table(["offset from trained position", "success", "95% Wilson"], bin_rows))
+        if fit is not None:
+            half = fit.distance_at(0.5)
+            where = (f"The fitted success probability falls to 50% at {half:.1f} cm from the trained position."
+                     if half is not None else "The fitted success probability does not fall to 50% in this range.")
+            blocks.append(Para(f"Logistic fit: logit P(success) = {fit.intercept:.2f} {fit.slope:+.2f} x distance "
+                               "(cm). " + where))
+        else:
+            blocks.append(Para("No logistic fit: the outcomes do not vary (or too few trials)."))
+        blocks.append(Figure(f"distance_{key}", figures.success_vs_distance(rows, fit), distance_caption(fit)))
+    if not one_spot or training_starts:
+        blocks.append(Figure(f"map_{key}", figures.top_view_map(rows, protocol, training_starts),
+                             "Top view of the trial positions relative to the trained position (+), coloured by "
+                             "outcome" + (", with the bowl" if protocol is not None else "")
+                             + (", and the training episodes' start positions (x)." if training_starts else ".")))
     if training_starts:
         nearest = [min(math.hypot(r.dx_cm - sx, r.dy_cm - sy) for sx, sy in training_starts) for r in scored]
         far = sum(1 for d in nearest if d > 2.0)
@@ -109,16 +136,13 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
         blocks.append(Para("No placement error was measured for a successful trial."))
 
     blocks.append(Heading("Loop timing", 3))
-    timed = [r for r in scored if r.policy_ms_p50 is not None]
-    if timed:
-        missed = sum(r.missed_deadlines or 0 for r in timed)
-        steps = sum(r.steps or 0 for r in timed)
-        fps = protocol.fps if protocol else 30
-        worst = max(r.policy_ms_p95 or 0 for r in timed)
-        blocks.append(Para(f"Missed control deadlines: {missed} of {steps} steps ({_pct(missed / max(steps, 1))}). "
-                           f"Worst per-trial p95 policy latency {worst:.1f} ms against a {1000 / fps:.1f} ms budget."))
+    fps = protocol.fps if protocol else 30
+    split = time_split(rows, fps, sheet.locked.robot)
+    if split is not None:
+        blocks += [Para(text) for text in timing_paragraphs(split)]
         blocks.append(Figure(f"timing_{key}", figures.loop_timing(rows, fps),
-                             "Policy latency and missed deadlines per trial."))
+                             f"Left: each trial's typical step (p50), policy and robot I/O stacked, against the "
+                             f"{1000 / fps:.1f} ms budget (dashed). Right: steps per trial that missed it."))
 
     blocks.append(Heading("Fingerprints", 3))
     blocks.append(Table(["what", "value"], [
@@ -142,13 +166,13 @@ def comparison_blocks(sheets: list[Scoresheet]) -> list[Block]:
             out = _outcomes(sheet)
             k, n = sum(out.values()), len(out)
             lo, hi = wilson_interval(k, n)
-            rows.append([sheet.locked.policy.ref, f"{k}/{n}", f"{_pct(lo)} to {_pct(hi)}"])
+            rows.append([policy_label(sheet), f"{k}/{n}", f"{_pct(lo)} to {_pct(hi)}"])
         blocks.append(Table(["policy", "success", "95% Wilson"], rows))
         blocks.append(Para("With more than two runs the report shows intervals only: pick the pair to test before "
                            "looking, then report that one test (no p-value fishing)."))
         return blocks
     a, b = sheets
-    name_a, name_b = a.locked.policy.ref, b.locked.policy.ref
+    name_a, name_b = policy_label(a), policy_label(b)
     out_a, out_b = _outcomes(a), _outcomes(b)
     same_protocol = a.locked.trials == b.locked.trials
     if same_protocol:
@@ -172,15 +196,19 @@ def comparison_blocks(sheets: list[Scoresheet]) -> list[Block]:
         kb, nb = sum(out_b.values()), len(out_b)
         low, high = newcombe_unpaired(ka, max(na, 1), kb, max(nb, 1))
         p = fisher_exact(ka, na, kb, nb)
-        n_eff = min(na, nb)
+        # two groups of na and nb trials detect what two equal groups of their harmonic mean would
+        n_eff = round(2 / (1 / na + 1 / nb)) if na and nb else 0
         text = (f"Different protocols, so the runs are compared as independent samples: {name_a} {ka}/{na} vs "
                 f"{name_b} {kb}/{nb}; difference {_pct(ka / max(na, 1) - kb / max(nb, 1))} (95% Newcombe interval "
                 f"{_pct(low)} to {_pct(high)}); Fisher's exact test p = {p:.3g}.")
     blocks.append(Para(text))
     base = min(max(sum(out_b.values()) / max(len(out_b), 1), 0.05), 0.95)
     mde = minimum_detectable_effect(min(base, 1 - base), n_eff) if n_eff else float("nan")
+    n_a, n_b = (len(common), len(common)) if same_protocol else (len(out_a), len(out_b))
     if math.isfinite(mde):
-        blocks.append(Para(f"At {n_eff} trials per run, a difference of about {_pct(mde)} in success rate is the "
+        runs = (f"At {n_a} trials per run" if n_a == n_b else
+                f"With {n_a} and {n_b} trials in the two runs (about as sensitive as {n_eff} per run)")
+        blocks.append(Para(f"{runs}, a difference of about {_pct(mde)} in success rate is the "
                            f"smallest detectable with 80% power at alpha 0.05 (two-sided, normal approximation); "
                            f"smaller true differences will often look like no difference."))
     return blocks

@@ -98,16 +98,20 @@ def top_view_map(rows: list[TrialRow], protocol: Protocol | None,
 
 
 def loop_timing(rows: list[TrialRow], fps: float) -> bytes:
+    """Per trial: the typical step's time in the policy and in robot I/O, stacked against the budget,
+    so the bar shows which of the two took the time; and the steps that missed the budget."""
     scored = [r for r in rows if r.policy_ms_p50 is not None]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8.4, 2.8), gridspec_kw={"wspace": 0.35})
     idx = [r.index for r in scored]
-    ax1.plot(idx, [r.policy_ms_p50 for r in scored], marker="o", ms=3, label="p50")
-    ax1.plot(idx, [r.policy_ms_p95 for r in scored], marker="o", ms=3, label="p95")
+    policy = [r.policy_ms_p50 or 0.0 for r in scored]
+    io = [r.io_ms_p50 or 0.0 for r in scored]
+    ax1.bar(idx, policy, color="#5c6bc0", label="policy p50")
+    ax1.bar(idx, io, bottom=policy, color="#8d6e63", label="robot I/O p50")
     ax1.axhline(1000 / fps, color="red", linestyle="--", label=f"{1000 / fps:.1f} ms budget")
     ax1.set_xlabel("trial")
-    ax1.set_ylabel("policy latency (ms)")
-    ax1.set_ylim(bottom=0)
-    ax1.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(0.0, 0.92))
+    ax1.set_ylabel("ms per step")
+    ax1.set_ylim(0, max(1000 / fps, *(a + b for a, b in zip(policy, io, strict=True))) * 1.3)
+    ax1.legend(frameon=False, fontsize=7, loc="upper left", ncols=3)
     missed = [r.missed_deadlines or 0 for r in scored]
     ax2.bar(idx, missed, color="#ef6c00")
     ax2.set_ylim(0, max(1, *missed) * 1.1)

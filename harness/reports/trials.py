@@ -26,6 +26,10 @@ class TrialRow:
     missed_deadlines: int | None
     steps: int | None
     placement_uncertainty_cm: float | None = None   # 95 % half-width when the error was measured from pixels
+    io_ms_p50: float | None = None                  # robot I/O per step: read + write (sim: rendering, physics)
+    io_ms_p95: float | None = None
+    busy_ms_mean: float | None = None               # policy + robot I/O per step, mean
+    wall_ms_per_step: float | None = None           # the attempt's wall time over its steps
 
     @property
     def distance_cm(self) -> float:
@@ -47,6 +51,11 @@ def trial_rows(sheet: Scoresheet) -> list[TrialRow]:
             missed_deadlines=final.loop.missed_deadlines if final else None,
             steps=final.loop.steps if final else None,
             placement_uncertainty_cm=_pixel_uncertainty(sheet, final) if final else None,
+            io_ms_p50=final.loop.robot_io_ms_p50 if final else None,
+            io_ms_p95=final.loop.robot_io_ms_p95 if final else None,
+            busy_ms_mean=1000 / final.loop.achieved_fps if final and final.loop.achieved_fps else None,
+            wall_ms_per_step=(1000 * final.duration_s / final.loop.steps
+                              if final and final.loop.steps and final.duration_s else None),
         ))
     return rows
 

@@ -30,17 +30,18 @@ class RecordingOptions:
     fps: int | None = None                 # None: the control rate
     pix_fmt: str = "yuv444p"               # full colour resolution: 4:2:0 at 128x96 leaves a cube 2 chroma px wide
 
-    def problem(self, control_fps: int) -> str | None:
-        """Why these options cannot record at `control_fps`, in words (None when they can)."""
+    def problem(self, control_fps: int | None) -> tuple[str, str] | None:
+        """Which option cannot record at `control_fps` (None: not known yet) and why, in words; None
+        when they all can."""
         width, height = self.size
         if not (16 <= width <= 1920 and 16 <= height <= 1080):
-            return f"size {width}x{height} is outside 16x16..1920x1080"
+            return "size", f"{width}x{height} is outside 16x16..1920x1080"
         if width % 2 or height % 2:
-            return f"size {width}x{height}: the encoders need even widths and heights"
+            return "size", f"{width}x{height}: the encoders need even widths and heights"
         if self.vcodec not in RECORD_CODECS:
-            return f"codec '{self.vcodec}' is not one of {', '.join(RECORD_CODECS)}"
-        if self.fps is not None and (self.fps <= 0 or control_fps % self.fps):
-            return f"{self.fps} fps does not divide the control rate of {control_fps} Hz"
+            return "vcodec", f"'{self.vcodec}' is not one of {', '.join(RECORD_CODECS)}"
+        if self.fps is not None and (self.fps <= 0 or (control_fps is not None and control_fps % self.fps)):
+            return "fps", f"{self.fps} fps does not divide the control rate of {control_fps} Hz"
         return None
 
 
@@ -65,7 +66,7 @@ class DatasetSink:
             options = RecordingOptions(size, options.vcodec, options.crf, options.fps, options.pix_fmt)
         problem = options.problem(fps)
         if problem:
-            raise ValueError(problem)
+            raise ValueError(f"recording {problem[0]}: {problem[1]}")
         self.options = options
         self.cameras = cameras
         self.size = options.size

@@ -29,10 +29,19 @@ def register(sub: Any) -> None:
     validate.set_defaults(func=dataset)
     cover = dsub.add_parser("coverage", help="where the cube starts in each episode, and how spread out")
     cover.add_argument("path")
-    cover.add_argument("--calibration", help="bowl calibration (harness measure) to convert pixels to cm")
-    cover.add_argument("--px-per-cm", type=float, help="or a plain scale for a camera straight above the table")
-    cover.add_argument("--template-box", help="x,y,w,h of the cube in the template frame (default: the red blob)")
-    cover.add_argument("--template-episode", type=int, default=0)
+    cover.add_argument("--calibration", help="bowl calibration (harness measure), on a top frame of the same "
+                                             "camera at any size: positions in cm from the trained position")
+    cover.add_argument("--px-per-cm", type=float, help="or a plain scale for a camera straight above the table "
+                                                       "(positions from the median start)")
+    cover.add_argument("--fovy-deg", type=float, help="top camera's vertical field of view (the simulated one: 45): "
+                                                      "corrects for the cube standing below the rim")
+    cover.add_argument("--bowl-height-cm", type=float, default=4.0,
+                       help="rim above the table (default 4.0, the simulated bowl)")
+    cover.add_argument("--min-score", type=float, help="a start scoring less is reported as not found "
+                                                       "(default 0.6)")
+    cover.add_argument("--truth", metavar="SCORESHEET", help="the run that recorded this dataset with "
+                       "--record-dataset: compare the found starts with where it put the cube (a collected "
+                       "dataset's meta/selection.json is used without asking)")
     cover.add_argument("--protocol", help="report each trial offset's distance to the nearest training start")
     cover.add_argument("-o", "--output", default="coverage.png", help="plot (PNG); starts go to the same name .csv")
     cover.set_defaults(func=dataset)
@@ -49,4 +58,6 @@ def register(sub: Any) -> None:
     offline.add_argument("--episodes", help="held-out episode indices, e.g. 0,10,20 (default: every tenth)")
     offline.add_argument("--frames", type=int, default=200, help="first N frames of each episode (default 200)")
     offline.add_argument("--device", default="cpu")
+    offline.add_argument("--resize-images", action="store_true",
+                         help="resize camera frames to the size a policy was trained at (otherwise refused)")
     offline.set_defaults(func=offline_eval)
