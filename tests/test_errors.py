@@ -1,0 +1,52 @@
+"""One exception hierarchy: each class carries its exit code and its one printed line."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.cli import main
+from harness.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_PAUSED,
+    BusError,
+    EmergencyStopped,
+    HarnessError,
+    HarnessInputError,
+    NoServoAnswers,
+    RobotFault,
+    RunPaused,
+    StaleRunError,
+)
+from harness.models.taxonomy import Void, VoidKind
+
+
+def test_exit_codes_ride_on_the_class() -> None:
+    assert HarnessInputError("f.yaml", "trials", "empty").exit_code == EXIT_BAD_INPUT
+    assert StaleRunError("f.yaml", "policy.ref", "changed").exit_code == EXIT_BAD_INPUT
+    assert RunPaused(Void(VoidKind.EMERGENCY_STOP)).exit_code == EXIT_PAUSED
+    assert EmergencyStopped("stop").exit_code == RobotFault("x").exit_code == HarnessError("x").exit_code == 1
+
+
+def test_bus_errors_are_runtime_errors_too_and_told_apart_by_class() -> None:
+    with pytest.raises(RuntimeError):
+        raise NoServoAnswers("no servo answers at this baud rate")
+    assert issubclass(NoServoAnswers, BusError) and not issubclass(BusError, NoServoAnswers)
+
+
+def test_a_pause_says_why_and_how_to_continue() -> None:
+    paused = RunPaused(Void(VoidKind.CAMERA_DROPOUT, "top repeated the same frame for 1.0 s"))
+    assert paused.cli_message() == ("harness: run paused: camera dropout: top repeated the same frame for 1.0 s. "
+                                    "Fix the cause, then run again with --resume.")
+    assert paused.void.kind.pauses_run
+
+
+def test_the_cli_boundary_prints_one_line_and_returns_the_class_exit_code(tmp_path, capsys) -> None:
+    assert main(["protocol", "check", str(tmp_path / "missing.yaml")]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.startswith("harness: error: ") and err.count("\n") == 1 and "missing.yaml" in err
+
+
+def test_an_operator_void_keeps_the_operators_words() -> None:
+    assert Void(VoidKind.OPERATOR_VOID, "cube bumped").reason == "cube bumped"
+    assert Void(VoidKind.OPERATOR_VOID).reason == "voided by operator"
+    assert Void(VoidKind.ROBOT_IO_ERROR, "ConnectionError: no status packet").reason.startswith("robot I/O error: ")
