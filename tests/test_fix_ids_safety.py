@@ -198,3 +198,13 @@ def test_enter_pressed_while_busy_does_not_answer_the_next_prompt() -> None:
         later.join()
     os.close(master)
     assert answer is False
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_the_whole_repair_succeeds_on_a_noisy_line(seed) -> None:
+    chain = arm(ids={"gripper": 5}, faults=Faults(drop_rate=0.05, corrupt_rate=0.05, seed=seed))
+    with PtyBus(chain) as bus:
+        operator = ScriptedOperator(bus, [lambda: chain.only("gripper"), lambda: turn(chain, "gripper"),
+                                          lambda: chain.plug(*ALL), chain.power_cycle])   # first time right
+        assert fix_ids(bus.port, operator, open_port) == 0, operator.transcript
+    assert [s.current_id for s in chain.servos] == [1, 2, 3, 4, 5, 6]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from typing import Any
 
 from lerobot.motors.feetech import FeetechMotorsBus
@@ -112,20 +113,26 @@ class RelockingFeetechBus(FeetechMotorsBus):
         addr, length = get_address(self.model_ctrl_table, model, "Torque_Enable")
         self._write(addr, length, motor, 0, num_retry=num_retry)
 
-    def assert_single_servo(self) -> int:
-        """The ID of the only servo on the bus, or BusSafetyError naming what was heard. Three broadcast
-        pings, two of which must be the same clean single reply: a noisy line loses or garbles some."""
+    def assert_single_servo(self, tries: int = 6) -> int:
+        """The ID of the only servo on the bus, or BusSafetyError naming what was heard. Broadcast pings
+        until two give the same clean single reply and outnumber the garbled ones (a noisy line loses or
+        garbles some replies; two servos at one baud rate garble every one)."""
         wire = Wire(self.port_handler.ser)
-        answers = [wire.census() for _ in range(3)]
-        if all(a.state == "none" for a in answers):
+        clean: Counter[int] = Counter()
+        garbled = 0
+        for _ in range(tries):
+            answer = wire.census()
+            if answer.state == "ok" and len(answer.replies) == 1:
+                clean[answer.replies[0].servo_id] += 1
+            elif answer.state != "none":
+                garbled += 1
+            if len(clean) == 1 and (count := max(clean.values())) >= 2 and count > garbled:
+                return next(iter(clean))
+        if not clean and not garbled:
             raise NoServoAnswers("no servo answers at this baud rate")
-        clean = [a.replies[0].servo_id for a in answers if a.state == "ok" and len(a.replies) == 1]
-        if len(clean) >= 2 and len(set(clean)) == 1:
-            return clean[0]
-        ids = sorted({r.servo_id for a in answers for r in a.replies})
         raise BusSafetyError(
-            f"more than one servo answered, or the line is too noisy to tell (heard IDs {ids or 'none clearly'}"
-            " and garbled bytes): connect only the servo you want to program"
+            f"more than one servo answered, or the line is too noisy to tell (clean replies from IDs "
+            f"{sorted(clean) or 'none'}, {garbled} garbled of {tries}): connect only the servo you want to program"
         )
 
     def setup_motor(self, motor: str, initial_baudrate: int | None = None, initial_id: int | None = None) -> None:
@@ -146,7 +153,7 @@ class RelockingFeetechBus(FeetechMotorsBus):
         if initial_id is not None and initial_id != current_id:
             raise BusSafetyError(f"expected ID {initial_id} but the servo on the bus is ID {current_id}")
         model = self.motors[motor].model
-        self._disable_torque(current_id, model)
+        self._disable_torque(current_id, model, num_retry=2)
         target_id = self.write_eeprom(current_id, "ID", self.motors[motor].id)
         target_baud = self.default_baudrate
         if baud != target_baud:
