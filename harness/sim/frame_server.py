@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import socket
 import struct
 import threading
@@ -35,7 +34,6 @@ from harness.sim.world import CAMERA_NAMES
 HEADER = struct.Struct("<4sHHQdB3x")   # magic, width, height, sequence, rendered_at (s), fault
 MAGIC = b"HSF1"
 NOISE_PATTERNS = 7
-RENDER_NICENESS = 5
 
 
 class CameraFault(Enum):
@@ -171,10 +169,6 @@ class FrameServer:
 
     # --- rendering ------------------------------------------------------------------
     def _render_loop(self) -> None:
-        # Rendering is the heavy, deferrable work; the servos' replies are not. Lower this thread's
-        # priority (Linux: per thread, inherited by the GL driver's worker threads made from here).
-        with contextlib.suppress(AttributeError, OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), RENDER_NICENESS)
         renderers: dict[tuple[int, int], mujoco.Renderer] = {}
         noise: dict[tuple[int, int], np.ndarray] = {}
         try:
