@@ -164,3 +164,15 @@ def test_a_collection_refuses_other_settings_and_foreign_folders(tmp_path) -> No
     with pytest.raises(HarnessInputError, match="not made by harness collect"):
         _collector(foreign, protocol, ExpertPolicy()).run(episodes=1)
     assert _episodes_on_disk(root) == [0]
+
+
+def test_the_card_trains_smolvla_on_our_two_cameras_through_its_three_camera_input() -> None:
+    from harness.data.dataset_card import rename_map_for_smolvla, train_commands
+
+    keys = ["observation.images.wrist", "observation.images.top"]
+    assert rename_map_for_smolvla(keys) == {"observation.images.top": "observation.images.camera1",
+                                            "observation.images.wrist": "observation.images.camera2"}
+    commands = train_commands(Path("/data/demos"), [1, 2, 3], keys)
+    assert "--policy.empty_cameras=1" in commands["smolvla"]
+    assert "'--dataset.episodes=[1,2,3]'" in commands["act"] and "--dataset.root=/data/demos" in commands["act"]
+    assert "--policy.push_to_hub=false" in commands["act"] and "--wandb.enable=false" in commands["smolvla"]

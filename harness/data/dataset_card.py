@@ -28,7 +28,7 @@ def rename_map_for_smolvla(video_keys: list[str]) -> dict[str, str]:
     return {key: f"observation.images.{cam}" for key, cam in zip(order, SMOLVLA_CAMERAS, strict=False)}
 
 
-def train_commands(root: Path, train: list[int], video_keys: list[str], fps: int) -> dict[str, str]:
+def train_commands(root: Path, train: list[int], video_keys: list[str]) -> dict[str, str]:
     """Copy-paste `lerobot-train` commands for the train split (local files, no hub)."""
     name = root.name
     common = [
@@ -70,7 +70,7 @@ def render_card(root: Path, info: dict[str, Any], splits: dict[str, Any], select
     totals = selection["totals"]
     proto = provenance["protocol"]
     video_keys = [k for k, f in info["features"].items() if f["dtype"] == "video"]
-    commands = train_commands(root, splits["train"], video_keys, info["fps"])
+    commands = train_commands(root, splits["train"], video_keys)
     reasons = ", ".join(f"{r} {n}" for r, n in sorted(totals["rejected_by_reason"].items())) or "none"
     generator = proto["generator"] or {}
     positions = (f"{proto['start_positions']} start positions of protocol `{proto['name']}` "
