@@ -14,10 +14,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from harness.app.commands import bus, collect, data, plan, protocol, report, run, vision
+from harness.app.commands import bus, collect, data, plan, protocol, report, run, sweep, vision
 from harness.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, HarnessError
 
-COMMANDS = (protocol, report, plan, vision, data, bus, run, collect)
+COMMANDS = (protocol, report, plan, vision, data, bus, run, sweep, collect)
 
 
 class OneLineParser(argparse.ArgumentParser):

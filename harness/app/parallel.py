@@ -273,17 +273,20 @@ class ParallelRun:
         self.observer.trial_scored(recorded)
 
 
-def run_parallel(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet, created: bool) -> int:
+def run_parallel(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet, created: bool,
+                 observer: Any = None) -> int:
     """The parallel counterpart of the engine's run: build workers, write the new sheet once they are up,
-    record every pending trial in order. Returns the attempts recorded."""
+    record every pending trial in order (told to `observer`, by default one line per trial). Returns the
+    attempts recorded."""
     from harness.run.terminal import TerminalObserver
 
     workers = args.workers
+    observer = observer or TerminalObserver(operator_scores=False)
     print(f"{sheet.path}: {len(sheet.pending_trials())} of {sheet.locked.trial_count} trials to run "
           f"({sheet.locked.policy.ref} on {sheet.locked.robot}, {workers} Ray worker{'s' if workers > 1 else ''})",
           flush=True)
     start_ray(getattr(args, "address", None), workers)
-    run = ParallelRun(args, protocol, sheet, TerminalObserver(operator_scores=False), workers,
+    run = ParallelRun(args, protocol, sheet, observer, workers,
                       Path(args.runs_dir), args.max_trials)
     started = time.perf_counter()
     try:

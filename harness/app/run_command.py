@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from harness.app.build import FrontEnd, RunSetup, check_policy_fits_robot, check
 from harness.app.parallel import check_workers, run_parallel
 from harness.app.parts import Parts
 from harness.app.sheet import rename_map_from, resolve_sheet, sheet_path
+from harness.app.third_party_log import third_party_output_to
 from harness.models.lock import WriterLock
 from harness.models.protocol import Protocol, load_protocol
 from harness.models.scoresheet import Scoresheet
@@ -34,10 +36,11 @@ def wants_tui(args: argparse.Namespace) -> bool:
 
 def parallel(args: argparse.Namespace) -> bool:
     """`--workers` above one, or a Ray cluster named: the trials go to Ray workers."""
-    return getattr(args, "workers", 1) > 1 or bool(getattr(args, "address", None))
+    return (getattr(args, "workers", 1) > 1 or bool(getattr(args, "address", None))
+            or getattr(args, "on_ray", False))
 
 
-def run_from_args(args: argparse.Namespace, parts: Parts | None = None) -> int:
+def run_from_args(args: argparse.Namespace, parts: Parts | None = None, observer: Any = None) -> int:
     """Check everything that needs no lock first, so bad input leaves nothing behind: flags, the
     protocol, the scoresheet to resume (read and verified), the policy (loaded). Then the writer
     locks (the scoresheet and its runs folder, held to the end, so a second run or a `measure` is
@@ -67,21 +70,32 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None) -> int:
                 sheet, created = resolve_sheet(args, protocol, protocol_path, path, create=False)
             sheet.hold_writer_lock(writer)
             handed_over = True
-            return _run_locked(args, protocol, sheet, created, parts, policy)
+            with _third_party_output(args, path):
+                return _run_locked(args, protocol, sheet, created, parts, policy, observer)
     finally:
         if not handed_over:
             policy.close()
 
 
+def _third_party_output(args: argparse.Namespace, path: Path) -> AbstractContextManager[object]:
+    """Plain mode: encoder and decoder chatter goes to runs/<sheet>/third_party.log, not the terminal
+    (the TUI owns its screen already)."""
+    if wants_tui(args):
+        return nullcontext()
+    log = Path(args.runs_dir) / path.stem / "third_party.log"
+    print(f"third-party library output (video encoders, decoders) goes to {log}", flush=True)
+    return third_party_output_to(log)
+
+
 def _run_locked(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet, created: bool,
-                parts: Parts, policy: EvalPolicy) -> int:
+                parts: Parts, policy: EvalPolicy, observer: Any = None) -> int:
     front_end = FrontEnd.TUI if wants_tui(args) else FrontEnd.PLAIN
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     setup: RunSetup | None = None
     try:
         if parallel(args):
             policy.close()   # loaded to check it; each worker loads its own
-            run_parallel(args, protocol, sheet, created)
+            run_parallel(args, protocol, sheet, created, observer)
             print()
             print(format_summary(summarize(sheet)))
             return 0
@@ -97,6 +111,10 @@ def _run_locked(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
         pending = len(sheet.pending_trials())
         print(f"{sheet.path}: {pending} of {sheet.locked.trial_count} trials to run "
               f"({sheet.locked.policy.ref} on {sheet.locked.robot})", flush=True)
+        if setup.dataset is not None:
+            width, height = setup.dataset.size
+            print(f"dataset: {setup.dataset.root} (LeRobot v3.0, {width}x{height} {setup.dataset.options.vcodec}, "
+                  f"one episode per attempt)", flush=True)
         setup.engine.run()
     except KeyboardInterrupt:
         print("harness: interrupted; scored trials are saved. Continue with --resume.", file=sys.stderr)

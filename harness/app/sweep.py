@@ -1,0 +1,220 @@
+"""`harness sweep SPEC.yaml`: every cell (checkpoint x protocol x condition) an ordinary `harness run`
+on Ray workers, each with its own locked scoresheet under `scoresheets/<sweep>/`; then the sweep report.
+
+Every cell's arguments are parsed by `harness run`'s own parser before the first cell starts, so a
+bad condition is refused while nothing is locked. Cells already scored are skipped; a cell stopped
+half-way is resumed, so `harness sweep SPEC --resume` after any interruption finishes the sweep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from harness.errors import HarnessInputError
+from harness.models.scoresheet import Attempt, load_scoresheet
+from harness.models.sweep import Cell, Sweep, condition_flags, load_sweep
+from harness.models.taxonomy import Label
+
+log = logging.getLogger(__name__)
+
+
+class _CellParser(argparse.ArgumentParser):
+    """`harness run`'s parser, with its complaints about a cell raised as bad input in the sweep file."""
+
+    sweep_path: Path = Path("<sweep>")
+
+    def error(self, message: str) -> NoReturn:
+        raise HarnessInputError(self.sweep_path, "conditions", message)
+
+
+def _run_parser(sweep_path: Path) -> argparse.ArgumentParser:
+    from harness.app.commands import run as run_command
+
+    parser = _CellParser(prog="harness")
+    parser.sweep_path = sweep_path
+    run_command.register(parser.add_subparsers(parser_class=_CellParser))
+    return parser
+
+
+def sheet_of(sweep: Sweep, cell: Cell) -> Path:
+    return sweep.folder / f"{cell.key}.yaml"
+
+
+def cell_arguments(sweep: Sweep, cell: Cell, runs_dir: Path, address: str | None) -> argparse.Namespace:
+    """The `harness run` a cell stands for, parsed (and so checked) by that command's own parser."""
+    sheet = sheet_of(sweep, cell)
+    argv = ["run", str(cell.protocol), "--headless", "--policy", cell.checkpoint.ref, "--robot", "sim",
+            "--scoresheet", str(sheet), "--runs-dir", str(runs_dir / sweep.spec.name),
+            "--workers", str(sweep.spec.workers), *condition_flags(cell.condition)]
+    if address:
+        argv += ["--address", address]
+    if sheet.exists():
+        argv.append("--resume")
+    args = _run_parser(sweep.path).parse_args(argv)
+    args.on_ray = True   # even one worker runs on Ray: the same path, the same evidence shipping
+    return args
+
+
+class CellProgress:
+    """The parallel runner's observer during a sweep: a bar for the cell and one for the whole sweep."""
+
+    def __init__(self, cell_bar: Any, overall: Any, label: str) -> None:
+        self.cell_bar = cell_bar
+        self.overall = overall
+        self.label = label
+
+    def trial_started(self, trial: Any, attempt: int, done: int, total: int) -> None:
+        return None
+
+    def trial_scored(self, attempt: Attempt) -> None:
+        self.cell_bar.update(1)
+        if attempt.outcome != Label.VOID:
+            self.overall.update(1)
+        self.cell_bar.set_postfix_str(f"trial {attempt.trial_index}: {attempt.label}")
+
+    def warn(self, message: str) -> None:
+        self.cell_bar.write(f"warning: {self.label}: {message}")
+
+
+def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
+              scoresheets_dir: Path = Path("scoresheets")) -> int:
+    """Run every cell not yet scored, then write the sweep report. Returns the process exit code."""
+    from tqdm import tqdm
+
+    from harness.app.parallel import start_ray
+    from harness.app.run_command import run_from_args
+
+    sweep = load_sweep(path, scoresheets_dir)
+    if sweep.folder.exists() and any(sweep.folder.glob("*.yaml")) and not resume:
+        raise HarnessInputError(sweep.folder, None, "this sweep has scoresheets already; add --resume to continue it")
+    arguments = [(cell, cell_arguments(sweep, cell, runs_dir, address)) for cell in sweep.cells]
+    for cell, args in arguments:   # every cell's protocol and policy checked before anything is locked
+        _check_cell(cell, args)
+    sweep.folder.mkdir(parents=True, exist_ok=True)
+    total = sum(_planned(cell) for cell in sweep.cells)
+    done = sum(_scored(sheet_of(sweep, cell)) for cell in sweep.cells)
+    print(f"sweep {sweep.spec.name}: {len(sweep.cells)} cells ({len(sweep.checkpoints)} checkpoints x "
+          f"{len(sweep.spec.protocols)} protocols x {len(sweep.spec.conditions)} conditions), {done} of {total} "
+          f"trials scored; scoresheets in {sweep.folder}/", flush=True)
+    start_ray(address, sweep.spec.workers)
+    with tqdm(total=total, initial=done, desc="sweep", unit="trial", position=0, file=sys.stderr) as overall:
+        for number, (cell, args) in enumerate(arguments, start=1):
+            sheet = sheet_of(sweep, cell)
+            name = f"[{number}/{len(arguments)}] {cell.key}"
+            if sheet.exists() and load_scoresheet(sheet).complete:
+                overall.write(f"{name}: scored already, skipped")
+                continue
+            pending = _planned(cell) - _scored(sheet)
+            with tqdm(total=pending, desc=name, unit="trial", position=1, leave=False, file=sys.stderr) as bar:
+                run_from_args(args, observer=CellProgress(bar, overall, cell.key))
+            overall.write(f"{name}: {_summary_line(sheet)}")
+    offline = offline_results(sweep)
+    write_sweep_report(sweep, offline)
+    return 0
+
+
+def _check_cell(cell: Cell, args: argparse.Namespace) -> None:
+    from harness.app.build import check_run_flags
+    from harness.app.parallel import check_workers
+    from harness.models.protocol import load_protocol
+
+    check_run_flags(args)
+    load_protocol(cell.protocol)
+    check_workers(args, "sim")
+
+
+def _planned(cell: Cell) -> int:
+    from harness.models.protocol import load_protocol
+
+    return len(load_protocol(cell.protocol).trials)
+
+
+def _scored(sheet: Path) -> int:
+    return len(load_scoresheet(sheet).scored_attempts()) if sheet.exists() else 0
+
+
+def _summary_line(sheet: Path) -> str:
+    loaded = load_scoresheet(sheet)
+    scored = loaded.scored_attempts()
+    k = sum(1 for a in scored if a.outcome == Label.SUCCESS)
+    return f"{k}/{len(scored)} successes"
+
+
+@dataclass(frozen=True)
+class OfflineResult:
+    label: str
+    val_loss: float | None
+    action_mae: float | None
+    problem: str | None = None
+
+
+def offline_results(sweep: Sweep) -> dict[str, OfflineResult]:
+    """Each LeRobot checkpoint's offline figures on the held-out episodes named in the sweep (cached
+    beside the scoresheets: they do not change while the checkpoint does not)."""
+    spec = sweep.spec.offline_eval
+    if spec is None:
+        return {}
+    from harness.data.offline_eval import evaluate_checkpoint
+    from harness.data.split import episode_indices, every_nth_split
+
+    cache_path = sweep.folder / "offline_eval.json"
+    cache: dict[str, Any] = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
+    root = (sweep.path.parent / spec.dataset) if not Path(spec.dataset).is_absolute() else Path(spec.dataset)
+    if not (root / "meta" / "info.json").is_file():
+        raise HarnessInputError(sweep.path, "offline_eval.dataset", f"{root}: not a LeRobot v3.0 dataset folder")
+    results: dict[str, OfflineResult] = {}
+    for checkpoint in sweep.checkpoints:
+        if checkpoint.ref in ("expert", "replay"):
+            continue
+        if checkpoint.label in cache:
+            results[checkpoint.label] = OfflineResult(**cache[checkpoint.label])
+            continue
+        episodes = spec.episodes if spec.episodes is not None else every_nth_split(episode_indices(root))["val"]
+        try:
+            result = evaluate_checkpoint(Path(checkpoint.ref), root, episodes, spec.frames)
+            entry = OfflineResult(checkpoint.label, result.val_loss, result.action_mae)
+        except ValueError as exc:   # inputs differ from the dataset's: said in the report, not guessed
+            entry = OfflineResult(checkpoint.label, None, None, str(exc))
+        results[checkpoint.label] = entry
+        cache[checkpoint.label] = asdict(entry)
+    from harness.models.atomic import write_text_atomic
+
+    write_text_atomic(cache_path, json.dumps(cache, indent=2))
+    return results
+
+
+def write_sweep_report(sweep: Sweep, offline: dict[str, OfflineResult]) -> Path:
+    from harness.reports.blocks import to_html, write_markdown
+    from harness.reports.sweep import SweepCell, sweep_blocks, sweep_table_text
+
+    cells = []
+    for cell in sweep.cells:
+        sheet = sheet_of(sweep, cell)
+        if sheet.exists():
+            cells.append(SweepCell(cell.checkpoint.label, cell.protocol.stem, cell.condition_label,
+                                   load_scoresheet(sheet)))
+    figures = {label: (result.val_loss, result.action_mae, result.problem) for label, result in offline.items()}
+    blocks = sweep_blocks(cells, sweep.baseline.label, figures)
+    title = f"Sweep {sweep.spec.name}"
+    from harness.models.atomic import write_text_atomic
+
+    html_path = sweep.folder / "report.html"
+    write_text_atomic(html_path, to_html(title, blocks))
+    write_markdown(sweep.folder / "report.md", title, blocks)
+    print(sweep_table_text(cells, sweep.baseline.label, figures))
+    print(f"report: {html_path}")
+    return html_path
+
+
+def report_only(path: Path, scoresheets_dir: Path = Path("scoresheets")) -> int:
+    sweep = load_sweep(path, scoresheets_dir)
+    if not sweep.folder.is_dir():
+        raise HarnessInputError(sweep.folder, None, "this sweep has not run yet")
+    write_sweep_report(sweep, offline_results(sweep))
+    return 0

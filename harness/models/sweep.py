@@ -1,0 +1,184 @@
+"""A sweep: every checkpoint x protocol x condition, each cell an ordinary locked scoresheet.
+
+The sweep file is read strictly (unknown keys refused) and expanded into cells before anything
+runs, so a typo in the 40th checkpoint path is reported before the first cell takes an hour.
+A `checkpoints` entry may be a LeRobot training output folder (`lerobot-train --output_dir`): it
+stands for every `checkpoints/<step>/pretrained_model` inside it, in step order.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from harness.errors import HarnessInputError
+from harness.models.checkpoint import CHECKPOINTS_DIR, PRETRAINED_DIR, checkpoint_labels
+from harness.models.safe_yaml import decode_text, load_yaml_text, read_limited
+
+BUILTIN_POLICIES = ("expert", "replay")
+SWEEP_MAX_BYTES = 256 * 1024
+# `harness run` settings a condition may vary; each becomes that run's flag (`latency_ms` -> --latency-ms).
+CONDITION_KEYS = ("latency_ms", "no_video", "video_fps", "video_size", "camera", "rename_map", "realtime")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class OfflineEvalSpec(BaseModel):
+    """Held-out episodes of a dataset on which every checkpoint's offline action accuracy is measured."""
+
+    model_config = ConfigDict(extra="forbid")
+    dataset: str
+    episodes: list[int] | None = None       # default: every tenth episode
+    frames: int = Field(default=200, ge=1, le=100_000)
+
+
+class SweepSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    checkpoints: list[str] = Field(min_length=1, max_length=1000)
+    protocols: list[str] = Field(min_length=1, max_length=100)
+    conditions: list[dict[str, Any]] = Field(default_factory=lambda: [{}], min_length=1, max_length=100)
+    baseline: str | None = None              # a checkpoint label; default the first checkpoint
+    workers: int = Field(default=1, ge=1, le=256)
+    offline_eval: OfflineEvalSpec | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError("must be letters, digits, '-', '_' or '.', at most 64, not starting with a symbol")
+        return value
+
+    @field_validator("conditions")
+    @classmethod
+    def _known_settings(cls, conditions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for condition in conditions:
+            unknown = sorted(set(condition) - set(CONDITION_KEYS))
+            if unknown:
+                raise ValueError(f"unknown setting {unknown[0]!r} (a condition may set {', '.join(CONDITION_KEYS)})")
+            for key, value in condition.items():
+                if isinstance(value, float) and value != value:
+                    raise ValueError(f"{key}: NaN is not a setting")
+        return conditions
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    ref: str          # what `harness run --policy` gets
+    label: str        # the training run and step (or the built-in's name)
+
+
+@dataclass(frozen=True)
+class Cell:
+    checkpoint: Checkpoint
+    protocol: Path
+    condition: dict[str, Any]
+    condition_label: str
+
+    @property
+    def key(self) -> str:
+        """The scoresheet's file stem: protocol, checkpoint and condition, in file-name characters."""
+        raw = f"{self.protocol.stem}-{self.checkpoint.label}" + (f"-{self.condition_label}"
+                                                                  if self.condition_label != "default" else "")
+        return "".join(c if c.isalnum() or c in "-_." else "_" for c in raw)
+
+
+def condition_label(condition: dict[str, Any]) -> str:
+    if not condition:
+        return "default"
+    return ",".join(f"{key}={value}" for key, value in sorted(condition.items()))
+
+
+def condition_flags(condition: dict[str, Any]) -> list[str]:
+    """The `harness run` flags a condition stands for."""
+    flags: list[str] = []
+    for key, value in sorted(condition.items()):
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            flags += [flag] if value else []
+        elif isinstance(value, list):
+            for item in value:
+                flags += [flag, str(item)]
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+def expand_checkpoints(entries: list[str], base: Path) -> list[Checkpoint]:
+    """Built-ins as they are; a training output folder as all its checkpoints; a policy folder as itself."""
+    refs: list[str] = []
+    for entry in entries:
+        if entry in BUILTIN_POLICIES:
+            refs.append(entry)
+            continue
+        path = (base / entry) if not Path(entry).is_absolute() else Path(entry)
+        if (path / CHECKPOINTS_DIR).is_dir():
+            steps = sorted(p for p in (path / CHECKPOINTS_DIR).iterdir()
+                           if p.name.isdigit() and (p / PRETRAINED_DIR).is_dir())
+            if not steps:
+                raise HarnessInputError(path, "checkpoints", "a training folder with no checkpoints/<step>/"
+                                                             "pretrained_model inside")
+            refs += [str(step / PRETRAINED_DIR) for step in steps]
+        elif (path / "config.json").is_file():
+            refs.append(str(path))
+        else:
+            raise HarnessInputError(path, "checkpoints", "neither a built-in policy, a LeRobot pretrained folder "
+                                                         "(config.json) nor a training output folder (checkpoints/)")
+    if len(set(refs)) != len(refs):
+        raise HarnessInputError(None, "checkpoints", "a checkpoint is named twice")
+    labels = checkpoint_labels(refs)
+    return [Checkpoint(ref, label) for ref, label in zip(refs, labels, strict=True)]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    spec: SweepSpec
+    path: Path
+    checkpoints: list[Checkpoint]
+    cells: list[Cell]
+    scoresheets_dir: Path = Path("scoresheets")
+
+    @property
+    def folder(self) -> Path:
+        return self.scoresheets_dir / self.spec.name
+
+    @property
+    def baseline(self) -> Checkpoint:
+        wanted = self.spec.baseline
+        for checkpoint in self.checkpoints:
+            if wanted in (None, checkpoint.label, checkpoint.ref):
+                return checkpoint
+        raise HarnessInputError(self.path, "baseline", f"'{wanted}' is not one of the checkpoints "
+                                                       f"({', '.join(c.label for c in self.checkpoints)})")
+
+
+def load_sweep(path: str | Path, scoresheets_dir: Path = Path("scoresheets")) -> Sweep:
+    """Read, validate and expand a sweep file; every path is checked here, before anything runs."""
+    path = Path(path)
+    data = load_yaml_text(decode_text(read_limited(path, SWEEP_MAX_BYTES), path), path)
+    if not isinstance(data, dict):
+        raise HarnessInputError(path, None, "a sweep must be a YAML mapping")
+    try:
+        spec = SweepSpec.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise HarnessInputError(path, where or None, first["msg"].removeprefix("Value error, ")) from None
+    base = path.parent
+    checkpoints = expand_checkpoints(spec.checkpoints, base)
+    protocols = []
+    for entry in spec.protocols:
+        protocol = base / entry if not Path(entry).is_absolute() else Path(entry)
+        if not protocol.is_file():
+            raise HarnessInputError(path, "protocols", f"{protocol}: no such file")
+        protocols.append(protocol)
+    if len({p.stem for p in protocols}) != len(protocols):
+        raise HarnessInputError(path, "protocols", "two protocols share a file name; scoresheets are named by it")
+    cells = [Cell(checkpoint, protocol, condition, condition_label(condition))
+             for protocol in protocols for condition in spec.conditions for checkpoint in checkpoints]
+    sweep = Sweep(spec, path, checkpoints, cells, scoresheets_dir)
+    _ = sweep.baseline   # an unknown baseline is refused now, not after the sweep
+    return sweep

@@ -1,0 +1,93 @@
+"""`harness sweep`: a checkpoint x protocol grid on local Ray, resumable, with the report that ranks it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.cli import main
+from harness.models.scoresheet import load_scoresheet
+from harness.models.sweep import load_sweep
+from tests.tiny_policy import save_tiny_act
+
+
+def _protocols(tmp_path: Path) -> tuple[Path, Path]:
+    randomized, fixed = tmp_path / "scattered.yaml", tmp_path / "fixed.yaml"
+    assert main(["protocol", "new", "--randomized", "--n", "2", "--radius-cm", "4", "--min-spacing-cm", "1.2",
+                 "--seed", "5", "--time-limit-s", "1", "-o", str(randomized)]) == 0
+    assert main(["protocol", "new", "--fixed", "--n", "2", "--time-limit-s", "1", "-o", str(fixed)]) == 0
+    return randomized, fixed
+
+
+def _training_output(tmp_path: Path) -> Path:
+    """What `lerobot-train --output_dir` leaves: checkpoints/<step>/pretrained_model, two steps."""
+    out = tmp_path / "train" / "act_cube"
+    save_tiny_act(out / "checkpoints" / "000002" / "pretrained_model")
+    save_tiny_act(out / "checkpoints" / "000004" / "pretrained_model", action_mean=[0, -60, 60, 60, 0, 30])
+    return out
+
+
+def _write(path: Path, spec: dict) -> Path:
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_sweep_file_expands_a_training_folder_into_named_checkpoints(tmp_path: Path) -> None:
+    randomized, fixed = _protocols(tmp_path)
+    _training_output(tmp_path)
+    spec = _write(tmp_path / "sweep.yaml", {"name": "grid", "checkpoints": ["train/act_cube", "expert"],
+                                            "protocols": [randomized.name, fixed.name],
+                                            "conditions": [{}, {"no_video": True}]})
+    sweep = load_sweep(spec, tmp_path / "sheets")
+    assert [c.label for c in sweep.checkpoints] == ["act_cube-step2", "act_cube-step4", "expert"]
+    assert len(sweep.cells) == 3 * 2 * 2
+    assert len({c.key for c in sweep.cells}) == len(sweep.cells)   # every cell its own scoresheet
+    assert sweep.baseline.label == "act_cube-step2"
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"conditions": [{"latency": 5}]}, "conditions"),
+    ({"protocols": ["missing.yaml"]}, "protocols"),
+    ({"baseline": "act_cube-step9"}, "baseline"),
+    ({"checkpoints": ["nowhere"]}, "checkpoints"),
+    ({"name": "../escape"}, "name"),
+    ({"workers": 0}, "workers"),
+])
+def test_bad_sweep_files_are_refused_in_one_line_before_anything_runs(tmp_path: Path, change: dict, field: str,
+                                                                        capsys) -> None:
+    randomized, _ = _protocols(tmp_path)
+    _training_output(tmp_path)
+    spec = {"name": "grid", "checkpoints": ["train/act_cube"], "protocols": [randomized.name]} | change
+    path = _write(tmp_path / "sweep.yaml", spec)
+    assert main(["sweep", str(path), "--scoresheets-dir", str(tmp_path / "sheets")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and field in err[0], err
+    assert not (tmp_path / "sheets").exists()
+
+
+@pytest.mark.slow
+def test_two_checkpoints_by_two_protocols_on_local_ray_then_resume_skips_them(tmp_path: Path, capsys) -> None:
+    randomized, fixed = _protocols(tmp_path)
+    _training_output(tmp_path)
+    spec = _write(tmp_path / "sweep.yaml", {"name": "grid", "checkpoints": ["train/act_cube"],
+                                            "protocols": [randomized.name, fixed.name], "workers": 2})
+    sheets, runs = tmp_path / "sheets", tmp_path / "runs"
+    args = ["sweep", str(spec), "--scoresheets-dir", str(sheets), "--runs-dir", str(runs)]
+    assert main(args) == 0
+    cells = sorted((sheets / "grid").glob("*.yaml"))
+    assert [c.stem for c in cells] == ["fixed-act_cube-step2", "fixed-act_cube-step4", "scattered-act_cube-step2",
+                                       "scattered-act_cube-step4"]
+    for cell in cells:
+        sheet = load_scoresheet(cell)
+        assert sheet.complete and len(sheet.scored_attempts()) == 2
+        assert sheet.locked.policy.ref.endswith("pretrained_model")
+    report = (sheets / "grid" / "report.html").read_text()
+    assert "Which checkpoint to ship" in report and "act_cube-step4" in report
+    out = capsys.readouterr().out
+    assert "closed-loop success picks" in out
+
+    assert main(args) == 2   # a second sweep into the same folder must say --resume
+    assert main([*args, "--resume"]) == 0
+    assert capsys.readouterr().err.count("scored already, skipped") == 4
