@@ -1,0 +1,159 @@
+"""Simulated cameras on the rehearsed real-arm path: frame delivery and the 30 Hz loop's jitter.
+
+The emulator (`open_rig(sim=True)`, what `harness emulate-bus --sim` runs) lives in its own
+process, as it does for a user; this process is the client.
+
+1. Delivery: two `HarnessSimCamera`s (top and wrist) at 30 fps, each read in its own thread with
+   `async_read`; frames/s received per camera and latency from the end of rendering in the
+   emulator to `async_read` returning here (CLOCK_MONOTONIC is shared between processes).
+2. Loop: LeRobot's `SO101Follower` over the emulated bus with both cameras, paced at 30 Hz by
+   `MonotonicClock`: `get_observation` (bus read + `read_latest` of each camera) then `send_action`.
+   Jitter = how late each step starts against the ideal 1/30 s grid.
+
+Run: .venv/bin/python benchmarks/camera_bench.py [--seconds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from harness.run.clock import MonotonicClock  # noqa: E402
+from harness.sim.config_sim_camera import HarnessSimCameraConfig  # noqa: E402
+from harness.sim.sim_camera import HarnessSimCamera  # noqa: E402
+
+FPS = 30
+SIZES = ((640, 480), (320, 240))
+
+
+def serve(socket_path: str, port_file: str) -> None:
+    """The emulator process: serve the bus and the cameras until stdin closes."""
+    import harness.sim  # noqa: F401
+    from harness.bus.scenario import default_scenario, open_rig
+
+    with open_rig(default_scenario(), sim=True, camera_socket=socket_path) as rig:
+        Path(port_file).write_text(rig.port)
+        sys.stdin.read()
+
+
+def start_emulator(folder: Path) -> tuple[subprocess.Popen, str, str]:
+    socket_path, port_file = str(folder / "cams.sock"), folder / "port"
+    proc = subprocess.Popen([sys.executable, __file__, "--serve", socket_path, str(port_file)],
+                            stdin=subprocess.PIPE, cwd=REPO)
+    deadline = time.monotonic() + 60
+    while not port_file.exists() or not port_file.read_text():
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise RuntimeError("emulator did not start")
+        time.sleep(0.1)
+    return proc, port_file.read_text(), socket_path
+
+
+def stop_emulator(proc: subprocess.Popen) -> None:
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(timeout=30)
+
+
+def camera_configs(socket_path: str, width: int, height: int) -> dict[str, HarnessSimCameraConfig]:
+    return {name: HarnessSimCameraConfig(camera=name, socket_path=socket_path, width=width, height=height, fps=FPS)
+            for name in ("top", "wrist")}
+
+
+def delivery(socket_path: str, width: int, height: int, seconds: float) -> dict[str, tuple[float, float, float]]:
+    cameras = {name: HarnessSimCamera(cfg) for name, cfg in camera_configs(socket_path, width, height).items()}
+    results: dict[str, tuple[float, float, float]] = {}
+
+    def reader(name: str, camera: HarnessSimCamera) -> None:
+        latencies, stamps = [], []
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            try:
+                camera.async_read(timeout_ms=1000)
+            except TimeoutError:
+                continue
+            latencies.append(time.monotonic() - (camera.latest_rendered_at or 0.0))
+            stamps.append(time.perf_counter())
+        rate = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else 0.0
+        ms = np.array(latencies) * 1e3
+        results[name] = (rate, float(np.percentile(ms, 50)), float(np.percentile(ms, 99)))
+
+    for camera in cameras.values():
+        camera.connect()
+    threads = [threading.Thread(target=reader, args=item) for item in cameras.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for camera in cameras.values():
+        camera.disconnect()
+    return results
+
+
+def loop_jitter(port: str, socket_path: str, size: tuple[int, int] | None, seconds: float) -> tuple[float, ...]:
+    from lerobot.robots.so_follower import SO101Follower, SO101FollowerConfig
+
+    from harness.robots.so101 import REPO_CALIBRATION
+
+    cameras = camera_configs(socket_path, *size) if size else {}
+    robot = SO101Follower(SO101FollowerConfig(port=port, id="emulated_follower", calibration_dir=REPO_CALIBRATION,
+                                              cameras=cameras))
+    robot.connect()
+    clock, period = MonotonicClock(), 1.0 / FPS
+    hold = {k: v for k, v in robot.get_observation().items() if k.endswith(".pos")}
+    lateness, busy = [], []
+    start = clock.now()
+    for step in range(int(seconds * FPS)):
+        due = start + step * period
+        clock.sleep(due - clock.now())
+        began = clock.now()
+        lateness.append(began - due)
+        robot.get_observation()
+        robot.send_action(hold)
+        busy.append(clock.now() - began)
+    robot.disconnect()
+    late_ms, busy_ms = np.array(lateness[1:]) * 1e3, np.array(busy[1:]) * 1e3
+    return (float(np.percentile(late_ms, 50)), float(np.percentile(late_ms, 99)), float(late_ms.max()),
+            float(np.percentile(busy_ms, 50)), float(np.percentile(busy_ms, 99)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--serve", nargs=2, metavar=("SOCKET", "PORT_FILE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(*args.serve)
+        return
+    print(f"# simulated cameras, {os.cpu_count()} CPUs, {args.seconds:.0f} s per row")
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, port, socket_path = start_emulator(Path(tmp))
+        try:
+            print("\n| cameras | camera | frames/s (asked 30) | render->async_read p50 ms | p99 ms |")
+            print("|---|---|---|---|---|")
+            for width, height in SIZES:
+                for name, (rate, p50, p99) in delivery(socket_path, width, height, args.seconds).items():
+                    print(f"| 2 x {width}x{height} | {name} | {rate:.1f} | {p50:.1f} | {p99:.1f} |")
+            print("\n| 30 Hz loop (SO101Follower over the emulator) | late p50 ms | late p99 ms | late max ms "
+                  "| busy p50 ms | busy p99 ms |")
+            print("|---|---|---|---|---|---|")
+            for size in (None, *SIZES):
+                label = f"2 cameras {size[0]}x{size[1]}" if size else "no cameras"
+                row = loop_jitter(port, socket_path, size, args.seconds)
+                print(f"| {label} | " + " | ".join(f"{v:.2f}" for v in row) + " |")
+        finally:
+            stop_emulator(proc)
+
+
+if __name__ == "__main__":
+    main()
