@@ -62,7 +62,7 @@ def test_mean_error_within_target_and_inside_outside_agrees(results) -> None:
 def test_uncertainty_covers_most_errors_and_says_why_when_there_is_no_number(results) -> None:
     pairs = _errors(results)
     assert np.mean([e <= u for e, u in pairs]) >= 0.9          # a 95 % interval, within sampling
-    assert sum(e > 1.0 and e > u for e, u in pairs) <= 1        # see the strict xfail below
+    assert sum(e > 1.0 and e > u for e, u in pairs) <= 1        # see the expected failure below
     for f, r in results:
         assert (r.measurement is None) == (r.reason is not None)
         if f.cube_visible < 0.3:  # the cube under the gripper: never a number, and the cube is the reason
