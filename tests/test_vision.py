@@ -127,3 +127,26 @@ def test_scene_check_command_marks_the_object_and_exits_1(truth, tmp_path, capsy
     assert found and abs(int(found[1]) - 89) <= 3 and abs(int(found[2]) - 79) <= 3
     assert (tmp_path / "live_scene_check.png").is_file()
     assert main(["scene-check", str(tmp_path / "empty.png"), "--reference", str(tmp_path / "empty.png")]) == 0
+
+
+def test_pixel_uncertainty_is_kept_in_the_scoresheet_and_stated_in_the_report(workdir) -> None:
+    from harness.models.scoresheet import PlacementMeasurement
+    from harness.reports.blocks import Para
+    from harness.reports.document import run_blocks
+    from tests.helpers import fake_attempt, locked_sheet
+
+    sheet = locked_sheet(workdir)
+    for trial in (1, 2, 3):  # a real-arm run: no simulator truth, so placement comes from pixels
+        sheet.add_attempt(fake_attempt(trial, 1, "success"))
+    common = {"attempt": 1, "inside_bowl": True, "method": "pixels (auto rim calibration)", "image": "x.png",
+              "measured_at": "2026-11-30T10:00:08.000+00:00"}
+    sheet.add_measurements([
+        PlacementMeasurement(trial_index=1, placement_error_cm=1.2, uncertainty_cm=0.31, **common),
+        PlacementMeasurement(trial_index=2, placement_error_cm=2.0, uncertainty_cm=0.52, **common),
+        PlacementMeasurement(trial_index=3, placement_error_cm=0.8, **common),  # made before uncertainties existed
+    ])
+    reloaded = load_scoresheet(sheet.path)  # the hash chain verifies, with and without the new field
+    assert [m.uncertainty_cm for m in reloaded.measurements] == [0.31, 0.52, None]
+    assert [row.placement_uncertainty_cm for row in trial_rows(reloaded)] == [0.31, 0.52, None]
+    text = " ".join(b.text for b in run_blocks(reloaded) if isinstance(b, Para))
+    assert "2 of these were measured from the top camera's pixels with a 95% interval of +/- 0.31 to 0.52 cm" in text

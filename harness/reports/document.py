@@ -126,8 +126,8 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
         widths = sorted(r.placement_uncertainty_cm for r in rows if r.label == Label.SUCCESS
                         and r.placement_error_cm is not None and r.placement_uncertainty_cm is not None)
         if widths:
-            blocks.append(Para(f"{len(widths)} of these were measured from the top camera's pixels; each carries a "
-                               f"95% interval of +/- {widths[0]:.2f} to {widths[-1]:.2f} cm (median "
+            blocks.append(Para(f"{len(widths)} of these were measured from the top camera's pixels with a 95% "
+                               f"interval of +/- {widths[0]:.2f} to {widths[-1]:.2f} cm (median "
                                f"{widths[len(widths) // 2]:.2f} cm): differences smaller than that are not shown "
                                "by these measurements."))
         blocks.append(Figure(f"placement_{key}", figures.placement_histogram(errors),
