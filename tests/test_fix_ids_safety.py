@@ -208,3 +208,29 @@ def test_the_whole_repair_succeeds_on_a_noisy_line(seed) -> None:
                                           lambda: chain.plug(*ALL), chain.power_cycle])   # first time right
         assert fix_ids(bus.port, operator, open_port) == 0, operator.transcript
     assert [s.current_id for s in chain.servos] == [1, 2, 3, 4, 5, 6]
+
+
+class HalfGarbledAtId2(ServoChain):
+    """Every other reply from ID 2 arrives corrupted: the pings can never agree on what ID 2 is."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.flip = False
+
+    def handle(self, packet: p.Packet, baud: int) -> bytes:
+        reply = super().handle(packet, baud)
+        if packet.servo_id == 2 and packet.code == p.PING and reply:
+            self.flip = not self.flip
+            if self.flip:
+                return reply[:3] + bytes([reply[3] ^ 0x5A]) + reply[4:]
+        return reply
+
+
+def test_an_unsure_diagnosis_is_never_acted_on() -> None:
+    chain = arm(HalfGarbledAtId2, ids={"gripper": 5})
+    with PtyBus(chain) as bus:
+        operator = ScriptedOperator(bus, [])
+        assert fix_ids(bus.port, operator, open_port) == 1
+    assert "How sure: unsure" in operator.transcript
+    assert "Not repairing on a diagnosis this unsure" in operator.transcript
+    assert operator.instructions == [] and all(s.eeprom_writes == 0 for s in chain.servos)

@@ -22,6 +22,7 @@ from harness.bus.scan import (
     SCAN_BAUDS,
     SO101_IDS,
     TARGET_BAUD,
+    Certainty,
     Details,
     Heard,
     Scan,
@@ -306,6 +307,10 @@ def _fix_ids(port: str, operator: Operator, open_serial: Callable[[str], object]
         operator.say("All six servos answer at 1 Mbaud as STS3215s on one firmware, EEPROM locked. Nothing to fix.")
         return 0
     _report(operator, "\nWhat is wrong:", findings)
+    if scan.certainty is Certainty.UNSURE:
+        operator.say("Not repairing on a diagnosis this unsure: a wrong guess would rename the wrong servo. "
+                     "Check the cable and the power supply, then run fix-ids again.")
+        return 1
     repairable = [f for f in findings if not f.kind.needs_a_person]
     if not repairable:
         operator.say("fix-ids cannot repair this itself; do what is said above, then run fix-ids again.")
@@ -338,6 +343,10 @@ def _fix_ids(port: str, operator: Operator, open_serial: Callable[[str], object]
     operator.say(describe_scan(proof))
     if remaining := diagnose(proof):
         _report(operator, "After the power cycle something reverted:", remaining)
+        return 1
+    if proof.certainty is Certainty.UNSURE:
+        operator.say("The IDs look right, but the line is too noisy to be sure: check the cable, then run "
+                     "fix-ids again to confirm.")
         return 1
     operator.say("Fixed: all six IDs answer after a power cycle, EEPROM locked.")
     return 0

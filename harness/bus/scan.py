@@ -122,7 +122,7 @@ def probe(wire: Wire, servo_id: int) -> tuple[Heard, int, int, int]:
     votes: Counter[Heard] = Counter()
     for sent in range(1, MAX_PINGS + 1):
         votes[_HEARD_BY_STATE[wire.ping(servo_id).state]] += 1
-        leader, count, runner_up = _standing(votes)
+        _, count, runner_up = _standing(votes)
         if sent >= AGREE_PINGS and Certainty.of(count, sent, runner_up) is not Certainty.UNSURE:
             break
     leader, count, runner_up = _standing(votes)
@@ -130,15 +130,16 @@ def probe(wire: Wire, servo_id: int) -> tuple[Heard, int, int, int]:
 
 
 def _standing(votes: Counter[Heard]) -> tuple[Heard, int, int]:
-    leader, count = _leader(votes)
-    return leader, count, max((n for heard, n in votes.items() if heard is not leader), default=0)
-
-
-def _leader(votes: Counter[Heard]) -> tuple[Heard, int]:
-    # On a tie a collision wins over a clean answer, and any answer over silence: the safer reading,
-    # because it stops a repair rather than starting one.
-    rank = {Heard.COLLIDES: 0, Heard.ANSWERS: 1, Heard.SILENT: 2}
-    return min(votes.items(), key=lambda kv: (-kv[1], rank[kv[0]]))
+    """(verdict, its votes, the runner-up's votes). Bytes never come from an empty line, so any answer,
+    clean or garbled, proves a servo is there: silence wins only when nothing else was heard. Between
+    a clean answer and a garbled one, a tie goes to the collision: the safer reading, because it stops
+    a repair rather than starting one."""
+    heard = {h: n for h, n in votes.items() if h is not Heard.SILENT and n}
+    if not heard:
+        return Heard.SILENT, votes[Heard.SILENT], 0
+    rank = {Heard.COLLIDES: 0, Heard.ANSWERS: 1}
+    leader = min(heard, key=lambda h: (-heard[h], rank[h]))
+    return leader, heard[leader], max((n for h, n in heard.items() if h is not leader), default=0)
 
 
 def read_register(wire: Wire, servo_id: int, address: int, length: int, tries: int = READ_TRIES) -> bytes | None:
