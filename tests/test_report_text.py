@@ -3,6 +3,7 @@ describe what is drawn, no plot without information, comparisons of unequal runs
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from harness.models.protocol import load_protocol
@@ -37,6 +38,7 @@ SLOW_SIM_ROBOT = LoopStats(steps=300, target_fps=30, achieved_fps=21.3, policy_l
                            robot_io_ms_p95=61.0, missed_deadlines=296)
 
 
+@pytest.mark.slow
 def test_a_lock_step_sim_run_with_a_slow_robot_blames_rendering_not_the_policy(workdir) -> None:
     sheet = _sheet(workdir, "slow", "sim", ["success", "no_grasp", "success"], SLOW_SIM_ROBOT)
     text = _text(run_blocks(sheet))
@@ -46,6 +48,7 @@ def test_a_lock_step_sim_run_with_a_slow_robot_blames_rendering_not_the_policy(w
     assert "The policy alone" not in text
 
 
+@pytest.mark.slow
 def test_a_slow_policy_on_a_real_arm_is_blamed_and_not_called_a_simulation(workdir) -> None:
     slow_policy = LoopStats(steps=300, target_fps=30, achieved_fps=12.0, policy_latency_ms_p50=80.0,
                             policy_latency_ms_p95=95.0, robot_io_ms_p50=3.0, robot_io_ms_p95=5.0,
@@ -55,6 +58,7 @@ def test_a_slow_policy_on_a_real_arm_is_blamed_and_not_called_a_simulation(workd
     assert "lock-step" not in text and "simulator" not in text
 
 
+@pytest.mark.slow
 def test_the_distance_caption_promises_a_fit_only_when_one_is_drawn(workdir) -> None:
     all_success = _sheet(workdir, "flat", "sim", ["success"] * 3)
     [figure] = [b for b in run_blocks(all_success) if isinstance(b, Figure) and b.name.startswith("distance")]
@@ -64,6 +68,7 @@ def test_the_distance_caption_promises_a_fit_only_when_one_is_drawn(workdir) -> 
     assert "with the logistic fit and its 95% band" in figure.caption
 
 
+@pytest.mark.slow
 def test_a_fixed_position_protocol_gets_no_distance_plot_and_says_why(workdir) -> None:
     fixed = [{"index": i, "dx_cm": 0.0, "dy_cm": 0.0} for i in (1, 2, 3)]
     blocks = run_blocks(_sheet(workdir, "fixed", "sim", ["success", "no_grasp", "success"], trials=fixed))
@@ -75,6 +80,7 @@ def test_a_fixed_position_protocol_gets_no_distance_plot_and_says_why(workdir) -
     assert any(b.name.startswith("map") for b in with_starts if isinstance(b, Figure))
 
 
+@pytest.mark.slow
 def test_runs_of_unequal_size_are_not_called_n_trials_per_run(workdir) -> None:
     twenty = [{"index": i, "dx_cm": float(i % 3), "dy_cm": 0.0} for i in range(1, 21)]
     thirty = [{"index": i, "dx_cm": 0.0, "dy_cm": float(i % 4)} for i in range(1, 33)]
@@ -85,6 +91,7 @@ def test_runs_of_unequal_size_are_not_called_n_trials_per_run(workdir) -> None:
     assert "With 20 and 32 trials in the two runs (about as sensitive as 25 per run)" in text
 
 
+@pytest.mark.slow
 def test_checkpoints_are_named_by_run_and_step_in_headings(workdir, tmp_path) -> None:
     from harness.reports.blocks import Heading
     from tests.tiny_policy import save_tiny_act

@@ -41,6 +41,7 @@ def checkerboard_views() -> tuple[Board, list[np.ndarray]]:
     return board, board_images(board.image(80, 40), 80, board.square_mm, MATRIX, LENS, count=10, seed=4)
 
 
+@pytest.mark.slow
 def test_calibration_recovers_the_lens_and_undistortion_straightens_lines(checkerboard_views) -> None:
     board, views = checkerboard_views
     result = calibrate([(f"view{i}", v) for i, v in enumerate(views[:9])], board)
@@ -53,6 +54,7 @@ def test_calibration_recovers_the_lens_and_undistortion_straightens_lines(checke
     assert _worst_line_deviation_px(cam.undistort(held_out), board) < 0.5
 
 
+@pytest.mark.slow
 def test_charuco_board_calibrates_as_well() -> None:
     board = Board(BoardKind.CHARUCO)
     views = board_images(board.image(80, 40), 80, board.square_mm, MATRIX, LENS, count=8, seed=5)
@@ -61,6 +63,7 @@ def test_charuco_board_calibrates_as_well() -> None:
     assert cam.distortion[0] == pytest.approx(LENS[0], abs=0.03)
 
 
+@pytest.mark.slow
 def test_calibrate_camera_command_saves_beside_the_rim_calibration(workdir, checkerboard_views, capsys) -> None:
     _, views = checkerboard_views
     for i, view in enumerate(views):
