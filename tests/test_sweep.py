@@ -90,4 +90,4 @@ def test_two_checkpoints_by_two_protocols_on_local_ray_then_resume_skips_them(tm
 
     assert main(args) == 2   # a second sweep into the same folder must say --resume
     assert main([*args, "--resume"]) == 0
-    assert capsys.readouterr().err.count("scored already, skipped") == 4
+    assert capsys.readouterr().out.count("scored already, skipped") == 4
