@@ -160,7 +160,7 @@ def test_record_dataset_writes_a_lerobot_dataset_that_lerobot_loads(workdir) -> 
     dataset = LeRobotDataset("local/eval_dataset", root=root, video_backend="pyav")
     assert dataset.meta.total_episodes == 2 and dataset.num_frames == 60
     item = dataset[45]
-    assert item["observation.images.top"].shape == (3, 480, 640)
+    assert item["observation.images.top"].shape == (3, 96, 128)   # --record-size default
     assert item["observation.state"].shape == (6,) and item["action"].shape == (6,)
     sheet = load_scoresheet(workdir / "scoresheets" / "small-expert.yaml")
     assert [a.artifacts["dataset_episode"] for a in sheet.attempts] == ["0", "1"]

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from harness.errors import HarnessInputError
+from harness.models.checkpoint import checkpoint_name
 from harness.models.protocol import Protocol
 from harness.models.scoresheet import Scoresheet, build_locked, check_resumable, load_scoresheet, new_scoresheet
 
@@ -15,7 +16,9 @@ BUILTIN_POLICIES = ("expert", "replay")
 
 
 def _slug(policy_ref: str) -> str:
-    name = Path(policy_ref.rstrip("/")).name or policy_ref
+    """A built-in by its name; a checkpoint folder by its training run and step, so every checkpoint of
+    a `lerobot-train` run (each folder named `pretrained_model`) gets its own scoresheet."""
+    name = policy_ref if policy_ref in BUILTIN_POLICIES else checkpoint_name(policy_ref).label
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 

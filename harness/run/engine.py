@@ -341,6 +341,9 @@ class RunEngine:
 
     def _record_dataset_frame(self, observation: dict[str, Any], action: dict[str, float]) -> None:
         sink = self.options.dataset
+        if not getattr(sink, "due", lambda: True)():   # --record-fps below the control rate: nothing to render
+            sink.add(observation, action, {})
+            return
         width, height = sink.size
         frames = {}
         for cam in sink.cameras:

@@ -19,8 +19,11 @@ class TerminalObserver:
         self.out = out or sys.stdout
         self.stdin = stdin or sys.stdin
         self._line = ""
+        self._durations: list[float] = []
+        self._left = 0
 
     def trial_started(self, trial: Trial, attempt: int, done: int, total: int) -> None:
+        self._left = total - done
         again = f" attempt {attempt}" if attempt > 1 else ""
         self._line = (f"[{done + 1:>3}/{total}] trial {trial.index:>3}{again}: cube at "
                       f"dx {trial.dx_cm:+5.1f} dy {trial.dy_cm:+5.1f} cm yaw {trial.yaw_deg:+4.0f} deg")
@@ -64,7 +67,17 @@ class TerminalObserver:
         clean = ""
         if attempt.judge and attempt.judge.get("clean_release") is False:
             clean = ", release not clean"
-        print(f"{self._line} -> {label}{extra}{clean} [{attempt.loop.steps} steps]", file=self.out, flush=True)
+        print(f"{self._line} -> {label}{extra}{clean} [{attempt.loop.steps} steps, {attempt.duration_s:.1f} s"
+              f"{self._eta(attempt)}]", file=self.out, flush=True)
+
+    def _eta(self, attempt: Attempt) -> str:
+        """Time left at the mean attempt time so far (a voided attempt is retried: its trial is still left)."""
+        self._durations.append(attempt.duration_s)
+        left = self._left - (attempt.outcome != Label.VOID)
+        if left <= 0:
+            return ""
+        seconds = round(left * sum(self._durations) / len(self._durations))
+        return f"; {left} left, about {seconds // 60} min {seconds % 60:02d} s"
 
     def stop_requested(self) -> bool:
         return False
