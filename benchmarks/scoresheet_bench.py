@@ -144,7 +144,19 @@ def clone(source: Path, target: Path) -> None:
             (target.parent / sibling.name.replace(source.name, target.name)).write_bytes(sibling.read_bytes())
 
 
-def measure_command(scratch: Path, images: int) -> float:
+def png_costs(frame) -> tuple[float, float]:
+    """Milliseconds to encode one 640x480 frame as PNG at the default compression and at level 1."""
+    import io
+
+    from PIL import Image
+
+    image = Image.fromarray(frame)
+    default = timed(lambda: image.save(io.BytesIO(), format="PNG"), 5)
+    fast = timed(lambda: image.save(io.BytesIO(), format="PNG", compress_level=1), 5)
+    return 1000 * default, 1000 * fast
+
+
+def measure_command(scratch: Path, images: int) -> tuple[float, tuple[float, float]]:
     """Images per second of `harness measure` over one run folder whose sheet has an attempt per image:
     simulator frames (bowl, cube, arm), rim found automatically, annotated PNGs and the sheet written."""
     import contextlib
@@ -161,7 +173,10 @@ def measure_command(scratch: Path, images: int) -> float:
     (folder / "scoresheets").mkdir(parents=True)
     build_sheet(folder / "scoresheets", images, name="bench.yaml")
     _, frames = truth_frames(SceneGeometry(), images, seed=7)
+    costs = (0.0, 0.0)
     for index, truth in enumerate(frames, start=1):
+        if index == 1:
+            costs = png_costs(truth.frame)
         trial = folder / "runs" / "bench" / f"trial-{index:04d}-a1"
         trial.mkdir(parents=True)
         Image.fromarray(truth.frame).save(trial / "final_top.png")
@@ -171,7 +186,7 @@ def measure_command(scratch: Path, images: int) -> float:
         t0 = time.perf_counter()
         with contextlib.redirect_stdout(io.StringIO()):
             harness_main(["measure", "runs/bench", "--bowl-cm", "11.5", "--auto"])
-        return images / (time.perf_counter() - t0)
+        return images / (time.perf_counter() - t0), costs
     finally:
         os.chdir(previous)
 
@@ -193,9 +208,10 @@ def main() -> None:
                   f"{r['resume_cpu']:.2f} s / {r['resume_rss']:.0f} MiB | {r['report_wall']:.2f} s / "
                   f"{r['report_cpu']:.2f} s / {r['report_rss']:.0f} MiB |", flush=True)
         if args.measure_images:
-            rate = measure_command(Path(scratch), args.measure_images)
+            rate, (default_ms, fast_ms) = measure_command(Path(scratch), args.measure_images)
             print(f"\n`harness measure` over {args.measure_images} final frames (auto rim, annotated PNGs, "
-                  f"measurements recorded): {rate:.1f} images/s")
+                  f"measurements recorded): {rate:.1f} images/s; one 640x480 PNG: {default_ms:.0f} ms at the "
+                  f"default compression, {fast_ms:.0f} ms at level 1")
 
 
 if __name__ == "__main__":
