@@ -96,6 +96,17 @@ class Attempt(BaseModel):
     note: str | None = None
     artifacts: dict[str, str] = Field(default_factory=dict)
     chain_sha256: str = ""
+    measured_start: dict[str, Any] | None = None   # real arm: where the top camera saw the cube at the start
+    proposal: dict[str, Any] | None = None         # real arm: the label proposed from evidence, with reasons
+
+    @model_serializer(mode="wrap")
+    def _omit_unmeasured(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """An attempt without a measured start or a proposal stores, and hashes, exactly as before they existed."""
+        data = handler(self)
+        for name in ("measured_start", "proposal"):
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
 
     @property
     def label(self) -> str:

@@ -7,8 +7,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from harness.models.protocol import JOINT_NAMES, Trial
 from harness.models.protocol import Protocol as EvalProtocol
-from harness.models.protocol import Trial
+from harness.run.operator_trial import PlacementGuide, PlacementOutcome, Proposer
+from harness.run.proposal import GripperTrace, Proposal
 
 
 class TrialStage(Protocol):
@@ -26,6 +28,10 @@ class TrialStage(Protocol):
     def finished(self) -> bool: ...
 
     def verdict(self) -> dict[str, Any] | None: ...
+
+    def attempt_fields(self) -> dict[str, Any]:
+        """Extra attempt fields this stage measured (a real arm's measured start, its proposal)."""
+        ...
 
 
 class SimStage:
@@ -57,24 +63,47 @@ class SimStage:
     def verdict(self) -> dict[str, Any] | None:
         return self.world.judge.verdict(self.world.data)
 
+    def attempt_fields(self) -> dict[str, Any]:
+        return {}   # the simulator places exactly and its judge's verdict is recorded by the engine
+
 
 class OperatorStage:
-    """A person places the cube and judges; frames come from the robot's own cameras."""
+    """A person places the cube and judges; frames come from the robot's own cameras.
+
+    With a `PlacementGuide` the trial starts only once the top camera sees the cube within tolerance of
+    its target (or the operator overrides with a reason) and nothing unexpected in view (or the operator
+    accepts it with a note); with a `Proposer` the finished trial gets a proposed label from the
+    gripper's positions and the final top frame. Both are recorded in the attempt.
+    """
 
     world = None
 
-    def __init__(self, confirm_placed: Any) -> None:
+    def __init__(self, confirm_placed: Any, guide: PlacementGuide | None = None,
+                 proposer: Proposer | None = None) -> None:
         self.confirm_placed = confirm_placed
+        self.guide = guide
+        self.proposer = proposer
         self.last_observation: dict[str, Any] = {}
+        self.trace: GripperTrace | None = None
+        self.placed: PlacementOutcome | None = None
+        self.proposal: Proposal | None = None
 
     def place_cube(self, trial: Trial, attempt: int) -> None:
-        self.confirm_placed(trial)
+        self.proposal = None
+        self.trace = self.proposer.trace() if self.proposer is not None else None
+        if self.guide is None:
+            self.placed = None
+            self.confirm_placed(trial)
+            return
+        self.placed = self.guide.place(trial)
 
     def on_step(self, trial: Trial, step: int) -> None:
         return None
 
     def observed(self, observation: dict[str, Any]) -> None:
         self.last_observation = observation
+        if self.trace is not None:
+            self.trace.see({name: float(observation[f"{name}.pos"]) for name in JOINT_NAMES})
 
     def frame(self, camera: str, width: int, height: int) -> np.ndarray | None:
         frame = self.last_observation.get(camera)
@@ -84,4 +113,16 @@ class OperatorStage:
         return False
 
     def verdict(self) -> dict[str, Any] | None:
+        """None: on a real arm the operator scores. The proposal is made here, from the last top frame."""
+        if self.proposer is not None and self.trace is not None:
+            self.proposal = self.proposer.propose(self.trace, self.frame(self.proposer.camera, 0, 0))
         return None
+
+    def attempt_fields(self) -> dict[str, Any]:
+        """What this stage adds to the attempt: the measured start, the proposal."""
+        fields: dict[str, Any] = {}
+        if self.placed is not None:
+            fields["measured_start"] = self.placed.record()
+        if self.proposal is not None:
+            fields["proposal"] = self.proposal.record()
+        return fields

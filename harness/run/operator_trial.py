@@ -1,0 +1,160 @@
+"""Before and after a real trial: the cube guided onto its target with the scene checked, and a label proposed.
+
+`PlacementGuide.place` is what happens between "place the cube" and the trial starting: frames from
+the top camera are checked against the empty-scene references (anything new in view must be cleared
+or accepted with a note) and measured against the trial's target; the trial starts once the cube is
+within tolerance for two frames in a row, or when the operator overrides with a reason. The
+operator is a collaborator passed in (`PlacementOperator`): the TUI, the terminal, or a script.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from harness.models.protocol import Trial
+from harness.run.clock import Clock
+from harness.run.placement_guide import PlacementReading, Tolerance, TopView
+from harness.run.proposal import FinalView, GripperBands, GripperTrace, Proposal, propose
+from harness.vision.reasons import DetectionError
+from harness.vision.scene_check import Unexpected, unexpected_objects
+
+
+class PlacementOperator(Protocol):
+    """The person at the table, as the guide sees them."""
+
+    def placement(self, trial: Trial, reading: PlacementReading, frame: np.ndarray) -> str | None:
+        """Show the live reading; return a reason to start anyway (an override), or None to keep going."""
+        ...
+
+    def unexpected(self, trial: Trial, objects: list[Unexpected], frame: np.ndarray) -> str | None:
+        """Show what is in view that should not be; return a note to accept it, or None (it is being cleared)."""
+        ...
+
+
+@dataclass(frozen=True)
+class PlacementOutcome:
+    """How the trial's start was reached: the last reading, any override or scene note, and how long it took."""
+
+    reading: PlacementReading
+    override_reason: str | None
+    scene_note: str | None
+    unexpected_seen: int
+    settle_s: float          # from the first in-tolerance frame to the start (the live measurement's latency)
+    frames: int
+
+    def record(self) -> dict[str, object]:
+        out = self.reading.record()
+        if self.override_reason is not None:
+            out["override_reason"] = self.override_reason
+        if self.scene_note is not None:
+            out["scene_note"] = self.scene_note
+        if self.unexpected_seen:
+            out["unexpected_objects"] = self.unexpected_seen
+        out["settle_s"] = round(self.settle_s, 3)
+        return out
+
+
+def scene_objects(frame: np.ndarray, references: list[np.ndarray], reading: PlacementReading | None,
+                  cube_px: tuple[float, float] | None) -> list[Unexpected]:
+    """Regions unlike every empty-scene reference, except the one the cube itself is in."""
+    found = unexpected_objects(frame, references)
+    if cube_px is None:
+        return found
+    x, y = cube_px
+    return [u for u in found if not (u.x <= x <= u.x + u.width and u.y <= y <= u.y + u.height)]
+
+
+@dataclass
+class PlacementGuide:
+    """Live top-camera guidance for one real trial's start (see the module docstring)."""
+
+    view: TopView
+    grab: Callable[[], np.ndarray]          # the top camera's latest frame (RGB)
+    references: list[np.ndarray]            # empty-scene frames taken at check time
+    operator: PlacementOperator
+    clock: Clock
+    tolerance: Tolerance = field(default_factory=Tolerance)
+    poll_s: float = 0.1
+    steady_frames: int = 2                  # in tolerance this many frames in a row: the cube is at rest there
+
+    def place(self, trial: Trial) -> PlacementOutcome:
+        scene_note: str | None = None
+        seen = 0
+        streak = 0
+        first_ok: float | None = None
+        frames = 0
+        while True:
+            frame = self.grab()
+            frames += 1
+            reading = self.view.reading(frame, trial, self.tolerance)
+            cube_px = self._cube_px(frame) if reading.error_cm is not None else None
+            objects = scene_objects(frame, self.references, reading, cube_px) if self.references else []
+            if objects and scene_note is None:
+                seen = max(seen, len(objects))
+                scene_note = self.operator.unexpected(trial, objects, frame)
+                if scene_note is None:
+                    streak, first_ok = 0, None
+                    self.clock.sleep(self.poll_s)
+                    continue
+            override = self.operator.placement(trial, reading, frame)
+            now = self.clock.now()
+            if reading.within:
+                streak += 1
+                first_ok = first_ok if first_ok is not None else now
+            else:
+                streak, first_ok = 0, None
+            if streak >= self.steady_frames or override:
+                settle = now - first_ok if first_ok is not None else 0.0
+                return PlacementOutcome(reading, override or None, scene_note, seen, settle, frames)
+            self.clock.sleep(self.poll_s)
+
+    def _cube_px(self, frame: np.ndarray) -> tuple[float, float] | None:
+        from harness.vision.measure import find_cube
+
+        try:
+            centre, _, _ = find_cube(frame, self.view.rim, self.view.geometry)
+        except DetectionError:
+            return None
+        return centre
+
+
+@dataclass
+class Proposer:
+    """Makes the trace for each trial and, at its end, the proposal (final frame measured with the rim)."""
+
+    view: TopView
+    grasp_point: Callable[[dict[str, float]], np.ndarray]
+    camera: str = "top"
+    bands: GripperBands = field(default_factory=GripperBands)
+
+    def trace(self) -> GripperTrace:
+        return GripperTrace(self.grasp_point, self.bands)
+
+    def final_view(self, frame: np.ndarray | None) -> FinalView:
+        if frame is None:
+            return FinalView(None)
+        from harness.vision.measure import measure_frame
+
+        try:
+            m = measure_frame(frame, self.view.rim, self.view.geometry)
+        except DetectionError:
+            return FinalView(None)
+        return FinalView(m.inside, m.distance_cm, m.uncertainty_cm)
+
+    def propose(self, trace: GripperTrace, frame: np.ndarray | None) -> Proposal:
+        scene = self.view.scene
+        bx, by = scene.bowl_xy_cm
+        return propose(trace, self.final_view(frame), (bx / 100, by / 100), scene.bowl_diameter_cm / 200,
+                       scene.cube_edge_cm / 200)
+
+
+def describe(objects: list[Unexpected]) -> str:
+    """One line naming what is in view (for prompts)."""
+    return ", ".join(f"{u.area_px} px at ({u.centre[0]}, {u.centre[1]})" for u in objects[:4])
+
+
+__all__ = ["PlacementGuide", "PlacementOperator", "PlacementOutcome", "Proposer", "describe", "scene_objects"]

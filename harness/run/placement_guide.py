@@ -1,0 +1,160 @@
+"""Where the operator actually put the cube, from the top camera and the bowl-rim calibration.
+
+A randomized protocol means nothing if the cube went 2 cm from where it said. The rim gives the
+scale (pixels -> cm around the bowl); one frame with the cube on the trained spot gives the table's
+axes in the image (a camera looking down sees the table mirrored, so a rotation is all that is
+left to find). Then every frame says where the cube is on the table, how far that is from the
+trial's target, and whether it is within the tolerance the trial may start at.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.models.protocol import Scene, Trial
+from harness.vision.measure import Geometry, measure_frame
+from harness.vision.reasons import DetectionError, NotMeasured
+from harness.vision.rim import Rim
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How close the cube must be to its target before a trial starts (the issue's 0.5 cm, 10 deg)."""
+
+    cm: float = 0.5
+    deg: float = 10.0
+
+
+@dataclass(frozen=True)
+class CubeOnTable:
+    """The cube's measured place in the protocol's table frame (cm) and its yaw (deg, modulo 90)."""
+
+    xy_cm: tuple[float, float]
+    yaw_deg: float
+    uncertainty_cm: float
+    inside_bowl: bool
+    distance_to_bowl_cm: float
+
+
+@dataclass(frozen=True)
+class PlacementReading:
+    """One frame of the placement guide: where the cube is against where the trial wants it."""
+
+    target_dxy_cm: tuple[float, float]
+    target_yaw_deg: float
+    measured_dxy_cm: tuple[float, float] | None
+    measured_yaw_deg: float | None
+    error_cm: float | None
+    yaw_error_deg: float | None
+    uncertainty_cm: float | None
+    within: bool
+    not_measured: NotMeasured | None = None
+    detail: str = ""
+
+    def line(self) -> str:
+        if self.error_cm is None:
+            return f"cube not measured ({self.not_measured.value if self.not_measured else '?'}): {self.detail}"
+        dx, dy = self.measured_dxy_cm or (0.0, 0.0)
+        state = "OK" if self.within else "move it"
+        return (f"cube at dx {dx:+.1f} dy {dy:+.1f} cm yaw {self.measured_yaw_deg:+.0f} deg: "
+                f"{self.error_cm:.1f} cm (+/- {self.uncertainty_cm:.1f}) and {self.yaw_error_deg:.0f} deg "
+                f"from the target - {state}")
+
+    def record(self) -> dict[str, object]:
+        """What the attempt stores as its measured start (`Attempt.measured_start`)."""
+        out: dict[str, object] = {"dx_cm": None, "dy_cm": None, "yaw_deg": None}
+        if self.measured_dxy_cm is not None:
+            out = {"dx_cm": round(self.measured_dxy_cm[0], 2), "dy_cm": round(self.measured_dxy_cm[1], 2),
+                   "yaw_deg": round(self.measured_yaw_deg or 0.0, 1), "error_cm": round(self.error_cm or 0.0, 2),
+                   "yaw_error_deg": round(self.yaw_error_deg or 0.0, 1),
+                   "uncertainty_cm": round(self.uncertainty_cm or 0.0, 2)}
+        out["within_tolerance"] = self.within
+        return out
+
+
+def _yaw_gap(a: float, b: float) -> float:
+    """Smallest turn between two yaws of a cube (90 degree symmetry)."""
+    d = (a - b) % 90.0
+    return min(d, 90.0 - d)
+
+
+@dataclass(frozen=True)
+class TopView:
+    """The top camera's view of the table: the rim (scale), the table's axes in the image, the scene."""
+
+    rim: Rim
+    geometry: Geometry
+    scene: Scene
+    rotation_deg: float      # image axes = R(rotation) . mirror . table axes
+
+    def _to_table(self, image_cm: np.ndarray) -> np.ndarray:
+        t = math.radians(self.rotation_deg)
+        c, s = math.cos(t), math.sin(t)
+        u, v = image_cm
+        back = np.array([c * u + s * v, -s * u + c * v])   # R(-t)
+        return np.array([back[0], -back[1]])                # the mirror is its own inverse
+
+    def cube(self, frame: np.ndarray) -> CubeOnTable:
+        """The cube's place on the table. Raises `DetectionError` (with its reason) when there is none."""
+        m = measure_frame(frame, self.rim, self.geometry)
+        t = math.radians(self.rim.angle_deg)
+        u, v = m.offset_cm                                   # along the rim's axes
+        image_cm = np.array([u * math.cos(t) - v * math.sin(t), u * math.sin(t) + v * math.cos(t)])
+        bx, by = self.scene.bowl_xy_cm
+        rel = self._to_table(image_cm)
+        yaw = (self.rotation_deg - m.yaw_deg) % 90.0
+        return CubeOnTable((bx + float(rel[0]), by + float(rel[1])), yaw, m.uncertainty_cm, m.inside,
+                           m.distance_cm)
+
+    def reading(self, frame: np.ndarray, trial: Trial, tolerance: Tolerance) -> PlacementReading:
+        """The guide's line for this frame: measured offset, distance from the target, within or not."""
+        target = (trial.dx_cm, trial.dy_cm)
+        try:
+            cube = self.cube(frame)
+        except DetectionError as err:
+            return PlacementReading(target, trial.yaw_deg, None, None, None, None, None, False, err.reason, err.detail)
+        ox, oy = self.scene.trained_cube_xy_cm
+        dxy = (cube.xy_cm[0] - ox, cube.xy_cm[1] - oy)
+        error = math.hypot(dxy[0] - target[0], dxy[1] - target[1])
+        yaw_error = _yaw_gap(cube.yaw_deg, trial.yaw_deg)
+        return PlacementReading(target, trial.yaw_deg, dxy, cube.yaw_deg, error, yaw_error, cube.uncertainty_cm,
+                                error <= tolerance.cm and yaw_error <= tolerance.deg)
+
+    def target_px(self, trial: Trial) -> tuple[float, float]:
+        """Where the trial's target is in the image (rim plane), to draw the footprint the operator aims at."""
+        ox, oy = self.scene.trained_cube_xy_cm
+        bx, by = self.scene.bowl_xy_cm
+        rel = np.array([ox + trial.dx_cm - bx, -(oy + trial.dy_cm - by)])
+        t = math.radians(self.rotation_deg)
+        image_cm = np.array([math.cos(t) * rel[0] - math.sin(t) * rel[1], math.sin(t) * rel[0] + math.cos(t) * rel[1]])
+        a = math.radians(self.rim.angle_deg)
+        u = image_cm[0] * math.cos(a) + image_cm[1] * math.sin(a)
+        v = -image_cm[0] * math.sin(a) + image_cm[1] * math.cos(a)
+        radius = self.geometry.bowl_cm / 2
+        pu, pv = u * self.rim.a / radius, v * self.rim.b / radius
+        return (self.rim.cx + pu * math.cos(a) - pv * math.sin(a), self.rim.cy + pu * math.sin(a) + pv * math.cos(a))
+
+
+def table_axes(rim: Rim, geometry: Geometry, scene: Scene, cube_on_trained_spot: np.ndarray) -> TopView:
+    """Find the table's axes in the image from one frame with the cube on the trained spot.
+
+    Raises `DetectionError` when the cube is not measured, or when its measured distance from the bowl
+    differs from the protocol's by more than 1.5 cm (a wrong scene, or the cube not on its spot).
+    """
+    probe = TopView(rim, geometry, scene, 0.0)
+    m = measure_frame(cube_on_trained_spot, rim, geometry)
+    t = math.radians(rim.angle_deg)
+    u, v = m.offset_cm
+    image = (u * math.cos(t) - v * math.sin(t), u * math.sin(t) + v * math.cos(t))
+    ox, oy = scene.trained_cube_xy_cm
+    bx, by = scene.bowl_xy_cm
+    mirrored = (ox - bx, -(oy - by))
+    expected = math.hypot(*mirrored)
+    if abs(m.distance_cm - expected) > 1.5:
+        raise DetectionError(NotMeasured.TOO_UNCERTAIN, f"the cube measures {m.distance_cm:.1f} cm from the bowl; "
+                             f"the protocol puts the trained spot {expected:.1f} cm from it")
+    rotation = math.degrees(math.atan2(image[1], image[0]) - math.atan2(mirrored[1], mirrored[0]))
+    return TopView(probe.rim, geometry, scene, rotation)

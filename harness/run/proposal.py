@@ -1,0 +1,181 @@
+"""An outcome proposed from a real arm's evidence: the gripper's own positions and the final top frame.
+
+A person scoring fifty trials in a row mislabels some. The arm already says most of what happened:
+a gripper that closes to its stop closed on nothing; one that stops part-way holds something; one
+that opens again let go of it, somewhere (forward kinematics says where, and how high). The final
+top frame, measured against the bowl rim, says whether the cube ended in the bowl. Together they
+give a label with its reasons, which the operator confirms or overrides; the rules mirror the
+simulator's judge so the two can be compared on rehearsed trials.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import numpy as np
+
+from harness.models.protocol import JOINT_NAMES
+from harness.models.taxonomy import Label
+
+
+class Reason(StrEnum):
+    """Why a label was proposed; stored by value in the attempt."""
+
+    NEVER_CLOSED = "gripper never closed"
+    CLOSED_ON_NOTHING = "gripper closed to its stop: nothing between the jaws"
+    CLOSED_ON_SOMETHING = "gripper stopped part-way: holding something"
+    LIFTED = "lifted while holding"
+    NOT_LIFTED = "never lifted while holding"
+    OPENED_OVER_BOWL = "opened over the bowl"
+    OPENED_MID_AIR = "opened in the air away from the bowl"
+    OPENED_LOW_AWAY = "opened low, away from the bowl"
+    STILL_HOLDING = "still holding at the end"
+    CUBE_IN_BOWL = "final frame: cube in the bowl"
+    CUBE_NOT_IN_BOWL = "final frame: cube outside the bowl"
+    CUBE_NOT_MEASURED = "final frame: cube not measured"
+
+
+@dataclass(frozen=True)
+class GripperBands:
+    """Gripper positions (LeRobot units, 0 closed .. 100 open) that tell the cases apart.
+
+    Defaults are the SO-101 on a 3 cm cube (it stops near 18); a real arm's calibration may move them.
+    """
+
+    empty_below: float = 6.0        # closed this far: nothing between the jaws
+    holding_above: float = 8.0      # stopped between these two: the cube is held
+    holding_below: float = 35.0
+    open_above: float = 40.0        # opened this far after holding: let go
+    steady_delta: float = 1.0       # moved less than this per sample: the jaws have stopped
+    steady_samples: int = 8         # ... for this many samples (0.27 s at 30 Hz, the judge's 0.25 s)
+    lift_min_m: float = 0.02        # grasp point rose this far while holding: a lift
+    drop_min_height_m: float = 0.04  # cube bottom higher than this above the table when let go: a drop
+
+
+@dataclass
+class GripperTrace:
+    """Follows the gripper through one episode, observation by observation (the engine's 30 Hz).
+
+    `grasp_point` is the arm's forward kinematics: joint positions (LeRobot units) -> metres.
+    """
+
+    grasp_point: Callable[[dict[str, float]], np.ndarray]
+    bands: GripperBands = field(default_factory=GripperBands)
+    closed_empty: bool = False
+    held: bool = False
+    released: bool = False
+    hold_start_z: float | None = None
+    max_lift_m: float = 0.0
+    release_xyz: tuple[float, float, float] | None = None
+    last_grip: float | None = None
+    _steady: int = 0
+
+    def see(self, joints: dict[str, float]) -> None:
+        grip = float(joints["gripper"])
+        b = self.bands
+        self._steady = self._steady + 1 if self.last_grip is not None and abs(grip - self.last_grip) < b.steady_delta \
+            else 0
+        self.last_grip = grip
+        steady = self._steady >= b.steady_samples
+        if not self.held:
+            if steady and grip < b.empty_below:
+                self.closed_empty = True
+            elif steady and b.holding_above <= grip <= b.holding_below:
+                self.held = True
+                self.hold_start_z = float(self.grasp_point(joints)[2])
+            return
+        if self.released:
+            return
+        point = self.grasp_point(joints)
+        if grip > b.open_above or grip < b.empty_below:   # let go (or slipped out and the jaws closed)
+            self.released = True
+            self.release_xyz = (float(point[0]), float(point[1]), float(point[2]))
+            return
+        self.max_lift_m = max(self.max_lift_m, float(point[2]) - (self.hold_start_z or 0.0))
+
+
+@dataclass(frozen=True)
+class FinalView:
+    """What the final top frame says: the cube in the bowl or not (None: not measured), and how far."""
+
+    inside: bool | None
+    distance_cm: float | None = None
+    uncertainty_cm: float | None = None
+
+
+@dataclass(frozen=True)
+class Proposal:
+    label: Label
+    reasons: tuple[Reason, ...]
+    placement_error_cm: float | None = None
+    uncertainty_cm: float | None = None
+
+    def record(self) -> dict[str, object]:
+        """What the attempt stores (`Attempt.proposal`)."""
+        out: dict[str, object] = {"label": self.label.value, "reasons": [r.value for r in self.reasons]}
+        if self.placement_error_cm is not None:
+            out["placement_error_cm"] = round(self.placement_error_cm, 3)
+        if self.uncertainty_cm is not None:
+            out["uncertainty_cm"] = round(self.uncertainty_cm, 3)
+        return out
+
+    def line(self) -> str:
+        """One line for a prompt: the label and why."""
+        where = (f", cube {self.placement_error_cm:.1f} +/- {self.uncertainty_cm or 0:.1f} cm from the bowl centre"
+                 if self.placement_error_cm is not None else "")
+        return f"proposed {self.label.title}{where} ({'; '.join(r.value for r in self.reasons)})"
+
+
+def propose(trace: GripperTrace, view: FinalView, bowl_xy_m: tuple[float, float], bowl_radius_m: float,
+            cube_half_m: float) -> Proposal:
+    """The judge's rules, read from proprioception and the final frame instead of the true state."""
+    b = trace.bands
+    reasons: list[Reason] = []
+    seen = {True: Reason.CUBE_IN_BOWL, False: Reason.CUBE_NOT_IN_BOWL, None: Reason.CUBE_NOT_MEASURED}[view.inside]
+
+    def done(label: Label) -> Proposal:
+        return Proposal(label, (*reasons, seen), view.distance_cm, view.uncertainty_cm)
+
+    if not trace.held:
+        reasons.append(Reason.CLOSED_ON_NOTHING if trace.closed_empty else Reason.NEVER_CLOSED)
+        return done(Label.NO_GRASP)
+    reasons.append(Reason.CLOSED_ON_SOMETHING)
+    lifted = trace.max_lift_m >= b.lift_min_m
+    reasons.append(Reason.LIFTED if lifted else Reason.NOT_LIFTED)
+    if not trace.released or trace.release_xyz is None:
+        reasons.append(Reason.STILL_HOLDING)
+        return done(Label.WRONG_PLACEMENT)
+    x, y, z = trace.release_xyz
+    over_bowl = math.hypot(x - bowl_xy_m[0], y - bowl_xy_m[1]) < bowl_radius_m
+    height = z - cube_half_m
+    if over_bowl:
+        reasons.append(Reason.OPENED_OVER_BOWL)
+    else:
+        reasons.append(Reason.OPENED_MID_AIR if height > b.drop_min_height_m else Reason.OPENED_LOW_AWAY)
+    inside = view.inside if view.inside is not None else over_bowl   # unmeasured: where it was let go
+    if inside and lifted and over_bowl:
+        return done(Label.SUCCESS)
+    if inside and not lifted:
+        return done(Label.NO_GRASP)
+    if not inside and not over_bowl and height > b.drop_min_height_m:
+        return done(Label.GRASPED_THEN_DROPPED)
+    return done(Label.WRONG_PLACEMENT)
+
+
+def so101_grasp_point() -> Callable[[dict[str, float]], np.ndarray]:
+    """Forward kinematics of the SO-101 from its MuJoCo model: LeRobot joint units -> grasp point (m)."""
+    import harness.sim  # noqa: F401  (headless GL before mujoco)
+    from harness.sim.kinematics import TopDownIK
+    from harness.sim.scene import SceneGeometry, build_model
+    from harness.sim.units import to_sim
+
+    ik = TopDownIK(build_model(SceneGeometry()))
+    arm = JOINT_NAMES[:5]
+
+    def grasp_point(joints: dict[str, float]) -> np.ndarray:
+        return ik.grasp_point(np.array([to_sim(n, float(joints[n])) for n in arm]))
+
+    return grasp_point
