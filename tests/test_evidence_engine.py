@@ -30,7 +30,8 @@ def _engine(tmp_path, writer: EvidenceWriter, dropout_at=None) -> tuple[RunEngin
     robot.connect()
     options = RunOptions(runs_dir=tmp_path / "runs", video_fps=5.0, start_pose_s=0.5, max_attempts=1,
                          evidence_writer=writer)
-    engine = RunEngine(protocol, sheet, GuardedRobot(robot, release=robot.disable_torque), ExpertPolicy(plans=PlanCache()),
+    guarded = GuardedRobot(robot, release=robot.disable_torque)
+    engine = RunEngine(protocol, sheet, guarded, ExpertPolicy(plans=PlanCache()),
                        SimStage(world, protocol, dropout_at), TerminalObserver(False, out=io.StringIO()),
                        MonotonicClock(), options)
     return engine, sheet
