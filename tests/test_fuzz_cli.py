@@ -41,6 +41,8 @@ def _inputs(folder: Path) -> None:
     (folder / "a_file").write_text("not a folder")
     (folder / "dangling.yaml").symlink_to(folder / "nowhere.yaml")
     (folder / "small.yaml").write_text(SMALL)
+    (folder / "badpolicy").mkdir()
+    (folder / "badpolicy" / "config.json").write_text("{garbage")
     Image.fromarray(rng.integers(0, 255, (120, 160, 3), dtype=np.uint8)).save(folder / "frame.png")
 
 
@@ -100,6 +102,7 @@ BAD = {   # name: argv, with {d} for the inputs folder
     "run max trials 0": "run {d}/small.yaml --headless --max-trials 0",
     "run runs dir is a file": "run {d}/small.yaml --headless --runs-dir {d}/a_file",
     "run unknown policy": "run {d}/small.yaml --headless --policy no-such-policy",
+    "run corrupt policy config": "run {d}/small.yaml --headless --robot sim --policy {d}/badpolicy",
     "collect garbage protocol": "collect {d}/garbage.bin --policy expert --episodes 2",
     "collect episodes 0": "collect {d}/small.yaml --policy expert --episodes 0",
 }
