@@ -18,6 +18,7 @@ from harness.models.stats import (
 from harness.models.taxonomy import Label
 from harness.reports import figures
 from harness.reports.blocks import Block, Figure, Heading, Para, Table
+from harness.reports.operator import operator_blocks
 from harness.reports.summary import summarize
 from harness.reports.timing import time_split, timing_paragraphs
 from harness.reports.trials import locked_protocol, trial_rows
@@ -79,7 +80,7 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
 
     scored = [r for r in rows if r.label != "pending"]
     blocks.append(Heading("Does it depend on where the cube is?", 3))
-    distances = [r.distance_cm for r in rows]
+    distances = [r.planned_distance_cm for r in rows]
     one_spot = bool(distances) and max(distances) - min(distances) < ONE_SPOT_CM
     fit = None
     if one_spot:
@@ -117,6 +118,8 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
         far = sum(1 for d in nearest if d > 2.0)
         blocks.append(Para(f"{far} of {len(scored)} trials put the cube more than 2 cm from every training start: "
                            "those test generalisation, not recall."))
+
+    blocks += operator_blocks(rows, key)
 
     blocks.append(Heading("Placement error", 3))
     errors = [r.placement_error_cm for r in rows if r.label == Label.SUCCESS and r.placement_error_cm is not None]

@@ -30,9 +30,18 @@ class TrialRow:
     io_ms_p95: float | None = None
     busy_ms_mean: float | None = None               # policy + robot I/O per step, mean
     wall_ms_per_step: float | None = None           # the attempt's wall time over its steps
+    measured_dxy_cm: tuple[float, float] | None = None   # real arm: where the top camera saw the cube start
+    proposed_label: str | None = None                # real arm: the label proposed from evidence
 
     @property
     def distance_cm(self) -> float:
+        """Offset from the trained position: the measured start when the top camera measured it."""
+        if self.measured_dxy_cm is not None:
+            return math.hypot(*self.measured_dxy_cm)
+        return self.planned_distance_cm
+
+    @property
+    def planned_distance_cm(self) -> float:
         return math.hypot(self.dx_cm, self.dy_cm)
 
 
@@ -56,8 +65,17 @@ def trial_rows(sheet: Scoresheet) -> list[TrialRow]:
             busy_ms_mean=1000 / final.loop.achieved_fps if final and final.loop.achieved_fps else None,
             wall_ms_per_step=(1000 * final.duration_s / final.loop.steps
                               if final and final.loop.steps and final.duration_s else None),
+            measured_dxy_cm=_measured_start(final),
+            proposed_label=str(final.proposal["label"]) if final and final.proposal else None,
         ))
     return rows
+
+
+def _measured_start(attempt: Attempt | None) -> tuple[float, float] | None:
+    start = attempt.measured_start if attempt else None
+    if not start or start.get("dx_cm") is None or start.get("dy_cm") is None:
+        return None
+    return (float(start["dx_cm"]), float(start["dy_cm"]))
 
 
 def _pixel_uncertainty(sheet: Scoresheet, attempt: Attempt) -> float | None:

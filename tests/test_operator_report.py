@@ -1,0 +1,50 @@
+"""A real arm's attempts keep their measured start and proposal through the hash chain, and the report uses them."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.models.scoresheet import load_scoresheet
+from harness.reports.blocks import Figure, Para, Table
+from harness.reports.document import run_blocks
+from harness.reports.trials import trial_rows
+from tests.helpers import fake_attempt, locked_sheet
+
+
+def _start(dx: float, dy: float) -> dict:
+    return {"dx_cm": dx, "dy_cm": dy, "yaw_deg": 0.0, "error_cm": 0.3, "yaw_error_deg": 1.0,
+            "uncertainty_cm": 0.3, "within_tolerance": True, "settle_s": 0.2}
+
+
+@pytest.mark.slow  # draws the report's figures
+def test_measured_starts_and_proposals_survive_the_chain_and_reach_the_report(workdir) -> None:
+    sheet = locked_sheet(workdir)
+    older = fake_attempt(1, 1, "success")   # written before these fields existed: stored exactly as before
+    assert "measured_start" not in older.model_dump(mode="json") and "proposal" not in older.model_dump(mode="json")
+    sheet.add_attempt(older)
+    sheet.add_attempt(fake_attempt(2, 1, "no_grasp", measured_start=_start(5.0, -2.0),
+                                   proposal={"label": "no_grasp", "reasons": ["gripper never closed"]}))
+    sheet.add_attempt(fake_attempt(3, 1, "wrong_placement", measured_start=_start(-4.0, 3.5),
+                                   proposal={"label": "grasped_then_dropped", "reasons": []}))
+    reloaded = load_scoresheet(sheet.path)   # the hash chain verifies with and without the new fields
+    assert reloaded.attempts[0].measured_start is None
+    assert reloaded.attempts[1].proposal["label"] == "no_grasp"
+    rows = trial_rows(reloaded)
+    assert rows[1].measured_dxy_cm == (5.0, -2.0)
+    assert abs(rows[1].distance_cm - (5.0 ** 2 + 2.0 ** 2) ** 0.5) < 1e-9   # the measured start, not the plan
+    assert abs(rows[1].planned_distance_cm - (3.0 ** 2 + 2.0 ** 2) ** 0.5) < 1e-9
+    blocks = run_blocks(reloaded)
+    assert any(isinstance(b, Figure) and b.name == "starts_run" for b in blocks)
+    table = next(b for b in blocks if isinstance(b, Table) and b.headers[0] == "proposed")
+    assert table.rows == [["no_grasp", "1", "1", "-"], ["grasped_then_dropped", "1", "0", "wrong_placement 1"]]
+    text = " ".join(b.text for b in blocks if isinstance(b, Para))
+    assert "confirmed 1 of 2 proposals and overrode 1" in text
+    assert "2 trials: the cube was 1.25 cm from its planned place at the median, 2.00 cm at most" in text
+
+
+def test_a_simulated_run_has_no_operator_section(workdir) -> None:
+    sheet = locked_sheet(workdir)
+    sheet.add_attempt(fake_attempt(1, 1, "success"))
+    blocks = run_blocks(sheet)
+    assert not any(isinstance(b, Table) and b.headers[0] == "proposed" for b in blocks)
+    assert not any(isinstance(b, Figure) and b.name == "starts_run" for b in blocks)
