@@ -64,7 +64,7 @@ def success_vs_distance(rows: list[TrialRow], fit: LogisticFit | None) -> bytes:
         ax.fill_between(grid, low, high, color="black", alpha=0.12, label="95% band")
         ax.legend(frameon=False, loc="center right")
     ax.set_xlabel("cube offset from the trained position (cm)")
-    ax.set_ylabel("P(success)")
+    ax.set_ylabel("outcome: success 1, failure 0" + ("\nand fitted P(success)" if fit is not None else ""))
     ax.set_ylim(-0.1, 1.1)
     ax.spines[["top", "right"]].set_visible(False)
     return _png(fig)
