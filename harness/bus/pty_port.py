@@ -9,6 +9,7 @@ import contextlib
 import fcntl
 import os
 import select
+import sys
 import termios
 import threading
 import time
@@ -17,6 +18,7 @@ import tty
 from harness.bus import protocol as p
 from harness.bus.emulator import ServoChain
 
+GIL_SWITCH_S = 0.0005
 TCGETS2 = 0x802C542A  # Linux: struct termios2, which carries arbitrary baud rates
 
 
@@ -43,6 +45,9 @@ class PtyBus:
         self.lock = threading.Lock()   # held while a packet is handled: tests mutate the chain safely under it
         self._stop = threading.Event()
         self._tick_s = tick_s
+        # A client in the same process (tests, scripts) busy-polls its port while holding the GIL; hand the
+        # GIL over sooner than the default 5 ms so replies come well inside LeRobot's ~50 ms window.
+        sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
         self._thread = threading.Thread(target=self._serve, name="sts3215-emulator", daemon=True)
         self._thread.start()
 
