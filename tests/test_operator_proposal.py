@@ -14,12 +14,13 @@ import pytest
 
 import harness.sim  # noqa: F401  (selects the headless GL backend)
 from harness.models.defaults import DEFAULT_START_POSE
-from harness.models.protocol import JOINT_NAMES, Scene
+from harness.models.protocol import JOINT_NAMES, Scene, Trial
 from harness.models.taxonomy import Label
 from harness.policies.scripted import CARRY_HEIGHT, GRIPPER_PREGRASP_RAD, TrajectoryBuilder, plan_pick_and_place
 from harness.run.operator_trial import Proposer
 from harness.run.placement_guide import TopView, table_axes
 from harness.run.proposal import Reason
+from harness.run.stages import OperatorStage
 from harness.sim.truth import FOVY_DEG
 from harness.sim.units import GRIPPER_CLOSED_RAD, from_sim, to_sim
 from harness.sim.world import SimWorld
@@ -133,3 +134,21 @@ def test_still_holding_at_the_end_is_proposed_as_wrong_placement(rig) -> None:
     proposal, verdict = play_and_propose(world, proposer, b.targets, settle_s=0.5)
     assert verdict["label"] == proposal.label == Label.WRONG_PLACEMENT
     assert Reason.STILL_HOLDING in proposal.reasons
+
+
+def test_the_operator_stage_proposes_from_its_observations_and_records_the_proposal(rig) -> None:
+    world, proposer = rig
+    shown = []
+    stage = OperatorStage(lambda trial: None, proposer=proposer, show_proposal=shown.append)
+    stage.place_cube(Trial(index=1, dx_cm=0.0, dy_cm=0.0), 1)
+    world.reset(CUBE_XY, 0.0, DEFAULT_START_POSE)
+    cube, yaw = world.cube_pose()
+    plan = plan_pick_and_place(world.model, 30, _start(), cube, yaw, world.geometry.bowl_xy)
+    for q in [*plan, *[plan[-1]] * 45]:
+        world.step_control(q)
+        joints = {f"{n}.pos": from_sim(n, v) for n, v in zip(JOINT_NAMES, world.joint_positions_rad(), strict=True)}
+        stage.observed({**joints, "top": None})
+    stage.observed({**joints, "top": world.render("top", 640, 480)})   # the camera's last frame
+    assert stage.verdict() is None   # the operator scores a real arm; the proposal is only a default
+    assert [p.label for p in shown] == [Label.SUCCESS] == [world.judge.verdict(world.data)["label"]]
+    assert stage.attempt_fields()["proposal"]["label"] == "success"

@@ -79,10 +79,11 @@ class OperatorStage:
     world = None
 
     def __init__(self, confirm_placed: Any, guide: PlacementGuide | None = None,
-                 proposer: Proposer | None = None) -> None:
+                 proposer: Proposer | None = None, show_proposal: Any | None = None) -> None:
         self.confirm_placed = confirm_placed
         self.guide = guide
         self.proposer = proposer
+        self.show_proposal = show_proposal   # the observer's `proposal_ready`: the scoring prompt shows it
         self.last_observation: dict[str, Any] = {}
         self.trace: GripperTrace | None = None
         self.placed: PlacementOutcome | None = None
@@ -116,6 +117,8 @@ class OperatorStage:
         """None: on a real arm the operator scores. The proposal is made here, from the last top frame."""
         if self.proposer is not None and self.trace is not None:
             self.proposal = self.proposer.propose(self.trace, self.frame(self.proposer.camera, 0, 0))
+            if self.show_proposal is not None:
+                self.show_proposal(self.proposal)
         return None
 
     def attempt_fields(self) -> dict[str, Any]:

@@ -21,6 +21,7 @@ class TerminalObserver:
         self._line = ""
         self._durations: list[float] = []
         self._left = 0
+        self._proposal: Any | None = None   # a real arm's `Proposal` for the trial being scored
 
     def trial_started(self, trial: Trial, attempt: int, done: int, total: int) -> None:
         self._left = total - done
@@ -47,12 +48,16 @@ class TerminalObserver:
             return ScoreDecision(Label.VOID, void)
         if verdict is not None and not self.operator_scores:
             return ScoreDecision(verdict["label"])
+        proposal, self._proposal = self._proposal, None
+        if proposal is not None:
+            print(f"{proposal.line()}. Enter confirms {proposal.label.title}; a key overrides it.",
+                  file=self.out, flush=True)
         while True:
             print(PROMPT, end="", file=self.out, flush=True)
             key = self.stdin.readline().strip().lower()[:1]
-            if key in SCORE_KEYS:
+            if key in SCORE_KEYS or (not key and proposal is not None):
                 break
-        label = SCORE_KEYS[key]
+        label = SCORE_KEYS[key] if key else proposal.label
         operator_void = None
         if label is Label.VOID:
             print("Reason for the void > ", end="", file=self.out, flush=True)
@@ -60,6 +65,10 @@ class TerminalObserver:
         print("Note (optional) > ", end="", file=self.out, flush=True)
         note = self.stdin.readline().strip() or None
         return ScoreDecision(label, operator_void, note)
+
+    def proposal_ready(self, proposal: Any) -> None:
+        """The real arm's proposal for the trial about to be scored (shown in the prompt, Enter confirms)."""
+        self._proposal = proposal
 
     def trial_scored(self, attempt: Attempt) -> None:
         label = attempt.label if attempt.outcome != Label.VOID else f"void ({attempt.void_reason})"

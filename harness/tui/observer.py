@@ -64,6 +64,7 @@ class TuiObserver:
         self.abort = threading.Event()
         self._pause = threading.Event()
         self._resume = threading.Event()
+        self._proposal: Any | None = None   # a real arm's `Proposal` for the trial being scored
 
     # --- the app's side (UI thread) -------------------------------------------
     @property
@@ -119,8 +120,20 @@ class TuiObserver:
         if void is not None:
             return ScoreDecision(Label.VOID, void)
         text = f"trial #{trial.index} (dx {trial.dx_cm:+.1f}, dy {trial.dy_cm:+.1f} cm)"
+        proposal, self._proposal = self._proposal, None
+        if verdict is None and proposal is not None:   # a real arm: the proposal is the default, never auto-accepted
+            shown = {"label": proposal.label.value, "detail": proposal.line().split("(", 1)[-1].rstrip(")")}
+            if proposal.placement_error_cm is not None:
+                shown["detail"] += (f"; cube {proposal.placement_error_cm:.1f} +/- {proposal.uncertainty_cm or 0:.1f}"
+                                    " cm from the bowl centre")
+            return self._ask(lambda app, done: app.push_screen(
+                ScoreScreen(text, shown, app.undo_s, False, source="Proposed from evidence"), done))
         return self._ask(lambda app, done: app.push_screen(
             ScoreScreen(text, verdict, app.undo_s, app.auto_accept), done))
+
+    def proposal_ready(self, proposal: Any) -> None:
+        """The real arm's proposal for the trial about to be scored: the scoring screen's default."""
+        self._proposal = proposal
 
     def _ask(self, push: Callable[[Any, Callable[[Any], None]], Any]) -> Any:
         """Show a prompt on the UI thread and wait here for the operator's answer."""

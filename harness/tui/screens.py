@@ -113,10 +113,11 @@ class ScoreScreen(ModalScreen[ScoreDecision]):
     ]
 
     def __init__(self, trial_text: str, verdict: dict[str, Any] | None, undo_s: float,
-                 auto_accept: bool = False) -> None:
+                 auto_accept: bool = False, source: str = "Simulator judge") -> None:
         super().__init__()
         self.trial_text = trial_text
         self.verdict = verdict
+        self.source = source   # who gave the default: the simulator's judge, or a real arm's evidence
         self.undo_s = undo_s
         self.auto_accept = auto_accept
         self.note: str | None = None
@@ -137,7 +138,7 @@ class ScoreScreen(ModalScreen[ScoreDecision]):
     def _draw(self) -> None:
         text = Text(f"Score {self.trial_text}\n\n", style="bold")
         if self.verdict is not None:
-            text.append("Simulator judge: ", style="bold")
+            text.append(f"{self.source}: ", style="bold")
             text.append(self.verdict["label"], style=label_style(self.verdict["label"]))
             text.append(f"  ({self.verdict['detail']})\n", style="dim")
             text.append("Enter accepts it; a key below overrides it.\n\n")
