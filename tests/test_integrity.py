@@ -316,6 +316,7 @@ def _sheet_with_task(folder: Path, task: str):
 
 
 @pytest.mark.slow
+@pytest.mark.slow
 def test_report_refuses_to_compare_different_tasks_unless_forced(tmp_path, capsys) -> None:
     from harness.cli import main
 
