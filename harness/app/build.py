@@ -187,6 +187,8 @@ def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
     options = RunOptions(runs_dir=Path(args.runs_dir), paced=not is_sim, video=not args.no_video,
                          video_fps=args.video_fps, video_size=video_size, max_attempts=args.max_trials,
                          dataset=dataset, evidence_writer=writer)
+    if not is_sim:   # a real arm's evidence (and dropout watch) is the cameras it has, not the sim's two
+        options.evidence_cameras = sorted(cameras)
     engine = RunEngine(protocol, sheet, robot, policy, stage, observer, MonotonicClock(), options)
     log.debug("run prepared: %s on %s, %s front end", sheet.locked.policy.ref, sheet.locked.robot,
               front_end)
