@@ -4,6 +4,7 @@ hands played by the emulator's Python API."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
@@ -186,3 +187,64 @@ def test_the_sim_only_expert_is_refused_on_a_real_arm_before_anything_is_locked(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--policy" in err[0] and "real arm cannot know" in err[0]
     assert [p.relative_to(workdir) for p in workdir.rglob("*") if p.is_file()] == [Path("protocols/small.yaml")]
+
+
+async def _until(pilot, predicate, timeout_s: float) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout_s
+    while not predicate():
+        assert loop.time() < end, (f"timed out on screen {type(pilot.app.screen).__name__}; "
+                                   f"run state: {getattr(pilot.app, 'state', None)}")
+        await pilot.pause(0.05)
+
+
+@pytest.mark.slow
+def test_one_real_arm_trial_through_the_tui_with_a_scripted_operator(workdir: Path) -> None:
+    """The operator's side in the TUI (Textual's pilot): start on the check screen, place the cube where the
+    prompt says (the emulator's hands), score with a key; evidence and scoresheet as on a real arm."""
+    from harness.app.build import FrontEnd, prepare_run
+    from harness.app.sheet import resolve_sheet
+    from harness.app.tui import make_app
+    from harness.cli import build_parser
+    from harness.models.protocol import load_protocol
+    from harness.models.scoresheet import load_scoresheet
+    from harness.tui.screens import CheckScreen, PlaceCubeScreen, ScoreScreen
+    from tests.tiny_policy import save_tiny_act
+
+    checkpoint = save_tiny_act(workdir / "act")
+    protocol_path = workdir / "protocols" / "desk.yaml"
+    one_trial = TWO_TRIALS.split("- {index: 1")[0] + "- {index: 1, dx_cm: 3.0, dy_cm: -2.0, yaw_deg: 15.0}\n"
+    protocol_path.write_text(one_trial)
+    socket = workdir / "cams.sock"
+    with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
+        args = build_parser().parse_args(["run", str(protocol_path), "--robot", "so101", "--port", rig.port,
+                                          "--robot-id", "emulated_follower", "--policy", str(checkpoint),
+                                          "--camera", f"top=sim:{socket}@128x96", "--no-video"])
+        protocol = load_protocol(protocol_path)
+        sheet, _ = resolve_sheet(args, protocol, protocol_path)
+        setup = prepare_run(args, protocol, sheet, FrontEnd.TUI)
+        app = make_app(setup, undo_s=0.0)
+
+        async def operator() -> None:
+            async with app.run_test(size=(100, 30)) as pilot:
+                assert isinstance(app.screen, CheckScreen)
+                await pilot.press("enter")
+                await _until(pilot, lambda: isinstance(app.screen, PlaceCubeScreen), 120)
+                rig.place_cube(3.0, -2.0, 15.0)
+                await pilot.press("enter")
+                await _until(pilot, lambda: isinstance(app.screen, ScoreScreen), 120)
+                await pilot.press("n")
+                await _until(pilot, lambda: app.finished, 60)
+                await pilot.press("q")
+
+        try:
+            asyncio.run(operator())
+        finally:
+            setup.close()
+        with rig.lock:
+            cube_cm = rig.world.cube_pose()[0][:2] * 100
+    assert cube_cm == pytest.approx([25.0, -7.0], abs=1.0)
+    attempts = load_scoresheet(setup.sheet.path).attempts
+    assert [(a.label, a.scored_by) for a in attempts] == [("no_grasp", "operator")]
+    assert list((workdir / "runs").rglob("*top*.png")), "the final top frame is kept as evidence"
+    assert not any(s.torque_enabled for s in rig.chain.servos)
