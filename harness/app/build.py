@@ -12,6 +12,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from harness.app.operator_parts import operator_stage
 from harness.app.parts import Parts
 from harness.errors import HarnessInputError
 from harness.models.protocol import Protocol
@@ -21,7 +22,7 @@ from harness.run.clock import MonotonicClock
 from harness.run.dataset_sink import RecordingOptions
 from harness.run.engine import RunEngine, RunObserver, RunOptions
 from harness.run.safety import GuardedRobot
-from harness.run.stages import OperatorStage, SimStage, TrialStage
+from harness.run.stages import SimStage, TrialStage
 
 log = logging.getLogger(__name__)
 
@@ -170,8 +171,13 @@ def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
                                                   f"{sorted(cameras) or 'none'}: pass --camera NAME=INDEX "
                                                   "(or --rename-map for other names)")
     observer = _observer(front_end, operator_scores=not is_sim)
-    stage: TrialStage = (SimStage(robot.world, protocol, dropout) if is_sim
-                         else OperatorStage(observer.confirm_cube_placed))
+    try:   # a real arm's calibration files are read here: a bad one leaves no torque on
+        stage: TrialStage = (SimStage(robot.world, protocol, dropout) if is_sim
+                             else operator_stage(args, protocol, robot, observer))
+    except BaseException:
+        release_torque(robot)
+        policy.close()
+        raise
     dataset = None
     if args.record_dataset is not None:
         from harness.run.dataset_sink import DatasetSink

@@ -55,11 +55,14 @@ class PlacementReading:
     detail: str = ""
 
     def line(self) -> str:
+        tx, ty = self.target_dxy_cm
+        target = f"target dx {tx:+.1f} dy {ty:+.1f} cm yaw {self.target_yaw_deg:+.0f} deg; "
         if self.error_cm is None:
-            return f"cube not measured ({self.not_measured.value if self.not_measured else '?'}): {self.detail}"
+            return (f"{target}cube not measured ({self.not_measured.value if self.not_measured else '?'}): "
+                    f"{self.detail}")
         dx, dy = self.measured_dxy_cm or (0.0, 0.0)
         state = "OK" if self.within else "move it"
-        return (f"cube at dx {dx:+.1f} dy {dy:+.1f} cm yaw {self.measured_yaw_deg:+.0f} deg: "
+        return (f"{target}cube at dx {dx:+.1f} dy {dy:+.1f} cm yaw {self.measured_yaw_deg:+.0f} deg: "
                 f"{self.error_cm:.1f} cm (+/- {self.uncertainty_cm:.1f}) and {self.yaw_error_deg:.0f} deg "
                 f"from the target - {state}")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import sys
 from typing import Any, TextIO
 
@@ -22,6 +23,7 @@ class TerminalObserver:
         self._durations: list[float] = []
         self._left = 0
         self._proposal: Any | None = None   # a real arm's `Proposal` for the trial being scored
+        self._placement_line = ""
 
     def trial_started(self, trial: Trial, attempt: int, done: int, total: int) -> None:
         self._left = total - done
@@ -65,6 +67,32 @@ class TerminalObserver:
         print("Note (optional) > ", end="", file=self.out, flush=True)
         note = self.stdin.readline().strip() or None
         return ScoreDecision(label, operator_void, note)
+
+    def placement(self, trial: Trial, reading: Any, frame: Any) -> str | None:
+        """The placement guide's live line (printed when it changes); a typed line is an override reason."""
+        line = reading.line()
+        if line != self._placement_line:
+            self._placement_line = line
+            print(f"  {line}  (type a reason + Enter to start anyway)", file=self.out, flush=True)
+        if not self._line_waiting():
+            return None
+        return self.stdin.readline().strip() or None
+
+    def unexpected(self, trial: Trial, objects: list[Any], frame: Any) -> str | None:
+        """Something in view that no empty-scene frame shows: clear it (Enter), or accept it with a note."""
+        where = ", ".join(f"{u.area_px} px at ({u.centre[0]}, {u.centre[1]})" for u in objects[:4])
+        print(f"Unexpected in the top camera's view: {where}. Remove it and press Enter, or type a note to "
+              "accept it > ", end="", file=self.out, flush=True)
+        return self.stdin.readline().strip() or None
+
+    def _line_waiting(self) -> bool:
+        """A line is ready on stdin (a terminal or pipe); a non-file input (tests) always is."""
+        import select
+
+        try:
+            return bool(select.select([self.stdin], [], [], 0)[0])
+        except (ValueError, OSError, TypeError, io.UnsupportedOperation):
+            return True
 
     def proposal_ready(self, proposal: Any) -> None:
         """The real arm's proposal for the trial about to be scored (shown in the prompt, Enter confirms)."""

@@ -45,6 +45,13 @@ def register(sub: Any) -> None:
     parser.add_argument("--record-fps", type=int, metavar="N",
                         help="--record-dataset frame rate, a divisor of the protocol's control rate (default: "
                              "the control rate)")
+    parser.add_argument("--bowl-calibration", metavar="PATH",
+                        help="real arm: the bowl-rim calibration (harness measure --auto): propose each outcome "
+                             "from evidence")
+    parser.add_argument("--trained-spot", metavar="PNG",
+                        help="real arm: a top frame with the cube on its trained spot: guide each placement")
+    parser.add_argument("--placement-tolerance", default="0.5,10", metavar="CM,DEG",
+                        help="real arm: how close the cube must be before a trial starts (default 0.5,10)")
     parser.add_argument("--device", help="torch device for LeRobot policies (default: cuda if available)")
     parser.add_argument("--max-trials", type=int, help="stop after this many attempts (the run stays resumable)")
     parser.add_argument("--inject-dropout", metavar="TRIAL:STEP",

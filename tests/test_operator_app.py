@@ -1,0 +1,87 @@
+"""`harness run` on a real arm builds the guided, proposing stage from --bowl-calibration and --trained-spot."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import math
+
+import pytest
+from PIL import Image
+
+import harness.sim  # noqa: F401  (selects the headless GL backend)
+from harness.app.operator_parts import operator_stage
+from harness.errors import HarnessInputError
+from harness.models.defaults import DEFAULT_START_POSE
+from harness.models.protocol import Protocol, load_protocol
+from harness.run.terminal import TerminalObserver
+from harness.sim.world import SimWorld
+from harness.vision.calibration import BowlCalibration
+from harness.vision.rim import fit_rim
+from tests.helpers import REPO
+
+pytestmark = pytest.mark.slow  # builds the arm's kinematic model and renders
+
+
+class TopCamera:
+    def __init__(self, frame) -> None:
+        self.frame = frame
+
+    def async_read(self):
+        return self.frame
+
+
+class Arm:
+    def __init__(self, frame) -> None:
+        self.robot = argparse.Namespace(cameras={"top": TopCamera(frame)})
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cal")
+    world = SimWorld()
+    world.set_arm(DEFAULT_START_POSE)
+    world.place_cube((0.60, 0.40), 0.0)
+    empty = world.render("top", 640, 480)
+    BowlCalibration(fit_rim(empty).rim, 11.5, "auto", "bowl.png", "").save(folder / "bowl.yaml", empty)
+    world.place_cube((0.22, -0.05), math.radians(0))
+    spot = world.render("top", 640, 480)
+    Image.fromarray(spot).save(folder / "spot.png")
+    world.close()
+    return folder, spot
+
+
+def _args(folder, **extra) -> argparse.Namespace:
+    return argparse.Namespace(bowl_calibration=str(folder / "bowl.yaml"), trained_spot=str(folder / "spot.png"),
+                              placement_tolerance="0.5,10", **extra)
+
+
+def _protocol() -> Protocol:
+    return load_protocol(REPO / "tests" / "data" / "small.yaml")   # trial 1: the trained spot itself
+
+
+def test_calibrated_real_arm_gets_a_guide_and_a_proposer(files) -> None:
+    folder, spot = files
+    observer = TerminalObserver(operator_scores=True, out=io.StringIO(), stdin=io.StringIO())
+    stage = operator_stage(_args(folder), _protocol(), Arm(spot), observer)
+    assert stage.guide is not None and stage.proposer is not None
+    outcome = stage.guide.place(_protocol().trials[0])   # the cube is on its (zero-offset) target
+    assert outcome.reading.within and outcome.override_reason is None
+
+
+def test_without_a_calibration_the_stage_is_as_before(files) -> None:
+    observer = TerminalObserver(operator_scores=True, out=io.StringIO(), stdin=io.StringIO())
+    stage = operator_stage(argparse.Namespace(), _protocol(), Arm(files[1]), observer)
+    assert stage.guide is None and stage.proposer is None
+
+
+@pytest.mark.parametrize("change", [{"placement_tolerance": "half"}, {"placement_tolerance": "0,10"},
+                                    {"trained_spot": "missing.png"}])
+def test_bad_real_arm_inputs_are_one_clear_input_error(files, change) -> None:
+    folder, spot = files
+    args = _args(folder)
+    for key, value in change.items():
+        setattr(args, key, value if key != "trained_spot" else str(folder / value))
+    with pytest.raises(HarnessInputError) as err:
+        operator_stage(args, _protocol(), Arm(spot), TerminalObserver(True, io.StringIO(), io.StringIO()))
+    assert err.value.exit_code == 2
