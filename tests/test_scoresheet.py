@@ -6,7 +6,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.errors import HarnessInputError, StaleRunError
-from harness.models.scoresheet import LOCKED_FIELDS, check_resumable, load_scoresheet, policy_fingerprint
+from harness.models.scoresheet import (
+    LOCKED_FIELDS,
+    OPTIONAL_LOCKED_FIELDS,
+    check_resumable,
+    load_scoresheet,
+    policy_fingerprint,
+)
 from tests.helpers import fake_attempt, locked_sheet
 
 
@@ -18,7 +24,7 @@ def _rewrite(path, change) -> None:
 
 def test_lock_covers_every_promised_field(tmp_path) -> None:
     sheet = locked_sheet(tmp_path)
-    assert list(type(sheet.locked).model_fields) == list(LOCKED_FIELDS)
+    assert list(type(sheet.locked).model_fields) == list(LOCKED_FIELDS + OPTIONAL_LOCKED_FIELDS)
     assert list(sheet.locked_data) == list(LOCKED_FIELDS)
     assert sheet.locked.trial_count == 3
     assert sheet.locked.taxonomy == ["success", "no_grasp", "grasped_then_dropped", "wrong_placement", "void"]

@@ -155,7 +155,7 @@ def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
     is_sim = sheet.locked.robot == "sim"
     policy = policy or parts.policy(sheet.locked.policy.ref, protocol, settings, args.device)
     try:
-        latency = settings.get("latency_ms")
+        latency = sheet.latency_ms   # locked (older sheets: their settings)
         robot = (parts.sim_robot(protocol, policy, args.realtime, **({"latency_ms": latency} if latency is not None
                                                                      else {}))
                  if is_sim else parts.real_robot(settings, protocol))

@@ -28,7 +28,9 @@ def make_policy(ref: str, protocol: Protocol, settings: dict[str, Any], device: 
     from harness.policies.lerobot_policy import LeRobotPolicy
 
     try:
-        return LeRobotPolicy(ref, task=protocol.task, device=device, rename_map=settings.get("rename_map") or {})
+        engine = (settings.get("inference") or {}).get("engine", "sync")
+        return LeRobotPolicy(ref, task=protocol.task, device=device, rename_map=settings.get("rename_map") or {},
+                             engine=engine)
     except HarnessError:
         raise
     except Exception as exc:   # a corrupt config.json or weights file is bad input, found before anything is locked

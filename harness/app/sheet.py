@@ -7,7 +7,7 @@ import json
 import math
 from pathlib import Path
 
-from harness.errors import HarnessInputError
+from harness.errors import HarnessInputError, StaleRunError
 from harness.models.checkpoint import checkpoint_name
 from harness.models.protocol import Protocol
 from harness.models.scoresheet import Scoresheet, build_locked, check_resumable, load_scoresheet, new_scoresheet
@@ -67,6 +67,25 @@ def latency_from(args: argparse.Namespace) -> float | str | None:
     return measured if measured is not None else fixed
 
 
+def inference_from(args: argparse.Namespace) -> str:
+    """The inference engine asked for (default LeRobot's synchronous one)."""
+    return getattr(args, "inference", None) or "sync"
+
+
+def check_same_inference(sheet: Scoresheet, args: argparse.Namespace) -> None:
+    """A resume runs with the latency and inference engine the sheet locked; asking for others is refused
+    (not asking keeps the locked ones)."""
+    asked, locked = latency_from(args), sheet.latency_ms
+    field = "locked.latency_ms" if "latency_ms" in sheet.locked_data else "settings.latency_ms"
+    if asked is not None and asked != locked:
+        raise StaleRunError(sheet.path, field, f"this run's latency is {latency_text(locked)}, not "
+                                               f"{latency_text(asked)}; start a new scoresheet to change it")
+    engine = getattr(args, "inference", None)
+    if engine is not None and engine != sheet.inference_engine:
+        raise StaleRunError(sheet.path, "locked.inference", f"this run's inference engine is "
+                                                            f"{sheet.inference_engine}, not {engine}")
+
+
 def latency_text(latency: float | str | None) -> str:
     if latency is None:
         return "lock-step (none)"
@@ -102,10 +121,7 @@ def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: P
         check_resumable(sheet, protocol_path, policy_flag)
         if args.robot and args.robot != sheet.locked.robot:
             raise HarnessInputError(path, "robot", f"locked to '{sheet.locked.robot}', not '{args.robot}'")
-        asked, locked_latency = latency_from(args), sheet.settings.get("latency_ms")
-        if asked is not None and asked != locked_latency:
-            raise HarnessInputError(path, "settings.latency_ms",
-                                    f"this run's latency is {latency_text(locked_latency)}, not {latency_text(asked)}")
+        check_same_inference(sheet, args)
         return sheet, False
     policy_ref = policy_flag or protocol.run.policy
     robot = args.robot or protocol.run.robot
@@ -124,12 +140,17 @@ def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: P
         "rename_map": rename_map,
         "latency_ms": latency_from(args),
     }
-    if policy_ref not in BUILTIN_POLICIES:   # what inference ran with: LeRobot's sync engine, torch threads
+    engine = inference_from(args)
+    if engine == "rtc" and policy_ref in BUILTIN_POLICIES:
+        raise HarnessInputError(None, "--inference", f"rtc: the built-in '{policy_ref}' policy has no Real-Time "
+                                                     "Chunking (LeRobot's RTC engine needs a policy that supports it)")
+    if policy_ref not in BUILTIN_POLICIES:   # what inference ran with: LeRobot's engine, torch threads
         from harness.policies.lerobot_policy import ThreadPolicy, available_cores
 
-        settings["inference"] = {"engine": "sync", **ThreadPolicy.for_cores(available_cores(), reserved=1).record()}
+        settings["inference"] = {"engine": engine, **ThreadPolicy.for_cores(available_cores(), reserved=1).record()}
     if settings["latency_ms"] is not None and robot != "sim":
         raise HarnessInputError(None, "--latency-ms", "the latency model is for the simulated arm; a real arm has "
                                                       "its own latency")
-    sheet = new_scoresheet(path, build_locked(protocol, protocol_path, policy_ref, robot), settings)
+    optional = {"latency_ms": settings["latency_ms"], "inference": {"engine": engine}}
+    sheet = new_scoresheet(path, build_locked(protocol, protocol_path, policy_ref, robot, optional), settings)
     return (sheet.create() if create else sheet), True

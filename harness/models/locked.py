@@ -7,6 +7,8 @@ field name.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict
 
 from harness.models.protocol import StoppingRule, Trial
@@ -18,8 +20,16 @@ class LockedPolicy(BaseModel):
     fingerprint: str              # builtin:<name> or sha256 over every file of the checkpoint
 
 
+class LockedInference(BaseModel):
+    """Which of LeRobot's inference engines picked the actions: what the arm experiences depends on it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    engine: Literal["sync", "rtc"]
+
+
 class LockedBlock(BaseModel):
-    """Fields in the order `harness.models.scoresheet.LOCKED_FIELDS` lists them."""
+    """Fields in the order `harness.models.scoresheet.LOCKED_FIELDS` lists them, then the optional ones
+    (`OPTIONAL_LOCKED_FIELDS`), which sheets locked before they existed lack."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     task: str
@@ -32,3 +42,5 @@ class LockedBlock(BaseModel):
     policy: LockedPolicy
     robot: str
     stopping_rule: StoppingRule
+    latency_ms: float | Literal["measured"] | None = None   # None: lock-step (or a sheet older than the field)
+    inference: LockedInference | None = None

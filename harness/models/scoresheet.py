@@ -50,6 +50,12 @@ LOCKED_FIELDS: tuple[str, ...] = (
     "robot",
     "stopping_rule",
 )
+# Locked when a sheet is made, absent from sheets made before they existed: a field is hashed when
+# present, so an older file's lock hashes exactly as it did.
+OPTIONAL_LOCKED_FIELDS: tuple[str, ...] = (
+    "latency_ms",         # the latency model: milliseconds, "measured", or null (lock-step)
+    "inference",          # the inference engine: {"engine": "sync" | "rtc" | "async", ...}
+)
 
 
 def canonical_json(value: Any) -> str:
@@ -75,6 +81,26 @@ class LoopStats(BaseModel):
     robot_io_ms_p50: float = 0.0
     robot_io_ms_p95: float = 0.0
     missed_deadlines: int = 0
+    # What the arm experienced (absent in sheets recorded before they existed, and omitted when unknown):
+    obs_to_action_ms_p50: float | None = None   # from the observation a step read to its action landing
+    obs_to_action_ms_p95: float | None = None
+    obs_to_action_ms_max: float | None = None
+    obs_to_action_clock: Literal["simulated", "wall"] | None = None
+    queue_underruns: int | None = None   # steps whose action landed more than a control period late
+    chunk_switches: int | None = None    # new action chunks the policy started (None: not a chunked policy)
+
+    @model_serializer(mode="wrap")
+    def _omit_unmeasured(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Loop stats without the arm's experience store, and hash, exactly as before those fields existed."""
+        data = handler(self)
+        for name in EXPERIENCE_FIELDS:
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
+
+
+EXPERIENCE_FIELDS = ("obs_to_action_ms_p50", "obs_to_action_ms_p95", "obs_to_action_ms_max", "obs_to_action_clock",
+                     "queue_underruns", "chunk_switches")
 
 
 class Attempt(BaseModel):
@@ -219,6 +245,18 @@ class Scoresheet:
         return self.writer
 
     # --- queries -----------------------------------------------------------
+    @property
+    def latency_ms(self) -> float | str | None:
+        """The latency model this run uses: locked, or (a sheet locked before latency was) its settings."""
+        if "latency_ms" in self.locked_data:
+            return self.locked.latency_ms
+        return self.settings.get("latency_ms")
+
+    @property
+    def inference_engine(self) -> str:
+        """The inference engine this run uses: locked, or "sync" (the only one before it was locked)."""
+        return self.locked.inference.engine if self.locked.inference is not None else "sync"
+
     @property
     def trial_indices(self) -> list[int]:
         return [t.index for t in self.locked.trials]
@@ -389,7 +427,12 @@ def _verified_chain(path: Path, section: str, raws: list[Any], model: type[BaseM
     return records
 
 
-def build_locked(protocol: Protocol, protocol_path: Path, policy_ref: str, robot: str) -> dict[str, Any]:
+def build_locked(protocol: Protocol, protocol_path: Path, policy_ref: str, robot: str,
+                 optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`optional`: values for `OPTIONAL_LOCKED_FIELDS` (the latency model, the inference engine)."""
+    unknown = sorted(set(optional or {}) - set(OPTIONAL_LOCKED_FIELDS))
+    if unknown:
+        raise ValueError(f"not an optional locked field: {unknown[0]}")
     return {
         "task": protocol.task,
         "success_definition": protocol.success_definition,
@@ -401,7 +444,13 @@ def build_locked(protocol: Protocol, protocol_path: Path, policy_ref: str, robot
         "policy": {"ref": policy_ref, "fingerprint": policy_fingerprint(policy_ref)},
         "robot": robot,
         "stopping_rule": protocol.stopping_rule.model_dump(mode="json"),
+        **{name: (optional or {})[name] for name in OPTIONAL_LOCKED_FIELDS if name in (optional or {})},
     }
+
+
+def hashed_fields(locked: dict[str, Any]) -> list[str]:
+    """The locked fields a lock hashes one by one: every required one, and the optional ones present."""
+    return [*LOCKED_FIELDS, *(name for name in OPTIONAL_LOCKED_FIELDS if name in locked)]
 
 
 def lock_scoresheet(path: Path, locked: dict[str, Any], settings: dict[str, Any]) -> Scoresheet:
@@ -416,7 +465,7 @@ def new_scoresheet(path: Path, locked: dict[str, Any], settings: dict[str, Any])
         raise HarnessInputError(path, None, "a scoresheet already exists here; use --resume or another --scoresheet")
     lock = {
         "sha256": sha256_of(locked),
-        "field_sha256": {name: sha256_of(locked[name]) for name in LOCKED_FIELDS},
+        "field_sha256": {name: sha256_of(locked[name]) for name in hashed_fields(locked)},
         "locked_at": now_iso(),
     }
     return Scoresheet(path, locked, lock, settings, [])
@@ -432,13 +481,17 @@ def load_scoresheet(path: str | Path) -> Scoresheet:
     for name in LOCKED_FIELDS:
         if name not in locked:
             raise StaleRunError(path, f"locked.{name}", "missing from a locked scoresheet")
+    for name in OPTIONAL_LOCKED_FIELDS:
+        if name not in locked and name in field_hashes:
+            raise StaleRunError(path, f"locked.{name}", "removed after the scoresheet was locked")
+    for name in hashed_fields(locked):
         if sha256_of(locked[name]) != field_hashes.get(name):
             raise StaleRunError(path, f"locked.{name}", "changed after the scoresheet was locked (edited by hand?)")
-    unknown = sorted(set(locked) - set(LOCKED_FIELDS))
+    unknown = sorted(set(locked) - set(LOCKED_FIELDS) - set(OPTIONAL_LOCKED_FIELDS))
     if unknown:
         raise StaleRunError(path, f"locked.{unknown[0]}", "added after the scoresheet was locked")
     if sha256_of(locked) != lock.get("sha256") or sha256_of(field_hashes) != sha256_of(
-        {n: sha256_of(locked[n]) for n in LOCKED_FIELDS}
+        {n: sha256_of(locked[n]) for n in hashed_fields(locked)}
     ):
         raise StaleRunError(path, "lock.sha256", "does not match the locked fields")
     if not isinstance(locked.get("trials"), list) or not all(isinstance(t, dict) and "index" in t

@@ -48,6 +48,27 @@ class ThreadPolicy:
         return {"cores": self.cores, "reserved_cores": self.reserved, "torch_threads": self.torch_threads}
 
 
+def check_engine(policy: Any, engine: str, path: Path) -> None:
+    """Refuse an engine the policy cannot run with, in one line (exit 2)."""
+    if engine == "sync":
+        return
+    if engine == "rtc":
+        from lerobot.rollout.inference.rtc import supports_rtc_inference
+
+        if not supports_rtc_inference(policy):
+            raise HarnessInputError(path, "--inference", f"rtc: {policy.name} has no Real-Time Chunking support "
+                                                         "(LeRobot's supports_rtc() is False); use --inference sync")
+        raise HarnessInputError(path, "--inference", f"rtc: {policy.name} supports Real-Time Chunking, but the "
+                                                     "harness drives only LeRobot's sync engine so far")
+    raise HarnessInputError(path, "--inference", f"'{engine}' is not an inference engine (sync, rtc)")
+
+
+def _chunk_queue(policy: Any) -> Any:
+    """The queue of a chunked LeRobot policy's remaining actions (ACT, diffusion, SmolVLA keep one as
+    `_action_queue`; refilled, a new chunk starts), or None when the policy has none."""
+    return getattr(policy, "_action_queue", None)
+
+
 def normalize_rename_map(rename_map: dict[str, str]) -> dict[str, str]:
     """Accept `{"top": "camera1"}` as well as LeRobot's full `observation.images.*` keys."""
     def full(key: str) -> str:
@@ -58,8 +79,10 @@ def normalize_rename_map(rename_map: dict[str, str]) -> dict[str, str]:
 class LeRobotPolicy:
     def __init__(self, path: str | Path, task: str, device: str | None = None,
                  rename_map: dict[str, str] | None = None, robot_type: str = "so101_follower",
-                 threads: ThreadPolicy | None = None) -> None:
-        """`threads` defaults to every core but one (the simulator's or the robot I/O's)."""
+                 threads: ThreadPolicy | None = None, engine: str = "sync") -> None:
+        """`threads` defaults to every core but one (the simulator's or the robot I/O's). `engine`: "sync"
+        (LeRobot's `SyncInferenceEngine`) or "rtc", refused here, before anything is locked, for a policy
+        LeRobot's own `supports_rtc_inference` says has no Real-Time Chunking."""
         import torch
         from lerobot.configs.policies import PreTrainedConfig
         from lerobot.configs.types import FeatureType
@@ -81,8 +104,11 @@ class LeRobotPolicy:
         self.name = f"{config.type}:{path.name}"
         self.rename_map = normalize_rename_map(rename_map or {})
         policy = get_policy_class(config.type).from_pretrained(str(path), config=config)
+        check_engine(policy, engine, path)
         policy.to(self.device)
         policy.eval()
+        self._policy = policy
+        self.chunk_switches: int | None = 0 if _chunk_queue(policy) is not None else None
         pre, post = make_pre_post_processors(
             policy_cfg=config, pretrained_path=str(path),
             preprocessor_overrides={
@@ -126,11 +152,16 @@ class LeRobotPolicy:
 
     def reset(self, context: TrialContext) -> None:
         self._engine.reset()
+        if self.chunk_switches is not None:
+            self.chunk_switches = 0
 
     def select_action(self, observation: dict[str, Any]) -> dict[str, float]:
         from lerobot.utils.feature_utils import build_dataset_frame
 
         frame = build_dataset_frame(self._features, observation, prefix="observation")
+        queue = _chunk_queue(self._policy)
+        if queue is not None and self.chunk_switches is not None and len(queue) == 0:
+            self.chunk_switches += 1   # this call predicts a new chunk
         action = self._engine.get_action(frame)
         return {key: float(value) for key, value in zip(self._action_keys, action.tolist(), strict=True)}
 

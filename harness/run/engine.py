@@ -105,6 +105,8 @@ class EpisodeOutcome:
     policy_ms: list[float]
     io_ms: list[float]
     missed: int
+    obs_to_action_ms: list[float] = field(default_factory=list)
+    obs_to_action_clock: str = "wall"
 
 
 class RunEngine:
@@ -280,6 +282,11 @@ class RunEngine:
         step = 0
         world = self.stage.world   # the simulator's clock, when there is one: a latency model makes steps longer
         t_begin = world.time if world is not None else 0.0
+        # what the arm experienced: a simulated arm's own record of when each action landed (lock-step: at once),
+        # a real arm's wall time from reading the observation to writing the action
+        landed = getattr(getattr(self.robot, "robot", None), "landed_latencies_s", None) if world is not None else None
+        landed_from = len(landed) if landed is not None else 0
+        obs_to_action_ms: list[float] = []
         for step in range(max_steps):
             sim_t = world.time - t_begin if world is not None else step * self.period
             if sim_t >= self.protocol.episode_time_limit_s:
@@ -299,6 +306,10 @@ class RunEngine:
                 self.observer.warn(f"{void.reason}. Check cables and power, then resume.")
                 break
             t3 = self.clock.now()
+            if world is None:
+                obs_to_action_ms.append(1000 * (t3 - t0))
+            else:
+                obs_to_action_ms.append(1000 * landed[-1] if landed is not None and len(landed) > landed_from else 0.0)
             self.stage.observed(observation)
             policy_ms.append(1000 * (t2 - t1))
             io_ms.append(1000 * ((t1 - t0) + (t3 - t2)))
@@ -340,7 +351,8 @@ class RunEngine:
             self.observer.warn(
                 f"policy inference (median {statistics.median(policy_ms):.0f} ms) cannot keep {self.protocol.fps} Hz"
             )
-        return EpisodeOutcome(len(policy_ms), void, stopped, policy_ms, io_ms, missed)
+        return EpisodeOutcome(len(policy_ms), void, stopped, policy_ms, io_ms, missed, obs_to_action_ms,
+                              "simulated" if world is not None else "wall")
 
     def _record_dataset_frame(self, observation: dict[str, Any], action: dict[str, float]) -> None:
         sink = self.options.dataset
@@ -367,6 +379,13 @@ class RunEngine:
             robot_io_ms_p50=round(percentile(e.io_ms, 50), 3),
             robot_io_ms_p95=round(percentile(e.io_ms, 95), 3),
             missed_deadlines=e.missed,
+            obs_to_action_ms_p50=round(percentile(e.obs_to_action_ms, 50), 3) if e.obs_to_action_ms else None,
+            obs_to_action_ms_p95=round(percentile(e.obs_to_action_ms, 95), 3) if e.obs_to_action_ms else None,
+            obs_to_action_ms_max=round(max(e.obs_to_action_ms), 3) if e.obs_to_action_ms else None,
+            obs_to_action_clock=e.obs_to_action_clock if e.obs_to_action_ms else None,
+            queue_underruns=sum(ms > 1000 * self.period + 1e-6 for ms in e.obs_to_action_ms)
+            if e.obs_to_action_ms else None,
+            chunk_switches=getattr(self.policy, "chunk_switches", None),
         )
 
     # --- arm motions outside the policy -------------------------------------

@@ -61,6 +61,9 @@ def register(sub: Any) -> None:
                              "arm executing its last command meanwhile (default: lock-step); locked with the run")
     parser.add_argument("--latency", choices=["measured"],
                         help="simulated arm: the latency model with each action's own measured policy time")
+    parser.add_argument("--inference", choices=["sync", "rtc"],
+                        help="LeRobot inference engine: sync (default) or rtc (Real-Time Chunking, for policies "
+                             "that support it; refused before anything is written otherwise); locked with the run")
     parser.add_argument("--workers", type=int, default=1,
                         help="simulated arm only: run trials in parallel on this many Ray workers; the scoresheet "
                              "is written in trial order, as a serial run writes it (default 1)")

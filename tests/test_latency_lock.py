@@ -1,0 +1,116 @@
+"""The latency model and the inference engine are locked with the run; each trial records what the arm
+experienced (observation-to-action latency, queue underruns, chunk switches); older sheets still verify."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.errors import StaleRunError
+from harness.models.protocol import load_protocol
+from harness.models.scoresheet import LoopStats, build_locked, load_scoresheet, lock_scoresheet
+from tests.helpers import fake_attempt, small_protocol_copy
+from tests.tiny_policy import save_tiny_act
+
+
+def _run(protocol: Path, tmp_path: Path, *extra: str) -> int:
+    return main(["run", str(protocol), "--headless", "--no-video", "--scoresheet", str(tmp_path / "s.yaml"),
+                 "--runs-dir", str(tmp_path / "runs"), *extra])
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    """Edit a sheet's text by hand, as someone tampering with it would."""
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_a_new_sheet_locks_its_latency_and_engine(tmp_path: Path) -> None:
+    protocol = small_protocol_copy(tmp_path)
+    assert _run(protocol, tmp_path, "--latency-ms", "100", "--max-trials", "1") == 0
+    sheet = load_scoresheet(tmp_path / "s.yaml")
+    assert sheet.locked.latency_ms == 100.0 and sheet.latency_ms == 100.0
+    assert sheet.locked.inference is not None and sheet.inference_engine == "sync"
+    assert {"latency_ms", "inference"} <= set(sheet.lock["field_sha256"])
+
+
+def test_a_sheet_without_the_new_fields_still_verifies(tmp_path: Path) -> None:
+    """A sheet locked before latency was: it hashes as it did, and its settings still say the latency."""
+    protocol_path = small_protocol_copy(tmp_path)
+    locked = build_locked(load_protocol(protocol_path), protocol_path, "expert", "sim")
+    sheet = lock_scoresheet(tmp_path / "old.yaml", locked, {"latency_ms": 50.0})
+    sheet.add_attempt(fake_attempt(1, 1, "success"))
+    again = load_scoresheet(tmp_path / "old.yaml")
+    assert "latency_ms" not in again.locked_data and again.latency_ms == 50.0 and again.inference_engine == "sync"
+    assert again.attempts[0].loop == LoopStats()
+
+
+def test_a_locked_latency_edited_by_hand_is_caught(tmp_path: Path) -> None:
+    protocol = small_protocol_copy(tmp_path)
+    assert _run(protocol, tmp_path, "--latency-ms", "250", "--max-trials", "1") == 0
+    _edit(tmp_path / "s.yaml", '"latency_ms": 250.0,\n    "inference"', '"latency_ms": 125.0,\n    "inference"')
+    with pytest.raises(StaleRunError) as caught:
+        load_scoresheet(tmp_path / "s.yaml")
+    assert caught.value.field == "locked.latency_ms"
+
+
+def test_a_locked_latency_removed_by_hand_is_caught(tmp_path: Path) -> None:
+    protocol = small_protocol_copy(tmp_path)
+    assert _run(protocol, tmp_path, "--latency-ms", "250", "--max-trials", "1") == 0
+    _edit(tmp_path / "s.yaml", '"latency_ms": 250.0,\n    "inference"', '"inference"')
+    with pytest.raises(StaleRunError) as caught:
+        load_scoresheet(tmp_path / "s.yaml")
+    assert caught.value.field == "locked.latency_ms"
+
+
+@pytest.mark.slow
+def test_a_resume_with_another_latency_or_engine_is_refused(tmp_path: Path, capsys) -> None:
+    protocol = small_protocol_copy(tmp_path)
+    assert _run(protocol, tmp_path, "--latency-ms", "100", "--max-trials", "1") == 0
+    before = (tmp_path / "s.yaml").read_bytes()
+    capsys.readouterr()
+    assert _run(protocol, tmp_path, "--resume", "--latency-ms", "50") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "locked.latency_ms" in err[0] and "100 ms" in err[0]
+    assert _run(protocol, tmp_path, "--resume", "--latency", "measured") == 2
+    assert _run(protocol, tmp_path, "--resume", "--inference", "rtc") == 2
+    assert "locked.inference" in capsys.readouterr().err
+    assert (tmp_path / "s.yaml").read_bytes() == before
+    assert _run(protocol, tmp_path, "--resume", "--max-trials", "1") == 0   # not asking keeps the locked latency
+    sheet = load_scoresheet(tmp_path / "s.yaml")
+    assert [a.loop.obs_to_action_ms_p50 for a in sheet.attempts] == [100.0, 100.0]
+
+
+@pytest.mark.slow
+def test_each_trial_records_what_the_arm_experienced(tmp_path: Path) -> None:
+    """100 ms of simulated latency at 30 Hz: every action lands 100 ms after its observation, three control
+    periods late; lock-step: at once, never late."""
+    protocol = small_protocol_copy(tmp_path)
+    assert _run(protocol, tmp_path, "--latency-ms", "100", "--max-trials", "1") == 0
+    loop = load_scoresheet(tmp_path / "s.yaml").attempts[0].loop
+    assert (loop.obs_to_action_ms_p50, loop.obs_to_action_ms_p95, loop.obs_to_action_ms_max) == (100.0, 100.0, 100.0)
+    assert loop.obs_to_action_clock == "simulated"
+    assert loop.queue_underruns == loop.steps > 0
+    assert loop.chunk_switches is None   # the expert is not a chunked policy
+
+    lock_step = tmp_path / "lock_step"
+    lock_step.mkdir()
+    assert _run(protocol, lock_step, "--max-trials", "1") == 0
+    sheet = load_scoresheet(lock_step / "s.yaml")
+    loop = sheet.attempts[0].loop
+    assert sheet.locked.latency_ms is None and "latency_ms" in sheet.locked_data   # lock-step, said so
+    assert (loop.obs_to_action_ms_p50, loop.obs_to_action_ms_max, loop.queue_underruns) == (0.0, 0.0, 0)
+
+
+def test_rtc_is_refused_for_a_policy_without_it_before_anything_is_written(tmp_path: Path, capsys) -> None:
+    """ACT has no Real-Time Chunking (LeRobot's `supports_rtc()` is False): one line, exit 2, no sheet."""
+    protocol = small_protocol_copy(tmp_path)
+    ckpt = save_tiny_act(tmp_path / "tiny_act")
+    assert _run(protocol, tmp_path, "--policy", str(ckpt), "--inference", "rtc") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--inference" in err[0] and "Real-Time Chunking" in err[0]
+    assert not (tmp_path / "s.yaml").exists() and not (tmp_path / "runs").exists()
+    assert _run(protocol, tmp_path, "--inference", "rtc") == 2   # nor has the built-in expert
+    assert not (tmp_path / "s.yaml").exists()
