@@ -16,7 +16,7 @@ from harness.app.operator_parts import operator_stage
 from harness.app.parts import Parts
 from harness.errors import HarnessInputError
 from harness.models.protocol import Protocol
-from harness.models.scoresheet import Scoresheet
+from harness.models.scoresheet import Scoresheet, run_latency
 from harness.policies.base import EvalPolicy
 from harness.run.clock import MonotonicClock
 from harness.run.dataset_sink import RecordingOptions
@@ -155,7 +155,7 @@ def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
     is_sim = sheet.locked.robot == "sim"
     policy = policy or parts.policy(sheet.locked.policy.ref, protocol, settings, args.device)
     try:
-        latency = sheet.latency_ms   # locked (older sheets: their settings)
+        latency = run_latency(sheet.locked, settings)   # locked (older sheets: their settings)
         robot = (parts.sim_robot(protocol, policy, args.realtime, **({"latency_ms": latency} if latency is not None
                                                                      else {}))
                  if is_sim else parts.real_robot(settings, protocol))

@@ -200,6 +200,12 @@ def policy_fingerprint(policy_ref: str) -> str:
     return f"sha256:{digest.hexdigest()}"
 
 
+def run_latency(locked: LockedBlock, settings: dict[str, Any]) -> float | str | None:
+    """The latency model a run uses: locked (with the inference engine: both or neither), or, for a sheet
+    locked before they were, its settings."""
+    return locked.latency_ms if locked.inference is not None else settings.get("latency_ms")
+
+
 class Scoresheet:
     """A locked scoresheet bound to its file. All mutation goes through `add_attempt`.
 
@@ -247,10 +253,7 @@ class Scoresheet:
     # --- queries -----------------------------------------------------------
     @property
     def latency_ms(self) -> float | str | None:
-        """The latency model this run uses: locked, or (a sheet locked before latency was) its settings."""
-        if "latency_ms" in self.locked_data:
-            return self.locked.latency_ms
-        return self.settings.get("latency_ms")
+        return run_latency(self.locked, self.settings)
 
     @property
     def inference_engine(self) -> str:
