@@ -153,6 +153,8 @@ def test_third_party_output_goes_to_the_log_and_harness_lines_to_the_terminal(tm
         "    logging.getLogger('lerobot.utils.import_utils').warning('torchcodec cannot be loaded')\n"
         "    logging.getLogger('harness.run').warning('our own warning')\n"
         "    print('harness: a line of ours', file=sys.stderr)\n"
+        "    import datasets\n"
+        "    assert not datasets.is_progress_bar_enabled()\n"
         "os.write(2, b'after\\n')\n"
     )
     log = tmp_path / "third_party.log"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -43,9 +43,11 @@ def third_party_output_to(path: Path) -> Iterator[Path]:
             handler.setStream(terminal)
             handler.addFilter(only_harness)
         root.addHandler(file_handler)
+        bars = _quiet_progress_bars()
         try:
             yield path
         finally:
+            bars()
             root.removeHandler(file_handler)
             for handler in moved:
                 handler.removeFilter(only_harness)
@@ -54,6 +56,28 @@ def third_party_output_to(path: Path) -> Iterator[Path]:
             terminal.flush()
             os.dup2(terminal_fd, 2)
             terminal.close()
+
+
+def _quiet_progress_bars() -> Callable[[], None]:
+    """Hugging Face `datasets` draws a progress bar per saved episode on Python's stderr; off for the
+    window (set before its import, or switched off if it is loaded). Returns the undo."""
+    previous = os.environ.get("HF_DATASETS_DISABLE_PROGRESS_BARS")
+    os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
+    module = sys.modules.get("datasets")
+    enabled_before = module.is_progress_bar_enabled() if module is not None else True
+    if module is not None:
+        module.disable_progress_bars()
+
+    def undo() -> None:
+        if previous is None:
+            os.environ.pop("HF_DATASETS_DISABLE_PROGRESS_BARS", None)
+        else:
+            os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] = previous
+        loaded = sys.modules.get("datasets")
+        if loaded is not None and enabled_before:
+            loaded.enable_progress_bars()
+
+    return undo
 
 
 def _fd(stream: object) -> int | None:
