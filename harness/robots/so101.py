@@ -61,7 +61,7 @@ class BusCheckedSO101Follower(SO101Follower):
     def _answers(self, motor_id: int) -> bool:
         try:
             return self.bus.ping(motor_id, num_retry=2) is not None
-        except BUS_ERRORS:      # the adapter itself is gone
+        except (*BUS_ERRORS, IndexError):   # the adapter is gone, or scservo_sdk misread a garbled reply
             return False
 
     def torque_lost(self) -> tuple[tuple[str, ...], dict[str, str]]:
