@@ -4,7 +4,8 @@ Without `--bowl-calibration` the stage is as before: the operator is asked to pl
 scores alone. With it, every finished trial gets a proposed label (gripper positions plus the final
 top frame). With `--trained-spot` too (a top frame with the cube on its trained spot, which fixes the
 table's axes in the image) and a front end that can show it, the cube is guided onto each trial's
-target and the scene is checked against the calibration's empty-bowl frame before the trial starts.
+target and the scene is checked before the trial starts against the cleared table, captured live with the
+arm at its start pose before the first trial (the calibration's own frame shows the arm wherever it was).
 """
 
 from __future__ import annotations
@@ -64,5 +65,5 @@ def operator_stage(args: argparse.Namespace, protocol: Protocol, robot: Any, obs
     cameras = getattr(getattr(robot, "robot", None), "cameras", {}) or {}
     if spot and "top" in cameras and hasattr(observer, "placement"):
         guide = PlacementGuide(view, lambda: cameras["top"].async_read(), [empty_scene], observer,
-                               MonotonicClock(), tolerance)
+                               MonotonicClock(), tolerance, capture_references=3)
     return OperatorStage(observer.confirm_cube_placed, guide=guide, proposer=proposer, show_proposal=show)

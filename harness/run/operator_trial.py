@@ -34,6 +34,10 @@ class PlacementOperator(Protocol):
         """Show what is in view that should not be; return a note to accept it, or None (it is being cleared)."""
         ...
 
+    def clear_for_reference(self) -> None:
+        """Ask for the table to be cleared (cube off) and wait: the empty scene is about to be captured."""
+        ...
+
 
 @dataclass(frozen=True)
 class PlacementOutcome:
@@ -80,8 +84,13 @@ class PlacementGuide:
     tolerance: Tolerance = field(default_factory=Tolerance)
     poll_s: float = 0.1
     steady_frames: int = 2                  # in tolerance this many frames in a row: the cube is at rest there
+    capture_references: int = 0             # before the first trial: this many live frames of the cleared table
 
     def place(self, trial: Trial) -> PlacementOutcome:
+        if self.capture_references:   # the arm is at its start pose now, as it will be before every trial
+            self.operator.clear_for_reference()
+            self.references = [self.grab() for _ in range(self.capture_references)]
+            self.capture_references = 0
         scene_note: str | None = None
         seen = 0
         streak = 0

@@ -85,6 +85,11 @@ class TerminalObserver:
               "accept it > ", end="", file=self.out, flush=True)
         return self.stdin.readline().strip() or None
 
+    def clear_for_reference(self) -> None:
+        print("Clear the table (cube off, nothing else in view) for the empty-scene reference, then press Enter.",
+              file=self.out, flush=True)
+        self.stdin.readline()
+
     def _line_waiting(self) -> bool:
         """A line is ready on stdin (a terminal or pipe); a non-file input (tests) always is."""
         import select
