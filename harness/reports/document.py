@@ -18,6 +18,7 @@ from harness.models.stats import (
 from harness.models.taxonomy import Label
 from harness.reports import figures
 from harness.reports.blocks import Block, Figure, Heading, Para, Table
+from harness.reports.latency import experienced_blocks, latency_text, success_by_latency
 from harness.reports.operator import operator_blocks
 from harness.reports.summary import summarize
 from harness.reports.timing import time_split, timing_paragraphs
@@ -147,11 +148,14 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
                              f"Left: each trial's typical step (p50), policy and robot I/O stacked, against the "
                              f"{1000 / fps:.1f} ms budget (dashed). Right: steps per trial that missed it."))
 
+    blocks += experienced_blocks(sheet)
+
     blocks.append(Heading("Fingerprints", 3))
     blocks.append(Table(["what", "value"], [
         ["scoresheet", str(sheet.path)],
         ["protocol file", f"{sheet.locked.protocol_file} (sha256 {sheet.locked.protocol_sha256[:16]}...)"],
         ["policy", f"{sheet.locked.policy.ref} ({sheet.locked.policy.fingerprint[:30]})"],
+        ["latency", latency_text(sheet)],
         ["lock", f"sha256 {sheet.lock['sha256'][:16]}..., locked at {sheet.lock['locked_at']}"],
     ]))
     return blocks
@@ -221,6 +225,7 @@ def report_blocks(sheets: list[Scoresheet], training_starts: list[tuple[float, f
     blocks: list[Block] = []
     if len(sheets) > 1:
         blocks += comparison_blocks(sheets)
+        blocks += success_by_latency(sheets)
     for i, sheet in enumerate(sheets):
         prefix = f"Run {i + 1}: " if len(sheets) > 1 else ""
         blocks += run_blocks(sheet, f"run{i + 1}", prefix, training_starts)

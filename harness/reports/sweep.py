@@ -17,6 +17,7 @@ from harness.models.scoresheet import Scoresheet
 from harness.models.stats import mcnemar_exact, newcombe_paired, wilson_interval
 from harness.models.taxonomy import Label
 from harness.reports.blocks import Block, Figure, Heading, Para, Table
+from harness.reports.latency import success_by_latency
 
 DISTANCE_BINS_CM = (0.0, 1.5, 3.0, 4.5, 6.0, 9.0, 15.0)
 
@@ -219,6 +220,9 @@ def sweep_blocks(cells: list[SweepCell], baseline: str, figures: OfflineFigures)
                         "miss by chance."),
                    Table(["checkpoint", "protocol", "condition", "paired trials", f"difference vs {baseline}",
                           "95% Newcombe paired", "exact McNemar p"], paired)]
+    for checkpoint, protocol in sorted({(c.checkpoint, c.protocol) for c in cells}):   # conditions varying latency
+        blocks += success_by_latency([c.sheet for c in cells if (c.checkpoint, c.protocol) == (checkpoint, protocol)],
+                                     f"{checkpoint}, protocol {protocol}")
     for protocol in sorted({c.protocol for c in cells}):
         png = success_by_distance(cells, protocol)
         if png is not None:

@@ -1,0 +1,84 @@
+"""What latency a run was scored under and what its arm experienced, and success against latency.
+
+The locked latency model says what was asked for; each attempt's loop stats say what the arm saw
+(observation-to-action latency, queue underruns, chunk switches). When several runs or sweep cells
+differ only in latency, success per latency is the curve that offline metrics cannot give.
+"""
+
+from __future__ import annotations
+
+from harness.models.scoresheet import Scoresheet, run_latency
+from harness.models.stats import wilson_interval
+from harness.models.taxonomy import Label
+from harness.reports.blocks import Block, Heading, Para, Table
+
+
+def latency_text(sheet: Scoresheet) -> str:
+    """The latency model and inference engine a run was scored under, and whether they were locked."""
+    latency = run_latency(sheet.locked, sheet.settings)
+    model = ("lock-step (the simulator waits for every action)" if latency is None
+             else "each action's measured policy time" if latency == "measured" else f"{latency:g} ms")
+    engine = sheet.locked.inference.engine if sheet.locked.inference is not None else "sync"
+    locked = "locked" if sheet.locked.inference is not None else "from unlocked settings (sheet locked before it was)"
+    return f"latency {model}, inference engine {engine} ({locked})"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def experienced_blocks(sheet: Scoresheet) -> list[Block]:
+    """One row per scored trial: the observation-to-action latency its arm saw, underruns, chunk switches."""
+    rows = []
+    for index in sheet.trial_indices:
+        final = sheet.final_attempt(index)
+        if final is None or final.loop.obs_to_action_ms_p50 is None:
+            continue
+        loop = final.loop
+        rows.append([str(index), final.label, _ms(loop.obs_to_action_ms_p50), _ms(loop.obs_to_action_ms_p95),
+                     _ms(loop.obs_to_action_ms_max), loop.obs_to_action_clock or "-",
+                     f"{loop.queue_underruns}/{loop.steps}",
+                     "-" if loop.chunk_switches is None else str(loop.chunk_switches)])
+    if not rows:   # recorded before these figures were: the locked latency is in the fingerprints
+        return []
+    blocks: list[Block] = [Heading("Latency the arm saw", 3), Para(f"Scored with {latency_text(sheet)}.")]
+    blocks.append(Para("Observation to action: from the observation a step read to its action reaching the arm "
+                       "(simulated time on the simulator, wall time on a real arm). An underrun is a step whose "
+                       "action landed more than one control period late, the arm holding its last command; a "
+                       "chunk switch is a new action chunk the policy started."))
+    blocks.append(Table(["trial", "outcome", "p50 ms", "p95 ms", "max ms", "clock", "underruns/steps",
+                         "chunk switches"], rows))
+    return blocks
+
+
+def _latency_key(sheet: Scoresheet) -> tuple[str, float]:
+    """A label and a sort key for a run's latency (lock-step first, measured last)."""
+    latency = run_latency(sheet.locked, sheet.settings)
+    engine = sheet.locked.inference.engine if sheet.locked.inference is not None else "sync"
+    if latency is None:
+        return f"lock-step, {engine}", -1.0
+    if latency == "measured":
+        return f"measured, {engine}", float("inf")
+    return f"{float(latency):g} ms, {engine}", float(latency)
+
+
+def success_by_latency(sheets: list[Scoresheet], of: str = "") -> list[Block]:
+    """Success per latency when the runs were scored under more than one; nothing otherwise. `of` names
+    what the runs share (a sweep's checkpoint)."""
+    groups: dict[tuple[str, float], list[Scoresheet]] = {}
+    for sheet in sheets:
+        groups.setdefault(_latency_key(sheet), []).append(sheet)
+    if len(groups) < 2:
+        return []
+    rows = []
+    for (label, _), members in sorted(groups.items(), key=lambda item: item[0][1]):
+        scored = [a for s in members for a in s.scored_attempts()]
+        k, n = sum(a.outcome == Label.SUCCESS for a in scored), len(scored)
+        low, high = wilson_interval(k, n) if n else (0.0, 1.0)
+        seen = [a.loop.obs_to_action_ms_p50 for a in scored if a.loop.obs_to_action_ms_p50 is not None]
+        rows.append([label, str(len(members)), f"{k}/{n}", f"{100 * low:.1f}% to {100 * high:.1f}%" if n else "-",
+                     f"{sorted(seen)[len(seen) // 2]:.0f}" if seen else "-"])
+    return [Heading(f"Success against latency{f' ({of})' if of else ''}", 3),
+            Para("Runs grouped by the latency model and inference engine they were locked with; the last column "
+                 "is the median over trials of the observation-to-action latency the arm saw."),
+            Table(["latency", "runs", "success", "95% Wilson", "seen p50 ms"], rows)]
