@@ -92,13 +92,14 @@ class TopView:
     geometry: Geometry
     scene: Scene
     rotation_deg: float      # image axes = R(rotation) . mirror . table axes
+    scale: float = 1.0       # table cm per rim-plane cm: the table lies below the rim, so it looks smaller
 
     def _to_table(self, image_cm: np.ndarray) -> np.ndarray:
         t = math.radians(self.rotation_deg)
         c, s = math.cos(t), math.sin(t)
         u, v = image_cm
-        back = np.array([c * u + s * v, -s * u + c * v])   # R(-t)
-        return np.array([back[0], -back[1]])                # the mirror is its own inverse
+        back = self.scale * np.array([c * u + s * v, -s * u + c * v])   # R(-t)
+        return np.array([back[0], -back[1]])                            # the mirror is its own inverse
 
     def cube(self, frame: np.ndarray) -> CubeOnTable:
         """The cube's place on the table. Raises `DetectionError` (with its reason) when there is none."""
@@ -130,7 +131,7 @@ class TopView:
         """Where the trial's target is in the image (rim plane), to draw the footprint the operator aims at."""
         ox, oy = self.scene.trained_cube_xy_cm
         bx, by = self.scene.bowl_xy_cm
-        rel = np.array([ox + trial.dx_cm - bx, -(oy + trial.dy_cm - by)])
+        rel = np.array([ox + trial.dx_cm - bx, -(oy + trial.dy_cm - by)]) / self.scale
         t = math.radians(self.rotation_deg)
         image_cm = np.array([math.cos(t) * rel[0] - math.sin(t) * rel[1], math.sin(t) * rel[0] + math.cos(t) * rel[1]])
         a = math.radians(self.rim.angle_deg)
@@ -142,7 +143,7 @@ class TopView:
 
 
 def table_axes(rim: Rim, geometry: Geometry, scene: Scene, cube_on_trained_spot: np.ndarray) -> TopView:
-    """Find the table's axes in the image from one frame with the cube on the trained spot.
+    """Find the table's axes in the image (and the table's scale) from one frame with the cube on the trained spot.
 
     Raises `DetectionError` when the cube is not measured, or when its measured distance from the bowl
     differs from the protocol's by more than 1.5 cm (a wrong scene, or the cube not on its spot).
@@ -160,4 +161,4 @@ def table_axes(rim: Rim, geometry: Geometry, scene: Scene, cube_on_trained_spot:
         raise DetectionError(NotMeasured.TOO_UNCERTAIN, f"the cube measures {m.distance_cm:.1f} cm from the bowl; "
                              f"the protocol puts the trained spot {expected:.1f} cm from it")
     rotation = math.degrees(math.atan2(image[1], image[0]) - math.atan2(mirrored[1], mirrored[0]))
-    return TopView(probe.rim, geometry, scene, rotation)
+    return TopView(probe.rim, geometry, scene, rotation, expected / m.distance_cm)
