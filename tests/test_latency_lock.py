@@ -114,3 +114,23 @@ def test_rtc_is_refused_for_a_policy_without_it_before_anything_is_written(tmp_p
     assert not (tmp_path / "s.yaml").exists() and not (tmp_path / "runs").exists()
     assert _run(protocol, tmp_path, "--inference", "rtc") == 2   # nor has the built-in expert
     assert not (tmp_path / "s.yaml").exists()
+
+
+def test_a_chunked_policy_counts_the_chunks_it_starts(tmp_path: Path) -> None:
+    """The tiny ACT executes 10 actions per chunk: 25 steps start 3 chunks; a new trial counts afresh."""
+    import numpy as np
+
+    from harness.models.protocol import JOINT_NAMES
+    from harness.policies.lerobot_policy import LeRobotPolicy
+
+    policy = LeRobotPolicy(save_tiny_act(tmp_path / "tiny_act"), task="t", device="cpu")
+    observation = {**{f"{n}.pos": 0.0 for n in JOINT_NAMES}, "top": np.zeros((96, 128, 3), dtype=np.uint8)}
+    try:
+        for _ in range(25):
+            policy.select_action(observation)
+        assert policy.chunk_switches == 3
+        policy.reset(None)
+        policy.select_action(observation)
+        assert policy.chunk_switches == 1
+    finally:
+        policy.close()
