@@ -117,6 +117,7 @@ def agreement(trials: int, seed: int) -> None:
         judge, proposed = play(world, proposer, plan_for(policy, world, scene, rng))
         confusion[(judge, proposed)] += 1
         per_policy[policy].append(judge == proposed)
+        print(f"trial {trial.index:>3} {policy:<14} judge {judge:<21} proposed {proposed}", flush=True)
     elapsed = time.perf_counter() - t0
     world.close()
     labels = list(TAXONOMY)
@@ -142,14 +143,18 @@ class OnTarget:
     def __init__(self, world: SimWorld, scene: Scene) -> None:
         self.world, self.scene = world, scene
         self.landed = 0.0
+        self.readings = 0
 
     def put(self, trial: Trial) -> None:
         x, y = self.scene.trained_cube_xy_cm
         self.world.place_cube(((x + trial.dx_cm) / 100, (y + trial.dy_cm) / 100), math.radians(trial.yaw_deg))
         self.landed = time.perf_counter()
+        self.readings = 0
 
     def placement(self, trial, reading, frame):
-        return None
+        """Overrides when the camera cannot see the whole cube (under the arm at its start pose), as a person would."""
+        self.readings += 1
+        return "cube (partly) hidden under the arm" if self.readings >= 10 and not reading.within else None
 
     def unexpected(self, trial, objects, frame):
         return "bench"
@@ -169,17 +174,22 @@ def latency(count: int, seed: int) -> None:
 
     guide = PlacementGuide(view, grab, references, operator, MonotonicClock())
     starts: list[float] = []
+    hidden = 0
     trials = generate_randomized_trials(scene, count, radius_cm=6.0, min_spacing_cm=0.5, seed=seed, max_yaw_deg=30)
     for trial in trials:
         operator.put(trial)
         t = time.perf_counter()
         outcome = guide.place(trial)
-        starts.append(time.perf_counter() - operator.landed)
         frame_ms.append(1000 * (time.perf_counter() - t) / outcome.frames)
+        if outcome.override_reason:
+            hidden += 1
+            continue
+        starts.append(time.perf_counter() - operator.landed)
     world.close()
     starts.sort()
-    print(f"\nCube landed -> trial may start ({count} placements, 2 steady frames, 0.1 s poll, 640x480 render "
-          "+ scene check + measurement per frame)\n")
+    print(f"\nCube landed -> trial may start ({len(starts)} placements; {hidden} more (partly) hidden under the arm "
+          "and overridden after 10 frames; 2 steady frames, 0.1 s poll, 640x480 render + scene check + "
+          "measurement per frame)\n")
     print("| | median | p90 | max |\n|---|---:|---:|---:|")
     print(f"| landed to start (s) | {np.median(starts):.2f} | {np.percentile(starts, 90):.2f} | {max(starts):.2f} |")
     print(f"| per frame (ms) | {np.median(frame_ms):.0f} | {np.percentile(frame_ms, 90):.0f} | {max(frame_ms):.0f} |")
@@ -191,10 +201,10 @@ def main() -> None:
     parser.add_argument("--latency", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    if args.latency:
-        latency(args.latency, args.seed)
     if args.trials:
         agreement(args.trials, args.seed)
+    if args.latency:
+        latency(args.latency, args.seed)
 
 
 if __name__ == "__main__":
