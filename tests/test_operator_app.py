@@ -27,7 +27,7 @@ class TopCamera:
     def __init__(self, frame) -> None:
         self.frame = frame
 
-    def async_read(self):
+    def async_read(self, timeout_ms: float = 200):
         return self.frame
 
 

@@ -64,6 +64,6 @@ def operator_stage(args: argparse.Namespace, protocol: Protocol, robot: Any, obs
     guide = None
     cameras = getattr(getattr(robot, "robot", None), "cameras", {}) or {}
     if spot and "top" in cameras and hasattr(observer, "placement"):
-        guide = PlacementGuide(view, lambda: cameras["top"].async_read(), [empty_scene], observer,
+        guide = PlacementGuide(view, lambda: cameras["top"].async_read(timeout_ms=1000), [empty_scene], observer,
                                MonotonicClock(), tolerance, capture_references=3)
     return OperatorStage(observer.confirm_cube_placed, guide=guide, proposer=proposer, show_proposal=show)

@@ -89,7 +89,7 @@ class PlacementGuide:
     def place(self, trial: Trial) -> PlacementOutcome:
         if self.capture_references:   # the arm is at its start pose now, as it will be before every trial
             self.operator.clear_for_reference()
-            self.references = [self.grab() for _ in range(self.capture_references)]
+            self.references = [self._frame() for _ in range(self.capture_references)]
             self.capture_references = 0
         scene_note: str | None = None
         seen = 0
@@ -97,7 +97,7 @@ class PlacementGuide:
         first_ok: float | None = None
         frames = 0
         while True:
-            frame = self.grab()
+            frame = self._frame()
             frames += 1
             reading = self.view.reading(frame, trial, self.tolerance)
             cube_px = self._cube_px(frame) if reading.error_cm is not None else None
@@ -120,6 +120,15 @@ class PlacementGuide:
                 settle = now - first_ok if first_ok is not None else 0.0
                 return PlacementOutcome(reading, override or None, scene_note, seen, settle, frames)
             self.clock.sleep(self.poll_s)
+
+    def _frame(self, tries: int = 20) -> np.ndarray:
+        """The next top frame; a late one (a loaded host, a slow USB camera) is waited for, not fatal."""
+        for _ in range(tries - 1):
+            try:
+                return self.grab()
+            except TimeoutError:
+                self.clock.sleep(self.poll_s)
+        return self.grab()
 
     def _cube_px(self, frame: np.ndarray) -> tuple[float, float] | None:
         from harness.vision.measure import find_cube

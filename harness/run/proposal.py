@@ -71,6 +71,7 @@ class GripperTrace:
     max_lift_m: float = 0.0
     release_xyz: tuple[float, float, float] | None = None
     last_grip: float | None = None
+    opened: bool = False   # a grasp is an opening then a closing: a gripper resting part-closed holds nothing
     _steady: int = 0
 
     def see(self, joints: dict[str, float]) -> None:
@@ -81,6 +82,9 @@ class GripperTrace:
         self.last_grip = grip
         steady = self._steady >= b.steady_samples
         if not self.held:
+            self.opened = self.opened or grip > b.open_above
+            if not self.opened:
+                return
             if steady and grip < b.empty_below:
                 self.closed_empty = True
             elif steady and b.holding_above <= grip <= b.holding_below:
