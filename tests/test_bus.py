@@ -158,6 +158,7 @@ def turn(chain: ServoChain, name: str, ticks: int = 400) -> None:
     chain.servo(name).position = (chain.servo(name).position + ticks) % 4096
 
 
+@pytest.mark.slow   # wire-timed: seconds of emulated bus traffic; the inner loop keeps one repair test
 @pytest.mark.parametrize("firmware", list(Firmware))
 def test_fix_ids_repairs_the_id5_collision_and_it_survives_a_power_cycle(firmware) -> None:
     chain = _arm(firmware, gripper_id=5)
@@ -188,6 +189,7 @@ def test_fix_ids_reports_a_healthy_arm_and_finds_wrong_baud_and_unlocked_servos(
     assert chain.servo("elbow_flex").baud == 1_000_000 and chain.servo("wrist_flex").locked
 
 
+@pytest.mark.slow   # wire-timed: seconds of emulated bus traffic; the inner loop keeps one repair test
 def test_injected_faults_never_crash_the_scan_and_never_leave_torque_on() -> None:
     chain = _arm()
     chain.faults = Faults(drop_rate=0.3, corrupt_rate=0.3, seed=4)

@@ -86,6 +86,7 @@ class CutAfterIdWrite(ServoChain):
         return reply
 
 
+@pytest.mark.slow   # wire-timed: seconds of emulated bus traffic; the inner loop keeps one repair test
 @pytest.mark.parametrize("firmware", list(Firmware))
 def test_a_power_cut_between_id_write_and_relock_ends_in_advice_and_a_finished_repair(firmware) -> None:
     chain = arm(CutAfterIdWrite, ids={"gripper": 5})
@@ -200,6 +201,7 @@ def test_enter_pressed_while_busy_does_not_answer_the_next_prompt() -> None:
     assert answer is False
 
 
+@pytest.mark.slow   # wire-timed: seconds of emulated bus traffic; the inner loop keeps one repair test
 @pytest.mark.parametrize("seed", range(2))
 def test_the_whole_repair_succeeds_on_a_noisy_line(seed) -> None:
     chain = arm(ids={"gripper": 5}, faults=Faults(drop_rate=0.05, corrupt_rate=0.05, seed=seed))
