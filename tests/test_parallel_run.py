@@ -27,8 +27,8 @@ def _protocol(tmp_path: Path) -> Path:
 
 
 def _run(protocol: Path, tmp_path: Path, name: str, *extra: str) -> int:
-    return main(["run", str(protocol), "--headless", "--policy", "expert", "--scoresheet", str(tmp_path / f"{name}.yaml"),
-                 "--runs-dir", str(tmp_path / "runs"), *extra])
+    return main(["run", str(protocol), "--headless", "--policy", "expert",
+                 "--scoresheet", str(tmp_path / f"{name}.yaml"), "--runs-dir", str(tmp_path / "runs"), *extra])
 
 
 def _outcomes(path: Path) -> list[tuple[int, int, str, float | None, int]]:
