@@ -9,10 +9,7 @@ so every layer may raise these.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from harness.models.taxonomy import Void
+from typing import Any, Protocol
 
 EXIT_ERROR = 1
 EXIT_BAD_INPUT = 2
@@ -57,12 +54,23 @@ class StaleRunError(HarnessInputError):
     """A resume was refused because something the scoresheet locked has changed."""
 
 
+class PauseCause(Protocol):
+    """What a pause carries: `harness.models.taxonomy.Void`, described by shape so this module imports
+    nothing from the package (every layer imports it, so it must sit below all of them)."""
+
+    @property
+    def kind(self) -> Any: ...
+
+    @property
+    def reason(self) -> str: ...
+
+
 class RunPaused(HarnessError):
     """The run stopped on a fault, a stop key or an abort; the scoresheet is intact and resumable."""
 
     exit_code = EXIT_PAUSED
 
-    def __init__(self, void: Void) -> None:
+    def __init__(self, void: PauseCause) -> None:
         self.void = void
         super().__init__(void.reason)
 
