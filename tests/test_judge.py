@@ -9,17 +9,17 @@ import pytest
 
 import harness.sim  # noqa: F401  (selects the headless GL backend)
 from harness.models.defaults import DEFAULT_START_POSE
-from harness.models.protocol import JOINT_NAMES
 from harness.policies.scripted import (
     CARRY_HEIGHT,
     GRIPPER_PREGRASP_RAD,
     TrajectoryBuilder,
     plan_pick_and_place,
 )
-from harness.sim.units import GRIPPER_CLOSED_RAD, to_sim
+from harness.sim.units import GRIPPER_CLOSED_RAD
 from harness.sim.world import SimWorld
-
-CUBE_XY = (0.22, -0.05)
+from tests.scripted_world import CUBE_XY
+from tests.scripted_world import grasped_and_lifted as _grasped_and_lifted
+from tests.scripted_world import start_joints as _start
 
 
 @pytest.fixture(scope="module")
@@ -29,26 +29,12 @@ def world() -> SimWorld:
     w.close()
 
 
-def _start() -> np.ndarray:
-    return np.array([to_sim(n, DEFAULT_START_POSE[n]) for n in JOINT_NAMES])
-
-
 def _play(world: SimWorld, targets: list[np.ndarray], settle_s: float = 2.0) -> dict:
     for q in targets:
         world.step_control(q)
     for _ in range(round(settle_s * world.control_fps)):
         world.step_control(targets[-1])
     return world.judge.verdict(world.data)
-
-
-def _grasped_and_lifted(world: SimWorld) -> TrajectoryBuilder:
-    world.reset(CUBE_XY, 0.0, DEFAULT_START_POSE)
-    cube, _ = world.cube_pose()
-    b = TrajectoryBuilder(world.model, 30, _start())
-    b.move_over((cube[0], cube[1], cube[2] + 0.06), 0.0, 1.0, grip=GRIPPER_PREGRASP_RAD)
-    b.straight_line(CUBE_XY, cube[2], 1.0).hold(0.2).gripper(GRIPPER_CLOSED_RAD, 0.5).hold(0.3)
-    b.straight_line(CUBE_XY, cube[2] + CARRY_HEIGHT, 1.0)
-    return b
 
 
 def test_clean_pick_and_place_is_a_success(world) -> None:

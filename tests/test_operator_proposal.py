@@ -22,14 +22,16 @@ from harness.run.placement_guide import TopView, table_axes
 from harness.run.proposal import Reason
 from harness.run.stages import OperatorStage
 from harness.sim.truth import FOVY_DEG
-from harness.sim.units import GRIPPER_CLOSED_RAD, from_sim, to_sim
+from harness.sim.units import GRIPPER_CLOSED_RAD, from_sim
 from harness.sim.world import SimWorld
 from harness.vision.measure import Geometry
 from harness.vision.rim import fit_rim
+from tests.scripted_world import CUBE_XY
+from tests.scripted_world import grasped_and_lifted as _grasped_and_lifted
+from tests.scripted_world import start_joints as _start
 
 pytestmark = pytest.mark.slow  # about 30 s of physics and rendering
 
-CUBE_XY = (0.22, -0.05)
 SIM_GEOMETRY = Geometry(bowl_cm=11.5, bowl_height_cm=4.0, focal_px=240 / math.tan(math.radians(FOVY_DEG / 2)))
 
 
@@ -52,10 +54,6 @@ def rig():
     world.close()
 
 
-def _start() -> np.ndarray:
-    return np.array([to_sim(n, DEFAULT_START_POSE[n]) for n in JOINT_NAMES])
-
-
 def play_and_propose(world: SimWorld, proposer: Proposer, targets: list[np.ndarray], settle_s: float = 2.0):
     trace = proposer.trace()
     tail = [targets[-1]] * round(settle_s * world.control_fps)
@@ -64,16 +62,6 @@ def play_and_propose(world: SimWorld, proposer: Proposer, targets: list[np.ndarr
         trace.see({n: from_sim(n, v) for n, v in zip(JOINT_NAMES, world.joint_positions_rad(), strict=True)})
     proposal = proposer.propose(trace, world.render("top", 640, 480))
     return proposal, world.judge.verdict(world.data)
-
-
-def _grasped_and_lifted(world: SimWorld) -> TrajectoryBuilder:
-    world.reset(CUBE_XY, 0.0, DEFAULT_START_POSE)
-    cube, _ = world.cube_pose()
-    b = TrajectoryBuilder(world.model, 30, _start())
-    b.move_over((cube[0], cube[1], cube[2] + 0.06), 0.0, 1.0, grip=GRIPPER_PREGRASP_RAD)
-    b.straight_line(CUBE_XY, cube[2], 1.0).hold(0.2).gripper(GRIPPER_CLOSED_RAD, 0.5).hold(0.3)
-    b.straight_line(CUBE_XY, cube[2] + CARRY_HEIGHT, 1.0)
-    return b
 
 
 def _home(b: TrajectoryBuilder) -> list[np.ndarray]:
