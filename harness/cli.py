@@ -8,9 +8,12 @@ is the only place that turns a `HarnessError` into a printed line and an exit co
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
@@ -66,5 +69,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+def entry(argv: Sequence[str] | None = None) -> NoReturn:
+    """The console script: `main`, then an exit that skips the interpreter's native teardown.
+
+    pyarrow (every parquet read) leaves C++ thread pools that, at interpreter teardown, now and then
+    abort the process (`terminate called without an active exception`, exit 134) after the command
+    has done its work and printed its verdict (apache/arrow#34314). Everything Python promises at
+    exit still happens here, in Python's own order: non-daemon threads are joined, atexit handlers
+    run (Ray's shutdown, multiprocessing's joins, temporary folders), the streams are flushed. Only
+    the C++ static destructors are skipped; every file this project writes is already closed,
+    fsynced and renamed by then.
+    """
+    code = main(argv)
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):   # a closed pipe (`harness ... | head`)
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
