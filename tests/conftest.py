@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,3 +25,27 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "protocols").mkdir()
     return tmp_path
+
+
+_exit_status: list[int] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _exit_status.append(int(exitstatus))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """End the test process the way `harness.cli.entry` ends a command, and for the same reason.
+
+    Tests read parquet in this process; pyarrow's C++ thread pools can abort the interpreter's
+    native teardown after every test has passed and the summary is printed (apache/arrow#34314),
+    which would turn a green run red. Reports, caches and atexit handlers are all done by now.
+    """
+    if not _exit_status:
+        return
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(_exit_status[-1])
