@@ -48,3 +48,19 @@ def test_a_simulated_run_has_no_operator_section(workdir) -> None:
     blocks = run_blocks(sheet)
     assert not any(isinstance(b, Table) and b.headers[0] == "proposed" for b in blocks)
     assert not any(isinstance(b, Figure) and b.name == "starts_run" for b in blocks)
+
+
+def test_a_real_arm_success_counts_in_the_placement_figures_with_its_pixel_uncertainty(workdir) -> None:
+    from harness.reports.summary import summarize
+
+    sheet = locked_sheet(workdir)
+    sheet.add_attempt(fake_attempt(1, 1, "success", placement_error_cm=1.2, measured_start=_start(0.0, 0.0),
+                                   proposal={"label": "success", "reasons": [], "placement_error_cm": 1.2,
+                                             "uncertainty_cm": 0.4}))
+    sheet.add_attempt(fake_attempt(2, 1, "success", placement_error_cm=0.6))   # the simulator's truth
+    reloaded = load_scoresheet(sheet.path)
+    summary = summarize(reloaded)
+    assert summary.placement_error_cm is not None and summary.placement_error_cm.n == 2
+    assert summary.placement_error_cm.max == 1.2
+    rows = trial_rows(reloaded)
+    assert rows[0].placement_uncertainty_cm == 0.4 and rows[1].placement_uncertainty_cm is None

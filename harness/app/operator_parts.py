@@ -11,10 +11,13 @@ arm at its start pose before the first trial (the calibration's own frame shows 
 from __future__ import annotations
 
 import argparse
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 from PIL import Image
 
 from harness.errors import HarnessInputError
@@ -30,40 +33,72 @@ def _tolerance(text: str) -> Any:
         cm, deg = (float(v) for v in text.split(","))
     except ValueError:
         raise HarnessInputError(None, "--placement-tolerance", f"{text!r} is not CM,DEG (e.g. 0.5,10)") from None
-    if cm <= 0 or deg <= 0:
-        raise HarnessInputError(None, "--placement-tolerance", "both must be positive")
+    if not (math.isfinite(cm) and math.isfinite(deg)) or cm <= 0 or deg <= 0:
+        raise HarnessInputError(None, "--placement-tolerance", f"{text!r}: both must be positive numbers")
     return Tolerance(cm, deg)
 
 
-def operator_stage(args: argparse.Namespace, protocol: Protocol, robot: Any, observer: Any) -> OperatorStage:
-    show = getattr(observer, "proposal_ready", None)
+@dataclass(frozen=True)
+class PlacementFiles:
+    """What `--bowl-calibration`, `--trained-spot` and `--placement-tolerance` say, read and checked."""
+
+    calibration: Any            # vision.calibration.BowlCalibration
+    empty_scene: np.ndarray     # the calibration's own frame
+    view: Any                   # run.placement_guide.TopView (axes from the trained spot, or none yet)
+    tolerance: Any              # run.placement_guide.Tolerance
+    guided: bool                # a trained spot was given: placements are guided
+
+
+def placement_files(args: argparse.Namespace, protocol: Protocol) -> PlacementFiles | None:
+    """Read and check the placement flags; None without `--bowl-calibration`. `harness run` calls this before
+    it locks anything, so a bad value is one line naming the flag, exit 2, and no scoresheet."""
+    tolerance = _tolerance(getattr(args, "placement_tolerance", None) or "0.5,10")
     calibration_path = getattr(args, "bowl_calibration", None)
+    spot = getattr(args, "trained_spot", None)
     if not calibration_path:
-        return OperatorStage(observer.confirm_cube_placed, show_proposal=show)
-    from harness.run.operator_trial import PlacementGuide, Proposer
+        if spot:
+            raise HarnessInputError(Path(spot), "--trained-spot", "needs --bowl-calibration (the rim gives the scale)")
+        return None
     from harness.run.placement_guide import TopView, table_axes
-    from harness.run.proposal import so101_grasp_point
     from harness.vision.calibration import load_calibration
     from harness.vision.measure import Geometry
     from harness.vision.reasons import DetectionError
 
-    calibration, empty_scene = load_calibration(Path(calibration_path))
+    if not Path(calibration_path).is_file():
+        raise HarnessInputError(Path(calibration_path), "--bowl-calibration",
+                                "no such file (`harness measure RUN --bowl-cm 11.5 --auto` writes one)")
+    try:
+        calibration, empty_scene = load_calibration(Path(calibration_path))
+    except HarnessInputError as err:
+        raise HarnessInputError(Path(calibration_path), "--bowl-calibration", err.problem) from None
+    except (yaml.YAMLError, ValueError, AttributeError, UnicodeDecodeError):
+        raise HarnessInputError(Path(calibration_path), "--bowl-calibration",
+                                "not a bowl calibration (it needs rim, bowl_cm, method, frame)") from None
     geometry = Geometry(bowl_cm=calibration.bowl_cm, cube_cm=protocol.scene.cube_edge_cm)
     view = TopView(calibration.rim, geometry, protocol.scene, 0.0)
-    tolerance = _tolerance(getattr(args, "placement_tolerance", None) or "0.5,10")
-    spot = getattr(args, "trained_spot", None)
     if spot:
         try:
             frame = np.asarray(Image.open(spot).convert("RGB"))
             view = table_axes(calibration.rim, geometry, protocol.scene, frame)
         except OSError as exc:
-            raise HarnessInputError(Path(spot), None, f"not an image ({exc})") from None
+            raise HarnessInputError(Path(spot), "--trained-spot", f"not an image ({exc})") from None
         except DetectionError as err:
-            raise HarnessInputError(Path(spot), None, f"cannot find the table's axes: {err}") from None
-    proposer = Proposer(view, so101_grasp_point())
+            raise HarnessInputError(Path(spot), "--trained-spot", f"cannot find the table's axes: {err}") from None
+    return PlacementFiles(calibration, empty_scene, view, tolerance, bool(spot))
+
+
+def operator_stage(args: argparse.Namespace, protocol: Protocol, robot: Any, observer: Any) -> OperatorStage:
+    show = getattr(observer, "proposal_ready", None)
+    files = placement_files(args, protocol)
+    if files is None:
+        return OperatorStage(observer.confirm_cube_placed, show_proposal=show)
+    from harness.run.operator_trial import PlacementGuide, Proposer
+    from harness.run.proposal import so101_grasp_point
+
+    proposer = Proposer(files.view, so101_grasp_point())
     guide = None
     cameras = getattr(getattr(robot, "robot", None), "cameras", {}) or {}
-    if spot and "top" in cameras and hasattr(observer, "placement"):
-        guide = PlacementGuide(view, lambda: cameras["top"].async_read(timeout_ms=1000), [empty_scene], observer,
-                               MonotonicClock(), tolerance, capture_references=3)
+    if files.guided and "top" in cameras and hasattr(observer, "placement"):
+        guide = PlacementGuide(files.view, lambda: cameras["top"].async_read(timeout_ms=1000), [files.empty_scene],
+                               observer, MonotonicClock(), files.tolerance, capture_references=3)
     return OperatorStage(observer.confirm_cube_placed, guide=guide, proposer=proposer, show_proposal=show)

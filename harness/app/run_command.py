@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.app.build import FrontEnd, RunSetup, check_policy_fits_robot, check_run_flags, prepare_run
+from harness.app.operator_parts import placement_files
 from harness.app.parallel import check_workers, run_parallel
 from harness.app.parts import Parts
 from harness.app.sheet import rename_map_from, resolve_sheet, sheet_path
@@ -49,6 +50,7 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None, observer
     protocol_path = Path(args.protocol)
     protocol = load_protocol(protocol_path)
     rename_map_from(args, protocol)
+    placement_files(args, protocol)   # --bowl-calibration, --trained-spot, --placement-tolerance
     path = sheet_path(args, protocol, protocol_path)
     sheet, created = resolve_sheet(args, protocol, protocol_path, path, create=False)
     check_policy_fits_robot(sheet.locked.policy.ref, sheet.locked.robot)

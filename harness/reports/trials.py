@@ -79,9 +79,11 @@ def _measured_start(attempt: Attempt | None) -> tuple[float, float] | None:
 
 
 def _pixel_uncertainty(sheet: Scoresheet, attempt: Attempt) -> float | None:
-    """The uncertainty of the pixel measurement the placement error comes from (none for the simulator's truth)."""
+    """The uncertainty of the pixel measurement the placement error comes from (none for the simulator's truth;
+    a real arm's error measured at the trial's end carries its own, kept with the proposal)."""
     if attempt.placement_error_cm is not None:
-        return None
+        value = (attempt.proposal or {}).get("uncertainty_cm")
+        return float(value) if value is not None else None
     for m in reversed(sheet.measurements):
         if (m.trial_index, m.attempt) == (attempt.trial_index, attempt.attempt):
             return m.uncertainty_cm

@@ -258,7 +258,7 @@ class RunEngine:
             fields["placement_error_cm"] = verdict["true_placement_error_cm"]
         stage_fields = getattr(self.stage, "attempt_fields", None)   # a real arm's measured start and proposal
         if stage_fields is not None:
-            fields.update(stage_fields())
+            fields.update(stage_fields(decision.label))
         attempt = self.sheet.add_attempt(attempt_from_label(decision.label, **fields))
         return attempt, decision.void if decision.label == Label.VOID else None
 

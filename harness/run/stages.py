@@ -9,6 +9,7 @@ import numpy as np
 
 from harness.models.protocol import JOINT_NAMES, Trial
 from harness.models.protocol import Protocol as EvalProtocol
+from harness.models.taxonomy import Label
 from harness.run.operator_trial import PlacementGuide, PlacementOutcome, Proposer
 from harness.run.proposal import GripperTrace, Proposal
 
@@ -29,8 +30,9 @@ class TrialStage(Protocol):
 
     def verdict(self) -> dict[str, Any] | None: ...
 
-    def attempt_fields(self) -> dict[str, Any]:
-        """Extra attempt fields this stage measured (a real arm's measured start, its proposal)."""
+    def attempt_fields(self, label: str | None = None) -> dict[str, Any]:
+        """Extra attempt fields this stage measured (a real arm's measured start, its proposal), given the
+        label the attempt is recorded with (a success's measured placement error is the attempt's own)."""
         ...
 
 
@@ -63,7 +65,7 @@ class SimStage:
     def verdict(self) -> dict[str, Any] | None:
         return self.world.judge.verdict(self.world.data)
 
-    def attempt_fields(self) -> dict[str, Any]:
+    def attempt_fields(self, label: str | None = None) -> dict[str, Any]:
         return {}   # the simulator places exactly and its judge's verdict is recorded by the engine
 
 
@@ -121,11 +123,15 @@ class OperatorStage:
                 self.show_proposal(self.proposal)
         return None
 
-    def attempt_fields(self) -> dict[str, Any]:
-        """What this stage adds to the attempt: the measured start, the proposal."""
+    def attempt_fields(self, label: str | None = None) -> dict[str, Any]:
+        """What this stage adds to the attempt: the measured start, the proposal, and for a success the
+        placement error measured on the final frame (so the report's placement figures include real trials,
+        as the simulator's true error does for simulated ones)."""
         fields: dict[str, Any] = {}
         if self.placed is not None:
             fields["measured_start"] = self.placed.record()
         if self.proposal is not None:
             fields["proposal"] = self.proposal.record()
+            if label == Label.SUCCESS and self.proposal.placement_error_cm is not None:
+                fields["placement_error_cm"] = round(self.proposal.placement_error_cm, 3)
         return fields
