@@ -100,7 +100,7 @@ class PlacementGuide:
             frame = self._frame()
             frames += 1
             reading = self.view.reading(frame, trial, self.tolerance)
-            cube_px = self._cube_px(frame) if reading.error_cm is not None else None
+            cube_px = reading.cube_px   # the cube itself is no unexpected object
             objects = scene_objects(frame, self.references, reading, cube_px) if self.references else []
             if objects and scene_note is None:
                 seen = max(seen, len(objects))
@@ -129,15 +129,6 @@ class PlacementGuide:
             except TimeoutError:
                 self.clock.sleep(self.poll_s)
         return self.grab()
-
-    def _cube_px(self, frame: np.ndarray) -> tuple[float, float] | None:
-        from harness.vision.measure import find_cube
-
-        try:
-            centre, _, _ = find_cube(frame, self.view.rim, self.view.geometry)
-        except DetectionError:
-            return None
-        return centre
 
 
 @dataclass

@@ -37,6 +37,7 @@ class CubeOnTable:
     uncertainty_cm: float
     inside_bowl: bool
     distance_to_bowl_cm: float
+    centre_px: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,25 @@ class PlacementReading:
     within: bool
     not_measured: NotMeasured | None = None
     detail: str = ""
+    tolerance: Tolerance = Tolerance()
+    target_corners_px: tuple[tuple[float, float], ...] = ()   # the target's footprint in the frame, to draw
+    cube_px: tuple[float, float] | None = None                # where the cube was found in the frame
+
+    def correction(self) -> str:
+        """Which way to move and turn the cube onto its target, in the operator's words (robot's view)."""
+        if self.measured_dxy_cm is None or self.measured_yaw_deg is None:
+            return ""
+        ddx = self.target_dxy_cm[0] - self.measured_dxy_cm[0]
+        ddy = self.target_dxy_cm[1] - self.measured_dxy_cm[1]
+        turn = (self.target_yaw_deg - self.measured_yaw_deg + 45.0) % 90.0 - 45.0
+        parts = []
+        if abs(ddx) >= 0.1:
+            parts.append(f"{abs(ddx):.1f} cm {'away from' if ddx > 0 else 'toward'} the robot")
+        if abs(ddy) >= 0.1:
+            parts.append(f"{abs(ddy):.1f} cm to the {'left' if ddy > 0 else 'right'}")
+        if abs(turn) >= 1.0:
+            parts.append(f"turn {abs(turn):.0f} deg {'anticlockwise' if turn > 0 else 'clockwise'}")
+        return "move it " + ", ".join(parts) if parts else ""
 
     def line(self) -> str:
         tx, ty = self.target_dxy_cm
@@ -111,21 +131,33 @@ class TopView:
         rel = self._to_table(image_cm)
         yaw = (self.rotation_deg - m.yaw_deg) % 90.0
         return CubeOnTable((bx + float(rel[0]), by + float(rel[1])), yaw, m.uncertainty_cm, m.inside,
-                           m.distance_cm)
+                           m.distance_cm, (float(m.cube_px[0]), float(m.cube_px[1])))
 
     def reading(self, frame: np.ndarray, trial: Trial, tolerance: Tolerance) -> PlacementReading:
         """The guide's line for this frame: measured offset, distance from the target, within or not."""
         target = (trial.dx_cm, trial.dy_cm)
+        footprint = self.target_footprint_px(trial)
         try:
             cube = self.cube(frame)
         except DetectionError as err:
-            return PlacementReading(target, trial.yaw_deg, None, None, None, None, None, False, err.reason, err.detail)
+            return PlacementReading(target, trial.yaw_deg, None, None, None, None, None, False, err.reason, err.detail,
+                                    tolerance, footprint)
         ox, oy = self.scene.trained_cube_xy_cm
         dxy = (cube.xy_cm[0] - ox, cube.xy_cm[1] - oy)
         error = math.hypot(dxy[0] - target[0], dxy[1] - target[1])
         yaw_error = _yaw_gap(cube.yaw_deg, trial.yaw_deg)
         return PlacementReading(target, trial.yaw_deg, dxy, cube.yaw_deg, error, yaw_error, cube.uncertainty_cm,
-                                error <= tolerance.cm and yaw_error <= tolerance.deg)
+                                error <= tolerance.cm and yaw_error <= tolerance.deg, tolerance=tolerance,
+                                target_corners_px=footprint, cube_px=cube.centre_px)
+
+    def target_footprint_px(self, trial: Trial) -> tuple[tuple[float, float], ...]:
+        """The four corners of the cube's top face where the trial wants it, in the image (to draw)."""
+        cx, cy = self.target_px(trial)
+        half = self.geometry.cube_cm * self.rim.mean_radius_px / self.geometry.bowl_cm   # half an edge, px
+        t = math.radians(self.rotation_deg - trial.yaw_deg)      # the inverse of `cube`'s yaw
+        c, s = math.cos(t), math.sin(t)
+        return tuple((cx + c * u - s * v, cy + s * u + c * v)
+                     for u, v in ((-half, -half), (half, -half), (half, half), (-half, half)))
 
     def target_px(self, trial: Trial) -> tuple[float, float]:
         """Where the trial's target is in the image (rim plane), to draw the footprint the operator aims at."""

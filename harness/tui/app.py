@@ -18,7 +18,7 @@ from harness.models.taxonomy import VoidKind
 from harness.run.engine import RunEngine
 from harness.run.safety import GuardedRobot
 from harness.tui.observer import TuiObserver
-from harness.tui.screens import CheckReport, CheckScreen, RunScreen
+from harness.tui.screens import CheckReport, CheckScreen, RunScreen, TextPrompt
 from harness.tui.state import RunState
 
 CSS = """
@@ -32,6 +32,9 @@ CSS = """
 ScoreScreen, TextPrompt, PlaceCubeScreen { align: center middle; }
 #check { padding: 1 2; }
 RunScreen { overflow-y: hidden; }
+#placement { height: 1fr; display: none; }
+#live { width: 1fr; max-width: 90; height: 1fr; padding: 0 1; }
+#guide { width: 46; padding: 0 1; }
 """
 
 
@@ -44,6 +47,8 @@ class RunApp(App[int]):
         Binding("p", "toggle_pause", "Pause/resume"),
         Binding("x", "abort", "Abort (safe pose, torque off)"),
         Binding("a", "toggle_auto_accept", "Auto-accept judge"),
+        Binding("o", "start_anyway", "Start anyway (reason)"),
+        Binding("n", "accept_scene", "Accept what is in view (note)"),
         Binding("q", "quit_when_done", "Quit", show=False),
     ]
 
@@ -101,7 +106,10 @@ class RunApp(App[int]):
 
     # --- UI thread ---------------------------------------------------------
     def update_state(self, **changes: Any) -> None:
+        keys_before = self._placement_keys()
         self.state = replace(self.state, **changes)
+        if self._placement_keys() != keys_before:
+            self.refresh_bindings()   # the placement keys come and go with the placement view
         if getattr(self, "run_screen", None) is not None and self.run_screen.is_mounted:
             self.run_screen.show(self.state)
 
@@ -131,6 +139,40 @@ class RunApp(App[int]):
     def action_abort(self) -> None:
         self.observer.abort.set()
         self.update_state(banner="Aborting: the trial in flight is voided, then the arm returns to its start pose.")
+
+    def _placement_keys(self) -> tuple[bool, bool]:
+        """Which placement keys apply now: `o` while a reading is shown, `n` while something is flagged."""
+        placing = self.state.placement
+        return (placing is not None and placing.reading is not None, placing is not None and bool(placing.objects))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The placement keys exist only while the cube is being placed."""
+        if action == "start_anyway":
+            return self._placement_keys()[0]
+        if action == "accept_scene":
+            return self._placement_keys()[1]
+        return True
+
+    def action_start_anyway(self) -> None:
+        self.push_screen(TextPrompt("Why start this trial with the cube where it is? (recorded with the trial; "
+                                    "Escape to keep placing)"), self._start_anyway)
+
+    def _start_anyway(self, reason: str | None) -> None:
+        if reason:
+            self.observer.start_anyway(reason)
+        elif reason is not None:
+            self.notify("An override needs a reason: the trial waits for the cube to be within tolerance.",
+                        severity="warning")
+
+    def action_accept_scene(self) -> None:
+        self.push_screen(TextPrompt("What is in view, and why may the trial run with it? (recorded with the trial)"),
+                         self._accept_scene)
+
+    def _accept_scene(self, note: str | None) -> None:
+        if note:
+            self.observer.accept_scene(note)
+        elif note is not None:
+            self.notify("Accepting it needs a note; otherwise remove it from the table.", severity="warning")
 
     def action_toggle_auto_accept(self) -> None:
         self.auto_accept = not self.auto_accept

@@ -19,10 +19,13 @@ from harness.models.protocol import Trial
 from harness.models.scoresheet import Attempt
 from harness.models.taxonomy import Label, Void, VoidKind
 from harness.run.engine import ScoreDecision
+from harness.run.placement_guide import PlacementReading
 from harness.tui.screens import PlaceCubeScreen, ScoreScreen
+from harness.tui.state import LivePlacement
 
 if TYPE_CHECKING:
     from harness.tui.app import RunApp
+    from harness.vision.scene_check import Unexpected
 
 UI_UPDATE_S = 0.2
 log = logging.getLogger(__name__)
@@ -65,6 +68,9 @@ class TuiObserver:
         self._pause = threading.Event()
         self._resume = threading.Event()
         self._proposal: Any | None = None   # a real arm's `Proposal` for the trial being scored
+        self._answers = threading.Lock()     # the placement answers typed on the UI thread, taken here
+        self._override: str | None = None    # a reason to start the trial with the cube where it is
+        self._scene_note: str | None = None  # a note accepting what is in view
 
     # --- the app's side (UI thread) -------------------------------------------
     @property
@@ -78,6 +84,16 @@ class TuiObserver:
     def resume(self) -> None:
         self._pause.clear()
         self._resume.set()
+
+    def start_anyway(self, reason: str) -> None:
+        """The operator's reason to start the trial with the cube off target (the guide asks for it next frame)."""
+        with self._answers:
+            self._override = reason
+
+    def accept_scene(self, note: str) -> None:
+        """The operator's note accepting what is in view, instead of clearing it."""
+        with self._answers:
+            self._scene_note = note
 
     def close(self) -> None:
         """The app is going away: abort the run and stop every wait on the UI."""
@@ -96,7 +112,9 @@ class TuiObserver:
                  yaw_deg=trial.yaw_deg, step=0, missed=0, banner=None)
 
     def phase(self, name: str) -> None:
-        self._ui(phase=name)
+        if name == "placing cube":   # a new placement: answers typed for an earlier one do not carry over
+            self._take_answers()
+        self._ui(phase=name, placement=None)
 
     def step(self, step: int, timing: dict[str, float]) -> None:
         now = time.perf_counter()
@@ -115,6 +133,37 @@ class TuiObserver:
                    f"{'left' if trial.dy_cm >= 0 else 'right'} of the trained position"
                    f"{f', turned {trial.yaw_deg:+.0f} deg' if trial.yaw_deg else ''}, then press Enter.")
         self._ask(lambda app, done: app.push_screen(PlaceCubeScreen(message), done))
+
+    # --- the placement guide's operator (engine thread, once per measured frame) ---------------------------
+    def placement(self, trial: Trial, reading: PlacementReading, frame: np.ndarray) -> str | None:
+        """Show the frame and the reading; the operator's typed reason, once given, starts the trial anyway."""
+        self._ui(placement=LivePlacement(frame, reading))
+        if self.abort.is_set() or self.link.closing.is_set():
+            return "run aborted while placing the cube"   # the trial in flight is then voided by the engine
+        override, _ = self._take_answers(scene=False)
+        return override
+
+    def unexpected(self, trial: Trial, objects: list[Unexpected], frame: np.ndarray) -> str | None:
+        """Show what is in view that should not be; the operator clears it or accepts it with a typed note."""
+        self._ui(placement=LivePlacement(frame, None, tuple(objects)))
+        if self.abort.is_set() or self.link.closing.is_set():
+            return "run aborted while placing the cube"
+        _, note = self._take_answers(override=False)
+        return note
+
+    def clear_for_reference(self) -> None:
+        message = ("Before the first trial: clear the table (cube off, nothing else in view) so the empty scene can "
+                   "be captured with the arm at its start pose, then press Enter.")
+        self._ask(lambda app, done: app.push_screen(PlaceCubeScreen(message), done))
+
+    def _take_answers(self, override: bool = True, scene: bool = True) -> tuple[str | None, str | None]:
+        with self._answers:
+            taken = (self._override if override else None, self._scene_note if scene else None)
+            if override:
+                self._override = None
+            if scene:
+                self._scene_note = None
+        return taken
 
     def score(self, trial: Trial, verdict: dict[str, Any] | None, void: Void | None) -> ScoreDecision:
         if void is not None:

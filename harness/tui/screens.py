@@ -17,6 +17,7 @@ from textual.widgets import Footer, Input, Static
 from harness.models.locked import LockedBlock
 from harness.models.taxonomy import SCORE_KEYS, Label, Void, VoidKind
 from harness.run.engine import ScoreDecision
+from harness.tui.placement import LiveCamera, PlacementPanel, placement_active
 from harness.tui.state import RunState
 from harness.tui.widgets import Banner, CubePlacement, FramePreview, LoopPanel, TallyPanel, TrialHeader, label_style
 
@@ -88,6 +89,9 @@ class RunScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Banner(id="banner")
         yield TrialHeader(id="header")
+        with Horizontal(id="placement"):   # shown instead of the body while the operator places the cube
+            yield LiveCamera(id="live")
+            yield PlacementPanel(id="guide")
         with Horizontal(id="body"):
             yield CubePlacement(id="cube")
             with Vertical(id="middle"):
@@ -97,8 +101,12 @@ class RunScreen(Screen[None]):
         yield Footer()
 
     def show(self, state: RunState) -> None:
+        placing = placement_active(state)
+        self.query_one("#placement").display = placing
+        self.query_one("#body").display = not placing
         for widget_id, cls in (("banner", Banner), ("header", TrialHeader), ("cube", CubePlacement),
-                               ("loop", LoopPanel), ("tally", TallyPanel), ("preview", FramePreview)):
+                               ("loop", LoopPanel), ("tally", TallyPanel), ("preview", FramePreview),
+                               ("live", LiveCamera), ("guide", PlacementPanel)):
             self.query_one(f"#{widget_id}", cls).show(state)
 
 

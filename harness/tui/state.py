@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from harness.models.stats import wilson_interval
 from harness.models.taxonomy import FAILURE_MODES, Label
+from harness.run.placement_guide import PlacementReading
+
+if TYPE_CHECKING:
+    from harness.vision.scene_check import Unexpected
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,16 @@ class Tally:
         if label == Label.VOID:
             return replace(self, voids=self.voids + 1)
         return replace(self, failures={**self.failures, label: self.failures.get(label, 0) + 1})
+
+
+@dataclass(frozen=True)
+class LivePlacement:
+    """The placement guide's latest frame while the operator places the cube (a real arm with a trained spot):
+    the top camera's frame, the guide's reading of it, and anything in view no empty-scene reference shows."""
+
+    frame: np.ndarray
+    reading: PlacementReading | None
+    objects: tuple[Unexpected, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -60,6 +75,7 @@ class RunState:
     last_label: str | None = None
     banner: str | None = None
     preview: np.ndarray | None = None
+    placement: LivePlacement | None = None   # set only while a guided placement is in progress
 
     @property
     def elapsed_s(self) -> float:

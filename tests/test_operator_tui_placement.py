@@ -1,0 +1,123 @@
+"""Guided placement in the operator TUI, through the rehearsed real-arm path: emulated servos on the simulated
+arm, the simulated top camera through LeRobot's camera API, `--bowl-calibration` and `--trained-spot`, and the
+operator played by Textual's pilot (keys) and the emulator (hands).
+
+Trial 1: the cube put 2 cm off its target is not accepted (the run screen shows the live camera and the
+distance; an override without a reason is refused) until it is moved onto the target. Trial 2: the operator
+starts with the cube off target, giving a reason, and scores a success: the measured start, the reason and the
+final frame's placement error are the attempt's own."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from harness.bus.scenario import default_scenario, open_rig
+from tests.test_operator_real_arm import PROTOCOL, _check_time_frames
+from tests.test_real_arm_path import _until
+
+pytestmark = pytest.mark.slow   # a real-time run of two short trials with a live top camera
+
+TRIALS = {1: (3.0, -2.0, 15.0), 2: (4.0, 2.0, -10.0)}
+TWO_TRIALS = (PROTOCOL.split("trials:")[0] + "trials:\n"
+              + "".join(f"- {{index: {i}, dx_cm: {dx}, dy_cm: {dy}, yaw_deg: {yaw}}}\n"
+                        for i, (dx, dy, yaw) in TRIALS.items()))
+
+
+async def _type(pilot, text: str) -> None:
+    await pilot.press(*("space" if c == " " else c for c in text))
+
+
+def test_the_tui_guides_the_cube_onto_its_target_and_records_where_it_started(workdir: Path) -> None:
+    from harness.app.build import FrontEnd, prepare_run
+    from harness.app.sheet import resolve_sheet
+    from harness.app.tui import make_app
+    from harness.cli import build_parser
+    from harness.models.protocol import load_protocol
+    from harness.models.scoresheet import load_scoresheet
+    from harness.tui.placement import LiveCamera, PlacementPanel
+    from harness.tui.screens import CheckScreen, PlaceCubeScreen, RunScreen, ScoreScreen, TextPrompt
+    from tests.tiny_policy import save_tiny_act
+
+    checkpoint = save_tiny_act(workdir / "act", height=480, width=640)
+    protocol_path = workdir / "protocols" / "guided.yaml"
+    protocol_path.write_text(TWO_TRIALS)
+    socket = workdir / "cams.sock"
+    with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
+        _check_time_frames(rig, workdir)
+        rig.place_cube(80.0, 80.0)                          # off the table until the operator places it
+        args = build_parser().parse_args(["run", str(protocol_path), "--robot", "so101", "--port", rig.port,
+                                          "--robot-id", "emulated_follower", "--policy", str(checkpoint),
+                                          "--camera", f"top=sim:{socket}@640x480", "--no-video",
+                                          "--bowl-calibration", str(workdir / "bowl.yaml"),
+                                          "--trained-spot", str(workdir / "spot.png")])
+        protocol = load_protocol(protocol_path)
+        sheet, _ = resolve_sheet(args, protocol, protocol_path)
+        setup = prepare_run(args, protocol, sheet, FrontEnd.TUI)
+        app = make_app(setup, undo_s=0.0)
+        seen: list = []   # the readings the run screen showed, in order
+
+        def reading(trial: int):
+            live = app.state.placement
+            if app.state.trial_index != trial or live is None or live.reading is None:
+                return None
+            if not seen or seen[-1] is not live.reading:
+                seen.append(live.reading)
+            return live.reading
+
+        async def off_target_shown(pilot, trial: int, frames: int) -> None:
+            start = len(seen)
+            await _until(pilot, lambda: (r := reading(trial)) is not None and r.error_cm is not None
+                         and 1.5 < r.error_cm < 2.5 and len(seen) - start >= frames, 120)
+            assert isinstance(app.screen, RunScreen) and app.state.phase == "placing cube"
+            assert app.screen.query_one("#placement").display and not app.screen.query_one("#body").display
+            assert "move it" in str(app.screen.query_one("#guide", PlacementPanel).render())
+            assert app.screen.query_one("#live", LiveCamera).render() != ""
+
+        async def operator() -> None:
+            async with app.run_test(size=(110, 32)) as pilot:
+                assert isinstance(app.screen, CheckScreen)
+                await pilot.press("enter")
+                await _until(pilot, lambda: isinstance(app.screen, PlaceCubeScreen), 240)   # clear the table
+                await pilot.press("enter")
+                await _until(pilot, lambda: reading(1) is not None, 120)
+                dx, dy, yaw = TRIALS[1]
+                rig.place_cube(dx + 2.0, dy, yaw)           # 2 cm off: the trial must not start
+                await off_target_shown(pilot, 1, frames=3)
+                await pilot.press("o")                      # an override without a reason is no override
+                await _until(pilot, lambda: isinstance(app.screen, TextPrompt), 10)
+                await pilot.press("enter")
+                await off_target_shown(pilot, 1, frames=2)
+                rig.place_cube(dx, dy, yaw)                 # moved onto the target: the trial starts by itself
+                await _until(pilot, lambda: isinstance(app.screen, ScoreScreen), 120)
+                await pilot.press("enter")                  # confirm the proposal
+                await _until(pilot, lambda: reading(2) is not None, 120)
+                dx, dy, yaw = TRIALS[2]
+                rig.place_cube(dx, dy + 2.0, yaw)
+                await off_target_shown(pilot, 2, frames=2)
+                await pilot.press("o")
+                await _until(pilot, lambda: isinstance(app.screen, TextPrompt), 10)
+                await _type(pilot, "cube slides on this cloth")
+                await pilot.press("enter")
+                await _until(pilot, lambda: isinstance(app.screen, ScoreScreen), 120)
+                await pilot.press("s")                      # the operator scores it a success
+                await _until(pilot, lambda: app.finished, 60)
+                await pilot.press("q")
+
+        try:
+            asyncio.run(operator())
+        finally:
+            setup.close()
+    first, second = load_scoresheet(setup.sheet.path).attempts
+    start = first.measured_start
+    assert start["within_tolerance"] is True and "override_reason" not in start
+    assert abs(start["dx_cm"] - 3.0) < 0.5 and abs(start["dy_cm"] + 2.0) < 0.5
+    assert first.label == first.proposal["label"] and first.placement_error_cm is None   # not a success
+    start = second.measured_start
+    assert start["within_tolerance"] is False and start["override_reason"] == "cube slides on this cloth"
+    assert 1.5 < start["error_cm"] < 2.5 and abs(start["dy_cm"] - 4.0) < 0.5
+    assert second.label == "success" and second.placement_error_cm is not None
+    assert second.placement_error_cm == second.proposal["placement_error_cm"]   # measured on the final frame
+    assert not any(s.torque_enabled for s in rig.chain.servos)
