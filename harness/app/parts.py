@@ -28,7 +28,13 @@ def make_policy(ref: str, protocol: Protocol, settings: dict[str, Any], device: 
     from harness.policies.lerobot_policy import LeRobotPolicy
 
     try:
-        engine = (settings.get("inference") or {}).get("engine", "sync")
+        inference = settings.get("inference") or {}
+        engine = inference.get("engine", "sync")
+        if engine == "async":   # LeRobot's policy server runs it; the server is asked to load it now
+            from harness.policies.async_policy import AsyncSettings, connect_async_policy
+
+            return connect_async_policy(ref, protocol.task, AsyncSettings.from_record(inference), protocol.fps,
+                                        settings.get("rename_map") or {}, device)
         return LeRobotPolicy(ref, task=protocol.task, device=device, rename_map=settings.get("rename_map") or {},
                              engine=engine)
     except HarnessError:

@@ -24,7 +24,12 @@ class LockedInference(BaseModel):
     """Which of LeRobot's inference engines picked the actions: what the arm experiences depends on it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    engine: Literal["sync", "rtc"]
+    engine: Literal["sync", "rtc", "async"]
+    # async: LeRobot's policy server and the client's queue settings (absent for the other engines)
+    server: str | None = None                   # HOST:PORT
+    actions_per_chunk: int | None = None
+    chunk_size_threshold: float | None = None   # send an observation when the queue is at or below this of a chunk
+    aggregate_fn: str | None = None             # a name in LeRobot's async_inference AGGREGATE_FUNCTIONS
 
 
 class LockedBlock(BaseModel):

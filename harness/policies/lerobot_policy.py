@@ -69,6 +69,23 @@ def _chunk_queue(policy: Any) -> Any:
     return getattr(policy, "_action_queue", None)
 
 
+def camera_shapes(config: Any, rename_map: dict[str, str]) -> dict[str, tuple[int, ...]]:
+    """The robot's camera names a policy reads (its visual inputs, renamed back through a normalized
+    `rename_map`), each with the (channels, height, width) it was trained on."""
+    from lerobot.configs.types import FeatureType
+
+    inverse = {v: k for k, v in rename_map.items()}
+    return {inverse.get(key, key).removeprefix(IMAGE_PREFIX): tuple(feature.shape)
+            for key, feature in config.input_features.items() if feature.type == FeatureType.VISUAL}
+
+
+def image_size(shapes: dict[str, tuple[int, ...]]) -> tuple[int, int] | None:
+    """(width, height) of the first camera: the simulator renders at the size the policy was trained on."""
+    for _, height, width in shapes.values():
+        return (width, height)
+    return None
+
+
 def normalize_rename_map(rename_map: dict[str, str]) -> dict[str, str]:
     """Accept `{"top": "camera1"}` as well as LeRobot's full `observation.images.*` keys."""
     def full(key: str) -> str:
@@ -85,7 +102,6 @@ class LeRobotPolicy:
         LeRobot's own `supports_rtc_inference` says has no Real-Time Chunking."""
         import torch
         from lerobot.configs.policies import PreTrainedConfig
-        from lerobot.configs.types import FeatureType
         from lerobot.policies.factory import get_policy_class, make_pre_post_processors
         from lerobot.rollout.inference.sync import SyncInferenceEngine
         from lerobot.utils.feature_utils import hw_to_dataset_features
@@ -116,11 +132,8 @@ class LeRobotPolicy:
                 "rename_observations_processor": {"rename_map": self.rename_map},
             },
         )
-        inverse = {v: k for k, v in self.rename_map.items()}
-        visual = [k for k, f in config.input_features.items() if f.type == FeatureType.VISUAL]
-        self.camera_keys = tuple(inverse.get(k, k).removeprefix(IMAGE_PREFIX) for k in visual)
-        self._image_shapes = {cam: tuple(config.input_features[k].shape) for cam, k in zip(self.camera_keys, visual,
-                                                                                            strict=True)}
+        self._image_shapes = camera_shapes(config, self.rename_map)
+        self.camera_keys = tuple(self._image_shapes)
         motors = {f"{name}.pos": float for name in JOINT_NAMES}
         hw_obs = {**motors, **{cam: (480, 640, 3) for cam in self.camera_keys}}
         self._features = {**hw_to_dataset_features(motors, "action"), **hw_to_dataset_features(hw_obs, "observation")}
@@ -132,9 +145,7 @@ class LeRobotPolicy:
     @property
     def image_size(self) -> tuple[int, int] | None:
         """(width, height) the policy was trained on: the simulator renders at this size."""
-        for _, height, width in self._image_shapes.values():
-            return (width, height)
-        return None
+        return image_size(self._image_shapes)
 
     def warm_up(self, observation: dict[str, Any], runs: int = 3) -> float:
         """Run a few inferences (first calls allocate and compile); returns the median ms."""

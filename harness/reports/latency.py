@@ -18,8 +18,14 @@ def latency_text(sheet: Scoresheet) -> str:
     latency = run_latency(sheet.locked, sheet.settings)
     model = ("lock-step (the simulator waits for every action)" if latency is None
              else "each action's measured policy time" if latency == "measured" else f"{latency:g} ms")
-    engine = sheet.locked.inference.engine if sheet.locked.inference is not None else "sync"
-    locked = "locked" if sheet.locked.inference is not None else "from unlocked settings (sheet locked before it was)"
+    inference = sheet.locked.inference
+    if inference is not None and inference.engine == "async":
+        return (f"latency each chunk's measured round trip to LeRobot's policy server at {inference.server}, "
+                f"replayed in simulated time; inference engine async ({inference.actions_per_chunk} actions per "
+                f"chunk, observation sent at {inference.chunk_size_threshold:g} of a chunk, aggregate "
+                f"{inference.aggregate_fn}; locked)")
+    engine = inference.engine if inference is not None else "sync"
+    locked = "locked" if inference is not None else "from unlocked settings (sheet locked before it was)"
     return f"latency {model}, inference engine {engine} ({locked})"
 
 
@@ -43,9 +49,11 @@ def experienced_blocks(sheet: Scoresheet) -> list[Block]:
         return []
     blocks: list[Block] = [Heading("Latency the arm saw", 3), Para(f"Scored with {latency_text(sheet)}.")]
     blocks.append(Para("Observation to action: from the observation a step read to its action reaching the arm "
-                       "(simulated time on the simulator, wall time on a real arm). An underrun is a step whose "
-                       "action landed more than one control period late, the arm holding its last command; a "
-                       "chunk switch is a new action chunk the policy started."))
+                       "(simulated time on the simulator, wall time on a real arm; with asynchronous inference, "
+                       "each chunk's wall-clock round trip to the policy server). An underrun is a step whose "
+                       "action landed more than one control period late (asynchronous: a step with an empty action "
+                       "queue), the arm holding its last command; a chunk switch is a new action chunk the policy "
+                       "started."))
     blocks.append(Table(["trial", "outcome", "p50 ms", "p95 ms", "max ms", "clock", "underruns/steps",
                          "chunk switches"], rows))
     return blocks
@@ -55,6 +63,8 @@ def _latency_key(sheet: Scoresheet) -> tuple[str, float]:
     """A label and a sort key for a run's latency (lock-step first, measured last)."""
     latency = run_latency(sheet.locked, sheet.settings)
     engine = sheet.locked.inference.engine if sheet.locked.inference is not None else "sync"
+    if engine == "async":   # the server's own round trip: grouped by server, after the fixed latencies
+        return f"server round trip ({sheet.locked.inference.server}), async", float("inf")
     if latency is None:
         return f"lock-step, {engine}", -1.0
     if latency == "measured":

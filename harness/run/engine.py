@@ -21,6 +21,7 @@ from harness.models.protocol import Protocol as EvalProtocol
 from harness.models.scoresheet import Attempt, LoopStats, Scoresheet, attempt_from_label, now_iso
 from harness.models.stats import percentile
 from harness.models.taxonomy import Label, Void, VoidKind
+from harness.policies.async_client import PolicyServerLost
 from harness.policies.base import EvalPolicy, TrialContext
 from harness.run.camera_watch import CameraWatch, DropoutPolicy
 from harness.run.clock import Clock
@@ -107,6 +108,7 @@ class EpisodeOutcome:
     missed: int
     obs_to_action_ms: list[float] = field(default_factory=list)
     obs_to_action_clock: str = "wall"
+    queue_underruns: int | None = None   # counted by the policy itself (an async client's empty queue)
 
 
 class RunEngine:
@@ -301,6 +303,11 @@ class RunEngine:
             except EmergencyStopped:
                 void = Void(VoidKind.EMERGENCY_STOP)
                 break
+            except PolicyServerLost as exc:   # the arm answers: it stops where it is
+                void = Void(VoidKind.ROBOT_IO_ERROR, str(exc))
+                self.observer.warn(f"{void.reason}. Restart the policy server, then resume.")
+                self.hold_still()
+                break
             except ROBOT_FAULTS as exc:  # a servo or camera stopped answering: void, never lose the trial
                 void = robot_fault_void(exc)
                 self.observer.warn(f"{void.reason}. Check cables and power, then resume.")
@@ -351,8 +358,12 @@ class RunEngine:
             self.observer.warn(
                 f"policy inference (median {statistics.median(policy_ms):.0f} ms) cannot keep {self.protocol.fps} Hz"
             )
-        return EpisodeOutcome(len(policy_ms), void, stopped, policy_ms, io_ms, missed, obs_to_action_ms,
-                              "simulated" if world is not None else "wall")
+        clock = "simulated" if world is not None else "wall"
+        round_trips = getattr(self.policy, "round_trips_ms", None)
+        if round_trips is not None:   # asynchronous inference: each chunk's wall-clock round trip to the server
+            obs_to_action_ms, clock = list(round_trips), "wall"
+        return EpisodeOutcome(len(policy_ms), void, stopped, policy_ms, io_ms, missed, obs_to_action_ms, clock,
+                              getattr(self.policy, "queue_underruns", None))
 
     def _record_dataset_frame(self, observation: dict[str, Any], action: dict[str, float]) -> None:
         sink = self.options.dataset
@@ -383,8 +394,8 @@ class RunEngine:
             obs_to_action_ms_p95=round(percentile(e.obs_to_action_ms, 95), 3) if e.obs_to_action_ms else None,
             obs_to_action_ms_max=round(max(e.obs_to_action_ms), 3) if e.obs_to_action_ms else None,
             obs_to_action_clock=e.obs_to_action_clock if e.obs_to_action_ms else None,
-            queue_underruns=sum(ms > 1000 * self.period + 1e-6 for ms in e.obs_to_action_ms)
-            if e.obs_to_action_ms else None,
+            queue_underruns=e.queue_underruns if e.queue_underruns is not None
+            else sum(ms > 1000 * self.period + 1e-6 for ms in e.obs_to_action_ms) if e.obs_to_action_ms else None,
             chunk_switches=getattr(self.policy, "chunk_switches", None),
         )
 

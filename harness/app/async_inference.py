@@ -1,0 +1,126 @@
+"""`harness run --policy-server HOST:PORT`: LeRobot's asynchronous inference engine, its flags checked before
+anything is locked, locked with the run, and held to on `--resume`.
+
+The locked `inference` block then reads `{"engine": "async", "server", "actions_per_chunk",
+"chunk_size_threshold", "aggregate_fn"}`; the run's settings carry the same values for the policy factory,
+and on a resume the locked ones replace them, so a hand-edited settings block cannot move the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import HarnessInputError, StaleRunError
+
+if TYPE_CHECKING:
+    from harness.models.scoresheet import Scoresheet
+
+# the queue settings: argparse destination -> flag
+QUEUE_FLAGS = {"actions_per_chunk": "--actions-per-chunk", "chunk_size_threshold": "--chunk-size-threshold",
+               "aggregate_fn": "--aggregate-fn"}
+ASYNC_FIELDS = ("server", *QUEUE_FLAGS)
+
+
+def register_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy-server", metavar="HOST:PORT",
+                        help="simulated arm: LeRobot's asynchronous inference; the policy runs in LeRobot's policy "
+                             "server (python -m lerobot.async_inference.policy_server --host H --port P), which "
+                             "loads --policy from the same path; its round trips become simulated time; locked")
+    parser.add_argument("--actions-per-chunk", type=int, metavar="N",
+                        help="--policy-server: actions the server returns per chunk (default: the policy's "
+                             "chunk_size); locked")
+    parser.add_argument("--chunk-size-threshold", type=float, metavar="F",
+                        help="--policy-server: send an observation when the action queue is at or below this "
+                             "fraction of a chunk, 0..1 (default 0.5, LeRobot's); locked")
+    parser.add_argument("--aggregate-fn", metavar="NAME",
+                        help="--policy-server: how a new chunk merges with queued actions, one of LeRobot's "
+                             "weighted_average (default), latest_only, average, conservative; locked")
+
+
+def _queue_flags_given(args: argparse.Namespace) -> list[str]:
+    return [flag for name, flag in QUEUE_FLAGS.items() if getattr(args, name, None) is not None]
+
+
+def _server(text: str) -> str:
+    from harness.policies.async_client import ServerAddress
+
+    try:
+        return str(ServerAddress.parse(text))
+    except ValueError as exc:
+        raise HarnessInputError(None, "--policy-server", str(exc)) from None
+
+
+def _refuse_combinations(args: argparse.Namespace, policy_ref: str, robot: str, builtin: tuple[str, ...]) -> None:
+    if policy_ref in builtin:
+        raise HarnessInputError(None, "--policy-server", f"the built-in '{policy_ref}' policy runs in the harness; "
+                                                         "a policy server needs a LeRobot checkpoint folder")
+    if robot != "sim":
+        raise HarnessInputError(None, "--policy-server", "asynchronous inference is driven on the simulated arm "
+                                                         "only (--robot sim)")
+    if getattr(args, "inference", None) is not None:
+        raise HarnessInputError(None, "--inference", "not with --policy-server, which is LeRobot's asynchronous "
+                                                     "engine")
+    if getattr(args, "latency_ms", None) is not None or getattr(args, "latency", None) is not None:
+        raise HarnessInputError(None, "--latency-ms", "not with --policy-server: the arm's latency is the server's "
+                                                      "own measured round trip")
+    if getattr(args, "workers", 1) > 1 or getattr(args, "address", None):
+        raise HarnessInputError(None, "--workers", "not with --policy-server: LeRobot's policy server serves one "
+                                                   "client")
+
+
+def async_record(args: argparse.Namespace, policy_ref: str, robot: str,
+                 builtin: tuple[str, ...]) -> dict[str, Any] | None:
+    """The locked `inference` block for a new sheet run with `--policy-server`, None without it; bad input is
+    one line (exit 2), found before the server is asked anything."""
+    text = getattr(args, "policy_server", None)
+    if text is None:
+        given = _queue_flags_given(args)
+        if given:
+            raise HarnessInputError(None, given[0], "only with --policy-server HOST:PORT")
+        return None
+    server = _server(text)
+    _refuse_combinations(args, policy_ref, robot, builtin)
+    from lerobot.async_inference.configs import AGGREGATE_FUNCTIONS
+
+    from harness.policies.async_policy import DEFAULT_AGGREGATE, DEFAULT_THRESHOLD, default_actions_per_chunk
+
+    actions = args.actions_per_chunk if args.actions_per_chunk is not None else default_actions_per_chunk(policy_ref)
+    if not 1 <= actions <= 10_000:
+        raise HarnessInputError(None, "--actions-per-chunk", f"{actions}: must be within 1..10000")
+    threshold = args.chunk_size_threshold if args.chunk_size_threshold is not None else DEFAULT_THRESHOLD
+    if not (math.isfinite(threshold) and 0 <= threshold <= 1):
+        raise HarnessInputError(None, "--chunk-size-threshold", f"{threshold}: must be within 0..1")
+    aggregate = args.aggregate_fn or DEFAULT_AGGREGATE
+    if aggregate not in AGGREGATE_FUNCTIONS:
+        raise HarnessInputError(None, "--aggregate-fn", f"'{aggregate}' is not one of LeRobot's: "
+                                                        f"{', '.join(AGGREGATE_FUNCTIONS)}")
+    return {"engine": "async", "server": server, "actions_per_chunk": actions, "chunk_size_threshold": threshold,
+            "aggregate_fn": aggregate}
+
+
+def hold_to_locked_async(sheet: Scoresheet, args: argparse.Namespace) -> None:
+    """On a resume: asking for another server or queue setting is refused (not asking keeps the locked ones),
+    and the run's settings take the locked values."""
+    locked = sheet.locked.inference
+    text = getattr(args, "policy_server", None)
+    given = _queue_flags_given(args)
+    if locked is None or locked.engine != "async":
+        if text is not None or given:
+            raise StaleRunError(sheet.path, "locked.inference", f"this run's inference engine is "
+                                                                f"{sheet.inference_engine}, not async "
+                                                                "(--policy-server); start a new scoresheet")
+        return
+    asked = {"server": _server(text) if text is not None else None,
+             **{name: getattr(args, name, None) for name in QUEUE_FLAGS}}
+    for name, value in asked.items():
+        if value is not None and value != getattr(locked, name):
+            flag = "--policy-server" if name == "server" else QUEUE_FLAGS[name]
+            raise StaleRunError(sheet.path, "locked.inference", f"this run's {flag} is {getattr(locked, name)}, "
+                                                                f"not {value}; start a new scoresheet to change it")
+    if getattr(args, "workers", 1) > 1 or getattr(args, "address", None):
+        raise HarnessInputError(None, "--workers", "not with --policy-server: LeRobot's policy server serves one "
+                                                   "client")
+    sheet.settings["inference"] = {**(sheet.settings.get("inference") or {}),
+                                   **{name: getattr(locked, name) for name in ("engine", *ASYNC_FIELDS)}}

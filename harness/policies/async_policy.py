@@ -1,0 +1,235 @@
+"""LeRobot's asynchronous inference on the simulated arm, in simulated time.
+
+The harness is the robot client: it keeps LeRobot's action queue, sends an observation when the queue
+falls to `chunk_size_threshold` of a chunk (marked `must_go` when the queue is empty, as `RobotClient`
+does), and merges each returned chunk into the queue with LeRobot's aggregate function. The simulator
+runs in lock-step, so the server's wall-clock round trip (send the observation, get the chunk) is
+replayed as simulated time: the chunk reaches the arm at the first control step at least that long
+after its observation, the arm executing the rest of its queue meanwhile and holding its last command
+when the queue runs dry (an underrun). A loaded machine slows the run, never the arm.
+
+One chunk is in flight at a time: LeRobot's server runs the latest observation it holds whenever the
+client asks for actions, which on a real arm is the observation taken when the previous chunk arrived;
+here it is exactly that one. Observations the server would drop (a timestep it already predicted, or a
+joint state within LeRobot's `observations_similar` tolerance of the last one it ran) are still sent,
+but no chunk is awaited for them, so the queue drains as it would on the arm.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.errors import HarnessInputError
+from harness.models.protocol import JOINT_NAMES
+from harness.policies.async_client import ANSWER_TIMEOUT_S, PolicyServerClient, PolicyServerLost, ServerAddress
+from harness.policies.base import TrialContext
+from harness.policies.lerobot_policy import camera_shapes, image_size, normalize_rename_map
+
+DEFAULT_THRESHOLD = 0.5                  # LeRobot's RobotClientConfig defaults
+DEFAULT_AGGREGATE = "weighted_average"
+FALLBACK_ACTIONS_PER_CHUNK = 50
+
+
+@dataclass(frozen=True)
+class AsyncSettings:
+    """How the client talks to the server; locked with the run, since the arm's experience depends on each."""
+
+    server: str                  # HOST:PORT of LeRobot's policy server
+    actions_per_chunk: int
+    chunk_size_threshold: float
+    aggregate_fn: str            # a name in LeRobot's AGGREGATE_FUNCTIONS
+
+    def record(self) -> dict[str, Any]:
+        return {"server": self.server, "actions_per_chunk": self.actions_per_chunk,
+                "chunk_size_threshold": self.chunk_size_threshold, "aggregate_fn": self.aggregate_fn}
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any]) -> AsyncSettings:
+        return cls(str(data["server"]), int(data["actions_per_chunk"]), float(data["chunk_size_threshold"]),
+                   str(data["aggregate_fn"]))
+
+
+def default_actions_per_chunk(policy_path: str | Path) -> int:
+    """The policy's own chunk size (`chunk_size` in its config.json), or 50 when it names none."""
+    try:
+        value = json.loads((Path(policy_path) / "config.json").read_text()).get("chunk_size")
+    except (OSError, ValueError, AttributeError):
+        return FALLBACK_ACTIONS_PER_CHUNK
+    return value if isinstance(value, int) and value > 0 else FALLBACK_ACTIONS_PER_CHUNK
+
+
+class ActionServer(Protocol):
+    """What the queue needs of a server: `PolicyServerClient`, or a test's scripted one."""
+
+    def ready(self) -> None: ...
+    def send_observation(self, observation: Any) -> None: ...
+    def get_actions(self) -> list[Any] | None: ...
+    def close(self) -> None: ...
+
+
+@dataclass
+class _InFlight:
+    lands_at: int                # the control step the chunk reaches the arm
+    actions: list[Any]           # LeRobot TimedActions
+
+
+class AsyncServerPolicy:
+    """An `EvalPolicy` whose actions come from a policy server through LeRobot's client-side queue.
+
+    Per trial it records what the arm experienced: `round_trips_ms` (observation sent to chunk received,
+    one per chunk), `queue_underruns` (steps with an empty queue) and `chunk_switches` (chunks merged).
+    """
+
+    def __init__(self, server: ActionServer, settings: AsyncSettings, task: str, fps: int,
+                 lerobot_features: dict[str, dict], camera_keys: tuple[str, ...] = (),
+                 image_size: tuple[int, int] | None = None, name: str = "async",
+                 now: Callable[[], float] = time.perf_counter) -> None:
+        """`now` times the round trips (seconds, monotonic); `lerobot_features` is what the server was told."""
+        from lerobot.async_inference.configs import get_aggregate_function
+
+        self.name = name
+        self.camera_keys = camera_keys
+        self.image_size = image_size
+        self.settings = settings
+        self._server = server
+        self._task = task
+        self._period = 1.0 / fps
+        self._features = lerobot_features
+        self._aggregate = get_aggregate_function(settings.aggregate_fn)
+        self._now = now
+        self._action_keys = [f"{joint}.pos" for joint in JOINT_NAMES]
+        self._last_processed: Any | None = None   # the server's, which survives a new episode
+        self.reset(None)
+
+    def reset(self, context: TrialContext | None) -> None:
+        """A new episode, as a fresh `RobotClient` starts one; the server is told at the trial's first step."""
+        self._started = False
+        self._step = 0
+        self._queue: deque[Any] = deque()
+        self._in_flight: _InFlight | None = None
+        self._latest_action = -1
+        self._chunk_size = -1
+        self._must_go = True
+        self._predicted: set[int] = set()
+        self._last_action: dict[str, float] | None = None
+        self.round_trips_ms: list[float] = []
+        self.queue_underruns = 0
+        self.chunk_switches = 0
+
+    def select_action(self, observation: dict[str, Any]) -> dict[str, float]:
+        if not self._started:   # inside the control loop, where a server that is gone voids the trial
+            self._server.ready()
+            self._started = True
+        step = self._step
+        self._step += 1
+        if self._in_flight is None and self._ready_to_send():
+            self._send(observation, step)
+        if self._in_flight is not None and self._in_flight.lands_at <= step:
+            self._merge(self._in_flight.actions)
+            self._in_flight = None
+        if self._queue:
+            timed = self._queue.popleft()
+            self._latest_action = timed.get_timestep()
+            values = timed.get_action().tolist()
+            self._last_action = {key: float(v) for key, v in zip(self._action_keys, values, strict=True)}
+        else:   # nothing queued: the arm holds its last command (its present position before the first chunk)
+            self.queue_underruns += 1
+            if self._last_action is None:
+                self._last_action = {key: float(observation[key]) for key in self._action_keys}
+        return dict(self._last_action)
+
+    def _ready_to_send(self) -> bool:
+        """`RobotClient._ready_to_send_observation`: the queue at or below the threshold of a chunk."""
+        return len(self._queue) / self._chunk_size <= self.settings.chunk_size_threshold
+
+    def _send(self, observation: dict[str, Any], step: int) -> None:
+        from lerobot.async_inference.helpers import TimedObservation, observations_similar
+
+        timed = TimedObservation(timestamp=time.time(), observation={**observation, "task": self._task},
+                                 timestep=max(self._latest_action, 0), must_go=self._must_go and not self._queue)
+        runs = (timed.must_go or self._last_processed is None
+                or (timed.get_timestep() not in self._predicted
+                    and not observations_similar(timed, self._last_processed, lerobot_features=self._features)))
+        started = self._now()
+        self._server.send_observation(timed)
+        if timed.must_go:
+            self._must_go = False
+        if not runs:
+            return
+        actions = self._server.get_actions()
+        round_trip = self._now() - started
+        if not actions:
+            raise PolicyServerLost(f"the policy server sent no actions for observation #{timed.get_timestep()} "
+                                   f"(Empty after {round_trip:.1f} s)")
+        self._predicted.add(timed.get_timestep())
+        self._last_processed = timed
+        self.round_trips_ms.append(1000 * round_trip)
+        self._chunk_size = max(self._chunk_size, len(actions))
+        self._in_flight = _InFlight(step + math.ceil(round_trip / self._period - 1e-9), actions)
+
+    def _merge(self, incoming: list[Any]) -> None:
+        """`RobotClient._aggregate_action_queues`: actions for steps already taken are dropped; one for a step
+        still queued is aggregated with it; the queue becomes the incoming chunk."""
+        from lerobot.async_inference.helpers import TimedAction
+
+        queued = {timed.get_timestep(): timed.get_action() for timed in self._queue}
+        merged: deque[Any] = deque()
+        for new in incoming:
+            timestep = new.get_timestep()
+            if timestep <= self._latest_action:
+                continue
+            if timestep in queued:
+                new = TimedAction(timestamp=new.get_timestamp(), timestep=timestep,
+                                  action=self._aggregate(queued[timestep], new.get_action()))
+            merged.append(new)
+        self._queue = merged
+        self._must_go = True
+        self.chunk_switches += 1
+
+    def close(self) -> None:
+        self._server.close()
+
+
+def connect_async_policy(policy_path: str | Path, task: str, settings: AsyncSettings, fps: int,
+                         rename_map: dict[str, str] | None = None, device: str | None = None,
+                         answer_timeout_s: float = ANSWER_TIMEOUT_S) -> AsyncServerPolicy:
+    """Tell the server at `settings.server` to load `policy_path` and return the policy that drives it. The
+    server loads the same path, so it runs on this machine or one that shares the folder."""
+    from lerobot.async_inference.constants import SUPPORTED_POLICIES
+    from lerobot.async_inference.helpers import RemotePolicyConfig
+    from lerobot.configs.policies import PreTrainedConfig
+    from lerobot.utils.feature_utils import hw_to_dataset_features
+
+    path = Path(policy_path).resolve()
+    if not (path / "config.json").is_file():
+        raise HarnessInputError(path, "config.json", "not a LeRobot pretrained policy folder")
+    try:
+        address = ServerAddress.parse(settings.server)
+    except ValueError as exc:
+        raise HarnessInputError(None, "--policy-server", str(exc)) from None
+    config = PreTrainedConfig.from_pretrained(path)
+    if config.type not in SUPPORTED_POLICIES:
+        raise HarnessInputError(path, "--policy-server", f"LeRobot's policy server does not run {config.type} "
+                                                         f"policies (it runs {', '.join(SUPPORTED_POLICIES)})")
+    renames = normalize_rename_map(rename_map or {})
+    shapes = camera_shapes(config, renames)
+    motors: dict[str, Any] = {f"{joint}.pos": float for joint in JOINT_NAMES}
+    cameras = {cam: (shape[1], shape[2], 3) for cam, shape in shapes.items()}
+    features = hw_to_dataset_features({**motors, **cameras}, "observation", use_video=False)
+    remote = RemotePolicyConfig(config.type, str(path), features, settings.actions_per_chunk, device or "cpu",
+                                renames)
+    client = PolicyServerClient(address, fps, answer_timeout_s)
+    try:
+        client.connect(remote)
+    except BaseException:
+        client.close()
+        raise
+    return AsyncServerPolicy(client, settings, task, fps, features, tuple(shapes), image_size(shapes),
+                             name=f"{config.type}:{path.name} via {address}")

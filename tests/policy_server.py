@@ -1,0 +1,74 @@
+"""LeRobot's own policy server (`python -m lerobot.async_inference.policy_server`) in a child process, for the
+asynchronous-inference tests: started on 127.0.0.1, its log read line by line, and stopped on demand (also
+after a number of inferences, which is how a test stops it mid-trial)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class PolicyServerProcess:
+    def __init__(self, port: int, workdir: Path) -> None:
+        """`workdir` takes the `logs/` folder LeRobot's server writes into its working directory."""
+        self.port = port
+        self.workdir = workdir
+        self.inferences = 0
+        self.lines: list[str] = []
+        self._kill_at: int | None = None
+        self._process: subprocess.Popen[str] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 180.0) -> PolicyServerProcess:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "lerobot.async_inference.policy_server", "--host=127.0.0.1",
+             f"--port={self.port}", "--fps=30", "--inference_latency=0", "--obs_queue_timeout=1"],
+            cwd=self.workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        threading.Thread(target=self._read, daemon=True).start()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError("the policy server exited:\n" + "".join(self.lines[-20:]))
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return self
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"the policy server did not listen on {self.port} within {timeout_s} s")
+
+    def kill_after(self, inferences: int) -> None:
+        """Kill the server once it has run this many more inferences (counted from now)."""
+        self._kill_at = self.inferences + inferences
+
+    def _read(self) -> None:
+        process = self._process
+        assert process is not None and process.stdout is not None
+        for line in process.stdout:
+            self.lines.append(line)
+            if "Running inference for observation" in line:
+                self.inferences += 1
+                if self._kill_at is not None and self.inferences >= self._kill_at:
+                    process.kill()
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+        if self._process is not None:
+            self._process.wait(timeout=30)
