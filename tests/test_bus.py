@@ -172,6 +172,7 @@ def test_fix_ids_repairs_the_id5_collision_and_it_survives_a_power_cycle(firmwar
     assert [s.current_id for s in chain.servos] == [1, 2, 3, 4, 5, 6]
 
 
+@pytest.mark.slow
 def test_fix_ids_reports_a_healthy_arm_and_finds_wrong_baud_and_unlocked_servos() -> None:
     chain = _arm()
     with PtyBus(chain) as bus:
@@ -235,6 +236,7 @@ def test_so101_follower_drives_the_emulated_arm_through_the_relocking_bus() -> N
     assert all(s.locked and not s.torque_enabled for s in chain.servos)
 
 
+@pytest.mark.slow
 def test_lerobots_so101_follower_drives_the_mujoco_arm_over_the_wire() -> None:
     import json as jsonlib
 

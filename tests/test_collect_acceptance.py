@@ -72,6 +72,7 @@ def test_a_drop_away_from_the_bowl_is_rejected_as_dropped(world) -> None:
     assert clean.reason is RejectReason.DROPPED
 
 
+@pytest.mark.slow
 def test_a_regrasp_after_release_passes_strict_but_not_clean_release(world) -> None:
     """Placed and settled (a strict success), then the gripper goes back, grabs the cube in the
     bowl and lets go again: a demonstration that teaches fumbling."""

@@ -106,6 +106,7 @@ def test_a_full_queue_drops_frames_and_the_folder_says_so(tmp_path) -> None:
         assert len(_decoded(artifacts[f"{cam}.mp4"])) == written
 
 
+@pytest.mark.slow
 def test_a_killed_run_leaves_no_writer_process_behind() -> None:
     script = ("import sys, time\nfrom harness.run.evidence_writer import EvidenceWriter\n"
               "w = EvidenceWriter()\nprint(w._process.pid, flush=True)\ntime.sleep(60)\n")

@@ -142,6 +142,7 @@ def test_headless_lines_give_each_trials_time_and_an_eta() -> None:
     assert last.endswith("[0 steps, 12.0 s]")
 
 
+@pytest.mark.slow
 def test_third_party_output_goes_to_the_log_and_harness_lines_to_the_terminal(tmp_path) -> None:
     code = (
         "import logging, os, sys\n"

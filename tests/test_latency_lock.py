@@ -27,6 +27,7 @@ def _edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1))
 
 
+@pytest.mark.slow
 def test_a_new_sheet_locks_its_latency_and_engine(tmp_path: Path) -> None:
     protocol = small_protocol_copy(tmp_path)
     assert _run(protocol, tmp_path, "--latency-ms", "100", "--max-trials", "1") == 0
@@ -47,6 +48,7 @@ def test_a_sheet_without_the_new_fields_still_verifies(tmp_path: Path) -> None:
     assert again.attempts[0].loop == LoopStats()
 
 
+@pytest.mark.slow
 def test_a_locked_latency_edited_by_hand_is_caught(tmp_path: Path) -> None:
     protocol = small_protocol_copy(tmp_path)
     assert _run(protocol, tmp_path, "--latency-ms", "250", "--max-trials", "1") == 0
@@ -56,6 +58,7 @@ def test_a_locked_latency_edited_by_hand_is_caught(tmp_path: Path) -> None:
     assert caught.value.field == "locked.latency_ms"
 
 
+@pytest.mark.slow
 def test_a_locked_latency_removed_by_hand_is_caught(tmp_path: Path) -> None:
     protocol = small_protocol_copy(tmp_path)
     assert _run(protocol, tmp_path, "--latency-ms", "250", "--max-trials", "1") == 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from harness.models.protocol import load_protocol
 from harness.models.scoresheet import LoopStats, Scoresheet, build_locked, lock_scoresheet
 from harness.reports.blocks import Heading, Table
@@ -47,6 +49,7 @@ def test_a_sheet_without_the_arms_experience_shows_no_such_table(tmp_path: Path)
         in _table_after(blocks, "Fingerprints").rows
 
 
+@pytest.mark.slow
 def test_runs_at_several_latencies_show_success_against_latency(tmp_path: Path) -> None:
     slow = _sheet(tmp_path, "slow", 500.0, ["no_grasp", "success", "no_grasp"], 500.0)
     fast = _sheet(tmp_path, "fast", 0.0, ["success", "success", "success"], 0.0)
@@ -57,6 +60,7 @@ def test_runs_at_several_latencies_show_success_against_latency(tmp_path: Path) 
     assert table.rows[2][4] == "500"
 
 
+@pytest.mark.slow
 def test_runs_at_one_latency_show_no_latency_curve(tmp_path: Path) -> None:
     a = _sheet(tmp_path, "a", 100.0, ["success"], 100.0)
     b = _sheet(tmp_path, "b", 100.0, ["no_grasp"], 100.0)

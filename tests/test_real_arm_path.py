@@ -248,3 +248,41 @@ def test_one_real_arm_trial_through_the_tui_with_a_scripted_operator(workdir: Pa
     assert [(a.label, a.scored_by) for a in attempts] == [("no_grasp", "operator")]
     assert list((workdir / "runs").rglob("*top*.png")), "the final top frame is kept as evidence"
     assert not any(s.torque_enabled for s in rig.chain.servos)
+
+
+@pytest.mark.slow
+def test_record_a_teleoperated_episode_with_the_simulated_cameras(tmp_path: Path) -> None:
+    """`lerobot-record` as a person runs it on a desk: a leader on one bus, the follower (with --sim and its
+    top camera) on another; the dataset it writes holds the camera's frames and the leader's pose."""
+    import numpy as np
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    for folder, arm_id in (("follower", "desk_follower"), ("leader", "desk_leader")):
+        (tmp_path / folder).mkdir()
+        shutil.copy(DEFAULT_ASSEMBLY, tmp_path / folder / f"{arm_id}.json")
+    socket = tmp_path / "cams.sock"
+    root = tmp_path / "demos"
+    camera = f"{{top: {{type: harness_sim, camera: top, width: 160, height: 120, fps: 30, socket_path: {socket}}}}}"
+    with open_rig(default_scenario(), sim=True, camera_socket=socket) as follower, \
+            open_rig(default_scenario()) as leader:
+        leader.move("elbow_flex", 30.0)
+        leader.wait()
+        tool = LeRobotTool("lerobot.scripts.lerobot_record",
+                           ["--robot.type=so101_follower", f"--robot.port={follower.port}", "--robot.id=desk_follower",
+                            f"--robot.calibration_dir={tmp_path / 'follower'}", f"--robot.cameras={camera}",
+                            "--teleop.type=so101_leader", f"--teleop.port={leader.port}", "--teleop.id=desk_leader",
+                            f"--teleop.calibration_dir={tmp_path / 'leader'}",
+                            "--dataset.repo_id=local/desk_demos", f"--dataset.root={root}",
+                            "--dataset.single_task=Pick up the cube and place it in the bowl.",
+                            "--dataset.num_episodes=1", "--dataset.episode_time_s=4", "--dataset.reset_time_s=0",
+                            "--dataset.push_to_hub=false", "--play_sounds=false"],
+                           tmp_path, env={"HF_HUB_OFFLINE": "1"})
+        assert tool.finish(timeout_s=300) == 0, tool.output[-3000:]
+    assert not any(s.torque_enabled for s in follower.chain.servos)
+    dataset = LeRobotDataset("local/desk_demos", root=root)
+    assert dataset.num_episodes == 1 and dataset.num_frames >= 30, dataset.num_frames
+    last = dataset[dataset.num_frames - 1]
+    frame = last["observation.images.top"].numpy()
+    assert frame.shape == (3, 120, 160) and float(np.std(frame)) > 0.02          # a rendered scene, not black
+    elbow = list(dataset.meta.features["action"]["names"]).index("elbow_flex.pos")
+    assert abs(float(last["action"][elbow]) - float(last["observation.state"][elbow])) < 5.0   # the follower followed

@@ -100,6 +100,7 @@ def test_plan_prints_trials_needed(capsys) -> None:
     assert main(["plan", "--p0", "0.9", "--delta", "0.2"]) == 2
 
 
+@pytest.mark.slow
 def test_training_starts_are_drawn_and_counted(workdir) -> None:
     protocol = small_protocol_copy(workdir / "protocols")
     sheet = lock_scoresheet(workdir / "s.yaml", build_locked(load_protocol(protocol), protocol, "expert", "sim"), {})

@@ -45,6 +45,7 @@ def test_frames_arrive_through_lerobots_camera_factory(tmp_path: Path) -> None:
         assert not cameras["top"].is_connected
 
 
+@pytest.mark.slow
 def test_the_top_camera_sees_the_arm_the_servos_move(tmp_path: Path) -> None:
     socket = tmp_path / "cams.sock"
     with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
@@ -63,6 +64,7 @@ def test_the_top_camera_sees_the_arm_the_servos_move(tmp_path: Path) -> None:
         camera.disconnect()
 
 
+@pytest.mark.slow
 def test_frozen_black_and_dropout_faults_look_as_they_do_on_a_real_camera(tmp_path: Path) -> None:
     socket = tmp_path / "cams.sock"
     with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
