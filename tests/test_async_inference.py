@@ -212,3 +212,59 @@ def test_a_run_against_lerobots_policy_server_survives_the_server_stopping(tmp_p
         assert all(a.loop.obs_to_action_ms_p50 is not None for a in sheet.scored_attempts())
     finally:
         server.stop()
+
+
+def _async_sheet(folder: Path, server: str = "127.0.0.1:50051") -> Path:
+    """A sheet locked for asynchronous inference, as `harness run --policy-server` locks one."""
+    from harness.models.protocol import load_protocol
+    from harness.models.scoresheet import build_locked, lock_scoresheet
+
+    protocol_path = small_protocol_copy(folder)
+    policy = save_tiny_act(folder / "tiny_act")
+    block = {"engine": "async", "server": server, "actions_per_chunk": 10, "chunk_size_threshold": 0.5,
+             "aggregate_fn": "weighted_average"}
+    locked = build_locked(load_protocol(protocol_path), protocol_path, str(policy), "sim",
+                          {"latency_ms": None, "inference": block})
+    lock_scoresheet(folder / "s.yaml", locked, {"cameras": {}, "rename_map": {}, "latency_ms": None,
+                                                "inference": dict(block)})
+    return protocol_path
+
+
+@pytest.mark.parametrize(("extra", "named"), [
+    (["--policy-server", "127.0.0.1:50052"], "--policy-server"),
+    (["--actions-per-chunk", "5"], "--actions-per-chunk"),
+    (["--chunk-size-threshold", "0.8"], "--chunk-size-threshold"),
+    (["--aggregate-fn", "latest_only"], "--aggregate-fn"),
+    (["--inference", "sync"], "inference engine"),
+    (["--latency-ms", "100"], "latency"),
+])
+def test_a_resume_asking_for_another_server_or_queue_setting_is_refused(tmp_path: Path, capsys, extra: list[str],
+                                                                        named: str) -> None:
+    protocol = _async_sheet(tmp_path)
+    before = (tmp_path / "s.yaml").read_bytes()
+    assert _run(protocol, tmp_path, "--resume", *extra) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and ("locked.inference" in err[0] or "locked.latency_ms" in err[0])
+    assert named in err[0]
+    assert (tmp_path / "s.yaml").read_bytes() == before and not (tmp_path / "runs").exists()
+
+
+def test_a_resume_uses_the_locked_server_whatever_the_settings_say(tmp_path: Path, capsys) -> None:
+    """Settings edited by hand to point elsewhere: the resume still asks the locked server (here, nobody)."""
+    dead = f"127.0.0.1:{free_port()}"
+    protocol = _async_sheet(tmp_path, server=dead)
+    path = tmp_path / "s.yaml"
+    text = path.read_text()
+    settings_at = text.index("settings:")
+    path.write_text(text[:settings_at] + text[settings_at:].replace(dead, "127.0.0.1:1", 1))
+    assert _run(protocol, tmp_path, "--resume") == 2
+    assert f"nothing answers at {dead}" in capsys.readouterr().err
+
+
+def test_the_report_says_the_run_was_scored_with_the_servers_round_trips(tmp_path: Path) -> None:
+    from harness.reports.latency import latency_text
+
+    _async_sheet(tmp_path)
+    text = latency_text(load_scoresheet(tmp_path / "s.yaml"))
+    assert "round trip to LeRobot's policy server at 127.0.0.1:50051" in text
+    assert "10 actions per chunk" in text and "weighted_average" in text and "locked" in text
