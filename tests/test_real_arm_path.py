@@ -286,3 +286,30 @@ def test_record_a_teleoperated_episode_with_the_simulated_cameras(tmp_path: Path
     assert frame.shape == (3, 120, 160) and float(np.std(frame)) > 0.02          # a rendered scene, not black
     elbow = list(dataset.meta.features["action"]["names"]).index("elbow_flex.pos")
     assert abs(float(last["action"][elbow]) - float(last["observation.state"][elbow])) < 5.0   # the follower followed
+
+
+@pytest.mark.slow
+def test_rollout_a_saved_act_on_the_emulated_arm_with_the_simulated_camera(tmp_path: Path) -> None:
+    """`lerobot-rollout` (LeRobot's own deployment tool) runs a saved ACT on the emulated arm, reading the
+    simulated top camera: the arm goes where the policy says."""
+    from harness.models.defaults import DEFAULT_START_POSE
+    from harness.models.protocol import JOINT_NAMES
+    from tests.tiny_policy import save_tiny_act
+
+    target = {**DEFAULT_START_POSE, "shoulder_pan": 20.0}
+    checkpoint = save_tiny_act(tmp_path / "act", action_mean=[target[n] for n in JOINT_NAMES])
+    (tmp_path / "follower").mkdir()
+    shutil.copy(DEFAULT_ASSEMBLY, tmp_path / "follower" / "desk_follower.json")
+    socket = tmp_path / "cams.sock"
+    camera = f"{{top: {{type: harness_sim, camera: top, width: 128, height: 96, fps: 30, socket_path: {socket}}}}}"
+    with open_rig(default_scenario(), sim=True, camera_socket=socket) as follower:
+        tool = LeRobotTool("lerobot.scripts.lerobot_rollout",
+                           ["--strategy.type=base", f"--policy.path={checkpoint}", "--policy.device=cpu",
+                            "--robot.type=so101_follower", f"--robot.port={follower.port}", "--robot.id=desk_follower",
+                            f"--robot.calibration_dir={tmp_path / 'follower'}", f"--robot.cameras={camera}",
+                            "--task=Pick up the cube and place it in the bowl.", "--duration=6", "--fps=30"],
+                           tmp_path, env={"HF_HUB_OFFLINE": "1"})
+        _wait_until(lambda: abs(_joint_deg(follower, "shoulder_pan") - 20.0) < 4.0, 240,
+                    "the arm never went where the policy said")
+        assert tool.finish(timeout_s=300) == 0, tool.output[-3000:]
+    assert not any(s.torque_enabled for s in follower.chain.servos)
