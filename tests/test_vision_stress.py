@@ -62,7 +62,6 @@ def test_mean_error_within_target_and_inside_outside_agrees(results) -> None:
 def test_uncertainty_covers_most_errors_and_says_why_when_there_is_no_number(results) -> None:
     pairs = _errors(results)
     assert np.mean([e <= u for e, u in pairs]) >= 0.9          # a 95 % interval, within sampling
-    assert sum(e > 1.0 and e > u for e, u in pairs) <= 1        # see the expected failure below
     for f, r in results:
         assert (r.measurement is None) == (r.reason is not None)
         if f.cube_visible < 0.3:  # the cube under the gripper: never a number, and the cube is the reason
@@ -70,13 +69,20 @@ def test_uncertainty_covers_most_errors_and_says_why_when_there_is_no_number(res
             assert r.rim is None or r.reason in (NotMeasured.CUBE_NOT_FOUND, NotMeasured.CUBE_PARTLY_HIDDEN)
 
 
-@pytest.mark.xfail(reason="p95 is about 0.9 cm: on white-on-white and glossy rims the outer edge is "
-                                        "invisible and the inner edge is taken (the uncertainty widens instead)")
 def test_p95_error_within_target(results) -> None:
     assert np.percentile([e for e, _ in _errors(results)], 95) <= 0.6
 
 
-@pytest.mark.xfail(reason="one glossy bowl whose hard shadow rings it: the shadow's edge is taken "
-                                        "as the rim (1.55 cm off, +/- 0.85 cm)")
 def test_no_frame_wrong_by_more_than_1cm_outside_its_uncertainty(results) -> None:
     assert not [e for e, u in _errors(results) if e > 1.0 and e > u]
+
+
+def test_the_rim_found_is_the_outer_edge_not_the_inner_one_or_a_shadow(results) -> None:
+    """White-on-white and glossy lips hide their outer edge, hard shadows ring the bowl: the rim
+    drawn must still be the outer edge (the inner edge is 9 % smaller, a shadow's edge about as
+    much larger), wherever the rim is nearly all in view."""
+    for f, r in results:
+        if f.rim_visible >= 0.9 and r.rim is not None:
+            cx, cy, radius = f.rim_px
+            assert abs(r.rim.mean_radius_px / radius - 1) <= 0.05, (f.look.palette, r.rim, f.rim_px)
+            assert np.hypot(r.rim.cx - cx, r.rim.cy - cy) <= 0.15 * radius, (f.look.palette, r.rim, f.rim_px)

@@ -31,7 +31,7 @@ from harness.models.lock import WriterLock
 from harness.models.scoresheet import PlacementMeasurement, Scoresheet, load_scoresheet, now_iso
 from harness.vision.calibration import MOVED_PX, BowlCalibration, camera_shift_px, load_calibration
 from harness.vision.camera import CAMERA_FILE, CameraIntrinsics, load_intrinsics
-from harness.vision.measure import DetectionError, Geometry, annotate, measure_image
+from harness.vision.measure import DetectionError, Geometry, annotate, bowl_shape, measure_image
 from harness.vision.reasons import Caveat
 from harness.vision.rim import fit_rim, rim_from_clicks
 
@@ -92,7 +92,9 @@ def _save_png(path: Path, frame: np.ndarray) -> None:
 
 def _check_flags(args: argparse.Namespace) -> None:
     for flag, value, low, high in (("--bowl-cm", args.bowl_cm, 1.0, 100.0), ("--cube-cm", args.cube_cm, 0.5, 50.0),
-                                   ("--bowl-height-cm", args.bowl_height_cm, 0.0, 50.0)):
+                                   ("--bowl-height-cm", args.bowl_height_cm, 0.0, 50.0),
+                                   ("--rim-width-cm", args.rim_width_cm, 0.05, 0.3 * args.bowl_cm),
+                                   ("--floor-cm", args.floor_cm, 0.0, args.bowl_cm)):
         if not (math.isfinite(value) and low <= value <= high):
             raise HarnessInputError(None, flag, f"{value}: must be within {low:g}..{high:g} cm")
     if args.fovy_deg is not None and not (math.isfinite(args.fovy_deg) and 1.0 <= args.fovy_deg <= 170.0):
@@ -171,6 +173,12 @@ def _undistorted_clicks(points: tuple[tuple[float, float], ...], camera: CameraI
     return tuple((float(x), float(y)) for x, y in moved)
 
 
+def _geometry(args: argparse.Namespace, focal: float | None) -> Geometry:
+    return Geometry(bowl_cm=args.bowl_cm, cube_cm=args.cube_cm, bowl_height_cm=args.bowl_height_cm,
+                    rim_width_cm=args.rim_width_cm, floor_cm=args.floor_cm, focal_px=focal,
+                    max_uncertainty_cm=args.max_uncertainty_cm)
+
+
 def _measure(args: argparse.Namespace, frames: list[tuple[Path, tuple[int, int] | None, Path | None]],
              sheets: dict[Path, Scoresheet]) -> int:
     say = (lambda text: print(text, file=sys.stderr)) if args.json else print
@@ -188,7 +196,7 @@ def _measure(args: argparse.Namespace, frames: list[tuple[Path, tuple[int, int] 
         seen = camera.undistort(frame) if camera else frame
         if args.auto:
             try:
-                rim = fit_rim(seen).rim
+                rim = fit_rim(seen, shape=bowl_shape(_geometry(args, None))).rim
             except DetectionError as err:
                 raise HarnessInputError(source, "--auto", f"no bowl rim ({err}); use --clicks on two opposite "
                                         "rim points") from None
@@ -211,8 +219,7 @@ def _measure(args: argparse.Namespace, frames: list[tuple[Path, tuple[int, int] 
     focal = None
     if args.fovy_deg and camera is None:
         focal = (reference.shape[0] / 2) / math.tan(math.radians(args.fovy_deg / 2))
-    geometry = Geometry(bowl_cm=args.bowl_cm, cube_cm=args.cube_cm, bowl_height_cm=args.bowl_height_cm,
-                        focal_px=focal, max_uncertainty_cm=args.max_uncertainty_cm)
+    geometry = _geometry(args, focal)
     pending: dict[Path, list[PlacementMeasurement]] = {path: [] for path in sheets}
     measured = failed = 0
     for image_path, trial, sheet_path in frames:

@@ -16,10 +16,10 @@ import numpy as np
 
 from harness.vision.camera import CameraIntrinsics
 from harness.vision.reasons import Caveat, DetectionError, NotMeasured
-from harness.vision.rim import Rim, RimFit, fit_rim
+from harness.vision.rim import BowlShape, Rim, RimFit, fit_rim
 
-__all__ = ["DetectionError", "FrameResult", "Geometry", "Measurement", "NotMeasured", "annotate", "find_cube",
-           "measure_frame", "measure_image"]
+__all__ = ["DetectionError", "FrameResult", "Geometry", "Measurement", "NotMeasured", "annotate", "bowl_shape",
+           "find_cube", "measure_frame", "measure_image"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,8 @@ class Geometry:
     bowl_height_cm: float = 4.5      # rim above the table
     bowl_floor_cm: float = 0.4       # floor above the table
     cube_cm: float = 3.0
+    rim_width_cm: float = 0.6        # the rim's lip seen from above: outer edge to where the wall's inner face begins
+    floor_cm: float = 7.3            # the inside floor's diameter, where the wall meets it
     focal_px: float | None = None    # None: no height correction
     principal_px: tuple[float, float] | None = None   # None: the image centre
     max_uncertainty_cm: float = 2.0  # a wider 95 % interval than this is "not measured"
@@ -202,6 +204,12 @@ class FrameResult:
         }
 
 
+def bowl_shape(geometry: Geometry) -> BowlShape:
+    """The rim's width and the floor's size as fractions of the rim's radius, for the automatic rim."""
+    radius = geometry.bowl_cm / 2
+    return BowlShape(rim_width_frac=geometry.rim_width_cm / radius, floor_frac=geometry.floor_cm / 2 / radius)
+
+
 def measure_image(frame: np.ndarray, geometry: Geometry, camera: CameraIntrinsics | None = None,
                   rim: Rim | None = None, fit: RimFit | None = None) -> FrameResult:
     """Undistort (when the lens is known), find the rim unless one is given, then measure.
@@ -218,7 +226,7 @@ def measure_image(frame: np.ndarray, geometry: Geometry, camera: CameraIntrinsic
         caveats.append(Caveat.LENS_DISTORTION_UNCORRECTED)
     try:
         if rim is None:
-            fit = fit_rim(frame)
+            fit = fit_rim(frame, shape=bowl_shape(geometry))
             rim = fit.rim
         result = measure_frame(frame, rim, geometry, fit)
     except DetectionError as err:

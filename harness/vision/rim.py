@@ -16,7 +16,7 @@ Refitting on resampled rays gives the fit's own uncertainty, which measurements 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
@@ -73,6 +73,9 @@ class RimFit:
     sigma: tuple[float, float, float, float]        # standard error of cx, cy, a, b (px), from resampling
     layers: int                                     # concentric layers seen (floor, inner and outer rim edge)
     rival_px: float = 0.0                           # how far a nearly as well supported edge lies from it
+    outer_share: float = 0.0                        # share of rays showing the rim's outer edge
+    inner_share: float = 0.0                        # share showing its inner edge (where the wall begins)
+    floor_share: float = 0.0                        # support of the floor's edge where the bowl's shape puts it
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,32 @@ class _Layer:
 
 RAYS = 144
 MIN_SUPPORT = 0.45       # an edge layer at all
-RIM_SUPPORT = 0.5        # the layer taken as the rim's outer edge
+RIM_SUPPORT = 0.5        # rays showing the rim's outer or inner edge
+HYPOTHESIS_SUPPORT = 0.3  # a layer worth trying as one edge of the rim's band
+RIVAL_SCORE = 0.85       # another band this well supported widens the uncertainty
+RIM_WIDTH_SIGMA_FRAC = 0.05 / 5.75   # the rim's width known to about half a millimetre
+FLOOR_TOLERANCE = 0.05   # the floor's edge within 5 % of where the bowl's shape puts it
+NOMINAL_PARALLAX = (75 - 4.5) / (75 - 0.4)   # a floor 4 cm below the rim, seen from 0.75 m: 5 % smaller
+
+
+@dataclass(frozen=True)
+class BowlShape:
+    """What the automatic rim knows of the bowl besides its diameter, as fractions of the rim's
+    outer radius: the rim's width seen from above (outer edge to where the wall's inner face
+    begins) and the inside floor's edge (where the wall meets the floor). The defaults are the
+    project's bowl: an 11.5 cm rim with a 0.6 cm lip, a 7.3 cm floor 4.1 cm below the rim."""
+
+    rim_width_frac: float = 0.6 / 5.75
+    floor_frac: float = 3.65 / 5.75
+
+    @property
+    def inner_ratio(self) -> float:
+        return 1.0 - self.rim_width_frac
+
+    @property
+    def floor_ratio(self) -> float:
+        """The floor's edge over the rim's, as seen: lower, so a little smaller (about 5 %, less from higher up)."""
+        return self.floor_frac * NOMINAL_PARALLAX
 
 
 def find_rim(frame: np.ndarray, min_radius_frac: float = 0.035, max_radius_frac: float = 0.3) -> Rim | None:
@@ -97,8 +125,13 @@ def find_rim(frame: np.ndarray, min_radius_frac: float = 0.035, max_radius_frac:
         return None
 
 
-def fit_rim(frame: np.ndarray, min_radius_frac: float = 0.035, max_radius_frac: float = 0.3) -> RimFit:
-    """The bowl rim's outer edge with its uncertainty; DetectionError with the reason when unsure."""
+def fit_rim(frame: np.ndarray, min_radius_frac: float = 0.035, max_radius_frac: float = 0.3,
+            shape: BowlShape = BowlShape()) -> RimFit:
+    """The bowl rim's outer edge with its uncertainty; DetectionError with the reason when unsure.
+
+    The rim is a band of known width (`shape`): its outer edge and its inner edge are fitted
+    together, and where only one of them shows, the floor's edge inside the bowl says which one it is.
+    """
     h, w = frame.shape[:2]
     r_min, r_max = min_radius_frac * min(h, w), max_radius_frac * min(h, w)
     lab = _smoothed_lab(frame)
@@ -107,53 +140,94 @@ def fit_rim(frame: np.ndarray, min_radius_frac: float = 0.035, max_radius_frac: 
     centres = [(2 * x + 0.5, 2 * y + 0.5) for x, y in _voted_centres(gx, gy, magnitude, r_min / 2, r_max / 2)]
     if not centres:
         raise DetectionError(NotMeasured.RIM_NOT_FOUND, "no circular edges in the frame")
-    best: tuple[float, _Layer, list[_Layer]] | None = None
+    best: tuple[float, _Ring, list[_Ring], list[_Layer]] | None = None
     weakest_miss = 0.0
     for centre in centres:
-        layers = _layers(lab, centre, r_min, r_max)
+        rays = _edges_along_rays(lab, centre, r_min, r_max)
+        layers = _layers_on(rays, r_min, r_max)
         weakest_miss = max([weakest_miss, *(layer.support for layer in layers)])
         good = [layer for layer in layers if layer.support >= MIN_SUPPORT]
         if not good:
             continue
         supports = sorted((layer.support for layer in good), reverse=True)
-        # the outer edge is the outermost one nearly as well supported as the best: beyond the rim
-        # there is only table, whose texture, shadows and halos make partial rings at most
+        # the outermost edge nearly as well supported as the best is near the rim: beyond it there is
+        # only table, whose texture, shadows and halos make partial rings at most
         rim_edge = max((layer for layer in good if layer.support >= 0.6 * supports[0]),
                        key=lambda layer: layer.rim.a)
-        score = supports[0] + 0.5 * sum(supports[1:2])  # a bowl shows whole, concentric edges
-        if best is None or score > best[0]:
-            best = (score, rim_edge, layers)
+        rings = _ring_hypotheses(rays, rim_edge, layers, shape)
+        if not rings:
+            continue
+        # the bowl is the centre whose rim band and floor show best (a round arm joint has no floor)
+        ring = max(rings, key=lambda r: r.score)
+        if best is None or ring.score > best[0]:
+            best = (ring.score, ring, rings, layers)
     if best is None:
         if weakest_miss > 0:
             raise DetectionError(NotMeasured.WEAK_EDGE_SUPPORT,
                                  f"edges found on only {100 * weakest_miss:.0f}% of the rim "
                                  f"(needs {100 * MIN_SUPPORT:.0f}%)")
         raise DetectionError(NotMeasured.RIM_NOT_FOUND, "no ring of edges around any candidate centre")
-    _, layer, all_layers = best
-    rim = layer.rim
-    if layer.support < RIM_SUPPORT:
+    _, ring, rings, all_layers = best
+    ratio = shape.inner_ratio
+    rim = ring.rim
+    if ring.either_share < RIM_SUPPORT:
         raise DetectionError(NotMeasured.WEAK_EDGE_SUPPORT,
-                             f"the rim's outer edge is found on only {100 * layer.support:.0f}% of it "
+                             f"the rim's edges are found on only {100 * ring.either_share:.0f}% of it "
                              f"(needs {100 * RIM_SUPPORT:.0f}%)")
     washed = _clipped_share(frame, rim)
-    if washed > 0.4:
+    if washed > 0.4 and ring.outer_share < RIM_SUPPORT:  # where the outer edge shows, clipping did not hide it
         raise DetectionError(NotMeasured.WEAK_EDGE_SUPPORT,
                              f"{100 * washed:.0f}% of the pixels around the rim are clipped white or black "
                              "(exposure): its outer edge cannot be told from the table")
-    ellipse = layer.ellipse
-    if ellipse is not None:
-        if min(ellipse.a, ellipse.b) / max(ellipse.a, ellipse.b) < 0.9:
-            raise DetectionError(NotMeasured.ELLIPSE_INCONSISTENT_WITH_CAMERA,
-                                 f"the rim's edges make a {ellipse.a:.0f} x {ellipse.b:.0f} px ellipse: a camera "
-                                 "looking down within 25 degrees of vertical sees the rim nearly round")
-        rim = ellipse
-    # a weaker concentric edge just outside (a white rim's outer edge on a white table, a shadow's
-    # edge) could be the rim's outer edge as well: the distance to it is part of what the fit does not know
-    rivals = [other.rim.a - layer.rim.a for other in all_layers
-              if 1.0 < other.rim.a / layer.rim.a < 1.25 and other.support >= 0.25
-              and math.hypot(other.rim.cx - layer.rim.cx, other.rim.cy - layer.rim.cy) < 0.1 * layer.rim.a]
-    return RimFit(rim, layer.support, layer.residual_px, _resampled_sigma(layer.points, ellipse is not None),
-                  sum(1 for other in all_layers if other.support >= MIN_SUPPORT), max(rivals, default=0.0))
+    if ring.ellipse and min(rim.a, rim.b) / max(rim.a, rim.b) < 0.9:
+        raise DetectionError(NotMeasured.ELLIPSE_INCONSISTENT_WITH_CAMERA,
+                             f"the rim's edges make a {rim.a:.0f} x {rim.b:.0f} px ellipse: a camera "
+                             "looking down within 25 degrees of vertical sees the rim nearly round")
+    # another band nearly as well supported (a shadow's edge with an edge inside it) could be the rim
+    # as well: the distance to it is part of what the fit does not know
+    rivals = [abs(other.rim.mean_radius_px - rim.mean_radius_px) for other in rings
+              if other.score >= RIVAL_SCORE * ring.score
+              and math.hypot(other.rim.cx - rim.cx, other.rim.cy - rim.cy) < 0.1 * rim.mean_radius_px]
+    sigma = _resampled_sigma(ring.points(ratio), ring.ellipse)
+    # the inner edge's share of the fit carries the rim width's own tolerance into the scale
+    width_sigma = ring.inner_weight * rim.mean_radius_px * RIM_WIDTH_SIGMA_FRAC / ratio
+    sigma = (sigma[0], sigma[1], math.hypot(sigma[2], width_sigma), math.hypot(sigma[3], width_sigma))
+    return RimFit(rim, ring.either_share, ring.residual_px, sigma,
+                  sum(1 for other in all_layers if other.support >= MIN_SUPPORT), max(rivals, default=0.0),
+                  ring.outer_share, ring.inner_share, ring.floor_share)
+
+
+def _ring_hypotheses(rays: _Rays, near_rim: _Layer, layers: list[_Layer], shape: BowlShape) -> list[_Ring]:
+    """Bands of the rim's width near the best-supported outer layer: each layer close to it taken
+    as the band's outer edge, and as its inner edge (the outer one then lies a rim's width beyond).
+
+    Where a band shows one edge only (a dark lip on a dark wall, a grey lip on a grey table), the
+    edge alone cannot say whether it is the band's outer or inner edge: the floor's edge, a strong
+    concentric layer well inside, sits where the bowl's shape puts it for the right one only."""
+    ratio = shape.inner_ratio
+    reference = near_rim.rim
+    rings: list[_Ring] = []
+    for layer in layers:
+        if not 0.75 <= layer.rim.a / reference.a <= 1.3 or layer.support < HYPOTHESIS_SUPPORT:
+            continue
+        if math.hypot(layer.rim.cx - reference.cx, layer.rim.cy - reference.cy) > 0.15 * reference.a:
+            continue
+        seed = layer.ellipse or layer.rim
+        for guess in (seed, _scaled(seed, 1 / ratio)):
+            ring = _refine_ring(rays, guess, ratio)
+            if ring is not None and not any(abs(ring.rim.a - other.rim.a) < 0.5 and abs(ring.rim.b - other.rim.b) < 0.5
+                                            for other in rings):
+                rings.append(replace(ring, floor_share=_floor_support(ring.rim, layers, shape.floor_ratio)))
+    return rings
+
+
+def _floor_support(rim: Rim, layers: list[_Layer], floor_ratio: float) -> float:
+    """Support of the layer where the floor's edge should be if `rim` is the outer edge (0 if none).
+    Lower than the rim, the floor is seen a little off its centre (parallax): a loose centre test."""
+    return max((layer.support for layer in layers
+                if abs(layer.rim.mean_radius_px / rim.mean_radius_px - floor_ratio) <= FLOOR_TOLERANCE * floor_ratio
+                and math.hypot(layer.rim.cx - rim.cx, layer.rim.cy - rim.cy) <= 0.25 * rim.mean_radius_px),
+               default=0.0)
 
 
 def _smoothed_lab(frame: np.ndarray) -> np.ndarray:
@@ -213,8 +287,26 @@ def _voted_centres(gx: np.ndarray, gy: np.ndarray, magnitude: np.ndarray, r_min:
     return found
 
 
+@dataclass(frozen=True)
+class _Rays:
+    """Every edge found along rays from one voted centre: what the layers and the ring fit are made of."""
+
+    centre: tuple[float, float]
+    phis: np.ndarray          # (RAYS,) ray angles
+    candidates: np.ndarray    # (RAYS, K) edge radii along each ray, NaN-padded
+    usable: np.ndarray        # (RAYS,) rays that stay inside the frame over most of their length
+    radii: np.ndarray         # the sampled radii
+    r_edge: np.ndarray        # all edge radii, flattened
+    ray: np.ndarray           # the ray of each edge in `r_edge`
+
+
 def _layers(lab: np.ndarray, centre: tuple[float, float], r_min: float, r_max: float) -> list[_Layer]:
     """Concentric ellipses of edges around `centre`: rays find the edges, radii that recur form layers."""
+    return _layers_on(_edges_along_rays(lab, centre, r_min, r_max), r_min, r_max)
+
+
+def _edges_along_rays(lab: np.ndarray, centre: tuple[float, float], r_min: float, r_max: float) -> _Rays:
+    """Colour-gradient peaks along RAYS rays from `centre`, to a tenth of a pixel."""
     h, w = lab.shape[:2]
     step = 0.5
     radii = np.arange(0.5 * r_min, 1.15 * r_max, step, dtype=np.float32)
@@ -241,6 +333,14 @@ def _layers(lab: np.ndarray, centre: tuple[float, float], r_min: float, r_max: f
     slot = np.arange(len(ray)) - np.concatenate([[0], np.cumsum(per_ray)])[ray]
     candidates[ray, slot] = r_edge
     usable = np.mean(valid, axis=1) > 0.5
+    return _Rays(centre, phis, candidates, usable, radii, r_edge, ray)
+
+
+def _layers_on(rays: _Rays, r_min: float, r_max: float) -> list[_Layer]:
+    """Radii that recur over many rays, each refined into a layer (circle, and ellipse where it goes round)."""
+    centre, phis, candidates, usable, radii, r_edge, ray = (rays.centre, rays.phis, rays.candidates, rays.usable,
+                                                            rays.radii, rays.r_edge, rays.ray)
+    step = float(radii[1] - radii[0])
     histogram = np.zeros(len(radii))
     bins = np.clip(((r_edge - radii[0]) / step).astype(int), 0, len(radii) - 1)
     np.add.at(histogram, np.unique(ray * len(radii) + bins) % len(radii), 1)
@@ -296,6 +396,97 @@ def _refine_layer(centre: tuple[float, float], phis: np.ndarray, candidates: np.
     fitted = ellipse or circle
     residual = np.abs(np.linalg.norm(fitted.to_cm(points, 2.0), axis=1) - 1.0) * fitted.mean_radius_px
     return _Layer(circle, ellipse, points, support, float(np.sqrt(np.mean(residual ** 2))))
+
+
+@dataclass(frozen=True)
+class _Ring:
+    """The rim as a band of known width: its outer edge, fitted on both of the band's edges."""
+
+    rim: Rim                 # the outer edge
+    outer: np.ndarray        # (N, 2) outer-edge points, one per ray that shows it
+    inner: np.ndarray        # (M, 2) inner-edge points as seen (the band's inner edge, where the wall begins)
+    outer_share: float       # shares of the usable rays showing each edge
+    inner_share: float
+    either_share: float      # rays showing at least one of them
+    residual_px: float
+    ellipse: bool            # fitted as an ellipse (the edges go round far enough), else a circle
+    floor_share: float = 0.0  # support of the floor's edge where the bowl's shape puts it for this rim
+
+    @property
+    def score(self) -> float:
+        return self.outer_share + self.inner_share + self.floor_share
+
+    @property
+    def inner_weight(self) -> float:
+        """How much of the fit rests on the inner edge, whose scale depends on the rim's width."""
+        return len(self.inner) / max(1, len(self.inner) + len(self.outer))
+
+    def points(self, ratio: float) -> np.ndarray:
+        """All points as outer-edge points: the inner ones pushed out by the band's width."""
+        centre = np.array([self.rim.cx, self.rim.cy])
+        return np.vstack([self.outer, centre + (self.inner - centre) / ratio])
+
+
+def _scaled(rim: Rim, factor: float) -> Rim:
+    return Rim(rim.cx, rim.cy, rim.a * factor, rim.b * factor, rim.angle_deg)
+
+
+def _refine_ring(rays: _Rays, guess: Rim, ratio: float) -> _Ring | None:
+    """Fit the rim's outer edge on both edges of its band: on each ray, the edge nearest the outer
+    ellipse, and the edge nearest the inner one (the outer scaled by `ratio`, the band's inner edge
+    over its outer edge). A rim whose outer edge barely shows against the table (white on white, a
+    glossy lip catching the light) still shows where its wall begins; a shadow's edge outside the rim
+    has no partner edge a rim's width inside it."""
+    cos, sin = np.cos(rays.phis), np.sin(rays.phis)
+    rows = np.arange(len(rays.phis))
+    filled = ~np.all(np.isnan(rays.candidates), axis=1)
+    centre = np.array(rays.centre)
+    rim = guess
+    band = (1 - ratio) * guess.mean_radius_px
+    outer = inner = np.empty((0, 2))
+    for tolerance in (min(3.0, 0.4 * band), 1.5, 1.2, 1.2):
+        picked = []
+        for edge in (rim, _scaled(rim, ratio)):
+            expected = _ellipse_radius_along_rays(edge, rays.centre, rays.phis)
+            gap = np.abs(rays.candidates - expected[:, None])
+            gap[np.isnan(gap)] = np.inf
+            j = np.argmin(gap, axis=1)
+            near = filled & (gap[rows, j] <= tolerance)
+            r_k = rays.candidates[rows[near], j[near]]
+            picked.append(np.column_stack([centre[0] + r_k * cos[near], centre[1] + r_k * sin[near]]))
+        outer, inner = picked
+        if len(outer) + len(inner) < 12:
+            return None
+        middle = np.array([rim.cx, rim.cy])
+        points = np.vstack([outer, middle + (inner - middle) / ratio])
+        fitted = _circle_fit(points)
+        if fitted is None:
+            return None
+        rim = fitted
+    # the final fit: an ellipse where the edges go round far enough to fix one, without outliers
+    middle = np.array([rim.cx, rim.cy])
+    points = np.vstack([outer, middle + (inner - middle) / ratio])
+    angles = np.sort(np.arctan2(points[:, 1] - rim.cy, points[:, 0] - rim.cx))
+    widest_gap = float(np.max(np.diff(np.concatenate([angles, angles[:1] + 2 * np.pi]))))
+    ellipse = widest_gap < math.radians(75) and len(points) >= 20
+    if ellipse:
+        (cx, cy), (d1, d2), angle = cv2.fitEllipse(points.astype(np.float32))
+        rim = Rim(float(cx), float(cy), float(d1 / 2), float(d2 / 2), float(angle))
+    distance = np.abs(np.linalg.norm(rim.to_cm(points, 2.0), axis=1) - 1.0) * rim.mean_radius_px
+    keep = distance <= 1.5
+    outer, inner = outer[keep[:len(outer)]], inner[keep[len(outer):]]
+    usable = max(1, int(rays.usable.sum()))
+    rays_out = _rays_of(outer, rays)
+    rays_in = _rays_of(inner, rays)
+    residual = float(np.sqrt(np.mean(distance[keep] ** 2))) if keep.any() else math.inf
+    return _Ring(rim, outer, inner, min(1.0, len(rays_out) / usable), min(1.0, len(rays_in) / usable),
+                 min(1.0, len(rays_out | rays_in) / usable), residual, ellipse)
+
+
+def _rays_of(points: np.ndarray, rays: _Rays) -> set[int]:
+    """Which rays these points lie on."""
+    phi = np.arctan2(points[:, 1] - rays.centre[1], points[:, 0] - rays.centre[0]) % (2 * np.pi)
+    return set(np.round(phi / (2 * np.pi) * len(rays.phis)).astype(int) % len(rays.phis))
 
 
 def _circle_fit(points: np.ndarray) -> Rim | None:

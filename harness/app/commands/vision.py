@@ -36,6 +36,11 @@ def register(sub: Any) -> None:
     parser.add_argument("--calibration", default="calibration/bowl_top.yaml", help="where the calibration lives")
     parser.add_argument("--cube-cm", type=float, default=3.0)
     parser.add_argument("--bowl-height-cm", type=float, default=4.5, help="rim height above the table")
+    parser.add_argument("--rim-width-cm", type=float, default=0.6,
+                        help="the rim's lip seen from above, outer edge to the wall's inside (--auto fits both edges)")
+    parser.add_argument("--floor-cm", type=float, default=7.3,
+                        help="diameter of the inside floor where the wall meets it (tells --auto the rim's outer "
+                             "edge from its inner one; 0: no visible floor edge)")
     parser.add_argument("--fovy-deg", type=float, help="top camera's vertical field of view: enables the "
                                                       "correction for the cube's top face sitting below the rim")
     parser.add_argument("--camera", help="lens calibration from calibrate-camera (default: camera_top.yaml beside "
