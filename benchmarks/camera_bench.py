@@ -8,7 +8,8 @@ process, as it does for a user; this process is the client.
    emulator to `async_read` returning here (CLOCK_MONOTONIC is shared between processes).
 2. Loop: LeRobot's `SO101Follower` over the emulated bus with both cameras, paced at 30 Hz by
    `MonotonicClock`: `get_observation` (bus read + `read_latest` of each camera) then `send_action`.
-   Jitter = how late each step starts against the ideal 1/30 s grid.
+   Jitter = how late each step starts against the ideal 1/30 s grid. Each row twice: the loop thread
+   at normal priority, and under SCHED_FIFO as `harness run` runs a paced (real-arm) loop.
 
 Run: .venv/bin/python benchmarks/camera_bench.py [--seconds 10]
 """
@@ -30,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness.run.clock import MonotonicClock  # noqa: E402
+from harness.run.realtime import realtime_thread  # noqa: E402
 from harness.sim.config_sim_camera import HarnessSimCameraConfig  # noqa: E402
 from harness.sim.sim_camera import HarnessSimCamera  # noqa: E402
 
@@ -100,7 +102,8 @@ def delivery(socket_path: str, width: int, height: int, seconds: float) -> dict[
     return results
 
 
-def loop_jitter(port: str, socket_path: str, size: tuple[int, int] | None, seconds: float) -> tuple[float, ...]:
+def loop_jitter(port: str, socket_path: str, size: tuple[int, int] | None, seconds: float,
+                realtime: bool) -> tuple[float, ...]:
     from lerobot.robots.so_follower import SO101Follower, SO101FollowerConfig
 
     from harness.robots.so101 import REPO_CALIBRATION
@@ -112,15 +115,18 @@ def loop_jitter(port: str, socket_path: str, size: tuple[int, int] | None, secon
     clock, period = MonotonicClock(), 1.0 / FPS
     hold = {k: v for k, v in robot.get_observation().items() if k.endswith(".pos")}
     lateness, busy = [], []
-    start = clock.now()
-    for step in range(int(seconds * FPS)):
-        due = start + step * period
-        clock.sleep(due - clock.now())
-        began = clock.now()
-        lateness.append(began - due)
-        robot.get_observation()
-        robot.send_action(hold)
-        busy.append(clock.now() - began)
+    with realtime_thread(enabled=realtime) as priority:   # as the run engine does for a paced loop
+        if realtime and not priority.realtime:
+            raise SystemExit(f"real-time scheduling refused: {priority.why_not}")
+        start = clock.now()
+        for step in range(int(seconds * FPS)):
+            due = start + step * period
+            clock.sleep(due - clock.now())
+            began = clock.now()
+            lateness.append(began - due)
+            robot.get_observation()
+            robot.send_action(hold)
+            busy.append(clock.now() - began)
     robot.disconnect()
     late_ms, busy_ms = np.array(lateness[1:]) * 1e3, np.array(busy[1:]) * 1e3
     return (float(np.percentile(late_ms, 50)), float(np.percentile(late_ms, 99)), float(late_ms.max()),
@@ -144,13 +150,15 @@ def main() -> None:
             for width, height in SIZES:
                 for name, (rate, p50, p99) in delivery(socket_path, width, height, args.seconds).items():
                     print(f"| 2 x {width}x{height} | {name} | {rate:.1f} | {p50:.1f} | {p99:.1f} |")
-            print("\n| 30 Hz loop (SO101Follower over the emulator) | late p50 ms | late p99 ms | late max ms "
-                  "| busy p50 ms | busy p99 ms |")
-            print("|---|---|---|---|---|---|")
+            print("\n| 30 Hz loop (SO101Follower over the emulator) | loop thread | late p50 ms | late p99 ms "
+                  "| late max ms | busy p50 ms | busy p99 ms |")
+            print("|---|---|---|---|---|---|---|")
             for size in (None, *SIZES):
                 label = f"2 cameras {size[0]}x{size[1]}" if size else "no cameras"
-                row = loop_jitter(port, socket_path, size, args.seconds)
-                print(f"| {label} | " + " | ".join(f"{v:.2f}" for v in row) + " |")
+                for realtime in (False, True):
+                    row = loop_jitter(port, socket_path, size, args.seconds, realtime)
+                    thread = "SCHED_FIFO (harness run)" if realtime else "normal"
+                    print(f"| {label} | {thread} | " + " | ".join(f"{v:.2f}" for v in row) + " |")
         finally:
             stop_emulator(proc)
 

@@ -171,6 +171,7 @@ def test_a_two_trial_real_arm_run_with_a_saved_act_and_simulated_cameras(tmp_pat
     sheet = load_scoresheet(tmp_path / "scoresheets" / "desk-act.yaml")
     assert [a.label for a in sheet.attempts] == ["no_grasp", "no_grasp"]
     assert all(a.loop.steps >= 60 for a in sheet.attempts)      # ~3 s of the 30 Hz loop each
+    assert all(a.loop.realtime is not None for a in sheet.attempts)   # whether the paced loop ran at SCHED_FIFO
     finals = sorted((tmp_path / "runs" / "desk-act").glob("trial-*/*top*.png"))
     assert len(finals) == 2, sorted(p.name for p in (tmp_path / "runs" / "desk-act").rglob("*"))
     assert not any(s.torque_enabled for s in rig.chain.servos)

@@ -26,6 +26,7 @@ from harness.policies.base import EvalPolicy, TrialContext
 from harness.run.camera_watch import CameraWatch, DropoutPolicy
 from harness.run.clock import Clock
 from harness.run.evidence import EvidenceRecorder
+from harness.run.realtime import realtime_thread
 from harness.run.safety import GuardedRobot
 from harness.run.stages import TrialStage
 
@@ -109,6 +110,7 @@ class EpisodeOutcome:
     obs_to_action_ms: list[float] = field(default_factory=list)
     obs_to_action_clock: str = "wall"
     queue_underruns: int | None = None   # counted by the policy itself (an async client's empty queue)
+    realtime: bool | None = None         # a paced loop: whether it ran under real-time scheduling
 
 
 class RunEngine:
@@ -123,6 +125,7 @@ class RunEngine:
         self.clock = clock
         self.options = options or RunOptions()
         self.period = 1.0 / protocol.fps
+        self._told_priority = False
 
     # --- the run -----------------------------------------------------------
     def run(self) -> int:
@@ -218,7 +221,14 @@ class RunEngine:
         dataset = self.options.dataset
         try:
             self._phase("running")
-            episode = self._episode(trial, recorder)
+            with realtime_thread(enabled=self.options.paced) as priority:
+                episode = self._episode(trial, recorder)
+            if self.options.paced:
+                episode.realtime = priority.realtime
+                if not priority.realtime and not self._told_priority:
+                    self.observer.warn(f"control loop at normal priority ({priority.why_not}): steps may start "
+                                       "late on a busy machine")
+                    self._told_priority = True
             self._phase("scoring")
             verdict = self.stage.verdict()
             w, h = self.options.final_frame_size
@@ -331,8 +341,9 @@ class RunEngine:
             for cam, frame in captured.items():
                 watch.see(cam, frame, sim_t)
             if unwatched and step % watch_every == 0:   # no video frames to inspect: look anyway
-                for cam in unwatched:
-                    watch.see(cam, self.stage.frame(cam, *self.options.dropout.watch_size), sim_t)
+                for cam in unwatched:   # drawn and inspected by the evidence writer when there is one
+                    if not recorder.watch(cam, sim_t, *self.options.dropout.watch_size):
+                        watch.see(cam, self.stage.frame(cam, *self.options.dropout.watch_size), sim_t)
             if step % self.protocol.fps == 0 and log.isEnabledFor(logging.DEBUG):
                 ages = ", ".join(f"{cam} {age:.2f} s" for cam, age in watch.frame_ages(sim_t).items())
                 log.debug("step %d: policy %.1f ms, robot I/O %.1f ms, missed %d; frame ages: %s",
@@ -397,6 +408,7 @@ class RunEngine:
             queue_underruns=e.queue_underruns if e.queue_underruns is not None
             else sum(ms > 1000 * self.period + 1e-6 for ms in e.obs_to_action_ms) if e.obs_to_action_ms else None,
             chunk_switches=getattr(self.policy, "chunk_switches", None),
+            realtime=e.realtime,
         )
 
     # --- arm motions outside the policy -------------------------------------
