@@ -38,7 +38,7 @@ def test_the_tui_guides_the_cube_onto_its_target_and_records_where_it_started(wo
     from harness.models.protocol import load_protocol
     from harness.models.scoresheet import load_scoresheet
     from harness.tui.placement import LiveCamera, PlacementPanel
-    from harness.tui.screens import CheckScreen, PlaceCubeScreen, RunScreen, ScoreScreen, TextPrompt
+    from harness.tui.screens import CheckScreen, ClearTableScreen, RunScreen, ScoreScreen, TextPrompt
     from tests.tiny_policy import save_tiny_act
 
     checkpoint = save_tiny_act(workdir / "act", height=480, width=640)
@@ -80,7 +80,7 @@ def test_the_tui_guides_the_cube_onto_its_target_and_records_where_it_started(wo
             async with app.run_test(size=(110, 32)) as pilot:
                 assert isinstance(app.screen, CheckScreen)
                 await pilot.press("enter")
-                await _until(pilot, lambda: isinstance(app.screen, PlaceCubeScreen), 240)   # clear the table
+                await _until(pilot, lambda: isinstance(app.screen, ClearTableScreen), 240)   # clear the table
                 await pilot.press("enter")
                 await _until(pilot, lambda: reading(1) is not None, 120)
                 dx, dy, yaw = TRIALS[1]

@@ -65,14 +65,17 @@ class PlacementReading:
         ddx = self.target_dxy_cm[0] - self.measured_dxy_cm[0]
         ddy = self.target_dxy_cm[1] - self.measured_dxy_cm[1]
         turn = (self.target_yaw_deg - self.measured_yaw_deg + 45.0) % 90.0 - 45.0
-        parts = []
-        if abs(ddx) >= 0.1:
-            parts.append(f"{abs(ddx):.1f} cm {'away from' if ddx > 0 else 'toward'} the robot")
-        if abs(ddy) >= 0.1:
-            parts.append(f"{abs(ddy):.1f} cm to the {'left' if ddy > 0 else 'right'}")
-        if abs(turn) >= 1.0:
-            parts.append(f"turn {abs(turn):.0f} deg {'anticlockwise' if turn > 0 else 'clockwise'}")
-        return "move it " + ", ".join(parts) if parts else ""
+        moves, says = [], []
+        if (self.error_cm or 0.0) > self.tolerance.cm:   # only what is outside the tolerance
+            if abs(ddx) >= 0.1:
+                moves.append(f"{abs(ddx):.1f} cm {'away from' if ddx > 0 else 'toward'} the robot")
+            if abs(ddy) >= 0.1:
+                moves.append(f"{abs(ddy):.1f} cm to the {'left' if ddy > 0 else 'right'}")
+        if moves:
+            says.append("move it " + ", ".join(moves))
+        if (self.yaw_error_deg or 0.0) > self.tolerance.deg:
+            says.append(f"turn it {abs(turn):.0f} deg {'anticlockwise' if turn > 0 else 'clockwise'}")
+        return "; ".join(says)
 
     def line(self) -> str:
         tx, ty = self.target_dxy_cm

@@ -120,7 +120,7 @@ class RunApp(App[int]):
     def _finish(self, banner: str | None) -> None:
         self.finished = True
         done = banner or f"Run complete. Press q to quit. Report: harness report {self.engine.sheet.path}"
-        self.update_state(phase="done", banner=done)
+        self.update_state(phase="done", banner=done, placement=None)
 
     def action_emergency_stop(self) -> None:
         # The guard refuses the engine's next motion command, which voids the trial in flight and

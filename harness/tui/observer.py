@@ -20,7 +20,7 @@ from harness.models.scoresheet import Attempt
 from harness.models.taxonomy import Label, Void, VoidKind
 from harness.run.engine import ScoreDecision
 from harness.run.placement_guide import PlacementReading
-from harness.tui.screens import PlaceCubeScreen, ScoreScreen
+from harness.tui.screens import ClearTableScreen, PlaceCubeScreen, ScoreScreen
 from harness.tui.state import LivePlacement
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ class TuiObserver:
     def clear_for_reference(self) -> None:
         message = ("Before the first trial: clear the table (cube off, nothing else in view) so the empty scene can "
                    "be captured with the arm at its start pose, then press Enter.")
-        self._ask(lambda app, done: app.push_screen(PlaceCubeScreen(message), done))
+        self._ask(lambda app, done: app.push_screen(ClearTableScreen(message), done))
 
     def _take_answers(self, override: bool = True, scene: bool = True) -> tuple[str | None, str | None]:
         with self._answers:

@@ -109,7 +109,7 @@ def guide_text(live: LivePlacement) -> Text:
     if reading.error_cm is None or reading.measured_dxy_cm is None:
         what = reading.not_measured.value.replace("_", " ") if reading.not_measured else "not measured"
         text.append("cube   ", style="dim")
-        text.append(f"{what}\n", style="bold yellow")
+        text.append(f"not measured ({what})\n", style="bold yellow")
         text.append(f"{reading.detail}\n", style="dim")
     else:
         mx, my = reading.measured_dxy_cm

@@ -253,3 +253,8 @@ class PlaceCubeScreen(ModalScreen[bool]):
         self.dismiss(True)
 
 
+class ClearTableScreen(PlaceCubeScreen):
+    """Before the first guided trial: the table cleared for the empty-scene reference."""
+
+    BINDINGS = [Binding("enter", "placed", "Table is clear")]
+
