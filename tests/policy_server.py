@@ -20,10 +20,12 @@ def free_port() -> int:
 
 
 class PolicyServerProcess:
-    def __init__(self, port: int, workdir: Path) -> None:
-        """`workdir` takes the `logs/` folder LeRobot's server writes into its working directory."""
+    def __init__(self, port: int, workdir: Path, inference_latency_s: float = 0.0) -> None:
+        """`workdir` takes the `logs/` folder LeRobot's server writes into its working directory;
+        `inference_latency_s` is the server's own floor on each answer (LeRobot's default is 1/30 s)."""
         self.port = port
         self.workdir = workdir
+        self.inference_latency_s = inference_latency_s
         self.inferences = 0
         self.lines: list[str] = []
         self._kill_at: int | None = None
@@ -33,11 +35,17 @@ class PolicyServerProcess:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def pid(self) -> int:
+        assert self._process is not None
+        return self._process.pid
+
     def start(self, timeout_s: float = 180.0) -> PolicyServerProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._process = subprocess.Popen(
             [sys.executable, "-m", "lerobot.async_inference.policy_server", "--host=127.0.0.1",
-             f"--port={self.port}", "--fps=30", "--inference_latency=0", "--obs_queue_timeout=1"],
+             f"--port={self.port}", "--fps=30", f"--inference_latency={self.inference_latency_s}",
+             "--obs_queue_timeout=1"],
             cwd=self.workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
         threading.Thread(target=self._read, daemon=True).start()

@@ -26,7 +26,7 @@ ASYNC_FIELDS = ("server", *QUEUE_FLAGS)
 def register_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy-server", metavar="HOST:PORT",
                         help="simulated arm: LeRobot's asynchronous inference; the policy runs in LeRobot's policy "
-                             "server (python -m lerobot.async_inference.policy_server --host H --port P), which "
+                             "server (python -m lerobot.async_inference.policy_server --host=H --port=P), which "
                              "loads --policy from the same path; its round trips become simulated time; locked")
     parser.add_argument("--actions-per-chunk", type=int, metavar="N",
                         help="--policy-server: actions the server returns per chunk (default: the policy's "
