@@ -30,8 +30,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from harness.realtime import realtime_thread  # noqa: E402
 from harness.run.clock import MonotonicClock  # noqa: E402
-from harness.run.realtime import realtime_thread  # noqa: E402
 from harness.sim.config_sim_camera import HarnessSimCameraConfig  # noqa: E402
 from harness.sim.sim_camera import HarnessSimCamera  # noqa: E402
 

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from harness.run.realtime import realtime_thread
+from harness.realtime import realtime_thread
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setscheduler"), reason="POSIX real-time scheduling only")
 

@@ -17,6 +17,7 @@ import tty
 
 from harness.bus import protocol as p
 from harness.bus.emulator import ServoChain
+from harness.realtime import realtime_thread
 
 GIL_SWITCH_S = 0.0005
 TCGETS2 = 0x802C542A  # Linux: struct termios2, which carries arbitrary baud rates
@@ -52,6 +53,12 @@ class PtyBus:
         self._thread.start()
 
     def _serve(self) -> None:
+        # Real servos answer in microseconds whatever the host is doing; a starved emulator thread on a busy
+        # machine answers late and LeRobot reports a servo missing. Real-time where the OS allows.
+        with realtime_thread():
+            self._serve_packets()
+
+    def _serve_packets(self) -> None:
         buffer = bytearray()
         last_tick = time.monotonic()
         while not self._stop.is_set():

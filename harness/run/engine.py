@@ -23,10 +23,10 @@ from harness.models.stats import percentile
 from harness.models.taxonomy import Label, Void, VoidKind
 from harness.policies.async_client import PolicyServerLost
 from harness.policies.base import EvalPolicy, TrialContext
+from harness.realtime import realtime_thread
 from harness.run.camera_watch import CameraWatch, DropoutPolicy
 from harness.run.clock import Clock
 from harness.run.evidence import EvidenceRecorder
-from harness.run.realtime import realtime_thread
 from harness.run.safety import GuardedRobot
 from harness.run.stages import TrialStage
 
