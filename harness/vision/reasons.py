@@ -8,6 +8,7 @@ from enum import StrEnum
 class NotMeasured(StrEnum):
     RIM_NOT_FOUND = "rim_not_found"
     WEAK_EDGE_SUPPORT = "weak_edge_support"
+    RIM_AMBIGUOUS = "rim_ambiguous"
     ELLIPSE_INCONSISTENT_WITH_CAMERA = "ellipse_inconsistent_with_camera"
     CUBE_NOT_FOUND = "cube_not_found"
     CUBE_PARTLY_HIDDEN = "cube_partly_hidden"

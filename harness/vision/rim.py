@@ -91,8 +91,10 @@ RAYS = 144
 MIN_SUPPORT = 0.45       # an edge layer at all
 RIM_SUPPORT = 0.5        # rays showing the rim's outer or inner edge
 HYPOTHESIS_SUPPORT = 0.3  # a layer worth trying as one edge of the rim's band
+AMBIGUOUS_SCORE = 0.95   # a ring elsewhere this bowl-like: no rim is trusted
 RIVAL_SCORE = 0.85       # another band this well supported widens the uncertainty
 RIM_WIDTH_SIGMA_FRAC = 0.05 / 5.75   # the rim's width known to about half a millimetre
+FLOOR_WEIGHT = 0.5      # the floor breaks ties between the band's two readings; the band itself comes first
 FLOOR_TOLERANCE = 0.05   # the floor's edge within 5 % of where the bowl's shape puts it
 NOMINAL_PARALLAX = (75 - 4.5) / (75 - 0.4)   # a floor 4 cm below the rim, seen from 0.75 m: 5 % smaller
 
@@ -141,6 +143,7 @@ def fit_rim(frame: np.ndarray, min_radius_frac: float = 0.035, max_radius_frac: 
     if not centres:
         raise DetectionError(NotMeasured.RIM_NOT_FOUND, "no circular edges in the frame")
     best: tuple[float, _Ring, list[_Ring], list[_Layer]] | None = None
+    per_centre: list[_Ring] = []
     weakest_miss = 0.0
     for centre in centres:
         rays = _edges_along_rays(lab, centre, r_min, r_max)
@@ -159,6 +162,7 @@ def fit_rim(frame: np.ndarray, min_radius_frac: float = 0.035, max_radius_frac: 
             continue
         # the bowl is the centre whose rim band and floor show best (a round arm joint has no floor)
         ring = max(rings, key=lambda r: r.score)
+        per_centre.append(ring)
         if best is None or ring.score > best[0]:
             best = (ring.score, ring, rings, layers)
     if best is None:
@@ -169,6 +173,13 @@ def fit_rim(frame: np.ndarray, min_radius_frac: float = 0.035, max_radius_frac: 
         raise DetectionError(NotMeasured.RIM_NOT_FOUND, "no ring of edges around any candidate centre")
     _, ring, rings, all_layers = best
     ratio = shape.inner_ratio
+    elsewhere = [other for other in per_centre if other.score >= AMBIGUOUS_SCORE * ring.score and math.hypot(
+        other.rim.cx - ring.rim.cx, other.rim.cy - ring.rim.cy) > 0.5 * ring.rim.mean_radius_px]
+    if elsewhere:
+        other = elsewhere[0].rim
+        raise DetectionError(NotMeasured.RIM_AMBIGUOUS,
+                             f"a ring at ({other.cx:.0f}, {other.cy:.0f}) px looks as much like the rim as the one at "
+                             f"({ring.rim.cx:.0f}, {ring.rim.cy:.0f}) px (round arm joints, the rim half hidden?)")
     rim = ring.rim
     if ring.either_share < RIM_SUPPORT:
         raise DetectionError(NotMeasured.WEAK_EDGE_SUPPORT,
@@ -414,7 +425,7 @@ class _Ring:
 
     @property
     def score(self) -> float:
-        return self.outer_share + self.inner_share + self.floor_share
+        return self.outer_share + self.inner_share + FLOOR_WEIGHT * self.floor_share
 
     @property
     def inner_weight(self) -> float:
