@@ -14,6 +14,7 @@ import resource
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import harness.sim  # noqa: F401  (selects the GL backend; must precede mujoco)
@@ -75,12 +76,15 @@ def run_trial(world: SimWorld, protocol, policy, trial, cameras: tuple[str, ...]
 
 
 class _TimedObserver:
-    """A silent observer that notes when each trial starts and when its attempt is recorded."""
+    """A silent observer that notes when each trial starts and when its attempt is recorded, and the CPU
+    seconds the loop process and the evidence writer's processes have used by then."""
 
     def __init__(self) -> None:
         self.started: list[float] = []
         self.scored: list[float] = []
         self.labels: list[str] = []
+        self.writer_pids: list[int] = []
+        self.cpu_at_scored: list[tuple[float, float]] = []   # (loop, writer) CPU s when each attempt was recorded
 
     def trial_started(self, trial, attempt, done, total) -> None:
         self.started.append(time.perf_counter())
@@ -101,7 +105,17 @@ class _TimedObserver:
 
     def trial_scored(self, attempt) -> None:
         self.scored.append(time.perf_counter())
+        self.cpu_at_scored.append((time.process_time(), sum(_proc_cpu_s(pid) for pid in self.writer_pids)))
         self.labels.append(attempt.label)
+
+    def steady_cpu(self) -> tuple[float, float]:
+        """Median CPU s per trial (loop, writer) from one recorded attempt to the next: the first trial, which
+        also pays for start-up (imports, GL contexts, the writer's own world), is left out."""
+        pairs = zip(self.cpu_at_scored, self.cpu_at_scored[1:], strict=False)
+        steps = [(b[0] - a[0], b[1] - a[1]) for a, b in pairs]
+        if not steps:
+            return float("nan"), float("nan")
+        return statistics.median(x[0] for x in steps), statistics.median(x[1] for x in steps)
 
     def stop_requested(self) -> bool:
         return False
@@ -110,7 +124,7 @@ class _TimedObserver:
         return True
 
 
-def engine_trials(protocol_path: Path, n: int, video: bool, work: Path) -> tuple[list[float], list[str]]:
+def engine_trials(protocol_path: Path, n: int, video: bool, work: Path) -> EngineTrials:
     """Seconds per trial through the run engine (start pose, cube, loop, scoring, evidence, scoresheet)."""
     from harness.models.scoresheet import build_locked, lock_scoresheet
     from harness.run.clock import MonotonicClock
@@ -123,11 +137,14 @@ def engine_trials(protocol_path: Path, n: int, video: bool, work: Path) -> tuple
     observer = _TimedObserver()
     writer = None
     extra = {}
-    if video and importlib.util.find_spec("harness.run.evidence_writer"):  # absent before issue 18: in the loop
+    # as `harness run` builds it: the writer draws a simulated run's frames, with or without video
+    # (before issue 18 there was none; until the watch moved there, none without video)
+    if importlib.util.find_spec("harness.run.evidence_writer") and (video or _writer_watches()):
         from harness.run.evidence_writer import EvidenceWriter
 
         writer = EvidenceWriter(world.geometry, control_fps=protocol.fps)
         extra["evidence_writer"] = writer
+        observer.writer_pids = list(getattr(writer, "pids", None) or [writer._process.pid])  # one process before
     options = RunOptions(runs_dir=work / f"runs-{video}", video=video, max_attempts=n, **extra)
     cpu_before = _cpu_s()
     try:
@@ -138,7 +155,41 @@ def engine_trials(protocol_path: Path, n: int, video: bool, work: Path) -> tuple
             writer.close()
     cpu = (_cpu_s() - cpu_before) / max(1, len(observer.scored))
     robot.disconnect()
-    return [b - a for a, b in zip(observer.started, observer.scored, strict=True)], observer.labels, cpu
+    walls = [b - a for a, b in zip(observer.started, observer.scored, strict=True)]
+    return EngineTrials(walls, observer.labels, cpu, *observer.steady_cpu())
+
+
+@dataclass
+class EngineTrials:
+    walls: list[float]          # seconds from each trial's start to its recorded attempt
+    labels: list[str]
+    cpu_all: float              # CPU s per trial of every process, start-up included
+    loop_cpu: float             # steady CPU s per trial of the loop process
+    writer_cpu: float           # ... and of the evidence writer's processes (0 without one)
+
+    @property
+    def wall(self) -> float:
+        return statistics.median(self.walls)
+
+    def row(self, name: str, floor: float) -> str:
+        return (f"| {name} | {self.wall:.2f} | {self.wall / floor:.1f} | {self.loop_cpu:.2f} + {self.writer_cpu:.2f} "
+                f"= {self.loop_cpu + self.writer_cpu:.2f} | {self.cpu_all:.2f} |")
+
+
+def _proc_cpu_s(pid: int) -> float:
+    """CPU seconds a live process has used so far (Linux /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _writer_watches() -> bool:
+    """Whether this tree's recorder hands the dropout watch's frames to the writer."""
+    from harness.run.evidence import EvidenceRecorder
+
+    return hasattr(EvidenceRecorder, "watch")
 
 
 def _cpu_s() -> float:
@@ -239,23 +290,23 @@ def trials_section(n: int) -> None:
     physics_us, judge_us, planning = judge_cost(protocol, protocol.trials[0])
     print(f"| per physics step | mj_step {physics_us:.0f} us | judge {judge_us:.0f} us | "
           f"expert planning {planning:.2f} s |\n")
-    with_video, labels_v, cpu_v = engine_trials(protocol_path, n, True, work)
-    without, labels_n, cpu_n = engine_trials(protocol_path, n, False, work)
+    with_video = engine_trials(protocol_path, n, True, work)
+    without = engine_trials(protocol_path, n, False, work)
     physics, frames = trial_floor(protocol, protocol.trials[0], 254)
     floor = physics + frames
     world = SimWorld()
     png_default, png_fast = png_cost(world, None), png_cost(world, 1)
     world.close()
-    print(f"| expert trial ({n} trials) | wall s, median | x floor | CPU s per trial (all processes) |\n"
-          "|---|---|---|---|")
+    load = os.getloadavg()[0]
+    print(f"| expert trial ({n} trials, load {load:.1f} on {os.cpu_count()} CPUs) | wall s, median | x floor | "
+          "CPU s per trial after the first: loop + writer | CPU s per trial, start-up included |\n"
+          "|---|---|---|---|---|")
     print(f"| floor: physics of 254 control steps + two 640x480 final frames | {floor:.2f} "
-          f"(physics {physics:.2f}, frames {frames:.2f}) | 1.0 | |")
-    print(f"| run engine, no video | {statistics.median(without):.2f} | {statistics.median(without) / floor:.1f} | "
-          f"{cpu_n:.2f} |")
-    print(f"| run engine, evidence video | {statistics.median(with_video):.2f} | "
-          f"{statistics.median(with_video) / floor:.1f} | {cpu_v:.2f} |")
-    print(f"\nsuccesses: {labels_v.count('success')}/{len(labels_v)} with video, "
-          f"{labels_n.count('success')}/{len(labels_n)} without; "
+          f"(physics {physics:.2f}, frames {frames:.2f}) | 1.0 | | |")
+    print(without.row("run engine, no video", floor))
+    print(with_video.row("run engine, evidence video", floor))
+    print(f"\nsuccesses: {with_video.labels.count('success')}/{n} with video, "
+          f"{without.labels.count('success')}/{n} without; "
           f"final PNG 640x480: {1000 * png_default:.0f} ms default, {1000 * png_fast:.0f} ms compress_level=1\n")
 
 

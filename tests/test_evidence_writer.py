@@ -109,16 +109,17 @@ def test_a_full_queue_drops_frames_and_the_folder_says_so(tmp_path) -> None:
 @pytest.mark.slow
 def test_a_killed_run_leaves_no_writer_process_behind() -> None:
     script = ("import sys, time\nfrom harness.run.evidence_writer import EvidenceWriter\n"
-              "w = EvidenceWriter()\nprint(w._process.pid, flush=True)\ntime.sleep(60)\n")
+              "w = EvidenceWriter(lanes=2)\nprint(*w.pids, flush=True)\ntime.sleep(60)\n")
     run = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
-    child = int(run.stdout.readline())
+    children = [int(pid) for pid in run.stdout.readline().split()]
+    assert len(children) == 2
     run.send_signal(signal.SIGKILL)
     run.wait()
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and _running(child):
+    while time.monotonic() < deadline and any(_running(child) for child in children):
         time.sleep(0.1)
-    assert not _running(child)
+    assert not any(_running(child) for child in children)
 
 
 def _running(pid: int) -> bool:

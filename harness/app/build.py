@@ -186,7 +186,9 @@ def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
         dataset = DatasetSink(root, protocol.fps, ["top", "wrist"], None, protocol.task,
                               robot_type="so101_follower", options=recording_options(args, protocol.fps))
     writer = None
-    if not args.no_video:  # frames rendered (sim) and encoded in another process, off the control loop
+    # Frames rendered (sim) and encoded in other processes, off the control loop; without video a
+    # simulated run still hands them its final frames and the dropout watch's frames to draw.
+    if not args.no_video or is_sim:
         from harness.run.evidence_writer import EvidenceWriter
 
         writer = EvidenceWriter(robot.world.geometry if is_sim else None, control_fps=protocol.fps)

@@ -32,12 +32,11 @@ PNG_COMPRESS_LEVEL = 1  # 4x faster than PIL's default (6) for ~10 % more bytes;
 class EvidenceFiles:
     """The files of one trial's evidence folder."""
 
-    def __init__(self, folder: Path, video_fps: float, video_size: tuple[int, int]) -> None:
+    def __init__(self, folder: Path, video_fps: float, video_size: tuple[int, int], fresh: bool = True) -> None:
+        """`fresh`: start an empty `.partial` folder; False: write into the one the caller prepared (the
+        evidence writer's lanes share one folder per trial, made by the writer before any lane writes)."""
         self.folder = folder
-        self.tmp = folder.with_name(folder.name + ".partial")
-        if self.tmp.exists():
-            shutil.rmtree(self.tmp)
-        self.tmp.mkdir(parents=True)
+        self.tmp = fresh_partial(folder) if fresh else partial_folder(folder)
         self.video_fps = video_fps
         self.size = video_size
         self._containers: dict[str, Any] = {}
@@ -53,7 +52,9 @@ class EvidenceFiles:
             stream = container.add_stream("libx264", rate=Fraction(self.video_fps).limit_denominator(1000))
             stream.width, stream.height = frame.shape[1], frame.shape[0]
             stream.pix_fmt = "yuv420p"
-            stream.options = {"preset": "veryfast", "crf": "28"}
+            # one encoder thread: x264's frame threads cost 40 % more CPU on these small frames, and the
+            # writer already encodes each camera in its own process
+            stream.options = {"preset": "veryfast", "crf": "28", "threads": "1"}
             self._containers[cam], self._streams[cam] = container, stream
         stream = self._streams[cam]
         if frame.shape[1] != stream.width or frame.shape[0] != stream.height:
@@ -65,7 +66,13 @@ class EvidenceFiles:
     def finish(self, final_frames: dict[str, np.ndarray | None], rows: list[dict[str, Any]],
                judge_trace: dict[str, Any] | None, dropped: dict[str, int] | None = None) -> dict[str, str]:
         """Close videos, write frames, trajectory and trace; move the folder into place."""
-        import pandas as pd
+        self.write_part(final_frames, rows, judge_trace)
+        return complete_folder(self.folder, dropped, self.frames_written)
+
+    def write_part(self, final_frames: dict[str, np.ndarray | None], rows: list[dict[str, Any]] | None,
+                   judge_trace: dict[str, Any] | None) -> dict[str, int]:
+        """Close this writer's videos and write its final frames (and, given `rows`, the trajectory and
+        the judge's trace) into the `.partial` folder; returns the video frames written per camera."""
         from PIL import Image
 
         for cam, container in self._containers.items():
@@ -76,23 +83,48 @@ class EvidenceFiles:
         for cam, frame in final_frames.items():
             if frame is not None:
                 Image.fromarray(frame).save(self.tmp / f"final_{cam}.png", compress_level=PNG_COMPRESS_LEVEL)
-        pd.DataFrame(rows).to_parquet(self.tmp / "trajectory.parquet", index=False)
-        if judge_trace is not None:
-            (self.tmp / "judge.json").write_text(json.dumps(judge_trace, indent=2))
-        if dropped and any(dropped.values()):  # said in the folder itself, beside the shortened videos
-            (self.tmp / "evidence_dropped.json").write_text(json.dumps(
-                {"dropped_frames": dropped, "written_frames": self.frames_written}, indent=2))
-        if self.folder.exists():   # left by a run killed before it recorded this attempt: kept, never deleted
-            self.folder.rename(_free_name(self.folder, "unrecorded"))
-        self.tmp.rename(self.folder)
-        return {path.name: str(path) for path in sorted(self.folder.iterdir())}
+        if rows is not None:
+            import pandas as pd
 
-    def abandon(self) -> None:
+            pd.DataFrame(rows).to_parquet(self.tmp / "trajectory.parquet", index=False)
+            if judge_trace is not None:
+                (self.tmp / "judge.json").write_text(json.dumps(judge_trace, indent=2))
+        return dict(self.frames_written)
+
+    def abandon(self, remove: bool = True) -> None:
+        """Close what is open; `remove` deletes the `.partial` folder (a lane leaves that to the writer)."""
         for container in self._containers.values():
             with contextlib.suppress(Exception):
                 container.close()
         self._containers.clear()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        if remove:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def partial_folder(folder: Path) -> Path:
+    """Where a trial's evidence is written until it is complete."""
+    return folder.with_name(folder.name + ".partial")
+
+
+def fresh_partial(folder: Path) -> Path:
+    """An empty `.partial` folder for `folder` (one left by a killed run is removed first)."""
+    tmp = partial_folder(folder)
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    return tmp
+
+
+def complete_folder(folder: Path, dropped: dict[str, int] | None, written: dict[str, int]) -> dict[str, str]:
+    """Say in the folder what was dropped, then move the `.partial` folder into place; returns its files."""
+    tmp = partial_folder(folder)
+    if dropped and any(dropped.values()):  # said in the folder itself, beside the shortened videos
+        (tmp / "evidence_dropped.json").write_text(json.dumps(
+            {"dropped_frames": dropped, "written_frames": written}, indent=2))
+    if folder.exists():   # left by a run killed before it recorded this attempt: kept, never deleted
+        folder.rename(_free_name(folder, "unrecorded"))
+    tmp.rename(folder)
+    return {path.name: str(path) for path in sorted(folder.iterdir())}
 
 
 class EvidenceRecorder:
@@ -168,6 +200,15 @@ class EvidenceRecorder:
             elif not self.writer.frame(cam, t, frame, self.block):
                 self.dropped[cam] += 1
         return captured
+
+    def watch(self, camera: str, t: float, width: int, height: int) -> bool:
+        """Hand a dropout-watch frame of a simulated camera that nothing else looks at (no video, and the
+        policy does not read it) to the writer, which draws and inspects it and reports through
+        `dropout()`; False when there is no writer to do that, and the caller must look itself."""
+        if self.world is None:
+            return False
+        self.writer.watch(camera, t, self.world.frame_request(camera, width, height), self.block)
+        return True
 
     def dropout(self) -> str | None:
         """A camera the writer found frozen, black or missing in the evidence frames, if any."""

@@ -1,23 +1,34 @@
-"""The shared evidence writer: a separate process that renders, encodes and writes evidence.
+"""The shared evidence writer: separate processes that render, encode and write evidence.
 
-Why a process: rendering a simulated frame (llvmpipe) and encoding it cost tens of
+Why processes: rendering a simulated frame (llvmpipe) and encoding it cost tens of
 milliseconds, which inside the control loop either slowed every simulated trial several fold
 or, on a paced loop, missed deadlines. The loop now sends small messages: the simulator state
 a frame needs (`FrameRequest`: joint configuration, sensor-noise index, frozen flag) or, on a
-real arm, the camera's own frame. The writer draws frames in its own copy of the scene, so a
-second core does the work, and they are pixel-equal to frames drawn in the loop.
+real arm, the camera's own frame. The writer draws frames in its own copy of the scene, and
+they are pixel-equal to frames drawn in the loop.
 
-The queue is bounded. A lock-step simulation has no deadline, so it waits for room (every
+Why lanes: drawing the frames is most of a trial's work (two cameras, 85 frames each, 12-25 ms
+a frame however small), more than the loop's own. The writer therefore runs one process per lane
+(one per core, at most two) and gives each camera of a trial to one lane, which draws, watches,
+encodes and writes that camera's files; the first lane also writes the trajectory and the
+judge's trace. All lanes write into the trial's one `.partial` folder, which this side creates
+and, once every lane has reported its part done, renames into place.
+
+Each lane's queue is bounded. A lock-step simulation has no deadline, so it waits for room (every
 frame is kept); a paced loop never waits: a frame that finds the queue full is dropped,
 counted, and the trial's folder says so (`evidence_dropped.json`). A trial's scoresheet entry
 is written only after `finish` returns, that is after every file of its evidence is in place.
+Every message carries its trial's sequence number, so nothing a lane says about an abandoned
+trial is taken for the next one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import os
 import queue
+import shutil
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +36,11 @@ from typing import Any
 
 import numpy as np
 
+from harness.run.evidence import complete_folder, fresh_partial, partial_folder
+
 QUEUE_FRAMES = 16
 POLL_S = 0.05
+MAX_LANES = 2
 
 
 class EvidenceWriterError(RuntimeError):
@@ -35,8 +49,9 @@ class EvidenceWriterError(RuntimeError):
 
 @dataclass(frozen=True)
 class _Begin:
+    seq: int
     folder: Path
-    cameras: list[str]
+    cameras: list[str]      # this lane's cameras
     video_fps: float
     video_size: tuple[int, int]
     dropout: Any
@@ -44,22 +59,24 @@ class _Begin:
 
 @dataclass(frozen=True)
 class _Frame:
+    seq: int
     camera: str
     t: float
     frame: Any  # FrameRequest (simulator) or an RGB array (real camera)
+    encode: bool = True   # False: a dropout-watch frame, looked at and never written
 
 
 @dataclass(frozen=True)
 class _Finish:
+    seq: int
     finals: dict[str, Any]
-    rows: list[dict[str, Any]]
+    rows: list[dict[str, Any]] | None   # given to the first lane only
     judge_trace: dict[str, Any] | None
-    dropped: dict[str, int]
 
 
 @dataclass(frozen=True)
 class _Abandon:
-    pass
+    seq: int
 
 
 @dataclass(frozen=True)
@@ -67,107 +84,185 @@ class _Stop:
     pass
 
 
-class EvidenceWriter:
-    """One writer process per run, reused by every trial.
+def default_lanes() -> int:
+    """One lane per core this process may use, at most `MAX_LANES` (a simulated arm has two cameras)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:   # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(MAX_LANES, cores))
 
-    `scene` is the `SceneGeometry` of the simulated table (None on a real arm): the writer
-    builds its own world from it the first time it is asked to draw a frame.
+
+class _Lane:
+    """One writer process and its bounded request queue."""
+
+    def __init__(self, context: Any, index: int, results: Any, abandoned: Any, scene: Any | None,
+                 control_fps: int, queue_frames: int) -> None:
+        self.index = index
+        self.requests = context.Queue(maxsize=queue_frames)
+        self.process = context.Process(target=_serve,
+                                       args=(index, self.requests, results, abandoned, scene, control_fps),
+                                       name=f"harness-evidence-writer-{index}", daemon=True)
+        self.process.start()
+
+
+class EvidenceWriter:
+    """The writer's lanes, reused by every trial of a run.
+
+    `scene` is the `SceneGeometry` of the simulated table (None on a real arm): each lane
+    builds its own world from it the first time it is asked to draw a frame. `lanes`: how many
+    processes (default: one per core, at most two).
     """
 
-    def __init__(self, scene: Any | None = None, control_fps: int = 30, queue_frames: int = QUEUE_FRAMES) -> None:
+    def __init__(self, scene: Any | None = None, control_fps: int = 30, queue_frames: int = QUEUE_FRAMES,
+                 lanes: int | None = None) -> None:
         context = mp.get_context("spawn")  # a fresh interpreter: no inherited GL context or threads
-        self._requests = context.Queue(maxsize=queue_frames)
         self._results = context.Queue()
-        self._process = context.Process(target=_serve, args=(self._requests, self._results, scene, control_fps),
-                                        name="harness-evidence-writer", daemon=True)
-        self._process.start()
+        self._abandoned = context.Value("q", 0, lock=False)  # lanes skip frames of trials up to this one
+        self._lanes = [_Lane(context, index, self._results, self._abandoned, scene, control_fps, queue_frames)
+                       for index in range(lanes or default_lanes())]
+        self._seq = 0
+        self._folder: Path | None = None
+        self._route: dict[str, _Lane] = {}
+        self._active: list[_Lane] = []
         self._dropout: str | None = None
+
+    @property
+    def pids(self) -> list[int]:
+        return [lane.process.pid for lane in self._lanes]
 
     # --- the loop's side ---------------------------------------------------
     def begin(self, folder: Path, cameras: list[str], video_fps: float, video_size: tuple[int, int],
               dropout: Any | None) -> None:
+        self._seq += 1
         self._dropout = None
-        self._put(_Begin(folder, list(cameras), video_fps, video_size, dropout), block=True)
+        self._folder = folder
+        fresh_partial(folder)
+        self._route = {cam: self._lanes[i % len(self._lanes)] for i, cam in enumerate(cameras)}
+        self._active = [lane for lane in self._lanes if lane in self._route.values()] or self._lanes[:1]
+        for lane in self._active:
+            mine = [cam for cam in cameras if self._route[cam] is lane]
+            self._put(lane, _Begin(self._seq, folder, mine, video_fps, video_size, dropout), block=True)
 
     def frame(self, camera: str, t: float, frame: Any, block: bool) -> bool:
         """Hand one evidence frame on; False when it was dropped because the queue was full."""
-        return self._put(_Frame(camera, t, frame), block)
+        return self._put(self._route[camera], _Frame(self._seq, camera, t, frame), block)
+
+    def watch(self, camera: str, t: float, request: Any, block: bool) -> bool:
+        """Hand on a frame to draw and inspect for dropouts only (never written); False when dropped."""
+        return self._put(self._route[camera], _Frame(self._seq, camera, t, request, encode=False), block)
 
     def dropout(self) -> str | None:
-        """What the writer's camera watch found so far in this trial's frames (never waits)."""
+        """What the lanes' camera watches found so far in this trial's frames (never waits)."""
         self._drain()
         return self._dropout
 
     def finish(self, finals: dict[str, Any], rows: list[dict[str, Any]], judge_trace: dict[str, Any] | None,
                dropped: dict[str, int]) -> dict[str, str]:
         """Wait until the trial's folder is complete and in place; returns its files."""
-        self._put(_Finish(finals, rows, judge_trace, dict(dropped)), block=True)
-        while True:
-            kind, value = self._next_result()
-            if kind == "dropout":
-                self._dropout = value
-            elif kind == "done":
-                return value
-            else:
-                raise EvidenceWriterError(value)
+        first = self._active[0]
+        for lane in self._active:
+            mine = {cam: final for cam, final in finals.items() if self._route.get(cam, first) is lane}
+            self._put(lane, _Finish(self._seq, mine, rows if lane is first else None,
+                                    judge_trace if lane is first else None), block=True)
+        waiting = {lane.index for lane in self._active}
+        written: dict[str, int] = {}
+        while waiting:
+            kind, lane_index, value = self._next_result()
+            if kind == "part":
+                written.update(value)
+                waiting.discard(lane_index)
+        assert self._folder is not None
+        artifacts = complete_folder(self._folder, dict(dropped), written)
+        self._active = []
+        return artifacts
 
     def abandon(self) -> None:
-        """Discard the trial in flight (its partial folder is removed by the writer)."""
-        if self._process.is_alive():
-            self._put(_Abandon(), block=True)
+        """Discard the trial in flight: the lanes skip its remaining frames and close their files, then its
+        partial folder is removed. Never raises: it runs while another error is on its way out."""
+        self._abandoned.value = self._seq
+        alive = [lane for lane in self._active if lane.process.is_alive()]
+        for lane in alive:
+            with contextlib.suppress(queue.Full, ValueError, OSError):
+                lane.requests.put(_Abandon(self._seq), timeout=10.0)
+        waiting = {lane.index for lane in alive}
+        with contextlib.suppress(EvidenceWriterError):
+            while waiting:
+                kind, lane_index, _ = self._next_result(abandoning=True)
+                if kind == "abandoned":
+                    waiting.discard(lane_index)
+        if self._folder is not None:
+            shutil.rmtree(partial_folder(self._folder), ignore_errors=True)
+        self._active = []
 
     def close(self, timeout_s: float = 10.0) -> None:
-        if self._process.is_alive():
-            with contextlib.suppress(queue.Full):
-                self._requests.put(_Stop(), timeout=timeout_s)
-            self._process.join(timeout_s)
-        if self._process.is_alive():
-            self._process.terminate()
-            self._process.join(1.0)
-        self._requests.close()
+        for lane in self._lanes:
+            if lane.process.is_alive():
+                with contextlib.suppress(queue.Full):
+                    lane.requests.put(_Stop(), timeout=timeout_s)
+        for lane in self._lanes:
+            lane.process.join(timeout_s)
+            if lane.process.is_alive():
+                lane.process.terminate()
+                lane.process.join(1.0)
+            lane.requests.close()
         self._results.close()
 
     # --- plumbing ----------------------------------------------------------
-    def _put(self, message: Any, block: bool) -> bool:
+    def _put(self, lane: _Lane, message: Any, block: bool) -> bool:
         if not block:
             try:
-                self._requests.put_nowait(message)
+                lane.requests.put_nowait(message)
             except queue.Full:
                 return False
             return True
         while True:
             self._check_alive()
             try:
-                self._requests.put(message, timeout=POLL_S)
+                lane.requests.put(message, timeout=POLL_S)
                 return True
             except queue.Full:
                 continue
 
-    def _next_result(self) -> tuple[str, Any]:
+    def _next_result(self, abandoning: bool = False) -> tuple[str, int, Any]:
+        """The next message about this trial (a dropout is kept, an error raised); older trials' are skipped."""
         while True:
             try:
-                return self._results.get(timeout=POLL_S)
+                kind, seq, lane_index, value = self._results.get(timeout=POLL_S)
             except queue.Empty:
                 self._check_alive()
+                continue
+            if seq != self._seq:
+                continue
+            if kind == "dropout":
+                self._dropout = self._dropout or value
+            elif kind == "error" and not abandoning:
+                raise EvidenceWriterError(value)
+            else:
+                return kind, lane_index, value
 
     def _drain(self) -> None:
         while True:
             try:
-                kind, value = self._results.get_nowait()
+                kind, seq, _, value = self._results.get_nowait()
             except queue.Empty:
                 return
+            if seq != self._seq:
+                continue
             if kind == "dropout":
-                self._dropout = value
+                self._dropout = self._dropout or value
             elif kind == "error":
                 raise EvidenceWriterError(value)
 
     def _check_alive(self) -> None:
-        if not self._process.is_alive():
-            raise EvidenceWriterError(f"the evidence writer process exited (code {self._process.exitcode})")
+        for lane in self._active or self._lanes:
+            if not lane.process.is_alive():
+                raise EvidenceWriterError(
+                    f"evidence writer process {lane.index} exited (code {lane.process.exitcode})")
 
 
-def _serve(requests: Any, results: Any, scene: Any | None, control_fps: int) -> None:
-    """The writer process: one trial at a time, in the order the loop sent its messages."""
+def _serve(index: int, requests: Any, results: Any, abandoned: Any, scene: Any | None, control_fps: int) -> None:
+    """One lane: its cameras of one trial at a time, in the order the loop sent its messages."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle; it tells us to stop
     from harness.run.camera_watch import CameraWatch
     from harness.run.evidence import EvidenceFiles
@@ -175,6 +270,7 @@ def _serve(requests: Any, results: Any, scene: Any | None, control_fps: int) -> 
     world = None
     files: EvidenceFiles | None = None
     watch: CameraWatch | None = None
+    seq = 0
     reported = False
     parent = mp.parent_process()
     while True:
@@ -189,15 +285,19 @@ def _serve(requests: Any, results: Any, scene: Any | None, control_fps: int) -> 
         try:
             if isinstance(message, _Begin):
                 if files is not None:
-                    files.abandon()
-                files = EvidenceFiles(message.folder, message.video_fps, message.video_size)
+                    files.abandon(remove=False)
+                seq = message.seq
+                files = EvidenceFiles(message.folder, message.video_fps, message.video_size, fresh=False)
                 watch = CameraWatch(message.cameras, message.dropout)
                 reported = False
             elif isinstance(message, _Abandon):
                 if files is not None:
-                    files.abandon()
+                    files.abandon(remove=False)
                 files = None
-            elif isinstance(message, _Frame) and files is not None:
+                results.put(("abandoned", message.seq, index, None))
+            elif isinstance(message, _Frame):
+                if files is None or message.seq != seq or message.seq <= abandoned.value:
+                    continue
                 frame = message.frame
                 if not isinstance(frame, np.ndarray):
                     world = world or _world(scene, control_fps)
@@ -205,11 +305,13 @@ def _serve(requests: Any, results: Any, scene: Any | None, control_fps: int) -> 
                     watch.see(message.camera, frame, message.t)
                     reason = watch.dropout(message.t)
                     if reason and not reported:
-                        results.put(("dropout", reason))
+                        results.put(("dropout", seq, index, reason))
                         reported = True
-                files.add_video_frame(message.camera, frame)
-            elif isinstance(message, _Finish) and files is None:
-                results.put(("error", "this trial's evidence was already lost (see the error before)"))
+                if message.encode:
+                    files.add_video_frame(message.camera, frame)
+            elif isinstance(message, _Finish) and (files is None or message.seq != seq):
+                results.put(("error", message.seq, index, "this trial's evidence was already lost (see the error "
+                                                          "before)"))
             elif isinstance(message, _Finish):
                 finals = {}
                 for cam, final in message.finals.items():
@@ -217,16 +319,16 @@ def _serve(requests: Any, results: Any, scene: Any | None, control_fps: int) -> 
                         world = world or _world(scene, control_fps)
                         final = world.render_request(final)
                     finals[cam] = final
-                artifacts = files.finish(finals, message.rows, message.judge_trace, message.dropped)
+                written = files.write_part(finals, message.rows, message.judge_trace)
                 files = None
-                results.put(("done", artifacts))
+                results.put(("part", seq, index, written))
         except Exception as exc:  # reported to the loop, which voids nothing silently
             if files is not None:
-                files.abandon()
+                files.abandon(remove=False)
                 files = None
-            results.put(("error", f"{type(exc).__name__}: {exc}"))
+            results.put(("error", getattr(message, "seq", seq), index, f"{type(exc).__name__}: {exc}"))
     if files is not None:
-        files.abandon()
+        files.abandon(remove=False)
     if world is not None:
         world.close()
 

@@ -152,8 +152,10 @@ class SimWorld:
         return FrameRequest(camera, width, height, self._posed_qpos.copy(), noise_index, frozen)
 
     def render_request(self, request: FrameRequest) -> np.ndarray:
-        """Draw a frame from a request; a frozen camera repeats the first frame it froze on."""
-        if request.frozen and request.camera in self._frozen_frames:
+        """Draw a frame from a request; a frozen camera repeats the first frame it froze on (a request with
+        a noise index is that first frame: drawn afresh, so a world that draws for many trials, as the
+        evidence writer's does, never repeats an earlier trial's frozen frame)."""
+        if request.frozen and request.noise_index < 0 and request.camera in self._frozen_frames:
             return self._frozen_frames[request.camera]
         key = (request.width, request.height)
         renderer = self._renderers.get(key)
