@@ -151,6 +151,8 @@ def _run(protocol: Path, folder: Path, *extra: str) -> int:
     (["--policy-server", "127.0.0.1:1", "--latency-ms", "100"], "--latency-ms"),
     (["--policy-server", "127.0.0.1:1", "--aggregate-fn", "median"], "--aggregate-fn"),
     (["--policy-server", "127.0.0.1:1", "--chunk-size-threshold", "1.5"], "--chunk-size-threshold"),
+    (["--policy-server", "127.0.0.1:1", "--workers", "2"], "--workers"),
+    (["--policy-server", "127.0.0.1:1", "--robot", "so101", "--port", "/dev/null"], "--policy-server"),
 ])
 def test_bad_async_input_is_one_line_before_anything_is_written(tmp_path: Path, capsys, extra: list[str],
                                                                 field: str) -> None:
