@@ -92,6 +92,7 @@ MIN_SUPPORT = 0.45       # an edge layer at all
 RIM_SUPPORT = 0.5        # rays showing the rim's outer or inner edge
 HYPOTHESIS_SUPPORT = 0.3  # a layer worth trying as one edge of the rim's band
 AMBIGUOUS_SCORE = 0.95   # a ring elsewhere this bowl-like: no rim is trusted
+OUTER_ALONE = 0.8        # an outer edge on this share of the rays is fitted alone
 RIVAL_SCORE = 0.85       # another band this well supported widens the uncertainty
 RIM_WIDTH_SIGMA_FRAC = 0.05 / 5.75   # the rim's width known to about half a millimetre
 FLOOR_WEIGHT = 0.5      # the floor breaks ties between the band's two readings; the band itself comes first
@@ -415,7 +416,7 @@ class _Ring:
 
     rim: Rim                 # the outer edge
     outer: np.ndarray        # (N, 2) outer-edge points, one per ray that shows it
-    inner: np.ndarray        # (M, 2) inner-edge points as seen (the band's inner edge, where the wall begins)
+    inner: np.ndarray        # (M, 2) inner-edge points as seen, in the fit (none where the outer edge sufficed)
     outer_share: float       # shares of the usable rays showing each edge
     inner_share: float
     either_share: float      # rays showing at least one of them
@@ -490,8 +491,25 @@ def _refine_ring(rays: _Rays, guess: Rim, ratio: float) -> _Ring | None:
     rays_out = _rays_of(outer, rays)
     rays_in = _rays_of(inner, rays)
     residual = float(np.sqrt(np.mean(distance[keep] ** 2))) if keep.any() else math.inf
-    return _Ring(rim, outer, inner, min(1.0, len(rays_out) / usable), min(1.0, len(rays_in) / usable),
+    outer_share = min(1.0, len(rays_out) / usable)
+    ring = _Ring(rim, outer, inner, outer_share, min(1.0, len(rays_in) / usable),
                  min(1.0, len(rays_out | rays_in) / usable), residual, ellipse)
+    if outer_share >= OUTER_ALONE and len(outer) >= 20:
+        # the outer edge is the measurement itself: where it shows nearly all round, the inner
+        # edge (whose place depends on the lip's width and shading) would only add its bias
+        angles = np.sort(np.arctan2(outer[:, 1] - rim.cy, outer[:, 0] - rim.cx))
+        alone = float(np.max(np.diff(np.concatenate([angles, angles[:1] + 2 * np.pi])))) < math.radians(75)
+        fitted = _fit(outer, alone)
+        if fitted is not None:
+            ring = replace(ring, rim=fitted, ellipse=alone, inner=np.empty((0, 2)))
+    return ring
+
+
+def _fit(points: np.ndarray, ellipse: bool) -> Rim | None:
+    if ellipse:
+        (cx, cy), (d1, d2), angle = cv2.fitEllipse(points.astype(np.float32))
+        return Rim(float(cx), float(cy), float(d1 / 2), float(d2 / 2), float(angle))
+    return _circle_fit(points)
 
 
 def _rays_of(points: np.ndarray, rays: _Rays) -> set[int]:
