@@ -152,7 +152,8 @@ def _run(protocol: Path, folder: Path, *extra: str) -> int:
     (["--policy-server", "127.0.0.1:1", "--aggregate-fn", "median"], "--aggregate-fn"),
     (["--policy-server", "127.0.0.1:1", "--chunk-size-threshold", "1.5"], "--chunk-size-threshold"),
     (["--policy-server", "127.0.0.1:1", "--workers", "2"], "--workers"),
-    (["--policy-server", "127.0.0.1:1", "--robot", "so101", "--port", "/dev/null"], "--policy-server"),
+    (["--policy-server", f"127.0.0.1:{free_port()}", "--robot", "so101", "--port", "/dev/null"],
+     "--policy-server"),                                                     # a real arm: nothing listening
 ])
 def test_bad_async_input_is_one_line_before_anything_is_written(tmp_path: Path, capsys, extra: list[str],
                                                                 field: str) -> None:

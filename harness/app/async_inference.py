@@ -25,9 +25,11 @@ ASYNC_FIELDS = ("server", *QUEUE_FLAGS)
 
 def register_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy-server", metavar="HOST:PORT",
-                        help="simulated arm: LeRobot's asynchronous inference; the policy runs in LeRobot's policy "
-                             "server (python -m lerobot.async_inference.policy_server --host=H --port=P), which "
-                             "loads --policy from the same path; its round trips become simulated time; locked")
+                        help="LeRobot's asynchronous inference; the policy runs in LeRobot's policy server (python "
+                             "-m lerobot.async_inference.policy_server --host=H --port=P), which loads --policy from "
+                             "the same path; on a real arm the action queue runs in wall time (a receiver thread, "
+                             "as LeRobot's robot client), on the simulated arm each round trip becomes simulated "
+                             "time; locked")
     parser.add_argument("--actions-per-chunk", type=int, metavar="N",
                         help="--policy-server: actions the server returns per chunk (default: the policy's "
                              "chunk_size); locked")
@@ -52,13 +54,10 @@ def _server(text: str) -> str:
         raise HarnessInputError(None, "--policy-server", str(exc)) from None
 
 
-def _refuse_combinations(args: argparse.Namespace, policy_ref: str, robot: str, builtin: tuple[str, ...]) -> None:
+def _refuse_combinations(args: argparse.Namespace, policy_ref: str, builtin: tuple[str, ...]) -> None:
     if policy_ref in builtin:
         raise HarnessInputError(None, "--policy-server", f"the built-in '{policy_ref}' policy runs in the harness; "
                                                          "a policy server needs a LeRobot checkpoint folder")
-    if robot != "sim":
-        raise HarnessInputError(None, "--policy-server", "asynchronous inference is driven on the simulated arm "
-                                                         "only (--robot sim)")
     if getattr(args, "inference", None) is not None:
         raise HarnessInputError(None, "--inference", "not with --policy-server, which is LeRobot's asynchronous "
                                                      "engine")
@@ -81,7 +80,7 @@ def async_record(args: argparse.Namespace, policy_ref: str, robot: str,
             raise HarnessInputError(None, given[0], "only with --policy-server HOST:PORT")
         return None
     server = _server(text)
-    _refuse_combinations(args, policy_ref, robot, builtin)
+    _refuse_combinations(args, policy_ref, builtin)
     from lerobot.async_inference.configs import AGGREGATE_FUNCTIONS
 
     from harness.policies.async_policy import DEFAULT_AGGREGATE, DEFAULT_THRESHOLD, default_actions_per_chunk

@@ -153,7 +153,7 @@ def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
     dropout = _dropout(args.inject_dropout)
     settings = sheet.settings
     is_sim = sheet.locked.robot == "sim"
-    policy = policy or parts.policy(sheet.locked.policy.ref, protocol, settings, args.device)
+    policy = policy or parts.policy(sheet.locked.policy.ref, protocol, settings, args.device, sheet.locked.robot)
     try:
         latency = run_latency(sheet.locked, settings)   # locked (older sheets: their settings)
         robot = (parts.sim_robot(protocol, policy, args.realtime, **({"latency_ms": latency} if latency is not None

@@ -17,8 +17,10 @@ from harness.policies.base import EvalPolicy
 from harness.run.safety import GuardedRobot
 
 
-def make_policy(ref: str, protocol: Protocol, settings: dict[str, Any], device: str | None) -> EvalPolicy:
-    """A built-in policy by name, or a LeRobot checkpoint folder."""
+def make_policy(ref: str, protocol: Protocol, settings: dict[str, Any], device: str | None,
+                robot: str = "sim") -> EvalPolicy:
+    """A built-in policy by name, or a LeRobot checkpoint folder; `robot` (the locked one) decides whether an
+    asynchronous client's queue runs in simulated time (sim) or in wall time beside a paced arm."""
     from harness.policies.scripted import ExpertPolicy, ReplayPolicy
 
     if ref == "expert":
@@ -32,9 +34,11 @@ def make_policy(ref: str, protocol: Protocol, settings: dict[str, Any], device: 
         engine = inference.get("engine", "sync")
         if engine == "async":   # LeRobot's policy server runs it; the server is asked to load it now
             from harness.policies.async_policy import AsyncSettings, connect_async_policy
+            from harness.run.clock import MonotonicClock
 
             return connect_async_policy(ref, protocol.task, AsyncSettings.from_record(inference), protocol.fps,
-                                        settings.get("rename_map") or {}, device)
+                                        settings.get("rename_map") or {}, device,
+                                        wall_clock=None if robot == "sim" else MonotonicClock().now)
         return LeRobotPolicy(ref, task=protocol.task, device=device, rename_map=settings.get("rename_map") or {},
                              engine=engine)
     except HarnessError:
@@ -86,6 +90,6 @@ def make_real_robot(settings: dict[str, Any], protocol: Protocol) -> GuardedRobo
 class Parts:
     """The factories `prepare_run` uses; each can be replaced through the constructor."""
 
-    policy: Callable[[str, Protocol, dict[str, Any], str | None], EvalPolicy] = make_policy
+    policy: Callable[[str, Protocol, dict[str, Any], str | None, str], EvalPolicy] = make_policy
     sim_robot: Callable[[Protocol, EvalPolicy, bool], GuardedRobot] = make_sim_robot
     real_robot: Callable[[dict[str, Any], Protocol], GuardedRobot] = make_real_robot

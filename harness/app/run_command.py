@@ -60,7 +60,7 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None, observer
         print(format_summary(summarize(sheet)))
         return 0
     parts = parts or Parts()
-    policy = parts.policy(sheet.locked.policy.ref, protocol, sheet.settings, args.device)
+    policy = parts.policy(sheet.locked.policy.ref, protocol, sheet.settings, args.device, sheet.locked.robot)
     handed_over = False
     try:
         with WriterLock(path, "harness run") as writer, \

@@ -69,6 +69,7 @@ class PolicyServerClient:
         # LeRobot's channel options (message sizes, retries on UNAVAILABLE with backoff from one control period)
         self._channel = grpc.insecure_channel(str(address), grpc_channel_options(initial_backoff=f"{1 / fps:.4f}s"))
         self._stub = services_pb2_grpc.AsyncInferenceStub(self._channel)
+        self._pending: Any | None = None   # the GetActions call in progress, which `cancel` abandons
 
     def connect(self, policy_config: Any) -> None:
         """Handshake and policy instructions (the server loads the policy), before anything is locked: a server
@@ -99,12 +100,30 @@ class PolicyServerClient:
             timeout=self.answer_timeout_s))
 
     def get_actions(self) -> list[Any] | None:
-        """The chunk for the observation the server holds (`list[TimedAction]`), or None for `Empty`."""
-        reply = self._call("GetActions", lambda: self._stub.GetActions(self._pb2.Empty(),
-                                                                       timeout=self.answer_timeout_s))
+        """The chunk for the observation the server holds (`list[TimedAction]`), or None for `Empty` (also when
+        `cancel` abandoned the call)."""
+        future = self._stub.GetActions.future(self._pb2.Empty(), timeout=self.answer_timeout_s)
+        self._pending = future
+        try:
+            reply = self._call("GetActions", future.result)
+        except PolicyServerLost:
+            if future.cancelled():
+                return None
+            raise
+        except self._grpc.FutureCancelledError:
+            return None
+        finally:
+            self._pending = None
         if not reply.data:
             return None
         return pickle.loads(reply.data)  # nosec: the server the user started answers in LeRobot's pickles
+
+    def cancel(self) -> None:
+        """Abandon the `GetActions` call in progress, from another thread: a wall-time receiver stops at the end
+        of an episode without waiting out the server's observation timeout."""
+        pending = self._pending
+        if pending is not None:
+            pending.cancel()
 
     def _call(self, name: str, call: Any) -> Any:
         try:

@@ -13,6 +13,8 @@ client asks for actions, which on a real arm is the observation taken when the p
 here it is exactly that one. Observations the server would drop (a timestep it already predicted, or a
 joint state within LeRobot's `observations_similar` tolerance of the last one it ran) are still sent,
 but no chunk is awaited for them, so the queue drains as it would on the arm.
+
+`ChunkQueue` is LeRobot's queue itself; `async_wall` runs the same queue in wall time on a real arm.
 """
 
 from __future__ import annotations
@@ -24,13 +26,16 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.errors import HarnessInputError
 from harness.models.protocol import JOINT_NAMES
 from harness.policies.async_client import ANSWER_TIMEOUT_S, PolicyServerClient, PolicyServerLost, ServerAddress
 from harness.policies.base import TrialContext
 from harness.policies.lerobot_policy import camera_shapes, image_size, normalize_rename_map
+
+if TYPE_CHECKING:
+    from harness.policies.async_wall import WallClockAsyncPolicy
 
 DEFAULT_THRESHOLD = 0.5                  # LeRobot's RobotClientConfig defaults
 DEFAULT_AGGREGATE = "weighted_average"
@@ -74,6 +79,69 @@ class ActionServer(Protocol):
     def close(self) -> None: ...
 
 
+class ChunkQueue:
+    """LeRobot's client-side action queue (`RobotClient`), shared by the simulated-time and the wall-time
+    clients: when to send an observation (`chunk_size_threshold`), which one must go, what the arm does next,
+    and how an incoming chunk merges with what is queued (LeRobot's aggregate function). Not thread-safe: the
+    wall-time client holds its own lock around it."""
+
+    def __init__(self, settings: AsyncSettings) -> None:
+        from lerobot.async_inference.configs import get_aggregate_function
+
+        self._aggregate = get_aggregate_function(settings.aggregate_fn)
+        self._threshold = settings.chunk_size_threshold
+        self.clear()
+
+    def clear(self) -> None:
+        """A new episode, as a fresh `RobotClient` starts one."""
+        self.actions: deque[Any] = deque()       # LeRobot TimedActions, the arm's next steps first
+        self.latest_action = -1                  # the timestep of the last action the arm was given
+        self.chunk_size = -1
+        self.must_go = True
+
+    def ready_to_send(self) -> bool:
+        """`RobotClient._ready_to_send_observation`: the queue at or below the threshold of a chunk."""
+        return len(self.actions) / self.chunk_size <= self._threshold
+
+    def observation(self, observation: dict[str, Any], task: str) -> Any:
+        """`RobotClient.control_loop_observation`: the `TimedObservation` to send, `must_go` when the queue is
+        empty and no must-go observation has gone since the last chunk."""
+        from lerobot.async_inference.helpers import TimedObservation
+
+        timed = TimedObservation(timestamp=time.time(), observation={**observation, "task": task},
+                                 timestep=max(self.latest_action, 0), must_go=self.must_go and not self.actions)
+        if timed.must_go:
+            self.must_go = False
+        return timed
+
+    def pop(self) -> list[float] | None:
+        """The arm's next action (None on an empty queue), remembered as the latest one performed."""
+        if not self.actions:
+            return None
+        timed = self.actions.popleft()
+        self.latest_action = timed.get_timestep()
+        return timed.get_action().tolist()
+
+    def merge(self, incoming: list[Any]) -> None:
+        """`RobotClient._aggregate_action_queues`: actions for steps already taken are dropped; one for a step
+        still queued is aggregated with it; the queue becomes the incoming chunk."""
+        from lerobot.async_inference.helpers import TimedAction
+
+        queued = {timed.get_timestep(): timed.get_action() for timed in self.actions}
+        merged: deque[Any] = deque()
+        for new in incoming:
+            timestep = new.get_timestep()
+            if timestep <= self.latest_action:
+                continue
+            if timestep in queued:
+                new = TimedAction(timestamp=new.get_timestamp(), timestep=timestep,
+                                  action=self._aggregate(queued[timestep], new.get_action()))
+            merged.append(new)
+        self.actions = merged
+        self.chunk_size = max(self.chunk_size, len(incoming))
+        self.must_go = True
+
+
 @dataclass
 class _InFlight:
     lands_at: int                # the control step the chunk reaches the arm
@@ -92,8 +160,6 @@ class AsyncServerPolicy:
                  image_size: tuple[int, int] | None = None, name: str = "async",
                  now: Callable[[], float] = time.perf_counter) -> None:
         """`now` times the round trips (seconds, monotonic); `lerobot_features` is what the server was told."""
-        from lerobot.async_inference.configs import get_aggregate_function
-
         self.name = name
         self.camera_keys = camera_keys
         self.image_size = image_size
@@ -102,7 +168,7 @@ class AsyncServerPolicy:
         self._task = task
         self._period = 1.0 / fps
         self._features = lerobot_features
-        self._aggregate = get_aggregate_function(settings.aggregate_fn)
+        self._chunks = ChunkQueue(settings)
         self._now = now
         self._action_keys = [f"{joint}.pos" for joint in JOINT_NAMES]
         self._last_processed: Any | None = None   # the server's, which survives a new episode
@@ -112,11 +178,8 @@ class AsyncServerPolicy:
         """A new episode, as a fresh `RobotClient` starts one; the server is told at the trial's first step."""
         self._started = False
         self._step = 0
-        self._queue: deque[Any] = deque()
+        self._chunks.clear()
         self._in_flight: _InFlight | None = None
-        self._latest_action = -1
-        self._chunk_size = -1
-        self._must_go = True
         self._predicted: set[int] = set()
         self._last_action: dict[str, float] | None = None
         self.round_trips_ms: list[float] = []
@@ -129,15 +192,14 @@ class AsyncServerPolicy:
             self._started = True
         step = self._step
         self._step += 1
-        if self._in_flight is None and self._ready_to_send():
+        if self._in_flight is None and self._chunks.ready_to_send():
             self._send(observation, step)
         if self._in_flight is not None and self._in_flight.lands_at <= step:
-            self._merge(self._in_flight.actions)
+            self._chunks.merge(self._in_flight.actions)
+            self.chunk_switches += 1
             self._in_flight = None
-        if self._queue:
-            timed = self._queue.popleft()
-            self._latest_action = timed.get_timestep()
-            values = timed.get_action().tolist()
+        values = self._chunks.pop()
+        if values is not None:
             self._last_action = {key: float(v) for key, v in zip(self._action_keys, values, strict=True)}
         else:   # nothing queued: the arm holds its last command (its present position before the first chunk)
             self.queue_underruns += 1
@@ -145,22 +207,15 @@ class AsyncServerPolicy:
                 self._last_action = {key: float(observation[key]) for key in self._action_keys}
         return dict(self._last_action)
 
-    def _ready_to_send(self) -> bool:
-        """`RobotClient._ready_to_send_observation`: the queue at or below the threshold of a chunk."""
-        return len(self._queue) / self._chunk_size <= self.settings.chunk_size_threshold
-
     def _send(self, observation: dict[str, Any], step: int) -> None:
-        from lerobot.async_inference.helpers import TimedObservation, observations_similar
+        from lerobot.async_inference.helpers import observations_similar
 
-        timed = TimedObservation(timestamp=time.time(), observation={**observation, "task": self._task},
-                                 timestep=max(self._latest_action, 0), must_go=self._must_go and not self._queue)
+        timed = self._chunks.observation(observation, self._task)
         runs = (timed.must_go or self._last_processed is None
                 or (timed.get_timestep() not in self._predicted
                     and not observations_similar(timed, self._last_processed, lerobot_features=self._features)))
         started = self._now()
         self._server.send_observation(timed)
-        if timed.must_go:
-            self._must_go = False
         if not runs:
             return
         actions = self._server.get_actions()
@@ -171,27 +226,7 @@ class AsyncServerPolicy:
         self._predicted.add(timed.get_timestep())
         self._last_processed = timed
         self.round_trips_ms.append(1000 * round_trip)
-        self._chunk_size = max(self._chunk_size, len(actions))
         self._in_flight = _InFlight(step + math.ceil(round_trip / self._period - 1e-9), actions)
-
-    def _merge(self, incoming: list[Any]) -> None:
-        """`RobotClient._aggregate_action_queues`: actions for steps already taken are dropped; one for a step
-        still queued is aggregated with it; the queue becomes the incoming chunk."""
-        from lerobot.async_inference.helpers import TimedAction
-
-        queued = {timed.get_timestep(): timed.get_action() for timed in self._queue}
-        merged: deque[Any] = deque()
-        for new in incoming:
-            timestep = new.get_timestep()
-            if timestep <= self._latest_action:
-                continue
-            if timestep in queued:
-                new = TimedAction(timestamp=new.get_timestamp(), timestep=timestep,
-                                  action=self._aggregate(queued[timestep], new.get_action()))
-            merged.append(new)
-        self._queue = merged
-        self._must_go = True
-        self.chunk_switches += 1
 
     def close(self) -> None:
         self._server.close()
@@ -199,9 +234,11 @@ class AsyncServerPolicy:
 
 def connect_async_policy(policy_path: str | Path, task: str, settings: AsyncSettings, fps: int,
                          rename_map: dict[str, str] | None = None, device: str | None = None,
-                         answer_timeout_s: float = ANSWER_TIMEOUT_S) -> AsyncServerPolicy:
+                         answer_timeout_s: float = ANSWER_TIMEOUT_S,
+                         wall_clock: Callable[[], float] | None = None) -> AsyncServerPolicy | WallClockAsyncPolicy:
     """Tell the server at `settings.server` to load `policy_path` and return the policy that drives it. The
-    server loads the same path, so it runs on this machine or one that shares the folder."""
+    server loads the same path, so it runs on this machine or one that shares the folder. With `wall_clock`
+    (a paced real arm's clock) the queue runs in wall time (`async_wall`); without, in simulated time."""
     from lerobot.async_inference.constants import SUPPORTED_POLICIES
     from lerobot.async_inference.helpers import RemotePolicyConfig
     from lerobot.configs.policies import PreTrainedConfig
@@ -231,5 +268,10 @@ def connect_async_policy(policy_path: str | Path, task: str, settings: AsyncSett
     except BaseException:
         client.close()
         raise
-    return AsyncServerPolicy(client, settings, task, fps, features, tuple(shapes), image_size(shapes),
-                             name=f"{config.type}:{path.name} via {address}")
+    name = f"{config.type}:{path.name} via {address}"
+    if wall_clock is not None:
+        from harness.policies.async_wall import WallClockAsyncPolicy
+
+        return WallClockAsyncPolicy(client, settings, task, tuple(shapes), image_size(shapes), name=name,
+                                    now=wall_clock, answer_timeout_s=answer_timeout_s)
+    return AsyncServerPolicy(client, settings, task, fps, features, tuple(shapes), image_size(shapes), name=name)

@@ -222,7 +222,12 @@ class RunEngine:
         try:
             self._phase("running")
             with realtime_thread(enabled=self.options.paced) as priority:
-                episode = self._episode(trial, recorder)
+                try:
+                    episode = self._episode(trial, recorder)
+                finally:   # a wall-time async client's receiver thread stops with the episode, however it ends
+                    end_episode = getattr(self.policy, "end_episode", None)
+                    if end_episode is not None:
+                        end_episode()
             if self.options.paced:
                 episode.realtime = priority.realtime
                 if not priority.realtime and not self._told_priority:
