@@ -84,7 +84,7 @@ class _TimedObserver:
         self.scored: list[float] = []
         self.labels: list[str] = []
         self.writer_pids: list[int] = []
-        self.cpu_at_scored: list[tuple[float, float]] = []   # (loop, writer) CPU s when each attempt was recorded
+        self.cpu_at_scored: list[list[float]] = []   # [loop, each writer process] CPU s when each attempt was recorded
 
     def trial_started(self, trial, attempt, done, total) -> None:
         self.started.append(time.perf_counter())
@@ -105,17 +105,19 @@ class _TimedObserver:
 
     def trial_scored(self, attempt) -> None:
         self.scored.append(time.perf_counter())
-        self.cpu_at_scored.append((time.process_time(), sum(_proc_cpu_s(pid) for pid in self.writer_pids)))
+        self.cpu_at_scored.append([time.process_time(), *(_proc_cpu_s(pid) for pid in self.writer_pids)])
         self.labels.append(attempt.label)
 
-    def steady_cpu(self) -> tuple[float, float]:
-        """Median CPU s per trial (loop, writer) from one recorded attempt to the next: the first trial, which
-        also pays for start-up (imports, GL contexts, the writer's own world), is left out."""
+    def steady_cpu(self) -> tuple[float, list[float]]:
+        """Median CPU s per trial of the loop and of each writer process, from one recorded attempt to the
+        next: the first trial, which also pays for start-up (imports, GL contexts, the writer's own world),
+        is left out."""
         pairs = zip(self.cpu_at_scored, self.cpu_at_scored[1:], strict=False)
-        steps = [(b[0] - a[0], b[1] - a[1]) for a, b in pairs]
+        steps = [[after - before for before, after in zip(a, b, strict=True)] for a, b in pairs]
         if not steps:
-            return float("nan"), float("nan")
-        return statistics.median(x[0] for x in steps), statistics.median(x[1] for x in steps)
+            return float("nan"), []
+        medians = [statistics.median(column) for column in zip(*steps, strict=True)]
+        return medians[0], medians[1:]
 
     def stop_requested(self) -> bool:
         return False
@@ -165,15 +167,23 @@ class EngineTrials:
     labels: list[str]
     cpu_all: float              # CPU s per trial of every process, start-up included
     loop_cpu: float             # steady CPU s per trial of the loop process
-    writer_cpu: float           # ... and of the evidence writer's processes (0 without one)
+    writer_cpu: list[float]     # ... and of each of the evidence writer's processes (none without one)
 
     @property
     def wall(self) -> float:
         return statistics.median(self.walls)
 
+    def idle_wall(self, cores: int = 2) -> float:
+        """A lower bound on the wall time per trial on `cores` idle cores, from the steady CPU: no process
+        finishes its share faster than it computes it, nor all of them faster than the cores compute."""
+        return max(self.loop_cpu, *self.writer_cpu, (self.loop_cpu + sum(self.writer_cpu)) / cores)
+
     def row(self, name: str, floor: float) -> str:
-        return (f"| {name} | {self.wall:.2f} | {self.wall / floor:.1f} | {self.loop_cpu:.2f} + {self.writer_cpu:.2f} "
-                f"= {self.loop_cpu + self.writer_cpu:.2f} | {self.cpu_all:.2f} |")
+        writer = " + ".join(f"{cpu:.2f}" for cpu in self.writer_cpu) or "0"
+        bound = self.idle_wall()
+        return (f"| {name} | {self.wall:.2f} | {self.wall / floor:.1f} | {self.loop_cpu:.2f} + ({writer}) "
+                f"= {self.loop_cpu + sum(self.writer_cpu):.2f} | {bound:.2f} ({bound / floor:.1f}x) "
+                f"| {self.cpu_all:.2f} |")
 
 
 def _proc_cpu_s(pid: int) -> float:
@@ -299,10 +309,10 @@ def trials_section(n: int) -> None:
     world.close()
     load = os.getloadavg()[0]
     print(f"| expert trial ({n} trials, load {load:.1f} on {os.cpu_count()} CPUs) | wall s, median | x floor | "
-          "CPU s per trial after the first: loop + writer | CPU s per trial, start-up included |\n"
-          "|---|---|---|---|---|")
+          "CPU s per trial after the first: loop + (writer processes) | lower bound on 2 idle cores (x floor) | "
+          "CPU s per trial, start-up included |\n|---|---|---|---|---|---|")
     print(f"| floor: physics of 254 control steps + two 640x480 final frames | {floor:.2f} "
-          f"(physics {physics:.2f}, frames {frames:.2f}) | 1.0 | | |")
+          f"(physics {physics:.2f}, frames {frames:.2f}) | 1.0 | | | |")
     print(without.row("run engine, no video", floor))
     print(with_video.row("run engine, evidence video", floor))
     print(f"\nsuccesses: {with_video.labels.count('success')}/{n} with video, "

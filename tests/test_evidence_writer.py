@@ -32,7 +32,7 @@ CAMERAS = ["top", "wrist"]
 
 @pytest.fixture(scope="module")
 def writer():
-    w = EvidenceWriter(scene=None, control_fps=30)
+    w = EvidenceWriter(scene=None, control_fps=30, lanes=2)   # each camera in its own process
     yield w
     w.close()
 
@@ -85,6 +85,27 @@ def test_the_writer_process_writes_the_same_evidence_as_the_loop(tmp_path, write
 
 
 @pytest.mark.slow
+def test_an_abandoned_trial_leaves_nothing_and_its_retry_in_the_same_folder_is_whole(tmp_path, writer) -> None:
+    folder = tmp_path / "writer" / "trial-004-a1"
+    world = SimWorld()
+    world.reset((0.22, -0.05), math.radians(12), DEFAULT_START_POSE, seed=3)
+    recorder = EvidenceRecorder(folder, CAMERAS, world.render, 30, 10.0, (320, 240), True,
+                                writer=writer, world=world, block=True, dropout=DropoutPolicy())
+    for step in range(40):   # frames still queued in the lanes when the trial is abandoned
+        world.hold(10)
+        recorder.record_step(step, step / 30, {}, {}, {})
+    recorder.abandon()
+    world.close()
+    assert not folder.exists() and not (tmp_path / "writer" / "trial-004-a1.partial").exists()
+    retried, _ = _trial(folder, writer)
+    inline, _ = _trial(tmp_path / "inline" / "trial-004-a1", None)
+    assert sorted(retried) == sorted(inline)
+    for cam in CAMERAS:
+        assert all(np.array_equal(a, b) for a, b in zip(_decoded(retried[f"{cam}.mp4"]),
+                                                         _decoded(inline[f"{cam}.mp4"]), strict=True))
+
+
+@pytest.mark.slow
 def test_a_frozen_camera_in_the_rendered_evidence_is_reported(tmp_path, writer) -> None:
     _, recorder = _trial(tmp_path / "trial-002-a1", writer, steps=90, freeze_at=20)
     assert recorder.dropout() is not None and recorder.dropout().startswith("top repeated the same frame")
@@ -92,7 +113,7 @@ def test_a_frozen_camera_in_the_rendered_evidence_is_reported(tmp_path, writer) 
 
 @pytest.mark.slow
 def test_a_full_queue_drops_frames_and_the_folder_says_so(tmp_path) -> None:
-    slow = EvidenceWriter(scene=None, control_fps=30, queue_frames=1)
+    slow = EvidenceWriter(scene=None, control_fps=30, queue_frames=1, lanes=1)   # both cameras in one process
     try:
         artifacts, recorder = _trial(tmp_path / "trial-003-a1", slow, steps=60, block=False)
     finally:

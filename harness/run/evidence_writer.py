@@ -10,9 +10,10 @@ they are pixel-equal to frames drawn in the loop.
 Why lanes: drawing the frames is most of a trial's work (two cameras, 85 frames each, 12-25 ms
 a frame however small), more than the loop's own. The writer therefore runs one process per lane
 (one per core, at most two) and gives each camera of a trial to one lane, which draws, watches,
-encodes and writes that camera's files; the first lane also writes the trajectory and the
-judge's trace. All lanes write into the trial's one `.partial` folder, which this side creates
-and, once every lane has reported its part done, renames into place.
+encodes and writes that camera's files; the last lane (the simulator's wrist camera, cheaper to
+draw than the top view) also writes the trajectory and the judge's trace. All lanes write into
+the trial's one `.partial` folder, which this side creates and, once every lane has reported its
+part done, renames into place. On a machine with one core there is one lane.
 
 Each lane's queue is bounded. A lock-step simulation has no deadline, so it waits for room (every
 frame is kept); a paced loop never waits: a frame that finds the queue full is dropped,
@@ -70,7 +71,7 @@ class _Frame:
 class _Finish:
     seq: int
     finals: dict[str, Any]
-    rows: list[dict[str, Any]] | None   # given to the first lane only
+    rows: list[dict[str, Any]] | None   # given to the trial's last lane only
     judge_trace: dict[str, Any] | None
 
 
@@ -160,11 +161,11 @@ class EvidenceWriter:
     def finish(self, finals: dict[str, Any], rows: list[dict[str, Any]], judge_trace: dict[str, Any] | None,
                dropped: dict[str, int]) -> dict[str, str]:
         """Wait until the trial's folder is complete and in place; returns its files."""
-        first = self._active[0]
+        last = self._active[-1]
         for lane in self._active:
-            mine = {cam: final for cam, final in finals.items() if self._route.get(cam, first) is lane}
-            self._put(lane, _Finish(self._seq, mine, rows if lane is first else None,
-                                    judge_trace if lane is first else None), block=True)
+            mine = {cam: final for cam, final in finals.items() if self._route.get(cam, last) is lane}
+            self._put(lane, _Finish(self._seq, mine, rows if lane is last else None,
+                                    judge_trace if lane is last else None), block=True)
         waiting = {lane.index for lane in self._active}
         written: dict[str, int] = {}
         while waiting:
