@@ -248,3 +248,22 @@ def test_a_real_arm_run_against_lerobots_policy_server_in_wall_time(tmp_path: Pa
         assert loop.obs_to_action_ms_p50 is not None and 0 < loop.obs_to_action_ms_p50 <= loop.obs_to_action_ms_max
         assert loop.chunk_switches is not None and loop.chunk_switches >= 1
         assert loop.queue_underruns is not None and 1 <= loop.queue_underruns <= loop.steps   # waits for chunk 1
+
+
+def test_the_report_says_a_real_arms_round_trips_were_wall_time(tmp_path: Path) -> None:
+    from harness.models.protocol import load_protocol
+    from harness.models.scoresheet import build_locked, load_scoresheet, lock_scoresheet
+    from harness.reports.latency import latency_text
+    from tests.helpers import small_protocol_copy
+    from tests.tiny_policy import save_tiny_act
+
+    protocol_path = small_protocol_copy(tmp_path)
+    block = {"engine": "async", "server": "gpu-box:8080", "actions_per_chunk": 10, "chunk_size_threshold": 0.5,
+             "aggregate_fn": "weighted_average"}
+    locked = build_locked(load_protocol(protocol_path), protocol_path, str(save_tiny_act(tmp_path / "act")), "so101",
+                          {"latency_ms": None, "inference": block})
+    lock_scoresheet(tmp_path / "s.yaml", locked, {"cameras": {}, "rename_map": {}, "latency_ms": None,
+                                                  "inference": dict(block)})
+    text = latency_text(load_scoresheet(tmp_path / "s.yaml"))
+    assert "policy server at gpu-box:8080, as the arm waited, in wall time" in text
+    assert "simulated" not in text

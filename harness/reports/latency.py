@@ -21,7 +21,8 @@ def latency_text(sheet: Scoresheet) -> str:
     inference = sheet.locked.inference
     if inference is not None and inference.engine == "async":
         return (f"latency each chunk's measured round trip to LeRobot's policy server at {inference.server}, "
-                f"replayed in simulated time; inference engine async ({inference.actions_per_chunk} actions per "
+                f"{'replayed in simulated time' if sheet.locked.robot == 'sim' else 'as the arm waited, in wall time'}"
+                f"; inference engine async ({inference.actions_per_chunk} actions per "
                 f"chunk, observation sent at {inference.chunk_size_threshold:g} of a chunk, aggregate "
                 f"{inference.aggregate_fn}; locked)")
     engine = inference.engine if inference is not None else "sync"
