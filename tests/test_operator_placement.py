@@ -80,7 +80,8 @@ def test_a_cube_placed_off_target_is_not_accepted_until_moved(table) -> None:
     stage.place_cube(TRIAL, 1)
     before_move = operator.readings[:operator.patience]
     assert all(not r.within and 1.5 < r.error_cm < 2.5 for r in before_move)
-    assert len(operator.readings) >= operator.patience + guide.steady_frames
+    assert len(operator.readings) >= operator.patience + 1   # measured within once, then found still there
+    assert stage.placed.frames >= len(operator.readings) + guide.steady_frames - 1
     measured = stage.attempt_fields()["measured_start"]
     assert measured["within_tolerance"] is True
     assert abs(measured["dx_cm"] - TRIAL.dx_cm) < 0.5 and abs(measured["dy_cm"] - TRIAL.dy_cm) < 0.5
@@ -122,3 +123,26 @@ def test_an_unexpected_object_in_view_is_flagged_and_the_trial_waits_until_it_is
     OperatorStage(lambda trial: None, guide=PlacementGuide(view, operator2.frame, references, operator2,
                                                            ManualClock())).place_cube(TRIAL, 1)
     assert operator2.warned == []
+
+
+def test_a_cube_passing_through_the_target_does_not_start_the_trial(table) -> None:
+    world, view, references = table
+
+    class Sliding(ScriptedOperator):
+        """The cube is seen on target once, then slides 1.5 cm on before the next frame; later it rests on target."""
+
+        def placement(self, trial, reading, frame):
+            self.readings.append(reading)
+            if reading.within and len([r for r in self.readings if r.within]) == 1:
+                self._put(TRIAL.dx_cm, TRIAL.dy_cm + 1.5)
+            elif len(self.readings) == 4:
+                self._put(TRIAL.dx_cm, TRIAL.dy_cm)
+            return None
+
+    operator = Sliding(world, first_off_cm=0.0)   # it starts on the target, and slides
+    stage = OperatorStage(lambda trial: None, guide=PlacementGuide(view, operator.frame, references, operator,
+                                                                   ManualClock()))
+    stage.place_cube(TRIAL, 1)
+    assert operator.readings[0].within and not operator.readings[1].within   # the slide was seen, not started
+    assert len(operator.readings) >= 5 and operator.readings[-1].within
+    assert stage.attempt_fields()["measured_start"]["within_tolerance"] is True

@@ -3,8 +3,9 @@
 `PlacementGuide.place` is what happens between "place the cube" and the trial starting: frames from
 the top camera are checked against the empty-scene references (anything new in view must be cleared
 or accepted with a note) and measured against the trial's target; the trial starts once the cube is
-within tolerance for two frames in a row, or when the operator overrides with a reason. The
-operator is a collaborator passed in (`PlacementOperator`): the TUI, the terminal, or a script.
+measured within tolerance and the next frame finds it still there (at rest, not passing through: a
+cheap look, not a second full measurement), or when the operator overrides with a reason. The operator
+is a collaborator passed in (`PlacementOperator`): the TUI, the terminal, or a script.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ class PlacementGuide:
     clock: Clock
     tolerance: Tolerance = field(default_factory=Tolerance)
     poll_s: float = 0.1
-    steady_frames: int = 2                  # in tolerance this many frames in a row: the cube is at rest there
+    steady_frames: int = 2                  # measured within tolerance, then found still there in the next frames
     capture_references: int = 0             # before the first trial: this many live frames of the cleared table
 
     def place(self, trial: Trial) -> PlacementOutcome:
@@ -93,8 +94,6 @@ class PlacementGuide:
             self.capture_references = 0
         scene_note: str | None = None
         seen = 0
-        streak = 0
-        first_ok: float | None = None
         frames = 0
         while True:
             frame = self._frame()
@@ -106,19 +105,21 @@ class PlacementGuide:
                 seen = max(seen, len(objects))
                 scene_note = self.operator.unexpected(trial, objects, frame)
                 if scene_note is None:
-                    streak, first_ok = 0, None
                     self.clock.sleep(self.poll_s)
                     continue
             override = self.operator.placement(trial, reading, frame)
-            now = self.clock.now()
-            if reading.within:
-                streak += 1
-                first_ok = first_ok if first_ok is not None else now
-            else:
-                streak, first_ok = 0, None
-            if streak >= self.steady_frames or override:
-                settle = now - first_ok if first_ok is not None else 0.0
-                return PlacementOutcome(reading, override or None, scene_note, seen, settle, frames)
+            first_ok = self.clock.now() if reading.within else None
+            if override:
+                return PlacementOutcome(reading, override, scene_note, seen, 0.0, frames)
+            steady = reading.within
+            for _ in range(self.steady_frames - 1 if steady else 0):   # at rest there, not passing through
+                self.clock.sleep(self.poll_s)
+                frames += 1
+                steady = self.view.still_within(self._frame(), reading)
+                if not steady:
+                    break
+            if steady and first_ok is not None:
+                return PlacementOutcome(reading, None, scene_note, seen, self.clock.now() - first_ok, frames)
             self.clock.sleep(self.poll_s)
 
     def _frame(self, tries: int = 20) -> np.ndarray:

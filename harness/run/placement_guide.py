@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.models.protocol import Scene, Trial
-from harness.vision.measure import Geometry, measure_frame
+from harness.vision.measure import Geometry, find_cube, measure_frame
 from harness.vision.reasons import DetectionError, NotMeasured
 from harness.vision.rim import Rim
 
@@ -152,6 +152,23 @@ class TopView:
         return PlacementReading(target, trial.yaw_deg, dxy, cube.yaw_deg, error, yaw_error, cube.uncertainty_cm,
                                 error <= tolerance.cm and yaw_error <= tolerance.deg, tolerance=tolerance,
                                 target_corners_px=footprint, cube_px=cube.centre_px)
+
+    def still_within(self, frame: np.ndarray, reading: PlacementReading) -> bool:
+        """Whether the cube in `frame` is where `reading` measured it, so close that the reading's verdict
+        (within tolerance) holds for this frame too. Only finds the cube (a few ms), no full measurement:
+        the guide's second look that tells a cube at rest from one passing through the target."""
+        if not reading.within or reading.cube_px is None or reading.measured_yaw_deg is None:
+            return False
+        try:
+            centre, image_yaw, _ = find_cube(frame, self.rim, self.geometry)
+        except DetectionError:
+            return False
+        px_per_cm = self.rim.mean_radius_px / (self.geometry.bowl_cm / 2) / self.scale
+        moved_cm = math.hypot(centre[0] - reading.cube_px[0], centre[1] - reading.cube_px[1]) / px_per_cm
+        turned = _yaw_gap((self.rotation_deg - image_yaw) % 90.0, reading.measured_yaw_deg)
+        tolerance = reading.tolerance
+        return ((reading.error_cm or 0.0) + moved_cm <= tolerance.cm
+                and (reading.yaw_error_deg or 0.0) + turned <= tolerance.deg)
 
     def target_footprint_px(self, trial: Trial) -> tuple[tuple[float, float], ...]:
         """The four corners of the cube's top face where the trial wants it, in the image (to draw)."""

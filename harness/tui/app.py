@@ -34,7 +34,7 @@ ScoreScreen, TextPrompt, PlaceCubeScreen { align: center middle; }
 RunScreen { overflow-y: hidden; }
 #placement { height: 1fr; display: none; }
 #live { width: 1fr; max-width: 90; height: 1fr; padding: 0 1; }
-#guide { width: 46; padding: 0 1; }
+#guide { width: 46; height: 1fr; padding: 0 1; }
 """
 
 

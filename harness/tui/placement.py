@@ -143,14 +143,15 @@ class LiveCamera(Static):
         cols = max(16, self.content_size.width or 56)
         rows = max(6, (self.content_size.height or 20) - 1)
         caption = "top camera: whole frame" if live.objects else "top camera, around the target"
-        self.update(Group(*[Text(caption, style="dim"), HalfBlocks(camera_pixels(live, cols, rows))]))
+        image = Group(Text(caption, style="dim"), HalfBlocks(camera_pixels(live, cols, rows)))
+        self.update(image, layout=False)   # the size is the layout's, not the frame's: no new layout per frame
 
 
 class PlacementPanel(Static):
     """Where the cube is against its target, updated with every frame the guide measures."""
 
     def show(self, s: RunState) -> None:
-        self.update(guide_text(s.placement) if s.placement is not None else "")
+        self.update(guide_text(s.placement) if s.placement is not None else "", layout=False)   # fixed size
 
 
 def placement_active(s: RunState) -> bool:

@@ -104,9 +104,10 @@ class RunScreen(Screen[None]):
         placing = placement_active(state)
         self.query_one("#placement").display = placing
         self.query_one("#body").display = not placing
-        for widget_id, cls in (("banner", Banner), ("header", TrialHeader), ("cube", CubePlacement),
-                               ("loop", LoopPanel), ("tally", TallyPanel), ("preview", FramePreview),
-                               ("live", LiveCamera), ("guide", PlacementPanel)):
+        shown: tuple[tuple[str, Any], ...] = (
+            (("live", LiveCamera), ("guide", PlacementPanel)) if placing else   # a few times a second: only these
+            (("cube", CubePlacement), ("loop", LoopPanel), ("tally", TallyPanel), ("preview", FramePreview)))
+        for widget_id, cls in (("banner", Banner), ("header", TrialHeader), *shown):
             self.query_one(f"#{widget_id}", cls).show(state)
 
 
