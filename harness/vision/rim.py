@@ -187,7 +187,9 @@ def fit_rim(frame: np.ndarray, min_radius_frac: float = 0.035, max_radius_frac: 
                              f"the rim's edges are found on only {100 * ring.either_share:.0f}% of it "
                              f"(needs {100 * RIM_SUPPORT:.0f}%)")
     washed = _clipped_share(frame, rim)
-    if washed > 0.4 and ring.outer_share < RIM_SUPPORT:  # where the outer edge shows, clipping did not hide it
+    # clipping hides a white lip's outer edge; where either edge of the band shows on half the rim,
+    # the band (its known width) still fixes the outer one
+    if washed > 0.4 and max(ring.outer_share, ring.inner_share) < RIM_SUPPORT:
         raise DetectionError(NotMeasured.WEAK_EDGE_SUPPORT,
                              f"{100 * washed:.0f}% of the pixels around the rim are clipped white or black "
                              "(exposure): its outer edge cannot be told from the table")
