@@ -10,7 +10,7 @@ Three tables:
 
 Run: .venv/bin/python benchmarks/measure_bench.py [--per-condition 30] [--stress 48] [--speed-images 20]
      (--speed-only --harness-root /path/to/older/checkout times that code's `harness measure` instead;
-      --stress-only --stress-seed 7 measures a held-out stress set; PYTHONPATH=/path/to/older/checkout,
+      --stress-only --stress-seed 7 measures another stress set; PYTHONPATH=/path/to/older/checkout,
       run from outside the repository, measures everything with that code)
 """
 
@@ -173,8 +173,8 @@ def main() -> None:
     parser.add_argument("--stress", type=int, default=48)
     parser.add_argument("--speed-images", type=int, default=20)
     parser.add_argument("--speed-only", action="store_true")
-    parser.add_argument("--stress-only", action="store_true", help="the stress set only (no clean renders, no CLI timing)")
-    parser.add_argument("--stress-seed", type=int, default=20, help="20 is the tests' set; others are held out")
+    parser.add_argument("--stress-only", action="store_true", help="the stress set only (no clean renders, no timing)")
+    parser.add_argument("--stress-seed", type=int, default=20, help="20 is the tests' set")
     parser.add_argument("--harness-root", help="time `harness measure` from this checkout instead (PYTHONPATH)")
     args = parser.parse_args()
     if args.stress_only:
