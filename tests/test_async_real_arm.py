@@ -176,15 +176,16 @@ class BlockingServer(HeldObservationServer):
 
 
 def _receivers() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "async-inference-receiver"]
+    """The episode's helper threads: the receiver and the sender."""
+    return [t for t in threading.enumerate() if t.name.startswith("async-inference-")]
 
 
 def test_the_receiver_thread_merges_chunks_as_they_arrive_and_is_joined_when_the_episode_ends() -> None:
     server = BlockingServer()
     policy = WallClockAsyncPolicy(server, SETTINGS, "task", now=ManualClock().now)
     assert _receivers() == []
-    policy.select_action(_observation(-1.0))          # the episode's first step starts the receiver
-    assert len(_receivers()) == 1
+    policy.select_action(_observation(-1.0))          # the episode's first step starts the receiver and sender
+    assert len(_receivers()) == 2
     assert server.waiting_again.wait(10)              # chunk 1 merged on the receiver thread
     assert policy.select_action(_observation(-1.0))["shoulder_pan.pos"] == 0.0
     policy.end_episode()
@@ -267,3 +268,41 @@ def test_the_report_says_a_real_arms_round_trips_were_wall_time(tmp_path: Path) 
     text = latency_text(load_scoresheet(tmp_path / "s.yaml"))
     assert "policy server at gpu-box:8080, as the arm waited, in wall time" in text
     assert "simulated" not in text
+
+
+@pytest.mark.slow
+def test_a_policy_server_lost_mid_trial_on_a_real_arm_voids_it_and_releases_the_arm(tmp_path: Path) -> None:
+    """LeRobot's server dies at the trial's first inference: no chunk ever reaches the emulated arm, which held
+    its position meanwhile; the trial is voided as robot I/O naming the server, the run pauses (exit 3) and
+    torque is off."""
+    from harness.models.scoresheet import load_scoresheet
+    from harness.models.taxonomy import VoidKind
+    from tests.tiny_policy import save_tiny_act
+
+    checkpoint = save_tiny_act(tmp_path / "act")
+    protocol = tmp_path / "desk.yaml"
+    protocol.write_text(TWO_TRIALS.split("- {index: 2")[0])
+    socket = tmp_path / "cams.sock"
+    server = PolicyServerProcess(free_port(), tmp_path / "server").start()
+    try:
+        with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
+            tool = LeRobotTool("harness.cli", ["run", str(protocol), "--robot", "so101", "--port", rig.port,
+                                               "--robot-id", "emulated_follower", "--policy", str(checkpoint),
+                                               "--camera", f"top=sim:{socket}@128x96", "--headless", "--no-video",
+                                               "--policy-server", server.address], tmp_path)
+            tool.expect("Place the cube at dx", timeout_s=180)
+            tool.expect("then press Enter.")
+            dx, dy, yaw = (float(v) for v in PLACE.findall(tool.output)[-1])
+            rig.place_cube(dx, dy, yaw)
+            server.kill_after(1)
+            tool.send()
+            assert tool.finish() == 3, tool.output[-3000:]
+            assert "Restart the policy server, then resume" in tool.output and "run paused" in tool.output
+            assert not any(s.torque_enabled for s in rig.chain.servos)
+    finally:
+        server.stop()
+    voided = load_scoresheet(tmp_path / "scoresheets" / "desk-act.yaml").attempts[-1]
+    assert voided.outcome == "void" and voided.void_reason is not None
+    assert voided.void_reason.startswith(VoidKind.ROBOT_IO_ERROR.value)
+    assert "policy server" in voided.void_reason and server.address in voided.void_reason
+    assert voided.loop.chunk_switches == 0 and voided.loop.queue_underruns == voided.loop.steps >= 1

@@ -6,7 +6,12 @@ the control loop pops one action per step, sends an observation when the queue i
 (must-go when it is empty), and holds the last command when the queue is empty (an underrun). The queue itself,
 its threshold, must-go and aggregate rules, is `async_policy.ChunkQueue`, shared with the simulated-time client.
 
-A server is lost mid-episode when an RPC fails (the receiver's error reaches the control loop at its next
+The loop itself never waits on gRPC: observations go through a sender thread, in order. Under SCHED_FIFO
+(`harness.realtime`) a normal-priority helper preempted while it holds the GIL would stall the loop behind
+every process on the machine (measured on the emulated arm: steps a second long, then bus timeouts), so the
+sender and receiver run just below the loop's real-time priority, and so do the threads gRPC starts for them.
+
+A server is lost mid-episode when an RPC fails (its error reaches the control loop at its next
 step) or when no chunk arrives within `answer_timeout_s` of a must-go observation, which LeRobot's server
 always runs: `PolicyServerLost`, a robot I/O void. Time is read from the injected `now`, so the queue is tested
 with a manual clock; `threaded=False` leaves `receive_once` to the caller, step by step.
@@ -14,6 +19,8 @@ with a manual clock; `threaded=False` leaves `receive_once` to the caller, step 
 
 from __future__ import annotations
 
+import os
+import queue
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -25,6 +32,27 @@ from harness.policies.base import TrialContext
 
 JOIN_TIMEOUT_S = 5.0   # a receiver whose server call cannot be cancelled is left (a daemon) after this
 JOIN_POLL_S = 0.05
+
+
+def _loop_scheduling() -> tuple[int, int] | None:
+    """The calling (control-loop) thread's real-time policy and priority; None at normal priority."""
+    if not hasattr(os, "sched_getscheduler") or not hasattr(os, "SCHED_FIFO"):
+        return None
+    policy = os.sched_getscheduler(0) & ~getattr(os, "SCHED_RESET_ON_FORK", 0)
+    if policy not in (os.SCHED_FIFO, os.SCHED_RR):
+        return None
+    return policy, os.sched_getparam(0).sched_priority
+
+
+def _just_below(loop: tuple[int, int] | None) -> None:
+    """The calling helper thread one real-time priority below the loop, without reset-on-fork: the threads gRPC
+    starts for its calls inherit it."""
+    if loop is None:
+        return
+    try:
+        os.sched_setscheduler(0, loop[0], os.sched_param(max(1, loop[1] - 1)))
+    except OSError:   # refused: the helper stays at normal priority
+        return
 
 
 class CancellableServer(Protocol):
@@ -48,8 +76,8 @@ class WallClockAsyncPolicy:
                  camera_keys: tuple[str, ...] = (), image_size: tuple[int, int] | None = None,
                  name: str = "async", now: Callable[[], float] | None = None,
                  answer_timeout_s: float = ANSWER_TIMEOUT_S, threaded: bool = True) -> None:
-        """`now`: the control loop's clock (seconds, monotonic); `threaded=False`: no receiver thread, the caller
-        calls `receive_once`."""
+        """`now`: the control loop's clock (seconds, monotonic); `threaded=False`: no helper threads (observations go
+        out at once, and the caller calls `receive_once`)."""
         import time
 
         self.name = name
@@ -64,7 +92,8 @@ class WallClockAsyncPolicy:
         self._chunks = ChunkQueue(settings)
         self._lock = threading.Lock()        # the queue and the records, between the loop and the receiver
         self._stop = threading.Event()
-        self._receiver: threading.Thread | None = None
+        self._helpers: list[threading.Thread] = []   # the receiver and the sender, while an episode runs
+        self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()   # observations for the sender, in order
         self._action_keys = [f"{joint}.pos" for joint in JOINT_NAMES]
         self.reset(None)
 
@@ -87,7 +116,7 @@ class WallClockAsyncPolicy:
         if not self._started:
             self._server.ready()
             self._started = True
-            self._start_receiver()
+            self._start_helpers()
         self._check_server()
         with self._lock:
             values = self._chunks.pop()
@@ -98,14 +127,17 @@ class WallClockAsyncPolicy:
                 self._sent_at.setdefault(timed.get_timestep(), sent_at)
                 if timed.must_go:
                     self._must_go_since = (timed.get_timestep(), sent_at)
+        if timed is not None:
+            if self._threaded:
+                self._outbox.put(timed)
+            else:   # before the step is counted: a step the server fails is not the arm's
+                self._server.send_observation(timed)
         if values is not None:
             self._last_action = {key: float(v) for key, v in zip(self._action_keys, values, strict=True)}
         else:   # nothing queued: the arm holds its last command (its present position before the first chunk)
             self.queue_underruns += 1
             if self._last_action is None:
                 self._last_action = {key: float(observation[key]) for key in self._action_keys}
-        if timed is not None:
-            self._server.send_observation(timed)
         return dict(self._last_action)
 
     def receive_once(self) -> bool:
@@ -134,15 +166,20 @@ class WallClockAsyncPolicy:
             raise PolicyServerLost(f"the policy server sent no actions within {self._answer_timeout_s:g} s of "
                                    f"observation #{waiting[0]}, which it must run")
 
-    def _start_receiver(self) -> None:
+    def _start_helpers(self) -> None:
         if not self._threaded:
             return
         self._stop.clear()
-        self._receiver = threading.Thread(target=self._receive, name="async-inference-receiver", daemon=True)
-        self._receiver.start()
+        loop = _loop_scheduling()
+        self._helpers = [threading.Thread(target=target, args=(loop,), name=name, daemon=True)
+                         for target, name in ((self._receive, "async-inference-receiver"),
+                                              (self._send, "async-inference-sender"))]
+        for helper in self._helpers:
+            helper.start()
 
-    def _receive(self) -> None:
+    def _receive(self, loop: tuple[int, int] | None) -> None:
         """`RobotClient.receive_actions`, until the episode ends; a failure is handed to the control loop."""
+        _just_below(loop)
         while not self._stop.is_set():
             try:
                 self.receive_once()
@@ -150,18 +187,34 @@ class WallClockAsyncPolicy:
                 self._failure = exc
                 return
 
+    def _send(self, loop: tuple[int, int] | None) -> None:
+        """`RobotClient.send_observation` for each observation the loop handed over, in order."""
+        _just_below(loop)
+        while True:
+            timed = self._outbox.get()
+            if timed is None or self._stop.is_set():
+                return
+            try:
+                self._server.send_observation(timed)
+            except BaseException as exc:   # re-raised in the control loop, which voids the trial
+                self._failure = exc
+                return
+
     def end_episode(self) -> None:
-        """Stop the receiver and wait for it: the engine calls this on every way out of an episode."""
-        receiver = self._receiver
-        if receiver is None:
+        """Stop the receiver and the sender and wait for them: the engine calls this on every way out of an
+        episode."""
+        if not self._helpers:
             return
         self._stop.set()
+        self._outbox.put(None)
         for _ in range(round(JOIN_TIMEOUT_S / JOIN_POLL_S)):   # again and again: a call may start after a cancel
             self._server.cancel()
-            receiver.join(JOIN_POLL_S)
-            if not receiver.is_alive():
+            for helper in self._helpers:
+                helper.join(JOIN_POLL_S)
+            if not any(helper.is_alive() for helper in self._helpers):
                 break
-        self._receiver = None
+        self._helpers = []
+        self._outbox = queue.SimpleQueue()
 
     def close(self) -> None:
         self.end_episode()
