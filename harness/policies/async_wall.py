@@ -8,7 +8,7 @@ its threshold, must-go and aggregate rules, is `async_policy.ChunkQueue`, shared
 
 The loop itself never waits on gRPC: observations go through a sender thread, in order. Under SCHED_FIFO
 (`harness.realtime`) a normal-priority helper preempted while it holds the GIL would stall the loop behind
-every process on the machine (measured on the emulated arm: steps a second long, then bus timeouts), so the
+every process on the machine (on the loaded emulated arm: bus timeouts within a trial's first steps), so the
 sender and receiver run just below the loop's real-time priority, and so do the threads gRPC starts for them.
 
 A server is lost mid-episode when an RPC fails (its error reaches the control loop at its next
