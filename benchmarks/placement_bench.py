@@ -81,9 +81,9 @@ class Table:
 
 
 def _stuck(table: Table, reading, counter: list[int]) -> str | None:
-    """A person's override: the cube is on its target, yet ten frames later the guide still does not accept it
-    (the arm at its start pose hides part of it, or the camera reads it just outside the tolerance)."""
-    counter[0] = counter[0] + 1 if table.landed is not None and not reading.within else 0
+    """A person's override: the cube is on its target, yet ten frames later the guide still has not started the
+    trial (the arm at its start pose hides part of it, or the reading flickers across the tolerance's edge)."""
+    counter[0] = counter[0] + 1 if table.landed is not None else 0   # frames since it landed, within or not
     return "on target, but not read within tolerance (hidden under the arm?)" if counter[0] >= 10 else None
 
 
