@@ -7,8 +7,8 @@
    with the rim); the judge sees the true physics. Prints the confusion table (judge rows, proposal
    columns) and agreement per judge label and per policy.
 2. Latency: the cube put exactly on its target, then the `PlacementGuide` (real clock, the default
-   0.1 s poll and two steady frames) until the trial may start: wall time from the cube landing to
-   the start, and the per-frame measurement time.
+   0.1 s poll; measured in tolerance, then found still there in the next frame) until the trial may
+   start: wall time from the cube landing to the start, and the per-frame measurement time.
 
 Run: .venv/bin/python benchmarks/proposal_bench.py [--trials 100] [--latency 10] [--seed 7]
 """
@@ -188,7 +188,7 @@ def latency(count: int, seed: int) -> None:
     world.close()
     starts.sort()
     print(f"\nCube landed -> trial may start ({len(starts)} placements; {hidden} more (partly) hidden under the arm "
-          "and overridden after 10 frames; 2 steady frames, 0.1 s poll, 640x480 render + scene check + "
+          "and overridden after 10 frames; in tolerance then still, 0.1 s poll, 640x480 render + scene check + "
           "measurement per frame)\n")
     print("| | median | p90 | max |\n|---|---:|---:|---:|")
     print(f"| landed to start (s) | {np.median(starts):.2f} | {np.percentile(starts, 90):.2f} | {max(starts):.2f} |")
