@@ -5,12 +5,16 @@ through that ellipse (rotate, then scale each axis to the rim's known diameter) 
 centimetres in the rim plane, to first order in the tilt.
 
 The automatic fit has to hold on real frames: a white bowl on a white table, wood grain, a hard
-shadow across the rim, the arm over part of it, blur, noise and JPEG blocks. It works in three
-steps. Edge pixels vote for circle centres along their gradient (texture votes scatter, a bowl's
-concentric edges pile up). Rays from each voted centre find every edge along them; edges that
-line up as a concentric ellipse over much of the circumference form a layer (the floor, the inner
-and the outer edge of the rim); the outermost well-supported layer is the rim's outer edge.
-Refitting on resampled rays gives the fit's own uncertainty, which measurements carry on.
+shadow across the rim, the arm over part of it, blur, noise and JPEG blocks. Edge pixels vote
+for circle centres along their gradient (texture votes scatter, a bowl's concentric edges pile
+up). Rays from each voted centre find every edge along them; edges that line up as a concentric
+ellipse over much of the circumference form a layer (the floor, the inner and the outer edge of
+the rim). The rim is a band of known width (`BowlShape`): near the outermost well-supported
+layer, each layer is read as the band's outer edge and as its inner edge, each reading refitted
+on both edges at once, and the floor's edge, where the bowl's shape puts it, tells the two
+readings of a lone edge apart. A white or glossy lip that hides its outer edge, a dark lip that
+hides its inner one, a shadow ringing the bowl: the band's outer edge is still the rim. Refitting
+on resampled rays gives the fit's own uncertainty, which measurements carry on.
 """
 
 from __future__ import annotations
@@ -68,11 +72,11 @@ class RimFit:
     """An automatic rim with what the fit itself says about its quality."""
 
     rim: Rim
-    support: float                                  # share of rays with an edge on the ellipse
-    residual_px: float                              # RMS distance of those edges from the ellipse
+    support: float                                  # share of rays showing the rim's outer or inner edge
+    residual_px: float                              # RMS distance of those edges from the fit (outer-edge terms)
     sigma: tuple[float, float, float, float]        # standard error of cx, cy, a, b (px), from resampling
     layers: int                                     # concentric layers seen (floor, inner and outer rim edge)
-    rival_px: float = 0.0                           # how far a nearly as well supported edge lies from it
+    rival_px: float = 0.0                           # how far a nearly as well supported reading lies from it
     outer_share: float = 0.0                        # share of rays showing the rim's outer edge
     inner_share: float = 0.0                        # share showing its inner edge (where the wall begins)
     floor_share: float = 0.0                        # support of the floor's edge where the bowl's shape puts it
