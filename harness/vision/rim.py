@@ -318,11 +318,6 @@ class _Rays:
     ray: np.ndarray           # the ray of each edge in `r_edge`
 
 
-def _layers(lab: np.ndarray, centre: tuple[float, float], r_min: float, r_max: float) -> list[_Layer]:
-    """Concentric ellipses of edges around `centre`: rays find the edges, radii that recur form layers."""
-    return _layers_on(_edges_along_rays(lab, centre, r_min, r_max), r_min, r_max)
-
-
 def _edges_along_rays(lab: np.ndarray, centre: tuple[float, float], r_min: float, r_max: float) -> _Rays:
     """Colour-gradient peaks along RAYS rays from `centre`, to a tenth of a pixel."""
     h, w = lab.shape[:2]
@@ -355,7 +350,8 @@ def _edges_along_rays(lab: np.ndarray, centre: tuple[float, float], r_min: float
 
 
 def _layers_on(rays: _Rays, r_min: float, r_max: float) -> list[_Layer]:
-    """Radii that recur over many rays, each refined into a layer (circle, and ellipse where it goes round)."""
+    """Concentric ellipses of edges around the rays' centre: radii that recur over many rays, each
+    refined into a layer (a circle, and an ellipse where its edges go round far enough)."""
     centre, phis, candidates, usable, radii, r_edge, ray = (rays.centre, rays.phis, rays.candidates, rays.usable,
                                                             rays.radii, rays.r_edge, rays.ray)
     step = float(radii[1] - radii[0])
