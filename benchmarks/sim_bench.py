@@ -293,6 +293,29 @@ def png_cost(world: SimWorld, level: int | None) -> float:
     return (time.perf_counter() - t0) / 5
 
 
+def render_parts(camera: str, width: int = 320, height: int = 240, frames: int = 20) -> tuple[float, float, float]:
+    """CPU ms per frame: the whole scene, without the arm's visual meshes, and with no geometry at all
+    (what the frame's cost is made of: llvmpipe is bound by geometry, not pixels)."""
+    world = SimWorld()
+    renderer = mujoco.Renderer(world.model, height, width)
+    name = {"wrist": "wrist_cam"}.get(camera, camera)
+    no_arm, nothing = mujoco.MjvOption(), mujoco.MjvOption()
+    no_arm.geomgroup[2] = 0   # the arm's visual meshes
+    nothing.geomgroup[:] = 0
+    costs = []
+    for option in (mujoco.MjvOption(), no_arm, nothing):
+        renderer.update_scene(world.data, camera=name, scene_option=option)
+        renderer.render()
+        t0 = time.process_time()
+        for _ in range(frames):
+            renderer.update_scene(world.data, camera=name, scene_option=option)
+            renderer.render()
+        costs.append(1000 * (time.process_time() - t0) / frames)
+    renderer.close()
+    world.close()
+    return costs[0], costs[1], costs[2]
+
+
 def trials_section(n: int) -> None:
     protocol_path = REPO / "protocols" / "randomized.yaml"
     protocol = load_protocol(protocol_path)
@@ -300,6 +323,11 @@ def trials_section(n: int) -> None:
     physics_us, judge_us, planning = judge_cost(protocol, protocol.trials[0])
     print(f"| per physics step | mj_step {physics_us:.0f} us | judge {judge_us:.0f} us | "
           f"expert planning {planning:.2f} s |\n")
+    for camera in ("top", "wrist"):
+        whole, no_arm, nothing = render_parts(camera)
+        print(f"| {camera} 320x240 frame, CPU ms | {whole:.1f} | arm's visual meshes {whole - no_arm:.1f} | "
+              f"table, bowl, cube {no_arm - nothing:.1f} | empty frame {nothing:.1f} |")
+    print()
     with_video = engine_trials(protocol_path, n, True, work)
     without = engine_trials(protocol_path, n, False, work)
     physics, frames = trial_floor(protocol, protocol.trials[0], 254)
