@@ -10,6 +10,10 @@ lands its own measured policy time late). Async round trips are every chunk's wa
 observation to receiving the chunk (all trials pooled, so p99 is over every chunk); underruns are steps with an
 empty queue (sync: steps whose action landed more than a period late). CPU seconds are this
 process's and the server's, which load does not skew the way it skews wall time.
+
+The last row is the real-arm path: `harness run --robot so101 --policy-server` on the emulated arm (the bus
+emulator with the simulated arm and cameras) in a child process, paced at 30 Hz with the queue in wall time
+(two trials of `--seconds`); its harness CPU is the child's. `--real-arm-only` runs that row alone.
 """
 
 from __future__ import annotations
@@ -97,10 +101,60 @@ def _row(folder: Path, name: str, protocol: Path, extra: list[str], server: Poli
     return [name, *figures, f"{underruns} of {steps}", chunks, f"{cpu:.1f}", f"{server_cpu:.1f}", f"{wall:.0f}"]
 
 
+def _real_arm_row(folder: Path, seconds: float, server: PolicyServerProcess) -> list[str]:
+    """`harness run --robot so101 --policy-server` on the emulated arm (`open_rig`, simulated cameras) in a child
+    process, paced at 30 Hz with the queue in wall time; the operator's cube placement and keys scripted as in
+    tests/test_real_arm_path.py. Figures are the sheet's per-trial ones (the worst trial's shown)."""
+    import resource
+
+    from harness.bus.scenario import default_scenario, open_rig
+    from tests.lerobot_tool import LeRobotTool
+    from tests.test_real_arm_path import PLACE, TWO_TRIALS
+
+    checkpoint = save_tiny_act(folder / "act")
+    protocol = folder / "desk.yaml"
+    protocol.write_text(TWO_TRIALS.replace("episode_time_limit_s: 3.0", f"episode_time_limit_s: {seconds}"))
+    socket = folder / "cams.sock"
+    server_cpu = _server_cpu_s(server.pid)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = time.perf_counter()
+    with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
+        tool = LeRobotTool("harness.cli", ["run", str(protocol), "--robot", "so101", "--port", rig.port,
+                                           "--robot-id", "emulated_follower", "--policy", str(checkpoint),
+                                           "--camera", f"top=sim:{socket}@128x96", "--headless", "--no-video",
+                                           "--policy-server", server.address], folder)
+        for _ in range(2):
+            tool.expect("Place the cube at dx", timeout_s=180)
+            tool.expect("then press Enter.")
+            dx, dy, yaw = (float(v) for v in PLACE.findall(tool.output)[-1])
+            rig.place_cube(dx, dy, yaw)
+            tool.send()
+            tool.expect("Score:", timeout_s=120)
+            tool.send("n")
+            tool.expect("Note (optional)")
+            tool.send("")
+        if tool.finish() != 0:
+            raise SystemExit(f"real arm: harness run failed\n{tool.output[-2000:]}")
+    wall = time.perf_counter() - wall
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
+    server_cpu = _server_cpu_s(server.pid) - server_cpu
+    loops = [a.loop for a in load_scoresheet(folder / "scoresheets" / "desk-act.yaml").scored_attempts()]
+    figures = [f"{max(loop.obs_to_action_ms_p50 or 0 for loop in loops):.0f}",
+               f"{max(loop.obs_to_action_ms_p95 or 0 for loop in loops):.0f}", "-",
+               f"{max(loop.obs_to_action_ms_max or 0 for loop in loops):.0f}", "-"]
+    return ["async, real arm (emulated, paced 30 Hz, wall-time queue), server latency 0, threshold 0.5", *figures,
+            "/".join(str(loop.queue_underruns) for loop in loops) + " of "
+            + "/".join(str(loop.steps) for loop in loops),
+            "/".join(str(loop.chunk_switches) for loop in loops), f"{cpu:.1f}", f"{server_cpu:.1f}", f"{wall:.0f}"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=6.0, help="episode time limit (the tiny ACT never grasps)")
+    parser.add_argument("--real-arm-only", action="store_true",
+                        help="only the real-arm row (two trials on the emulated arm)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -110,7 +164,7 @@ def main() -> None:
         policy = str(save_tiny_act(folder / "tiny_act"))
         common = ["--policy", policy, "--max-trials", str(args.trials)]
         rows = []
-        for name, server_latency, queue in [
+        for name, server_latency, queue in [] if args.real_arm_only else [
             ("async, server latency 0, threshold 0.5", 0.0, []),
             ("async, server latency 33 ms (LeRobot default), threshold 0.5", 1 / 30, []),
             ("async, server latency 0, threshold 1.0", 0.0, ["--chunk-size-threshold", "1.0"]),
@@ -121,7 +175,17 @@ def main() -> None:
                                  server))
             finally:
                 server.stop()
-        rows.append(_row(folder, "sync, --latency measured", protocol, [*common, "--latency", "measured"], None))
+        if not args.real_arm_only:
+            rows.append(_row(folder, "sync, --latency measured", protocol, [*common, "--latency", "measured"],
+                             None))
+        server = PolicyServerProcess(free_port(), folder / "server").start()
+        try:
+            rows.append(_real_arm_row(folder, args.seconds, server))
+        except AssertionError as exc:   # the emulated bus timed out under load: say so, keep the other rows
+            rows.append(["async, real arm (emulated): run failed", (str(exc).splitlines() or [""])[-1][:100],
+                         *["-"] * 9])
+        finally:
+            server.stop()
     header = ["engine", "obs-to-action p50 ms", "p95", "p99", "max", "chunks timed", "underruns of steps",
               "chunk switches", "harness CPU s", "server CPU s", "wall s"]
     print("| " + " | ".join(header) + " |")
