@@ -210,6 +210,12 @@ class RunEngine:
             return attempt, void
         self._phase("placing cube")
         self.stage.place_cube(trial, number)
+        if self.observer.stop_requested():   # aborted while the cube was placed: the policy never moves the arm
+            void = Void(VoidKind.OPERATOR_ABORT)
+            attempt = self.sheet.add_attempt(attempt_from_label(
+                Label.VOID, trial_index=trial.index, attempt=number, void_reason=void.reason, started_at=started,
+                ended_at=now_iso(), duration_s=round(self.clock.now() - t_start, 3)))
+            return attempt, void
         self.policy.reset(TrialContext(self.protocol, trial, self.stage.world))
         folder = self.options.runs_dir / self.sheet.path.stem / f"trial-{trial.index:03d}-a{number}"
         recorder = EvidenceRecorder(
