@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from textual.app import App
 
@@ -66,3 +68,30 @@ class ScoreHost(App):
         self.call_after_refresh(screen.show, STATE)
         verdict = {"label": "no_grasp", "detail": "the gripper never held the cube"}
         self.push_screen(ScoreScreen("trial #12 (dx +3.8, dy -2.9 cm)", verdict, undo_s=3.0))
+
+
+def _table_with_cube() -> np.ndarray:
+    """A 640x480 top frame: a warm table and a red cube, 1.8 cm (about 15 px) off its target's footprint."""
+    y, x = np.mgrid[0:480, 0:640]
+    image = np.stack([180 + x // 16, 150 + y // 16, np.full_like(x, 110)], axis=-1).astype(np.uint8)
+    image[195:225, 318:348] = (230, 60, 60)
+    return image
+
+
+def _placing_state():
+    from harness.run.placement_guide import PlacementReading, Tolerance
+    from harness.tui.state import LivePlacement
+
+    square = ((300.0, 200.0), (330.0, 200.0), (330.0, 230.0), (300.0, 230.0))
+    reading = PlacementReading((3.0, -2.0), 15.0, (4.8, -2.1), 15.0, 1.8, 0.0, 0.4, False, tolerance=Tolerance(),
+                               target_corners_px=square, cube_px=(333.0, 210.0))
+    return replace(STATE, phase="placing cube", placement=LivePlacement(_table_with_cube(), reading))
+
+
+class PlacingHost(App):
+    CSS = CSS
+
+    def on_mount(self) -> None:
+        screen = RunScreen()
+        self.push_screen(screen)
+        self.call_after_refresh(screen.show, _placing_state())
