@@ -177,16 +177,19 @@ def test_a_two_trial_real_arm_run_with_a_saved_act_and_simulated_cameras(tmp_pat
     assert not any(s.torque_enabled for s in rig.chain.servos)
 
 
-def test_the_sim_only_expert_is_refused_on_a_real_arm_before_anything_is_locked(workdir: Path, capsys) -> None:
+@pytest.mark.parametrize(("policy", "why"), [("expert", "real arm cannot know"),
+                                            ("replay", "a real arm does not have")])
+def test_the_sim_only_built_ins_are_refused_on_a_real_arm_before_anything_is_locked(
+        workdir: Path, capsys, policy: str, why: str) -> None:
     from harness.cli import main
     from tests.helpers import small_protocol_copy
 
     protocol = small_protocol_copy(workdir / "protocols")
-    code = main(["run", str(protocol), "--robot", "so101", "--port", "/dev/no-such-port", "--policy", "expert",
+    code = main(["run", str(protocol), "--robot", "so101", "--port", "/dev/no-such-port", "--policy", policy,
                  "--headless"])
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--policy" in err[0] and "real arm cannot know" in err[0]
+    assert len(err) == 1 and "--policy" in err[0] and why in err[0] and "checkpoint" in err[0]
     assert [p.relative_to(workdir) for p in workdir.rglob("*") if p.is_file()] == [Path("protocols/small.yaml")]
 
 

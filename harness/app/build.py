@@ -125,12 +125,13 @@ def check_run_flags(args: argparse.Namespace) -> None:
 
 
 def check_policy_fits_robot(policy_ref: str, robot: str) -> None:
-    """The scripted expert plans from the simulator's true cube pose, which a real arm does not have:
-    refused in one line before anything is locked or connected (a LeRobot checkpoint, or `replay`, runs)."""
-    if policy_ref == "expert" and robot != "sim":
-        raise HarnessInputError(None, "--policy", "expert plans from the simulator's true cube pose, which a real "
-                                                  "arm cannot know; on --robot so101 use a LeRobot checkpoint or "
-                                                  "replay")
+    """The scripted built-ins plan in the simulator (`expert` from the true cube pose, `replay` through the
+    simulated arm's kinematics and clock), which a real arm does not have: refused in one line before
+    anything is locked or connected. A LeRobot checkpoint runs."""
+    if policy_ref in ("expert", "replay") and robot != "sim":
+        what = ("plans from the simulator's true cube pose, which a real arm cannot know" if policy_ref == "expert"
+                else "plays a plan made in the simulator on its clock, which a real arm does not have")
+        raise HarnessInputError(None, "--policy", f"{policy_ref} {what}; on --robot so101 use a LeRobot checkpoint")
 
 
 def _observer(front_end: FrontEnd, operator_scores: bool) -> Any:
