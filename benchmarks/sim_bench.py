@@ -126,7 +126,7 @@ class _TimedObserver:
         return True
 
 
-def engine_trials(protocol_path: Path, n: int, video: bool, work: Path) -> EngineTrials:
+def engine_trials(protocol_path: Path, n: int, video: bool, work: Path, lanes: int | None = None) -> EngineTrials:
     """Seconds per trial through the run engine (start pose, cube, loop, scoring, evidence, scoresheet)."""
     from harness.models.scoresheet import build_locked, lock_scoresheet
     from harness.run.clock import MonotonicClock
@@ -144,7 +144,7 @@ def engine_trials(protocol_path: Path, n: int, video: bool, work: Path) -> Engin
     if importlib.util.find_spec("harness.run.evidence_writer") and (video or _writer_watches()):
         from harness.run.evidence_writer import EvidenceWriter
 
-        writer = EvidenceWriter(world.geometry, control_fps=protocol.fps)
+        writer = EvidenceWriter(world.geometry, control_fps=protocol.fps, **({"lanes": lanes} if lanes else {}))
         extra["evidence_writer"] = writer
         observer.writer_pids = list(getattr(writer, "pids", None) or [writer._process.pid])  # one process before
     options = RunOptions(runs_dir=work / f"runs-{video}", video=video, max_attempts=n, **extra)
@@ -316,7 +316,7 @@ def render_parts(camera: str, width: int = 320, height: int = 240, frames: int =
     return costs[0], costs[1], costs[2]
 
 
-def trials_section(n: int) -> None:
+def trials_section(n: int, lanes: int | None = None) -> None:
     protocol_path = REPO / "protocols" / "randomized.yaml"
     protocol = load_protocol(protocol_path)
     work = Path(tempfile.mkdtemp(prefix="sim_bench-"))
@@ -328,8 +328,8 @@ def trials_section(n: int) -> None:
         print(f"| {camera} 320x240 frame, CPU ms | {whole:.1f} | arm's visual meshes {whole - no_arm:.1f} | "
               f"table, bowl, cube {no_arm - nothing:.1f} | empty frame {nothing:.1f} |")
     print()
-    with_video = engine_trials(protocol_path, n, True, work)
-    without = engine_trials(protocol_path, n, False, work)
+    with_video = engine_trials(protocol_path, n, True, work, lanes)
+    without = engine_trials(protocol_path, n, False, work, lanes)
     physics, frames = trial_floor(protocol, protocol.trials[0], 254)
     floor = physics + frames
     world = SimWorld()
@@ -391,6 +391,8 @@ def latency_section(n: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="10 trials per policy instead of 50")
+    parser.add_argument("--writer-lanes", type=int, default=0,
+                        help="with --trials: the evidence writer's processes (default: one per core, at most two)")
     parser.add_argument("--trials", type=int, default=0,
                         help="only the per-trial section: this many engine trials with and without video")
     parser.add_argument("--latency-curve", type=int, default=0,
@@ -400,7 +402,7 @@ def main() -> None:
         latency_section(args.latency_curve)
         return
     if args.trials:
-        trials_section(args.trials)
+        trials_section(args.trials, args.writer_lanes)
         return
     protocol = load_protocol(REPO / "protocols" / "randomized.yaml")
     fast, default = build_model(fast_meshes=True), build_model(fast_meshes=False)
