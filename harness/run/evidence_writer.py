@@ -41,6 +41,7 @@ from harness.run.evidence import complete_folder, fresh_partial, partial_folder
 
 QUEUE_FRAMES = 16
 POLL_S = 0.05
+ABANDON_WAIT_S = 10.0
 MAX_LANES = 2
 
 
@@ -187,11 +188,16 @@ class EvidenceWriter:
             with contextlib.suppress(queue.Full, ValueError, OSError):
                 lane.requests.put(_Abandon(self._seq), timeout=10.0)
         waiting = {lane.index for lane in alive}
-        with contextlib.suppress(EvidenceWriterError):
-            while waiting:
-                kind, lane_index, _ = self._next_result(abandoning=True)
-                if kind == "abandoned":
-                    waiting.discard(lane_index)
+        idle_polls = round(ABANDON_WAIT_S / POLL_S)   # a hung lane must not hold up the run's way out
+        while waiting and idle_polls > 0:
+            try:
+                kind, seq, lane_index, _ = self._results.get(timeout=POLL_S)
+            except queue.Empty:
+                idle_polls -= 1
+                waiting = {index for index in waiting if self._lanes[index].process.is_alive()}
+                continue
+            if kind == "abandoned" and seq == self._seq:
+                waiting.discard(lane_index)
         if self._folder is not None:
             shutil.rmtree(partial_folder(self._folder), ignore_errors=True)
         self._active = []
@@ -225,7 +231,7 @@ class EvidenceWriter:
             except queue.Full:
                 continue
 
-    def _next_result(self, abandoning: bool = False) -> tuple[str, int, Any]:
+    def _next_result(self) -> tuple[str, int, Any]:
         """The next message about this trial (a dropout is kept, an error raised); older trials' are skipped."""
         while True:
             try:
@@ -237,7 +243,7 @@ class EvidenceWriter:
                 continue
             if kind == "dropout":
                 self._dropout = self._dropout or value
-            elif kind == "error" and not abandoning:
+            elif kind == "error":
                 raise EvidenceWriterError(value)
             else:
                 return kind, lane_index, value
