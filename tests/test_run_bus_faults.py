@@ -117,14 +117,16 @@ def test_a_power_cycle_mid_run_is_caught_before_the_next_motion(tmp_path, after)
 
 def test_a_servo_missing_at_connect_pauses_with_its_name_and_locks_nothing(workdir: Path, capsys) -> None:
     from harness.cli import main
+    from tests.tiny_policy import save_tiny_act
 
+    checkpoint = save_tiny_act(workdir / "act")
     chain = build_chain(default_scenario())
     chain.unplug("elbow_flex")
     protocol = workdir / "protocols" / "small.yaml"
     protocol.write_text((REPO / "tests" / "data" / "small.yaml").read_text())
     with PtyBus(chain) as bus:
         code = main(["run", str(protocol), "--robot", "so101", "--port", bus.port, "--robot-id", "emulated_follower",
-                     "--policy", "replay", "--headless"])
+                     "--policy", str(checkpoint), "--camera", "top=sim@128x96", "--headless"])
     err = capsys.readouterr().err
     assert code == 3
     assert "run paused" in err and "no answer from elbow_flex" in err and "harness fix-ids --port" in err
