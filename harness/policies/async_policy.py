@@ -79,6 +79,18 @@ class ActionServer(Protocol):
     def close(self) -> None: ...
 
 
+ACTION_KEYS = tuple(f"{joint}.pos" for joint in JOINT_NAMES)
+
+
+def next_command(values: list[float] | None, held: dict[str, float] | None,
+                 observation: dict[str, Any]) -> dict[str, float]:
+    """The arm's command for this step: the queue's next action, or on an empty queue (`values` None) the
+    command it holds, which before the first chunk is its present position. Shared by both clients."""
+    if values is not None:
+        return {key: float(v) for key, v in zip(ACTION_KEYS, values, strict=True)}
+    return held if held is not None else {key: float(observation[key]) for key in ACTION_KEYS}
+
+
 class ChunkQueue:
     """LeRobot's client-side action queue (`RobotClient`), shared by the simulated-time and the wall-time
     clients: when to send an observation (`chunk_size_threshold`), which one must go, what the arm does next,
@@ -170,7 +182,6 @@ class AsyncServerPolicy:
         self._features = lerobot_features
         self._chunks = ChunkQueue(settings)
         self._now = now
-        self._action_keys = [f"{joint}.pos" for joint in JOINT_NAMES]
         self._last_processed: Any | None = None   # the server's, which survives a new episode
         self.reset(None)
 
@@ -199,12 +210,8 @@ class AsyncServerPolicy:
             self.chunk_switches += 1
             self._in_flight = None
         values = self._chunks.pop()
-        if values is not None:
-            self._last_action = {key: float(v) for key, v in zip(self._action_keys, values, strict=True)}
-        else:   # nothing queued: the arm holds its last command (its present position before the first chunk)
-            self.queue_underruns += 1
-            if self._last_action is None:
-                self._last_action = {key: float(observation[key]) for key in self._action_keys}
+        self.queue_underruns += values is None
+        self._last_action = next_command(values, self._last_action, observation)
         return dict(self._last_action)
 
     def _send(self, observation: dict[str, Any], step: int) -> None:

@@ -25,9 +25,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from harness.models.protocol import JOINT_NAMES
 from harness.policies.async_client import ANSWER_TIMEOUT_S, PolicyServerLost
-from harness.policies.async_policy import AsyncSettings, ChunkQueue
+from harness.policies.async_policy import AsyncSettings, ChunkQueue, next_command
 from harness.policies.base import TrialContext
 
 JOIN_TIMEOUT_S = 5.0   # a receiver whose server call cannot be cancelled is left (a daemon) after this
@@ -94,7 +93,6 @@ class WallClockAsyncPolicy:
         self._stop = threading.Event()
         self._helpers: list[threading.Thread] = []   # the receiver and the sender, while an episode runs
         self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()   # observations for the sender, in order
-        self._action_keys = [f"{joint}.pos" for joint in JOINT_NAMES]
         self.reset(None)
 
     def reset(self, context: TrialContext | None) -> None:
@@ -132,12 +130,8 @@ class WallClockAsyncPolicy:
                 self._outbox.put(timed)
             else:   # before the step is counted: a step the server fails is not the arm's
                 self._server.send_observation(timed)
-        if values is not None:
-            self._last_action = {key: float(v) for key, v in zip(self._action_keys, values, strict=True)}
-        else:   # nothing queued: the arm holds its last command (its present position before the first chunk)
-            self.queue_underruns += 1
-            if self._last_action is None:
-                self._last_action = {key: float(observation[key]) for key in self._action_keys}
+        self.queue_underruns += values is None
+        self._last_action = next_command(values, self._last_action, observation)
         return dict(self._last_action)
 
     def receive_once(self) -> bool:
