@@ -239,13 +239,7 @@ class EvidenceWriter:
             except queue.Empty:
                 self._check_alive()
                 continue
-            if seq != self._seq:
-                continue
-            if kind == "dropout":
-                self._dropout = self._dropout or value
-            elif kind == "error":
-                raise EvidenceWriterError(value)
-            else:
+            if self._is_result(kind, seq, value):
                 return kind, lane_index, value
 
     def _drain(self) -> None:
@@ -254,12 +248,18 @@ class EvidenceWriter:
                 kind, seq, _, value = self._results.get_nowait()
             except queue.Empty:
                 return
-            if seq != self._seq:
-                continue
-            if kind == "dropout":
-                self._dropout = self._dropout or value
-            elif kind == "error":
-                raise EvidenceWriterError(value)
+            self._is_result(kind, seq, value)
+
+    def _is_result(self, kind: str, seq: int, value: Any) -> bool:
+        """Whether a message is a result of this trial; a dropout is kept and an error raised on the way."""
+        if seq != self._seq:
+            return False
+        if kind == "dropout":
+            self._dropout = self._dropout or value
+            return False
+        if kind == "error":
+            raise EvidenceWriterError(value)
+        return True
 
     def _check_alive(self) -> None:
         for lane in self._active or self._lanes:
