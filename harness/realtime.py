@@ -17,6 +17,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 LOOP_PRIORITY = 10   # low among real-time priorities: above every normal thread, below kernel IRQ threads
+# The emulated devices (servo bus, camera poses) stand in for hardware, which answers whatever the host
+# does: above the loop, so a loop thread that spins while it waits for a reply (scservo_sdk polls the
+# port) can never hold the emulator's thread off the core it woke on. With equal priorities it did, for
+# the whole 50 ms reply window, and LeRobot reported a servo missing.
+DEVICE_PRIORITY = 20
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ delivered to `HarnessSimCamera` (type `harness_sim`), with the faults a real cam
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -12,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from lerobot.cameras.utils import make_cameras_from_configs
+from lerobot.utils.errors import DeviceNotConnectedError
 
 from harness.bus.scenario import default_scenario, open_rig
 from harness.sim.config_sim_camera import HarnessSimCameraConfig
@@ -125,3 +128,54 @@ def test_lerobot_discovers_the_camera_plugin() -> None:
             "from lerobot.cameras.configs import CameraConfig; print(CameraConfig.get_choice_class('harness_sim'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "HarnessSimCameraConfig" in out.stdout, out.stderr[-2000:]
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its parent to reap it counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_the_cameras_draw_in_a_process_of_their_own_that_ends_with_the_rig(tmp_path: Path) -> None:
+    socket = tmp_path / "cams.sock"
+    with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
+        assert rig.frames is not None
+        pid = rig.frames.pid
+        assert pid != os.getpid() and _alive(pid)
+        camera = _camera(socket)
+        assert camera.read().std() > 10
+        camera.disconnect()
+    assert not _alive(pid)
+    assert not socket.exists()
+
+
+@pytest.mark.slow
+def test_the_cameras_go_when_the_emulator_is_killed(tmp_path: Path) -> None:
+    socket = tmp_path / "cams.sock"
+    emulator = subprocess.Popen([sys.executable, "-m", "harness.cli", "emulate-bus", "--sim", "--camera-socket",
+                                 str(socket)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+    try:
+        assert emulator.stdout is not None
+        for line in emulator.stdout:
+            if line.startswith("Simulated cameras on"):
+                break
+        children = Path(f"/proc/{emulator.pid}/task/{emulator.pid}/children").read_text().split()
+        renderers = [int(c) for c in children if b"harness.sim.frame_render" in Path(f"/proc/{c}/cmdline").read_bytes()]
+        assert len(renderers) == 1
+        camera = _camera(socket)
+        camera.read()
+        emulator.send_signal(signal.SIGKILL)      # no clean-up of its own: the lifeline must do it
+        emulator.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while _alive(renderers[0]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(renderers[0])
+        assert not socket.exists()
+        with pytest.raises((TimeoutError, DeviceNotConnectedError)):
+            camera.async_read(timeout_ms=500)
+    finally:
+        emulator.kill()
+        emulator.wait()

@@ -17,7 +17,7 @@ import tty
 
 from harness.bus import protocol as p
 from harness.bus.emulator import ServoChain
-from harness.realtime import realtime_thread
+from harness.realtime import DEVICE_PRIORITY, realtime_thread
 
 GIL_SWITCH_S = 0.0005
 TCGETS2 = 0x802C542A  # Linux: struct termios2, which carries arbitrary baud rates
@@ -55,7 +55,7 @@ class PtyBus:
     def _serve(self) -> None:
         # Real servos answer in microseconds whatever the host is doing; a starved emulator thread on a busy
         # machine answers late and LeRobot reports a servo missing. Real-time where the OS allows.
-        with realtime_thread():
+        with realtime_thread(priority=DEVICE_PRIORITY):
             self._serve_packets()
 
     def _serve_packets(self) -> None:

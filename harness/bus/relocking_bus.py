@@ -14,10 +14,12 @@ import time
 from collections import Counter
 from typing import Any
 
+import scservo_sdk as scs
 from lerobot.motors.feetech import FeetechMotorsBus
 from lerobot.motors.motors_bus import get_address
 
 from harness.bus import protocol as p
+from harness.bus.waiting_port import WaitingPortHandler
 from harness.bus.wire import Wire
 from harness.errors import BusSafetyError, NoServoAnswers, ServoBusFault
 
@@ -26,6 +28,14 @@ log = logging.getLogger(__name__)
 
 
 class RelockingFeetechBus(FeetechMotorsBus):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # A port that sleeps while a reply is on its way (waiting_port.py says why), and the sync
+        # reader and writer rebuilt on it: they keep the port handler they were made with.
+        self.port_handler = WaitingPortHandler(self.port)
+        self.sync_reader = scs.GroupSyncRead(self.port_handler, self.packet_handler, 0, 0)
+        self.sync_writer = scs.GroupSyncWrite(self.port_handler, self.packet_handler, 0, 0)
+
     def sync_read(self, data_name: str, motors: Any = None, *, normalize: bool = True,
                   num_retry: int = 0) -> dict[str, Any]:
         """LeRobot's sync read, timed for `harness -vv` (a slow bus shows here before it misses deadlines)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 from pathlib import Path
@@ -57,6 +58,9 @@ def emulate_bus(args: argparse.Namespace) -> int:
             from harness.sim.frame_server import FrameServer
 
             frames = FrameServer(chain.world, bus.lock, args.camera_socket)
+        # What is built now (imports, servos, world) lives as long as the emulator: out of the collector's reach,
+        # a full collection no longer walks it holding the interpreter lock (30-80 ms, past the reply window).
+        gc.freeze()
         try:
             if has_console(sys.stdin):
                 console(bus.chain, bus.lock, bus.port, world=getattr(chain, "world", None), frames=frames)
