@@ -179,3 +179,27 @@ def test_the_cameras_go_when_the_emulator_is_killed(tmp_path: Path) -> None:
     finally:
         emulator.kill()
         emulator.wait()
+
+
+@pytest.mark.parametrize("kind", ["a regular file", "a dangling link", "a missing folder", "too long a path"])
+def test_a_camera_socket_path_no_camera_can_be_served_at_is_refused_and_left_alone(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str) -> None:
+    from harness.cli import main
+
+    path = tmp_path / "cams.sock"
+    if kind == "a regular file":
+        path.write_text("someone's notes")
+    elif kind == "a dangling link":
+        path.symlink_to(tmp_path / "elsewhere")
+    elif kind == "a missing folder":
+        path = tmp_path / "no-such-folder" / "cams.sock"
+    else:
+        path = tmp_path / ("x" * 120 + ".sock")
+    code = main(["emulate-bus", "--sim", "--camera-socket", str(path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and "--camera-socket" in err[0] and str(path) in err[0]
+    if kind == "a regular file":
+        assert path.read_text() == "someone's notes"
+    if kind == "a dangling link":
+        assert path.is_symlink()

@@ -10,8 +10,10 @@ camera's fault as the console set it.
 from __future__ import annotations
 
 import contextlib
+import os
 import select
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -39,7 +41,7 @@ class FrameServer:
         self.socket_path = Path(socket_path or default_socket_path())
         self.faults: dict[str, CameraFault] = {name: CameraFault.OK for name in SIM_CAMERAS}
         self._stop = threading.Event()
-        _refuse_if_served(self.socket_path)
+        _check_socket_path(self.socket_path)
         ours, theirs = socket.socketpair()
         self._link = PoseLink(ours, world.model.nq)
         self._process = subprocess.Popen(
@@ -117,10 +119,23 @@ class FrameServer:
             self.socket_path.unlink()
 
 
-def _refuse_if_served(socket_path: Path) -> None:
-    """A socket file someone answers on belongs to another emulator; one nobody answers is left over."""
-    if not socket_path.exists():
+UNIX_PATH_MAX = 107   # bytes in sockaddr_un.sun_path, less the terminating NUL (Linux)
+
+
+def _check_socket_path(socket_path: Path) -> None:
+    """Refuse, before anything starts, a path no socket can be bound at; a socket file someone answers on
+    belongs to another emulator; one nobody answers is left over, and removed."""
+    if len(os.fsencode(socket_path)) > UNIX_PATH_MAX:
+        raise HarnessInputError(socket_path, "--camera-socket", f"longer than a Unix socket path may be "
+                                                                f"({UNIX_PATH_MAX} bytes); choose a shorter one")
+    if not socket_path.parent.is_dir():
+        raise HarnessInputError(socket_path, "--camera-socket", "its folder does not exist")
+    if not os.access(socket_path.parent, os.W_OK | os.X_OK):
+        raise HarnessInputError(socket_path, "--camera-socket", "its folder is not writable")
+    if not socket_path.exists() and not socket_path.is_symlink():
         return
+    if socket_path.is_symlink() or not stat.S_ISSOCK(socket_path.stat().st_mode):
+        raise HarnessInputError(socket_path, "--camera-socket", "exists and is not a socket; it is left as it is")
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         probe.connect(str(socket_path))
