@@ -103,6 +103,7 @@ def test_connecting_without_an_emulator_says_what_to_start(tmp_path: Path) -> No
     assert not camera.is_connected
 
 
+@pytest.mark.slow
 def test_so101_follower_observes_both_simulated_cameras(tmp_path: Path) -> None:
     from lerobot.robots.so_follower import SO101Follower, SO101FollowerConfig
 
@@ -138,6 +139,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_the_cameras_draw_in_a_process_of_their_own_that_ends_with_the_rig(tmp_path: Path) -> None:
     socket = tmp_path / "cams.sock"
     with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
