@@ -47,7 +47,7 @@ class FrameServer:
         self._process = subprocess.Popen(
             [sys.executable, "-m", "harness.sim.frame_render", "--socket", str(self.socket_path),
              "--geometry", geometry_argument(world.geometry), "--pose-fd", str(theirs.fileno())],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(theirs.fileno(),))
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(theirs.fileno(),), env=_env_finding_this_package())
         theirs.close()
         try:
             self._wait_until_ready()
@@ -117,6 +117,15 @@ class FrameServer:
             self._link.sock.close()
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()
+
+
+def _env_finding_this_package() -> dict[str, str]:
+    """The environment, with this `harness` first on the path: the render process imports the same code
+    as the emulator, installed or not, from whatever folder the emulator was started in."""
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
 
 
 UNIX_PATH_MAX = 107   # bytes in sockaddr_un.sun_path, less the terminating NUL (Linux)
