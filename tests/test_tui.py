@@ -125,7 +125,7 @@ def test_emergency_stop_releases_torque_from_the_run_screen(workdir, key) -> Non
     setup.close()
 
 
-def test_emergency_stop_works_while_the_scoring_prompt_is_open(workdir) -> None:
+def test_emergency_stop_while_the_scoring_prompt_is_open_voids_the_trial(workdir) -> None:
     setup = _setup(workdir)
     app = make_app(setup, undo_s=0.0)
 
@@ -135,12 +135,15 @@ def test_emergency_stop_works_while_the_scoring_prompt_is_open(workdir) -> None:
             await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen))
             await pilot.press("ctrl+e")
             assert setup.robot.stopped and setup.robot.robot.torque_enabled is False
-            await pilot.press("enter")
-            await _wait_for(pilot, lambda: app.finished)
+            await _wait_for(pilot, lambda: app.finished)   # no key needed: the prompt closed with the stop
+            assert not isinstance(app.screen, ScoreScreen)
 
     _run(drive())
+    assert app.exit_code == 3
     sheet = load_scoresheet(setup.sheet.path)
-    assert [a.label for a in sheet.attempts] == ["success"]  # the finished trial is still scored
+    # the judge said success, but the trial was still in flight (unscored) when the stop came
+    assert [(a.label, a.void_reason) for a in sheet.attempts] == [("void", "emergency stop by operator")]
+    assert sheet.attempts[0].judge["label"] == "success"
     setup.close()
 
 

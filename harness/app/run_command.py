@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -25,10 +26,18 @@ from harness.models.protocol import Protocol, load_protocol
 from harness.models.scoresheet import Scoresheet
 from harness.policies.base import EvalPolicy
 from harness.reports.summary import format_summary, summarize
+from harness.run.terminal import StopKey, TerminalObserver
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
+
+
+def _asking(observer: object) -> Callable[[], bool]:
+    """Whether plain mode's engine is blocked on a typed line (a caller's own observer never is)."""
+    if isinstance(observer, TerminalObserver):
+        return lambda: observer.asking
+    return lambda: False
 
 
 def wants_tui(args: argparse.Namespace) -> bool:
@@ -117,7 +126,8 @@ def _run_locked(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
             width, height = setup.dataset.size
             print(f"dataset: {setup.dataset.root} (LeRobot v3.0, {width}x{height} {setup.dataset.options.vcodec}, "
                   f"one episode per attempt)", flush=True)
-        setup.engine.run()
+        with StopKey(setup.robot, _asking(setup.observer)):
+            setup.engine.run()
     except KeyboardInterrupt:
         print("harness: interrupted; scored trials are saved. Continue with --resume.", file=sys.stderr)
         return 130

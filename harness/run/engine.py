@@ -158,12 +158,11 @@ class RunEngine:
                 break
             if not self.observer.wait_if_paused():
                 self._abort()
+            if self.robot.stopped:   # stopped between trials: nothing in flight to void
+                raise RunPaused(Void(VoidKind.EMERGENCY_STOP))
             index = self.sheet.pending_trials()[0]
             trial = self.protocol.trial(index)
-            try:
-                attempt, void = self._run_trial(trial, done=total - len(self.sheet.pending_trials()), total=total)
-            except EmergencyStopped as stop:  # between trials (start pose move): nothing to void
-                raise RunPaused(Void(VoidKind.EMERGENCY_STOP)) from stop
+            attempt, void = self._run_trial(trial, done=total - len(self.sheet.pending_trials()), total=total)
             recorded += 1
             self.observer.trial_scored(attempt)
             if void is not None and void.kind is VoidKind.OPERATOR_ABORT:
@@ -190,11 +189,31 @@ class RunEngine:
         return self._run_trial(trial, done, total)
 
     def _run_trial(self, trial: Trial, done: int, total: int) -> tuple[Attempt, Void | None]:
+        """One attempt, recorded. From `trial_started` until its attempt is appended the trial is in flight:
+        an emergency stop anywhere in that span (start-pose move, placement, the episode, its last step,
+        scoring) records it as an emergency-stop void, never as scored."""
         number = self.sheet.next_attempt_number(trial.index)
         self.observer.trial_started(trial, number, done, total)
         log.info("trial %d attempt %d: start", trial.index, number)
         started = now_iso()
         t_start = self.clock.now()
+        try:
+            return self._attempt(trial, number, started, t_start)
+        except EmergencyStopped:   # before the episode (start pose, placement): the policy never moved the arm
+            return self._record_void(trial, number, Void(VoidKind.EMERGENCY_STOP), started, t_start)
+
+    def _record_void(self, trial: Trial, number: int, void: Void, started: str,
+                     t_start: float) -> tuple[Attempt, Void]:
+        """A void recorded before any episode ran (no evidence); an emergency stop outranks any other void."""
+        with self.robot.recording() as stopped:
+            if stopped:
+                void = Void(VoidKind.EMERGENCY_STOP)
+            attempt = self.sheet.add_attempt(attempt_from_label(
+                Label.VOID, trial_index=trial.index, attempt=number, void_reason=void.reason, started_at=started,
+                ended_at=now_iso(), duration_s=round(self.clock.now() - t_start, 3)))
+        return attempt, void
+
+    def _attempt(self, trial: Trial, number: int, started: str, t_start: float) -> tuple[Attempt, Void | None]:
         try:
             self._phase("moving to start pose")
             self.move_to(self.protocol.start_pose, self.options.start_pose_s)
@@ -204,18 +223,13 @@ class RunEngine:
         except ROBOT_FAULTS as exc:   # the arm is not ready: no cube is asked for
             void = robot_fault_void(exc)
             self.observer.warn(f"{void.reason}. Fix it, then resume.")
-            attempt = self.sheet.add_attempt(attempt_from_label(
-                Label.VOID, trial_index=trial.index, attempt=number, void_reason=void.reason, started_at=started,
-                ended_at=now_iso(), duration_s=round(self.clock.now() - t_start, 3)))
-            return attempt, void
+            return self._record_void(trial, number, void, started, t_start)
         self._phase("placing cube")
         self.stage.place_cube(trial, number)
+        if self.robot.stopped:   # stopped while the cube was placed: the policy never moves the arm
+            raise EmergencyStopped("emergency stop while the cube was placed")
         if self.observer.stop_requested():   # aborted while the cube was placed: the policy never moves the arm
-            void = Void(VoidKind.OPERATOR_ABORT)
-            attempt = self.sheet.add_attempt(attempt_from_label(
-                Label.VOID, trial_index=trial.index, attempt=number, void_reason=void.reason, started_at=started,
-                ended_at=now_iso(), duration_s=round(self.clock.now() - t_start, 3)))
-            return attempt, void
+            return self._record_void(trial, number, Void(VoidKind.OPERATOR_ABORT), started, t_start)
         self.policy.reset(TrialContext(self.protocol, trial, self.stage.world))
         folder = self.options.runs_dir / self.sheet.path.stem / f"trial-{trial.index:03d}-a{number}"
         recorder = EvidenceRecorder(
@@ -258,9 +272,22 @@ class RunEngine:
         if any(recorder.dropped.values()):
             self.observer.warn(f"evidence writer fell behind: dropped frames {recorder.dropped} (the loop kept time)")
         void = episode.void or (Void(VoidKind.OPERATOR_ABORT) if episode.stopped_by_operator else None)
-        decision = self.observer.score(trial, verdict, void)
+        if self.robot.stopped:   # the last step, or after it: the stop outranks the verdict and any other void
+            void = Void(VoidKind.EMERGENCY_STOP)
+        try:
+            decision = self.observer.score(trial, verdict, void)
+        except EmergencyStopped:   # the stop key pressed while the operator was being asked
+            decision = ScoreDecision(Label.VOID, Void(VoidKind.EMERGENCY_STOP))
         if decision.label == Label.VOID and decision.void is None:
             decision = ScoreDecision(Label.VOID, Void(VoidKind.OPERATOR_VOID), decision.note)
+        with self.robot.recording() as stopped:
+            if stopped and (decision.void is None or decision.void.kind is not VoidKind.EMERGENCY_STOP):
+                decision = ScoreDecision(Label.VOID, Void(VoidKind.EMERGENCY_STOP), decision.note)
+            attempt = self._append_scored(trial, number, verdict, decision, artifacts, episode, started, t_start)
+        return attempt, decision.void if decision.label == Label.VOID else None
+
+    def _append_scored(self, trial: Trial, number: int, verdict: dict[str, Any] | None, decision: ScoreDecision,
+                       artifacts: dict[str, Any], episode: EpisodeOutcome, started: str, t_start: float) -> Attempt:
         log.info("trial %d attempt %d: %s%s", trial.index, number, decision.label,
                  f" ({decision.void_reason})" if decision.void else "")
         ended = now_iso()
@@ -282,8 +309,7 @@ class RunEngine:
         stage_fields = getattr(self.stage, "attempt_fields", None)   # a real arm's measured start and proposal
         if stage_fields is not None:
             fields.update(stage_fields(decision.label))
-        attempt = self.sheet.add_attempt(attempt_from_label(decision.label, **fields))
-        return attempt, decision.void if decision.label == Label.VOID else None
+        return self.sheet.add_attempt(attempt_from_label(decision.label, **fields))
 
     def _phase(self, name: str) -> None:
         log.info("phase: %s", name)

@@ -5,13 +5,19 @@ The TUI calls `emergency_stop` from its own thread while the engine may be mid-s
 lock makes the torque release wait for (at most) the step in flight, never interleave with it.
 On Feetech servos a goal-position write can re-enable torque, so after a stop the gate stays
 shut until the robot is reconnected.
+
+A stop also decides the trial in flight: the engine records an attempt only inside
+`recording()`, and a stop waits for a recording in progress before it returns. So once
+`emergency_stop` has returned, the trial that was in flight is either already recorded (it ended
+before the stop) or will be recorded as an emergency-stop void: a stop can never be scored.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from harness.errors import EmergencyStopped
@@ -30,6 +36,7 @@ class GuardedRobot:
         self._check_ready = check_ready
         self._lock = threading.RLock()
         self._stopped = threading.Event()
+        self._recording = threading.Lock()
 
     @property
     def stopped(self) -> bool:
@@ -55,11 +62,27 @@ class GuardedRobot:
                 raise EmergencyStopped("emergency stop: the arm will not move until the run is restarted")
             return self.robot.send_action(action)
 
+    def shut_gate(self) -> None:
+        """Refuse every later motion command, without waiting for anything: safe from a signal handler."""
+        self._stopped.set()
+
     def emergency_stop(self) -> None:
-        """Shut the gate first (no new motion), then release torque as soon as the bus is free."""
+        """Shut the gate first (no new motion), release torque as soon as the bus is free (after the
+        step in flight at most), then wait out an attempt being recorded, so the stop's effect on
+        the scoresheet is settled when this returns."""
         self._stopped.set()
         with self._lock:
             self.release_torque()
+        with self._recording:
+            pass
+
+    @contextmanager
+    def recording(self) -> Iterator[bool]:
+        """Hold while deciding and appending an attempt; yields whether the stop has been pressed. A
+        stop pressed before this is entered voids the attempt; one pressed inside it finds the trial
+        already ended, and waits until its attempt is written."""
+        with self._recording:
+            yield self._stopped.is_set()
 
     def release_torque(self) -> tuple[str, ...]:
         """Torque off; the names of servos that did not answer (a robot's `release` may report them)."""

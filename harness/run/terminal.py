@@ -1,11 +1,16 @@
-"""Plain terminal mode: one line per trial, and typed scores on a real arm."""
+"""Plain terminal mode: one line per trial, typed scores on a real arm, and Ctrl+C as the stop key."""
 
 from __future__ import annotations
 
 import io
+import signal
 import sys
+import threading
+from collections.abc import Callable
+from types import FrameType, TracebackType
 from typing import Any, TextIO
 
+from harness.errors import EmergencyStopped
 from harness.models.protocol import Trial
 from harness.models.scoresheet import Attempt
 from harness.models.taxonomy import SCORE_KEYS, Label, Void, VoidKind
@@ -24,6 +29,15 @@ class TerminalObserver:
         self._left = 0
         self._proposal: Any | None = None   # a real arm's `Proposal` for the trial being scored
         self._placement_line = ""
+        self.asking = False   # blocked on the operator's typed line: where the stop key must interrupt
+
+    def _read_line(self) -> str:
+        """The operator's next line; the stop key (`StopKey`) interrupts the wait with `EmergencyStopped`."""
+        self.asking = True
+        try:
+            return self.stdin.readline()
+        finally:
+            self.asking = False
 
     def trial_started(self, trial: Trial, attempt: int, done: int, total: int) -> None:
         self._left = total - done
@@ -43,7 +57,7 @@ class TerminalObserver:
     def confirm_cube_placed(self, trial: Trial) -> None:
         print(f"Place the cube at dx {trial.dx_cm:+.1f} cm, dy {trial.dy_cm:+.1f} cm, yaw {trial.yaw_deg:+.0f} deg "
               "from the trained position, then press Enter.", file=self.out, flush=True)
-        self.stdin.readline()
+        self._read_line()
 
     def score(self, trial: Trial, verdict: dict[str, Any] | None, void: Void | None) -> ScoreDecision:
         if void is not None:
@@ -56,16 +70,16 @@ class TerminalObserver:
                   file=self.out, flush=True)
         while True:
             print(PROMPT, end="", file=self.out, flush=True)
-            key = self.stdin.readline().strip().lower()[:1]
+            key = self._read_line().strip().lower()[:1]
             if key in SCORE_KEYS or (not key and proposal is not None):
                 break
         label = SCORE_KEYS[key] if key else proposal.label
         operator_void = None
         if label is Label.VOID:
             print("Reason for the void > ", end="", file=self.out, flush=True)
-            operator_void = Void(VoidKind.OPERATOR_VOID, self.stdin.readline().strip() or None)
+            operator_void = Void(VoidKind.OPERATOR_VOID, self._read_line().strip() or None)
         print("Note (optional) > ", end="", file=self.out, flush=True)
-        note = self.stdin.readline().strip() or None
+        note = self._read_line().strip() or None
         return ScoreDecision(label, operator_void, note)
 
     def placement(self, trial: Trial, reading: Any, frame: Any) -> str | None:
@@ -76,19 +90,19 @@ class TerminalObserver:
             print(f"  {line}  (type a reason + Enter to start anyway)", file=self.out, flush=True)
         if not self._line_waiting():
             return None
-        return self.stdin.readline().strip() or None
+        return self._read_line().strip() or None
 
     def unexpected(self, trial: Trial, objects: list[Any], frame: Any) -> str | None:
         """Something in view that no empty-scene frame shows: clear it (Enter), or accept it with a note."""
         where = ", ".join(f"{u.area_px} px at ({u.centre[0]}, {u.centre[1]})" for u in objects[:4])
         print(f"Unexpected in the top camera's view: {where}. Remove it and press Enter, or type a note to "
               "accept it > ", end="", file=self.out, flush=True)
-        return self.stdin.readline().strip() or None
+        return self._read_line().strip() or None
 
     def clear_for_reference(self) -> None:
         print("Clear the table (cube off, nothing else in view) for the empty-scene reference, then press Enter.",
               file=self.out, flush=True)
-        self.stdin.readline()
+        self._read_line()
 
     def _line_waiting(self) -> bool:
         """A line is ready on stdin (a terminal or pipe); a non-file input (tests) always is."""
@@ -127,3 +141,51 @@ class TerminalObserver:
     def wait_if_paused(self) -> bool:
         return True
 
+
+
+class StopKey:
+    """Plain mode's emergency stop: Ctrl+C while a run is going (a second Ctrl+C quits at once, exit 130).
+
+    The signal handler only shuts the guard's gate, which needs no lock, and hands the torque release to a
+    thread: the handler runs on the engine's own thread between two bytecodes, perhaps in the middle of a
+    bus transaction, where writing to the bus would corrupt it. The release thread takes the bus after the
+    step in flight. When the engine is blocked on the operator's typed line, the handler interrupts that
+    wait with `EmergencyStopped`, so the trial in flight is voided there and then.
+    """
+
+    def __init__(self, guard: Any, asking: Callable[[], bool], out: TextIO | None = None) -> None:
+        """`asking` says whether the engine is blocked on the operator's typed line (`TerminalObserver.asking`)."""
+        self.guard = guard
+        self.asking = asking
+        self.out = out or sys.stderr
+        self.pressed = threading.Event()
+        self.released = threading.Event()
+        self._previous: Any = None
+
+    def __enter__(self) -> StopKey:
+        if threading.current_thread() is not threading.main_thread():   # signals reach the main thread only
+            return self
+        self._previous = signal.signal(signal.SIGINT, self.press)
+        print("Ctrl+C: emergency stop (torque off, the trial in flight void, run paused); twice: quit at once.",
+              file=self.out, flush=True)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def press(self, signum: int = signal.SIGINT, frame: FrameType | None = None) -> None:
+        if self.pressed.is_set():
+            raise KeyboardInterrupt
+        self.pressed.set()
+        self.guard.shut_gate()
+        threading.Thread(target=self._release, name="harness-emergency-stop", daemon=True).start()
+        if self.asking():
+            raise EmergencyStopped("emergency stop while waiting for the operator")
+
+    def _release(self) -> None:
+        self.guard.emergency_stop()
+        self.released.set()
+        print("\nEMERGENCY STOP: torque released; the trial in flight is void. Ctrl+C again quits at once.",
+              file=self.out, flush=True)

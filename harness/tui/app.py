@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from textual.app import App
 from textual.binding import Binding
+from textual.screen import ModalScreen
 
 from harness.errors import HarnessError, RunPaused
 from harness.models.taxonomy import VoidKind
@@ -123,10 +124,15 @@ class RunApp(App[int]):
         self.update_state(phase="done", banner=done, placement=None)
 
     def action_emergency_stop(self) -> None:
-        # The guard refuses the engine's next motion command, which voids the trial in flight and
-        # pauses the run; torque goes off here, now.
+        # Torque goes off here, now; the guard refuses every later motion command. A prompt the engine
+        # waits on (cube placed, score) is closed, so the trial in flight is voided, never scored, and
+        # the run pauses.
         self.guard.emergency_stop()
-        self.update_state(banner="EMERGENCY STOP: torque released. The run will not move the arm again.")
+        self.observer.emergency_stop()
+        while isinstance(self.screen, ModalScreen):   # the score, the cube placed, a note: all moot now
+            self.pop_screen()
+        self.update_state(banner="EMERGENCY STOP: torque released; the trial in flight is void. "
+                                 "The run will not move the arm again.")
 
     def action_toggle_pause(self) -> None:
         if self.observer.pause_requested:

@@ -65,6 +65,7 @@ class TuiObserver:
         self._loop_t0 = 0.0
         self._missed = 0
         self.abort = threading.Event()
+        self.stopped = threading.Event()     # the emergency stop: every wait on the operator ends at once
         self._pause = threading.Event()
         self._resume = threading.Event()
         self._proposal: Any | None = None   # a real arm's `Proposal` for the trial being scored
@@ -94,6 +95,11 @@ class TuiObserver:
         """The operator's note accepting what is in view, instead of clearing it."""
         with self._answers:
             self._scene_note = note
+
+    def emergency_stop(self) -> None:
+        """After the guard has stopped the arm: a prompt the engine is waiting on (the cube placed, the score)
+        ends now; the engine then voids the trial in flight as an emergency stop."""
+        self.stopped.set()
 
     def close(self) -> None:
         """The app is going away: abort the run and stop every wait on the UI."""
@@ -138,6 +144,8 @@ class TuiObserver:
     def placement(self, trial: Trial, reading: PlacementReading, frame: np.ndarray) -> str | None:
         """Show the frame and the reading; the operator's typed reason, once given, starts the trial anyway."""
         self._ui(placement=LivePlacement(frame, reading))
+        if self.stopped.is_set():
+            return "emergency stop while placing the cube"   # the engine voids the trial as an emergency stop
         if self.abort.is_set() or self.link.closing.is_set():
             return "run aborted while placing the cube"   # the trial in flight is then voided by the engine
         override, _ = self._take_answers(scene=False)
@@ -146,6 +154,8 @@ class TuiObserver:
     def unexpected(self, trial: Trial, objects: list[Unexpected], frame: np.ndarray) -> str | None:
         """Show what is in view that should not be; the operator clears it or accepts it with a typed note."""
         self._ui(placement=LivePlacement(frame, None, tuple(objects)))
+        if self.stopped.is_set():
+            return "emergency stop while placing the cube"
         if self.abort.is_set() or self.link.closing.is_set():
             return "run aborted while placing the cube"
         _, note = self._take_answers(override=False)
@@ -194,7 +204,9 @@ class TuiObserver:
             answered.set()
 
         self.link.post(push, done)
-        while not answered.wait(0.1):
+        while not answered.wait(0.05):
+            if self.stopped.is_set():
+                return ScoreDecision(Label.VOID, Void(VoidKind.EMERGENCY_STOP))
             if self.link.closing.is_set():
                 return ScoreDecision(Label.VOID, Void(VoidKind.UI_CLOSED))
         return box[0]
