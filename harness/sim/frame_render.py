@@ -5,9 +5,10 @@ for a 640x480 frame on a CPU), and the emulator's bus thread needs that lock to 
 packet within its reply window. In one process, every frame held the servos' replies up by a
 render; a real arm's USB cameras share nothing with its servo bus, and neither do these now.
 
-This process builds its own MuJoCo model from the same `SceneGeometry`, asks the emulator for the
+This process builds its own `SimWorld` from the same `SceneGeometry`, asks the emulator for the
 arm's configuration (and each camera's fault) once per round of rendering over a socket pair
-(`PoseLink`), poses its copy with forward kinematics and draws. It serves subscribers on a Unix
+(`PoseLink`), and draws each frame with `SimWorld.render_request` (posed by forward kinematics,
+with the same sensor noise as every simulated frame). It serves subscribers on a Unix
 socket (wire format below), one sender thread each; a slow reader only ever gets the latest frame
 (one-slot mailbox), as a camera driver would. It ends when its standard input closes: when the
 emulator closes the cameras, and when the emulator dies, however it dies.
@@ -34,15 +35,13 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
 
-import mujoco
 import numpy as np
 
-from harness.sim.scene import SceneGeometry, build_model
-from harness.sim.world import CAMERA_NAMES
+from harness.sim.scene import SceneGeometry
+from harness.sim.world import CAMERA_NAMES, NOISE_PATTERNS, FrameRequest, SimWorld
 
 HEADER = struct.Struct("<4sHHQdB3x")   # magic, width, height, sequence, rendered_at (s), fault
 MAGIC = b"HSF1"
-NOISE_PATTERNS = 7
 CAMERAS = tuple(CAMERA_NAMES)          # the order faults travel in on the pose link
 READY = b"ready"
 
@@ -125,10 +124,9 @@ class FrameService:
     """Accepts camera subscribers and renders each at its own rate from the emulator's poses."""
 
     def __init__(self, geometry: SceneGeometry, socket_path: Path, pose_link: socket.socket) -> None:
-        self.model = build_model(geometry)
-        self.data = mujoco.MjData(self.model)
+        self.world = SimWorld(geometry)   # drawn only: posed from the emulator's qpos, never stepped
         self.socket_path = socket_path
-        self.poses = PoseLink(pose_link, self.model.nq)
+        self.poses = PoseLink(pose_link, self.world.model.nq)
         self.frames_rendered = 0
         self._subscribers: list[_Subscriber] = []
         self._subs_lock = threading.Lock()
@@ -213,8 +211,6 @@ class FrameService:
 
     # --- rendering ------------------------------------------------------------------
     def _render_loop(self) -> None:
-        renderers: dict[tuple[int, int], mujoco.Renderer] = {}
-        noise: dict[tuple[int, int], np.ndarray] = {}
         try:
             while not self._stop.is_set():
                 now = time.monotonic()
@@ -230,26 +226,22 @@ class FrameService:
                 except OSError:
                     self._stop.set()    # the emulator has gone: so have its cameras
                     return
-                self._pose(pose.qpos)
                 for sub in due:
                     sub.next_due = max(sub.next_due + sub.period_s, now)
-                    self._publish(sub, pose.faults[sub.camera], renderers, noise)
+                    self._publish(sub, pose)
         finally:
-            for renderer in renderers.values():
-                renderer.close()
+            self.world.release_renderers()   # on the thread that made them (EGL)
 
-    def _pose(self, qpos: np.ndarray) -> None:
-        self.data.qpos[:] = qpos
-        mujoco.mj_kinematics(self.model, self.data)
-        mujoco.mj_camlight(self.model, self.data)
-
-    def _publish(self, sub: _Subscriber, fault: CameraFault, renderers: dict, noise: dict) -> None:
+    def _publish(self, sub: _Subscriber, pose: Pose) -> None:
+        fault = pose.faults[sub.camera]
         if fault is CameraFault.DROPOUT:
             return
         if fault is CameraFault.FROZEN and sub.last is not None:
             frame = sub.last
         else:
-            frame = self._render(sub, renderers, noise)
+            self.frames_rendered += 1
+            frame = self.world.render_request(FrameRequest(sub.camera, sub.width, sub.height, pose.qpos,
+                                                           self.frames_rendered % NOISE_PATTERNS, frozen=False))
             if fault is CameraFault.BLACK:
                 frame = np.zeros_like(frame)
             else:
@@ -259,19 +251,6 @@ class FrameService:
         with sub.ready:
             sub.mailbox = (header, frame)
             sub.ready.notify()
-
-    def _render(self, sub: _Subscriber, renderers: dict, noise: dict) -> np.ndarray:
-        size = (sub.width, sub.height)
-        renderer = renderers.get(size)
-        if renderer is None:
-            renderer = mujoco.Renderer(self.model, sub.height, sub.width)
-            renderers[size] = renderer
-            rng = np.random.default_rng(sub.width * 10_007 + sub.height)
-            noise[size] = rng.integers(0, 2, size=(NOISE_PATTERNS, sub.height, sub.width, 3), dtype=np.uint8)
-        renderer.update_scene(self.data, camera=CAMERA_NAMES[sub.camera])
-        self.frames_rendered += 1
-        # Least-significant-bit sensor noise, as in SimWorld.render: a still scene must not look frozen.
-        return renderer.render() ^ noise[size][self.frames_rendered % NOISE_PATTERNS]
 
 
 def geometry_argument(geometry: SceneGeometry) -> str:
