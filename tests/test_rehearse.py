@@ -8,6 +8,7 @@ start the top camera measured (on the trial's target), the proposal, the operato
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
@@ -87,7 +88,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path: Path, monkey
                                                           capsys: pytest.CaptureFixture[str], argv: list[str],
                                                           problem: str) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("sys.stdin", open("/dev/null"))   # not a terminal: no person can type here
+    monkeypatch.setattr("sys.stdin", io.StringIO())   # not a terminal: no person can type here
     (tmp_path / "act").mkdir()
     protocol = _protocol(tmp_path)
     before = sorted(p.name for p in tmp_path.iterdir())
@@ -124,8 +125,6 @@ def _reading(trial: Trial, at: tuple[float, float] | None, yaw: float | None, wi
 
 
 def test_the_scripted_operator_corrects_by_what_the_guide_measured_after_the_frames_in_flight() -> None:
-    import io
-
     from harness.app.rehearse_operator import ScriptedOperator
 
     table = _Table()
@@ -144,3 +143,84 @@ def test_the_scripted_operator_corrects_by_what_the_guide_measured_after_the_fra
     assert (dx, dy, yaw) == pytest.approx((first[0] + 0.6, first[1], first[2] + 4.0))
     operator.placement(trial, _reading(trial, (2.0, -1.0), 10.0, True), None)   # within: the guide starts it
     assert len(table.puts) == 2
+
+
+class _Terminal:
+    """`harness rehearse` with a person at a terminal: stdin is a pseudo-terminal we type into, output read
+    as it comes."""
+
+    def __init__(self, argv: list[str], cwd: Path) -> None:
+        import os
+        import subprocess
+        import sys
+        import threading
+
+        from tests.helpers import REPO
+
+        self.master, slave = os.openpty()
+        self.proc = subprocess.Popen([sys.executable, "-u", "-m", "harness.cli", *argv], stdin=slave,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd,
+                                     env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True)
+        os.close(slave)
+        self.output = ""
+        self.seen = 0
+        self.changed = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        import os
+
+        assert self.proc.stdout is not None
+        while chunk := os.read(self.proc.stdout.fileno(), 65536):
+            with self.changed:
+                self.output += chunk.decode(errors="replace")
+                self.changed.notify_all()
+
+    def expect(self, text: str, timeout_s: float = 90.0) -> None:
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        with self.changed:
+            while (found := self.output.find(text, self.seen)) < 0:
+                left = deadline - time.monotonic()
+                assert left > 0, f"no {text!r} in:\n{self.output[-3000:]}"
+                self.changed.wait(min(left, 0.5))
+            self.seen = found + len(text)
+
+    def type(self, line: str) -> None:
+        import os
+
+        os.write(self.master, (line + "\n").encode())
+
+
+@pytest.mark.slow
+def test_a_person_places_the_cube_with_the_console_commands_typed_at_the_prompts(tmp_path: Path) -> None:
+    from harness.models.scoresheet import load_scoresheet
+    from tests.tiny_policy import save_tiny_act
+
+    save_tiny_act(tmp_path / "act", height=480, width=640)
+    protocol = _protocol(tmp_path)
+    person = _Terminal(["rehearse", str(protocol), "--policy", "act", "--max-trials", "1"], tmp_path)
+    try:
+        person.expect("Clear the table")
+        person.type("")
+        person.expect("target dx +3.0 dy -2.0 cm yaw +15 deg")
+        person.type("cube 4.5 -2 15")                  # 1.5 cm off: the guide says so and waits
+        person.expect("emulator: ok")
+        person.expect("from the target - move it")
+        person.type("cube 3 -2 15")
+        person.expect(" - OK")
+        person.expect("Score:")
+        person.type("status")                          # a console command answers no prompt
+        person.expect("emulator:   shoulder_pan")
+        person.type("")                                # Enter confirms the proposal
+        person.expect("Note (optional)")
+        person.type("placed by hand")
+        assert person.proc.wait(timeout=120) == 0, person.output[-3000:]
+    finally:
+        if person.proc.poll() is None:
+            person.proc.kill()
+    (attempt,) = load_scoresheet(tmp_path / "scoresheets" / "desk-act-rehearsal.yaml").attempts
+    assert attempt.note == "placed by hand" and attempt.label == attempt.proposal["label"]
+    start = attempt.measured_start
+    assert start["within_tolerance"] is True and abs(start["dx_cm"] - 3.0) <= 0.5, start
