@@ -171,7 +171,7 @@ def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
         raise HarnessInputError(None, "--camera", f"the policy needs camera(s) {missing} but the robot has "
                                                   f"{sorted(cameras) or 'none'}: pass --camera NAME=INDEX "
                                                   "(or --rename-map for other names)")
-    observer = _observer(front_end, operator_scores=not is_sim)
+    observer = (parts.observer or _observer)(front_end, not is_sim)
     try:   # a real arm's calibration files are read here: a bad one leaves no torque on
         stage: TrialStage = (SimStage(robot.world, protocol, dropout) if is_sim
                              else operator_stage(args, protocol, robot, observer))

@@ -93,3 +93,6 @@ class Parts:
     policy: Callable[[str, Protocol, dict[str, Any], str | None, str], EvalPolicy] = make_policy
     sim_robot: Callable[[Protocol, EvalPolicy, bool], GuardedRobot] = make_sim_robot
     real_robot: Callable[[dict[str, Any], Protocol], GuardedRobot] = make_real_robot
+    # (front end, operator scores) -> the engine's observer; None: the front end's own (`harness rehearse`
+    # puts its scripted or console-driven operator here)
+    observer: Callable[[Any, bool], Any] | None = None

@@ -1,0 +1,37 @@
+"""`harness rehearse`: the real-arm flow end to end on the emulated arm (see `harness.app.rehearse`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def rehearse(args: argparse.Namespace) -> int:
+    from harness.app.rehearse import rehearse_from_args
+
+    return rehearse_from_args(args)
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser("rehearse", help="the real-arm flow on the emulated arm with simulated cameras: bowl "
+                                             "calibration, trained spot, guided placement, policy, proposals, "
+                                             "measured placement, score")
+    parser.add_argument("protocol", help="protocol YAML (its scene must be the emulated table's)")
+    parser.add_argument("--policy", required=True, metavar="PATH",
+                        help="LeRobot pretrained_model folder (the scripted built-ins do not run on an arm)")
+    parser.add_argument("--operator", choices=["person", "scripted"], default="person",
+                        help="person (default): you place the cube by typing the emulator's `cube DX DY YAW` at "
+                             "the prompts and score; scripted: the cube is moved for you and each proposal "
+                             "confirmed (CI)")
+    parser.add_argument("--placement-error-cm", type=float, default=0.0, metavar="CM",
+                        help="scripted operator: put the cube this far off its target first, then correct it from "
+                             "the guide's reading (default 0)")
+    parser.add_argument("--seed", type=int, default=0, help="scripted operator: direction of its placement errors")
+    parser.add_argument("--rehearsal-dir", metavar="DIR",
+                        help="where the desk's files go (photos, bowl calibration; default "
+                             "rehearsals/<protocol>-<policy>-rehearsal)")
+    parser.add_argument("--camera-size", default="640x480", metavar="WxH",
+                        help="simulated cameras' frame size (default 640x480, a real arm's)")
+    parser.add_argument("--max-trials", type=int, help="stop after this many attempts")
+    parser.add_argument("--device", help="torch device for the policy (default: cuda if available)")
+    parser.set_defaults(func=rehearse)

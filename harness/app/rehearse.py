@@ -1,0 +1,293 @@
+"""`harness rehearse`: the whole real-arm flow on the emulated arm, through the commands a desk uses.
+
+A person with a real SO-101 makes two files before the first trial (the bowl's rim calibration from a
+top-camera photo of the empty table, and a photo with the cube on its trained spot), runs
+`harness run --robot so101 --bowl-calibration ... --trained-spot ...` and, after it, `harness measure`
+on the run's folder. A rehearsal does exactly that, on `harness emulate-bus --sim`'s arm and cameras:
+
+1. the emulated servos drive the simulated arm, its cameras served as on `emulate-bus --sim`;
+2. LeRobot's SO-101 follower (the same one `harness run` connects) takes the arm to the protocol's start
+   pose; its top camera photographs the empty table and the cube on its trained spot;
+3. `harness measure --auto` (its own parser and handler) calibrates the rim on the empty table and
+   measures the trained spot, writing the calibration into the rehearsal's folder;
+4. `harness run --robot so101` (its own parser and `run_from_args`) runs the trials: guided placement,
+   the policy, the proposal, the score, written to a normal locked scoresheet and runs folder;
+5. `harness measure` on that runs folder records each trial's final placement in the scoresheet.
+
+Only the operator is the rehearsal's own (`app.rehearse_operator`): a person typing the emulator's
+console commands, or a scripted one for CI. Nothing here re-implements a step; each is the command's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, NoReturn
+
+import numpy as np
+from PIL import Image
+
+from harness.errors import HarnessInputError
+from harness.models.protocol import JOINT_NAMES, Protocol, load_protocol
+
+ROBOT_ID = "emulated_follower"   # the emulated arm's calibration (calibration/emulated_follower.json)
+
+
+class OperatorKind(StrEnum):
+    """Who places the cube and scores: a person at the terminal, or the scripted operator (CI)."""
+
+    PERSON = "person"
+    SCRIPTED = "scripted"
+
+
+@dataclass(frozen=True)
+class RehearsalFiles:
+    """What a desk makes before its first trial, in the rehearsal's folder."""
+
+    folder: Path
+
+    @property
+    def empty_table(self) -> Path:
+        return self.folder / "empty_table.png"
+
+    @property
+    def trained_spot(self) -> Path:
+        return self.folder / "trained_spot.png"
+
+    @property
+    def calibration(self) -> Path:
+        return self.folder / "bowl_top.yaml"   # and bowl_top.png beside it, as `harness measure` writes
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A command's own parser; a complaint is bad input to the rehearsal, not an exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise HarnessInputError(None, None, f"rehearse: {message}")
+
+
+def command_arguments(argv: Sequence[str]) -> argparse.Namespace:
+    """`harness run ...` or `harness measure ...`, parsed by that command's own parser (`app.commands`)."""
+    from harness.app.commands import run, vision
+
+    parser = _CommandParser(prog="harness")
+    sub = parser.add_subparsers(parser_class=_CommandParser)
+    run.register(sub)
+    vision.register(sub)
+    return parser.parse_args(list(argv))
+
+
+def _size(text: str) -> tuple[int, int]:
+    try:
+        width, height = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise HarnessInputError(None, "--camera-size", f"'{text}' is not WIDTHxHEIGHT (e.g. 640x480)") from None
+    if not (64 <= width <= 1920 and 48 <= height <= 1080):
+        raise HarnessInputError(None, "--camera-size", f"'{text}': 64x48 .. 1920x1080")
+    return width, height
+
+
+def policy_cameras(policy: Path) -> list[str]:
+    """The cameras a LeRobot checkpoint reads (its config's `observation.images.*`), and always `top`, which
+    the placement guide and the proposals watch. Unreadable: both simulated cameras (the run then says)."""
+    try:
+        features = json.loads((policy / "config.json").read_text()).get("input_features") or {}
+        names = {k.removeprefix("observation.images.") for k in features if k.startswith("observation.images.")}
+    except (OSError, ValueError, AttributeError):
+        names = {"wrist"}
+    return sorted(names | {"top"})
+
+
+def check_scene(protocol: Protocol, protocol_path: Path) -> None:
+    """The emulated table is the simulator's default one; a protocol laid out differently cannot be rehearsed
+    on it (its guide and proposals would measure against a bowl where there is none)."""
+    from harness.sim.scene import SceneGeometry
+
+    table = SceneGeometry()
+    scene = protocol.scene
+    pairs = (("scene.bowl_xy_cm", scene.bowl_xy_cm, (table.bowl_xy[0] * 100, table.bowl_xy[1] * 100)),
+             ("scene.bowl_diameter_cm", (scene.bowl_diameter_cm,), (table.bowl_rim_diameter * 100,)),
+             ("scene.cube_edge_cm", (scene.cube_edge_cm,), (table.cube_edge * 100,)))
+    for field, asked, there in pairs:
+        if any(abs(a - b) > 0.05 for a, b in zip(asked, there, strict=True)):
+            shown = ", ".join(f"{v:g}" for v in there)
+            raise HarnessInputError(protocol_path, field, f"the emulated table has {shown} cm; a rehearsal needs "
+                                                          "the protocol's scene to match it")
+
+
+def move_to_pose(robot: Any, pose: dict[str, float], fps: int, seconds: float = 2.0,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+    """As `harness run` takes the arm to its start pose: a smooth interpolation at the control rate."""
+    present = robot.get_observation()
+    start = np.array([present[f"{n}.pos"] for n in JOINT_NAMES])
+    goal = np.array([pose[n] for n in JOINT_NAMES])
+    steps = max(1, round(seconds * fps))
+    for i in range(1, steps + 1):
+        s = i / steps
+        target = start + s * s * (3 - 2 * s) * (goal - start)
+        robot.send_action({f"{n}.pos": float(v) for n, v in zip(JOINT_NAMES, target, strict=True)})
+        sleep(1.0 / fps)
+
+
+def fresh_frame(camera: Any, frames: int = 3) -> np.ndarray:
+    """A frame drawn after the scene last changed: the camera's next few, the last kept."""
+    frame = camera.read()
+    for _ in range(frames - 1):
+        frame = camera.read()
+    return np.asarray(frame)
+
+
+def photograph_desk(rig: Any, protocol: Protocol, camera_source: str, files: RehearsalFiles,
+                    out: Any = sys.stdout) -> None:
+    """Steps 1-2 of a desk: the arm at its start pose (LeRobot's follower, as `harness run` connects it), a top
+    photo of the cleared table and one with the cube on its trained spot. Torque is off again on every way out."""
+    from harness.robots.so101 import make_so101_follower
+
+    robot = make_so101_follower(rig.port, {"top": camera_source}, fps=protocol.fps, robot_id=ROBOT_ID)
+    robot.connect()
+    try:
+        move_to_pose(robot, protocol.start_pose, protocol.fps)
+        deadline = time.monotonic() + 5.0
+        while (problems := robot.check_ready(protocol.start_pose)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if problems:
+            raise HarnessInputError(None, "start_pose", "the emulated arm did not reach it: " + "; ".join(problems))
+        camera = robot.cameras["top"]
+        from harness.app.rehearse_operator import OFF_TABLE_CM
+
+        rig.place_cube(*OFF_TABLE_CM)
+        files.folder.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(fresh_frame(camera)).save(files.empty_table)
+        rig.place_cube(0.0, 0.0, 0.0)
+        Image.fromarray(fresh_frame(camera)).save(files.trained_spot)
+        rig.place_cube(*OFF_TABLE_CM)   # the run starts on a cleared table (its empty-scene reference)
+    finally:
+        with suppress(Exception):
+            robot.release_torque()
+        with suppress(Exception):
+            robot.disconnect()
+    print(f"photographed the empty table ({files.empty_table}) and the cube on its trained spot "
+          f"({files.trained_spot})", file=out, flush=True)
+
+
+def say_command(argv: Sequence[str], out: Any = sys.stdout) -> None:
+    print("$ harness " + shlex.join(argv), file=out, flush=True)
+
+
+@dataclass(frozen=True)
+class Rehearsal:
+    """One rehearsal's settings, checked before the emulator starts."""
+
+    protocol_path: Path
+    protocol: Protocol
+    policy: Path
+    operator: OperatorKind
+    files: RehearsalFiles
+    scoresheet: Path
+    runs_dir: Path
+    size: tuple[int, int]
+    placement_error_cm: float
+    seed: int
+    max_trials: int | None
+    device: str | None
+
+
+def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
+    """Every flag checked, nothing written: bad input is one line and exit 2."""
+    from harness.app.build import check_policy_fits_robot
+    from harness.app.sheet import _slug
+
+    protocol_path = Path(args.protocol)
+    protocol = load_protocol(protocol_path)
+    check_scene(protocol, protocol_path)
+    check_policy_fits_robot(args.policy, "so101")
+    policy = Path(args.policy)
+    if not policy.is_dir():
+        raise HarnessInputError(policy, "--policy", "not a folder (a LeRobot pretrained_model folder)")
+    size = _size(args.camera_size)
+    error = args.placement_error_cm
+    if not (math.isfinite(error) and 0.0 <= error <= 5.0):
+        raise HarnessInputError(None, "--placement-error-cm", f"{error}: must be within 0..5 cm")
+    if args.max_trials is not None and args.max_trials < 1:
+        raise HarnessInputError(None, "--max-trials", f"{args.max_trials}: must be at least 1")
+    operator = OperatorKind(args.operator)
+    if operator is OperatorKind.PERSON and not sys.stdin.isatty():
+        raise HarnessInputError(None, "--operator", "person needs a terminal to type at; use --operator scripted")
+    name = f"{protocol_path.stem}-{_slug(str(policy))}-rehearsal"
+    scoresheet = Path("scoresheets") / f"{name}.yaml"
+    if scoresheet.exists():
+        raise HarnessInputError(scoresheet, None, "this rehearsal already has a scoresheet; move it away to "
+                                                  "rehearse again")
+    folder = Path(args.rehearsal_dir) if args.rehearsal_dir else Path("rehearsals") / name
+    if folder.exists() and not folder.is_dir():
+        raise HarnessInputError(folder, "--rehearsal-dir", "is a file, not a folder")
+    return Rehearsal(protocol_path, protocol, policy, operator, RehearsalFiles(folder), scoresheet, Path("runs"),
+                     size, error, args.seed, args.max_trials, args.device)
+
+
+def _operator_factory(plan: Rehearsal, rig: Any) -> Callable[[Any, bool], Any]:
+    from harness.app.rehearse_operator import ConsoleOperator, ScriptedOperator
+
+    def make(front_end: Any, operator_scores: bool) -> Any:
+        if plan.operator is OperatorKind.SCRIPTED:
+            return ScriptedOperator(rig, plan.placement_error_cm, plan.seed)
+        return ConsoleOperator(rig)
+
+    return make
+
+
+def rehearse(plan: Rehearsal, out: Any = sys.stdout) -> int:
+    """Bring up the emulated arm, make the desk's files, run the trials, measure them (module docstring)."""
+    from harness.app.parts import Parts
+    from harness.app.rehearse_operator import CONSOLE_HINT
+    from harness.app.run_command import run_from_args
+    from harness.bus.scenario import default_scenario, open_rig
+    from harness.vision.cli_measure import run_measure
+
+    protocol, files = plan.protocol, plan.files
+    width, height = plan.size
+    bowl = [f"--bowl-cm={protocol.scene.bowl_diameter_cm:g}", f"--cube-cm={protocol.scene.cube_edge_cm:g}"]
+    with tempfile.TemporaryDirectory(prefix="harness-rehearse-") as tmp:
+        socket = Path(tmp) / "cameras.sock"
+        with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
+            rig.cube_origin_cm = protocol.scene.trained_cube_xy_cm
+            print(f"Emulated STS3215 bus on {rig.port}; simulated cameras on {socket}", file=out, flush=True)
+            source = f"sim:{socket}@{width}x{height}"
+            photograph_desk(rig, protocol, source, files, out)
+            measure = ["measure", str(files.trained_spot), "--auto", f"--calibrate-on={files.empty_table}",
+                       *bowl, f"--calibration={files.calibration}"]
+            say_command(measure, out)
+            if run_measure(command_arguments(measure)) != 0:
+                raise HarnessInputError(files.trained_spot, None, "the cube on its trained spot was not measured")
+            run = ["run", str(plan.protocol_path), "--robot=so101", f"--port={rig.port}", f"--robot-id={ROBOT_ID}",
+                   f"--policy={plan.policy}", *(f"--camera={name}={source}" for name in policy_cameras(plan.policy)),
+                   f"--bowl-calibration={files.calibration}", f"--trained-spot={files.trained_spot}",
+                   f"--scoresheet={plan.scoresheet}", f"--runs-dir={plan.runs_dir}", "--headless",
+                   *([f"--max-trials={plan.max_trials}"] if plan.max_trials else []),
+                   *([f"--device={plan.device}"] if plan.device else [])]
+            say_command(run, out)
+            if plan.operator is OperatorKind.PERSON:
+                print(CONSOLE_HINT, file=out, flush=True)
+            code = run_from_args(command_arguments(run), Parts(observer=_operator_factory(plan, rig)))
+            if code != 0:
+                return code
+    measure_run = ["measure", str(plan.runs_dir / plan.scoresheet.stem), *bowl, f"--calibration={files.calibration}"]
+    say_command(measure_run, out)
+    run_measure(command_arguments(measure_run))   # a trial whose cube left the view is "not measured", said
+    print(f"rehearsal done: scoresheet {plan.scoresheet}, evidence {plan.runs_dir / plan.scoresheet.stem}, "
+          f"desk files {files.folder}", file=out, flush=True)
+    return 0
+
+
+def rehearse_from_args(args: argparse.Namespace) -> int:
+    return rehearse(plan_rehearsal(args))
