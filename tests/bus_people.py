@@ -49,3 +49,31 @@ def arm(chain_class: type[ServoChain] = ServoChain, ids: dict[str, int] | None =
 
 def open_port(port: str) -> serial.Serial:
     return serial.Serial(port, 1_000_000, timeout=0)
+
+
+class Person(ScriptedOperator):
+    """A person who does what each prompt asks, with the servo they have in hand: at each "Connect ONLY"
+    prompt the next servo of `in_hand` (the last one again once the list runs out) is the one connected,
+    and "turn the joint" turns that servo; at the final check, on the assembled arm, the joint named."""
+
+    def __init__(self, bus: PtyBus, chain: ServoChain, in_hand: list[str]) -> None:
+        super().__init__(bus, [])
+        self.chain, self.in_hand, self.holding = chain, list(in_hand), None
+
+    def instruct(self, message: str) -> None:
+        self.instructions.append(message)
+        chain = self.chain
+        with self.bus.lock:
+            if message.startswith("Connect ONLY"):
+                self.holding = self.in_hand.pop(0) if len(self.in_hand) > 1 else self.in_hand[0]
+                chain.only(self.holding)
+            elif message.startswith("Identify it"):
+                turn(chain, self.holding)
+            elif message.startswith("Reconnect"):
+                chain.plug(*SO101_NAMES)
+            elif message.startswith("Now power-cycle"):
+                chain.power_cycle()
+            elif message.startswith("Final check"):
+                turn(chain, next(name for name in SO101_NAMES if f"the {name}" in message))
+            else:
+                raise AssertionError(f"a prompt this person does not know: {message}")

@@ -164,7 +164,8 @@ def test_fix_ids_repairs_the_id5_collision_and_it_survives_a_power_cycle(firmwar
     chain = _arm(firmware, gripper_id=5)
     with PtyBus(chain) as bus:
         operator = ScriptedOperator(bus, [lambda: chain.only("gripper"), lambda: turn(chain, "gripper"),
-                                          lambda: chain.plug(*SO101_NAMES), chain.power_cycle])
+                                          lambda: chain.plug(*SO101_NAMES), chain.power_cycle,
+                                          lambda: turn(chain, "gripper")])   # the final check
         assert fix_ids(bus.port, operator, _serial) == 0
         assert "gripper" in operator.instructions[0] and "power-cycle" in operator.instructions[3]
         assert any("Two servos answer as ID 5" in m and "gripper" in m for m in operator.said)

@@ -82,10 +82,10 @@ def test_fix_ids_speaks_first_and_enter_typed_while_busy_answers_nothing() -> No
         try:
             lines = Lines(child.stdout)
             assert lines.wait_for("fix-ids:", timeout=20).startswith("fix-ids: scanning")
+            os.write(master, b"\n\n")          # impatient Enters while LeRobot loads (to find the calibration)
             lines.wait_for("Repair it now? [y/N] ")
             os.write(master, b"y\n")
             lines.wait_for("Loading LeRobot's Feetech driver")
-            os.write(master, b"\n\n")          # impatient Enters while LeRobot loads
             lines.wait_for("Connect ONLY the gripper servo")
             early = lines.drain(1.5)
             assert "answers" not in early and "Found" not in early, early

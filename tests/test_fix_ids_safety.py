@@ -34,7 +34,8 @@ def test_a_servo_with_a_known_other_id_is_refused_and_left_untouched() -> None:
         operator = ScriptedOperator(bus, [
             lambda: chain.only("elbow_flex"),                        # the wrong servo
             lambda: chain.only("gripper"), lambda: turn(chain, "gripper"),   # then the right one
-            lambda: chain.plug(*ALL), chain.power_cycle])
+            lambda: chain.plug(*ALL), chain.power_cycle,
+            lambda: turn(chain, "gripper")])   # the final check: the repaired joint turned on the whole arm
         assert fix_ids(bus.port, operator, open_port) == 0
     said = operator.transcript
     assert "Found ID 3 at 1000000 baud, model 777 (STS3215), firmware 3.10" in said
@@ -52,7 +53,8 @@ def test_the_other_servo_of_a_collision_is_refused_when_it_does_not_follow_the_j
         operator = ScriptedOperator(bus, [
             lambda: chain.only("wrist_roll"), lambda: turn(chain, "gripper"),   # wrong servo; gripper turned
             lambda: chain.only("gripper"), lambda: turn(chain, "gripper"),
-            lambda: chain.plug(*ALL), chain.power_cycle])
+            lambda: chain.plug(*ALL), chain.power_cycle,
+            lambda: turn(chain, "gripper")])   # the final check: the repaired joint turned on the whole arm
         assert fix_ids(bus.port, operator, open_port) == 0
     said = operator.transcript
     assert "two servos collided at ID 5: this is the wrist_roll or gripper" in said
@@ -103,7 +105,8 @@ def test_a_power_cut_between_id_write_and_relock_ends_in_advice_and_a_finished_r
         operator = ScriptedOperator(bus, [
             lambda: chain.only("gripper"), lambda: turn(chain, "gripper"),      # cut during this attempt
             power_back, lambda: turn(chain, "gripper"),                        # the retry
-            lambda: chain.plug(*ALL), chain.power_cycle])
+            lambda: chain.plug(*ALL), chain.power_cycle,
+            lambda: turn(chain, "gripper")])   # the final check: the repaired joint turned on the whole arm
         assert fix_ids(bus.port, operator, open_port) == 0
     said = operator.transcript
     assert "Bus error while programming the gripper (ConnectionError" in said
@@ -137,7 +140,8 @@ def test_lost_relock_replies_leave_the_servo_described_and_the_next_attempt_relo
         operator = ScriptedOperator(bus, [
             lambda: chain.only("gripper"), lambda: turn(chain, "gripper"),
             lambda: None, lambda: turn(chain, "gripper"),
-            lambda: chain.plug(*ALL), chain.power_cycle])
+            lambda: chain.plug(*ALL), chain.power_cycle,
+            lambda: turn(chain, "gripper")])   # the final check: the repaired joint turned on the whole arm
         assert fix_ids(bus.port, operator, open_port) == 0
     said = operator.transcript
     assert "One servo on the bus: ID 6 at 1000000 baud" in said and "Lock 0 (EEPROM unlocked)" in said
@@ -211,7 +215,8 @@ def test_the_whole_repair_succeeds_on_a_noisy_line(seed) -> None:
     chain = arm(ids={"gripper": 5}, faults=Faults(drop_rate=0.05, corrupt_rate=0.05, seed=seed))
     with PtyBus(chain) as bus:
         operator = ScriptedOperator(bus, [lambda: chain.only("gripper"), lambda: turn(chain, "gripper"),
-                                          lambda: chain.plug(*ALL), chain.power_cycle])   # first time right
+                                          lambda: chain.plug(*ALL), chain.power_cycle,   # first time right
+                                          lambda: turn(chain, "gripper")])
         assert fix_ids(bus.port, operator, open_port) == 0, operator.transcript
     assert [s.current_id for s in chain.servos] == [1, 2, 3, 4, 5, 6]
 

@@ -83,7 +83,9 @@ def make_real_robot(settings: dict[str, Any], protocol: Protocol) -> GuardedRobo
     except ServoBusFault as fault:   # torque already released where servos answer; nothing ran yet
         kind = VoidKind.ARM_POWER_CYCLED if fault.reset else VoidKind.ROBOT_IO_ERROR
         raise RunPaused(Void(kind, fault.detail)) from fault
-    return GuardedRobot(robot, release=robot.release_torque, check_ready=robot.check_ready)
+    locks = robot.eeprom_locks
+    return GuardedRobot(robot, release=robot.release_torque, check_ready=robot.check_ready,
+                        connect_checks=[locks] if locks is not None else [])
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,8 @@ def _run_locked(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
             code = make_app(setup).run()
             print(format_summary(summarize(sheet)))
             return code if isinstance(code, int) else 0
+        for warning in setup.robot.connect_warnings:   # the TUI shows these on its check screen
+            print(f"warning: {warning}", file=sys.stderr, flush=True)
         pending = len(sheet.pending_trials())
         print(f"{sheet.path}: {pending} of {sheet.locked.trial_count} trials to run "
               f"({sheet.locked.policy.ref} on {sheet.locked.robot})", flush=True)

@@ -38,7 +38,7 @@ def check_report(setup: RunSetup) -> CheckReport:
     warm = policy.warm_up(robot.get_observation()) if hasattr(policy, "warm_up") else None
     label = f"{sheet.locked.robot} ({'simulated SO-101' if world is not None else 'SO-101 follower'})"
     return CheckReport(robot=label, cameras=cameras, policy=policy.name, policy_warmup_ms=warm,
-                       locked=sheet.locked, scored=len(sheet.scored_attempts()),
+                       locked=sheet.locked, scored=len(sheet.scored_attempts()), warnings=robot.connect_warnings,
                        voids=sum(1 for a in sheet.attempts if a.outcome == Label.VOID), scoresheet=str(sheet.path))
 
 

@@ -8,6 +8,7 @@ from enum import StrEnum
 
 from harness.bus import protocol as p
 from harness.bus.scan import SCAN_BAUDS, SO101_IDS, TARGET_BAUD, Heard, Scan, describe_certainty
+from harness.bus.signature import Expected, identify
 
 
 class FindingKind(StrEnum):
@@ -17,6 +18,7 @@ class FindingKind(StrEnum):
     WRONG_MODEL = "wrong_model"
     UNLOCKED = "unlocked"
     FIRMWARE_MISMATCH = "firmware_mismatch"
+    WRONG_JOINT = "wrong_joint"    # the servo at this ID holds another joint's calibration in its EEPROM
 
     @property
     def fixable_in_place(self) -> bool:
@@ -26,7 +28,7 @@ class FindingKind(StrEnum):
     @property
     def needs_a_person(self) -> bool:
         """Only a person can change these: fix-ids says what to do and never reports them fixed."""
-        return self in (FindingKind.WRONG_MODEL, FindingKind.FIRMWARE_MISMATCH)
+        return self in (FindingKind.WRONG_MODEL, FindingKind.FIRMWARE_MISMATCH, FindingKind.WRONG_JOINT)
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,9 @@ class Finding:
     message: str
 
 
-def diagnose(scan: Scan) -> list[Finding]:
+def diagnose(scan: Scan, expected: Expected | None = None) -> list[Finding]:
+    """What is wrong; with `expected` (the arm's calibration file) a servo whose EEPROM holds another
+    joint's calibration is wrong too, whatever ID it answers to."""
     findings: list[Finding] = []
     missing = [i for i in SO101_IDS if scan.at(i) is None]
     colliding = [i for i in SO101_IDS if (s := scan.at(i)) is not None and s.heard is Heard.COLLIDES]
@@ -66,6 +70,28 @@ def diagnose(scan: Scan) -> list[Finding]:
                                     f"ID {s.servo_id} has its EEPROM left unlocked (Lock=0): on some firmware an ID "
                                     "or calibration write made now would not survive a power cycle."))
     findings += _firmware_findings(answering)
+    findings += _joint_findings(answering, expected)
+    return findings
+
+
+def _joint_findings(answering: list, expected: Expected | None) -> list[Finding]:
+    """An ID answered by a servo carrying another joint's calibration: swapped servos or IDs, which only a
+    person can sort out (LeRobot would ask to recalibrate, and calibrate the wrong joint's servo)."""
+    if expected is None:
+        return []
+    findings = []
+    by_id = {s.servo_id: s.details.signature for s in answering}
+    # the joints whose own ID does not hold their calibration: the only ones a stray servo can be
+    displaced = tuple(name for i, name in SO101_IDS.items() if by_id.get(i) != expected.joints.get(name))
+    for s in answering:
+        name = SO101_IDS.get(s.servo_id)
+        identity = identify(s.details.signature, name, expected, displaced) if name else None
+        if identity is not None and identity.refused:
+            findings.append(Finding(FindingKind.WRONG_JOINT, s.servo_id,
+                                    f"ID {s.servo_id} ({name}): {identity.describe(expected.source)} Swapped "
+                                    "servos, or a calibration file that is not this arm's (pass the right "
+                                    "--robot-id): set each servo's ID alone with lerobot-setup-motors, then run "
+                                    "fix-ids again."))
     return findings
 
 

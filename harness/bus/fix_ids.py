@@ -2,10 +2,12 @@
 and prove the fix survives a power cycle.
 
 Renaming a servo is an EEPROM write that outlives the session, so the servo alone on the bus is
-identified first (ID, model, firmware, what the diagnosis heard at that ID, and whether it moves
-when the person moves the joint they were asked to connect); a servo that is not the one asked
-for is never written. Any bus error during the write, re-lock or read-back ends in a rescan and
-plain advice, never a traceback.
+identified first (ID, model, firmware, what the diagnosis heard at that ID, the joint calibration
+its EEPROM holds against the arm's calibration file, and whether it moves when the person moves the
+joint they were asked to connect); a servo that is not the one asked for is never written. The
+final check proves each repaired ID by the servo's EEPROM and by movement, after a power cycle.
+Any bus error during the write, re-lock or read-back ends in a rescan and plain advice, never a
+traceback.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol, TextIO
 
 from harness.bus import protocol as p
+from harness.bus import signature as sig
 from harness.bus.diagnosis import Finding, FindingKind, describe_scan, diagnose
 from harness.bus.scan import (
     SCAN_BAUDS,
@@ -29,6 +32,7 @@ from harness.bus.scan import (
     quick_scan,
     read_details,
 )
+from harness.bus.signature import Expected
 from harness.bus.wire import Wire
 from harness.errors import BusError
 
@@ -97,8 +101,9 @@ class Lone:
         d = self.details
         model = f"{d.model} (STS3215)" if d.model == p.STS3215_MODEL else f"{d.model}"
         lock = {None: "unread", 0: "0 (EEPROM unlocked)", 1: "1 (locked)"}.get(d.lock, str(d.lock))
+        eeprom = f", {d.signature.describe()}" if d.signature else ""
         return (f"ID {self.servo_id} at {self.baud} baud, model {model}, firmware {d.firmware_text}, Lock {lock}, "
-                f"position {d.position}")
+                f"position {d.position}{eeprom}")
 
 
 @dataclass(frozen=True)
@@ -140,22 +145,23 @@ def census(wire: Wire, tries: int = 5) -> BusState:
     return BusState()
 
 
-def what_the_diagnosis_knew(servo_id: int, scan: Scan, wanted: str) -> tuple[str, str | None]:
-    """(what the first scan heard at this ID, the joint it must be if that settles it)."""
+def what_the_diagnosis_knew(servo_id: int, scan: Scan, wanted: str) -> tuple[str, str | None, tuple[str, ...]]:
+    """(what the first scan heard at this ID, the joint it must be if that settles it, the joints it could be)."""
     seen = scan.at(servo_id)
     if seen is None:
         if servo_id in SO101_IDS:
-            return f"In the diagnosis nothing answered as ID {servo_id}.", None
-        return f"ID {servo_id} is outside 1-6: the diagnosis did not probe it (a new servo is ID 1).", None
+            return f"In the diagnosis nothing answered as ID {servo_id}.", None, ()
+        return f"ID {servo_id} is outside 1-6: the diagnosis did not probe it (a new servo is ID 1).", None, ()
     if seen.heard is Heard.COLLIDES:
         missing = [SO101_IDS[i] for i in SO101_IDS if scan.at(i) is None]
-        candidates = " or ".join(dict.fromkeys([SO101_IDS.get(servo_id, "?"), *missing]))
-        return f"In the diagnosis two servos collided at ID {servo_id}: this is the {candidates}.", None
+        candidates = tuple(dict.fromkeys([SO101_IDS.get(servo_id, "?"), *missing]))
+        return (f"In the diagnosis two servos collided at ID {servo_id}: this is the {' or '.join(candidates)}.",
+                None, candidates)
     owner = SO101_IDS.get(servo_id)
     if owner and owner != wanted:
         return (f"In the diagnosis ID {servo_id} answered clearly, alone, as the {owner} "
-                f"({seen.agree} of {seen.pings} pings).", owner)
-    return f"In the diagnosis ID {servo_id} answered clearly as the {owner}.", None
+                f"({seen.agree} of {seen.pings} pings).", owner, (owner,))
+    return f"In the diagnosis ID {servo_id} answered clearly as the {owner}.", None, ()
 
 
 def moves_with_the_joint(port: str, lone: Lone, name: str, operator: Operator,
@@ -175,27 +181,35 @@ def _position(wire: Wire, lone: Lone) -> int | None:
 
 
 def identify(port: str, name: str, target_id: int, scan: Scan, operator: Operator,
-             open_serial: Callable[[str], object]) -> Lone | None:
-    """The servo alone on the bus if it is the `name` servo; otherwise says why not, in plain words."""
+             open_serial: Callable[[str], object], expected: Expected | None = None) -> Lone | None:
+    """The servo alone on the bus if it is the `name` servo; otherwise says why not, in plain words.
+    Its EEPROM is weighed before the person is asked to turn anything: a servo holding another joint's
+    calibration follows whatever joint it sits in, so movement alone cannot clear it."""
     state = _on_port(port, open_serial, census)
     if state.lone is None:
         operator.say(f"Not programmed: {state.describe()} Connect the {name} servo, and only it.")
         return None
     lone = state.lone
-    knew, owner = what_the_diagnosis_knew(lone.servo_id, scan, name)
+    knew, owner, candidates = what_the_diagnosis_knew(lone.servo_id, scan, name)
     operator.say(f"Found {lone.describe()}.\n{knew}")
-    refusal = None
+    identity = sig.identify(lone.details.signature, name, expected, candidates)
+    refusal, what_to_do = None, f"Unplug it and connect only the {name} servo."
     if lone.details.model != p.STS3215_MODEL:
         refusal = (f"it reports model {lone.details.model}, not an STS3215 ({p.STS3215_MODEL}); an SO-101 "
                    "needs STS3215s")
     elif owner is not None:
         refusal = f"this is the {owner} servo, not the {name}"
-    elif not moves_with_the_joint(port, lone, name, operator, open_serial):
-        refusal = (f"the servo on the bus did not move when you turned the {name}, so it is not the {name} "
-                   "(or its cable is not the one plugged in)")
+    elif identity.refused:
+        refusal = identity.describe(expected.source if expected else None).rstrip(".")
+        what_to_do = (f"Unplug it and connect only the {name} servo (a new servo fitted as the {name}: run "
+                      "fix-ids with --ignore-calibration, then lerobot-calibrate).")
+    else:
+        operator.say(identity.describe(expected.source if expected else None))
+        if not moves_with_the_joint(port, lone, name, operator, open_serial):
+            refusal = (f"the servo on the bus did not move when you turned the {name}, so it is not the {name} "
+                       "(or its cable is not the one plugged in)")
     if refusal:
-        operator.say(f"Refusing to program it: {refusal}. Nothing was written. Unplug it and connect only the "
-                     f"{name} servo.")
+        operator.say(f"Refusing to program it: {refusal}. Nothing was written. {what_to_do}")
         return None
     return lone
 
@@ -261,12 +275,12 @@ def _load_lerobot(operator: Operator) -> None:
 
 
 def repair_missing(port: str, finding: Finding, scan: Scan, operator: Operator,
-                   open_serial: Callable[[str], object], attempts: int = 3) -> bool:
+                   open_serial: Callable[[str], object], attempts: int = 3, expected: Expected | None = None) -> bool:
     name, target_id = SO101_IDS[finding.servo_id], finding.servo_id
     for _ in range(attempts):
         operator.instruct(f"Connect ONLY the {name} servo to the controller board: unplug the chain and plug "
                           f"the {name}'s cable straight into the board. Keep the power on.")
-        lone = identify(port, name, target_id, scan, operator, open_serial)
+        lone = identify(port, name, target_id, scan, operator, open_serial, expected)
         if lone is None:
             continue
         try:
@@ -289,20 +303,26 @@ def _report(operator: Operator, title: str, findings: list[Finding]) -> None:
     operator.say(f"{title}\n" + "\n".join(f"  - {f.message}" for f in findings))
 
 
-def fix_ids(port: str, operator: Operator, open_serial: Callable[[str], object]) -> int:
-    """0 when the arm is healthy (or repaired and proven after a power cycle), 1 otherwise."""
+def fix_ids(port: str, operator: Operator, open_serial: Callable[[str], object],
+            expected: Expected | None = None,
+            calibration: Callable[[Callable[[str], None]], Expected | None] | None = None) -> int:
+    """0 when the arm is healthy (or repaired and proven after a power cycle), 1 otherwise. `expected`: each
+    joint's EEPROM signature from the arm's calibration file, or `calibration` to find it once fix-ids has
+    spoken (finding it may load LeRobot); without either, servos are told apart by movement only."""
     operator.say(f"fix-ids: scanning {port} for SO-101 servos (IDs 1-6, {len(SCAN_BAUDS)} baud rates) ...")
+    if expected is None and calibration is not None:
+        expected = calibration(operator.say)
     try:
-        return _fix_ids(port, operator, open_serial)
+        return _fix_ids(port, operator, open_serial, expected)
     except OSError as err:    # the adapter itself went away (USB unplugged): nothing more can be done here
         raise BusError(f"lost the serial port {port} ({err.strerror or err}); reconnect it and run fix-ids "
                        "again") from None
 
 
-def _fix_ids(port: str, operator: Operator, open_serial: Callable[[str], object]) -> int:
+def _fix_ids(port: str, operator: Operator, open_serial: Callable[[str], object], expected: Expected | None) -> int:
     scan = _on_port(port, open_serial, quick_scan)
     operator.say(describe_scan(scan))
-    findings = diagnose(scan)
+    findings = diagnose(scan, expected)
     if not findings:
         operator.say("All six servos answer at 1 Mbaud as STS3215s on one firmware, EEPROM locked. Nothing to fix.")
         return 0
@@ -330,24 +350,55 @@ def _fix_ids(port: str, operator: Operator, open_serial: Callable[[str], object]
     if missing:
         _load_lerobot(operator)
     for finding in missing:
-        if not repair_missing(port, finding, scan, operator, open_serial):
+        if not repair_missing(port, finding, scan, operator, open_serial, expected=expected):
             return 1
     after = _on_port(port, open_serial, quick_scan)
     operator.say(describe_scan(after))
-    if remaining := diagnose(after):
+    if remaining := diagnose(after, expected):
         _report(operator, "Still wrong:", remaining)
         return 1
     operator.instruct("Now power-cycle the arm: switch off (or unplug) its power supply, wait 3 seconds, "
                       "switch it on again. This proves the IDs were written to EEPROM.")
     proof = _on_port(port, open_serial, quick_scan)
     operator.say(describe_scan(proof))
-    if remaining := diagnose(proof):
+    if remaining := diagnose(proof, expected):
         _report(operator, "After the power cycle something reverted:", remaining)
         return 1
     if proof.certainty is Certainty.UNSURE:
         operator.say("The IDs look right, but the line is too noisy to be sure: check the cable, then run "
                      "fix-ids again to confirm.")
         return 1
-    operator.say("Fixed: all six IDs answer after a power cycle, EEPROM locked.")
+    renamed = [finding.servo_id for finding in missing]
+    if not all(prove(port, servo_id, proof, operator, open_serial, expected) for servo_id in renamed):
+        return 1
+    proven = "".join(f"; the {SO101_IDS[i]} proven at ID {i} by its EEPROM and by movement" if expected else
+                     f"; the {SO101_IDS[i]} proven at ID {i} by movement" for i in renamed)
+    operator.say(f"Fixed: all six IDs answer after a power cycle, EEPROM locked{proven}.")
     return 0
+
+
+def prove(port: str, servo_id: int, proof: Scan, operator: Operator, open_serial: Callable[[str], object],
+          expected: Expected | None) -> bool:
+    """The final check for a renamed ID, on the assembled arm after the power cycle: the servo there holds
+    its joint's calibration (the proof scan read it) and follows that joint when the person turns it."""
+    name = SO101_IDS[servo_id]
+    seen = proof.at(servo_id)
+    details = seen.details if seen is not None else None
+    identity = sig.identify(details.signature if details else None, name, expected)
+    source = expected.source if expected else None
+    if identity.refused:
+        operator.say(f"Not proven: the servo now at ID {servo_id} is not the {name}: {identity.describe(source)} "
+                     "Run fix-ids again and connect the servo the prompts ask for.")
+        return False
+    joint = "gripper jaw" if name == "gripper" else f"{name} joint"
+    operator.instruct(f"Final check: turn the {joint} by hand to a clearly different position (torque is off) and "
+                      "leave it there.")
+    after = _on_port(port, open_serial, lambda wire: read_details(wire, servo_id).position)
+    before = details.position if details else None
+    if before is None or after is None or abs(after - before) < MOVED_TICKS:
+        operator.say(f"Not proven: ID {servo_id} did not move when you turned the {joint}, so the servo at ID "
+                     f"{servo_id} may not be the {name}. Run fix-ids again and connect the servo the prompts ask for.")
+        return False
+    operator.say(f"Proven: ID {servo_id} followed the {joint}. {identity.describe(source)}")
+    return True
 

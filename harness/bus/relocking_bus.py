@@ -4,7 +4,9 @@ STS3215 EEPROM must be unlocked (Lock=0), written, and locked again (Lock=1) for
 commit on some firmware batches; LeRobot 0.6.1 unlocks and never re-locks, and programs whichever
 servo answers a broadcast ping first. This bus unlocks the addressed servo, writes, re-locks it at
 its (possibly new) ID, reads ID and Lock back, refuses to program unless exactly one servo is on
-the bus, and leaves every servo locked when the session ends.
+the bus, and leaves every servo locked when the session ends. At connect it reads every servo's
+Lock before anything writes it (`locks_at_connect`): `lerobot-setup-motors` leaves each servo it
+set up unlocked, and an ID written then may not survive the next power cycle.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import scservo_sdk as scs
@@ -27,6 +30,29 @@ LOCKED, UNLOCKED = 1, 0
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class EepromLocks:
+    """Each servo's Lock register as read at connect, before this session wrote any: a servo found
+    unlocked was written by some tool since its last power cycle and never re-locked."""
+
+    port: str
+    unlocked: tuple[str, ...] = ()
+    unread: tuple[str, ...] = ()     # no clean answer to the read (connect's own checks report silence)
+
+    @property
+    def ok(self) -> bool:
+        return not self.unlocked
+
+    def warning(self) -> str:
+        """One line for a person: what was found, what it risks, what repairs it."""
+        if not self.unlocked:
+            return ""
+        which = "every servo" if len(self.unlocked) == 6 else ", ".join(self.unlocked)
+        return (f"EEPROM unlocked (Lock=0) on {which}, as lerobot-setup-motors leaves it: an ID written since the "
+                f"last power cycle may revert at the next; run `harness fix-ids --port {self.port}` to check and "
+                "re-lock")
+
+
 class RelockingFeetechBus(FeetechMotorsBus):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -35,6 +61,26 @@ class RelockingFeetechBus(FeetechMotorsBus):
         self.port_handler = WaitingPortHandler(self.port)
         self.sync_reader = scs.GroupSyncRead(self.port_handler, self.packet_handler, 0, 0)
         self.sync_writer = scs.GroupSyncWrite(self.port_handler, self.packet_handler, 0, 0)
+        self.locks_at_connect: EepromLocks | None = None
+
+    def _handshake(self) -> None:
+        """LeRobot's handshake (every servo there, one firmware), then each servo's Lock, read before
+        connect's configuration writes (which re-lock) can hide that it was left unlocked."""
+        super()._handshake()
+        self.locks_at_connect = self.read_locks()
+
+    def read_locks(self) -> EepromLocks:
+        unlocked, unread = [], []
+        for name, motor in self.motors.items():
+            addr, length = self._addr(motor.id, "Lock")
+            value, comm, _ = self._read(addr, length, motor.id, num_retry=2, raise_on_error=False)
+            if comm != scs.COMM_SUCCESS:
+                unread.append(name)
+            elif value == UNLOCKED:
+                unlocked.append(name)
+        if unlocked:
+            log.warning("EEPROM unlocked at connect: %s", ", ".join(unlocked))
+        return EepromLocks(self.port, tuple(unlocked), tuple(unread))
 
     def sync_read(self, data_name: str, motors: Any = None, *, normalize: bool = True,
                   num_retry: int = 0) -> dict[str, Any]:

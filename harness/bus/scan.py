@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from harness.bus import protocol as p
+from harness.bus.signature import ADDR_MIN_LIMIT, SPAN, Signature
 from harness.bus.wire import Wire
 
 SO101_IDS = {1: "shoulder_pan", 2: "shoulder_lift", 3: "elbow_flex", 4: "wrist_flex", 5: "wrist_roll", 6: "gripper"}
@@ -58,6 +59,7 @@ class Details:
     firmware: tuple[int, int] | None = None
     lock: int | None = None
     position: int | None = None
+    signature: Signature | None = None    # the joint's calibration in EEPROM (limits, homing offset)
 
     @property
     def firmware_text(self) -> str:
@@ -156,11 +158,13 @@ def read_register(wire: Wire, servo_id: int, address: int, length: int, tries: i
 def read_details(wire: Wire, servo_id: int) -> Details:
     head = read_register(wire, servo_id, p.ADDR_FIRMWARE_MAJOR, p.ADDR_ID - p.ADDR_FIRMWARE_MAJOR)
     tail = read_register(wire, servo_id, p.ADDR_LOCK, 3)       # Lock, Present_Position (2 bytes)
+    limits = read_register(wire, servo_id, ADDR_MIN_LIMIT, SPAN)
     return Details(
         model=int.from_bytes(head[p.ADDR_MODEL:p.ADDR_MODEL + 2], "little") if head else None,
         firmware=(head[p.ADDR_FIRMWARE_MAJOR], head[p.ADDR_FIRMWARE_MINOR]) if head else None,
         lock=tail[0] if tail else None,
         position=int.from_bytes(tail[1:3], "little") if tail else None,
+        signature=Signature.from_registers(limits) if limits else None,
     )
 
 

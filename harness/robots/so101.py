@@ -19,7 +19,7 @@ from lerobot.cameras.configs import CameraConfig
 from lerobot.cameras.opencv import OpenCVCameraConfig
 from lerobot.robots.so_follower import SO101Follower, SO101FollowerConfig
 
-from harness.bus.relocking_bus import RelockingFeetechBus
+from harness.bus.relocking_bus import EepromLocks, RelockingFeetechBus
 from harness.errors import ServoBusFault
 
 REPO_CALIBRATION = Path(__file__).resolve().parents[2] / "calibration"
@@ -50,6 +50,11 @@ class BusCheckedSO101Follower(SO101Follower):
         stock = self.bus
         self.bus = RelockingFeetechBus(port=stock.port, motors=stock.motors, calibration=stock.calibration)
         self.last_goal: dict[str, float] = {}
+
+    @property
+    def eeprom_locks(self) -> EepromLocks | None:
+        """Each servo's Lock as read at connect (None before connect): a warning, not a fault."""
+        return self.bus.locks_at_connect
 
     # --- who is silent, who was reset -------------------------------------------------------------
     def silent_servos(self) -> tuple[str, ...]:

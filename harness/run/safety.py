@@ -16,13 +16,25 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from harness.errors import EmergencyStopped
 
 log = logging.getLogger(__name__)
+
+
+class ConnectCheck(Protocol):
+    """A finding made at connect that lets the run go on but must be seen before it starts (a real arm's
+    servos with their EEPROM left unlocked); the robot's layer makes it, the front ends show it."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    def warning(self) -> str:
+        """One line, naming the repair."""
+        ...
 
 
 class GuardedRobot:
@@ -30,10 +42,12 @@ class GuardedRobot:
     (`harness.app.parts`), so releasing never depends on guessing which methods a robot has."""
 
     def __init__(self, robot: Any, release: Callable[[], Any],
-                 check_ready: Callable[[dict[str, float]], list[str]] | None = None) -> None:
+                 check_ready: Callable[[dict[str, float]], list[str]] | None = None,
+                 connect_checks: Sequence[ConnectCheck] = ()) -> None:
         self.robot = robot
         self._release = release
         self._check_ready = check_ready
+        self.connect_checks = tuple(connect_checks)
         self._lock = threading.RLock()
         self._stopped = threading.Event()
         self._recording = threading.Lock()
@@ -41,6 +55,11 @@ class GuardedRobot:
     @property
     def stopped(self) -> bool:
         return self._stopped.is_set()
+
+    @property
+    def connect_warnings(self) -> tuple[str, ...]:
+        """The warning line of each connect check that did not pass."""
+        return tuple(check.warning() for check in self.connect_checks if not check.ok)
 
     @property
     def world(self) -> Any:

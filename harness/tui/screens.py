@@ -34,6 +34,7 @@ class CheckReport:
     scored: int
     voids: int
     scoresheet: str
+    warnings: tuple[str, ...] = ()    # the robot's connect checks that did not pass (one line each)
 
     @property
     def ok(self) -> bool:
@@ -58,6 +59,8 @@ class CheckScreen(Screen[bool]):
         table.add_column()
         ok, bad = Text("OK ", style="bold green"), Text("NO ", style="bold red")
         table.add_row("Robot", ok + Text(r.robot))
+        for warning in r.warnings:
+            table.add_row("", Text("WARNING ", style="bold yellow") + Text(warning))
         for name, fps in r.cameras:
             table.add_row(f"Camera {name}", (ok + Text(f"live, {fps:.1f} frames/s")) if fps else (bad + "no frames"))
         if not r.cameras:

@@ -11,6 +11,8 @@ from typing import Any
 
 from harness.errors import HarnessInputError
 
+DEFAULT_ROBOT_ID = "harness_follower"   # `harness run`'s default
+
 
 def fix_ids(args: argparse.Namespace) -> int:
     import serial
@@ -23,7 +25,28 @@ def fix_ids(args: argparse.Namespace) -> int:
         except (serial.SerialException, ValueError) as exc:
             raise HarnessInputError(None, "--port", f"cannot open {port}: {exc}") from None
 
-    return fix_ids(args.port, TerminalOperator(assume_yes=args.yes), open_serial)
+    return fix_ids(args.port, TerminalOperator(assume_yes=args.yes), open_serial,
+                   calibration=None if args.ignore_calibration else lambda say: _expected(args.robot_id, say))
+
+
+def _expected(robot_id: str | None, say: Any) -> Any:
+    """The arm's calibration as each joint's EEPROM signature, found as `harness run --robot-id` finds it.
+    Called once fix-ids has spoken (finding it loads LeRobot). A file named on purpose must exist; the
+    default one may not (movement alone then tells servos apart, as before)."""
+    from harness.bus.signature import load_expected
+    from harness.robots.so101 import calibration_location
+
+    name, folder = calibration_location(robot_id or DEFAULT_ROBOT_ID, None)
+    path = folder / f"{name}.json"
+    if not path.is_file():
+        if robot_id is not None:
+            raise HarnessInputError(path, None, "no such calibration file (--robot-id)")
+        say(f"No calibration file for --robot-id {DEFAULT_ROBOT_ID} ({path}): servos are told apart by movement "
+            "only. Pass --robot-id to compare each servo's EEPROM with the arm's calibration.")
+        return None
+    expected = load_expected(path)
+    say(f"Calibration {path}: each servo's EEPROM (limits, homing offset) is compared with it.")
+    return expected
 
 
 def emulate_bus(args: argparse.Namespace) -> int:
@@ -78,6 +101,11 @@ def register(sub: Any) -> None:
     fix = sub.add_parser("fix-ids", help="diagnose and repair SO-101 servo IDs (e.g. two servos at ID 5)")
     fix.add_argument("--port", required=True, help="serial port: /dev/ttyACM0, /dev/tty.usbmodem..., COM4")
     fix.add_argument("--yes", action="store_true", help="do not ask before programming (physical steps still wait)")
+    fix.add_argument("--robot-id", help="the arm's calibration, as for `harness run`: calibration/<id>.json, else "
+                                        "LeRobot's calibration folder, or a path to a .json file (default "
+                                        f"{DEFAULT_ROBOT_ID}); each servo's EEPROM is compared with it")
+    fix.add_argument("--ignore-calibration", action="store_true",
+                     help="tell servos apart by movement only (a servo just replaced, not yet calibrated)")
     fix.set_defaults(func=fix_ids)
 
     emu = sub.add_parser("emulate-bus", help="serve emulated STS3215 servos on a pseudo-terminal (prints its path)")
