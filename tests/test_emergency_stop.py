@@ -279,3 +279,39 @@ def test_a_stop_on_the_emulated_real_arm_voids_the_trial_and_no_goal_follows_it(
     if where in ("start-pose move", "episode"):
         assert chain.goals == at, "not one goal position was written after the key"
     assert sheet.pending_trials()[0] == 1
+
+
+# --- the stop key in plain mode, as a terminal sends it (SIGINT to the foreground process group) -------
+
+@pytest.mark.parametrize("extra", [["--realtime"], ["--workers", "2"]], ids=["serial", "ray-workers"])
+def test_ctrl_c_in_plain_mode_is_the_emergency_stop(tmp_path, extra) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from harness.models.scoresheet import load_scoresheet
+    from tests.helpers import small_protocol_copy
+
+    protocol = small_protocol_copy(tmp_path)
+    sheet = tmp_path / "plain.yaml"
+    command = [sys.executable, "-m", "harness.cli", "run", str(protocol), "--headless", "--policy", "expert",
+               "--scoresheet", str(sheet), "--runs-dir", str(tmp_path / "runs"), *extra]
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True)
+    assert run.stdout is not None
+    said = []
+    for line in run.stdout:   # the first trial is recorded, the second is under way: Ctrl+C
+        said.append(line)
+        if "trial   1" in line:
+            break
+    os.killpg(run.pid, signal.SIGINT)
+    rest, _ = run.communicate(timeout=120)
+    said.append(rest)
+    assert run.returncode == 3, "".join(said)
+    assert "EMERGENCY STOP: torque released" in rest
+    attempts = load_scoresheet(sheet).attempts
+    assert attempts[0].outcome == Label.SUCCESS
+    # the trial in flight is void (with workers, one or two were in flight; a later one is never recorded)
+    assert attempts[-1].void_reason == VoidKind.EMERGENCY_STOP.value
+    assert all(a.outcome == Label.SUCCESS for a in attempts[:-1])

@@ -21,6 +21,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -30,11 +31,13 @@ from typing import Any
 from harness.errors import EXIT_PAUSED, HarnessError, HarnessInputError, RunPaused
 from harness.models.protocol import Protocol
 from harness.models.scoresheet import Attempt, LockedBlock, Scoresheet
-from harness.models.taxonomy import Void
+from harness.models.taxonomy import Void, VoidKind
 
 log = logging.getLogger(__name__)
 
 MAX_WORKERS = 256
+CONTROL_GROUP = "control"   # a worker's concurrency group for the emergency stop
+STOP_KEY_POLL_S = 0.05
 
 
 class WorkerFailed(HarnessError):
@@ -100,6 +103,11 @@ class TrialWorkerImpl:
 
     def pid(self) -> int:
         return os.getpid()
+
+    def emergency_stop(self) -> None:
+        """Called in the actor's `control` concurrency group, beside a `run_trial` in flight: the trial
+        in flight comes back as an emergency-stop void and this worker moves its arm no more."""
+        self.setup.robot.emergency_stop()
 
     def run_trial(self, trial_index: int, attempt_number: int) -> TrialResult:
         started = time.perf_counter()
@@ -197,11 +205,15 @@ class ParallelRun:
     worker_busy_s: float = 0.0
     recorded: int = 0
     _actors: list[Any] = field(default_factory=list)
+    stopping: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> None:
         import ray
 
-        remote = ray.remote(num_cpus=1, max_restarts=3, max_task_retries=3)(TrialWorkerImpl)
+        # `control` runs beside the default group's one thread (the simulator and its renderer stay on it),
+        # so an emergency stop reaches a worker in the middle of a trial
+        remote = ray.remote(num_cpus=1, max_restarts=3, max_task_retries=3,
+                            concurrency_groups={CONTROL_GROUP: 1})(TrialWorkerImpl)
         self._actors = [remote.remote(self.args, self.protocol, str(self.sheet.path), self.sheet.locked_data,
                                       self.sheet.settings) for _ in range(self.workers)]
         ray.get([actor.pid.remote() for actor in self._actors])   # built and connected, or raises here
@@ -217,9 +229,21 @@ class ParallelRun:
             ray.kill(actor)
         self._actors = []
 
+    def shut_gate(self) -> None:
+        """The stop key was pressed (any thread, a signal handler included): no trial is submitted again."""
+        self.stopping.set()
+
+    def emergency_stop(self) -> None:
+        """Stop every worker's arm; each trial in flight comes back as an emergency-stop void."""
+        import ray
+
+        self.stopping.set()
+        stops = [actor.emergency_stop.options(concurrency_group=CONTROL_GROUP).remote() for actor in self._actors]
+        ray.wait(stops, num_returns=len(stops), timeout=10)
+
     def run(self) -> int:
         """Run every pending trial; returns how many attempts were recorded. Raises `RunPaused` where a
-        serial run would have paused."""
+        serial run would have paused, and on the stop key once the trials in flight are recorded."""
         import ray
 
         total = self.sheet.locked.trial_count
@@ -236,9 +260,14 @@ class ParallelRun:
             in_flight[actor.run_trial.remote(index, attempt_of[index])] = (index, actor)
 
         while order:
-            while idle and to_submit:
+            if self.stopping.is_set() and not in_flight:   # stopped between trials: nothing in flight to void
+                raise RunPaused(Void(VoidKind.EMERGENCY_STOP))
+            while idle and to_submit and not self.stopping.is_set():
                 submit(to_submit.popleft())
-            ready, _ = ray.wait(list(in_flight), num_returns=1)
+            # short waits: the stop key's signal handler runs only when this thread is back in Python
+            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=STOP_KEY_POLL_S)
+            if not ready:
+                continue
             index, actor = in_flight.pop(ready[0])
             idle.append(actor)
             try:
@@ -278,7 +307,7 @@ def run_parallel(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet
     """The parallel counterpart of the engine's run: build workers, write the new sheet once they are up,
     record every pending trial in order (told to `observer`, by default one line per trial). Returns the
     attempts recorded."""
-    from harness.run.terminal import TerminalObserver
+    from harness.run.terminal import StopKey, TerminalObserver
 
     workers = args.workers
     observer = observer or TerminalObserver(operator_scores=False)
@@ -293,7 +322,8 @@ def run_parallel(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet
         run.start()
         if created:
             sheet.create()
-        return run.run()
+        with StopKey(run, lambda: False):
+            return run.run()
     finally:
         run.close()
         wall = time.perf_counter() - started
