@@ -194,3 +194,29 @@ def test_pause_holds_before_the_next_trial_and_resume_continues(workdir) -> None
     _run(drive())
     assert len(load_scoresheet(setup.sheet.path).attempts) == 2
     setup.close()
+
+
+def test_overriding_the_judge_asks_for_a_note_that_lands_in_the_scoresheet(workdir) -> None:
+    setup = _setup(workdir, "--max-trials", "1")
+    app = make_app(setup, undo_s=0.0)
+
+    async def drive() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.press("enter")
+            await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen))
+            await pilot.press("w")                                  # the judge said success
+            await _wait_for(pilot, lambda: isinstance(app.screen, TextPrompt))
+            await pilot.press("enter")                              # no note: asked again
+            await _wait_for(pilot, lambda: isinstance(app.screen, TextPrompt)
+                            and app.screen.question.startswith("A note is needed"))
+            await pilot.press("escape")                             # back to the score keys
+            await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen))
+            await pilot.press("w")
+            await _wait_for(pilot, lambda: isinstance(app.screen, TextPrompt))
+            await pilot.press(*"bowl was moved", "enter")
+            await _wait_for(pilot, lambda: app.finished)
+
+    _run(drive())
+    setup.close()
+    rows = [(a.label, a.scored_by, a.note) for a in load_scoresheet(setup.sheet.path).attempts]
+    assert rows == [("wrong_placement", "operator", "bowl was moved")]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shlex
 import signal
 import sys
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.bus import protocol as p
 from harness.bus.emulator import ADDR_HOMING_OFFSET, Faults, Firmware, Servo, ServoChain, encode_sign_magnitude
+from harness.bus.hands import Finished
 from harness.errors import HarnessInputError
 
 SO101_NAMES = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
@@ -117,20 +119,39 @@ class Rig:
     cube_origin_cm: tuple[float, float] = DEFAULT_CUBE_ORIGIN_CM
 
     # --- hands ---------------------------------------------------------------------
-    def move(self, name: str, degrees: float, speed_deg_s: float | None = None) -> None:
+    def move(self, name: str, degrees: float, speed_deg_s: float | None = None) -> str:
+        """Queue a hand motion; returns the job's name, which `chain.hand.on_done` reports when it is done."""
         self._joint(name)
-        self.chain.hand.move(name, degrees, speed_deg_s)
+        return self.chain.hand.move(name, degrees, speed_deg_s)
 
-    def sweep(self, speed_deg_s: float | None = None, names: list[str] | None = None) -> None:
+    def sweep(self, speed_deg_s: float | None = None, names: list[str] | None = None) -> str:
         for name in names or []:
             self._joint(name)
-        self.chain.hand.sweep(names or None, speed_deg_s)
+        return self.chain.hand.sweep(names or None, speed_deg_s)
 
-    def release(self, names: list[str] | None = None) -> None:
-        self.chain.hand.release(names or None)
+    def release(self, names: list[str] | None = None) -> list[str]:
+        """Let go of these joints (all when None); returns the jobs stopped before they were done."""
+        for name in names or []:
+            self._joint(name)
+        return self.chain.hand.release(names or None)
 
     def wait(self, timeout_s: float = 60.0) -> None:
         self.chain.hand.wait(timeout_s)
+
+    def hand_line(self) -> str:
+        """What the hand is doing: the motion under way and what is left of its queue, or what it holds."""
+        doing = self.chain.hand.doing()
+        if doing is not None:
+            motion, more, seconds = doing
+            after = f", {more} more motion{'s' * (more != 1)} queued" if more else ""
+            return (f"  hand: moving {motion.joint} to {motion.target_deg:+.1f} deg ({motion.job}){after}; "
+                    f"about {seconds:.0f} s left")
+        held = ", ".join(f"{name} {deg:+.1f}" for name, deg in self.chain.hand.held.items())
+        return f"  hand: still, holding {held} deg" if held else "  hand: still, holding nothing"
+
+    def _torque_holds(self, names: list[str]) -> list[str]:
+        with self.lock:
+            return [s.name for s in self.chain.servos if s.name in names and s.torque_enabled]
 
     # --- the table -----------------------------------------------------------------
     def place_cube(self, dx_cm: float, dy_cm: float, yaw_deg: float = 0.0, seed: int = 0) -> None:
@@ -168,13 +189,7 @@ class Rig:
     # --- reading --------------------------------------------------------------------
     def status_lines(self) -> list[str]:
         with self.lock:
-            lines = []
-            for s in self.chain.servos:
-                plugged = "plugged" if s.name in self.chain.connected else "unplugged"
-                lines.append(f"  {s.name:<14} ID {s.current_id:<3} (EEPROM {s.eeprom[p.ADDR_ID]}) {s.baud} baud "
-                             f"{'locked' if s.locked else 'UNLOCKED'} torque {'on' if s.torque_enabled else 'off'} "
-                             f"{s.firmware.value} {plugged}")
-            return lines
+            return rig_status(self)
 
     def health_lines(self) -> list[str]:
         with self.lock:
@@ -251,9 +266,10 @@ def open_rig(scenario: Scenario | None = None, sim: bool = False, assembly: str 
 HELP = """commands:
   status | health | power-cycle | unplug NAME... | plug NAME... | only NAME...
   move NAME DEG (torque off: by hand; 0 = middle of the range) | sweep [DEG_PER_S] [NAME...] | release [NAME...]
+    (move and sweep print `done: ...` when the hand has finished; `status` shows a motion under way)
   cube DX_CM DY_CM [YAW_DEG] (--sim: place the cube at the trained spot plus this offset)
   heat NAME CELSIUS | supply VOLTS | jam NAME | unjam NAME | camera NAME ok|dropout|frozen|black
-  quit"""
+  help | quit"""
 
 
 def _number(text: str, what: str) -> float:
@@ -268,38 +284,135 @@ def _need(words: list[str], count: int, usage: str) -> None:
         raise ConsoleError(f"usage: {usage}")
 
 
-def _sweep(rig: Rig, args: list[str]) -> None:
+def _by_hand(rig: Rig, names: list[str]) -> None:
+    """A hand cannot turn a joint its servo holds: asking it to would do nothing, so it is an error."""
+    held = rig._torque_holds(names)
+    if held:
+        raise ConsoleError(f"torque is on for {', '.join(held)}: the servo holds it and a hand cannot move it "
+                           "(LeRobot's tools release torque before they ask you to move the arm)")
+
+
+def _queued(rig: Rig, job: str) -> list[str]:
+    doing = rig.chain.hand.doing()
+    about = f"about {doing[2]:.0f} s" if doing is not None else "a moment"
+    return [f"{job}: under way ({about}); a `done:` line follows when the hand has finished"]
+
+
+def _move(rig: Rig, args: list[str]) -> list[str]:
+    _need(args, 2, "move NAME DEG")
+    degrees = _number(args[1], "DEG")
+    rig._joint(args[0])
+    _by_hand(rig, [args[0]])
+    return _queued(rig, rig.move(args[0], degrees))
+
+
+def _sweep(rig: Rig, args: list[str]) -> list[str]:
     speed = None
     if args and args[0].replace(".", "", 1).isdigit():
         speed = _number(args.pop(0), "speed")
-    rig.sweep(speed, args)
+        if speed <= 0:
+            raise ConsoleError(f"DEG_PER_S must be above 0, got {speed:g}")
+    for name in args:
+        rig._joint(name)
+    _by_hand(rig, args or list(rig.chain.hand.ranges))
+    return _queued(rig, rig.sweep(speed, args))
 
 
-COMMANDS: dict[str, Callable[[Rig, list[str]], Any]] = {
-    "status": lambda rig, a: None,
-    "health": lambda rig, a: None,
-    "power-cycle": lambda rig, a: rig.chain.power_cycle(),
-    "unplug": lambda rig, a: rig.chain.unplug(*a),
-    "plug": lambda rig, a: rig.chain.plug(*a),
-    "only": lambda rig, a: rig.chain.only(*a),
-    "move": lambda rig, a: (_need(a, 2, "move NAME DEG"), rig.move(a[0], _number(a[1], "DEG"))),
+def _release(rig: Rig, args: list[str]) -> list[str]:
+    hand = rig.chain.hand
+    for name in args:
+        rig._joint(name)
+    if hand.doing() is None and not (set(args or hand.ranges) & set(hand.held)):
+        raise ConsoleError(f"the hand holds {'none of ' + ', '.join(args) if args else 'nothing'}: nothing to let go")
+    stopped = rig.release(args)
+    return [f"released {', '.join(args) if args else 'every joint'}"
+            + (f"; stopped before done: {'; '.join(stopped)}" if stopped else "")]
+
+
+def _servos(rig: Rig, args: list[str], usage: str) -> None:
+    """The servo names a plug command acts on: at least one, each one that exists."""
+    _need(args, 1, usage)
+    for name in args:
+        rig._servo(name)
+
+
+def _unplug(rig: Rig, args: list[str]) -> list[str]:
+    _servos(rig, args, "unplug NAME...")
+    if not set(args) & rig.chain.connected:
+        raise ConsoleError(f"{', '.join(args)} {'is' if len(args) == 1 else 'are'} already unplugged")
+    rig.chain.unplug(*args)
+    return rig_status(rig)
+
+
+def _plug(rig: Rig, args: list[str]) -> list[str]:
+    _servos(rig, args, "plug NAME...")
+    if set(args) <= rig.chain.connected:
+        raise ConsoleError(f"{', '.join(args)} {'is' if len(args) == 1 else 'are'} already plugged in")
+    rig.chain.plug(*args)
+    return rig_status(rig)
+
+
+def _only(rig: Rig, args: list[str]) -> list[str]:
+    _servos(rig, args, "only NAME... (to unplug every servo, `unplug` them by name)")
+    rig.chain.only(*args)
+    return rig_status(rig)
+
+
+def rig_status(rig: Rig) -> list[str]:
+    """The status lines, from a command that already holds the rig's lock."""
+    lines = []
+    for s in rig.chain.servos:
+        plugged = "plugged" if s.name in rig.chain.connected else "unplugged"
+        lines.append(f"  {s.name:<14} ID {s.current_id:<3} (EEPROM {s.eeprom[p.ADDR_ID]}) {s.baud} baud "
+                     f"{'locked' if s.locked else 'UNLOCKED'} torque {'on' if s.torque_enabled else 'off'} "
+                     f"{s.firmware.value} {plugged}")
+    lines.append(rig.hand_line())
+    return lines
+
+
+def _ok(action: Callable[[Rig, list[str]], Any]) -> Callable[[Rig, list[str]], list[str]]:
+    def run(rig: Rig, args: list[str]) -> list[str]:
+        action(rig, args)
+        return ["ok"]
+    return run
+
+
+def _cube(rig: Rig, a: list[str]) -> list[str]:
+    _need(a, 2, "cube DX_CM DY_CM [YAW_DEG]")
+    dx, dy = _number(a[0], "DX_CM"), _number(a[1], "DY_CM")
+    yaw = _number(a[2], "YAW_DEG") if len(a) > 2 else 0.0
+    rig.place_cube(dx, dy, yaw)
+    return [f"cube placed at dx {dx:+.1f} dy {dy:+.1f} cm yaw {yaw:+.0f} deg from the trained spot"]
+
+
+COMMANDS: dict[str, Callable[[Rig, list[str]], list[str]]] = {
+    "status": lambda rig, a: rig.status_lines(),
+    "health": lambda rig, a: rig.health_lines(),
+    "help": lambda rig, a: [HELP],
+    "power-cycle": lambda rig, a: (rig.chain.power_cycle(), rig_status(rig))[1],
+    "unplug": _unplug,
+    "plug": _plug,
+    "only": _only,
+    "move": _move,
     "sweep": _sweep,
-    "release": lambda rig, a: rig.release(a),
-    "cube": lambda rig, a: (_need(a, 2, "cube DX_CM DY_CM [YAW_DEG]"),
-                            rig.place_cube(_number(a[0], "DX_CM"), _number(a[1], "DY_CM"),
-                                           _number(a[2], "YAW_DEG") if len(a) > 2 else 0.0)),
-    "heat": lambda rig, a: (_need(a, 2, "heat NAME CELSIUS"), rig.heat(a[0], _number(a[1], "CELSIUS"))),
-    "supply": lambda rig, a: (_need(a, 1, "supply VOLTS"), rig.supply(_number(a[0], "VOLTS"))),
-    "jam": lambda rig, a: (_need(a, 1, "jam NAME"), rig.jam(a[0])),
-    "unjam": lambda rig, a: (_need(a, 1, "unjam NAME"), rig.jam(a[0], jammed=False)),
-    "camera": lambda rig, a: (_need(a, 2, "camera NAME ok|dropout|frozen|black"), rig.camera(a[0], a[1])),
+    "release": _release,
+    "cube": _cube,
+    "heat": _ok(lambda rig, a: (_need(a, 2, "heat NAME CELSIUS"), rig.heat(a[0], _number(a[1], "CELSIUS")))),
+    "supply": _ok(lambda rig, a: (_need(a, 1, "supply VOLTS"), rig.supply(_number(a[0], "VOLTS")))),
+    "jam": _ok(lambda rig, a: (_need(a, 1, "jam NAME"), rig.jam(a[0]))),
+    "unjam": _ok(lambda rig, a: (_need(a, 1, "unjam NAME"), rig.jam(a[0], jammed=False))),
+    "camera": _ok(lambda rig, a: (_need(a, 2, "camera NAME ok|dropout|frozen|black"), rig.camera(a[0], a[1]))),
 }
 LOCKED_COMMANDS = {"power-cycle", "unplug", "plug", "only"}  # the others take the lock themselves
 
 
 def run_command(rig: Rig, line: str) -> list[str] | None:
-    """Carry out one console line; return the lines to print, or None for `quit`."""
-    words = shlex.split(line)
+    """Carry out one console line; return the lines to print (one `error: ...` line for a command that cannot
+    be carried out or would do nothing), or None for `quit`."""
+    try:
+        words = shlex.split(line)
+    except ValueError as exc:
+        return [f"error: {exc}"]
     if not words:
         return []
     command, args = words[0], words[1:]
@@ -307,20 +420,14 @@ def run_command(rig: Rig, line: str) -> list[str] | None:
         return None
     action = COMMANDS.get(command)
     if action is None:
-        return [HELP]
+        return [f"error: no command {command!r}", HELP]
     try:
         if command in LOCKED_COMMANDS:
             with rig.lock:
-                action(rig, args)
-        else:
-            action(rig, args)
+                return action(rig, args)
+        return action(rig, args)
     except (ConsoleError, KeyError) as exc:
         return [f"error: {exc.args[0] if exc.args else exc}"]
-    if command == "health":
-        return rig.health_lines()
-    if command in ("status", *LOCKED_COMMANDS):
-        return rig.status_lines()
-    return ["ok"]
 
 
 def has_console(stdin: Any) -> bool:
@@ -332,9 +439,17 @@ def has_console(stdin: Any) -> bool:
         return False
 
 
-def serve_without_console(port: str, stop: threading.Event | None = None) -> None:
+def calibration_line(calibration: Path) -> str:
+    """Where LeRobot's tools find the calibration that matches these servos, from any folder."""
+    return (f"Calibrated as {calibration.stem}: --robot.id={calibration.stem} "
+            f"--robot.calibration_dir={calibration.parent}")
+
+
+def serve_without_console(port: str, stop: threading.Event | None = None, calibration: Path | None = None) -> None:
     """Keep serving the bus with no console, until SIGINT/SIGTERM (or `stop`, for tests)."""
     print(f"Emulated STS3215 bus on {port}", flush=True)
+    if calibration is not None:
+        print(calibration_line(calibration), flush=True)
     print("No console (input is not a terminal): serving until interrupted (Ctrl-C or SIGTERM).", flush=True)
     stop = stop or threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set()) \
@@ -350,16 +465,36 @@ def serve_without_console(port: str, stop: threading.Event | None = None) -> Non
 
 
 def console(chain: ServoChain, lock: object, port: str, stdin=sys.stdin, world: Any | None = None,
-            frames: Any | None = None) -> None:
-    """Act on the emulated arm while a client has the port open. Ends on `quit` or end of input."""
+            frames: Any | None = None, calibration: Path | None = None, out: Any = None) -> None:
+    """Act on the emulated arm while a client has the port open. Ends on `quit` or end of input.
+
+    A hand's motion takes seconds: the command answers when it starts and a `done: ...` line follows when the
+    hand has finished, printed by a thread of its own (the bus thread only queues it, it must never block)."""
+    out = out or sys.stdout
     rig = Rig(chain, lock, port, world, frames)
-    print(f"Emulated STS3215 bus on {port}", flush=True)
+    print(f"Emulated STS3215 bus on {port}", file=out, flush=True)
     if frames is not None:
-        print(f"Simulated cameras on {frames.socket_path}", flush=True)
-    print(HELP, flush=True)
-    for line in stdin:
-        lines = run_command(rig, line)
-        if lines is None:
-            return
-        for text in lines:
-            print(text, flush=True)
+        print(f"Simulated cameras on {frames.socket_path}", file=out, flush=True)
+    if calibration is not None:
+        print(calibration_line(calibration), file=out, flush=True)
+    print(HELP, file=out, flush=True)
+    finished: queue.SimpleQueue[Finished | None] = queue.SimpleQueue()
+
+    def report() -> None:
+        while (done := finished.get()) is not None:
+            print(f"done: {done.job} ({done.seconds:.1f} s)", file=out, flush=True)
+
+    reporter = threading.Thread(target=report, name="console-done-lines", daemon=True)
+    reporter.start()
+    chain.hand.on_done = finished.put
+    try:
+        for line in stdin:
+            lines = run_command(rig, line)
+            if lines is None:
+                return
+            for text in lines:
+                print(text, file=out, flush=True)
+    finally:
+        chain.hand.on_done = None
+        finished.put(None)
+        reporter.join(timeout=1)

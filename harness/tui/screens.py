@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,12 +176,37 @@ class ScoreScreen(ModalScreen[ScoreDecision]):
         self.query_one("#score-text", Static).update(text)
 
     def action_choose(self, label: str) -> None:
+        said = f"{self.source} said {self.verdict['label']}" if self.verdict is not None else ""
+        overriding = self.verdict is not None and label != self.verdict["label"]
         if label == Label.VOID:
-            self.app.push_screen(
-                TextPrompt("Why is this trial void? (e.g. camera dropout, cube bumped)"),
-                lambda reason: self._stage(ScoreDecision(Label.VOID, Void(VoidKind.OPERATOR_VOID, reason or None))))
+            self._ask("Why is this trial void? (e.g. camera dropout, cube bumped)"
+                      + (f" {said}: a reason is needed." if overriding else ""), overriding,
+                      lambda reason: self._stage(ScoreDecision(Label.VOID,
+                                                               Void(VoidKind.OPERATOR_VOID, reason or None))))
+        elif overriding and not self.note:
+            def noted(note: str) -> None:
+                self.note = note
+                self._stage(ScoreDecision(Label(label)))
+
+            self._ask(f"{said}; you score {Label(label).title}. Why? (a note is needed to override; "
+                      "Escape goes back)", True, noted)
         else:
             self._stage(ScoreDecision(Label(label)))
+
+    def _ask(self, question: str, needed: bool, then: Callable[[str], None]) -> None:
+        """Overriding the judge (or a real arm's proposal) takes a note saying why, as plain mode asks: the
+        scoresheet then shows who disagreed with the evidence and on what grounds. An empty answer where one is
+        `needed` asks again; Escape goes back to the score keys with nothing recorded."""
+        def answered(text: str | None) -> None:
+            if text is None:
+                return
+            if needed and not text:
+                self._ask(question if question.startswith("A note is needed") else
+                          f"A note is needed to override. {question}", needed, then)
+                return
+            then(text)
+
+        self.app.push_screen(TextPrompt(question), answered)
 
     def action_accept_default(self) -> None:
         if self.verdict is not None:

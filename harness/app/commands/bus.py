@@ -56,19 +56,21 @@ def emulate_bus(args: argparse.Namespace) -> int:
         build_chain,
         console,
         default_scenario,
+        factory_fresh_scenario,
         has_console,
         load_scenario,
         serve_without_console,
     )
 
-    scenario = load_scenario(args.scenario) if args.scenario else default_scenario()
+    scenario = (load_scenario(args.scenario) if args.scenario else
+                factory_fresh_scenario() if args.factory_fresh else default_scenario())
     chain = build_chain(scenario)
+    calibration_path = Path(args.calibration).resolve() if args.calibration else DEFAULT_ASSEMBLY
     if args.sim:
         import harness.sim  # noqa: F401  (headless GL before mujoco)
         from harness.bus.sim_coupling import JointCalibration, SimCoupledChain
         from harness.sim.world import SimWorld
 
-        calibration_path = Path(args.calibration) if args.calibration else DEFAULT_ASSEMBLY
         try:
             raw = json.loads(calibration_path.read_text())
             calibration = {name: JointCalibration(c["range_min"], c["range_max"]) for name, c in raw.items()}
@@ -85,12 +87,17 @@ def emulate_bus(args: argparse.Namespace) -> int:
         # a full collection no longer walks it holding the interpreter lock (30-80 ms, past the reply window).
         gc.freeze()
         try:
+            # The calibration LeRobot's tools should use with these servos, as an absolute folder (any cwd):
+            # the packaged one matches the default servos, and with --sim the file that maps them onto the arm.
+            calibration = (calibration_path if args.sim else
+                           None if args.scenario or args.factory_fresh else DEFAULT_ASSEMBLY)
             if has_console(sys.stdin):
-                console(bus.chain, bus.lock, bus.port, world=getattr(chain, "world", None), frames=frames)
+                console(bus.chain, bus.lock, bus.port, world=getattr(chain, "world", None), frames=frames,
+                        calibration=calibration)
             else:
                 if frames is not None:
                     print(f"Simulated cameras on {frames.socket_path}", flush=True)
-                serve_without_console(bus.port)
+                serve_without_console(bus.port, calibration=calibration)
         finally:
             if frames is not None:
                 frames.close()
@@ -110,6 +117,8 @@ def register(sub: Any) -> None:
 
     emu = sub.add_parser("emulate-bus", help="serve emulated STS3215 servos on a pseudo-terminal (prints its path)")
     emu.add_argument("--scenario", help="YAML: servos (name, id, baud, firmware), fault rates, wire timing")
+    emu.add_argument("--factory-fresh", action="store_true",
+                     help="six servos straight from the bag: all ID 1, uncalibrated (for lerobot-setup-motors)")
     emu.add_argument("--sim", action="store_true",
                      help="couple the servos to the simulated arm: a LeRobot so101_follower on this port moves it")
     emu.add_argument("--calibration",
