@@ -89,7 +89,10 @@ def test_undo_window_lets_the_operator_change_a_score(workdir) -> None:
         async with app.run_test(size=(100, 30)) as pilot:
             await pilot.press("enter")
             await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen))
-            await pilot.press("w")
+            await pilot.press("w")   # an override of the judge's success: a note first
+            await _wait_for(pilot, lambda: isinstance(app.screen, TextPrompt))
+            await pilot.press(*"cube short of the bowl", "enter")
+            await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen))
             assert app.screen.pending is not None and app.screen.pending.label == "wrong_placement"
             await pilot.press("u")
             assert app.screen.pending is None
