@@ -128,7 +128,8 @@ def test_emergency_stop_releases_torque_from_the_run_screen(workdir, key) -> Non
     setup.close()
 
 
-def test_emergency_stop_while_the_scoring_prompt_is_open_voids_the_trial(workdir) -> None:
+@pytest.mark.parametrize("key", ["space", "ctrl+e"])
+def test_emergency_stop_while_the_scoring_prompt_is_open_voids_the_trial(workdir, key) -> None:
     setup = _setup(workdir)
     app = make_app(setup, undo_s=0.0)
 
@@ -136,7 +137,7 @@ def test_emergency_stop_while_the_scoring_prompt_is_open_voids_the_trial(workdir
         async with app.run_test(size=(100, 30)) as pilot:
             await pilot.press("enter")
             await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen))
-            await pilot.press("ctrl+e")
+            await pilot.press(key)
             assert setup.robot.stopped and setup.robot.robot.torque_enabled is False
             await _wait_for(pilot, lambda: app.finished)   # no key needed: the prompt closed with the stop
             assert not isinstance(app.screen, ScoreScreen)

@@ -123,6 +123,7 @@ class ScoreScreen(ModalScreen[ScoreDecision]):
         Binding("enter", "accept_default", "Accept verdict"),
         Binding("o", "note", "Note"),
         Binding("u", "undo", "Undo"),
+        Binding("space", "app.emergency_stop", "E-STOP"),   # a modal screen would otherwise keep it from the app
     ]
 
     def __init__(self, trial_text: str, verdict: dict[str, Any] | None, undo_s: float,
@@ -268,7 +269,7 @@ class TextPrompt(ModalScreen[str | None]):
 
 
 class PlaceCubeScreen(ModalScreen[bool]):
-    BINDINGS = [Binding("enter", "placed", "Cube placed")]
+    BINDINGS = [Binding("enter", "placed", "Cube placed"), Binding("space", "app.emergency_stop", "E-STOP")]
 
     def __init__(self, message: str) -> None:
         super().__init__()
