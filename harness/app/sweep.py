@@ -87,7 +87,7 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
     """Run every cell not yet scored, then write the sweep report. Returns the process exit code."""
     from tqdm import tqdm
 
-    from harness.app.parallel import start_ray
+    from harness.app.parallel import check_address, start_ray
     from harness.app.run_command import run_from_args
 
     sweep = load_sweep(path, scoresheets_dir)
@@ -96,6 +96,8 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
     arguments = [(cell, cell_arguments(sweep, cell, runs_dir, address)) for cell in sweep.cells]
     for cell, args in arguments:   # every cell's protocol and policy checked before anything is locked
         _check_cell(cell, args)
+    if address:
+        check_address(address)
     sweep.folder.mkdir(parents=True, exist_ok=True)
     total = sum(_planned(cell) for cell in sweep.cells)
     done = sum(_scored(sheet_of(sweep, cell)) for cell in sweep.cells)

@@ -13,6 +13,9 @@ was left by a holder that died without releasing: that is a stale lock, and it i
 (the takeover is reported, never silent). The one case refused despite getting the OS lock is a
 record naming a process on this host that is still alive: that means the file system does not
 honour the lock, and two writers would corrupt the sheet.
+
+The lock is keyed on the resolved real path, so a sheet reached through a symlink (or a runs folder
+that is one) meets the lock its real name holds.
 """
 
 from __future__ import annotations
@@ -74,7 +77,10 @@ class WriterLock:
 
     def __init__(self, target: str | Path, command: str | None = None, *, folder: bool = False) -> None:
         self.target = Path(target)
-        base = self.target / ".harness" if folder else self.target.with_name(f".{self.target.name}")
+        # Keyed on the real file: a symlink, `..` or a second spelling of the same sheet or folder must meet
+        # the same lock, or a second writer walks around it (the lock file would sit beside the link).
+        real = self.target.resolve()
+        base = real / ".harness" if folder else real.with_name(f".{real.name}")
         self.lock_path = Path(f"{base}.lock")
         self.holder_path = Path(f"{base}.holder")
         self.command = command or _this_command()
