@@ -95,7 +95,12 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
         raise HarnessInputError(sweep.folder, None, "this sweep has scoresheets already; add --resume to continue it")
     arguments = [(cell, cell_arguments(sweep, cell, runs_dir, address)) for cell in sweep.cells]
     for cell, args in arguments:   # every cell's protocol and policy checked before anything is locked
-        _check_cell(cell, args)
+        try:
+            _check_cell(cell, args)
+        except HarnessInputError as exc:
+            if exc.file is not None:
+                raise
+            raise HarnessInputError(path, f"cell {cell.key}: {exc.field}", exc.problem) from None
     if address:
         check_address(address)
     sweep.folder.mkdir(parents=True, exist_ok=True)
@@ -124,9 +129,11 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
 def _check_cell(cell: Cell, args: argparse.Namespace) -> None:
     from harness.app.build import check_run_flags
     from harness.app.parallel import check_workers
+    from harness.app.sheet import latency_from
     from harness.models.protocol import load_protocol
 
     check_run_flags(args)
+    latency_from(args)
     load_protocol(cell.protocol)
     check_workers(args, "sim")
 
