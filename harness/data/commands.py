@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from harness.errors import HarnessInputError
@@ -22,6 +23,9 @@ def run_validate(args: argparse.Namespace) -> int:
         report = validate_dataset(root, processes=args.processes, progress=bar)
     if args.json:
         print(report.to_json())
+        if report.unreadable:   # the JSON says why on stdout; stderr still gets the one line a refusal has
+            print(f"harness: error: {root}: not a readable LeRobot v3.0 dataset ({report.problems[-1].message})",
+                  file=sys.stderr)
         return report.exit_code
     if report.unreadable:   # not a dataset at all: one line on stderr, like every other refusal
         problem = report.problems[-1]
