@@ -208,7 +208,7 @@ WRITERS = {
     "protocol new": "protocol new --fixed --n 500 -o {w}/new.yaml",
     "report html": "report {d}/sheet.yaml -o {w}/report.html",
     "report markdown": "report {d}/sheet.yaml --md {w}/report.md",
-    "measure": "measure {d}/frame.png --bowl-cm 11.5 --clicks '40,40 120,40 80,100' --calibration {w}/cal/bowl.yaml",
+    "measure": "measure {d}/frame.png --bowl-cm 11.5 --clicks '40,60 120,60' --calibration {w}/cal/bowl.yaml",
     "run": "run {d}/small.yaml --headless --policy expert --no-video --max-trials 1 "
            "--scoresheet {w}/scoresheets/s.yaml --runs-dir {w}/runs",
 }
