@@ -56,7 +56,11 @@ MAX_NODES = 20_000_000
 
 
 def witness_path(path: Path) -> Path:
-    return Path(f"{path}.chain")
+    """The witness beside the real file: a sheet opened through a symlink has the same one."""
+    real = Path(path)
+    if real.is_symlink():
+        real = real.resolve()
+    return Path(f"{real}.chain")
 
 
 def canonical_bytes(value: Any) -> bytes:
