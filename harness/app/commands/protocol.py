@@ -34,6 +34,11 @@ def new(args: argparse.Namespace) -> int:
         raise HarnessInputError(None, "--time-limit-s", f"{args.time_limit_s}: must be positive")
     from pydantic import ValidationError
 
+    for flag, text in (("--name", args.name), ("--task", args.task)):
+        try:
+            (text or "").encode("utf-8")
+        except UnicodeEncodeError:   # undecodable bytes on the command line arrive as surrogates
+            raise HarnessInputError(None, flag, "not UTF-8 text") from None
     try:
         protocol = _new_protocol(args, scene, generator, trials)
     except ValidationError as exc:   # e.g. a name (from -o's stem) longer than a protocol allows
