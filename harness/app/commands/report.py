@@ -54,8 +54,12 @@ def report(args: argparse.Namespace) -> int:
     from harness.models.scoresheet import drift, load_scoresheet
     from harness.reports.summary import format_summary, summarize
 
-    for out in (args.output, args.md):
+    for flag, out in (("-o", args.output), ("--md", args.md)):
         if out:
+            try:
+                out.encode("utf-8")   # its name goes into the report's own text
+            except UnicodeEncodeError:
+                raise HarnessInputError(None, flag, "the file name is not UTF-8 text") from None
             from harness.models.atomic import check_output_path
 
             check_output_path(out)
