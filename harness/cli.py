@@ -20,6 +20,8 @@ from typing import NoReturn
 from harness.app.commands import bus, collect, data, plan, protocol, rehearse, report, run, sweep, vision
 from harness.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, HarnessError
 
+EXIT_BROKEN_PIPE = 141   # 128 + SIGPIPE: what a shell reports for a Unix tool whose reader went away
+
 COMMANDS = (protocol, report, plan, vision, data, bus, run, sweep, collect, rehearse)
 
 
@@ -58,8 +60,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return func(args)
     except HarnessError as err:
-        print(err.cli_message(), file=sys.stderr)
+        print(" ".join(err.cli_message().splitlines()), file=sys.stderr)   # one line, whatever the message holds
         return err.exit_code
+    except BrokenPipeError:   # `harness report ... | head`: the reader has all it wanted; end quietly, as Unix tools do
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # the final flush must not fail
+        return EXIT_BROKEN_PIPE
     except OSError as err:   # a file the command could not read or write: still one line, nothing half-written
         where = f"{err.filename}: " if err.filename else ""
         print(f"harness: error: {where}{err.strerror or err}", file=sys.stderr)

@@ -117,6 +117,10 @@ def check_run_flags(args: argparse.Namespace) -> None:
         raise HarnessInputError(None, "--video-fps", f"{args.video_fps}: must be within 0.5..120")
     if args.max_trials is not None and args.max_trials < 1:
         raise HarnessInputError(None, "--max-trials", f"{args.max_trials}: must be at least 1")
+    if getattr(args, "device", None) is not None:
+        from harness.policies.lerobot_policy import check_device
+
+        check_device(args.device)
     runs = Path(args.runs_dir)
     if runs.exists() and not runs.is_dir():
         raise HarnessInputError(runs, "--runs-dir", "is a file, not a folder")

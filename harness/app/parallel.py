@@ -19,6 +19,7 @@ import argparse
 import logging
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import threading
@@ -165,6 +166,8 @@ def check_workers(args: argparse.Namespace, robot: str) -> None:
         raise HarnessInputError(None, "--workers", f"{workers}: must be within 1..{MAX_WORKERS}")
     if workers == 1 and not getattr(args, "address", None):
         return
+    if getattr(args, "address", None):
+        check_address(args.address)
     if robot != "sim":
         raise HarnessInputError(None, "--workers", "parallel trials need the simulated arm (--robot sim)")
     if args.record_dataset is not None:
@@ -174,21 +177,71 @@ def check_workers(args: argparse.Namespace, robot: str) -> None:
         raise HarnessInputError(None, "--inject-dropout", "not with --workers")
 
 
-def start_ray(address: str | None, workers: int) -> None:
-    """A local Ray runtime sized to the workers, or the cluster at `address`."""
+LOOPBACK = "127.0.0.1"
+ADDRESS_TIMEOUT_S = 5.0
+_reaper: Any = None
+
+
+def check_address(address: str, timeout_s: float = ADDRESS_TIMEOUT_S) -> tuple[str, int]:
+    """`--address HOST:PORT` (or `ray://HOST:PORT`) must name something that answers, checked before any
+    lock is taken: Ray's own connect retries for minutes and leaves lock files behind."""
+    text = address.removeprefix("ray://")
+    host, sep, port_text = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise HarnessInputError(None, "--address", f"{address!r}: expected HOST:PORT of a Ray cluster's head")
+    try:
+        with socket.create_connection((host, int(port_text)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        why = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or type(exc).__name__)
+        raise HarnessInputError(None, "--address", f"nothing answers at {host}:{port_text} within "
+                                                   f"{timeout_s:g} s ({why})") from None
+    return host, int(port_text)
+
+
+def ray_environment(local: bool) -> dict[str, str]:
+    """The environment Ray reads at import and hands its processes: no usage statistics (whose collector
+    probes cloud metadata endpoints), and for a local runtime a node address on loopback, which is what
+    makes the GCS server, raylet, agents and workers listen on 127.0.0.1 only (with the default, Ray picks
+    the machine's external address and its servers listen on every interface)."""
+    env = {"RAY_USAGE_STATS_ENABLED": "0"}
+    if local:
+        env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"   # Ray's switch for "this node is the whole cluster"
+        env["RAY_AUTH_MODE"] = os.environ.get("RAY_AUTH_MODE", "disabled")   # nothing but loopback can reach it
+    return env
+
+
+def start_ray(address: str | None, workers: int, dashboard: bool = False) -> None:
+    """A local Ray runtime sized to the workers, reachable on loopback only, or the cluster at `address`.
+
+    The dashboard is off unless asked for (then on 127.0.0.1). A watchman process (`ray_reaper`) ends
+    this run's Ray processes if the driver is killed, since some of Ray's agents outlive it by a minute.
+    """
+    global _reaper
+    os.environ.update(ray_environment(local=not address))
     import ray
 
     if ray.is_initialized():
         return
-    quiet = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    quiet: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
     if address:
+        check_address(address)
         try:
-            ray.init(address=address, **quiet)
+            ray.init(address=address, include_dashboard=False, **quiet)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise HarnessInputError(None, "--address", f"cannot join the Ray cluster at {address}: {exc}") from None
-    else:
-        ray.init(num_cpus=max(workers, 1), **quiet)
+        return
+    if _reaper is None or _reaper.poll() is not None:
+        from harness.app.ray_reaper import start
+
+        _reaper = start()
+    ray.init(num_cpus=max(workers, 1), _node_ip_address=LOOPBACK, include_dashboard=dashboard,
+             dashboard_host=LOOPBACK, **quiet)
+    node = ray.util.get_node_ip_address()
+    if node != LOOPBACK:   # Ray was imported before the environment above was set
+        ray.shutdown()
+        raise HarnessError(f"the local Ray runtime came up on {node}, not on loopback; refusing to run on it")
 
 
 @dataclass
@@ -314,7 +367,7 @@ def run_parallel(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet
     print(f"{sheet.path}: {len(sheet.pending_trials())} of {sheet.locked.trial_count} trials to run "
           f"({sheet.locked.policy.ref} on {sheet.locked.robot}, {workers} Ray worker{'s' if workers > 1 else ''})",
           flush=True)
-    start_ray(getattr(args, "address", None), workers)
+    start_ray(getattr(args, "address", None), workers, getattr(args, "ray_dashboard", False))
     run = ParallelRun(args, protocol, sheet, observer, workers,
                       Path(args.runs_dir), args.max_trials)
     started = time.perf_counter()

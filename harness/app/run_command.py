@@ -21,6 +21,7 @@ from harness.app.parallel import check_workers, run_parallel
 from harness.app.parts import Parts
 from harness.app.sheet import rename_map_from, resolve_sheet, sheet_path
 from harness.app.third_party_log import third_party_output_to
+from harness.errors import HarnessInputError
 from harness.models.lock import WriterLock
 from harness.models.protocol import Protocol, load_protocol
 from harness.models.scoresheet import Scoresheet
@@ -81,8 +82,18 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None, observer
                 sheet, created = resolve_sheet(args, protocol, protocol_path, path, create=False)
             sheet.hold_writer_lock(writer)
             handed_over = True
-            with _third_party_output(args, path):
-                return _run_locked(args, protocol, sheet, created, parts, policy, observer)
+            log = Path(args.runs_dir) / path.stem / "third_party.log"
+            try:
+                with _third_party_output(args, path):
+                    return _run_locked(args, protocol, sheet, created, parts, policy, observer)
+            except BaseException as exc:
+                if created and not path.exists():   # refused before the sheet was written: leave nothing
+                    log.unlink(missing_ok=True)
+                if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError) and exc.filename is None:
+                    raise HarnessInputError(path, None, f"cannot write ({exc.strerror or exc}): the disk is full or "
+                                            "a file-size limit was reached; attempts recorded before it are "
+                                            "kept") from None
+                raise
     finally:
         if not handed_over:
             policy.close()

@@ -87,7 +87,7 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
     """Run every cell not yet scored, then write the sweep report. Returns the process exit code."""
     from tqdm import tqdm
 
-    from harness.app.parallel import start_ray
+    from harness.app.parallel import check_address, start_ray
     from harness.app.run_command import run_from_args
 
     sweep = load_sweep(path, scoresheets_dir)
@@ -95,7 +95,14 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
         raise HarnessInputError(sweep.folder, None, "this sweep has scoresheets already; add --resume to continue it")
     arguments = [(cell, cell_arguments(sweep, cell, runs_dir, address)) for cell in sweep.cells]
     for cell, args in arguments:   # every cell's protocol and policy checked before anything is locked
-        _check_cell(cell, args)
+        try:
+            _check_cell(cell, args)
+        except HarnessInputError as exc:
+            if exc.file is not None:
+                raise
+            raise HarnessInputError(path, f"cell {cell.key}: {exc.field}", exc.problem) from None
+    if address:
+        check_address(address)
     sweep.folder.mkdir(parents=True, exist_ok=True)
     total = sum(_planned(cell) for cell in sweep.cells)
     done = sum(_scored(sheet_of(sweep, cell)) for cell in sweep.cells)
@@ -122,9 +129,11 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
 def _check_cell(cell: Cell, args: argparse.Namespace) -> None:
     from harness.app.build import check_run_flags
     from harness.app.parallel import check_workers
+    from harness.app.sheet import latency_from
     from harness.models.protocol import load_protocol
 
     check_run_flags(args)
+    latency_from(args)
     load_protocol(cell.protocol)
     check_workers(args, "sim")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from harness.errors import HarnessInputError
@@ -15,11 +16,20 @@ def run_validate(args: argparse.Namespace) -> int:
     from harness.data.validate import validate_dataset
 
     root = Path(args.path)
-    with tqdm(desc="decoding videos", unit="file", disable=args.json, leave=False) as bar:
+    if not args.json:
+        check_dataset_meta(root)
+    # disable=None: no bar when stderr is not a terminal, so a refusal stays the only line there
+    with tqdm(desc="decoding videos", unit="file", disable=True if args.json else None, leave=False) as bar:
         report = validate_dataset(root, processes=args.processes, progress=bar)
     if args.json:
         print(report.to_json())
+        if report.unreadable:   # the JSON says why on stdout; stderr still gets the one line a refusal has
+            print(f"harness: error: {root}: not a readable LeRobot v3.0 dataset ({report.problems[-1].message})",
+                  file=sys.stderr)
         return report.exit_code
+    if report.unreadable:   # not a dataset at all: one line on stderr, like every other refusal
+        problem = report.problems[-1]
+        raise HarnessInputError(root, None, f"not a readable LeRobot v3.0 dataset ({problem.message})")
     for problem in report.problems:
         where = f" episode {problem.episode}" if problem.episode is not None else ""
         print(f"{problem.severity.upper():7} {problem.code:<28}{where}: {problem.message}")
@@ -28,6 +38,27 @@ def run_validate(args: argparse.Namespace) -> int:
     print(f"{root}: {verdict}. {report.episodes} episodes, {report.frames} frames, "
           f"{report.camera_frames_decoded} camera frames decoded in {report.seconds:.1f} s ({rate:.0f}/s)")
     return report.exit_code
+
+
+def check_dataset_meta(root: Path, field: str | None = None) -> dict[str, object]:
+    """meta/info.json read and checked for what every dataset command relies on (a v3.x object with fps
+    and features), so a garbage or empty file is one line naming it, not a traceback deep in LeRobot."""
+    info_path = root / "meta" / "info.json"
+    if not info_path.is_file():
+        raise HarnessInputError(root, field, "not a LeRobot v3.0 dataset folder (no meta/info.json)")
+    try:
+        info = json.loads(info_path.read_bytes())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise HarnessInputError(info_path, None, f"not JSON ({exc})") from None
+    if not isinstance(info, dict):
+        raise HarnessInputError(info_path, None, f"expected a JSON object, found {type(info).__name__}")
+    if not str(info.get("codebase_version", "")).startswith("v3."):
+        raise HarnessInputError(info_path, "codebase_version",
+                                f"{info.get('codebase_version')!r}: not a LeRobot v3.x dataset")
+    for key, kind in (("fps", (int, float)), ("features", dict)):
+        if not isinstance(info.get(key), kind) or isinstance(info.get(key), bool):
+            raise HarnessInputError(info_path, key, "missing or of the wrong type")
+    return info
 
 
 def _check_calibration_exists(path: Path) -> None:
@@ -89,8 +120,7 @@ def run_coverage(args: argparse.Namespace) -> int:
     from harness.models.protocol import Scene, load_protocol
 
     root = Path(args.path)
-    if not (root / "meta" / "info.json").is_file():
-        raise HarnessInputError(root, None, "not a LeRobot v3.0 dataset folder (no meta/info.json)")
+    check_dataset_meta(root)
     if args.calibration:
         _check_calibration_exists(Path(args.calibration))
     protocol = load_protocol(args.protocol) if args.protocol else None
@@ -201,10 +231,11 @@ def run_offline_eval(args: argparse.Namespace) -> int:
     from harness.data.offline_eval import MismatchKind, evaluate_checkpoint, format_table, input_mismatches
     from harness.data.split import episode_indices, every_nth_split
     from harness.models.checkpoint import checkpoint_name
+    from harness.policies.lerobot_policy import check_device
 
+    check_device(args.device)
     root = Path(args.dataset)
-    if not (root / "meta" / "info.json").is_file():
-        raise HarnessInputError(root, "--dataset", "not a LeRobot v3.0 dataset folder (no meta/info.json)")
+    check_dataset_meta(root, "--dataset")
     if args.episodes:
         try:
             episodes = [int(v) for v in args.episodes.split(",")]

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,8 @@ from typing import Any
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models.atomic import fsync_folder, write_bytes_atomic
 from harness.models.safe_yaml import decode_text, load_yaml_text
+
+log = logging.getLogger(__name__)
 
 FORMAT = "harness.scoresheet/2"
 FORMAT_V1 = "harness.scoresheet/1"
@@ -53,7 +56,11 @@ MAX_NODES = 20_000_000
 
 
 def witness_path(path: Path) -> Path:
-    return Path(f"{path}.chain")
+    """The witness beside the real file: a sheet opened through a symlink has the same one."""
+    real = Path(path)
+    if real.is_symlink():
+        real = real.resolve()
+    return Path(f"{real}.chain")
 
 
 def canonical_bytes(value: Any) -> bytes:
@@ -184,8 +191,10 @@ def read(path: Path) -> Contents:
         line = raw[offset:] if newline < 0 else raw[offset:newline]
         parsed = _parse_line(line)
         if parsed is None:
-            if newline < 0:
-                break   # a torn final line: never acknowledged, skipped
+            if newline < 0:   # a torn final line: never acknowledged, skipped, and said so
+                log.warning("%s: the last %d bytes (from byte %d) are not a complete record and are ignored; "
+                            "the next append overwrites them", path, len(raw) - offset, offset)
+                break
             canonical = False
             break
         records.append(parsed[:2])

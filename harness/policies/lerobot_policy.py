@@ -22,6 +22,26 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+
+def check_device(device: str | None, field: str = "--device") -> None:
+    """A torch device name that torch parses and this machine has, checked before anything is locked or
+    written: a built-in policy ignores the device, so a typo would otherwise run a whole protocol."""
+    if device is None:
+        return
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError, TypeError):
+        raise HarnessInputError(None, field, f"{device[:60]!r} is not a torch device (cpu, cuda, cuda:0, mps)"
+                                ) from None
+    available = {"cpu": True, "cuda": torch.cuda.is_available(),
+                 "mps": bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()}
+    if not available.get(parsed.type, False):
+        raise HarnessInputError(None, field, f"{device[:60]!r}: this machine has no such device")
+    if parsed.type == "cuda" and parsed.index is not None and parsed.index >= torch.cuda.device_count():
+        raise HarnessInputError(None, field, f"{device!r}: this machine has {torch.cuda.device_count()} CUDA devices")
+
 @dataclass(frozen=True)
 class ThreadPolicy:
     """How many threads torch may use for inference, and why; recorded with the run.

@@ -69,21 +69,40 @@ def to_html(title: str, blocks: list[Block]) -> str:
 
 
 def write_markdown(path: Path, title: str, blocks: list[Block]) -> None:
-    """Markdown beside a `<stem>_files/` folder holding the figures."""
+    """Markdown beside a `<stem>_files/` folder holding the figures. The figures are written into a
+    `.partial` folder that is renamed into place only once the Markdown is written too, so a full disk
+    leaves neither half a folder nor an old report pointing at new figures."""
+    import shutil
+
+    from harness.errors import HarnessInputError
+
     files = path.with_name(path.stem + "_files")
-    files.mkdir(parents=True, exist_ok=True)
+    partial = files.with_name(files.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
     out = [f"# {title}", ""]
-    for block in blocks:
-        if isinstance(block, Heading):
-            out += ["#" * block.level + " " + block.text, ""]
-        elif isinstance(block, Para):
-            out += [block.text, ""]
-        elif isinstance(block, Table):
-            out.append("| " + " | ".join(block.headers) + " |")
-            out.append("|" + "---|" * len(block.headers))
-            out += ["| " + " | ".join(row) + " |" for row in block.rows]
-            out.append("")
-        else:
-            (files / f"{block.name}.png").write_bytes(block.png)
-            out += [f"![{block.caption}]({files.name}/{block.name}.png)", "", f"*{block.caption}*", ""]
-    write_text_atomic(path, "\n".join(out))
+    try:
+        partial.mkdir(parents=True)
+        for block in blocks:
+            if isinstance(block, Heading):
+                out += ["#" * block.level + " " + block.text, ""]
+            elif isinstance(block, Para):
+                out += [block.text, ""]
+            elif isinstance(block, Table):
+                out.append("| " + " | ".join(block.headers) + " |")
+                out.append("|" + "---|" * len(block.headers))
+                out += ["| " + " | ".join(row) + " |" for row in block.rows]
+                out.append("")
+            else:
+                figure = partial / f"{block.name}.png"
+                try:
+                    figure.write_bytes(block.png)
+                except OSError as exc:
+                    raise HarnessInputError(files / figure.name, None, f"cannot write: {exc.strerror or exc}; "
+                                            "nothing was written") from None
+                out += [f"![{block.caption}]({files.name}/{block.name}.png)", "", f"*{block.caption}*", ""]
+        write_text_atomic(path, "\n".join(out))
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    shutil.rmtree(files, ignore_errors=True)
+    partial.rename(files)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -12,7 +13,7 @@ import yaml
 from PIL import Image
 
 from harness.errors import HarnessInputError
-from harness.models.atomic import write_text_atomic
+from harness.models.atomic import write_bytes_atomic, write_text_atomic
 from harness.vision.rim import Rim
 
 MOVED_PX = 3.0
@@ -27,12 +28,35 @@ class BowlCalibration:
     frame_sha256: str
 
     def save(self, path: Path, frame: np.ndarray) -> None:
+        """The frame (PNG) and the calibration (YAML) beside it, each replaced atomically; if either cannot
+        be written (a full disk), neither is left, nor the folder made for them."""
+        import io
+
         frame_path = path.with_suffix(".png")
-        frame_path.parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(frame).save(frame_path)
+        made = []
+        folder = path.parent
+        while not folder.exists() and folder != folder.parent:
+            made.append(folder)
+            folder = folder.parent
+        buffer = io.BytesIO()
+        Image.fromarray(frame).save(buffer, format="PNG")
+        png = buffer.getvalue()
         data = {"bowl_cm": self.bowl_cm, "method": self.method, "frame": frame_path.name,
-                "frame_sha256": hashlib.sha256(frame_path.read_bytes()).hexdigest(), "rim": asdict(self.rim)}
-        write_text_atomic(path, yaml.safe_dump(data, sort_keys=False))
+                "frame_sha256": hashlib.sha256(png).hexdigest(), "rim": asdict(self.rim)}
+        had_frame = frame_path.exists()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_bytes_atomic(frame_path, png)
+            write_text_atomic(path, yaml.safe_dump(data, sort_keys=False))
+        except (OSError, HarnessInputError) as exc:
+            if not had_frame:
+                frame_path.unlink(missing_ok=True)
+            for created in made:
+                with contextlib.suppress(OSError):
+                    created.rmdir()
+            if isinstance(exc, HarnessInputError):
+                raise
+            raise HarnessInputError(path.parent, None, f"cannot write: {exc.strerror or exc}") from None
 
     @property
     def sha256(self) -> str:

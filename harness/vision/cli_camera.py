@@ -51,6 +51,7 @@ def _save_png(path: Path, image: np.ndarray) -> None:
 
 def run_calibrate_camera(args: argparse.Namespace) -> int:
     board = _board(args)
+    images = _images(args.images) if args.images else None   # read first: a refusal writes no board either
     if args.print_board:
         out = Path(args.print_board)
         _save_png(out, board.image())
@@ -61,7 +62,7 @@ def run_calibrate_camera(args: argparse.Namespace) -> int:
             return 0
     if not args.images:
         raise HarnessInputError(None, "IMAGES", "photos of the board are needed (or --print-board PATH)")
-    result = calibrate(_images(args.images), board)
+    result = calibrate(images or [], board)
     out = Path(args.output) if args.output else Path(args.calibration).with_name(CAMERA_FILE)
     out.parent.mkdir(parents=True, exist_ok=True)
     cam = result.intrinsics

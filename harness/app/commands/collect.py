@@ -24,6 +24,12 @@ def collect(args: argparse.Namespace) -> int:
     from harness.app.collect import CollectRequest, collect, default_output
     from harness.data.acceptance import AcceptMode
 
+    if args.max_attempts is not None and args.max_attempts < 1:
+        raise HarnessInputError(None, "--max-attempts", f"{args.max_attempts}: must be at least 1")
+    if args.device is not None:
+        from harness.policies.lerobot_policy import check_device
+
+        check_device(args.device)
     protocol = Path(args.protocol)
     output = Path(args.output) if args.output else default_output(protocol, args.policy)
     request = CollectRequest(

@@ -16,7 +16,10 @@ def plan(args: argparse.Namespace) -> int:
     for flag, value in (("--p0", args.p0), ("--alpha", args.alpha), ("--power", args.power)):
         if not (math.isfinite(value) and 0 < value < 1):
             raise HarnessInputError(None, flag, f"{value}: must be strictly between 0 and 1")
-    if not (math.isfinite(args.delta) and 0 < args.p0 + args.delta < 1 and args.delta != 0):
+    if not math.isfinite(args.delta) or args.delta == 0:
+        raise HarnessInputError(None, "--delta", f"{args.delta}: the difference to detect must be a number other "
+                                                 "than 0")
+    if not 0 < args.p0 + args.delta < 1:
         raise HarnessInputError(None, "--delta", f"{args.delta}: p0 + delta must be strictly between 0 and 1")
     try:
         n = trials_needed(args.p0, args.delta, args.alpha, args.power)

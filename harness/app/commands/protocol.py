@@ -11,10 +11,8 @@ from harness.errors import HarnessInputError
 
 def new(args: argparse.Namespace) -> int:
     from harness.models.atomic import write_text_atomic
-    from harness.models.defaults import DEFAULT_START_POSE, DEFAULT_SUCCESS, DEFAULT_TASK
     from harness.models.protocol import (
         Generator,
-        Protocol,
         Scene,
         Trial,
         check_generator_inputs,
@@ -34,7 +32,33 @@ def new(args: argparse.Namespace) -> int:
         generator = Generator(kind="fixed", n=args.n)
     if not args.time_limit_s > 0:
         raise HarnessInputError(None, "--time-limit-s", f"{args.time_limit_s}: must be positive")
-    protocol = Protocol(
+    from pydantic import ValidationError
+
+    for flag, text in (("--name", args.name), ("--task", args.task)):
+        try:
+            (text or "").encode("utf-8")
+        except UnicodeEncodeError:   # undecodable bytes on the command line arrive as surrogates
+            raise HarnessInputError(None, flag, "not UTF-8 text") from None
+    try:
+        protocol = _new_protocol(args, scene, generator, trials)
+    except ValidationError as exc:   # e.g. a name (from -o's stem) longer than a protocol allows
+        first = exc.errors()[0]
+        field = "--name" if first["loc"][:1] == ("name",) and args.name else ".".join(map(str, first["loc"]))
+        raise HarnessInputError(args.output, field, first["msg"]) from None
+    out = Path(args.output)
+    if out.exists() and not args.force:
+        raise HarnessInputError(out, None, "exists; pass --force to overwrite")
+    write_text_atomic(out, protocol_to_yaml(protocol))
+    print(f"wrote {out}: {len(trials)} trials")
+    return 0
+
+
+def _new_protocol(args: argparse.Namespace, scene: Any, generator: Any, trials: list[Any]) -> Any:
+    """The protocol `new` writes, validated by its model (which may refuse, e.g., a too-long name)."""
+    from harness.models.defaults import DEFAULT_START_POSE, DEFAULT_SUCCESS, DEFAULT_TASK
+    from harness.models.protocol import Protocol
+
+    return Protocol(
         name=args.name or Path(args.output).stem,
         task=args.task or DEFAULT_TASK,
         scene=scene,
@@ -46,12 +70,6 @@ def new(args: argparse.Namespace) -> int:
         episode_time_limit_s=args.time_limit_s,
         trials=trials,
     )
-    out = Path(args.output)
-    if out.exists() and not args.force:
-        raise HarnessInputError(out, None, "exists; pass --force to overwrite")
-    write_text_atomic(out, protocol_to_yaml(protocol))
-    print(f"wrote {out}: {len(trials)} trials")
-    return 0
 
 
 def check(args: argparse.Namespace) -> int:

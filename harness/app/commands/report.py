@@ -11,18 +11,24 @@ from harness.errors import HarnessInputError
 
 def training_starts(path: str) -> list[tuple[float, float]]:
     """`dx_cm,dy_cm` per line (offsets of each training episode's cube from the trained position)."""
+    import math
+
     starts = []
     try:
-        lines = Path(path).read_text().splitlines()
+        lines = Path(path).read_bytes().decode("utf-8").splitlines()
     except OSError as exc:
         raise HarnessInputError(path, None, f"cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise HarnessInputError(path, None, f"not a text file (byte {exc.start} is not UTF-8)") from None
     for number, line in enumerate(lines, start=1):
         if not line.strip() or line.lstrip().startswith(("#", "dx")):
             continue
         try:
             dx, dy = (float(v) for v in line.split(",")[:2])
         except ValueError:
-            raise HarnessInputError(path, f"line {number}", f"'{line}' is not dx_cm,dy_cm") from None
+            raise HarnessInputError(path, f"line {number}", f"{line[:40]!r} is not dx_cm,dy_cm") from None
+        if not (math.isfinite(dx) and math.isfinite(dy)):
+            raise HarnessInputError(path, f"line {number}", f"{line[:40]!r}: offsets must be finite numbers")
         starts.append((dx, dy))
     return starts
 
@@ -48,11 +54,18 @@ def report(args: argparse.Namespace) -> int:
     from harness.models.scoresheet import drift, load_scoresheet
     from harness.reports.summary import format_summary, summarize
 
-    for out in (args.output, args.md):
+    for flag, out in (("-o", args.output), ("--md", args.md)):
         if out:
+            try:
+                out.encode("utf-8")   # its name goes into the report's own text
+            except UnicodeEncodeError:
+                raise HarnessInputError(None, flag, "the file name is not UTF-8 text") from None
             from harness.models.atomic import check_output_path
 
             check_output_path(out)
+            if Path(out).exists() and not args.force:
+                raise HarnessInputError(out, None, "exists; pass --force to overwrite")
+    starts = training_starts(args.training_starts) if args.training_starts else None
     sheets = [load_scoresheet(path) for path in args.scoresheets]
     caveat = _not_comparable(sheets, args.force_compare) if len(sheets) > 1 else None
     if caveat:
@@ -67,7 +80,6 @@ def report(args: argparse.Namespace) -> int:
         from harness.reports.blocks import to_html, write_markdown
         from harness.reports.document import report_blocks, report_title
 
-        starts = training_starts(args.training_starts) if args.training_starts else None
         blocks, title = report_blocks(sheets, starts), report_title(sheets)
         if caveat:
             title = f"{caveat}: {title}"
@@ -100,6 +112,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--md", metavar="REPORT.md", help="write a Markdown report (figures in REPORT_files/)")
     parser.add_argument("--training-starts", metavar="CSV",
                         help="training episodes' cube offsets (dx_cm,dy_cm per line) to draw on the top-view map")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing -o / --md report")
     parser.add_argument("--force-compare", action="store_true",
                         help="report scoresheets of different tasks or success definitions together (the title "
                              "then says they are not comparable)")

@@ -70,5 +70,8 @@ def register(sub: Any) -> None:
     parser.add_argument("--workers", type=int, default=1,
                         help="simulated arm only: run trials in parallel on this many Ray workers; the scoresheet "
                              "is written in trial order, as a serial run writes it (default 1)")
-    parser.add_argument("--address", help="an existing Ray cluster to run --workers on (default: a local Ray runtime)")
+    parser.add_argument("--address", help="an existing Ray cluster to run --workers on (default: a local Ray runtime "
+                                          "on loopback only); see docs/sweeps.md for what must protect a cluster")
+    parser.add_argument("--ray-dashboard", action="store_true",
+                        help="start Ray's dashboard for a local --workers run (on 127.0.0.1; off by default)")
     parser.set_defaults(func=run)
