@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import errno
 import logging
 import os
 import sys
@@ -18,8 +19,10 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from harness.app.commands import bus, collect, data, plan, protocol, rehearse, report, run, sweep, vision
-from harness.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, HarnessError
+from harness.errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INTERRUPTED, HarnessError
 
+FILE_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR, errno.ENOSPC,
+                         errno.EFBIG, errno.EROFS, errno.ENAMETOOLONG, errno.EEXIST, errno.EDQUOT})
 EXIT_BROKEN_PIPE = 141   # 128 + SIGPIPE: what a shell reports for a Unix tool whose reader went away
 
 COMMANDS = (protocol, report, plan, vision, data, bus, run, sweep, collect, rehearse)
@@ -56,6 +59,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ["HF_HUB_OFFLINE"] = "1"
     args = build_parser().parse_args(argv)   # a bad flag: one line, SystemExit(2)
     configure_logging(args.verbose)
+    return run_parsed(args)
+
+
+def run_parsed(args: argparse.Namespace) -> int:
+    """Run a parsed command; the one place an error becomes its printed line and exit code."""
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
@@ -66,10 +74,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # the final flush must not fail
         return EXIT_BROKEN_PIPE
-    except OSError as err:   # a file the command could not read or write: still one line, nothing half-written
+    except (ConnectionError, TimeoutError) as err:   # a link lost (serial, socket, server): not the user's input
+        print(f"harness: error: {type(err).__name__}: {' '.join(str(err).split())}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as err:
         where = f"{err.filename}: " if err.filename else ""
         print(f"harness: error: {where}{err.strerror or err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        # a file the command could not read or write (missing, forbidden, no room): one line, nothing half-written
+        return EXIT_BAD_INPUT if err.filename or err.errno in FILE_ERRNOS else EXIT_ERROR
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

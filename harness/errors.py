@@ -100,6 +100,15 @@ class ServoBusFault(RobotFault):
         super().__init__(detail)
 
 
+class PolicyFailed(HarnessError):
+    """The policy itself raised mid-trial (its own bug or its own files), not the robot: the trial in flight
+    is not recorded, torque is released, and the run can be resumed once the policy is fixed."""
+
+
+class MissingComponent(HarnessError):
+    """Something the set-up installs is not there (the SO-101 model files, a plugin): run scripts/setup."""
+
+
 class BusError(HarnessError, RuntimeError):
     """A servo bus operation could not be done safely (a RuntimeError too, as LeRobot's bus errors are)."""
 

@@ -71,3 +71,56 @@ def test_the_console_entry_keeps_exit_code_output_and_exit_handlers(tmp_path) ->
     assert "no-such-protocol.yaml" in done.stderr
     assert "buffered line" in done.stdout
     assert done.stdout.index("thread finished") < done.stdout.index("atexit ran")
+
+
+def test_every_exception_the_package_defines_is_a_harness_error() -> None:
+    """A user meets only `HarnessError`s: each carries its exit code and its one line."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import harness
+
+    defined = []
+    for info in pkgutil.walk_packages(harness.__path__, "harness."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ == module.__name__ and issubclass(cls, BaseException):
+                defined.append(cls)
+    assert len(defined) >= 20, "the walk found the package's exceptions"
+    outside = [f"{c.__module__}.{c.__qualname__}" for c in defined if not issubclass(c, HarnessError)]
+    assert outside == []
+
+
+@pytest.mark.parametrize(("raised", "code"), [
+    (ConnectionError("serial link lost"), 1),
+    (TimeoutError("no reply from the server"), 1),
+    (FileNotFoundError(2, "No such file or directory", "missing.yaml"), EXIT_BAD_INPUT),
+    (OSError(28, "No space left on device"), EXIT_BAD_INPUT),
+    (OSError(5, "Input/output error"), 1),
+])
+def test_the_cli_maps_an_os_error_by_what_it_means(command_raising, raised, code, capsys) -> None:
+    assert command_raising(raised) == code
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("harness: error: ")
+
+
+@pytest.fixture
+def command_raising():
+    """The CLI boundary over a parsed command whose handler raises the given error."""
+    import argparse
+
+    from harness import cli
+
+    def run(raised: BaseException) -> int:
+        def fail(args: argparse.Namespace) -> int:
+            raise raised
+
+        parser = cli.build_parser()
+        args = parser.parse_args(["plan", "--p0", "0.9", "--delta", "-0.2"])
+        args.func = fail
+        return cli.run_parsed(args)
+
+    return run

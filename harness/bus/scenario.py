@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from harness.bus import protocol as p
 from harness.bus.emulator import ADDR_HOMING_OFFSET, Faults, Firmware, Servo, ServoChain, encode_sign_magnitude
 from harness.bus.hands import Finished
-from harness.errors import HarnessInputError
+from harness.errors import HarnessError, HarnessInputError
 
 SO101_NAMES = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
 DEFAULT_CUBE_ORIGIN_CM = (22.0, -5.0)  # the protocol's default trained cube position
@@ -102,7 +102,7 @@ def build_chain(scenario: Scenario) -> ServoChain:
     return ServoChain(servos, Faults(scenario.drop_rate, scenario.corrupt_rate, scenario.seed))
 
 
-class ConsoleError(ValueError):
+class ConsoleError(HarnessError, ValueError):
     """A console command that cannot be carried out; the console prints it and carries on."""
 
 

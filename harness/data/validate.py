@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from harness.data.decode import DecodedFile, decode_file
+from harness.errors import EXIT_BAD_INPUT, HarnessError
 
 TOLERANCE_S = 1e-4  # LeRobot's default tolerance_s for frame lookups
 
@@ -56,8 +57,10 @@ class Report:
         return json.dumps(data, indent=2)
 
 
-class Unreadable(Exception):
-    pass
+class Unreadable(HarnessError):
+    """The dataset cannot be read at all (as opposed to read with defects): `dataset validate` exits 2."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 def _read_parquets(paths: list[Path]) -> pd.DataFrame:

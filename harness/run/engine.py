@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from harness.errors import EmergencyStopped, RobotFault, RunPaused, ServoBusFault
+from harness.errors import EmergencyStopped, PolicyFailed, RobotFault, RunPaused, ServoBusFault
 from harness.models.protocol import JOINT_NAMES, Trial
 from harness.models.protocol import Protocol as EvalProtocol
 from harness.models.scoresheet import Attempt, LoopStats, Scoresheet, attempt_from_label, now_iso
@@ -344,7 +344,7 @@ class RunEngine:
             try:
                 observation = self.robot.get_observation()
                 t1 = self.clock.now()
-                action = self.policy.select_action(observation)
+                action = self._select_action(observation, trial)
                 t2 = self.clock.now()
                 sent = self.robot.send_action(action)
             except EmergencyStopped:
@@ -412,6 +412,21 @@ class RunEngine:
             obs_to_action_ms, clock = list(round_trips), "wall"
         return EpisodeOutcome(len(policy_ms), void, stopped, policy_ms, io_ms, missed, obs_to_action_ms, clock,
                               getattr(self.policy, "queue_underruns", None))
+
+    def _select_action(self, observation: dict[str, Any], trial: Trial) -> dict[str, Any]:
+        """The policy's action. Its own failure is not the robot's: an `OSError` from a policy reading its
+        files must not be voided as robot I/O, so anything but a lost policy server becomes `PolicyFailed`
+        (the trial in flight is not recorded; torque goes off as on every way out)."""
+        try:
+            return self.policy.select_action(observation)
+        except (PolicyServerLost, EmergencyStopped):
+            raise
+        except Exception as exc:
+            log.info("the policy raised in trial %d", trial.index, exc_info=True)
+            first = (str(exc).strip().splitlines() or [""])[0][:160]
+            raise PolicyFailed(f"the policy raised {type(exc).__name__} in trial {trial.index}: {first} "
+                               "(nothing recorded for that trial; run with -v for its traceback; fix the "
+                               "policy, then --resume)") from exc
 
     def _record_dataset_frame(self, observation: dict[str, Any], action: dict[str, float]) -> None:
         sink = self.options.dataset

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.errors import HarnessError
 from harness.run.evidence import complete_folder, fresh_partial, partial_folder
 
 QUEUE_FRAMES = 16
@@ -45,7 +46,7 @@ ABANDON_WAIT_S = 10.0
 MAX_LANES = 2
 
 
-class EvidenceWriterError(RuntimeError):
+class EvidenceWriterError(HarnessError, RuntimeError):
     """The writer process failed or died; the trial's evidence is incomplete."""
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
+from harness.errors import MissingComponent
 from harness.sim.meshes import decimated
 
 PHYSICS_DT = 1.0 / 300.0
@@ -52,10 +53,10 @@ class SceneGeometry:
 def menagerie_dir() -> Path:
     spec = importlib.util.find_spec("so101_nexus")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("so101-nexus is not installed: run scripts/setup (it installs the SO-101 model)")
+        raise MissingComponent("so101-nexus is not installed: run scripts/setup (it installs the SO-101 model)")
     path = Path(next(iter(spec.submodule_search_locations))) / "assets" / "SO101_menagerie"
     if not (path / "so101.xml").is_file():
-        raise RuntimeError(f"SO-101 model not found at {path}")
+        raise MissingComponent(f"SO-101 model not found at {path}: run scripts/setup")
     return path
 
 

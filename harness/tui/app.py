@@ -5,6 +5,7 @@ pauses, the abort's return to the start pose, torque release) are the engine's."
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import replace
 from typing import Any
@@ -21,6 +22,8 @@ from harness.run.safety import GuardedRobot
 from harness.tui.observer import TuiObserver
 from harness.tui.screens import CheckReport, CheckScreen, RunScreen, TextPrompt
 from harness.tui.state import RunState
+
+log = logging.getLogger(__name__)
 
 CSS = """
 #body { height: auto; }
@@ -96,7 +99,8 @@ class RunApp(App[int]):
                 banner = f"Run paused: {paused}. Fix the cause, then run again with --resume."
         except HarnessError as err:
             banner, code = f"Error: {err.one_line()}. Torque released; resume with --resume.", err.exit_code
-        except Exception as exc:
+        except Exception as exc:   # a bug: the banner says what, the log keeps the traceback
+            log.exception("the run ended on an unexpected error")
             first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             banner, code = f"Error: {type(exc).__name__}: {first_line[:120]}. Torque released; resume with --resume.", 1
         finally:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from harness.errors import HarnessError
+
 
 class NotMeasured(StrEnum):
     RIM_NOT_FOUND = "rim_not_found"
@@ -23,7 +25,7 @@ class Caveat(StrEnum):
     CAMERA_MOVED = "camera_moved"
 
 
-class DetectionError(Exception):
+class DetectionError(HarnessError):
     """The frame does not show what a measurement needs (no cube, no rim); never a made-up number."""
 
     def __init__(self, reason: NotMeasured, detail: str) -> None:

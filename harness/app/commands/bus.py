@@ -62,6 +62,8 @@ def emulate_bus(args: argparse.Namespace) -> int:
         serve_without_console,
     )
 
+    if args.scenario is not None and not args.scenario.strip():
+        raise HarnessInputError(None, "--scenario", "an empty path: name a scenario YAML file, or leave the flag out")
     scenario = (load_scenario(args.scenario) if args.scenario else
                 factory_fresh_scenario() if args.factory_fresh else default_scenario())
     chain = build_chain(scenario)
