@@ -134,6 +134,8 @@ def measure(size: int, scratch: Path) -> dict[str, float]:
         float(out.split()[-1]), wall, cpu, rss)
     harness = str(Path(sys.executable).with_name("harness"))
     results["report_wall"], results["report_cpu"], results["report_rss"], _ = child([harness, "report", str(path)])
+    results["json_wall"], results["json_cpu"], results["json_rss"], _ = child([harness, "report", "--json",
+                                                                              str(path)])
     return results
 
 
@@ -198,15 +200,16 @@ def main() -> None:
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print("| attempts | append (one trial) | load | pending_trials | resume+append: in process / command wall / "
-          "CPU / peak RSS | `harness report`: wall / CPU / peak RSS |")
-    print("|---|---|---|---|---|---|")
+          "CPU / peak RSS | `harness report`: wall / CPU / peak RSS | `report --json`: wall / CPU / peak RSS |")
+    print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="scoresheet-bench-") as scratch:
         for size in args.sizes:
             r = measure(size, Path(scratch))
             print(f"| {size:,} | {r['append'] * 1000:.1f} ms | {r['load'] * 1000:.0f} ms | "
                   f"{r['pending'] * 1000:.2f} ms | {r['resume_in']:.2f} s / {r['resume_wall']:.2f} s / "
                   f"{r['resume_cpu']:.2f} s / {r['resume_rss']:.0f} MiB | {r['report_wall']:.2f} s / "
-                  f"{r['report_cpu']:.2f} s / {r['report_rss']:.0f} MiB |", flush=True)
+                  f"{r['report_cpu']:.2f} s / {r['report_rss']:.0f} MiB | {r['json_wall']:.2f} s / "
+                  f"{r['json_cpu']:.2f} s / {r['json_rss']:.0f} MiB |", flush=True)
         if args.measure_images:
             rate, (default_ms, fast_ms) = measure_command(Path(scratch), args.measure_images)
             print(f"\n`harness measure` over {args.measure_images} final frames (auto rim, annotated PNGs, "

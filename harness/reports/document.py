@@ -2,37 +2,23 @@
 
 from __future__ import annotations
 
-import math
-
-from harness.models.checkpoint import checkpoint_name
-from harness.models.logistic import LogisticFit, fit_logistic
+from harness.models.logistic import LogisticFit
 from harness.models.scoresheet import Scoresheet
-from harness.models.stats import (
-    fisher_exact,
-    mcnemar_exact,
-    minimum_detectable_effect,
-    newcombe_paired,
-    newcombe_unpaired,
-    wilson_interval,
-)
 from harness.models.taxonomy import Label
 from harness.reports import figures
+from harness.reports.analysis import (
+    FAR_FROM_TRAINING_CM,
+    RunAnalysis,
+    analyze_run,
+    compare_two,
+    intervals,
+    success_fit,
+)
 from harness.reports.blocks import Block, Figure, Heading, Para, Table
 from harness.reports.latency import experienced_blocks, latency_text, success_by_latency
 from harness.reports.operator import operator_blocks
-from harness.reports.summary import summarize
 from harness.reports.timing import time_split, timing_paragraphs
 from harness.reports.trials import locked_protocol, trial_rows
-
-DISTANCE_BINS = ((0.0, 2.0), (2.0, 4.0), (4.0, 6.0), (6.0, math.inf))
-ONE_SPOT_CM = 0.5       # trial offsets all within this of each other: a fixed-position protocol
-
-
-def policy_label(sheet: Scoresheet) -> str:
-    """A checkpoint by its training run and step (every LeRobot checkpoint folder is `pretrained_model`);
-    a built-in policy by its name."""
-    ref = sheet.locked.policy.ref
-    return ref if sheet.locked.policy.fingerprint.startswith("builtin:") else checkpoint_name(ref).label
 
 
 def distance_caption(fit: LogisticFit | None) -> str:
@@ -48,91 +34,82 @@ def _pct(x: float) -> str:
 
 
 def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
-               training_starts: list[tuple[float, float]] | None = None) -> list[Block]:
-    summary = summarize(sheet)
+               training_starts: list[tuple[float, float]] | None = None,
+               analysis: RunAnalysis | None = None) -> list[Block]:
+    """The run's section; every number comes from `analysis` (what `report --json` prints)."""
+    run = analysis or analyze_run(sheet, training_starts)
     rows = trial_rows(sheet)
     protocol = locked_protocol(sheet)
-    s = summary.success
-    blocks: list[Block] = [Heading(f"{title_prefix}{policy_label(sheet)} on {sheet.locked.robot}")]
+    s = run.success
+    blocks: list[Block] = [Heading(f"{title_prefix}{run.policy_label} on {run.robot}")]
     if s.n and s.rate is not None:
         blocks.append(Para(
             f"Success {s.k}/{s.n} = {_pct(s.rate)}, 95% Wilson interval {_pct(s.wilson95[0])} to "
-            f"{_pct(s.wilson95[1])}. {summary.trials_scored} of {summary.trials_planned} planned trials "
-            f"scored. Task: {summary.task}"))
+            f"{_pct(s.wilson95[1])}. {run.trials_scored} of {run.trials_planned} planned trials "
+            f"scored. Task: {run.task}"))
     else:
         blocks.append(Para("No trial has been scored yet."))
-    if summary.stopped_by_rule:
-        blocks.append(Para(f"Stopped early by the pre-registered rule: {summary.stopped_by_rule}."))
+    if run.stopped_by_rule:
+        blocks.append(Para(f"Stopped early by the pre-registered rule: {run.stopped_by_rule}."))
 
     blocks.append(Heading("Why it fails", 3))
     n = max(s.n, 1)
     table_rows = [["success", str(s.k), _pct(s.k / n)]]
-    table_rows += [[m, str(c), _pct(c / n)] for m, c in summary.failure_modes.items()]
+    table_rows += [[m, str(c), _pct(c / n)] for m, c in run.failure_modes.items()]
     blocks.append(Table(["outcome", "trials", "share"], table_rows))
-    blocks.append(Figure(f"outcomes_{key}", figures.outcome_bars(rows, len(summary.voids)),
+    blocks.append(Figure(f"outcomes_{key}", figures.outcome_bars(rows, len(run.voids)),
                          "Final outcome per trial; voided attempts were retried and are counted separately."))
-    if summary.voids:
+    if run.voids:
         blocks.append(Table(["trial", "attempt", "void reason"],
-                            [[str(v.trial), str(v.attempt), v.reason or ""] for v in summary.voids]))
-    dominant = max(summary.failure_modes.items(), key=lambda kv: kv[1])
+                            [[str(v.trial), str(v.attempt), v.reason or ""] for v in run.voids]))
+    dominant = max(run.failure_modes.items(), key=lambda kv: kv[1])
     if dominant[1]:
         blocks.append(Para(f"The dominant failure mode is {dominant[0]} ({dominant[1]} of "
                            f"{s.n - s.k} failures)."))
 
-    scored = [r for r in rows if r.label != "pending"]
     blocks.append(Heading("Does it depend on where the cube is?", 3))
-    distances = [r.planned_distance_cm for r in rows]
-    one_spot = bool(distances) and max(distances) - min(distances) < ONE_SPOT_CM
-    fit = None
-    if one_spot:
-        blocks.append(Para(f"Every trial puts the cube at the same spot ({distances[0]:.1f} cm from the trained "
-                           "position), so this run cannot say whether success depends on where the cube is: a "
-                           "policy that remembers one motion scores as well here as one that sees. Evaluate on a "
-                           "randomized protocol (harness protocol new --randomized) to find out."))
-    else:
-        fit = fit_logistic([r.distance_cm for r in scored], [int(r.label == Label.SUCCESS) for r in scored])
-        bin_rows = []
-        for low, high in DISTANCE_BINS:
-            inside = [r for r in scored if low <= r.distance_cm < high]
-            if inside:
-                k = sum(r.label == Label.SUCCESS for r in inside)
-                lo, hi = wilson_interval(k, len(inside))
-                bin_rows.append([f"{low:.0f}-{high:.0f} cm" if math.isfinite(high) else f">= {low:.0f} cm",
-                                 f"{k}/{len(inside)}", f"{_pct(lo)} to {_pct(hi)}"])
-        blocks.append(Table(["offset from trained position", "success", "95% Wilson"], bin_rows))
-        if fit is not None:
-            half = fit.distance_at(0.5)
+    by_distance = run.by_distance
+    if by_distance is not None and by_distance.one_spot:
+        blocks.append(Para(f"Every trial puts the cube at the same spot ({rows[0].planned_distance_cm:.1f} cm from "
+                           "the trained position), so this run cannot say whether success depends on where the cube "
+                           "is: a policy that remembers one motion scores as well here as one that sees. Evaluate on "
+                           "a randomized protocol (harness protocol new --randomized) to find out."))
+    elif by_distance is not None:
+        blocks.append(Table(["offset from trained position", "success", "95% Wilson"], [
+            [f"{b.low_cm:.0f}-{b.high_cm:.0f} cm" if b.high_cm is not None else f">= {b.low_cm:.0f} cm",
+             f"{b.k}/{b.n}", f"{_pct(b.wilson95[0])} to {_pct(b.wilson95[1])}"] for b in by_distance.bins]))
+        curve = by_distance.fit
+        if curve is not None:
+            half = curve.distance_at_50_cm
             where = (f"The fitted success probability falls to 50% at {half:.1f} cm from the trained position."
                      if half is not None else "The fitted success probability does not fall to 50% in this range.")
-            blocks.append(Para(f"Logistic fit: logit P(success) = {fit.intercept:.2f} {fit.slope:+.2f} x distance "
-                               "(cm). " + where))
+            blocks.append(Para(f"Logistic fit: logit P(success) = {curve.intercept:.2f} {curve.slope:+.2f} x "
+                               "distance (cm). " + where))
         else:
             blocks.append(Para("No logistic fit: the outcomes do not vary (or too few trials)."))
+        fit = success_fit(rows)
         blocks.append(Figure(f"distance_{key}", figures.success_vs_distance(rows, fit), distance_caption(fit)))
-    if not one_spot or training_starts:
+    if not (by_distance is not None and by_distance.one_spot) or training_starts:
         blocks.append(Figure(f"map_{key}", figures.top_view_map(rows, protocol, training_starts),
                              "Top view of the trial positions relative to the trained position (+), coloured by "
                              "outcome" + (", with the bowl" if protocol is not None else "")
                              + (", and the training episodes' start positions (x)." if training_starts else ".")))
-    if training_starts:
-        nearest = [min(math.hypot(r.dx_cm - sx, r.dy_cm - sy) for sx, sy in training_starts) for r in scored]
-        far = sum(1 for d in nearest if d > 2.0)
-        blocks.append(Para(f"{far} of {len(scored)} trials put the cube more than 2 cm from every training start: "
-                           "those test generalisation, not recall."))
+    if by_distance is not None and by_distance.trials_far_from_training is not None:
+        blocks.append(Para(f"{by_distance.trials_far_from_training} of {s.n} trials put the cube more than "
+                           f"{FAR_FROM_TRAINING_CM:g} cm from every training start: those test generalisation, "
+                           "not recall."))
 
-    blocks += operator_blocks(rows, key)
+    blocks += operator_blocks(rows, key, run)
 
     blocks.append(Heading("Placement error", 3))
     errors = [r.placement_error_cm for r in rows if r.label == Label.SUCCESS and r.placement_error_cm is not None]
-    if errors and (e := summary.placement_error_cm) is not None:
+    if errors and (e := run.placement_error_cm) is not None:
         blocks.append(Para(f"Over {e.n} successes: mean {e.mean:.2f} cm, median {e.median:.2f} cm, "
                            f"max {e.max:.2f} cm (cube centre to bowl centre)."))
-        widths = sorted(r.placement_uncertainty_cm for r in rows if r.label == Label.SUCCESS
-                        and r.placement_error_cm is not None and r.placement_uncertainty_cm is not None)
-        if widths:
-            blocks.append(Para(f"{len(widths)} of these were measured from the top camera's pixels with a 95% "
-                               f"interval of +/- {widths[0]:.2f} to {widths[-1]:.2f} cm (median "
-                               f"{widths[len(widths) // 2]:.2f} cm): differences smaller than that are not shown "
+        if (w := run.placement_uncertainty_cm) is not None:
+            blocks.append(Para(f"{w.n} of these were measured from the top camera's pixels with a 95% "
+                               f"interval of +/- {w.min_cm:.2f} to {w.max_cm:.2f} cm (median "
+                               f"{w.median_cm:.2f} cm): differences smaller than that are not shown "
                                "by these measurements."))
         blocks.append(Figure(f"placement_{key}", figures.placement_histogram(errors),
                              "Placement error over successful trials."))
@@ -151,71 +128,51 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
     blocks += experienced_blocks(sheet)
 
     blocks.append(Heading("Fingerprints", 3))
+    f = run.fingerprints
+    assert f is not None
     blocks.append(Table(["what", "value"], [
-        ["scoresheet", str(sheet.path)],
-        ["protocol file", f"{sheet.locked.protocol_file} (sha256 {sheet.locked.protocol_sha256[:16]}...)"],
-        ["policy", f"{sheet.locked.policy.ref} ({sheet.locked.policy.fingerprint[:30]})"],
+        ["scoresheet", run.scoresheet],
+        ["protocol file", f"{f.protocol_file} (sha256 {f.protocol_sha256[:16]}...)"],
+        ["policy", f"{f.policy_ref} ({f.policy_fingerprint[:30]})"],
         ["latency", latency_text(sheet)],
-        ["lock", f"sha256 {sheet.lock['sha256'][:16]}..., locked at {sheet.lock['locked_at']}"],
+        ["lock", f"sha256 {f.lock_sha256[:16]}..., locked at {f.locked_at}"],
     ]))
     return blocks
-
-
-def _outcomes(sheet: Scoresheet) -> dict[int, bool]:
-    return {a.trial_index: a.outcome == Label.SUCCESS for a in sheet.scored_attempts()}
 
 
 def comparison_blocks(sheets: list[Scoresheet]) -> list[Block]:
     blocks: list[Block] = [Heading("Comparison")]
     if len(sheets) > 2:
-        rows = []
-        for sheet in sheets:
-            out = _outcomes(sheet)
-            k, n = sum(out.values()), len(out)
-            lo, hi = wilson_interval(k, n)
-            rows.append([policy_label(sheet), f"{k}/{n}", f"{_pct(lo)} to {_pct(hi)}"])
-        blocks.append(Table(["policy", "success", "95% Wilson"], rows))
+        blocks.append(Table(["policy", "success", "95% Wilson"], [
+            [r.policy_label, f"{r.k}/{r.n}", f"{_pct(r.wilson95[0])} to {_pct(r.wilson95[1])}"]
+            for r in intervals(sheets)]))
         blocks.append(Para("With more than two runs the report shows intervals only: pick the pair to test before "
                            "looking, then report that one test (no p-value fishing)."))
         return blocks
-    a, b = sheets
-    name_a, name_b = policy_label(a), policy_label(b)
-    out_a, out_b = _outcomes(a), _outcomes(b)
-    same_protocol = a.locked.trials == b.locked.trials
-    if same_protocol:
-        common = sorted(set(out_a) & set(out_b))
-        both = sum(out_a[i] and out_b[i] for i in common)
-        only_a = sum(out_a[i] and not out_b[i] for i in common)
-        only_b = sum(out_b[i] and not out_a[i] for i in common)
-        neither = len(common) - both - only_a - only_b
-        low, high = newcombe_paired(both, only_a, only_b, neither)
-        p = mcnemar_exact(only_a, only_b)
-        diff = (only_a - only_b) / max(len(common), 1)
-        blocks.append(Para(f"Same protocol: outcomes are paired by trial index over {len(common)} trials scored "
+    c = compare_two(*sheets)
+    name_a, name_b = c.runs
+    low, high = c.interval95
+    if c.paired:
+        blocks.append(Para(f"Same protocol: outcomes are paired by trial index over {c.n[0]} trials scored "
                            f"in both runs."))
         blocks.append(Table([f"{name_a} \\ {name_b}", "success", "failure"],
-                            [["success", str(both), str(only_a)], ["failure", str(only_b), str(neither)]]))
-        n_eff = len(common)
-        text = (f"Difference {name_a} - {name_b}: {_pct(diff)} (95% Newcombe paired interval {_pct(low)} to "
-                f"{_pct(high)}); exact McNemar test on the {only_a + only_b} discordant trials: p = {p:.3g}.")
+                            [["success", str(c.both), str(c.only_first)],
+                             ["failure", str(c.only_second), str(c.neither)]]))
+        text = (f"Difference {name_a} - {name_b}: {_pct(c.difference)} (95% Newcombe paired interval {_pct(low)} to "
+                f"{_pct(high)}); exact McNemar test on the {(c.only_first or 0) + (c.only_second or 0)} discordant "
+                f"trials: p = {c.p_value:.3g}.")
     else:
-        ka, na = sum(out_a.values()), len(out_a)
-        kb, nb = sum(out_b.values()), len(out_b)
-        low, high = newcombe_unpaired(ka, max(na, 1), kb, max(nb, 1))
-        p = fisher_exact(ka, na, kb, nb)
-        # two groups of na and nb trials detect what two equal groups of their harmonic mean would
-        n_eff = round(2 / (1 / na + 1 / nb)) if na and nb else 0
+        (ka, kb), (na, nb) = c.k, c.n
         text = (f"Different protocols, so the runs are compared as independent samples: {name_a} {ka}/{na} vs "
-                f"{name_b} {kb}/{nb}; difference {_pct(ka / max(na, 1) - kb / max(nb, 1))} (95% Newcombe interval "
-                f"{_pct(low)} to {_pct(high)}); Fisher's exact test p = {p:.3g}.")
+                f"{name_b} {kb}/{nb}; difference {_pct(c.difference)} (95% Newcombe interval "
+                f"{_pct(low)} to {_pct(high)}); Fisher's exact test p = {c.p_value:.3g}.")
     blocks.append(Para(text))
-    base = min(max(sum(out_b.values()) / max(len(out_b), 1), 0.05), 0.95)
-    mde = minimum_detectable_effect(min(base, 1 - base), n_eff) if n_eff else float("nan")
-    n_a, n_b = (len(common), len(common)) if same_protocol else (len(out_a), len(out_b))
-    if math.isfinite(mde):
+    if c.minimum_detectable_effect is not None:
+        n_a, n_b = c.n
+        n_eff = round(2 / (1 / n_a + 1 / n_b)) if n_a and n_b else 0
         runs = (f"At {n_a} trials per run" if n_a == n_b else
                 f"With {n_a} and {n_b} trials in the two runs (about as sensitive as {n_eff} per run)")
-        blocks.append(Para(f"{runs}, a difference of about {_pct(mde)} in success rate is the "
+        blocks.append(Para(f"{runs}, a difference of about {_pct(c.minimum_detectable_effect)} in success rate is the "
                            f"smallest detectable with 80% power at alpha 0.05 (two-sided, normal approximation); "
                            f"smaller true differences will often look like no difference."))
     return blocks

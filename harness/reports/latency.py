@@ -7,27 +7,24 @@ differ only in latency, success per latency is the curve that offline metrics ca
 
 from __future__ import annotations
 
-from harness.models.scoresheet import Scoresheet, run_latency
-from harness.models.stats import wilson_interval
-from harness.models.taxonomy import Label
+from harness.models.scoresheet import Scoresheet
+from harness.reports.analysis import latency_groups, latency_of
 from harness.reports.blocks import Block, Heading, Para, Table
 
 
 def latency_text(sheet: Scoresheet) -> str:
     """The latency model and inference engine a run was scored under, and whether they were locked."""
-    latency = run_latency(sheet.locked, sheet.settings)
-    model = ("lock-step (the simulator waits for every action)" if latency is None
-             else "each action's measured policy time" if latency == "measured" else f"{latency:g} ms")
-    inference = sheet.locked.inference
-    if inference is not None and inference.engine == "async":
-        return (f"latency each chunk's measured round trip to LeRobot's policy server at {inference.server}, "
+    latency = latency_of(sheet)
+    if latency.engine == "async":
+        return (f"latency each chunk's measured round trip to LeRobot's policy server at {latency.server}, "
                 f"{'replayed in simulated time' if sheet.locked.robot == 'sim' else 'as the arm waited, in wall time'}"
-                f"; inference engine async ({inference.actions_per_chunk} actions per "
-                f"chunk, observation sent at {inference.chunk_size_threshold:g} of a chunk, aggregate "
-                f"{inference.aggregate_fn}; locked)")
-    engine = inference.engine if inference is not None else "sync"
-    locked = "locked" if inference is not None else "from unlocked settings (sheet locked before it was)"
-    return f"latency {model}, inference engine {engine} ({locked})"
+                f"; inference engine async ({latency.actions_per_chunk} actions per "
+                f"chunk, observation sent at {latency.chunk_size_threshold:g} of a chunk, aggregate "
+                f"{latency.aggregate_fn}; locked)")
+    model = {"lock-step": "lock-step (the simulator waits for every action)",
+             "measured": "each action's measured policy time"}.get(latency.model, latency.model)
+    locked = "locked" if latency.locked else "from unlocked settings (sheet locked before it was)"
+    return f"latency {model}, inference engine {latency.engine} ({locked})"
 
 
 def _ms(value: float | None) -> str:
@@ -60,35 +57,16 @@ def experienced_blocks(sheet: Scoresheet) -> list[Block]:
     return blocks
 
 
-def _latency_key(sheet: Scoresheet) -> tuple[str, float]:
-    """A label and a sort key for a run's latency (lock-step first, measured last)."""
-    latency = run_latency(sheet.locked, sheet.settings)
-    engine = sheet.locked.inference.engine if sheet.locked.inference is not None else "sync"
-    if engine == "async":   # the server's own round trip: grouped by server, after the fixed latencies
-        return f"server round trip ({sheet.locked.inference.server}), async", float("inf")
-    if latency is None:
-        return f"lock-step, {engine}", -1.0
-    if latency == "measured":
-        return f"measured, {engine}", float("inf")
-    return f"{float(latency):g} ms, {engine}", float(latency)
-
-
 def success_by_latency(sheets: list[Scoresheet], of: str = "") -> list[Block]:
     """Success per latency when the runs were scored under more than one; nothing otherwise. `of` names
     what the runs share (a sweep's checkpoint)."""
-    groups: dict[tuple[str, float], list[Scoresheet]] = {}
-    for sheet in sheets:
-        groups.setdefault(_latency_key(sheet), []).append(sheet)
-    if len(groups) < 2:
+    groups = latency_groups(sheets)
+    if not groups:
         return []
-    rows = []
-    for (label, _), members in sorted(groups.items(), key=lambda item: item[0][1]):
-        scored = [a for s in members for a in s.scored_attempts()]
-        k, n = sum(a.outcome == Label.SUCCESS for a in scored), len(scored)
-        low, high = wilson_interval(k, n) if n else (0.0, 1.0)
-        seen = [a.loop.obs_to_action_ms_p50 for a in scored if a.loop.obs_to_action_ms_p50 is not None]
-        rows.append([label, str(len(members)), f"{k}/{n}", f"{100 * low:.1f}% to {100 * high:.1f}%" if n else "-",
-                     f"{sorted(seen)[len(seen) // 2]:.0f}" if seen else "-"])
+    rows = [[g.latency, str(g.runs), f"{g.k}/{g.n}",
+             f"{100 * g.wilson95[0]:.1f}% to {100 * g.wilson95[1]:.1f}%" if g.wilson95 else "-",
+             f"{g.seen_obs_to_action_ms_p50:.0f}" if g.seen_obs_to_action_ms_p50 is not None else "-"]
+            for g in groups]
     return [Heading(f"Success against latency{f' ({of})' if of else ''}", 3),
             Para("Runs grouped by the latency model and inference engine they were locked with; the last column "
                  "is the median over trials of the observation-to-action latency the arm saw."),

@@ -8,10 +8,7 @@ reader can see whether the operator overrode the evidence (or the evidence was w
 
 from __future__ import annotations
 
-import math
-import statistics
-
-from harness.models.taxonomy import TAXONOMY
+from harness.reports.analysis import RunAnalysis
 from harness.reports.blocks import Block, Figure, Heading, Para, Table
 from harness.reports.trials import OUTCOME_COLOURS, TrialRow
 
@@ -39,32 +36,23 @@ def planned_vs_measured(rows: list[TrialRow]) -> bytes:
     return _png(fig)
 
 
-def operator_blocks(rows: list[TrialRow], key: str) -> list[Block]:
+def operator_blocks(rows: list[TrialRow], key: str, run: RunAnalysis) -> list[Block]:
     """Planned vs measured starts and proposal vs operator; nothing when the run has neither (simulator)."""
     blocks: list[Block] = []
-    measured = [r for r in rows if r.measured_dxy_cm is not None and r.label != "pending"]
-    if measured:
-        gaps = sorted(math.hypot(r.measured_dxy_cm[0] - r.dx_cm, r.measured_dxy_cm[1] - r.dy_cm) for r in measured)
+    if (starts := run.measured_starts) is not None:
+        measured = [r for r in rows if r.measured_dxy_cm is not None and r.label != "pending"]
         blocks.append(Heading("Where the cube really started", 3))
-        blocks.append(Para(f"The top camera measured the start of {len(measured)} trials: the cube was "
-                           f"{statistics.median(gaps):.2f} cm from its planned place at the median, {gaps[-1]:.2f} cm "
-                           "at most. Success against distance above uses the measured starts."))
+        blocks.append(Para(f"The top camera measured the start of {starts.n} trials: the cube was "
+                           f"{starts.median_gap_cm:.2f} cm from its planned place at the median, "
+                           f"{starts.max_gap_cm:.2f} cm at most. Success against distance above uses the measured "
+                           "starts."))
         blocks.append(Figure(f"starts_{key}", planned_vs_measured(measured),
                              "Planned (open circle) and measured (dot) start of each trial, coloured by outcome."))
-    proposed = [r for r in rows if r.proposed_label is not None and r.label != "pending"]
-    if proposed:
+    if (proposals := run.proposals) is not None:
         blocks.append(Heading("Proposed from evidence vs the operator's label", 3))
-        table = []
-        for label in TAXONOMY:
-            mine = [r for r in proposed if r.proposed_label == label]
-            if not mine:
-                continue
-            agreed = sum(r.label == label for r in mine)
-            overrides = ", ".join(f"{other} {n}" for other in TAXONOMY
-                                  if (n := sum(r.label == other for r in mine)) and other != label)
-            table.append([label, str(len(mine)), str(agreed), overrides or "-"])
+        table = [[row.proposed, str(row.trials), str(row.agreed),
+                  ", ".join(f"{other} {n}" for other, n in row.instead.items()) or "-"] for row in proposals.rows]
         blocks.append(Table(["proposed", "trials", "operator agreed", "operator chose instead"], table))
-        agreed = sum(r.label == r.proposed_label for r in proposed)
-        blocks.append(Para(f"The operator confirmed {agreed} of {len(proposed)} proposals and overrode "
-                           f"{len(proposed) - agreed}."))
+        blocks.append(Para(f"The operator confirmed {proposals.agreed} of {proposals.total} proposals and overrode "
+                           f"{proposals.total - proposals.agreed}."))
     return blocks

@@ -1,12 +1,11 @@
 """The numbers a user asks first: how often, how it fails, how close.
 
-`RunSummary` is also what `harness report --json` prints, inside a `ReportJson` envelope whose
-`schema` names the version (`harness.report/1`); docs/report-json.md holds its JSON Schema.
+`RunSummary` is the head of what `harness report --json` prints for a run (`reports.analysis.RunAnalysis`
+adds the rest), inside a `ReportJson` envelope whose `schema` names the version (`harness.report/1`);
+docs/report-json.md holds its JSON Schema.
 """
 
 from __future__ import annotations
-
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -56,16 +55,6 @@ class RunSummary(_Frozen):
     stopped_by_rule: str | None = Field(description="why the pre-registered stopping rule ended the run early")
     lock_sha256: str
     protocol_sha256: str
-
-
-class ReportJson(_Frozen):
-    """What `harness report --json` prints: one entry in `runs` per scoresheet, in argument order."""
-
-    report_schema: Literal["harness.report/1"] = Field(REPORT_SCHEMA, alias="schema")
-    runs: list[RunSummary]
-
-    def to_json(self) -> str:
-        return self.model_dump_json(by_alias=True, indent=2)
 
 
 def summarize(sheet: Scoresheet) -> RunSummary:

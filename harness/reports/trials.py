@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,9 +48,10 @@ class TrialRow:
 
 def trial_rows(sheet: Scoresheet) -> list[TrialRow]:
     rows = []
+    voided = Counter(a.trial_index for a in sheet.attempts if a.outcome == Label.VOID)
     for trial in sheet.locked.trials:
         final = sheet.final_attempt(trial.index)
-        voids = sum(1 for a in sheet.attempts if a.trial_index == trial.index and a.outcome == Label.VOID)
+        voids = voided[trial.index]
         rows.append(TrialRow(
             index=trial.index, dx_cm=trial.dx_cm, dy_cm=trial.dy_cm,
             label=final.label if final else "pending",

@@ -93,9 +93,9 @@ def report(args: argparse.Namespace) -> int:
             print(f"wrote {args.md}")
         return 0
     if args.json:
-        from harness.reports.summary import ReportJson
+        from harness.reports.analysis import analyze_report
 
-        print(ReportJson(runs=summaries).to_json())
+        print(analyze_report(sheets, starts).to_json())
     else:
         texts = [format_summary(s) + "".join(f"\nChanged     {item}" for item in drifted[sheet.path])
                  for s, sheet in zip(summaries, sheets, strict=True)]

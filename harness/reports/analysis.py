@@ -1,0 +1,425 @@
+"""Every number a report shows, computed once, as models: the HTML and Markdown reports render them and
+`harness report --json` prints them, so a notebook or a CI job reads exactly what a person reads.
+
+`analyze_run` is one scoresheet; `analyze_report` adds what only several runs say (the paired or
+independent comparison, success against latency). Figures are drawn from the same rows
+(`reports.trials.TrialRow`) by `reports.document`.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Literal
+
+from pydantic import Field
+
+from harness.models.logistic import LogisticFit, fit_logistic
+from harness.models.scoresheet import Scoresheet, run_latency
+from harness.models.stats import (
+    fisher_exact,
+    mcnemar_exact,
+    minimum_detectable_effect,
+    newcombe_paired,
+    newcombe_unpaired,
+    wilson_interval,
+)
+from harness.models.taxonomy import TAXONOMY, Label
+from harness.reports.summary import REPORT_SCHEMA, RunSummary, _Frozen, summarize
+from harness.reports.timing import Culprit, time_split
+from harness.reports.trials import TrialRow, trial_rows
+
+DISTANCE_BINS = ((0.0, 2.0), (2.0, 4.0), (4.0, 6.0), (6.0, math.inf))
+ONE_SPOT_CM = 0.5       # trial offsets all within this of each other: a fixed-position protocol
+FAR_FROM_TRAINING_CM = 2.0
+
+
+class TrialLoop(_Frozen):
+    steps: int | None
+    policy_ms_p50: float | None
+    policy_ms_p95: float | None
+    robot_io_ms_p50: float | None
+    robot_io_ms_p95: float | None
+    missed_deadlines: int | None
+    obs_to_action_ms_p50: float | None = None
+    obs_to_action_ms_p95: float | None = None
+    obs_to_action_ms_max: float | None = None
+    obs_to_action_clock: str | None = Field(None, description="simulated or wall")
+    queue_underruns: int | None = None
+    chunk_switches: int | None = None
+
+
+class TrialResult(_Frozen):
+    trial: int
+    dx_cm: float = Field(description="planned offset from the trained position, away from the robot")
+    dy_cm: float = Field(description="planned offset, to the robot's left")
+    measured_dxy_cm: tuple[float, float] | None = Field(description="real arm: where the top camera saw the start")
+    distance_cm: float = Field(description="offset used for success against distance (measured when measured)")
+    label: str = Field(description="final label: success, a failure mode, or pending")
+    voids: int = Field(description="voided attempts before the final one")
+    placement_error_cm: float | None
+    placement_uncertainty_cm: float | None = Field(description="95 % half-width when measured from pixels")
+    proposed_label: str | None = Field(description="real arm: the label proposed from evidence")
+    loop: TrialLoop
+
+
+class DistanceBin(_Frozen):
+    low_cm: float
+    high_cm: float | None = Field(description="null: no upper bound")
+    k: int
+    n: int
+    wilson95: tuple[float, float]
+
+
+class LogisticCurve(_Frozen):
+    intercept: float
+    slope: float = Field(description="logit P(success) per cm of offset")
+    distance_at_50_cm: float | None = Field(description="where the fitted probability falls to 50 %, if it does")
+
+
+class SuccessByDistance(_Frozen):
+    one_spot: bool = Field(description="every trial at one spot: the run cannot say whether success depends on it")
+    bins: list[DistanceBin]
+    fit: LogisticCurve | None
+    trials_far_from_training: int | None = Field(
+        None, description=f"trials more than {FAR_FROM_TRAINING_CM:g} cm from every training start (given starts)")
+
+
+class MeasuredStarts(_Frozen):
+    n: int
+    median_gap_cm: float = Field(description="measured start to planned start, median")
+    max_gap_cm: float
+
+
+class ProposalRow(_Frozen):
+    proposed: str
+    trials: int
+    agreed: int
+    instead: dict[str, int] = Field(description="labels the operator chose instead, with counts")
+
+
+class ProposalAgreement(_Frozen):
+    rows: list[ProposalRow]
+    agreed: int
+    total: int
+
+
+class PlacementUncertainty(_Frozen):
+    n: int = Field(description="successes measured from pixels")
+    min_cm: float
+    median_cm: float
+    max_cm: float
+
+
+class LoopTiming(_Frozen):
+    budget_ms: float
+    policy_ms_p50: float = Field(description="median over trials of each trial's p50")
+    policy_ms_p95: float = Field(description="the worst trial's p95")
+    robot_io_ms_p50: float
+    robot_io_ms_p95: float
+    busy_ms_mean: float | None
+    wall_ms_per_step: float | None
+    missed_deadlines: int
+    steps: int
+    lock_step: bool
+    culprit: str = Field(description="what missed deadlines are blamed on: " + ", ".join(c.value for c in Culprit))
+
+
+class Latency(_Frozen):
+    model: str = Field(description="lock-step, measured, or a fixed latency in ms")
+    engine: str = Field(description="sync, rtc or async")
+    locked: bool
+    server: str | None = None
+    actions_per_chunk: int | None = None
+    chunk_size_threshold: float | None = None
+    aggregate_fn: str | None = None
+
+
+class Fingerprints(_Frozen):
+    protocol_file: str
+    protocol_sha256: str
+    policy_ref: str
+    policy_fingerprint: str
+    lock_sha256: str
+    locked_at: str
+
+
+class RunAnalysis(RunSummary):
+    policy_label: str = Field(description="a checkpoint by training run and step; a built-in policy by name")
+    trials: list[TrialResult] = Field(default_factory=list)
+    by_distance: SuccessByDistance | None = None
+    measured_starts: MeasuredStarts | None = None
+    proposals: ProposalAgreement | None = None
+    placement_uncertainty_cm: PlacementUncertainty | None = None
+    loop_timing: LoopTiming | None = None
+    latency: Latency | None = None
+    fingerprints: Fingerprints | None = None
+
+
+class Comparison(_Frozen):
+    runs: tuple[str, str] = Field(description="policy labels of the two runs, in argument order")
+    paired: bool = Field(description="same protocol: outcomes paired by trial index")
+    both: int | None = None
+    only_first: int | None = None
+    only_second: int | None = None
+    neither: int | None = None
+    k: tuple[int, int]
+    n: tuple[int, int]
+    difference: float = Field(description="success rate first minus second")
+    interval95: tuple[float, float] = Field(description="Newcombe interval (paired or unpaired) for the difference")
+    test: Literal["exact McNemar", "Fisher exact"]
+    p_value: float
+    minimum_detectable_effect: float | None = Field(description="80 % power, alpha 0.05, at these trial counts")
+
+
+class IntervalRow(_Frozen):
+    policy_label: str
+    k: int
+    n: int
+    wilson95: tuple[float, float]
+
+
+class LatencyGroup(_Frozen):
+    latency: str
+    sort_key: float
+    runs: int
+    k: int
+    n: int
+    wilson95: tuple[float, float] | None
+    seen_obs_to_action_ms_p50: float | None
+
+
+def policy_label(sheet: Scoresheet) -> str:
+    """A checkpoint by its training run and step (every LeRobot checkpoint folder is `pretrained_model`);
+    a built-in policy by its name."""
+    from harness.models.checkpoint import checkpoint_name
+
+    ref = sheet.locked.policy.ref
+    return ref if sheet.locked.policy.fingerprint.startswith("builtin:") else checkpoint_name(ref).label
+
+
+def analyze_run(sheet: Scoresheet, training_starts: list[tuple[float, float]] | None = None) -> RunAnalysis:
+    rows = trial_rows(sheet)
+    split = time_split(rows, control_rate(sheet), sheet.locked.robot)
+    return RunAnalysis(
+        **summarize(sheet).model_dump(),
+        policy_label=policy_label(sheet),
+        trials=[_trial(sheet, r) for r in rows],
+        by_distance=_by_distance(rows, training_starts),
+        measured_starts=_measured_starts(rows),
+        proposals=_proposals(rows),
+        placement_uncertainty_cm=_pixel_widths(rows),
+        loop_timing=None if split is None else LoopTiming(
+            budget_ms=split.budget_ms, policy_ms_p50=split.policy_p50, policy_ms_p95=split.policy_p95,
+            robot_io_ms_p50=split.io_p50, robot_io_ms_p95=split.io_p95, busy_ms_mean=split.busy_mean,
+            wall_ms_per_step=split.wall_per_step, missed_deadlines=split.missed, steps=split.steps,
+            lock_step=split.lock_step, culprit=split.culprit.value),
+        latency=latency_of(sheet),
+        fingerprints=Fingerprints(
+            protocol_file=sheet.locked.protocol_file, protocol_sha256=sheet.locked.protocol_sha256,
+            policy_ref=sheet.locked.policy.ref, policy_fingerprint=sheet.locked.policy.fingerprint,
+            lock_sha256=sheet.lock["sha256"], locked_at=str(sheet.lock["locked_at"])),
+    )
+
+
+def control_rate(sheet: Scoresheet) -> float:
+    """The rate the run's loop was held to, as its attempts recorded it (30 Hz before any attempt)."""
+    return next((a.loop.target_fps for a in sheet.attempts if a.loop.target_fps), 30.0)
+
+
+def _trial(sheet: Scoresheet, row: TrialRow) -> TrialResult:
+    final = sheet.final_attempt(row.index)
+    loop = final.loop if final is not None else None
+    return TrialResult(
+        trial=row.index, dx_cm=row.dx_cm, dy_cm=row.dy_cm, measured_dxy_cm=row.measured_dxy_cm,
+        distance_cm=round(row.distance_cm, 4), label=row.label, voids=row.voids,
+        placement_error_cm=row.placement_error_cm, placement_uncertainty_cm=row.placement_uncertainty_cm,
+        proposed_label=row.proposed_label,
+        loop=TrialLoop(
+            steps=row.steps, policy_ms_p50=row.policy_ms_p50, policy_ms_p95=row.policy_ms_p95,
+            robot_io_ms_p50=row.io_ms_p50, robot_io_ms_p95=row.io_ms_p95, missed_deadlines=row.missed_deadlines,
+            obs_to_action_ms_p50=loop.obs_to_action_ms_p50 if loop else None,
+            obs_to_action_ms_p95=loop.obs_to_action_ms_p95 if loop else None,
+            obs_to_action_ms_max=loop.obs_to_action_ms_max if loop else None,
+            obs_to_action_clock=loop.obs_to_action_clock if loop else None,
+            queue_underruns=loop.queue_underruns if loop else None,
+            chunk_switches=loop.chunk_switches if loop else None),
+    )
+
+
+def success_fit(rows: list[TrialRow]) -> LogisticFit | None:
+    scored = [r for r in rows if r.label != "pending"]
+    return fit_logistic([r.distance_cm for r in scored], [int(r.label == Label.SUCCESS) for r in scored])
+
+
+def is_one_spot(rows: list[TrialRow]) -> bool:
+    distances = [r.planned_distance_cm for r in rows]
+    return bool(distances) and max(distances) - min(distances) < ONE_SPOT_CM
+
+
+def _by_distance(rows: list[TrialRow], training_starts: list[tuple[float, float]] | None) -> SuccessByDistance:
+    scored = [r for r in rows if r.label != "pending"]
+    far = None
+    if training_starts:
+        nearest = [min(math.hypot(r.dx_cm - sx, r.dy_cm - sy) for sx, sy in training_starts) for r in scored]
+        far = sum(1 for d in nearest if d > FAR_FROM_TRAINING_CM)
+    if is_one_spot(rows):
+        return SuccessByDistance(one_spot=True, bins=[], fit=None, trials_far_from_training=far)
+    bins = []
+    for low, high in DISTANCE_BINS:
+        inside = [r for r in scored if low <= r.distance_cm < high]
+        if inside:
+            k = sum(r.label == Label.SUCCESS for r in inside)
+            bins.append(DistanceBin(low_cm=low, high_cm=high if math.isfinite(high) else None, k=k, n=len(inside),
+                                    wilson95=wilson_interval(k, len(inside))))
+    fit = success_fit(rows)
+    curve = None if fit is None else LogisticCurve(intercept=fit.intercept, slope=fit.slope,
+                                                   distance_at_50_cm=fit.distance_at(0.5))
+    return SuccessByDistance(one_spot=False, bins=bins, fit=curve, trials_far_from_training=far)
+
+
+def _measured_starts(rows: list[TrialRow]) -> MeasuredStarts | None:
+    measured = [r for r in rows if r.measured_dxy_cm is not None and r.label != "pending"]
+    if not measured:
+        return None
+    gaps = sorted(math.hypot(r.measured_dxy_cm[0] - r.dx_cm, r.measured_dxy_cm[1] - r.dy_cm) for r in measured)
+    return MeasuredStarts(n=len(gaps), median_gap_cm=statistics.median(gaps), max_gap_cm=gaps[-1])
+
+
+def _proposals(rows: list[TrialRow]) -> ProposalAgreement | None:
+    proposed = [r for r in rows if r.proposed_label is not None and r.label != "pending"]
+    if not proposed:
+        return None
+    table = []
+    for label in TAXONOMY:
+        mine = [r for r in proposed if r.proposed_label == label]
+        if mine:
+            instead = {other: n for other in TAXONOMY
+                       if other != label and (n := sum(r.label == other for r in mine))}
+            table.append(ProposalRow(proposed=label, trials=len(mine), agreed=sum(r.label == label for r in mine),
+                                     instead=instead))
+    return ProposalAgreement(rows=table, agreed=sum(r.label == r.proposed_label for r in proposed),
+                             total=len(proposed))
+
+
+def _pixel_widths(rows: list[TrialRow]) -> PlacementUncertainty | None:
+    widths = sorted(r.placement_uncertainty_cm for r in rows if r.label == Label.SUCCESS
+                    and r.placement_error_cm is not None and r.placement_uncertainty_cm is not None)
+    if not widths:
+        return None
+    return PlacementUncertainty(n=len(widths), min_cm=widths[0], median_cm=widths[len(widths) // 2],
+                                max_cm=widths[-1])
+
+
+def latency_of(sheet: Scoresheet) -> Latency:
+    """The latency model and inference engine a run was scored under, and whether they were locked."""
+    latency = run_latency(sheet.locked, sheet.settings)
+    model = "lock-step" if latency is None else "measured" if latency == "measured" else f"{float(latency):g} ms"
+    inference = sheet.locked.inference
+    if inference is not None and inference.engine == "async":
+        return Latency(model="server round trip", engine="async", locked=True, server=inference.server,
+                       actions_per_chunk=inference.actions_per_chunk,
+                       chunk_size_threshold=inference.chunk_size_threshold, aggregate_fn=inference.aggregate_fn)
+    return Latency(model=model, engine=inference.engine if inference is not None else "sync",
+                   locked=inference is not None)
+
+
+def _outcomes(sheet: Scoresheet) -> dict[int, bool]:
+    return {a.trial_index: a.outcome == Label.SUCCESS for a in sheet.scored_attempts()}
+
+
+def intervals(sheets: list[Scoresheet]) -> list[IntervalRow]:
+    rows = []
+    for sheet in sheets:
+        out = _outcomes(sheet)
+        k, n = sum(out.values()), len(out)
+        rows.append(IntervalRow(policy_label=policy_label(sheet), k=k, n=n, wilson95=wilson_interval(k, n)))
+    return rows
+
+
+def compare_two(a: Scoresheet, b: Scoresheet) -> Comparison:
+    """Paired by trial index on the same protocol (exact McNemar, Newcombe paired interval); otherwise two
+    independent samples (Fisher's exact test, Newcombe interval)."""
+    out_a, out_b = _outcomes(a), _outcomes(b)
+    names = (policy_label(a), policy_label(b))
+    if a.locked.trials == b.locked.trials:
+        common = sorted(set(out_a) & set(out_b))
+        both = sum(out_a[i] and out_b[i] for i in common)
+        only_a = sum(out_a[i] and not out_b[i] for i in common)
+        only_b = sum(out_b[i] and not out_a[i] for i in common)
+        neither = len(common) - both - only_a - only_b
+        n = len(common)
+        return Comparison(
+            runs=names, paired=True, both=both, only_first=only_a, only_second=only_b, neither=neither,
+            k=(both + only_a, both + only_b), n=(n, n), difference=(only_a - only_b) / max(n, 1),
+            interval95=newcombe_paired(both, only_a, only_b, neither), test="exact McNemar",
+            p_value=mcnemar_exact(only_a, only_b), minimum_detectable_effect=_mde(out_b, n))
+    ka, na = sum(out_a.values()), len(out_a)
+    kb, nb = sum(out_b.values()), len(out_b)
+    # two groups of na and nb trials detect what two equal groups of their harmonic mean would
+    n_eff = round(2 / (1 / na + 1 / nb)) if na and nb else 0
+    return Comparison(
+        runs=names, paired=False, k=(ka, kb), n=(na, nb), difference=ka / max(na, 1) - kb / max(nb, 1),
+        interval95=newcombe_unpaired(ka, max(na, 1), kb, max(nb, 1)), test="Fisher exact",
+        p_value=fisher_exact(ka, na, kb, nb), minimum_detectable_effect=_mde(out_b, n_eff))
+
+
+def _mde(baseline: dict[int, bool], n_eff: int) -> float | None:
+    base = min(max(sum(baseline.values()) / max(len(baseline), 1), 0.05), 0.95)
+    mde = minimum_detectable_effect(min(base, 1 - base), n_eff) if n_eff else float("nan")
+    return mde if math.isfinite(mde) else None
+
+
+def _latency_key(sheet: Scoresheet) -> tuple[str, float]:
+    """A label and a sort key for a run's latency (lock-step first, measured last)."""
+    latency = run_latency(sheet.locked, sheet.settings)
+    engine = sheet.locked.inference.engine if sheet.locked.inference is not None else "sync"
+    if engine == "async":   # the server's own round trip: grouped by server, after the fixed latencies
+        return f"server round trip ({sheet.locked.inference.server}), async", float("inf")
+    if latency is None:
+        return f"lock-step, {engine}", -1.0
+    if latency == "measured":
+        return f"measured, {engine}", float("inf")
+    return f"{float(latency):g} ms, {engine}", float(latency)
+
+
+def latency_groups(sheets: list[Scoresheet]) -> list[LatencyGroup]:
+    """Success per latency model and engine; empty unless the runs were scored under more than one."""
+    groups: dict[tuple[str, float], list[Scoresheet]] = {}
+    for sheet in sheets:
+        groups.setdefault(_latency_key(sheet), []).append(sheet)
+    if len(groups) < 2:
+        return []
+    rows = []
+    for (label, key), members in sorted(groups.items(), key=lambda item: item[0][1]):
+        scored = [a for s in members for a in s.scored_attempts()]
+        k, n = sum(a.outcome == Label.SUCCESS for a in scored), len(scored)
+        seen = sorted(a.loop.obs_to_action_ms_p50 for a in scored if a.loop.obs_to_action_ms_p50 is not None)
+        rows.append(LatencyGroup(latency=label, sort_key=key if math.isfinite(key) else 1e12, runs=len(members),
+                                 k=k, n=n, wilson95=wilson_interval(k, n) if n else None,
+                                 seen_obs_to_action_ms_p50=seen[len(seen) // 2] if seen else None))
+    return rows
+
+
+class ReportJson(_Frozen):
+    """What `harness report --json` prints: one entry in `runs` per scoresheet, in argument order, and what the
+    runs say together (the comparison of two, the intervals of more, success against latency)."""
+
+    report_schema: Literal["harness.report/1"] = Field(REPORT_SCHEMA, alias="schema")
+    runs: list[RunAnalysis]
+    comparison: Comparison | None = Field(None, description="two runs: paired on one protocol, else independent")
+    intervals: list[IntervalRow] | None = Field(None, description="more than two runs: intervals only, no test")
+    success_by_latency: list[LatencyGroup] = Field(
+        default_factory=list, description="runs grouped by latency model and engine (when more than one)")
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, indent=2)
+
+
+def analyze_report(sheets: list[Scoresheet], training_starts: list[tuple[float, float]] | None = None) -> ReportJson:
+    return ReportJson(
+        runs=[analyze_run(sheet, training_starts) for sheet in sheets],
+        comparison=compare_two(*sheets) if len(sheets) == 2 else None,
+        intervals=intervals(sheets) if len(sheets) > 2 else None,
+        success_by_latency=latency_groups(sheets) if len(sheets) > 1 else [],
+    )
