@@ -32,7 +32,7 @@ from harness.errors import HarnessInputError
 from harness.models.protocol import JOINT_NAMES
 from harness.policies.async_client import ANSWER_TIMEOUT_S, PolicyServerClient, PolicyServerLost, ServerAddress
 from harness.policies.base import TrialContext
-from harness.policies.lerobot_policy import camera_shapes, image_size, normalize_rename_map
+from harness.policies.lerobot_policy import camera_shapes, image_size, normalize_rename_map, saved_rename_map
 
 if TYPE_CHECKING:
     from harness.policies.async_wall import WallClockAsyncPolicy
@@ -262,7 +262,7 @@ def connect_async_policy(policy_path: str | Path, task: str, settings: AsyncSett
     if config.type not in SUPPORTED_POLICIES:
         raise HarnessInputError(path, "--policy-server", f"LeRobot's policy server does not run {config.type} "
                                                          f"policies (it runs {', '.join(SUPPORTED_POLICIES)})")
-    renames = normalize_rename_map(rename_map or {})
+    renames = normalize_rename_map(rename_map or saved_rename_map(path))
     shapes = camera_shapes(config, renames)
     motors: dict[str, Any] = {f"{joint}.pos": float for joint in JOINT_NAMES}
     cameras = {cam: (shape[1], shape[2], 3) for cam, shape in shapes.items()}
