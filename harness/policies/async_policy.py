@@ -32,8 +32,13 @@ from harness.errors import HarnessInputError
 from harness.models.protocol import JOINT_NAMES
 from harness.policies.async_client import ANSWER_TIMEOUT_S, PolicyServerClient, PolicyServerLost, ServerAddress
 from harness.policies.base import TrialContext
-from harness.policies.lerobot_policy import (IMAGE_PREFIX, camera_shapes, image_size, normalize_rename_map,
-                                             saved_rename_map)
+from harness.policies.lerobot_policy import (
+    IMAGE_PREFIX,
+    camera_shapes,
+    image_size,
+    normalize_rename_map,
+    saved_rename_map,
+)
 
 if TYPE_CHECKING:
     from harness.policies.async_wall import WallClockAsyncPolicy

@@ -83,8 +83,13 @@ def build_backbone(output: Path, tasks: list[str], size: BackboneSize | None = N
 
     Refuses an existing non-empty folder, so a trained policy never loses the backbone it points at."""
     import torch
-    from transformers import (SmolVLMConfig, SmolVLMForConditionalGeneration, SmolVLMImageProcessor,
-                              SmolVLMProcessor, SmolVLMVideoProcessor)
+    from transformers import (
+        SmolVLMConfig,
+        SmolVLMForConditionalGeneration,
+        SmolVLMImageProcessor,
+        SmolVLMProcessor,
+        SmolVLMVideoProcessor,
+    )
 
     size = size or BackboneSize()
     tasks = [t.strip() for t in tasks if t.strip()]
