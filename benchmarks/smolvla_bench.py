@@ -60,7 +60,8 @@ def main() -> None:
         sync.close()
         rtc.close()
         print(f"\n{args.steps} steps at {fps} Hz:\n")
-        print("| latency ms | engine | chunk switches | underruns (arm held) | RTC delay told (max) |\n|---|---|---|---|---|")
+        print("| latency ms | engine | chunk switches | underruns (arm held) | RTC delay told (max) |")
+        print("|---|---|---|---|---|")
         for latency in args.latency_ms:
             held = math.ceil(latency / 1000 * fps - 1e-9)
             chunks = math.ceil(args.steps / (10 + held))
