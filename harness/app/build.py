@@ -161,6 +161,8 @@ def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
     policy = policy or parts.policy(sheet.locked.policy.ref, protocol, settings, args.device, sheet.locked.robot)
     try:
         latency = run_latency(sheet.locked, settings)   # locked (older sheets: their settings)
+        if sheet.inference_engine == "rtc":   # RTC's chunks land after the latency; the arm never waits for them
+            latency = None
         robot = (parts.sim_robot(protocol, policy, args.realtime, **({"latency_ms": latency} if latency is not None
                                                                      else {}))
                  if is_sim else parts.real_robot(settings, protocol))

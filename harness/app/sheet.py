@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from harness.app.async_inference import async_record, hold_to_locked_async
+from harness.app.rtc_inference import hold_to_locked_rtc, rtc_record
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models.checkpoint import checkpoint_name
 from harness.models.protocol import Protocol
@@ -124,6 +125,7 @@ def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: P
             raise HarnessInputError(path, "robot", f"locked to '{sheet.locked.robot}', not '{args.robot}'")
         check_same_inference(sheet, args)
         hold_to_locked_async(sheet, args)
+        hold_to_locked_rtc(sheet, args)
         return sheet, False
     policy_ref = policy_flag or protocol.run.policy
     robot = args.robot or protocol.run.robot
@@ -147,14 +149,16 @@ def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: P
     if engine == "rtc" and policy_ref in BUILTIN_POLICIES:
         raise HarnessInputError(None, "--inference", f"rtc: the built-in '{policy_ref}' policy has no Real-Time "
                                                      "Chunking (LeRobot's RTC engine needs a policy that supports it)")
+    rtc_block = rtc_record(args, engine, policy_ref, robot)   # --inference rtc: its settings, locked
     if policy_ref not in BUILTIN_POLICIES:   # what inference ran with: LeRobot's engine, torch threads
         from harness.policies.lerobot_policy import ThreadPolicy, available_cores
 
-        settings["inference"] = {"engine": engine, **(async_block or {}),
+        settings["inference"] = {"engine": engine, **(async_block or rtc_block or {}),
                                  **ThreadPolicy.for_cores(available_cores(), reserved=1).record()}
     if settings["latency_ms"] is not None and robot != "sim":
         raise HarnessInputError(None, "--latency-ms", "the latency model is for the simulated arm; a real arm has "
                                                       "its own latency")
-    optional = {"latency_ms": settings["latency_ms"], "inference": async_block or {"engine": engine}}
+    optional = {"latency_ms": settings["latency_ms"],
+                "inference": async_block or ({"engine": engine, **rtc_block} if rtc_block else {"engine": engine})}
     sheet = new_scoresheet(path, build_locked(protocol, protocol_path, policy_ref, robot, optional), settings)
     return (sheet.create() if create else sheet), True

@@ -30,6 +30,11 @@ class LockedInference(BaseModel):
     actions_per_chunk: int | None = None
     chunk_size_threshold: float | None = None   # send an observation when the queue is at or below this of a chunk
     aggregate_fn: str | None = None             # a name in LeRobot's async_inference AGGREGATE_FUNCTIONS
+    # rtc: LeRobot's Real-Time Chunking settings (absent for the other engines and for a policy without chunks)
+    execution_horizon: int | None = None        # steps of the previous chunk a new one is inpainted against
+    max_guidance_weight: float | None = None
+    attention_schedule: Literal["ZEROS", "ONES", "LINEAR", "EXP"] | None = None
+    queue_threshold: int | None = None          # start an inference at this many queued actions or fewer
 
 
 class LockedBlock(BaseModel):

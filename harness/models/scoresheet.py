@@ -89,6 +89,7 @@ class LoopStats(BaseModel):
     obs_to_action_clock: Literal["simulated", "wall"] | None = None
     queue_underruns: int | None = None   # steps whose action landed more than a control period late
     chunk_switches: int | None = None    # new action chunks the policy started (None: not a chunked policy)
+    rtc_delay_steps_max: int | None = None   # RTC: most steps of a chunk's inpainting horizon spent on latency
     realtime: bool | None = None         # a paced (real-arm) loop: ran under SCHED_FIFO or not (None: not paced)
 
     @model_serializer(mode="wrap")
@@ -102,7 +103,7 @@ class LoopStats(BaseModel):
 
 
 EXPERIENCE_FIELDS = ("obs_to_action_ms_p50", "obs_to_action_ms_p95", "obs_to_action_ms_max", "obs_to_action_clock",
-                     "queue_underruns", "chunk_switches", "realtime")
+                     "queue_underruns", "chunk_switches", "realtime", "rtc_delay_steps_max")
 
 
 class Attempt(BaseModel):

@@ -57,7 +57,10 @@ def _rpc_problem(exc: Any) -> str:
 class PolicyServerClient:
     """One gRPC channel to a policy server; every call has a deadline, and a failure is typed."""
 
-    def __init__(self, address: ServerAddress, fps: int, answer_timeout_s: float = ANSWER_TIMEOUT_S) -> None:
+    def __init__(self, address: ServerAddress, fps: int, answer_timeout_s: float = ANSWER_TIMEOUT_S,
+                 camera_names: dict[str, str] | None = None) -> None:
+        """`camera_names`: robot camera -> the policy's name for it, applied to each observation sent (LeRobot
+        0.6.1's server looks an image up under the policy's name before its rename step runs)."""
         import grpc
         from lerobot.transport import services_pb2, services_pb2_grpc
         from lerobot.transport.utils import grpc_channel_options
@@ -70,6 +73,7 @@ class PolicyServerClient:
         self._channel = grpc.insecure_channel(str(address), grpc_channel_options(initial_backoff=f"{1 / fps:.4f}s"))
         self._stub = services_pb2_grpc.AsyncInferenceStub(self._channel)
         self._pending: Any | None = None   # the GetActions call in progress, which `cancel` abandons
+        self._camera_names = camera_names or {}
 
     def connect(self, policy_config: Any) -> None:
         """Handshake and policy instructions (the server loads the policy), before anything is locked: a server
@@ -92,8 +96,13 @@ class PolicyServerClient:
 
     def send_observation(self, observation: Any) -> None:
         """One `TimedObservation`, pickled and streamed in LeRobot's chunks."""
+        import dataclasses
+
         from lerobot.transport.utils import send_bytes_in_chunks
 
+        if self._camera_names:
+            raw = {self._camera_names.get(k, k): v for k, v in observation.get_observation().items()}
+            observation = dataclasses.replace(observation, observation=raw)
         data = pickle.dumps(observation)
         self._call("SendObservations", lambda: self._stub.SendObservations(
             send_bytes_in_chunks(data, self._pb2.Observation, log_prefix="[harness] Observation", silent=True),

@@ -32,7 +32,13 @@ from harness.errors import HarnessInputError
 from harness.models.protocol import JOINT_NAMES
 from harness.policies.async_client import ANSWER_TIMEOUT_S, PolicyServerClient, PolicyServerLost, ServerAddress
 from harness.policies.base import TrialContext
-from harness.policies.lerobot_policy import camera_shapes, image_size, normalize_rename_map
+from harness.policies.lerobot_policy import (
+    IMAGE_PREFIX,
+    camera_shapes,
+    image_size,
+    normalize_rename_map,
+    saved_rename_map,
+)
 
 if TYPE_CHECKING:
     from harness.policies.async_wall import WallClockAsyncPolicy
@@ -262,14 +268,19 @@ def connect_async_policy(policy_path: str | Path, task: str, settings: AsyncSett
     if config.type not in SUPPORTED_POLICIES:
         raise HarnessInputError(path, "--policy-server", f"LeRobot's policy server does not run {config.type} "
                                                          f"policies (it runs {', '.join(SUPPORTED_POLICIES)})")
-    renames = normalize_rename_map(rename_map or {})
+    renames = normalize_rename_map(rename_map or saved_rename_map(path))
     shapes = camera_shapes(config, renames)
     motors: dict[str, Any] = {f"{joint}.pos": float for joint in JOINT_NAMES}
     cameras = {cam: (shape[1], shape[2], 3) for cam, shape in shapes.items()}
     features = hw_to_dataset_features({**motors, **cameras}, "observation", use_video=False)
-    remote = RemotePolicyConfig(config.type, str(path), features, settings.actions_per_chunk, device or "cpu",
-                                renames)
-    client = PolicyServerClient(address, fps, answer_timeout_s)
+    # LeRobot 0.6.1's server resizes each image to the policy's feature of the same name before its rename step
+    # runs, so a renamed camera goes out under the policy's name and the server is given no rename map
+    names = {cam: renames[IMAGE_PREFIX + cam].removeprefix(IMAGE_PREFIX) for cam in shapes
+             if IMAGE_PREFIX + cam in renames}
+    served = hw_to_dataset_features({**motors, **{names.get(c, c): hw for c, hw in cameras.items()}}, "observation",
+                                    use_video=False)
+    remote = RemotePolicyConfig(config.type, str(path), served, settings.actions_per_chunk, device or "cpu", {})
+    client = PolicyServerClient(address, fps, answer_timeout_s, camera_names=names)
     try:
         client.connect(remote)
     except BaseException:

@@ -10,6 +10,7 @@ from typing import Any
 
 from harness.errors import HarnessInputError
 from harness.policies.base import TrialContext
+from harness.policies.rtc_policy import RtcSettings, SimTimeRtc
 
 IMAGE_PREFIX = "observation.images."
 
@@ -78,25 +79,54 @@ def check_engine(policy: Any, engine: str, path: Path) -> None:
         if not supports_rtc_inference(policy):
             raise HarnessInputError(path, "--inference", f"rtc: {policy.name} has no Real-Time Chunking support "
                                                          "(LeRobot's supports_rtc() is False); use --inference sync")
-        raise HarnessInputError(path, "--inference", f"rtc: {policy.name} supports Real-Time Chunking, but the "
-                                                     "harness drives only LeRobot's sync engine so far")
+        return
     raise HarnessInputError(path, "--inference", f"'{engine}' is not an inference engine (sync, rtc)")
 
 
+def saved_rename_map(path: str | Path) -> dict[str, str]:
+    """The rename map a policy was trained with (`lerobot-train --rename_map`), from its saved preprocessor:
+    what the card's SmolVLA command feeds `camera1..` with; empty when it has none."""
+    import json
+
+    try:
+        steps = json.loads((Path(path) / "policy_preprocessor.json").read_text()).get("steps", [])
+    except (OSError, ValueError, AttributeError):
+        return {}
+    for step in steps:
+        if isinstance(step, dict) and step.get("registry_name") == "rename_observations_processor":
+            value = (step.get("config") or {}).get("rename_map") or {}
+            if isinstance(value, dict):
+                return {str(k): str(v) for k, v in value.items()}
+    return {}
+
+
 def _chunk_queue(policy: Any) -> Any:
-    """The queue of a chunked LeRobot policy's remaining actions (ACT, diffusion, SmolVLA keep one as
-    `_action_queue`; refilled, a new chunk starts), or None when the policy has none."""
-    return getattr(policy, "_action_queue", None)
+    """The queue of a chunked LeRobot policy's remaining actions (ACT and diffusion keep one as
+    `_action_queue`, SmolVLA as `_queues["action"]`; refilled, a new chunk starts), or None when it has none."""
+    queue = getattr(policy, "_action_queue", None)
+    if queue is None:
+        queue = (getattr(policy, "_queues", None) or {}).get("action")
+    return queue
+
+
+EMPTY_CAMERA_PREFIX = IMAGE_PREFIX + "empty_camera_"
 
 
 def camera_shapes(config: Any, rename_map: dict[str, str]) -> dict[str, tuple[int, ...]]:
     """The robot's camera names a policy reads (its visual inputs, renamed back through a normalized
-    `rename_map`), each with the (channels, height, width) it was trained on."""
+    `rename_map`), each with the (channels, height, width) it was trained on.
+
+    A policy that pads missing cameras with blank images (SmolVLA's `empty_cameras`) reads only the robot's
+    cameras the rename map feeds it, as in training: the card's command maps top and wrist onto camera1 and
+    camera2, camera3 and `empty_camera_*` stay blank."""
     from lerobot.configs.types import FeatureType
 
     inverse = {v: k for k, v in rename_map.items()}
+    pads = rename_map and getattr(config, "empty_cameras", 0) > 0
     return {inverse.get(key, key).removeprefix(IMAGE_PREFIX): tuple(feature.shape)
-            for key, feature in config.input_features.items() if feature.type == FeatureType.VISUAL}
+            for key, feature in config.input_features.items()
+            if feature.type == FeatureType.VISUAL and not key.startswith(EMPTY_CAMERA_PREFIX)
+            and not (pads and key not in inverse)}
 
 
 def image_size(shapes: dict[str, tuple[int, ...]]) -> tuple[int, int] | None:
@@ -116,10 +146,13 @@ def normalize_rename_map(rename_map: dict[str, str]) -> dict[str, str]:
 class LeRobotPolicy:
     def __init__(self, path: str | Path, task: str, device: str | None = None,
                  rename_map: dict[str, str] | None = None, robot_type: str = "so101_follower",
-                 threads: ThreadPolicy | None = None, engine: str = "sync") -> None:
+                 threads: ThreadPolicy | None = None, engine: str = "sync", rtc: RtcSettings | None = None,
+                 fps: int = 30, latency_ms: float | str | None = None) -> None:
         """`threads` defaults to every core but one (the simulator's or the robot I/O's). `engine`: "sync"
-        (LeRobot's `SyncInferenceEngine`) or "rtc", refused here, before anything is locked, for a policy
-        LeRobot's own `supports_rtc_inference` says has no Real-Time Chunking."""
+        (LeRobot's `SyncInferenceEngine`) or "rtc" (LeRobot's Real-Time Chunking with `rtc`, its defaults
+        when None, replayed in simulated time at `fps` with `latency_ms`: see `rtc_policy`), refused here,
+        before anything is locked, for a policy LeRobot's own `supports_rtc_inference` says has no RTC.
+        An empty `rename_map` takes the one the policy was trained with (its saved preprocessor's)."""
         import torch
         from lerobot.configs.policies import PreTrainedConfig
         from lerobot.policies.factory import get_policy_class, make_pre_post_processors
@@ -138,7 +171,12 @@ class LeRobotPolicy:
         config.device = self.device
         config.pretrained_path = path
         self.name = f"{config.type}:{path.name}"
-        self.rename_map = normalize_rename_map(rename_map or {})
+        self.rename_map = normalize_rename_map(rename_map or saved_rename_map(path))
+        self.rtc: RtcSettings | None = None
+        if engine == "rtc" and hasattr(config, "rtc_config"):   # RTC's processor is made with the policy
+            self.rtc = rtc or RtcSettings.defaults(config.chunk_size)
+            self.rtc.check(config.chunk_size, path)
+            config.rtc_config = self.rtc.rtc_config()
         policy = get_policy_class(config.type).from_pretrained(str(path), config=config)
         check_engine(policy, engine, path)
         policy.to(self.device)
@@ -158,6 +196,12 @@ class LeRobotPolicy:
         hw_obs = {**motors, **{cam: (480, 640, 3) for cam in self.camera_keys}}
         self._features = {**hw_to_dataset_features(motors, "action"), **hw_to_dataset_features(hw_obs, "observation")}
         self._action_keys = list(motors)
+        self._rtc: SimTimeRtc | None = None
+        self._held: dict[str, float] | None = None
+        if self.rtc is not None:
+            self._rtc = SimTimeRtc(policy, pre, post, self._features, task, self.device, robot_type, self.rtc,
+                                   fps, latency_ms)
+            self.chunk_switches = 0
         self._engine = SyncInferenceEngine(policy, pre, post, self._features, self._action_keys, task,
                                            self.device, robot_type)
         self._engine.start()
@@ -176,18 +220,47 @@ class LeRobotPolicy:
         for _ in range(runs):
             self._engine.reset()
             t0 = time.perf_counter()
-            self.select_action(observation)
+            if self._rtc is not None:
+                self._rtc.infer(observation, 0, None)
+            else:
+                self.select_action(observation)
             times.append(1000 * (time.perf_counter() - t0))
         self._engine.reset()
+        if self._rtc is not None:
+            self._rtc.reset()
         return statistics.median(times)
 
     def reset(self, context: TrialContext) -> None:
         self._engine.reset()
+        if self._rtc is not None:
+            self._rtc.reset()
+            self._held = None
         if self.chunk_switches is not None:
             self.chunk_switches = 0
 
+    # what the arm experienced under RTC (the engine reads these like an asynchronous client's)
+    @property
+    def round_trips_ms(self) -> list[float] | None:
+        return self._rtc.round_trips_ms if self._rtc is not None else None
+
+    @property
+    def queue_underruns(self) -> int | None:
+        return self._rtc.queue_underruns if self._rtc is not None else None
+
+    @property
+    def rtc_inference_delays(self) -> list[int] | None:
+        return self._rtc.inference_delays if self._rtc is not None else None
+
     def select_action(self, observation: dict[str, Any]) -> dict[str, float]:
         from lerobot.utils.feature_utils import build_dataset_frame
+
+        if self._rtc is not None:
+            from harness.policies.async_policy import next_command
+
+            values = self._rtc.next_action(observation)
+            self.chunk_switches = self._rtc.chunk_switches
+            self._held = next_command(values, self._held, observation)
+            return dict(self._held)
 
         frame = build_dataset_frame(self._features, observation, prefix="observation")
         queue = _chunk_queue(self._policy)

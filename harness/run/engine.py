@@ -460,6 +460,7 @@ class RunEngine:
             queue_underruns=e.queue_underruns if e.queue_underruns is not None
             else sum(ms > 1000 * self.period + 1e-6 for ms in e.obs_to_action_ms) if e.obs_to_action_ms else None,
             chunk_switches=getattr(self.policy, "chunk_switches", None),
+            rtc_delay_steps_max=max(getattr(self.policy, "rtc_inference_delays", None) or [], default=None),
             realtime=e.realtime,
         )
 

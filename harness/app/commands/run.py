@@ -14,6 +14,7 @@ def run(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     from harness.app.async_inference import register_flags as register_async_flags
+    from harness.app.rtc_inference import register_flags as register_rtc_flags
 
     parser = sub.add_parser("run", help="run a protocol, trial by trial (resumable)")
     parser.add_argument("protocol")
@@ -67,6 +68,7 @@ def register(sub: Any) -> None:
                         help="LeRobot inference engine: sync (default) or rtc (Real-Time Chunking, for policies "
                              "that support it; refused before anything is written otherwise); locked with the run")
     register_async_flags(parser)
+    register_rtc_flags(parser)
     parser.add_argument("--workers", type=int, default=1,
                         help="simulated arm only: run trials in parallel on this many Ray workers; the scoresheet "
                              "is written in trial order, as a serial run writes it (default 1)")

@@ -1,0 +1,79 @@
+"""The tiny SmolVLA (`harness smolvla-backbone`) on CPU: per-inference latency, synchronous and with RTC's
+guided inpainting, then 10 s of control at 30 Hz under a fixed latency, LeRobot's sync engine (the arm holds
+while each chunk is computed: ceil(latency / period) held steps per chunk) against LeRobot's RTC replayed in
+simulated time (`rtc_policy.SimTimeRtc`). Prints a Markdown table.
+
+    PYTHONPATH=$PWD python benchmarks/smolvla_bench.py [--steps 300] [--latency-ms 100 251]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+
+def main() -> None:
+    from harness.models.defaults import DEFAULT_TASK
+    from harness.models.protocol import JOINT_NAMES
+    from harness.policies.lerobot_policy import LeRobotPolicy
+    from harness.policies.smolvla_backbone import build_backbone, build_tiny_smolvla_base
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--latency-ms", type=float, nargs="+", default=[100.0, 251.0])
+    args = parser.parse_args()
+    fps = 30
+    with tempfile.TemporaryDirectory() as tmp:
+        vlm = build_backbone(Path(tmp) / "vlm", [DEFAULT_TASK])
+        base = build_tiny_smolvla_base(Path(tmp) / "base", vlm, camera_size=(128, 96))
+        observation = {**{f"{n}.pos": 0.0 for n in JOINT_NAMES},
+                       **{cam: np.zeros((96, 128, 3), dtype=np.uint8) for cam in ("camera1", "camera2", "camera3")}}
+        sync = LeRobotPolicy(base, task=DEFAULT_TASK, device="cpu")
+        times = []
+        for _ in range(20):
+            sync.reset(None)
+            t0 = time.perf_counter()
+            sync.select_action(observation)
+            times.append(1000 * (time.perf_counter() - t0))
+        rtc = LeRobotPolicy(base, task=DEFAULT_TASK, device="cpu", engine="rtc", fps=fps, latency_ms=None)
+        engine = rtc._rtc
+        assert engine is not None
+        original, _ = engine.infer(observation, 0, None)
+        guided = []
+        for _ in range(20):
+            t0 = time.perf_counter()
+            engine.infer(observation, 3, original[5:])
+            guided.append(1000 * (time.perf_counter() - t0))
+        print(f"torch threads {sync.threads.torch_threads}; chunk 10, 4 denoising steps\n")
+        print("| inference | p50 ms | max ms |\n|---|---|---|")
+        print(f"| sync (new chunk) | {statistics.median(times):.1f} | {max(times):.1f} |")
+        print(f"| RTC (guided by the previous chunk) | {statistics.median(guided):.1f} | {max(guided):.1f} |")
+        sync.close()
+        rtc.close()
+        print(f"\n{args.steps} steps at {fps} Hz:\n")
+        print("| latency ms | engine | chunk switches | underruns (arm held) | RTC delay told (max) |")
+        print("|---|---|---|---|---|")
+        for latency in args.latency_ms:
+            held = math.ceil(latency / 1000 * fps - 1e-9)
+            chunks = math.ceil(args.steps / (10 + held))
+            print(f"| {latency:g} | sync | {chunks} | {chunks * held} | - |")
+            policy = LeRobotPolicy(base, task=DEFAULT_TASK, device="cpu", engine="rtc", fps=fps, latency_ms=latency)
+            policy.reset(None)
+            for _ in range(args.steps):
+                policy.select_action(observation)
+            print(f"| {latency:g} | rtc | {policy.chunk_switches} | {policy.queue_underruns} | "
+                  f"{max(policy.rtc_inference_delays or [0])} |")
+            policy.close()
+
+
+if __name__ == "__main__":
+    main()

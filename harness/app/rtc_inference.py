@@ -1,0 +1,91 @@
+"""`harness run --inference rtc`: LeRobot's Real-Time Chunking, its settings checked before anything is locked,
+locked with the run, and held to on `--resume`.
+
+The locked `inference` block then reads `{"engine": "rtc", "execution_horizon", "max_guidance_weight",
+"attention_schedule", "queue_threshold"}`; the run's settings carry the same values for the policy factory, and
+on a resume the locked ones replace them. Defaults are LeRobot's, capped for the policy's chunk size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import HarnessInputError, StaleRunError
+
+if TYPE_CHECKING:
+    from harness.models.scoresheet import Scoresheet
+
+# argparse destination -> flag
+RTC_FLAGS = {"execution_horizon": "--rtc-execution-horizon", "max_guidance_weight": "--rtc-max-guidance-weight",
+             "attention_schedule": "--rtc-attention-schedule", "queue_threshold": "--rtc-queue-threshold"}
+
+
+def register_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rtc-execution-horizon", dest="execution_horizon", type=int, metavar="N",
+                        help="--inference rtc: steps of the previous chunk a new one is inpainted against "
+                             "(default LeRobot's 10, at most the chunk size); locked")
+    parser.add_argument("--rtc-max-guidance-weight", dest="max_guidance_weight", type=float, metavar="W",
+                        help="--inference rtc: RTC's guidance weight cap (default LeRobot's 10); locked")
+    parser.add_argument("--rtc-attention-schedule", dest="attention_schedule",
+                        choices=["ZEROS", "ONES", "LINEAR", "EXP"],
+                        help="--inference rtc: prefix weights over the horizon (default LeRobot's LINEAR); locked")
+    parser.add_argument("--rtc-queue-threshold", dest="queue_threshold", type=int, metavar="N",
+                        help="--inference rtc: start an inference when N actions or fewer are queued (default "
+                             "LeRobot's 30, half the chunk for chunks under 60); locked")
+
+
+def _given(args: argparse.Namespace) -> dict[str, Any]:
+    return {name: getattr(args, name, None) for name in RTC_FLAGS if getattr(args, name, None) is not None}
+
+
+def _chunk_size(policy_ref: str) -> int | None:
+    try:
+        value = json.loads((Path(policy_ref) / "config.json").read_text()).get("chunk_size")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def rtc_record(args: argparse.Namespace, engine: str, policy_ref: str, robot: str) -> dict[str, Any] | None:
+    """RTC's settings for a new sheet run with `--inference rtc` (None for another engine); bad input is one
+    line (exit 2). A policy without chunks or RTC support is refused when it loads, also before the lock."""
+    given = _given(args)
+    if engine != "rtc":
+        if given:
+            raise HarnessInputError(None, RTC_FLAGS[next(iter(given))], "only with --inference rtc")
+        return None
+    if robot != "sim":
+        raise HarnessInputError(None, "--inference", "rtc: the harness replays LeRobot's RTC engine in simulated "
+                                                     "time on the simulated arm only so far; on a real arm use "
+                                                     "--inference sync or --policy-server")
+    from harness.policies.rtc_policy import RtcSettings
+
+    chunk = _chunk_size(policy_ref)
+    if chunk is None:   # no chunk_size: not a chunked policy; the loader names what it lacks
+        return None
+    settings = RtcSettings(**{**RtcSettings.defaults(chunk).record(), **given})
+    settings.check(chunk)
+    return settings.record()
+
+
+def hold_to_locked_rtc(sheet: Scoresheet, args: argparse.Namespace) -> None:
+    """On a resume: asking for another RTC setting is refused (not asking keeps the locked ones), and the run's
+    settings take the locked values."""
+    locked = sheet.locked.inference
+    given = _given(args)
+    if locked is None or locked.engine != "rtc":
+        if given:
+            raise StaleRunError(sheet.path, "locked.inference", f"this run's inference engine is "
+                                                                f"{sheet.inference_engine}, not rtc; start a new "
+                                                                "scoresheet")
+        return
+    for name, value in given.items():
+        if value != getattr(locked, name):
+            raise StaleRunError(sheet.path, "locked.inference", f"this run's {RTC_FLAGS[name]} is "
+                                                                f"{getattr(locked, name)}, not {value}; start a new "
+                                                                "scoresheet to change it")
+    sheet.settings["inference"] = {**(sheet.settings.get("inference") or {}), "engine": "rtc",
+                                   **{name: getattr(locked, name) for name in RTC_FLAGS}}
