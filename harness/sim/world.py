@@ -65,6 +65,11 @@ class SimWorld:
     def time(self) -> float:
         return float(self.data.time)
 
+    @property
+    def posed_qpos(self) -> np.ndarray:
+        """The configuration a render now shows (see `FrameRequest`); read, not copied."""
+        return self._posed_qpos
+
     def place_cube(self, cube_xy: tuple[float, float], cube_yaw: float, seed: int = 0) -> None:
         """Put the cube at rest at `cube_xy` (m) with `cube_yaw` (rad); the arm stays where it is.
 
