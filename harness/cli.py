@@ -17,10 +17,10 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from harness.app.commands import bus, collect, data, plan, protocol, rehearse, report, run, sweep, vision
+from harness.app.commands import bus, collect, data, plan, protocol, rehearse, replay, report, run, sweep, vision
 from harness.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, HarnessError
 
-COMMANDS = (protocol, report, plan, vision, data, bus, run, sweep, collect, rehearse)
+COMMANDS = (protocol, report, plan, vision, data, bus, run, replay, sweep, collect, rehearse)
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from harness.app.build import FrontEnd, RunSetup, check_policy_fits_robot, check_run_flags, prepare_run
+from harness.app.build import FrontEnd, RunSetup, check_policy_fits_robot, check_run_flags, prepare_run, video_mode
 from harness.app.operator_parts import placement_files
 from harness.app.parallel import check_workers, run_parallel
 from harness.app.parts import Parts
@@ -64,6 +64,7 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None, observer
     sheet, created = resolve_sheet(args, protocol, protocol_path, path, create=False)
     check_policy_fits_robot(sheet.locked.policy.ref, sheet.locked.robot)
     check_workers(args, sheet.locked.robot)
+    video_mode(args, sheet.locked.robot)   # --video on a real arm: refused before anything is locked
     if sheet.complete:
         print(f"{sheet.path}: all {sheet.locked.trial_count} trials are scored.\n")
         print(format_summary(summarize(sheet)))

@@ -33,6 +33,35 @@ FrameSource = Callable[[str, int, int], np.ndarray | None]
 PNG_COMPRESS_LEVEL = 1  # 4x faster than PIL's default (6) for ~10 % more bytes; the pixels are the same
 
 
+class VideoEncoder:
+    """One evidence MP4 (H.264, yuv420p): the encoder path of every evidence video, replays included."""
+
+    def __init__(self, path: Path, fps: float, width: int, height: int) -> None:
+        import av
+
+        self.container = av.open(str(path), mode="w", format="mp4")
+        self.stream = self.container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1000))
+        self.stream.width, self.stream.height = width, height
+        self.stream.pix_fmt = "yuv420p"
+        # one encoder thread: x264's frame threads cost 40 % more CPU on these small frames, and the
+        # writer already encodes each camera in its own process
+        self.stream.options = {"preset": "veryfast", "crf": "28", "threads": "1"}
+
+    def add(self, frame: np.ndarray) -> None:
+        import av
+        from PIL import Image
+
+        if frame.shape[1] != self.stream.width or frame.shape[0] != self.stream.height:
+            frame = np.asarray(Image.fromarray(frame).resize((self.stream.width, self.stream.height)))
+        for packet in self.stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")):
+            self.container.mux(packet)
+
+    def close(self) -> None:
+        for packet in self.stream.encode():
+            self.container.mux(packet)
+        self.container.close()
+
+
 class EvidenceFiles:
     """The files of one trial's evidence folder."""
 
@@ -43,28 +72,13 @@ class EvidenceFiles:
         self.tmp = fresh_partial(folder) if fresh else partial_folder(folder)
         self.video_fps = video_fps
         self.size = video_size
-        self._containers: dict[str, Any] = {}
-        self._streams: dict[str, Any] = {}
+        self._encoders: dict[str, VideoEncoder] = {}
         self.frames_written: dict[str, int] = {}
 
     def add_video_frame(self, cam: str, frame: np.ndarray) -> None:
-        import av
-        from PIL import Image
-
-        if cam not in self._containers:
-            container = av.open(str(self.tmp / f"{cam}.mp4"), mode="w")
-            stream = container.add_stream("libx264", rate=Fraction(self.video_fps).limit_denominator(1000))
-            stream.width, stream.height = frame.shape[1], frame.shape[0]
-            stream.pix_fmt = "yuv420p"
-            # one encoder thread: x264's frame threads cost 40 % more CPU on these small frames, and the
-            # writer already encodes each camera in its own process
-            stream.options = {"preset": "veryfast", "crf": "28", "threads": "1"}
-            self._containers[cam], self._streams[cam] = container, stream
-        stream = self._streams[cam]
-        if frame.shape[1] != stream.width or frame.shape[0] != stream.height:
-            frame = np.asarray(Image.fromarray(frame).resize((stream.width, stream.height)))
-        for packet in stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")):
-            self._containers[cam].mux(packet)
+        if cam not in self._encoders:
+            self._encoders[cam] = VideoEncoder(self.tmp / f"{cam}.mp4", self.video_fps, frame.shape[1], frame.shape[0])
+        self._encoders[cam].add(frame)
         self.frames_written[cam] = self.frames_written.get(cam, 0) + 1
 
     def finish(self, final_frames: dict[str, np.ndarray | None], rows: list[dict[str, Any]],
@@ -82,11 +96,9 @@ class EvidenceFiles:
         folder; returns the video frames written per camera."""
         from PIL import Image
 
-        for cam, container in self._containers.items():
-            for packet in self._streams[cam].encode():
-                container.mux(packet)
-            container.close()
-        self._containers.clear()
+        for encoder in self._encoders.values():
+            encoder.close()
+        self._encoders.clear()
         for cam, frame in final_frames.items():
             if frame is not None:
                 Image.fromarray(frame).save(self.tmp / f"final_{cam}.png", compress_level=PNG_COMPRESS_LEVEL)
@@ -102,10 +114,10 @@ class EvidenceFiles:
 
     def abandon(self, remove: bool = True) -> None:
         """Close what is open; `remove` deletes the `.partial` folder (a lane leaves that to the writer)."""
-        for container in self._containers.values():
+        for encoder in self._encoders.values():
             with contextlib.suppress(Exception):
-                container.close()
-        self._containers.clear()
+                encoder.container.close()
+        self._encoders.clear()
         if remove:
             shutil.rmtree(self.tmp, ignore_errors=True)
 

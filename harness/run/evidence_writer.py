@@ -374,8 +374,8 @@ def _serve(index: int, requests: Any, results: Any, abandoned: Any, scene: Any |
                     continue
                 world = world or _world(scene, control_fps)
                 files = EvidenceFiles(folder, message.video_fps, message.video_size, fresh=False)
-                for camera, requests in message.requests.items():
-                    for _, request in requests:
+                for camera, camera_requests in message.requests.items():
+                    for _, request in camera_requests:
                         files.add_video_frame(camera, world.render_request(request))
                 written = files.write_part({}, None, None)
                 files = None

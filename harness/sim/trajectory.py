@@ -222,22 +222,6 @@ def load_trajectory(path: Path) -> Trajectory:
         raise HarnessInputError(path, "sim_state", f"missing or unknown arrays ({exc})") from None
 
 
-def free_camera(world: Any, azimuth: float, elevation: float, distance: float) -> mujoco.MjvCamera:
-    """A MuJoCo free camera looking at the point between the gripper and the cube, from the given angles
-    (degrees) and distance (m): views no mounted camera has. Call `aim` per frame to track them."""
-    camera = mujoco.MjvCamera()
-    camera.type = mujoco.mjtCamera.mjCAMERA_FREE
-    camera.azimuth, camera.elevation, camera.distance = azimuth, elevation, distance
-    aim(world, camera)
-    return camera
-
-
-def aim(world: Any, camera: mujoco.MjvCamera) -> None:
-    grasp = world.data.site_xpos[world.model.site("grasp_point").id]
-    cube = world.data.xpos[world.cube_body]
-    camera.lookat[:] = (grasp + cube) / 2
-
-
 def parse_view(text: str) -> tuple[float, float, float]:
     """`AZIMUTH,ELEVATION,DISTANCE` (degrees, degrees, metres)."""
     try:

@@ -175,6 +175,25 @@ class SimWorld:
             self._frozen_frames[request.camera] = frame
         return frame
 
+    def render_view(self, qpos: np.ndarray, view: tuple[float, float, float], width: int, height: int) -> np.ndarray:
+        """A frame from a MuJoCo free camera (azimuth and elevation in degrees, distance in m) looking at the
+        point between the gripper's grasp point and the cube, in a recorded configuration: angles no mounted
+        camera has. No sensor noise: no sensor sees it."""
+        key = (width, height)
+        renderer = self._renderers.get(key)
+        if renderer is None:
+            renderer = mujoco.Renderer(self.model, height, width)
+            self._renderers[key] = renderer
+        if not np.array_equal(qpos, self._posed_qpos):
+            self._pose(qpos)
+        camera = mujoco.MjvCamera()
+        camera.type = mujoco.mjtCamera.mjCAMERA_FREE
+        camera.azimuth, camera.elevation, camera.distance = view
+        grasp = self.data.site_xpos[self.model.site("grasp_point").id]
+        camera.lookat[:] = (grasp + self.data.xpos[self.cube_body]) / 2
+        renderer.update_scene(self.data, camera=camera)
+        return renderer.render()
+
     def _pose(self, qpos: np.ndarray) -> None:
         """Put this (rendering-only) world in a recorded configuration."""
         self.data.qpos[:] = qpos

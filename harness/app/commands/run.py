@@ -35,7 +35,12 @@ def register(sub: Any) -> None:
     parser.add_argument("--realtime", action="store_true", help="pace the simulator at wall-clock speed (demos)")
     parser.add_argument("--video-fps", type=float, default=10.0, help="evidence video frame rate (default 10)")
     parser.add_argument("--video-size", default="320x240", help="evidence video size WxH (default 320x240)")
-    parser.add_argument("--no-video", action="store_true", help="keep final frames and trajectories only")
+    parser.add_argument("--video", choices=["failures", "all", "none"],
+                        help="simulated arm: which attempts get evidence videos (default failures: drawn for failed "
+                             "and voided attempts; every attempt keeps its state trajectory and final frames, and "
+                             "`harness replay` draws any video later)")
+    parser.add_argument("--no-video", action="store_true",
+                        help="same as --video none; on a real arm: final frames and trajectories only")
     parser.add_argument("--record-dataset", nargs="?", const="", default=None, metavar="DIR",
                         help="also write the rollouts as a LeRobot v3.0 dataset (default runs/<scoresheet>/dataset)")
     parser.add_argument("--record-size", default="128x96", metavar="WxH",
