@@ -62,9 +62,9 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None, observer
     placement_files(args, protocol)   # --bowl-calibration, --trained-spot, --placement-tolerance
     path = sheet_path(args, protocol, protocol_path)
     sheet, created = resolve_sheet(args, protocol, protocol_path, path, create=False)
+    video_mode(args, sheet.locked.robot)   # --video on a real arm: refused before anything is locked
     check_policy_fits_robot(sheet.locked.policy.ref, sheet.locked.robot)
     check_workers(args, sheet.locked.robot)
-    video_mode(args, sheet.locked.robot)   # --video on a real arm: refused before anything is locked
     if sheet.complete:
         print(f"{sheet.path}: all {sheet.locked.trial_count} trials are scored.\n")
         print(format_summary(summarize(sheet)))
