@@ -62,8 +62,15 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None, observer
     placement_files(args, protocol)   # --bowl-calibration, --trained-spot, --placement-tolerance
     path = sheet_path(args, protocol, protocol_path)
     sheet, created = resolve_sheet(args, protocol, protocol_path, path, create=False)
-    video_mode(args, sheet.locked.robot)   # --video on a real arm: refused before anything is locked
+    mode = video_mode(args, sheet.locked.robot)   # --video on a real arm: refused before anything is locked
     check_policy_fits_robot(sheet.locked.policy.ref, sheet.locked.robot)
+    if getattr(args, "workers", 1) == "auto":
+        from harness.app.scaling import auto_workers
+
+        pending = len(sheet.pending_trials())
+        args.workers = auto_workers(pending, mode=mode) if sheet.locked.robot == "sim" else 1
+        print(f"--workers auto: {args.workers} for {pending} trials on {sheet.locked.robot} "
+              f"({'serial' if args.workers == 1 else 'Ray workers'})", file=sys.stderr, flush=True)
     check_workers(args, sheet.locked.robot)
     if sheet.complete:
         print(f"{sheet.path}: all {sheet.locked.trial_count} trials are scored.\n")

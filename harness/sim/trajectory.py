@@ -131,9 +131,10 @@ class TrajectoryLog:
             "ctrl": np.array(self._ctrl, dtype=np.float64).reshape(-1, nu),
             "posed_qpos": np.array(self._posed, dtype=np.float64).reshape(-1, nq),
             "frame_row": np.array(self._frame_row, dtype=np.int32),
-            "frame_noise": np.array(self._frame_noise, dtype=np.int16).reshape(-1, len(self.cameras)),
-            "frame_frozen": np.array(self._frame_frozen, dtype=bool).reshape(-1, len(self.cameras)),
-            "final_qpos": np.array([r.qpos if r is not None else np.full(nq, np.nan) for r in final]).reshape(-1, nq),
+            "frame_noise": np.array(self._frame_noise, dtype=np.int16).reshape(len(self._frame_row), len(self.cameras)),
+            "frame_frozen": np.array(self._frame_frozen, dtype=bool).reshape(len(self._frame_row), len(self.cameras)),
+            "final_qpos": np.array([r.qpos if r is not None else np.full(nq, np.nan) for r in final]
+                                   ).reshape(len(final), nq),
             "final_noise": np.array([r.noise_index if r is not None else 0 for r in final], dtype=np.int16),
             "final_frozen": np.array([bool(r.frozen) if r is not None else False for r in final], dtype=bool),
         }

@@ -12,6 +12,15 @@ def run(args: argparse.Namespace) -> int:
     return run_from_args(args)
 
 
+def _workers(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number or auto") from None
+
+
 def register(sub: Any) -> None:
     from harness.app.async_inference import register_flags as register_async_flags
 
@@ -72,8 +81,9 @@ def register(sub: Any) -> None:
                         help="LeRobot inference engine: sync (default) or rtc (Real-Time Chunking, for policies "
                              "that support it; refused before anything is written otherwise); locked with the run")
     register_async_flags(parser)
-    parser.add_argument("--workers", type=int, default=1,
+    parser.add_argument("--workers", type=_workers, default=1, metavar="N|auto",
                         help="simulated arm only: run trials in parallel on this many Ray workers; the scoresheet "
-                             "is written in trial order, as a serial run writes it (default 1)")
+                             "is written in trial order, as a serial run writes it (default 1; auto: the count a "
+                             "model of the run's costs predicts fastest, serial when parallel would not win)")
     parser.add_argument("--address", help="an existing Ray cluster to run --workers on (default: a local Ray runtime)")
     parser.set_defaults(func=run)
