@@ -126,7 +126,7 @@ class _TimedObserver:
         return True
 
 
-def engine_trials(protocol_path: Path, n: int, video: bool, work: Path, lanes: int | None = None) -> EngineTrials:
+def engine_trials(protocol_path: Path, n: int, video: bool | str, work: Path, lanes: int | None = None) -> EngineTrials:
     """Seconds per trial through the run engine (start pose, cube, loop, scoring, evidence, scoresheet)."""
     from harness.models.scoresheet import build_locked, lock_scoresheet
     from harness.run.clock import MonotonicClock
@@ -147,6 +147,10 @@ def engine_trials(protocol_path: Path, n: int, video: bool, work: Path, lanes: i
         writer = EvidenceWriter(world.geometry, control_fps=protocol.fps, **({"lanes": lanes} if lanes else {}))
         extra["evidence_writer"] = writer
         observer.writer_pids = list(getattr(writer, "pids", None) or [writer._process.pid])  # one process before
+    if isinstance(video, str):
+        from harness.run.evidence import VideoMode
+
+        video = VideoMode(video)
     options = RunOptions(runs_dir=work / f"runs-{video}", video=video, max_attempts=n, **extra)
     cpu_before = _cpu_s()
     try:
@@ -193,6 +197,13 @@ def _proc_cpu_s(pid: int) -> float:
     except FileNotFoundError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _has_video_modes() -> bool:
+    """Whether this tree has `--video failures` (issue 30)."""
+    import harness.run.evidence as evidence
+
+    return hasattr(evidence, "VideoMode")
 
 
 def _writer_watches() -> bool:
@@ -330,6 +341,7 @@ def trials_section(n: int, lanes: int | None = None) -> None:
     print()
     with_video = engine_trials(protocol_path, n, True, work, lanes)
     without = engine_trials(protocol_path, n, False, work, lanes)
+    default = engine_trials(protocol_path, n, "failures", work, lanes) if _has_video_modes() else None
     physics, frames = trial_floor(protocol, protocol.trials[0], 254)
     floor = physics + frames
     world = SimWorld()
@@ -342,7 +354,13 @@ def trials_section(n: int, lanes: int | None = None) -> None:
     print(f"| floor: physics of 254 control steps + two 640x480 final frames | {floor:.2f} "
           f"(physics {physics:.2f}, frames {frames:.2f}) | 1.0 | | | |")
     print(without.row("run engine, no video", floor))
-    print(with_video.row("run engine, evidence video", floor))
+    if default is not None:
+        print(default.row("run engine, default evidence (--video failures: trajectory, final frames)", floor))
+    print(with_video.row("run engine, evidence video (--video all)", floor))
+    sizes = [p.stat().st_size for p in (work / "runs-failures").rglob("sim_state.npz")]
+    if sizes:
+        print(f"\ntrajectory (sim_state.npz) bytes per trial: median {statistics.median(sizes) / 1000:.0f} kB, "
+              f"max {max(sizes) / 1000:.0f} kB over {len(sizes)} trials")
     print(f"\nsuccesses: {with_video.labels.count('success')}/{n} with video, "
           f"{without.labels.count('success')}/{n} without; "
           f"final PNG 640x480: {1000 * png_default:.0f} ms default, {1000 * png_fast:.0f} ms compress_level=1\n")

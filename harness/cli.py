@@ -18,14 +18,27 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from harness.app.commands import bus, collect, data, plan, protocol, rehearse, report, run, smolvla, sweep, vision
+from harness.app.commands import (
+    bus,
+    collect,
+    data,
+    plan,
+    protocol,
+    rehearse,
+    replay,
+    report,
+    run,
+    smolvla,
+    sweep,
+    vision,
+)
 from harness.errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INTERRUPTED, HarnessError
 
 FILE_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR, errno.ENOSPC,
                          errno.EFBIG, errno.EROFS, errno.ENAMETOOLONG, errno.EEXIST, errno.EDQUOT})
 EXIT_BROKEN_PIPE = 141   # 128 + SIGPIPE: what a shell reports for a Unix tool whose reader went away
 
-COMMANDS = (protocol, report, plan, vision, data, bus, run, sweep, collect, rehearse, smolvla)
+COMMANDS = (protocol, report, plan, vision, data, bus, run, replay, sweep, collect, rehearse, smolvla)
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -295,8 +295,10 @@ def test_ctrl_c_in_plain_mode_is_the_emergency_stop(tmp_path, extra) -> None:
 
     protocol = small_protocol_copy(tmp_path)
     sheet = tmp_path / "plain.yaml"
+    # --video all: every trial draws its videos while it runs (seconds), so the stop lands while trial 2 is in
+    # flight; with the default (failures) a successful trial can end before the stop arrives
     command = [sys.executable, "-m", "harness.cli", "run", str(protocol), "--headless", "--policy", "expert",
-               "--scoresheet", str(sheet), "--runs-dir", str(tmp_path / "runs"), *extra]
+               "--scoresheet", str(sheet), "--runs-dir", str(tmp_path / "runs"), "--video", "all", *extra]
     run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            start_new_session=True)
     assert run.stdout is not None

@@ -48,7 +48,8 @@ def test_a_trial_is_recorded_only_with_its_complete_evidence(tmp_path) -> None:
     attempt = sheet.attempts[0]
     assert attempt.label == "success"
     assert sorted(attempt.artifacts) == sorted(
-        ["final_top.png", "final_wrist.png", "top.mp4", "wrist.mp4", "trajectory.parquet", "judge.json"])
+        ["final_top.png", "final_wrist.png", "top.mp4", "wrist.mp4", "trajectory.parquet", "judge.json",
+         "sim_state.npz"])
     assert not list((tmp_path / "runs").rglob("*.partial"))
 
 

@@ -69,7 +69,8 @@ def test_the_writer_process_writes_the_same_evidence_as_the_loop(tmp_path, write
     inline, _ = _trial(tmp_path / "inline" / "trial-001-a1", None)
     offloaded, recorder = _trial(tmp_path / "writer" / "trial-001-a1", writer)
     assert sorted(inline) == sorted(offloaded) == sorted(
-        ["final_top.png", "final_wrist.png", "top.mp4", "wrist.mp4", "trajectory.parquet", "judge.json"])
+        ["final_top.png", "final_wrist.png", "top.mp4", "wrist.mp4", "trajectory.parquet", "judge.json",
+         "sim_state.npz"])
     for cam in CAMERAS:
         reference, frames = _decoded(inline[f"{cam}.mp4"]), _decoded(offloaded[f"{cam}.mp4"])
         assert len(frames) == len(reference) == 25

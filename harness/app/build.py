@@ -21,6 +21,7 @@ from harness.policies.base import EvalPolicy
 from harness.run.clock import MonotonicClock
 from harness.run.dataset_sink import RecordingOptions
 from harness.run.engine import RunEngine, RunObserver, RunOptions
+from harness.run.evidence import VideoMode
 from harness.run.safety import GuardedRobot
 from harness.run.stages import SimStage, TrialStage
 
@@ -128,6 +129,23 @@ def check_run_flags(args: argparse.Namespace) -> None:
         raise HarnessInputError(args.record_dataset, "--record-dataset", "is a file, not a folder")
 
 
+def video_mode(args: argparse.Namespace, robot: str) -> VideoMode:
+    """`--video failures|all|none` (simulated arm; default failures) and `--no-video` (= `--video none`; on a
+    real arm: final frames only, no camera video). A real arm's videos are its cameras' frames, recorded as
+    they come: `--video` is refused there, in one line, before anything is locked."""
+    chosen = getattr(args, "video", None)
+    if chosen is not None and robot != "sim":
+        raise HarnessInputError(None, "--video", "is for the simulated arm: a real arm's videos are recorded from "
+                                                 "its cameras (--no-video keeps final frames only)")
+    if args.no_video:
+        if chosen not in (None, VideoMode.NONE.value):
+            raise HarnessInputError(None, "--no-video", f"contradicts --video {chosen}")
+        return VideoMode.NONE
+    if chosen is not None:
+        return VideoMode(chosen)
+    return VideoMode.FAILURES if robot == "sim" else VideoMode.ALL
+
+
 def check_policy_fits_robot(policy_ref: str, robot: str) -> None:
     """The scripted built-ins plan in the simulator (`expert` from the true cube pose, `replay` through the
     simulated arm's kinematics and clock), which a real arm does not have: refused in one line before
@@ -199,7 +217,7 @@ def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
         from harness.run.evidence_writer import EvidenceWriter
 
         writer = EvidenceWriter(robot.world.geometry if is_sim else None, control_fps=protocol.fps)
-    options = RunOptions(runs_dir=Path(args.runs_dir), paced=not is_sim, video=not args.no_video,
+    options = RunOptions(runs_dir=Path(args.runs_dir), paced=not is_sim, video=video_mode(args, sheet.locked.robot),
                          video_fps=args.video_fps, video_size=video_size, max_attempts=args.max_trials,
                          dataset=dataset, evidence_writer=writer)
     if not is_sim:   # a real arm's evidence (and dropout watch) is the cameras it has, not the sim's two

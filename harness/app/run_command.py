@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from harness.app.build import FrontEnd, RunSetup, check_policy_fits_robot, check_run_flags, prepare_run
+from harness.app.build import FrontEnd, RunSetup, check_policy_fits_robot, check_run_flags, prepare_run, video_mode
 from harness.app.operator_parts import placement_files
 from harness.app.parallel import check_workers, run_parallel
 from harness.app.parts import Parts
@@ -63,7 +63,15 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None, observer
     placement_files(args, protocol)   # --bowl-calibration, --trained-spot, --placement-tolerance
     path = sheet_path(args, protocol, protocol_path)
     sheet, created = resolve_sheet(args, protocol, protocol_path, path, create=False)
+    mode = video_mode(args, sheet.locked.robot)   # --video on a real arm: refused before anything is locked
     check_policy_fits_robot(sheet.locked.policy.ref, sheet.locked.robot)
+    if getattr(args, "workers", 1) == "auto":
+        from harness.app.scaling import auto_workers
+
+        pending = len(sheet.pending_trials())
+        args.workers = auto_workers(pending, mode=mode) if sheet.locked.robot == "sim" else 1
+        print(f"--workers auto: {args.workers} for {pending} trials on {sheet.locked.robot} "
+              f"({'serial' if args.workers == 1 else 'Ray workers'})", file=sys.stderr, flush=True)
     check_workers(args, sheet.locked.robot)
     if sheet.complete:
         print(f"{sheet.path}: all {sheet.locked.trial_count} trials are scored.\n")

@@ -26,7 +26,7 @@ from harness.policies.base import EvalPolicy, TrialContext
 from harness.realtime import realtime_thread
 from harness.run.camera_watch import CameraWatch, DropoutPolicy
 from harness.run.clock import Clock
-from harness.run.evidence import EvidenceRecorder
+from harness.run.evidence import EvidenceRecorder, VideoMode
 from harness.run.safety import GuardedRobot
 from harness.run.stages import TrialStage
 
@@ -82,7 +82,9 @@ def robot_fault_void(exc: BaseException) -> Void:
 class RunOptions:
     runs_dir: Path = Path("runs")
     paced: bool = False           # sleep to hold the rate (real arm); lock-step sim runs as fast as it can
-    video: bool = True
+    # which attempts get evidence videos (`VideoMode`; True/False: all/none). A simulated attempt keeps its
+    # state trajectory in every mode, so any video can be drawn later (`harness replay`).
+    video: VideoMode | bool = True
     video_fps: float = 10.0
     video_size: tuple[int, int] = (320, 240)
     final_frame_size: tuple[int, int] = (640, 480)
@@ -232,11 +234,15 @@ class RunEngine:
             return self._record_void(trial, number, Void(VoidKind.OPERATOR_ABORT), started, t_start)
         self.policy.reset(TrialContext(self.protocol, trial, self.stage.world))
         folder = self.options.runs_dir / self.sheet.path.stem / f"trial-{trial.index:03d}-a{number}"
+        mode = VideoMode.of(self.options.video)
         recorder = EvidenceRecorder(
             folder, self.options.evidence_cameras, self.stage.frame, self.protocol.fps,
-            self.options.video_fps, self.options.video_size, self.options.video,
+            self.options.video_fps, self.options.video_size, mode,
             writer=self.options.evidence_writer, world=self.stage.world, block=not self.options.paced,
             dropout=self.options.dropout,
+            # a simulated camera freezes only where a dropout is injected: that trial's frames are drawn while
+            # it runs, so the writer's watch sees them (and it ends a void, whose video is kept anyway)
+            eager=True if mode is VideoMode.FAILURES and self._may_freeze(trial) else None,
         )
         dataset = self.options.dataset
         try:
@@ -257,14 +263,27 @@ class RunEngine:
             self._phase("scoring")
             verdict = self.stage.verdict()
             w, h = self.options.final_frame_size
-            artifacts = recorder.finish(recorder.final_frames(w, h), verdict)
+            recorder.write(recorder.final_frames(w, h), verdict)
+            extra_artifacts = {}
             if dataset is not None:
-                artifacts["dataset_episode"] = str(dataset.end_episode())
+                extra_artifacts["dataset_episode"] = str(dataset.end_episode())
         except BaseException:
             recorder.abandon()
             if dataset is not None:
                 dataset.discard_episode()
             raise
+        try:
+            return self._score_and_record(trial, number, verdict, recorder, extra_artifacts, episode, started,
+                                          t_start)
+        except BaseException:
+            recorder.abandon()   # nothing once its folder is in place
+            raise
+
+    def _score_and_record(self, trial: Trial, number: int, verdict: dict[str, Any] | None,
+                          recorder: EvidenceRecorder, extra_artifacts: dict[str, Any], episode: EpisodeOutcome,
+                          started: str, t_start: float) -> tuple[Attempt, Void | None]:
+        """Score the written attempt and record it. Its evidence folder goes into place (with the videos
+        `--video failures` owes a failure or a void) inside `recording()`, just before the attempt."""
         late_dropout = recorder.dropout()  # found by the writer after the loop had moved on
         if episode.void is None and late_dropout:
             episode.void = Void(VoidKind.CAMERA_DROPOUT, late_dropout)
@@ -280,9 +299,12 @@ class RunEngine:
             decision = ScoreDecision(Label.VOID, Void(VoidKind.EMERGENCY_STOP))
         if decision.label == Label.VOID and decision.void is None:
             decision = ScoreDecision(Label.VOID, Void(VoidKind.OPERATOR_VOID), decision.note)
+        if decision.label != Label.SUCCESS:   # drawn before the stop's critical section, which waits for it
+            recorder.draw_videos()
         with self.robot.recording() as stopped:
             if stopped and (decision.void is None or decision.void.kind is not VoidKind.EMERGENCY_STOP):
                 decision = ScoreDecision(Label.VOID, Void(VoidKind.EMERGENCY_STOP), decision.note)
+            artifacts = {**recorder.complete(videos=decision.label != Label.SUCCESS), **extra_artifacts}
             attempt = self._append_scored(trial, number, verdict, decision, artifacts, episode, started, t_start)
         return attempt, decision.void if decision.label == Label.VOID else None
 
@@ -311,6 +333,12 @@ class RunEngine:
             fields.update(stage_fields(decision.label))
         return self.sheet.add_attempt(attempt_from_label(decision.label, **fields))
 
+    def _may_freeze(self, trial: Trial) -> bool:
+        """Whether the stage may freeze a camera in this trial (a simulated one only where a dropout is
+        injected; a real arm's cameras always may)."""
+        may = getattr(self.stage, "may_freeze_camera", None)
+        return True if may is None else bool(may(trial))
+
     def _phase(self, name: str) -> None:
         log.info("phase: %s", name)
         self.observer.phase(name)
@@ -318,7 +346,10 @@ class RunEngine:
     # --- the control loop --------------------------------------------------
     def _episode(self, trial: Trial, recorder: EvidenceRecorder) -> EpisodeOutcome:
         watch = CameraWatch(list(self.options.evidence_cameras), self.options.dropout)
-        unwatched = [] if self.options.video else [
+        # the cameras nothing else looks at (no frames drawn while the trial runs, the policy does not read
+        # them) are watched anyway; on the simulator only where a dropout is injected, the one way its
+        # cameras freeze
+        unwatched = [] if recorder.eager or not self._may_freeze(trial) else [
             cam for cam in self.options.evidence_cameras if cam not in self.policy.camera_keys]
         watch_every = max(1, round(self.protocol.fps / self.options.dropout.watch_hz))
         max_steps = round(self.protocol.episode_time_limit_s * self.protocol.fps)

@@ -75,6 +75,18 @@ class _Finish:
     finals: dict[str, Any]
     rows: list[dict[str, Any]] | None   # given to the trial's last lane only
     judge_trace: dict[str, Any] | None
+    trajectory: dict[str, Any] | None = None   # the simulator's state trajectory (last lane only)
+
+
+@dataclass(frozen=True)
+class _Videos:
+    """Draw and encode this lane's cameras' videos from recorded requests, after the trial ran (a failure
+    under `--video failures`)."""
+
+    seq: int
+    requests: dict[str, list[tuple[float, Any]]]
+    video_fps: float
+    video_size: tuple[int, int]
 
 
 @dataclass(frozen=True)
@@ -129,6 +141,7 @@ class EvidenceWriter:
         self._route: dict[str, _Lane] = {}
         self._active: list[_Lane] = []
         self._dropout: str | None = None
+        self._written: dict[str, int] = {}
 
     @property
     def pids(self) -> list[int]:
@@ -139,6 +152,7 @@ class EvidenceWriter:
               dropout: Any | None) -> None:
         self._seq += 1
         self._dropout = None
+        self._written = {}
         self._folder = folder
         fresh_partial(folder)
         self._route = {cam: self._lanes[i % len(self._lanes)] for i, cam in enumerate(cameras)}
@@ -161,24 +175,48 @@ class EvidenceWriter:
         return self._dropout
 
     def finish(self, finals: dict[str, Any], rows: list[dict[str, Any]], judge_trace: dict[str, Any] | None,
-               dropped: dict[str, int]) -> dict[str, str]:
-        """Wait until the trial's folder is complete and in place; returns its files."""
+               dropped: dict[str, int], trajectory: dict[str, Any] | None = None) -> dict[str, str]:
+        """`write`, then `complete`: wait until the trial's folder is complete and in place; returns its files."""
+        self.write(finals, rows, judge_trace, trajectory)
+        return self.complete(dropped)
+
+    def write(self, finals: dict[str, Any], rows: list[dict[str, Any]], judge_trace: dict[str, Any] | None,
+              trajectory: dict[str, Any] | None = None) -> None:
+        """Wait until every lane has written its part (videos closed, final frames, and on the last lane the
+        tables, the judge's trace and the state trajectory) into the `.partial` folder."""
         last = self._active[-1]
         for lane in self._active:
             mine = {cam: final for cam, final in finals.items() if self._route.get(cam, last) is lane}
             self._put(lane, _Finish(self._seq, mine, rows if lane is last else None,
-                                    judge_trace if lane is last else None), block=True)
-        waiting = {lane.index for lane in self._active}
+                                    judge_trace if lane is last else None,
+                                    trajectory if lane is last else None), block=True)
+        self._written = self._wait_for("part", {lane.index for lane in self._active})
+
+    def videos(self, requests: dict[str, list[tuple[float, Any]]], video_fps: float,
+               video_size: tuple[int, int]) -> None:
+        """Draw and encode videos from recorded frame requests into the `.partial` folder, each camera on its
+        lane (both lanes draw at once); returns once they are written."""
+        lanes = {self._route[cam] for cam in requests}
+        for lane in lanes:
+            mine = {cam: reqs for cam, reqs in requests.items() if self._route[cam] is lane}
+            self._put(lane, _Videos(self._seq, mine, video_fps, video_size), block=True)
+        self._written.update(self._wait_for("videos", {lane.index for lane in lanes}))
+
+    def complete(self, dropped: dict[str, int]) -> dict[str, str]:
+        """Move the trial's written folder into place; returns its files."""
+        assert self._folder is not None
+        artifacts = complete_folder(self._folder, dict(dropped), self._written)
+        self._active = []
+        return artifacts
+
+    def _wait_for(self, kind_wanted: str, waiting: set[int]) -> dict[str, int]:
         written: dict[str, int] = {}
         while waiting:
             kind, lane_index, value = self._next_result()
-            if kind == "part":
+            if kind == kind_wanted:
                 written.update(value)
                 waiting.discard(lane_index)
-        assert self._folder is not None
-        artifacts = complete_folder(self._folder, dict(dropped), written)
-        self._active = []
-        return artifacts
+        return written
 
     def abandon(self) -> None:
         """Discard the trial in flight: the lanes skip its remaining frames and close their files, then its
@@ -278,6 +316,7 @@ def _serve(index: int, requests: Any, results: Any, abandoned: Any, scene: Any |
     world = None
     files: EvidenceFiles | None = None
     watch: CameraWatch | None = None
+    folder: Path | None = None
     seq = 0
     reported = False
     parent = mp.parent_process()
@@ -295,6 +334,7 @@ def _serve(index: int, requests: Any, results: Any, abandoned: Any, scene: Any |
                 if files is not None:
                     files.abandon(remove=False)
                 seq = message.seq
+                folder = message.folder
                 files = EvidenceFiles(message.folder, message.video_fps, message.video_size, fresh=False)
                 watch = CameraWatch(message.cameras, message.dropout)
                 reported = False
@@ -327,9 +367,20 @@ def _serve(index: int, requests: Any, results: Any, abandoned: Any, scene: Any |
                         world = world or _world(scene, control_fps)
                         final = world.render_request(final)
                     finals[cam] = final
-                written = files.write_part(finals, message.rows, message.judge_trace)
+                written = files.write_part(finals, message.rows, message.judge_trace, message.trajectory)
                 files = None
                 results.put(("part", seq, index, written))
+            elif isinstance(message, _Videos):
+                if message.seq != seq or message.seq <= abandoned.value or folder is None:
+                    continue
+                world = world or _world(scene, control_fps)
+                files = EvidenceFiles(folder, message.video_fps, message.video_size, fresh=False)
+                for camera, camera_requests in message.requests.items():
+                    for _, request in camera_requests:
+                        files.add_video_frame(camera, world.render_request(request))
+                written = files.write_part({}, None, None)
+                files = None
+                results.put(("videos", seq, index, written))
         except Exception as exc:  # reported to the loop, which voids nothing silently
             if files is not None:
                 files.abandon(remove=False)

@@ -49,6 +49,11 @@ class SimStage:
         self.world.place_cube(((x + trial.dx_cm) / 100, (y + trial.dy_cm) / 100), math.radians(trial.yaw_deg),
                               seed=trial.index * 1000 + attempt)
 
+    def may_freeze_camera(self, trial: Trial) -> bool:
+        """A simulated camera freezes only where a dropout is injected (`--inject-dropout`): elsewhere the
+        dropout watch has nothing to find, and its frames are not drawn."""
+        return self.dropout_at is not None and self.dropout_at[0] == trial.index
+
     def on_step(self, trial: Trial, step: int) -> None:
         if self.dropout_at and self.dropout_at == (trial.index, step):
             self.world.frozen_cameras.add("top")

@@ -65,6 +65,11 @@ class SimWorld:
     def time(self) -> float:
         return float(self.data.time)
 
+    @property
+    def posed_qpos(self) -> np.ndarray:
+        """The configuration a render now shows (see `FrameRequest`); read, not copied."""
+        return self._posed_qpos
+
     def place_cube(self, cube_xy: tuple[float, float], cube_yaw: float, seed: int = 0) -> None:
         """Put the cube at rest at `cube_xy` (m) with `cube_yaw` (rad); the arm stays where it is.
 
@@ -169,6 +174,25 @@ class SimWorld:
         if request.frozen:
             self._frozen_frames[request.camera] = frame
         return frame
+
+    def render_view(self, qpos: np.ndarray, view: tuple[float, float, float], width: int, height: int) -> np.ndarray:
+        """A frame from a MuJoCo free camera (azimuth and elevation in degrees, distance in m) looking at the
+        point between the gripper's grasp point and the cube, in a recorded configuration: angles no mounted
+        camera has. No sensor noise: no sensor sees it."""
+        key = (width, height)
+        renderer = self._renderers.get(key)
+        if renderer is None:
+            renderer = mujoco.Renderer(self.model, height, width)
+            self._renderers[key] = renderer
+        if not np.array_equal(qpos, self._posed_qpos):
+            self._pose(qpos)
+        camera = mujoco.MjvCamera()
+        camera.type = mujoco.mjtCamera.mjCAMERA_FREE
+        camera.azimuth, camera.elevation, camera.distance = view
+        grasp = self.data.site_xpos[self.model.site("grasp_point").id]
+        camera.lookat[:] = (grasp + self.data.xpos[self.cube_body]) / 2
+        renderer.update_scene(self.data, camera=camera)
+        return renderer.render()
 
     def _pose(self, qpos: np.ndarray) -> None:
         """Put this (rendering-only) world in a recorded configuration."""

@@ -12,6 +12,15 @@ def run(args: argparse.Namespace) -> int:
     return run_from_args(args)
 
 
+def _workers(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number or auto") from None
+
+
 def register(sub: Any) -> None:
     from harness.app.async_inference import register_flags as register_async_flags
     from harness.app.rtc_inference import register_flags as register_rtc_flags
@@ -36,7 +45,12 @@ def register(sub: Any) -> None:
     parser.add_argument("--realtime", action="store_true", help="pace the simulator at wall-clock speed (demos)")
     parser.add_argument("--video-fps", type=float, default=10.0, help="evidence video frame rate (default 10)")
     parser.add_argument("--video-size", default="320x240", help="evidence video size WxH (default 320x240)")
-    parser.add_argument("--no-video", action="store_true", help="keep final frames and trajectories only")
+    parser.add_argument("--video", choices=["failures", "all", "none"],
+                        help="simulated arm: which attempts get evidence videos (default failures: drawn for failed "
+                             "and voided attempts; every attempt keeps its state trajectory and final frames, and "
+                             "`harness replay` draws any video later)")
+    parser.add_argument("--no-video", action="store_true",
+                        help="same as --video none; on a real arm: final frames and trajectories only")
     parser.add_argument("--record-dataset", nargs="?", const="", default=None, metavar="DIR",
                         help="also write the rollouts as a LeRobot v3.0 dataset (default runs/<scoresheet>/dataset)")
     parser.add_argument("--record-size", default="128x96", metavar="WxH",
@@ -69,9 +83,10 @@ def register(sub: Any) -> None:
                              "that support it; refused before anything is written otherwise); locked with the run")
     register_async_flags(parser)
     register_rtc_flags(parser)
-    parser.add_argument("--workers", type=int, default=1,
+    parser.add_argument("--workers", type=_workers, default=1, metavar="N|auto",
                         help="simulated arm only: run trials in parallel on this many Ray workers; the scoresheet "
-                             "is written in trial order, as a serial run writes it (default 1)")
+                             "is written in trial order, as a serial run writes it (default 1; auto: the count a "
+                             "model of the run's costs predicts fastest, serial when parallel would not win)")
     parser.add_argument("--address", help="an existing Ray cluster to run --workers on (default: a local Ray runtime "
                                           "on loopback only); see docs/sweeps.md for what must protect a cluster")
     parser.add_argument("--ray-dashboard", action="store_true",

@@ -1,0 +1,139 @@
+"""`harness replay`: a simulated attempt's video drawn from its state trajectory, from any viewpoint.
+
+Why: a simulated trial keeps its exact state (`sim_state.npz`), not its pixels, unless it failed
+(`harness run --video failures`). Any video can be drawn afterwards: with the recorded camera, size
+and rate it is the video an eager run would have drawn, frame for frame (the same frame requests,
+sensor noise included, drawn by `SimWorld.render_request`, encoded by the evidence writer's
+`VideoEncoder`); with `--view` a MuJoCo free camera follows the gripper and cube from any angle.
+
+`--failures RUN_FOLDER` draws the videos the run's failed and voided attempts lack (recorded with
+`--video none`, or before lazy videos existed), into their evidence folders, under the run folder's
+writer lock.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from harness.errors import HarnessInputError
+from harness.models.taxonomy import Label
+from harness.run.evidence import VideoEncoder
+from harness.sim.trajectory import TRAJECTORY_FILE, Trajectory, load_trajectory
+from harness.sim.world import NOISE_PATTERNS, FrameRequest, SimWorld
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    camera: str | None = None                      # a mounted camera (default top, unless `view`)
+    view: tuple[float, float, float] | None = None  # a free camera: azimuth, elevation (deg), distance (m)
+    size: tuple[int, int] | None = None             # default: the recorded video's
+    fps: float | None = None                        # default: the recorded video's
+
+
+def trajectory_of(folder: Path) -> Trajectory:
+    """The trial folder's trajectory, checked against this installation's model files."""
+    path = folder / TRAJECTORY_FILE
+    if not folder.is_dir():
+        raise HarnessInputError(folder, None, "no such trial folder")
+    if not path.is_file():
+        raise HarnessInputError(folder, TRAJECTORY_FILE, "missing: a real arm's trial, or one recorded before "
+                                                         "simulated trials kept their state")
+    trajectory = load_trajectory(path)
+    trajectory.check_model()
+    return trajectory
+
+
+def frames(trajectory: Trajectory, settings: ReplaySettings) -> Iterator[np.ndarray]:
+    """The replay's frames, in order."""
+    camera = settings.camera or ("top" if settings.view is None else None)
+    if camera is not None and camera not in trajectory.cameras:
+        raise HarnessInputError(None, "--camera", f"{camera}: this trial recorded {', '.join(trajectory.cameras)}")
+    width, height = settings.size or trajectory.video_size
+    fps = settings.fps or float(trajectory.meta["video_fps"])
+    world = SimWorld(trajectory.geometry, control_fps=int(trajectory.meta["control_fps"]))
+    try:
+        recorded = (settings.view is None and (width, height) == trajectory.video_size
+                    and abs(fps - float(trajectory.meta["video_fps"])) < 1e-9)
+        if recorded:   # the recorded frames exactly: same requests, same noise
+            for _, request in trajectory.frame_requests(camera):
+                yield world.render_request(request)
+            return
+        for i, row in enumerate(trajectory.rows_at(fps)):
+            qpos = trajectory.posed_qpos[row]
+            if settings.view is not None:
+                yield world.render_view(qpos, settings.view, width, height)
+            else:
+                yield world.render_request(FrameRequest(camera, width, height, qpos, i % NOISE_PATTERNS, False))
+    finally:
+        world.close()
+
+
+def replay(folder: Path, settings: ReplaySettings, out: Path) -> int:
+    """Draw the replay into `out`: an .mp4, or else a folder of PNG frames (lossless). Returns the frames
+    written; written under a `.partial` name and renamed, so a killed replay leaves no half video."""
+    trajectory = trajectory_of(folder)
+    fps = settings.fps or float(trajectory.meta["video_fps"])
+    partial = out.with_name(out.name + ".partial")
+    count = 0
+    drawn = _progress(frames(trajectory, settings), f"{folder.name}", len(trajectory.rows_at(fps)))
+    if out.suffix.lower() == ".mp4":
+        encoder: VideoEncoder | None = None
+        for frame in drawn:
+            if encoder is None:
+                encoder = VideoEncoder(partial, fps, frame.shape[1], frame.shape[0])
+            encoder.add(frame)
+            count += 1
+        if encoder is not None:
+            encoder.close()
+            partial.replace(out)
+        return count
+    from PIL import Image
+
+    partial.mkdir(parents=True, exist_ok=True)
+    for frame in drawn:
+        Image.fromarray(frame).save(partial / f"frame-{count:04d}.png")
+        count += 1
+    if out.exists():
+        raise HarnessInputError(out, "-o", "exists: name a new folder (or an .mp4)")
+    partial.rename(out)
+    return count
+
+
+def replay_failures(run_folder: Path, sheet_path: Path) -> list[Path]:
+    """Draw every recorded camera's video that a failed or voided attempt's folder lacks; returns the videos
+    written."""
+    from harness.models.lock import WriterLock
+    from harness.models.scoresheet import load_scoresheet
+
+    if not run_folder.is_dir():
+        raise HarnessInputError(run_folder, None, "no such run folder")
+    if not sheet_path.is_file():
+        raise HarnessInputError(sheet_path, "--scoresheet", "not found: name the run's scoresheet")
+    sheet = load_scoresheet(sheet_path)
+    written: list[Path] = []
+    with WriterLock(run_folder, "harness replay --failures", folder=True):
+        for attempt in sheet.attempts:
+            if attempt.label == Label.SUCCESS:
+                continue
+            folder = run_folder / f"trial-{attempt.trial_index:03d}-a{attempt.attempt}"
+            if not (folder / TRAJECTORY_FILE).is_file():
+                continue
+            trajectory = trajectory_of(folder)
+            for camera in trajectory.cameras:
+                video = folder / f"{camera}.mp4"
+                if not video.exists():
+                    replay(folder, ReplaySettings(camera=camera), video)
+                    written.append(video)
+    return written
+
+
+def _progress(items: Iterator[np.ndarray], name: str, total: int) -> Iterator[np.ndarray]:
+    """A progress bar on stderr when it is a terminal (rendering is seconds per video)."""
+    from tqdm import tqdm
+
+    yield from tqdm(items, desc=name, total=total, unit="frame", disable=not sys.stderr.isatty(), leave=False)
