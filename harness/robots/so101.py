@@ -90,7 +90,7 @@ class BusCheckedSO101Follower(SO101Follower):
     def _drop_stale_replies(self) -> None:
         """scservo resyncs on the next `FF FF` and never clears its input: a reply that came after its
         timeout would be read as the answer to the next question."""
-        self.bus.port_handler.ser.reset_input_buffer()
+        self.bus.serial.reset_input_buffer()
 
     def _torque_fault(self, where: str) -> ServoBusFault | None:
         reset, tripped = self.torque_lost()
