@@ -123,6 +123,19 @@ def test_relocking_bus_refuses_to_program_with_two_servos_on_the_bus() -> None:
     assert [s.current_id for s in chain.servos] == [1, 5]
 
 
+def test_relocking_bus_refuses_to_program_a_servo_of_another_model() -> None:
+    """LeRobot's model-number check, kept: an SCS-series servo (model 1284 here) has another register
+    map, so nothing is written to it, not even torque off."""
+    chain = ServoChain([Servo("gripper", 1, model=1284)])
+    with PtyBus(chain) as bus:
+        motor_bus = RelockingFeetechBus(bus.port, {"gripper": Motor(6, "sts3215", MotorNormMode.RANGE_0_100)})
+        with pytest.raises(BusSafetyError, match=r"servo 1 reports model number 1284, not sts3215's 777"):
+            motor_bus.setup_motor("gripper")
+        motor_bus.port_handler.closePort()
+    servo = chain.servo("gripper")
+    assert (servo.current_id, servo.eeprom_writes) == (1, 0)
+
+
 def test_relocking_bus_leaves_eeprom_locked_after_a_session() -> None:
     chain = _arm()
     with PtyBus(chain) as bus:

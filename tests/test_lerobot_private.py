@@ -51,7 +51,7 @@ def test_each_private_call_the_adapter_relies_on(pin: Pinned, stock_bus: Feetech
 
 def test_the_pins_catch_a_renamed_parameter(monkeypatch) -> None:
     """The check above is not vacuous: a `_write` whose parameter was renamed is reported by name."""
-    def renamed(self, address, length, motor_id, value, *, num_retry=0, raise_on_error=True):  # noqa: ANN001
+    def renamed(self, address, length, motor_id, value, *, num_retry=0, raise_on_error=True):
         return 0, 0
 
     monkeypatch.setattr(FeetechMotorsBus, "_write", renamed)
