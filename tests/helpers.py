@@ -1,13 +1,27 @@
-"""Builders shared by tests: a locked scoresheet over the small protocol, fake attempts."""
+"""Builders shared by tests: a locked scoresheet over the small protocol, fake attempts; `wait_until`."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.models.protocol import load_protocol
 from harness.models.scoresheet import Attempt, Scoresheet, attempt_from_label, build_locked, lock_scoresheet
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def wait_until[T](condition: Callable[[], T], timeout_s: float, what: str, poll_s: float = 0.01) -> T:
+    """The first truthy value of `condition`, asked until `timeout_s` has passed; then an AssertionError
+    naming `what`. The suite's one polling loop (tests/test_suite_rules.py allows its sleep): a test
+    waits on the condition it needs, never for a guessed time."""
+    deadline = time.monotonic() + timeout_s
+    while not (value := condition()):
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"not within {timeout_s:g} s: {what}")
+        time.sleep(poll_s)
+    return value
 
 
 def small_protocol_copy(folder: Path) -> Path:

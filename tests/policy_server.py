@@ -9,8 +9,9 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
+
+from tests.helpers import wait_until
 
 
 def free_port() -> int:
@@ -49,17 +50,21 @@ class PolicyServerProcess:
             cwd=self.workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
         threading.Thread(target=self._read, daemon=True).start()
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        def listening() -> bool:
             if self._process.poll() is not None:
                 raise RuntimeError("the policy server exited:\n" + "".join(self.lines[-20:]))
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                return self
             except OSError:
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"the policy server did not listen on {self.port} within {timeout_s} s")
+                return False
+            return True
+
+        try:
+            wait_until(listening, timeout_s, f"the policy server listening on {self.port}", poll_s=0.2)
+        except AssertionError:
+            self.stop()
+            raise RuntimeError(f"the policy server did not listen on {self.port} within {timeout_s} s") from None
+        return self
 
     def kill_after(self, inferences: int) -> None:
         """Kill the server once it has run this many more inferences (counted from now)."""

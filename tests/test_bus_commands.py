@@ -17,6 +17,7 @@ import serial
 from harness.bus.pty_port import PtyBus
 from harness.bus.wire import Wire
 from tests.bus_people import arm
+from tests.helpers import wait_until
 
 HARNESS = [sys.executable, "-m", "harness.cli"]
 
@@ -37,20 +38,24 @@ class Lines:
 
     def wait_for(self, text: str, timeout: float = 60.0) -> str:
         """The line holding the next `text` after the last one waited for."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def line() -> str | None:
             with self._lock:
                 at = self.text.find(text, self._read_to)
-                if at >= 0:
-                    self._read_to = at + len(text)
-                    start = self.text.rfind("\n", 0, at) + 1
-                    end = self.text.find("\n", at)
-                    return self.text[start:end if end >= 0 else len(self.text)]
-            time.sleep(0.02)
-        raise AssertionError(f"never printed {text!r}; printed:\n{self.text}")
+                if at < 0:
+                    return None
+                self._read_to = at + len(text)
+                start = self.text.rfind("\n", 0, at) + 1
+                end = self.text.find("\n", at)
+                return self.text[start:end if end >= 0 else len(self.text)]
+
+        try:
+            return wait_until(line, timeout, f"printed {text!r}", poll_s=0.02)
+        except AssertionError:
+            raise AssertionError(f"never printed {text!r}; printed:\n{self.text}") from None
 
     def drain(self, seconds: float) -> str:
-        time.sleep(seconds)
+        """What is printed within `seconds`: a window in which something must NOT happen."""
+        time.sleep(seconds)   # behaviour: the window itself is what is checked (nothing printed, nothing exits)
         with self._lock:
             new, self._read_to = self.text[self._read_to:], len(self.text)
         return new

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from harness.cli import main
-from tests.helpers import REPO
+from tests.helpers import REPO, wait_until
 
 HARNESS = [sys.executable, "-m", "harness.cli"]
 
@@ -49,10 +49,9 @@ def test_sigkill_mid_collection_then_rerun_gives_one_intact_dataset(tmp_path) ->
     rng = random.Random(21)
     child = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     kill_after = rng.choice([3, 4])  # attempts journaled: past a checkpoint, mid-segment
-    deadline = time.monotonic() + 600
-    while _journal_attempts(journal) < kill_after and child.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(rng.uniform(0.0, 1.0))  # somewhere inside the next attempt or LeRobot's save
+    wait_until(lambda: _journal_attempts(journal) >= kill_after or child.poll() is not None, 600,
+               f"{kill_after} attempts journaled", poll_s=0.05)
+    time.sleep(rng.uniform(0.0, 1.0))  # behaviour: the kill lands somewhere inside the next attempt or LeRobot's save
     assert child.poll() is None, "finished before it could be killed"
     child.send_signal(signal.SIGKILL)
     child.wait()

@@ -121,7 +121,7 @@ def test_a_sweep_reports_done_once_every_joint_went_through_its_range(desk) -> N
     def watch() -> None:
         while not stop.is_set():
             seen.append(_joint_deg(rig, "gripper"))
-            time.sleep(0.01)
+            time.sleep(0.01)   # behaviour: an observer sampling the joint at 100 Hz, not a wait
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()

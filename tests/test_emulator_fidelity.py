@@ -5,7 +5,6 @@ Every test talks bytes through scservo_sdk or LeRobot's own bus over the pseudo-
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 import scservo_sdk as scs
@@ -18,6 +17,7 @@ from harness.bus.emulator import ErrorBit, Servo, ServoChain
 from harness.bus.pty_port import PtyBus
 from harness.bus.scenario import Rig, Scenario, ServoSpec, build_chain, run_command
 from harness.bus.wire import Wire
+from tests.helpers import wait_until
 
 
 def _bus(port: str, name: str = "elbow_flex", motor_id: int = 1) -> FeetechMotorsBus:
@@ -33,10 +33,7 @@ def _sdk(port: str) -> tuple[scs.PortHandler, scs.PacketHandler]:
 
 
 def _wait_for(predicate, timeout_s: float = 3.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
+    wait_until(predicate, timeout_s, "condition not reached in time")
 
 
 def test_homing_offset_shifts_present_position_both_ways() -> None:
@@ -126,8 +123,7 @@ def test_health_registers_read_plausible_values() -> None:
         assert 0 < idle_current < 20                                                       # 6.5 mA units
         bus.enable_torque()
         bus.write("Goal_Position", "elbow_flex", 3500, normalize=False)
-        time.sleep(0.1)
-        assert bus.read("Present_Load", "elbow_flex", normalize=False) > 0   # pushing toward the goal
+        _wait_for(lambda: bus.read("Present_Load", "elbow_flex", normalize=False) > 0)   # pushing toward the goal
         assert bus.read("Present_Current", "elbow_flex", normalize=False) > idle_current
         bus.disconnect()
 

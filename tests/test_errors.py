@@ -61,6 +61,7 @@ def test_the_console_entry_keeps_exit_code_output_and_exit_handlers(tmp_path) ->
         "import atexit, threading, time\n"
         "from harness.cli import entry\n"
         "atexit.register(lambda: print('atexit ran', flush=True))\n"
+        # behaviour: a thread that outlives entry() by 0.3 s, whose output must survive the exit
         "threading.Thread(target=lambda: (time.sleep(0.3), print('thread finished'))).start()\n"
         "print('buffered line', end='')\n"
         "entry(['protocol', 'check', 'no-such-protocol.yaml'])\n"

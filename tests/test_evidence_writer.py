@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import av
@@ -26,6 +25,7 @@ from harness.run.evidence import EvidenceRecorder
 from harness.run.evidence_writer import EvidenceWriter
 from harness.sim.units import to_sim
 from harness.sim.world import SimWorld
+from tests.helpers import wait_until
 
 CAMERAS = ["top", "wrist"]
 
@@ -130,6 +130,7 @@ def test_a_full_queue_drops_frames_and_the_folder_says_so(tmp_path) -> None:
 
 @pytest.mark.slow
 def test_a_killed_run_leaves_no_writer_process_behind() -> None:
+    # behaviour: a run that stays alive (60 s) until the test kills it
     script = ("import sys, time\nfrom harness.run.evidence_writer import EvidenceWriter\n"
               "w = EvidenceWriter(lanes=2)\nprint(*w.pids, flush=True)\ntime.sleep(60)\n")
     run = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
@@ -138,10 +139,7 @@ def test_a_killed_run_leaves_no_writer_process_behind() -> None:
     assert len(children) == 2
     run.send_signal(signal.SIGKILL)
     run.wait()
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and any(_running(child) for child in children):
-        time.sleep(0.1)
-    assert not any(_running(child) for child in children)
+    wait_until(lambda: not any(_running(child) for child in children), 15, "the writer's lanes ending with it")
 
 
 def _running(pid: int) -> bool:

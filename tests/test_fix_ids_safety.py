@@ -4,8 +4,8 @@ mixed firmware before LeRobot does: each test is one finding of issue 14, on the
 from __future__ import annotations
 
 import os
+import select
 import threading
-import time
 
 import pytest
 from lerobot.motors.feetech import FeetechMotorsBus
@@ -200,7 +200,7 @@ def test_enter_pressed_while_busy_does_not_answer_the_next_prompt() -> None:
     master, slave = os.openpty()
     with os.fdopen(slave, "r", closefd=True) as stdin, open(os.devnull, "w") as stdout:
         os.write(master, b"y\n\n")        # typed while LeRobot was loading
-        time.sleep(0.05)
+        assert select.select([stdin], [], [], 5.0)[0], "the typed keys never reached the terminal"
         later = threading.Timer(0.3, lambda: os.write(master, b"n\n"))
         later.start()
         answer = TerminalOperator(stdin=stdin, stdout=stdout).confirm("Repair it now?")

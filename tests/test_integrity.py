@@ -115,7 +115,7 @@ HOLDER = textwrap.dedent("""
     from harness.models.lock import WriterLock
     lock = WriterLock(sys.argv[1], "harness run").acquire()
     print("held", flush=True)
-    time.sleep(60)
+    time.sleep(60)   # behaviour: the lock held until the test kills this process
 """)
 
 

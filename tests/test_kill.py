@@ -43,7 +43,7 @@ def test_sigkill_at_random_moments_loses_nothing_scored(tmp_path) -> None:
             line = child.stdout.readline()
             assert line, f"the writer ended before it was killed (exit {child.wait()})"
             lines.append(line)
-        time.sleep(rng.uniform(0.0, 0.02))
+        time.sleep(rng.uniform(0.0, 0.02))   # behaviour: the kill lands at a random moment of a write
         child.send_signal(signal.SIGKILL)
         out, _ = child.communicate()
         assert child.returncode == -signal.SIGKILL

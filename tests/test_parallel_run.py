@@ -15,6 +15,7 @@ import pytest
 from harness.cli import main
 from harness.models.scoresheet import load_scoresheet
 from harness.models.taxonomy import Label
+from tests.helpers import wait_until
 
 PROTOCOL_ARGS = ["protocol", "new", "--randomized", "--n", "4", "--radius-cm", "4", "--min-spacing-cm", "1.2",
                  "--max-yaw-deg", "20", "--seed", "3"]
@@ -67,15 +68,16 @@ def test_parallel_run_records_what_a_serial_run_records(tmp_path: Path) -> None:
 def _kill_first_busy_worker(killed: list[int], stop: threading.Event) -> None:
     import psutil
 
-    while not stop.is_set() and not killed:
-        for proc in psutil.process_iter(["pid", "cmdline"]):
-            title = " ".join(proc.info["cmdline"] or [])
-            if "TrialWorkerImpl.run_trial" in title:
-                time.sleep(1.0)   # well inside the trial
-                os.kill(proc.info["pid"], signal.SIGKILL)
-                killed.append(proc.info["pid"])
-                return
-        time.sleep(0.2)
+    def busy_worker() -> int | None:
+        return next((proc.info["pid"] for proc in psutil.process_iter(["pid", "cmdline"])
+                     if "TrialWorkerImpl.run_trial" in " ".join(proc.info["cmdline"] or [])), None)
+
+    found = wait_until(lambda: stop.is_set() or busy_worker(), 600, "a worker running a trial", poll_s=0.2)
+    if found is True:            # the run ended first: the test says no worker was seen
+        return
+    time.sleep(1.0)   # behaviour: the kill lands well inside the trial, not at its first step
+    os.kill(found, signal.SIGKILL)
+    killed.append(found)
 
 
 @pytest.mark.slow

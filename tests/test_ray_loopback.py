@@ -21,19 +21,14 @@ import pytest
 
 from harness.cli import main
 from harness.errors import HarnessInputError
+from tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 GONE_WITHIN_S = 10.0
 
 
 def _wait_for(condition, deadline_s: float, what: str):
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"not within {deadline_s} s: {what}")
+    return wait_until(condition, deadline_s, what, poll_s=0.2)
 
 
 def _family(pid: int) -> list[psutil.Process]:

@@ -16,6 +16,7 @@ from lerobot.motors import Motor, MotorNormMode
 from lerobot.motors.feetech import FeetechMotorsBus
 
 from harness.bus.scenario import DEFAULT_ASSEMBLY, SO101_NAMES, default_scenario, factory_fresh_scenario, open_rig
+from tests.helpers import wait_until
 from tests.lerobot_tool import LeRobotTool
 
 MIDDLE_POSE_DEG = {name: (45.0 if name == "gripper" else 0.0) for name in SO101_NAMES}
@@ -27,10 +28,7 @@ def _joint_deg(rig, name: str) -> float:
 
 
 def _wait_until(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
+    wait_until(predicate, timeout_s, what, poll_s=0.05)
 
 
 @pytest.mark.slow
@@ -88,7 +86,7 @@ def test_calibrate_by_hand_writes_a_calibration_the_follower_then_uses(tmp_path:
         goal = {**present, "elbow_flex.pos": 30.0, "shoulder_lift.pos": -20.0}
         for _ in range(60):
             robot.send_action(goal)
-            time.sleep(1 / 30)
+            time.sleep(1 / 30)   # behaviour: a 30 Hz control loop's period, two seconds of it
         assert robot.get_observation()["elbow_flex.pos"] == pytest.approx(30.0, abs=1.0)
         # LeRobot's 0 degrees is the middle of the recorded range (the table cut the elbow's sweep short),
         # so the joint itself sits where that calibration puts 30 degrees.

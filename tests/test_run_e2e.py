@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -16,19 +15,14 @@ import yaml
 
 from harness.cli import main
 from harness.models.scoresheet import load_scoresheet
-from tests.helpers import REPO, small_protocol_copy
+from tests.helpers import REPO, small_protocol_copy, wait_until
 from tests.tiny_policy import save_tiny_act
 
 HARNESS = [sys.executable, "-m", "harness.cli"]
 
 
 def _wait_for(predicate, timeout: float) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
+    return bool(wait_until(predicate, timeout, "the run's progress", poll_s=0.05))
 
 
 def _finals(sheet_path: Path) -> list[int]:

@@ -3,12 +3,10 @@ delivered to `HarnessSimCamera` (type `harness_sim`), with the faults a real cam
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +17,7 @@ from lerobot.utils.errors import DeviceNotConnectedError
 from harness.bus.scenario import default_scenario, open_rig
 from harness.sim.config_sim_camera import HarnessSimCameraConfig
 from harness.sim.sim_camera import HarnessSimCamera
+from tests.helpers import wait_until
 
 
 def _camera(socket: Path, name: str = "top", width: int = 320, height: int = 240) -> HarnessSimCamera:
@@ -26,6 +25,26 @@ def _camera(socket: Path, name: str = "top", width: int = 320, height: int = 240
                                                      height=height, fps=30))
     camera.connect()
     return camera
+
+
+def _changed(a: np.ndarray, b: np.ndarray) -> float:
+    """The share of pixels that differ by more than sensor noise."""
+    return float((np.abs(a.astype(int) - b.astype(int)).max(axis=2) > 40).mean())
+
+
+def _settled(camera: HarnessSimCamera) -> tuple[np.ndarray] | None:
+    """(a frame of a still scene,) when the next one shows the same picture up to noise, else None: a
+    frame drawn while the arm was moving may still be on its way after the servos stopped."""
+    frame = camera.read()
+    return (frame,) if _changed(frame, camera.read()) < 0.001 else None
+
+
+def _frames_stopped(camera: HarnessSimCamera) -> bool:
+    try:
+        camera.async_read(timeout_ms=100)
+    except TimeoutError:
+        return True
+    return False
 
 
 def test_frames_arrive_through_lerobots_camera_factory(tmp_path: Path) -> None:
@@ -55,15 +74,12 @@ def test_the_top_camera_sees_the_arm_the_servos_move(tmp_path: Path) -> None:
         for name in ("shoulder_lift", "elbow_flex", "wrist_flex"):
             rig.move(name, 0.0)
         rig.wait()
-        time.sleep(0.2)
         camera = _camera(socket)
-        before = camera.read().astype(int)
+        (before,) = wait_until(lambda: _settled(camera), 5.0, "a still picture of the arm at rest")
         rig.move("shoulder_pan", 60.0, speed_deg_s=240)
         rig.wait()
-        time.sleep(0.2)
-        after = camera.read().astype(int)
-        changed = np.abs(after - before).max(axis=2) > 40
-        assert changed.mean() > 0.005     # the arm swung through the picture
+        (after,) = wait_until(lambda: _settled(camera), 5.0, "a still picture of the arm swung")
+        assert _changed(after, before) > 0.005     # the arm swung through the picture
         camera.disconnect()
 
 
@@ -83,9 +99,8 @@ def test_frozen_black_and_dropout_faults_look_as_they_do_on_a_real_camera(tmp_pa
         assert camera.read().max() == 0
 
         rig.camera("top", "dropout")
-        time.sleep(0.2)
-        with contextlib.suppress(TimeoutError):
-            camera.async_read(timeout_ms=50)     # a frame already on its way when the cable was pulled
+        # frames already on their way when the cable was pulled may still arrive; then none does
+        wait_until(lambda: _frames_stopped(camera), 5.0, "frames stopping after the cable was pulled")
         with pytest.raises(TimeoutError):
             camera.async_read(timeout_ms=300)
         with pytest.raises(TimeoutError):
@@ -171,10 +186,7 @@ def test_the_cameras_go_when_the_emulator_is_killed(tmp_path: Path) -> None:
         camera.read()
         emulator.send_signal(signal.SIGKILL)      # no clean-up of its own: the lifeline must do it
         emulator.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while _alive(renderers[0]) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _alive(renderers[0])
+        wait_until(lambda: not _alive(renderers[0]), 10, "the renderer ending with the emulator")
         assert not socket.exists()
         with pytest.raises((TimeoutError, DeviceNotConnectedError)):
             camera.async_read(timeout_ms=500)

@@ -62,11 +62,13 @@ def test_mean_error_within_target_and_inside_outside_agrees(results) -> None:
 def test_uncertainty_covers_most_errors_and_says_why_when_there_is_no_number(results) -> None:
     pairs = _errors(results)
     assert np.mean([e <= u for e, u in pairs]) >= 0.9          # a 95 % interval, within sampling
-    for f, r in results:
+    for _, r in results:
         assert (r.measurement is None) == (r.reason is not None)
-        if f.cube_visible < 0.3:  # the cube under the gripper: never a number, and the cube is the reason
-            assert r.measurement is None  # once the rim was found (the gripper may hide much of it too)
-            assert r.rim is None or r.reason in (NotMeasured.CUBE_NOT_FOUND, NotMeasured.CUBE_PARTLY_HIDDEN)
+    hidden = [r for f, r in results if f.cube_visible < 0.3]
+    assert len(hidden) >= 2, "the stress set should hold frames with the cube under the gripper"
+    for r in hidden:  # the cube under the gripper: never a number, and the cube is the reason
+        assert r.measurement is None  # once the rim was found (the gripper may hide much of it too)
+        assert r.rim is None or r.reason in (NotMeasured.CUBE_NOT_FOUND, NotMeasured.CUBE_PARTLY_HIDDEN)
 
 
 def test_p95_error_within_target(results) -> None:
@@ -81,8 +83,10 @@ def test_the_rim_found_is_the_outer_edge_not_the_inner_one_or_a_shadow(results) 
     """White-on-white and glossy lips hide their outer edge, hard shadows ring the bowl: the rim
     drawn must still be the outer edge (the inner edge is 9 % smaller, a shadow's edge about as
     much larger), wherever the rim is nearly all in view."""
-    for f, r in results:
-        if f.rim_visible >= 0.9 and r.rim is not None:
-            cx, cy, radius = f.rim_px
-            assert abs(r.rim.mean_radius_px / radius - 1) <= 0.05, (f.look.palette, r.rim, f.rim_px)
-            assert np.hypot(r.rim.cx - cx, r.rim.cy - cy) <= 0.15 * radius, (f.look.palette, r.rim, f.rim_px)
+    in_view = [(f, r) for f, r in results if f.rim_visible >= 0.9]
+    checked = [(f, r) for f, r in in_view if r.rim is not None]
+    assert len(in_view) >= 30 and len(checked) >= 0.95 * len(in_view), (len(checked), len(in_view))
+    for f, r in checked:
+        cx, cy, radius = f.rim_px
+        assert abs(r.rim.mean_radius_px / radius - 1) <= 0.05, (f.look.palette, r.rim, f.rim_px)
+        assert np.hypot(r.rim.cx - cx, r.rim.cy - cy) <= 0.15 * radius, (f.look.palette, r.rim, f.rim_px)

@@ -13,6 +13,7 @@ from harness.bus.emulator import Servo, ServoChain
 from harness.bus.pty_port import PtyBus
 from harness.bus.relocking_bus import RelockingFeetechBus
 from harness.bus.scenario import SO101_NAMES
+from tests.helpers import wait_until
 
 
 def _arm() -> ServoChain:
@@ -48,7 +49,7 @@ def test_a_reply_that_came_too_late_is_not_read_as_the_next_answer() -> None:
         # The shoulder_pan's answer to an earlier read of a 2-byte register, after that read gave up on it.
         late = p.status_packet(1, data=(0).to_bytes(2, "little"))
         os.write(bus.master, late)
-        time.sleep(0.05)
+        wait_until(lambda: motor_bus.port_handler.ser.in_waiting >= len(late), 2.0, "the late reply in the port")
         again = motor_bus.sync_read("Present_Position", normalize=False)
         dropped = motor_bus.port_handler.stale_bytes_dropped
         motor_bus.disconnect()

@@ -13,6 +13,7 @@ from harness.errors import HarnessInputError, StaleRunError
 from harness.models.checkpoint import checkpoint_name
 from harness.models.protocol import Protocol
 from harness.models.scoresheet import Scoresheet, build_locked, check_resumable, load_scoresheet, new_scoresheet
+from harness.robots.camera_spec import parse_camera_spec
 
 BUILTIN_POLICIES = ("expert", "replay")
 
@@ -43,6 +44,7 @@ def parse_cameras(items: list[str]) -> dict[str, str]:
         name, sep, source = item.partition("=")
         if not sep or not name or not source:
             raise HarnessInputError(None, "--camera", f"'{item}' is not NAME=SOURCE (e.g. top=0)")
+        parse_camera_spec(source)      # refused here, before anything is locked or connected
         cameras[name] = source
     return cameras
 

@@ -228,7 +228,7 @@ def program_alone(port: str, name: str, target_id: int, lone: Lone) -> None:
             try:
                 bus.disconnect(disable_torque=False)
             except BUS_FAULTS:
-                bus.port_handler.ser.close()
+                bus.serial.close()
 
 
 def advice_after_a_fault(state: BusState, name: str, target_id: int) -> str:

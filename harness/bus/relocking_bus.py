@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import scservo_sdk as scs
-from lerobot.motors.feetech import FeetechMotorsBus
-from lerobot.motors.motors_bus import get_address
 
 from harness.bus import protocol as p
+from harness.bus.lerobot_private import LeRobotFeetechBus
 from harness.bus.waiting_port import WaitingPortHandler
 from harness.bus.wire import Wire
 from harness.errors import BusSafetyError, NoServoAnswers, ServoBusFault
@@ -53,27 +52,23 @@ class EepromLocks:
                 "re-lock")
 
 
-class RelockingFeetechBus(FeetechMotorsBus):
+class RelockingFeetechBus(LeRobotFeetechBus):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # A port that sleeps while a reply is on its way (waiting_port.py says why), and the sync
-        # reader and writer rebuilt on it: they keep the port handler they were made with.
-        self.port_handler = WaitingPortHandler(self.port)
-        self.sync_reader = scs.GroupSyncRead(self.port_handler, self.packet_handler, 0, 0)
-        self.sync_writer = scs.GroupSyncWrite(self.port_handler, self.packet_handler, 0, 0)
+        # A port that sleeps while a reply is on its way (waiting_port.py says why).
+        self.use_port_handler(WaitingPortHandler(self.port))
         self.locks_at_connect: EepromLocks | None = None
 
-    def _handshake(self) -> None:
-        """LeRobot's handshake (every servo there, one firmware), then each servo's Lock, read before
+    def after_handshake(self) -> None:
+        """After LeRobot's handshake (every servo there, one firmware), each servo's Lock, read before
         connect's configuration writes (which re-lock) can hide that it was left unlocked."""
-        super()._handshake()
         self.locks_at_connect = self.read_locks()
 
     def read_locks(self) -> EepromLocks:
         unlocked, unread = [], []
         for name, motor in self.motors.items():
             addr, length = self._addr(motor.id, "Lock")
-            value, comm, _ = self._read(addr, length, motor.id, num_retry=2, raise_on_error=False)
+            value, comm, _ = self.read_register(addr, length, motor.id, num_retry=2, raise_on_error=False)
             if comm != scs.COMM_SUCCESS:
                 unread.append(name)
             elif value == UNLOCKED:
@@ -100,17 +95,17 @@ class RelockingFeetechBus(FeetechMotorsBus):
 
     def _addr(self, motor_id: int, name: str) -> tuple[int, int]:
         model = next((m.model for m in self.motors.values() if m.id == motor_id), "sts3215")
-        return get_address(self.model_ctrl_table, model, name)
+        return self.address(model, name)
 
     def _lock(self, motor_id: int, value: int) -> None:
         addr, length = self._addr(motor_id, "Lock")
-        self._write(addr, length, motor_id, value, num_retry=2)
+        self.write_register(addr, length, motor_id, value, num_retry=2)
 
     def _verify(self, motor_id: int) -> None:
         addr, length = self._addr(motor_id, "ID")
-        found, _, _ = self._read(addr, length, motor_id, num_retry=2)
+        found, _, _ = self.read_register(addr, length, motor_id, num_retry=2)
         addr, length = self._addr(motor_id, "Lock")
-        lock, _, _ = self._read(addr, length, motor_id, num_retry=2)
+        lock, _, _ = self.read_register(addr, length, motor_id, num_retry=2)
         if found != motor_id or lock != LOCKED:
             raise BusSafetyError(f"servo {motor_id}: read back ID {found}, Lock {lock} (expected {motor_id}, 1)")
 
@@ -120,7 +115,7 @@ class RelockingFeetechBus(FeetechMotorsBus):
         self._lock(motor_id, UNLOCKED)
         new_id = value if name == "ID" else motor_id
         try:
-            self._write(addr, length, motor_id, value, num_retry=0)
+            self.write_register(addr, length, motor_id, value, num_retry=0)
         except ConnectionError:
             if name != "ID":
                 raise
@@ -148,10 +143,10 @@ class RelockingFeetechBus(FeetechMotorsBus):
         """Torque off on every servo that answers, each tried on its own so one silent servo never
         leaves the others holding; returns the names of the servos that did not answer."""
         silent = []
-        for motor in self._get_motors_list(motors):
+        for motor in self.motor_names(motors):
             m = self.motors[motor]
             try:
-                self._disable_torque(m.id, m.model, num_retry=num_retry)
+                self.torque_off(m.id, m.model, num_retry=num_retry)
             except (ConnectionError, RuntimeError, OSError):
                 silent.append(motor)
         if silent:
@@ -165,15 +160,11 @@ class RelockingFeetechBus(FeetechMotorsBus):
         if silent:
             raise ServoBusFault(f"torque could not be released on {', '.join(silent)}: no answer", silent=silent)
 
-    def _disable_torque(self, motor: int, model: str, num_retry: int = 0) -> None:
-        addr, length = get_address(self.model_ctrl_table, model, "Torque_Enable")
-        self._write(addr, length, motor, 0, num_retry=num_retry)
-
     def assert_single_servo(self, tries: int = 6) -> int:
         """The ID of the only servo on the bus, or BusSafetyError naming what was heard. Broadcast pings
         until two give the same clean single reply and outnumber the garbled ones (a noisy line loses or
         garbles some replies; two servos at one baud rate garble every one)."""
-        wire = Wire(self.port_handler.ser)
+        wire = Wire(self.serial)
         clean: Counter[int] = Counter()
         garbled = 0
         for _ in range(tries):
@@ -191,9 +182,22 @@ class RelockingFeetechBus(FeetechMotorsBus):
             f"{sorted(clean) or 'none'}, {garbled} garbled of {tries}): connect only the servo you want to program"
         )
 
+    def assert_model(self, motor_id: int, model: str) -> None:
+        """LeRobot's check before `setup_motor` programs a servo: it reports the model number `model` has.
+        Another model (an SCS servo, a different STS) has another register map: an ID or baud rate written
+        at the STS3215's addresses would land in some other register."""
+        expected = self.model_number_table[model]
+        reported = self.ping(motor_id, num_retry=2)
+        if reported != expected:
+            found = "no model number" if reported is None else f"model number {reported}"
+            raise BusSafetyError(f"servo {motor_id} reports {found}, not {model}'s {expected}: connect only "
+                                 f"a {model} to program it")
+
     def setup_motor(self, motor: str, initial_baudrate: int | None = None, initial_id: int | None = None) -> None:
+        """LeRobot's `setup_motor` (find the one servo, check its model, torque off, write ID then baud
+        rate), with every EEPROM write re-locked and read back, and refused unless one servo answers."""
         if not self.is_connected:
-            self._connect(handshake=False)
+            self.open_port()
         bauds = [initial_baudrate] if initial_baudrate else list(self.model_baudrate_table[self.motors[motor].model])
         found = None
         for baud in bauds:
@@ -209,14 +213,15 @@ class RelockingFeetechBus(FeetechMotorsBus):
         if initial_id is not None and initial_id != current_id:
             raise BusSafetyError(f"expected ID {initial_id} but the servo on the bus is ID {current_id}")
         model = self.motors[motor].model
-        self._disable_torque(current_id, model, num_retry=2)
+        self.assert_model(current_id, model)
+        self.torque_off(current_id, model, num_retry=2)
         target_id = self.write_eeprom(current_id, "ID", self.motors[motor].id)
         target_baud = self.default_baudrate
         if baud != target_baud:
             value = self.model_baudrate_table[model][target_baud]
             addr, length = self._addr(target_id, "Baud_Rate")
             self._lock(target_id, UNLOCKED)
-            self._write(addr, length, target_id, value, raise_on_error=False)
+            self.write_register(addr, length, target_id, value, raise_on_error=False)
             self.set_baudrate(target_baud)
             self._lock(target_id, LOCKED)
             self._verify(target_id)
@@ -225,7 +230,7 @@ class RelockingFeetechBus(FeetechMotorsBus):
     def lock_all(self) -> None:
         for motor in self.motors.values():
             addr, length = self._addr(motor.id, "Lock")
-            self._write(addr, length, motor.id, LOCKED, raise_on_error=False)
+            self.write_register(addr, length, motor.id, LOCKED, raise_on_error=False)
 
     def disconnect(self, disable_torque: bool = True) -> None:
         """Torque off where servos answer, every servo locked, the port closed: even when some are silent."""

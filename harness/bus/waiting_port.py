@@ -23,7 +23,8 @@ import os
 import select
 
 import scservo_sdk as scs
-from lerobot.motors.feetech.feetech import patch_setPacketTimeout
+
+from harness.bus.lerobot_private import patch_setPacketTimeout
 
 log = logging.getLogger(__name__)
 CAN_WAIT = os.name == "posix"   # select() takes a serial port's descriptor on POSIX only; Windows polls as before

@@ -21,6 +21,7 @@ from lerobot.robots.so_follower import SO101Follower, SO101FollowerConfig
 
 from harness.bus.relocking_bus import EepromLocks, RelockingFeetechBus
 from harness.errors import ServoBusFault
+from harness.robots.camera_spec import parse_camera_spec
 
 REPO_CALIBRATION = Path(__file__).resolve().parents[2] / "calibration"
 BUS_ERRORS = (ConnectionError, RuntimeError, OSError)   # what LeRobot's bus, scservo and pyserial raise
@@ -90,7 +91,7 @@ class BusCheckedSO101Follower(SO101Follower):
     def _drop_stale_replies(self) -> None:
         """scservo resyncs on the next `FF FF` and never clears its input: a reply that came after its
         timeout would be read as the answer to the next question."""
-        self.bus.port_handler.ser.reset_input_buffer()
+        self.bus.serial.reset_input_buffer()
 
     def _torque_fault(self, where: str) -> ServoBusFault | None:
         reset, tripped = self.torque_lost()
@@ -194,17 +195,19 @@ class BusCheckedSO101Follower(SO101Follower):
 
 
 def camera_config(name: str, source: str, fps: int) -> CameraConfig:
-    """`source`: an OpenCV index (`"0"`) or device path (`"/dev/video2"`), or `sim[:SOCKET][@WxH]` for the
-    simulated camera of that name served by `harness emulate-bus --sim` (LeRobot camera type `harness_sim`)."""
-    if source == "sim" or source.startswith(("sim:", "sim@")):
+    """`source`: `SOURCE[@WxH][,fps=N][,fourcc=CODE]` (`camera_spec.py`): an OpenCV index (`"0"`) or device path
+    (`"/dev/video2"`) at that size, frame rate (default `fps`, the control rate) and pixel format, or
+    `sim[:SOCKET]` for the simulated camera of that name served by `harness emulate-bus --sim` (LeRobot
+    camera type `harness_sim`). Sizes default to 640x480."""
+    spec = parse_camera_spec(source)
+    if spec.simulated:
         from harness.sim.config_sim_camera import HarnessSimCameraConfig, default_socket_path
 
-        rest, _, size = source[3:].partition("@")
-        width, height = (int(v) for v in size.lower().split("x")) if size else (640, 480)
-        return HarnessSimCameraConfig(camera=name, socket_path=rest.removeprefix(":") or str(default_socket_path()),
-                                      fps=fps, width=width, height=height)
-    return OpenCVCameraConfig(index_or_path=int(source) if source.isdigit() else Path(source), fps=fps, width=640,
-                              height=480)
+        return HarnessSimCameraConfig(camera=name, socket_path=spec.socket or str(default_socket_path()),
+                                      fps=spec.fps or fps, width=spec.width, height=spec.height)
+    where = int(spec.source) if spec.source.isdigit() else Path(spec.source)
+    return OpenCVCameraConfig(index_or_path=where, fps=spec.fps or fps, width=spec.width, height=spec.height,
+                              fourcc=spec.fourcc)
 
 
 def calibration_location(robot_id: str, calibration_dir: Path | None) -> tuple[str, Path]:

@@ -35,8 +35,9 @@ def register(sub: Any) -> None:
                              "lerobot-calibrate writes), or a path to a .json file (emulated_follower for "
                              "`emulate-bus --sim`)")
     parser.add_argument("--camera", action="append", default=[], metavar="NAME=SOURCE",
-                        help="real camera: top=0 or wrist=/dev/video2; simulated (emulate-bus --sim): "
-                             "top=sim or top=sim@320x240 (repeatable)")
+                        help="real camera: top=0 or wrist=/dev/video2, optionally sized, paced and formatted: "
+                             "top=0@1280x720,fps=30,fourcc=MJPG (default 640x480 at the control rate); simulated "
+                             "(emulate-bus --sim): top=sim or top=sim@320x240 (repeatable)")
     parser.add_argument("--policy", help="LeRobot pretrained folder, or a built-in: expert, replay")
     parser.add_argument("--rename-map", help='JSON map of camera keys, e.g. \'{"top": "camera1"}\'')
     parser.add_argument("--scoresheet", help="scoresheet path (default scoresheets/<protocol>-<policy>.yaml)")

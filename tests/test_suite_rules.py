@@ -1,0 +1,116 @@
+"""The suite's own rules, read from its source (AST): every test can fail, and no test sleeps to wait.
+
+A test function must reach a failure path: an `assert`, a `raise`, `pytest.raises`/`fail`/`warns`,
+a mock's `assert_*`, or a call to a helper (any function defined under tests/, by name) that does.
+A test that only runs code proves that it does not crash, and says nothing a user can rely on.
+
+`time.sleep` in tests/ is allowed only in `helpers.wait_until` (the one polling loop, bounded by a
+deadline) and where the pause itself is the behaviour under test (a person typing late, a 30 Hz loop's
+period, a kill at a random moment): such a line, or the one above it, says so in a comment containing
+`behaviour`.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+CHECKING_CALLS = {"raises", "fail", "warns", "deprecated_call"}   # pytest.<name>
+
+
+def _functions(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+
+
+def _called_names(node: ast.AST) -> set[str]:
+    names = set()
+    for call in ast.walk(node):
+        if isinstance(call, ast.Call):
+            func = call.func
+            if isinstance(func, ast.Name):
+                names.add(func.id)
+            elif isinstance(func, ast.Attribute):
+                names.add(func.attr)
+    return names
+
+
+def _checks_directly(node: ast.AST) -> bool:
+    for child in ast.walk(node):
+        if isinstance(child, ast.Assert | ast.Raise):
+            return True
+        if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute):
+            attr = child.func.attr
+            if attr.startswith("assert_") or (attr in CHECKING_CALLS and isinstance(child.func.value, ast.Name)
+                                             and child.func.value.id == "pytest"):
+                return True
+    return False
+
+
+def _trees(folder: Path) -> dict[Path, ast.Module]:
+    return {path: ast.parse(path.read_text(encoding="utf-8"), str(path)) for path in sorted(folder.glob("*.py"))}
+
+
+def unfailing_tests(folder: Path) -> list[str]:
+    """`file:line name` of each test function in `folder` that cannot fail."""
+    trees = _trees(folder)
+    functions = [f for tree in trees.values() for f in _functions(tree)]
+    checking = {f.name for f in functions if _checks_directly(f)}
+    changed = True
+    while changed:                       # a helper that calls a checking helper checks too
+        changed = False
+        for f in functions:
+            if f.name not in checking and _called_names(f) & checking:
+                checking.add(f.name)
+                changed = True
+    found = []
+    for path, tree in trees.items():
+        if not path.name.startswith("test_"):
+            continue
+        for f in _functions(tree):
+            if f.name.startswith("test_") and not (_checks_directly(f) or _called_names(f) & checking):
+                found.append(f"{path.name}:{f.lineno} {f.name}")
+    return found
+
+
+def waiting_sleeps(folder: Path) -> list[str]:
+    """`file:line` of each `time.sleep` outside `wait_until` whose line does not say it is the behaviour."""
+    found = []
+    for path, tree in _trees(folder).items():
+        if path.name == Path(__file__).name:     # this file's samples of what is refused
+            continue
+        lines = path.read_text(encoding="utf-8").splitlines()
+        allowed = {n.lineno for f in _functions(tree) if f.name == "wait_until" for n in ast.walk(f)
+                   if hasattr(n, "lineno")}
+        for node in ast.walk(tree):
+            is_sleep = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "sleep"
+            text_sleep = isinstance(node, ast.Constant) and isinstance(node.value, str) and "time.sleep(" in node.value
+            if not (is_sleep or text_sleep) or node.lineno in allowed:
+                continue
+            if not any("behaviour" in line for line in lines[node.lineno - 2:node.end_lineno]):
+                found.append(f"{path.name}:{node.lineno}")
+    return found
+
+
+def test_every_test_function_can_fail() -> None:
+    assert not (found := unfailing_tests(TESTS)), (
+        "test functions with no assert, raise, pytest.raises/fail or checking helper:\n" + "\n".join(found))
+
+
+def test_tests_wait_on_conditions_not_sleeps() -> None:
+    assert not (found := waiting_sleeps(TESTS)), (
+        "time.sleep in tests/ outside helpers.wait_until, with no comment saying the pause is the behaviour "
+        "under test (wait on a condition with a deadline: tests.helpers.wait_until):\n" + "\n".join(found))
+
+
+def test_the_rules_catch_a_test_that_cannot_fail_and_a_sleep_that_waits(tmp_path: Path) -> None:
+    (tmp_path / "helpers.py").write_text("def expect_ok(x):\n    assert x\n\ndef indirect(x):\n    expect_ok(x)\n")
+    (tmp_path / "test_sample.py").write_text(
+        "import time\nimport pytest\nfrom helpers import indirect\n\n"
+        "def test_runs_only():\n    sum([1, 2])\n\n"
+        "def test_through_helpers():\n    indirect(1)\n\n"
+        "def test_refused():\n    with pytest.raises(ValueError):\n        int('x')\n\n"
+        "def test_waits():\n    time.sleep(0.1)\n    assert True\n\n"
+        "def test_paced():\n    time.sleep(0.1)  # the loop's period is the behaviour\n    assert True\n")
+    assert unfailing_tests(tmp_path) == ["test_sample.py:5 test_runs_only"]
+    assert waiting_sleeps(tmp_path) == ["test_sample.py:16"]
