@@ -122,6 +122,8 @@ class Protocol(_Strict):
     start_pose: dict[str, JointValue]
     fps: Annotated[int, Field(ge=1, le=200)] = 30
     episode_time_limit_s: Annotated[float, Field(gt=0, le=3600)] = 20.0
+    # a trial whose arm has not moved by then is flagged as stalled (the seed saw 11-51 s stalls)
+    stall_limit_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
     success_definition: Annotated[str, Field(min_length=1, max_length=10_000)]
     failure_taxonomy: list[str] = Field(default_factory=lambda: list(TAXONOMY))
     generator: Generator | None = None

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models import journal
+from harness.models.anatomy import TrialAnatomy
 from harness.models.lock import WriterLock
 from harness.models.locked import LockedBlock
 from harness.models.protocol import Protocol, file_sha256
@@ -127,12 +128,14 @@ class Attempt(BaseModel):
     chain_sha256: str = ""
     measured_start: dict[str, Any] | None = None   # real arm: where the top camera saw the cube at the start
     proposal: dict[str, Any] | None = None         # real arm: the label proposed from evidence, with reasons
+    anatomy: TrialAnatomy | None = None            # what the joint trace says: first motion, grasp point, phases
 
     @model_serializer(mode="wrap")
     def _omit_unmeasured(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """An attempt without a measured start or a proposal stores, and hashes, exactly as before they existed."""
+        """An attempt without a measured start, a proposal or an anatomy stores, and hashes, exactly as before
+        they existed."""
         data = handler(self)
-        for name in ("measured_start", "proposal"):
+        for name in ("measured_start", "proposal", "anatomy"):
             if data.get(name) is None:
                 data.pop(name, None)
         return data

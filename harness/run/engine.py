@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from harness.errors import EmergencyStopped, PolicyFailed, RobotFault, RunPaused, ServoBusFault
+from harness.models.anatomy import TrialAnatomy
 from harness.models.protocol import JOINT_NAMES, Trial
 from harness.models.protocol import Protocol as EvalProtocol
 from harness.models.scoresheet import Attempt, LoopStats, Scoresheet, attempt_from_label, now_iso
@@ -24,6 +25,7 @@ from harness.models.taxonomy import Label, Void, VoidKind
 from harness.policies.async_client import PolicyServerLost
 from harness.policies.base import EvalPolicy, TrialContext
 from harness.realtime import realtime_thread
+from harness.run.anatomy import GraspPoints, anatomy_from_rows, with_cube_start
 from harness.run.camera_watch import CameraWatch, DropoutPolicy
 from harness.run.clock import Clock
 from harness.run.evidence import EvidenceRecorder, VideoMode
@@ -128,6 +130,7 @@ class RunEngine:
         self.options = options or RunOptions()
         self.period = 1.0 / protocol.fps
         self._told_priority = False
+        self._grasp_points: GraspPoints | None = None   # forward kinematics, built at the first recorded trial
 
     # --- the run -----------------------------------------------------------
     def run(self) -> int:
@@ -301,15 +304,27 @@ class RunEngine:
             decision = ScoreDecision(Label.VOID, Void(VoidKind.OPERATOR_VOID), decision.note)
         if decision.label != Label.SUCCESS:   # drawn before the stop's critical section, which waits for it
             recorder.draw_videos()
+        anatomy = self._anatomy(trial, recorder.rows)
         with self.robot.recording() as stopped:
             if stopped and (decision.void is None or decision.void.kind is not VoidKind.EMERGENCY_STOP):
                 decision = ScoreDecision(Label.VOID, Void(VoidKind.EMERGENCY_STOP), decision.note)
             artifacts = {**recorder.complete(videos=decision.label != Label.SUCCESS), **extra_artifacts}
-            attempt = self._append_scored(trial, number, verdict, decision, artifacts, episode, started, t_start)
+            attempt = self._append_scored(trial, number, verdict, decision, artifacts, episode, started, t_start,
+                                          anatomy)
         return attempt, decision.void if decision.label == Label.VOID else None
 
+    def _anatomy(self, trial: Trial, rows: list[dict[str, Any]]) -> TrialAnatomy | None:
+        """What the joint trace says (first motion, where the gripper closed, phases), with the planned cube
+        start; a real arm's measured start replaces it when the attempt is recorded."""
+        if self._grasp_points is None:
+            self._grasp_points = GraspPoints()
+        scene = self.protocol.scene
+        return anatomy_from_rows(rows, self._grasp_points, scene.trained_cube_xy_cm, (trial.dx_cm, trial.dy_cm),
+                                 scene.bowl_xy_cm, self.protocol.stall_limit_s)
+
     def _append_scored(self, trial: Trial, number: int, verdict: dict[str, Any] | None, decision: ScoreDecision,
-                       artifacts: dict[str, Any], episode: EpisodeOutcome, started: str, t_start: float) -> Attempt:
+                       artifacts: dict[str, Any], episode: EpisodeOutcome, started: str, t_start: float,
+                       anatomy: TrialAnatomy | None = None) -> Attempt:
         log.info("trial %d attempt %d: %s%s", trial.index, number, decision.label,
                  f" ({decision.void_reason})" if decision.void else "")
         ended = now_iso()
@@ -331,6 +346,12 @@ class RunEngine:
         stage_fields = getattr(self.stage, "attempt_fields", None)   # a real arm's measured start and proposal
         if stage_fields is not None:
             fields.update(stage_fields(decision.label))
+        start = fields.get("measured_start") or {}
+        if anatomy is not None and start.get("dx_cm") is not None and start.get("dy_cm") is not None:
+            scene = self.protocol.scene
+            anatomy = with_cube_start(anatomy, (float(start["dx_cm"]), float(start["dy_cm"])), scene.bowl_xy_cm,
+                                      scene.trained_cube_xy_cm)
+        fields["anatomy"] = anatomy
         return self.sheet.add_attempt(attempt_from_label(decision.label, **fields))
 
     def _may_freeze(self, trial: Trial) -> bool:

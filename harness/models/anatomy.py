@@ -1,0 +1,119 @@
+"""Failure anatomy as data: what one trial's proprioception says (when the arm first moved, where the
+gripper closed against where the cube stood, the phases it went through and the one it ended in), and
+what a run's trials say together (the tracking slope: does the policy follow the cube, or go to the
+trained position whatever the cube's offset).
+
+The per-trial record is computed when the attempt is recorded (`harness.run.anatomy`, forward
+kinematics through the simulator's SO-101 model) and stored with the attempt; the run-level figures
+are computed here from the stored records, so a report over thousands of attempts stays cheap.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Phase(StrEnum):
+    """The phases of a pick and place, in the order a successful trial goes through them."""
+
+    WAIT = "wait"              # before the arm first moves
+    APPROACH = "approach"      # moving towards the cube, gripper open
+    CLOSE = "close"            # the gripper closing
+    LIFT = "lift"              # holding the cube, raising it
+    TRANSPORT = "transport"    # carrying it
+    RELEASE = "release"        # opening over the target
+    WITHDRAW = "withdraw"      # moving away after the release
+
+
+class PhaseSpan(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    phase: Phase
+    start_s: float
+    end_s: float
+
+
+class TrialAnatomy(BaseModel):
+    """One trial from its joint trace. Positions are table centimetres relative to the trained cube
+    position (x away from the robot, y to its left), the frame of a trial's planned offset."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    first_motion_s: float | None = Field(description="episode time at which a joint first moved beyond the "
+                                                     "threshold; null: the arm never moved")
+    stalled: bool = Field(description="no motion within the protocol's stall limit")
+    stall_limit_s: float
+    cube_start_cm: tuple[float, float] = Field(description="planned offset, or the measured start on a real arm")
+    closed_at_s: float | None = Field(description="when the gripper closed (holding the cube, or shut on nothing)")
+    grasp_point_cm: tuple[float, float] | None = Field(description="the gripper's grasp point on the table when it "
+                                                                   "closed")
+    grasp_height_cm: float | None = Field(None, description="grasp point above the table when it closed")
+    holding: bool = Field(description="the gripper stopped short of its command: something between the jaws")
+    max_lift_cm: float = Field(0.0, description="grasp point's highest rise above where it closed, while holding")
+    lifted_at_s: float | None = Field(None, description="when the grasp point had risen 2 cm while holding")
+    released_at_s: float | None = None
+    release_point_cm: tuple[float, float] | None = None
+    release_height_cm: float | None = None
+    phases: list[PhaseSpan] = Field(default_factory=list)
+    ended_in: Phase = Field(description="the last phase the trial reached")
+    summary: str = Field(description="one line: what the trace says happened")
+
+    @property
+    def grasp_offset_cm(self) -> tuple[float, float] | None:
+        """Where the gripper closed, relative to the cube's start."""
+        if self.grasp_point_cm is None:
+            return None
+        return (self.grasp_point_cm[0] - self.cube_start_cm[0], self.grasp_point_cm[1] - self.cube_start_cm[1])
+
+    def phase_start(self, phase: Phase) -> float | None:
+        return next((p.start_s for p in self.phases if p.phase is phase), None)
+
+
+class TrackingFit(BaseModel):
+    """Grasp point offset from the trained position regressed on the cube's offset, both axes pooled
+    (x on x, y on y): slope 1 follows the cube, 0 goes to the trained position regardless."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    n: int = Field(description="trials with a grasp point")
+    slope: float
+    slope95: tuple[float, float] = Field(description="95 % interval (t distribution)")
+    intercept_cm: tuple[float, float] = Field(description="per axis: where the gripper closes for a cube on the "
+                                                          "trained position")
+    residual_sd_cm: float = Field(description="spread of grasp points around the fit")
+    cube_spread_cm: float = Field(description="spread of cube offsets: a slope needs cubes in more than one place")
+
+
+def tracking_fit(cubes: list[tuple[float, float]], grasps: list[tuple[float, float]]) -> TrackingFit | None:
+    """Least squares with a common slope and a per-axis intercept; None under three trials or with every cube
+    at one spot (a slope then says nothing)."""
+    n = len(cubes)
+    if n < 3:
+        return None
+    c = np.asarray(cubes, dtype=float)
+    g = np.asarray(grasps, dtype=float)
+    centred_c = c - c.mean(axis=0)
+    spread = float(np.sqrt((centred_c ** 2).sum(axis=1).mean()))
+    sxx = float((centred_c ** 2).sum())
+    if sxx < 1e-6:
+        return None
+    centred_g = g - g.mean(axis=0)
+    slope = float((centred_c * centred_g).sum() / sxx)
+    intercept = g.mean(axis=0) - slope * c.mean(axis=0)
+    residuals = g - (intercept + slope * c)
+    dof = 2 * n - 3                                  # two coordinates per trial, one slope, two intercepts
+    sigma2 = float((residuals ** 2).sum() / dof)
+    half = _t975(dof) * math.sqrt(sigma2 / sxx)
+    return TrackingFit(n=n, slope=round(slope, 4), slope95=(round(slope - half, 4), round(slope + half, 4)),
+                       intercept_cm=(round(float(intercept[0]), 3), round(float(intercept[1]), 3)),
+                       residual_sd_cm=round(math.sqrt(sigma2), 3), cube_spread_cm=round(spread, 3))
+
+
+def _t975(dof: int) -> float:
+    from scipy.stats import t
+
+    return float(t.ppf(0.975, dof))

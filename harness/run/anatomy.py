@@ -1,0 +1,206 @@
+"""A trial's anatomy from its proprioception alone: the joint positions the arm reported and the gripper
+commands it was sent, each step, as a real arm records them too.
+
+The grasp point comes from forward kinematics of the reported joints through the SO-101 model the
+simulator uses (LeRobot units to radians as the arm's calibration defines them, `sim.units`). The
+events mirror the simulator judge's rules, with what a joint trace can see instead of contact forces:
+the gripper *holding* is the gripper stopped short of a closing command (something is between the
+jaws); holding confirmed after the judge's own 0.25 s; lifted when the grasp point has risen the
+judge's 2 cm; released when the gripper opens again. Constants below are those rules' numbers, not
+tuned on any run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from harness.models.anatomy import Phase, PhaseSpan, TrialAnatomy
+from harness.models.protocol import JOINT_NAMES
+
+FIRST_MOTION_DEG = 2.0       # a body joint this far from where the episode started it: the arm moved
+GRIPPER_MOTION = 5.0         # gripper units (0-100) of travel that count as motion
+CLOSING = 5.0                # the gripper this far below its opening so far: it is closing
+HOLD_GAP = 4.0               # reported gripper this far above a closing command: stopped by something
+STILL = 0.6                  # gripper units per step below which the gripper is not moving
+GRASP_HOLD_S = 0.25          # the judge's grasp_hold_s
+LIFT_CM = 2.0                # the judge's lift_min_m
+TRANSPORT_CM = 2.0           # grasp point this far (horizontally) from where it lifted: carrying
+REOPEN = 2.0                 # gripper this far above its holding position: opening
+OPENED = 10.0                # ... and this far: open (released)
+
+
+class GraspPoints:
+    """Forward kinematics of the SO-101's grasp point (the simulator's `grasp_point` site)."""
+
+    def __init__(self) -> None:
+        from harness.sim.kinematics import TopDownIK
+        from harness.sim.scene import SceneGeometry, build_model
+
+        self._ik = TopDownIK(build_model(SceneGeometry()))
+
+    def of(self, joints_lerobot: np.ndarray) -> np.ndarray:
+        """(n, 6) joint positions in LeRobot units -> (n, 3) grasp points in metres, robot base frame."""
+        from harness.sim.units import to_sim
+
+        body = JOINT_NAMES[:5]
+        points = np.empty((len(joints_lerobot), 3))
+        for i, row in enumerate(joints_lerobot):
+            q = np.array([to_sim(name, float(v)) for name, v in zip(body, row[:5], strict=True)])
+            points[i] = self._ik.grasp_point(q)
+        return points
+
+
+def anatomy_from_rows(rows: Sequence[dict[str, Any]], fk: GraspPoints, trained_xy_cm: tuple[float, float],
+                      cube_start_cm: tuple[float, float], bowl_xy_cm: tuple[float, float],
+                      stall_limit_s: float) -> TrialAnatomy | None:
+    """The anatomy of one episode from the evidence recorder's rows (`obs.<joint>.pos`, `action.gripper.pos`,
+    `t`); None for an episode with no step."""
+    if not rows:
+        return None
+    t = np.array([float(r["t"]) for r in rows])
+    q = np.array([[float(r[f"obs.{n}.pos"]) for n in JOINT_NAMES] for r in rows])
+    command = np.array([float(r.get("action.gripper.pos", r["obs.gripper.pos"])) for r in rows])
+    points = fk.of(q) * 100.0   # cm
+    rel = points[:, :2] - np.asarray(trained_xy_cm)
+    return _anatomy(t, q, command, points, rel, cube_start_cm,
+                    (bowl_xy_cm[0] - trained_xy_cm[0], bowl_xy_cm[1] - trained_xy_cm[1]), stall_limit_s)
+
+
+def _anatomy(t: np.ndarray, q: np.ndarray, command: np.ndarray, points: np.ndarray, rel: np.ndarray,
+             cube: tuple[float, float], bowl: tuple[float, float], stall_limit_s: float) -> TrialAnatomy:
+    n = len(t)
+    dt = float(np.median(np.diff(t))) if n > 1 else 1 / 30
+    gripper = q[:, 5]
+    moved = (np.abs(q[:, :5] - q[0, :5]).max(axis=1) > FIRST_MOTION_DEG) | (np.abs(gripper - gripper[0]) >
+                                                                           GRIPPER_MOTION)
+    first = _first(moved)
+    first_motion = float(t[first]) if first is not None else None
+    stalled = (first_motion is None and t[-1] >= stall_limit_s) or (first_motion or 0.0) > stall_limit_s
+    spans: list[PhaseSpan] = []
+    start = 0.0
+    ended = Phase.WAIT
+
+    def enter(phase: Phase, at: float) -> None:
+        nonlocal start, ended
+        spans.append(PhaseSpan(phase=ended, start_s=round(start, 3), end_s=round(at, 3)))
+        start, ended = at, phase
+
+    closed_at = grasp_point = grasp_height = None
+    holding = False
+    max_lift = 0.0
+    lifted_at = None
+    released_at = release_point = release_height = None
+    if first is not None:
+        enter(Phase.APPROACH, first_motion)
+        opened_so_far = np.maximum.accumulate(gripper)
+        closing = _first((opened_so_far - gripper > CLOSING) & (np.arange(n) >= first))
+        if closing is not None:
+            enter(Phase.CLOSE, float(t[closing]))
+            still = np.abs(np.diff(gripper, prepend=gripper[0])) < STILL
+            stopped_short = (gripper - command > HOLD_GAP) & still & (np.arange(n) > closing)
+            hold = _held_for(stopped_short, round(GRASP_HOLD_S / dt))
+            shut = _first(still & (np.arange(n) > closing) & (gripper - command <= HOLD_GAP)
+                          & (command < opened_so_far - CLOSING))
+            if hold is not None and (shut is None or hold <= shut + round(GRASP_HOLD_S / dt)):
+                holding = True
+                closed = hold
+            else:
+                closed = shut
+            if closed is not None:
+                closed_at = float(t[closed])
+                grasp_point = (round(float(rel[closed, 0]), 3), round(float(rel[closed, 1]), 3))
+                grasp_height = round(float(points[closed, 2]), 3)
+            if holding and closed is not None:
+                held = gripper[closed]
+                reopened = _first((gripper > held + REOPEN) & (np.arange(n) > closed))
+                end = reopened if reopened is not None else n
+                rise = points[closed:end, 2] - points[closed, 2]
+                max_lift = round(float(rise.max()), 3) if len(rise) else 0.0
+                lifted = _first(rise >= LIFT_CM)
+                enter(Phase.LIFT, closed_at)
+                if lifted is not None:
+                    at = closed + lifted
+                    lifted_at = float(t[at])
+                    away = np.hypot(*(rel[at:end] - rel[at]).T) >= TRANSPORT_CM
+                    carried = _first(away)
+                    if carried is not None:
+                        enter(Phase.TRANSPORT, float(t[at + carried]))
+                if reopened is not None:
+                    released_at = float(t[reopened])
+                    release_point = (round(float(rel[reopened, 0]), 3), round(float(rel[reopened, 1]), 3))
+                    release_height = round(float(points[reopened, 2]), 3)
+                    enter(Phase.RELEASE, released_at)
+                    open_again = _first((gripper > held + OPENED) & (np.arange(n) > reopened))
+                    if open_again is not None:
+                        enter(Phase.WITHDRAW, float(t[open_again]))
+    spans.append(PhaseSpan(phase=ended, start_s=round(start, 3), end_s=round(float(t[-1]), 3)))
+    anatomy = TrialAnatomy(
+        first_motion_s=round(first_motion, 3) if first_motion is not None else None, stalled=bool(stalled),
+        stall_limit_s=stall_limit_s, cube_start_cm=(round(cube[0], 3), round(cube[1], 3)),
+        closed_at_s=round(closed_at, 3) if closed_at is not None else None, grasp_point_cm=grasp_point,
+        grasp_height_cm=grasp_height, holding=holding, max_lift_cm=max_lift,
+        lifted_at_s=round(lifted_at, 3) if lifted_at is not None else None,
+        released_at_s=round(released_at, 3) if released_at is not None else None, release_point_cm=release_point,
+        release_height_cm=release_height, phases=[s for s in spans if s.end_s > s.start_s or s is spans[-1]],
+        ended_in=ended, summary="")
+    return anatomy.model_copy(update={"summary": describe(anatomy, bowl)})
+
+
+def with_cube_start(anatomy: TrialAnatomy, cube_start_cm: tuple[float, float], bowl_xy_cm: tuple[float, float],
+                    trained_xy_cm: tuple[float, float]) -> TrialAnatomy:
+    """The same trace against where the cube really started (a real arm's measured start)."""
+    moved = anatomy.model_copy(update={"cube_start_cm": (round(cube_start_cm[0], 3), round(cube_start_cm[1], 3))})
+    bowl = (bowl_xy_cm[0] - trained_xy_cm[0], bowl_xy_cm[1] - trained_xy_cm[1])
+    return moved.model_copy(update={"summary": describe(moved, bowl)})
+
+
+def describe(a: TrialAnatomy, bowl: tuple[float, float]) -> str:
+    """What the trace says, in the words an operator would use."""
+    if a.first_motion_s is None:
+        return "the arm never moved" + (" (stalled)" if a.stalled else "")
+    wait = f"first moved at {a.first_motion_s:.1f} s{' (stalled)' if a.stalled else ''}"
+    if a.closed_at_s is None:
+        return f"{wait}; the gripper never closed"
+    offset = a.grasp_offset_cm
+    assert offset is not None
+    where = _direction(offset)
+    if not a.holding:
+        return f"{wait}; closed on nothing {math.hypot(*offset):.1f} cm from the cube{where}"
+    if a.max_lift_cm < LIFT_CM:
+        return (f"{wait}; grasped {math.hypot(*offset):.1f} cm from the cube's start, lifted only "
+                f"{a.max_lift_cm:.1f} cm")
+    if a.released_at_s is None:
+        return f"{wait}; grasped and lifted {a.max_lift_cm:.1f} cm, still holding at the end ({a.ended_in.value})"
+    assert a.release_point_cm is not None
+    to_bowl = math.hypot(a.release_point_cm[0] - bowl[0], a.release_point_cm[1] - bowl[1])
+    during = "transport" if a.phase_start(Phase.TRANSPORT) is not None else "lift"
+    height = f" at {a.release_height_cm:.0f} cm height" if a.release_height_cm is not None else ""
+    return (f"{wait}; grasped, lifted {a.max_lift_cm:.1f} cm, opened after {during}{height}, "
+            f"{to_bowl:.1f} cm from the bowl centre")
+
+
+def _direction(offset: tuple[float, float]) -> str:
+    """Which way the gripper missed, along the larger axis (+x away from the robot, +y to its left)."""
+    dx, dy = offset
+    if math.hypot(dx, dy) < 0.5:
+        return ""
+    return f", {'+' if dx > 0 else '-'}x" if abs(dx) >= abs(dy) else f", {'+' if dy > 0 else '-'}y"
+
+
+def _first(mask: np.ndarray) -> int | None:
+    hits = np.flatnonzero(mask)
+    return int(hits[0]) if len(hits) else None
+
+
+def _held_for(mask: np.ndarray, steps: int) -> int | None:
+    """The first index at which `mask` has been true for `steps` consecutive steps."""
+    run = 0
+    for i, value in enumerate(mask):
+        run = run + 1 if value else 0
+        if run >= max(steps, 1):
+            return i
+    return None
