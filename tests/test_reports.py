@@ -27,9 +27,11 @@ def test_report_from_a_sim_run_has_every_section_and_its_plots(workdir, capsys) 
     for section in [*SECTIONS, "Comparison"]:
         assert section in html, section
     images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", html)
-    assert len(images) == 10 and all(len(i) > 5000 for i in images)  # 5 figures per run, embedded
+    assert len(images) == 12 and all(len(i) > 5000 for i in images)  # 6 figures per run, embedded
+    assert "Where the gripper went" in html and "Time to first motion" in html
     md = (workdir / "report.md").read_text()
     assert "McNemar" in md and "paired" in md
+    assert re.search(r"Tracking slopes .*: expert 1\.\d\d .*; replay -?0\.\d\d", md)
     for link in re.findall(r"\]\((report_files/[^)]+\.png)\)", md):
         assert (workdir / link).stat().st_size > 5000
 

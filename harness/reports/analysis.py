@@ -14,14 +14,16 @@ from typing import Literal
 
 from pydantic import Field
 
+from harness.models.anatomy import TrackingFit, tracking_fit
 from harness.models.logistic import LogisticFit, fit_logistic
-from harness.models.scoresheet import Scoresheet, run_latency
+from harness.models.scoresheet import Attempt, Scoresheet, run_latency
 from harness.models.stats import (
     fisher_exact,
     mcnemar_exact,
     minimum_detectable_effect,
     newcombe_paired,
     newcombe_unpaired,
+    percentile,
     wilson_interval,
 )
 from harness.models.taxonomy import TAXONOMY, Label
@@ -144,6 +146,33 @@ class Fingerprints(_Frozen):
     locked_at: str
 
 
+class FailureAnatomy(_Frozen):
+    trial: int
+    label: str
+    ended_in: str = Field(description="the last phase the trace reached")
+    summary: str
+    grasp_offset_cm: tuple[float, float] | None = Field(description="where the gripper closed, from the cube's start")
+    cube_to_bowl_cm: float | None = Field(description="where the cube came to rest, from the bowl centre")
+
+
+class FirstMotion(_Frozen):
+    n: int
+    median_s: float
+    p95_s: float
+    max_s: float
+    stall_limit_s: float
+    stalled_trials: list[int]
+
+
+class RunAnatomy(_Frozen):
+    """What the joint traces say over the run (trials recorded with an anatomy)."""
+
+    tracking: TrackingFit | None = Field(description="grasp point on cube offset; null under 3 grasps or one spot")
+    first_motion: FirstMotion | None
+    failures_by_phase: dict[str, int] = Field(description="failures per phase they ended in")
+    failures: list[FailureAnatomy]
+
+
 class RunAnalysis(RunSummary):
     policy_label: str = Field(description="a checkpoint by training run and step; a built-in policy by name")
     trials: list[TrialResult] = Field(default_factory=list)
@@ -154,6 +183,7 @@ class RunAnalysis(RunSummary):
     loop_timing: LoopTiming | None = None
     latency: Latency | None = None
     fingerprints: Fingerprints | None = None
+    anatomy: RunAnatomy | None = Field(None, description="failure anatomy; null for attempts recorded before it")
 
 
 class Comparison(_Frozen):
@@ -170,6 +200,8 @@ class Comparison(_Frozen):
     test: Literal["exact McNemar", "Fisher exact"]
     p_value: float
     minimum_detectable_effect: float | None = Field(description="80 % power, alpha 0.05, at these trial counts")
+    tracking: tuple[TrackingFit | None, TrackingFit | None] | None = Field(
+        None, description="each run's tracking slope side by side (failure anatomy)")
 
 
 class IntervalRow(_Frozen):
@@ -219,7 +251,46 @@ def analyze_run(sheet: Scoresheet, training_starts: list[tuple[float, float]] | 
             protocol_file=sheet.locked.protocol_file, protocol_sha256=sheet.locked.protocol_sha256,
             policy_ref=sheet.locked.policy.ref, policy_fingerprint=sheet.locked.policy.fingerprint,
             lock_sha256=sheet.lock["sha256"], locked_at=str(sheet.lock["locked_at"])),
+        anatomy=run_anatomy(sheet),
     )
+
+
+def run_anatomy(sheet: Scoresheet) -> RunAnatomy | None:
+    finals = [a for i in sheet.trial_indices if (a := sheet.final_attempt(i)) is not None and a.anatomy is not None]
+    if not finals:
+        return None
+    grasped = [a.anatomy for a in finals if a.anatomy.grasp_point_cm is not None]
+    fit = tracking_fit([g.cube_start_cm for g in grasped], [g.grasp_point_cm for g in grasped])
+    moved = sorted(a.anatomy.first_motion_s for a in finals if a.anatomy.first_motion_s is not None)
+    first = None if not moved else FirstMotion(
+        n=len(moved), median_s=round(statistics.median(moved), 3), p95_s=round(percentile(moved, 95), 3),
+        max_s=moved[-1], stall_limit_s=finals[0].anatomy.stall_limit_s,
+        stalled_trials=[a.trial_index for a in finals if a.anatomy.stalled])
+    failures = [FailureAnatomy(trial=a.trial_index, label=a.label, ended_in=a.anatomy.ended_in.value,
+                               summary=a.anatomy.summary, grasp_offset_cm=_rounded(a.anatomy.grasp_offset_cm),
+                               cube_to_bowl_cm=_cube_to_bowl(sheet, a))
+                for a in finals if Label(a.label).is_failure]
+    by_phase: dict[str, int] = {}
+    for f in failures:
+        by_phase[f.ended_in] = by_phase.get(f.ended_in, 0) + 1
+    return RunAnatomy(tracking=fit, first_motion=first, failures_by_phase=by_phase, failures=failures)
+
+
+def _rounded(pair: tuple[float, float] | None) -> tuple[float, float] | None:
+    return None if pair is None else (round(pair[0], 2), round(pair[1], 2))
+
+
+def _cube_to_bowl(sheet: Scoresheet, attempt: Attempt) -> float | None:
+    """Where a failed trial's cube came to rest: the judge's truth in simulation, the final frame's
+    measurement on a real arm (the proposal's, or `harness measure`'s)."""
+    if attempt.judge and attempt.judge.get("true_placement_error_cm") is not None:
+        return float(attempt.judge["true_placement_error_cm"])
+    if attempt.proposal and attempt.proposal.get("placement_error_cm") is not None:
+        return float(attempt.proposal["placement_error_cm"])
+    for m in reversed(sheet.measurements):
+        if (m.trial_index, m.attempt) == (attempt.trial_index, attempt.attempt):
+            return float(m.placement_error_cm)
+    return None
 
 
 def control_rate(sheet: Scoresheet) -> float:
@@ -342,6 +413,9 @@ def compare_two(a: Scoresheet, b: Scoresheet) -> Comparison:
     independent samples (Fisher's exact test, Newcombe interval)."""
     out_a, out_b = _outcomes(a), _outcomes(b)
     names = (policy_label(a), policy_label(b))
+    anatomies = (run_anatomy(a), run_anatomy(b))
+    tracking = (None if all(x is None for x in anatomies) else
+                tuple(x.tracking if x is not None else None for x in anatomies))
     if a.locked.trials == b.locked.trials:
         common = sorted(set(out_a) & set(out_b))
         both = sum(out_a[i] and out_b[i] for i in common)
@@ -353,7 +427,7 @@ def compare_two(a: Scoresheet, b: Scoresheet) -> Comparison:
             runs=names, paired=True, both=both, only_first=only_a, only_second=only_b, neither=neither,
             k=(both + only_a, both + only_b), n=(n, n), difference=(only_a - only_b) / max(n, 1),
             interval95=newcombe_paired(both, only_a, only_b, neither), test="exact McNemar",
-            p_value=mcnemar_exact(only_a, only_b), minimum_detectable_effect=_mde(out_b, n))
+            p_value=mcnemar_exact(only_a, only_b), minimum_detectable_effect=_mde(out_b, n), tracking=tracking)
     ka, na = sum(out_a.values()), len(out_a)
     kb, nb = sum(out_b.values()), len(out_b)
     # two groups of na and nb trials detect what two equal groups of their harmonic mean would
@@ -361,7 +435,7 @@ def compare_two(a: Scoresheet, b: Scoresheet) -> Comparison:
     return Comparison(
         runs=names, paired=False, k=(ka, kb), n=(na, nb), difference=ka / max(na, 1) - kb / max(nb, 1),
         interval95=newcombe_unpaired(ka, max(na, 1), kb, max(nb, 1)), test="Fisher exact",
-        p_value=fisher_exact(ka, na, kb, nb), minimum_detectable_effect=_mde(out_b, n_eff))
+        p_value=fisher_exact(ka, na, kb, nb), minimum_detectable_effect=_mde(out_b, n_eff), tracking=tracking)
 
 
 def _mde(baseline: dict[int, bool], n_eff: int) -> float | None:

@@ -99,6 +99,7 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
                            f"{FAR_FROM_TRAINING_CM:g} cm from every training start: those test generalisation, "
                            "not recall."))
 
+    blocks += anatomy_blocks(sheet, run, key)
     blocks += operator_blocks(rows, key, run)
 
     blocks.append(Heading("Placement error", 3))
@@ -140,6 +141,51 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
     return blocks
 
 
+def anatomy_blocks(sheet: Scoresheet, run: RunAnalysis, key: str) -> list[Block]:
+    """Why it fails, from the joint traces: does the gripper follow the cube, when did the arm first move,
+    and in which phase did each failure end."""
+    anatomy = run.anatomy
+    if anatomy is None:
+        return []
+    blocks: list[Block] = [Heading("Where the gripper went", 3)]
+    fit = anatomy.tracking
+    if fit is not None:
+        verdict = ("follows the cube" if fit.slope95[0] > 0.5 else
+                   "goes to the trained position whatever the cube's offset" if fit.slope95[1] < 0.5 else
+                   "neither clearly follows the cube nor clearly ignores it")
+        blocks.append(Para(
+            f"Tracking slope {fit.slope:.2f} (95% interval {fit.slope95[0]:.2f} to {fit.slope95[1]:.2f}) over "
+            f"{fit.n} trials where the gripper closed: the grasp point's offset from the trained position, "
+            f"regressed on the cube's offset (1 = follows the cube, 0 = the same place every time). The policy "
+            f"{verdict}. Grasp points scatter {fit.residual_sd_cm:.1f} cm around that line; the cubes were spread "
+            f"{fit.cube_spread_cm:.1f} cm."))
+    else:
+        blocks.append(Para("No tracking slope: fewer than three trials where the gripper closed, or every cube at "
+                           "one spot."))
+    points = [(a.label, a.anatomy.cube_start_cm, a.anatomy.grasp_point_cm)
+              for i in sheet.trial_indices if (a := sheet.final_attempt(i)) is not None and a.anatomy is not None
+              and a.anatomy.grasp_point_cm is not None]
+    if points:
+        blocks.append(Figure(f"grasps_{key}", figures.grasp_arrows(points),
+                             "Each trial's cube start (circle) to where its gripper closed (arrow head), from "
+                             "forward kinematics of the joints the arm reported; coloured by outcome."))
+    if (first := anatomy.first_motion) is not None:
+        stalls = (f"; {len(first.stalled_trials)} stalled past the protocol's {first.stall_limit_s:g} s: trials "
+                  + ", ".join(str(t) for t in first.stalled_trials) if first.stalled_trials else
+                  f"; none stalled past the protocol's {first.stall_limit_s:g} s")
+        blocks.append(Para(f"Time to first motion over {first.n} trials: median {first.median_s:.2f} s, p95 "
+                           f"{first.p95_s:.2f} s, max {first.max_s:.2f} s{stalls}."))
+    if anatomy.failures:
+        blocks.append(Heading("Where each failure ended", 3))
+        blocks.append(Table(["phase it ended in", "failures"],
+                            [[phase, str(n)] for phase, n in sorted(anatomy.failures_by_phase.items(),
+                                                                    key=lambda kv: -kv[1])]))
+        blocks.append(Table(["trial", "label", "phase", "what the trace says", "cube to bowl (cm)"], [
+            [str(f.trial), f.label, f.ended_in, f.summary,
+             f"{f.cube_to_bowl_cm:.1f}" if f.cube_to_bowl_cm is not None else "-"] for f in anatomy.failures]))
+    return blocks
+
+
 def comparison_blocks(sheets: list[Scoresheet]) -> list[Block]:
     blocks: list[Block] = [Heading("Comparison")]
     if len(sheets) > 2:
@@ -167,6 +213,10 @@ def comparison_blocks(sheets: list[Scoresheet]) -> list[Block]:
                 f"{name_b} {kb}/{nb}; difference {_pct(c.difference)} (95% Newcombe interval "
                 f"{_pct(low)} to {_pct(high)}); Fisher's exact test p = {c.p_value:.3g}.")
     blocks.append(Para(text))
+    if c.tracking is not None and all(fit is not None for fit in c.tracking):
+        blocks.append(Para("Tracking slopes (1 follows the cube, 0 the same place every time): " + "; ".join(
+            f"{name} {fit.slope:.2f} ({fit.slope95[0]:.2f} to {fit.slope95[1]:.2f})"
+            for name, fit in zip(c.runs, c.tracking, strict=True) if fit is not None) + "."))
     if c.minimum_detectable_effect is not None:
         n_a, n_b = c.n
         n_eff = round(2 / (1 / n_a + 1 / n_b)) if n_a and n_b else 0
