@@ -118,9 +118,10 @@ class RunApp(App[int]):
         if getattr(self, "run_screen", None) is not None and self.run_screen.is_mounted:
             self.run_screen.show(self.state)
 
-    def record_score(self, label: str, shown: str, preview: np.ndarray | None) -> None:
-        self.update_state(tally=self.state.tally.add(label), last_label=shown,
-                          preview=preview if preview is not None else self.state.preview)
+    def record_score(self, label: str, shown: str, preview: np.ndarray | None, anatomy: str | None = None,
+                     stalled: bool = False) -> None:
+        self.update_state(tally=self.state.tally.add(label), last_label=shown, last_anatomy=anatomy,
+                          last_stalled=stalled, preview=preview if preview is not None else self.state.preview)
 
     def _finish(self, banner: str | None) -> None:
         self.finished = True

@@ -217,7 +217,9 @@ class TuiObserver:
         if path:
             preview = np.asarray(Image.open(path).convert("RGB"))
         label = attempt.label if attempt.outcome != Label.VOID else f"void ({attempt.void_reason})"
-        self.link.post(_record_score, attempt.label, label, preview)
+        anatomy = attempt.anatomy
+        self.link.post(_record_score, attempt.label, label, preview, anatomy.summary if anatomy else None,
+                       bool(anatomy and anatomy.stalled))
 
     def stop_requested(self) -> bool:
         return self.abort.is_set()
@@ -235,5 +237,6 @@ def _update_state(app: RunApp, **changes: Any) -> None:
     app.update_state(**changes)
 
 
-def _record_score(app: RunApp, label: str, shown: str, preview: np.ndarray | None) -> None:
-    app.record_score(label, shown, preview)
+def _record_score(app: RunApp, label: str, shown: str, preview: np.ndarray | None, anatomy: str | None,
+                  stalled: bool) -> None:
+    app.record_score(label, shown, preview, anatomy, stalled)

@@ -73,6 +73,8 @@ class RunState:
     missed: int = 0
     tally: Tally = field(default_factory=Tally)
     last_label: str | None = None
+    last_anatomy: str | None = None    # what the last trial's joint trace says (first motion, where it closed)
+    last_stalled: bool = False
     banner: str | None = None
     preview: np.ndarray | None = None
     placement: LivePlacement | None = None   # set only while a guided placement is in progress

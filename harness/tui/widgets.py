@@ -124,6 +124,9 @@ class TallyPanel(Static):
         if s.last_label:
             text.append("last: ", style="dim")
             text.append(s.last_label, style=label_style(s.last_label.split(" ")[0]))
+        if s.last_anatomy:
+            text.append("\n" + ("STALLED: " if s.last_stalled else ""), style="bold red")
+            text.append(s.last_anatomy, style="red" if s.last_stalled else "dim")
         self.update(text)
 
 
