@@ -56,7 +56,7 @@ def test_a_missing_calibration_is_this_commands_own_one_line_error(tmp_path, cap
 
     root = tmp_path / "data"
     (root / "meta").mkdir(parents=True)
-    (root / "meta" / "info.json").write_text(json.dumps({"features": {}}))
+    (root / "meta" / "info.json").write_text(json.dumps({"codebase_version": "v3.0", "fps": 30, "features": {}}))
     assert main(["dataset", "coverage", str(root), "--calibration", str(tmp_path / "bowl_top.yaml")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--calibration" in err and "harness measure" in err and "--px-per-cm" in err

@@ -34,7 +34,8 @@ def test_kill_mid_trial_then_resume_scores_every_trial_exactly_once(workdir) -> 
     protocol = small_protocol_copy(workdir / "protocols")
     sheet = workdir / "scoresheets" / "small-expert.yaml"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    child = subprocess.Popen([*HARNESS, "run", str(protocol), "--headless"], cwd=workdir, env=env,
+    # --video all: every attempt's whole evidence is drawn, so a kill mid-drawing is tested too
+    child = subprocess.Popen([*HARNESS, "run", str(protocol), "--headless", "--video", "all"], cwd=workdir, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert _wait_for(lambda: sheet.exists() and len(load_scoresheet(sheet).attempts) >= 1, 120)
     assert _wait_for(lambda: any(workdir.glob("runs/small-expert/*.partial")), 60), "trial 2 never started"
@@ -42,14 +43,16 @@ def test_kill_mid_trial_then_resume_scores_every_trial_exactly_once(workdir) -> 
     child.wait()
     assert _finals(sheet) == [1]
 
-    done = subprocess.run([*HARNESS, "run", str(protocol), "--resume", "--headless"], cwd=workdir, env=env,
+    done = subprocess.run([*HARNESS, "run", str(protocol), "--resume", "--headless", "--video", "all"], cwd=workdir,
+                          env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "Success     3/3" in done.stdout
     assert sorted(_finals(sheet)) == [1, 2, 3]
     for trial in (1, 2, 3):
         folder = workdir / "runs" / "small-expert" / f"trial-{trial:03d}-a1"
-        for name in ("final_top.png", "final_wrist.png", "top.mp4", "wrist.mp4", "trajectory.parquet", "judge.json"):
+        for name in ("final_top.png", "final_wrist.png", "top.mp4", "wrist.mp4", "trajectory.parquet", "judge.json",
+                     "sim_state.npz"):
             assert (folder / name).stat().st_size > 0, (trial, name)
         trajectory = pd.read_parquet(folder / "trajectory.parquet")
         assert {"action.gripper.pos", "obs.gripper.pos", "policy_ms", "missed"} <= set(trajectory.columns)

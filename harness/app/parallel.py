@@ -58,6 +58,11 @@ class DetachedSheet:
         self._next_attempt = 1
         self.finished: Attempt | None = None
 
+    @property
+    def inference_engine(self) -> str:
+        """As `Scoresheet.inference_engine`: the locked engine, or "sync" before engines were locked."""
+        return self.locked.inference.engine if self.locked.inference is not None else "sync"
+
     def expect_attempt(self, number: int) -> None:
         self._next_attempt = number
         self.finished = None
