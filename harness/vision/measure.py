@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 import cv2
 import numpy as np
 
+from harness.vision import plane
 from harness.vision.camera import CameraIntrinsics
 from harness.vision.reasons import Caveat, DetectionError, NotMeasured
 from harness.vision.rim import BowlShape, Rim, RimFit, fit_rim
@@ -25,7 +26,7 @@ __all__ = ["DetectionError", "FrameResult", "Geometry", "Measurement", "NotMeasu
 @dataclass(frozen=True)
 class Geometry:
     bowl_cm: float = 11.5
-    bowl_height_cm: float = 4.5      # rim above the table
+    bowl_height_cm: float = 4.2      # the rim's outer edge above the table (the middle of a rounded lip)
     bowl_floor_cm: float = 0.4       # floor above the table
     cube_cm: float = 3.0
     rim_width_cm: float = 0.6        # the rim's lip seen from above: outer edge to where the wall's inner face begins
@@ -50,6 +51,8 @@ CUBE_PX_SIGMA = 0.5        # centroid of a clean blob; more when the blob is rag
 RIM_PX_FLOOR = 0.25        # edge localisation that resampling the rays cannot see (blur, JPEG)
 CAMERA_TILT_PRIOR_DEG = 5.0  # how far from vertical a "top" camera may look without the ellipse showing it
 SAMPLES = 200
+MAX_TILT_DEG = 30.0        # a top camera looks down; an ellipse saying otherwise is not the rim
+MODEL_FRACTION = 0.0       # modelling error left, as a share of the distance (1 sigma)
 
 
 def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[float, float], float, np.ndarray]:
@@ -82,23 +85,125 @@ def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[fl
 
 
 def measure_frame(frame: np.ndarray, rim: Rim, geometry: Geometry, fit: RimFit | None = None) -> Measurement:
-    """The cube's distance from the bowl centre, with a 95 % interval from the rim fit, the cube's
-    centroid, the camera's unknown tilt and, without a focal length, the uncorrected cube height."""
+    """The cube's distance from the bowl centre, with a 95 % interval.
+
+    With a focal length, the camera's pose over the table comes from the rim's ellipse (`plane.py`)
+    and the cube's modelled silhouette is placed on the table exactly; without one, the rim's
+    ellipse maps pixels to the rim plane to first order and the cube's height stays uncorrected."""
     centre, yaw, outline = find_cube(frame, rim, geometry)
-    caveats = [] if geometry.focal_px else [Caveat.NO_HEIGHT_CORRECTION]
     if geometry.focal_px:
-        camera_to_rim_m = geometry.focal_px * (geometry.bowl_cm / 2) / rim.mean_radius_px / 100
-        if not 0.3 <= camera_to_rim_m <= 1.6:
-            raise DetectionError(NotMeasured.ELLIPSE_INCONSISTENT_WITH_CAMERA,
-                                 f"a {rim.mean_radius_px:.0f} px rim puts the camera {camera_to_rim_m:.2f} m "
-                                 "above it with this focal length: not the bowl, or the wrong lens")
+        return _measure_posed(frame.shape, rim, geometry, fit, centre, yaw, outline)
     offset, inside = _offset(frame.shape, rim, geometry, centre, yaw, _nadir(frame.shape, geometry))
     uncertainty = _uncertainty(frame.shape, rim, geometry, centre, yaw, outline, fit, inside)
+    _check_uncertainty(uncertainty, geometry)
+    return Measurement(centre, (float(offset[0]), float(offset[1])), float(np.hypot(*offset)), inside, yaw,
+                       round(uncertainty, 3), (Caveat.NO_HEIGHT_CORRECTION,))
+
+
+def _check_uncertainty(uncertainty: float, geometry: Geometry) -> None:
     if uncertainty > geometry.max_uncertainty_cm:
         raise DetectionError(NotMeasured.TOO_UNCERTAIN, f"distance known only to +/- {uncertainty:.2f} cm "
                              f"(limit {geometry.max_uncertainty_cm:.2f} cm)")
+
+
+def _camera_matrix(shape: tuple[int, ...], g: Geometry) -> np.ndarray:
+    cx, cy = _nadir(shape, g)
+    assert g.focal_px is not None
+    return np.array([[g.focal_px, 0, cx], [0, g.focal_px, cy], [0, 0, 1.0]])
+
+
+def _pose(rim: Rim, k: np.ndarray, g: Geometry, floor: Rim | None, floor_centre: tuple[float, float] | None = None
+          ) -> tuple[plane.PlanePose, float]:
+    """The rim plane's pose, the mirror choice made by the floor's centre where the floor was found."""
+    poses = plane.candidate_poses(rim, k, g.bowl_cm / 2)
+    if floor is None:
+        return poses[0], 0.0
+    fx, fy = floor_centre or (floor.cx, floor.cy)
+    return plane.pick_pose(poses, np.array([fx - rim.cx, fy - rim.cy]), g.bowl_height_cm - g.bowl_floor_cm)
+
+
+def _place_cube(pose: plane.PlanePose, g: Geometry, centre: tuple[float, float], yaw: float,
+                start: np.ndarray | None = None) -> tuple[np.ndarray, bool]:
+    """The cube's offset from the bowl centre (cm) and whether it is inside: placed standing on the
+    table, and again on the bowl floor when that puts it inside the rim."""
+    offset = plane.cube_offset(pose, centre, yaw, g.cube_cm, g.bowl_height_cm, start)
+    if _inside(offset, yaw, g) or np.hypot(*offset) < g.bowl_cm / 2:
+        on_floor = plane.cube_offset(pose, centre, yaw, g.cube_cm, g.bowl_height_cm - g.bowl_floor_cm, offset)
+        if _inside(on_floor, yaw, g):
+            return on_floor, True
+    return offset, False
+
+
+def _measure_posed(shape: tuple[int, ...], rim: Rim, g: Geometry, fit: RimFit | None, centre: tuple[float, float],
+                   yaw: float, outline: np.ndarray) -> Measurement:
+    k = _camera_matrix(shape, g)
+    floor = fit.floor if fit else None
+    pose, _ = _pose(rim, k, g, floor)
+    camera_to_rim_m = pose.distance_cm / 100
+    if not 0.3 <= camera_to_rim_m <= 1.6:
+        raise DetectionError(NotMeasured.ELLIPSE_INCONSISTENT_WITH_CAMERA,
+                             f"a {rim.mean_radius_px:.0f} px rim puts the camera {camera_to_rim_m:.2f} m "
+                             "above it with this focal length: not the bowl, or the wrong lens")
+    if pose.tilt_deg > MAX_TILT_DEG:
+        raise DetectionError(NotMeasured.ELLIPSE_INCONSISTENT_WITH_CAMERA,
+                             f"the rim's ellipse puts the camera {pose.tilt_deg:.0f} degrees off vertical "
+                             f"(a top camera looks down within {MAX_TILT_DEG:.0f})")
+    offset, inside = _place_cube(pose, g, centre, yaw)
+    if floor is None:  # no floor to tell the tilt from its mirror image: halfway between the two readings
+        mirrored, _ = _place_cube(plane.candidate_poses(rim, k, g.bowl_cm / 2)[1], g, centre, yaw, offset)
+        offset = (offset + mirrored) / 2
+        inside = _inside(offset, yaw, g)
+    uncertainty = _posed_uncertainty(rim, g, fit, k, centre, yaw, outline, offset)
+    _check_uncertainty(uncertainty, g)
     return Measurement(centre, (float(offset[0]), float(offset[1])), float(np.hypot(*offset)), inside, yaw,
-                       round(uncertainty, 3), tuple(caveats))
+                       round(uncertainty, 3), ())
+
+
+def _cube_sigma(rim: Rim, g: Geometry, outline: np.ndarray) -> float:
+    """The blob centroid's uncertainty (px): more for a ragged blob, or one smaller than a whole top face."""
+    hull = cv2.convexHull(outline)
+    ragged = 1.0 - cv2.contourArea(outline) / max(cv2.contourArea(hull), 1.0)
+    px_per_cm = rim.mean_radius_px / (g.bowl_cm / 2)
+    missing = max(0.0, 1.0 - cv2.contourArea(outline) / (g.cube_cm * px_per_cm) ** 2 / 0.85)
+    return CUBE_PX_SIGMA + 10.0 * ragged + missing * g.cube_cm * px_per_cm / 2
+
+
+def _posed_uncertainty(rim: Rim, g: Geometry, fit: RimFit | None, k: np.ndarray, centre: tuple[float, float],
+                       yaw: float, outline: np.ndarray, offset: np.ndarray) -> float:
+    """Half-width of a 95 % interval on the distance, drawing every input from what is known of it.
+
+    The rim's centre and axes vary by the fit's resampled standard errors (plus a floor, and 0.6 of
+    the distance to a rival reading); the floor's centre by its own, so a floor that barely tells
+    the camera's tilt from its mirror image picks either; without a floor, either mirror pose is as
+    likely; the cube's centroid by half a pixel, more for a ragged or partly hidden blob. The
+    modelling error left (a rounded lip's edge, the cube's shaded sides) adds MODEL_FRACTION of the
+    distance."""
+    rng = np.random.default_rng(0)
+    sx, sy, sa, sb = fit.sigma if fit else (0.0, 0.0, 0.0, 0.0)
+    rival = 0.6 * fit.rival_px if fit else 0.0
+    floor = fit.floor if fit else None
+    fsx, fsy = fit.floor_sigma if fit else (0.0, 0.0)
+    cube_sigma = _cube_sigma(rim, g, outline)
+    distances = np.empty(SAMPLES)
+    for i in range(SAMPLES):
+        common = rng.normal(0, rival)
+        sample = Rim(rim.cx + rng.normal(0, math.hypot(sx, RIM_PX_FLOOR)),
+                     rim.cy + rng.normal(0, math.hypot(sy, RIM_PX_FLOOR)),
+                     rim.a + common + rng.normal(0, math.hypot(sa, RIM_PX_FLOOR)),
+                     rim.b + common + rng.normal(0, math.hypot(sb, RIM_PX_FLOOR)), rim.angle_deg)
+        if floor is not None:
+            where = (floor.cx + rng.normal(0, math.hypot(fsx, RIM_PX_FLOOR)),
+                     floor.cy + rng.normal(0, math.hypot(fsy, RIM_PX_FLOOR)))
+            pose, _ = _pose(sample, k, g, floor, where)
+        else:
+            pose = plane.candidate_poses(sample, k, g.bowl_cm / 2)[int(rng.integers(0, 2))]
+        cube = (centre[0] + rng.normal(0, cube_sigma), centre[1] + rng.normal(0, cube_sigma))
+        placed, _ = _place_cube(pose, g, cube, yaw, offset)
+        distances[i] = np.hypot(*placed)
+    distance = float(np.hypot(*offset))
+    spread = 1.96 * float(np.std(distances))
+    bias = abs(float(np.median(distances)) - distance)
+    return math.hypot(spread + bias, 1.96 * MODEL_FRACTION * distance)
 
 
 def _nadir(shape: tuple[int, ...], g: Geometry) -> tuple[float, float]:
