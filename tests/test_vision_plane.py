@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 import pytest
 
-from harness.vision.plane import candidate_poses, cube_corners, cube_offset, pick_pose
+from harness.vision.plane import candidate_poses, cube_corners, cube_offset, pose_from_floor
 from harness.vision.rim import Rim
 
 RIM_Z, FLOOR_Z, RADIUS, FLOOR_RADIUS, CUBE = 4.2, 0.4, 5.75, 3.65, 3.0
@@ -55,8 +55,7 @@ def test_far_points_and_cubes_are_placed_within_a_small_share_of_their_distance(
     rotation, position = _camera(height, tilt, azimuth, aim)
     rim = _ellipse(_project(_circle(RADIUS, RIM_Z), rotation, position))
     floor = _ellipse(_project(_circle(FLOOR_RADIUS, FLOOR_Z), rotation, position))
-    poses = candidate_poses(rim, K, RADIUS)
-    pose, _ = pick_pose(poses, np.array([floor.cx - rim.cx, floor.cy - rim.cy]), RIM_Z - FLOOR_Z)
+    pose = pose_from_floor(rim, (floor.cx, floor.cy), K, RADIUS, RIM_Z - FLOOR_Z, FLOOR_RADIUS)
     down = rotation @ np.array([0.0, 0.0, -1.0])
     assert math.degrees(math.acos(min(1.0, float(pose.normal @ down)))) < 0.2   # the true tilt, not its mirror
     assert pose.distance_cm == pytest.approx(height - RIM_Z, rel=0.002)

@@ -52,6 +52,7 @@ RIM_PX_FLOOR = 0.25        # edge localisation that resampling the rays cannot s
 CAMERA_TILT_PRIOR_DEG = 5.0  # how far from vertical a "top" camera may look without the ellipse showing it
 SAMPLES = 200
 MAX_TILT_DEG = 30.0        # a top camera looks down; an ellipse saying otherwise is not the rim
+NO_FLOOR_TILT_DEG = 6.0    # without the floor, the rim plane's tilt is a guess to this (1 sigma)
 MODEL_FRACTION = 0.0       # modelling error left, as a share of the distance (1 sigma)
 
 
@@ -112,14 +113,15 @@ def _camera_matrix(shape: tuple[int, ...], g: Geometry) -> np.ndarray:
     return np.array([[g.focal_px, 0, cx], [0, g.focal_px, cy], [0, 0, 1.0]])
 
 
-def _pose(rim: Rim, k: np.ndarray, g: Geometry, floor: Rim | None, floor_centre: tuple[float, float] | None = None
-          ) -> tuple[plane.PlanePose, float]:
-    """The rim plane's pose, the mirror choice made by the floor's centre where the floor was found."""
-    poses = plane.candidate_poses(rim, k, g.bowl_cm / 2)
-    if floor is None:
-        return poses[0], 0.0
-    fx, fy = floor_centre or (floor.cx, floor.cy)
-    return plane.pick_pose(poses, np.array([fx - rim.cx, fy - rim.cy]), g.bowl_height_cm - g.bowl_floor_cm)
+def _pose(rim: Rim, k: np.ndarray, g: Geometry, floor_centre: tuple[float, float] | None,
+          lean: np.ndarray | None = None) -> plane.PlanePose:
+    """The rim plane's pose: its tilt from the floor's parallax where the floor was found, else
+    the camera taken as looking straight down (tilted by `lean`, when drawing what it may be)."""
+    if floor_centre is not None:
+        return plane.pose_from_floor(rim, floor_centre, k, g.bowl_cm / 2, g.bowl_height_cm - g.bowl_floor_cm,
+                                     g.floor_cm / 2)
+    normal = np.array([0.0, 0.0, 1.0]) + (lean if lean is not None else 0.0)
+    return plane.pose_with_normal(rim, normal, k, g.bowl_cm / 2)
 
 
 def _place_cube(pose: plane.PlanePose, g: Geometry, centre: tuple[float, float], yaw: float,
@@ -138,7 +140,7 @@ def _measure_posed(shape: tuple[int, ...], rim: Rim, g: Geometry, fit: RimFit | 
                    yaw: float, outline: np.ndarray) -> Measurement:
     k = _camera_matrix(shape, g)
     floor = fit.floor if fit else None
-    pose, _ = _pose(rim, k, g, floor)
+    pose = _pose(rim, k, g, (floor.cx, floor.cy) if floor else None)
     camera_to_rim_m = pose.distance_cm / 100
     if not 0.3 <= camera_to_rim_m <= 1.6:
         raise DetectionError(NotMeasured.ELLIPSE_INCONSISTENT_WITH_CAMERA,
@@ -149,10 +151,6 @@ def _measure_posed(shape: tuple[int, ...], rim: Rim, g: Geometry, fit: RimFit | 
                              f"the rim's ellipse puts the camera {pose.tilt_deg:.0f} degrees off vertical "
                              f"(a top camera looks down within {MAX_TILT_DEG:.0f})")
     offset, inside = _place_cube(pose, g, centre, yaw)
-    if floor is None:  # no floor to tell the tilt from its mirror image: halfway between the two readings
-        mirrored, _ = _place_cube(plane.candidate_poses(rim, k, g.bowl_cm / 2)[1], g, centre, yaw, offset)
-        offset = (offset + mirrored) / 2
-        inside = _inside(offset, yaw, g)
     uncertainty = _posed_uncertainty(rim, g, fit, k, centre, yaw, outline, offset)
     _check_uncertainty(uncertainty, g)
     return Measurement(centre, (float(offset[0]), float(offset[1])), float(np.hypot(*offset)), inside, yaw,
@@ -173,9 +171,9 @@ def _posed_uncertainty(rim: Rim, g: Geometry, fit: RimFit | None, k: np.ndarray,
     """Half-width of a 95 % interval on the distance, drawing every input from what is known of it.
 
     The rim's centre and axes vary by the fit's resampled standard errors (plus a floor, and 0.6 of
-    the distance to a rival reading); the floor's centre by its own, so a floor that barely tells
-    the camera's tilt from its mirror image picks either; without a floor, either mirror pose is as
-    likely; the cube's centroid by half a pixel, more for a ragged or partly hidden blob. The
+    the distance to a rival reading); the floor's centre by its own, which moves the tilt found from
+    its parallax; without a floor, the tilt by NO_FLOOR_TILT_DEG; the cube's centroid by half a
+    pixel, more for a ragged or partly hidden blob. The
     modelling error left (a rounded lip's edge, the cube's shaded sides) adds MODEL_FRACTION of the
     distance."""
     rng = np.random.default_rng(0)
@@ -192,11 +190,11 @@ def _posed_uncertainty(rim: Rim, g: Geometry, fit: RimFit | None, k: np.ndarray,
                      rim.a + common + rng.normal(0, math.hypot(sa, RIM_PX_FLOOR)),
                      rim.b + common + rng.normal(0, math.hypot(sb, RIM_PX_FLOOR)), rim.angle_deg)
         if floor is not None:
-            where = (floor.cx + rng.normal(0, math.hypot(fsx, RIM_PX_FLOOR)),
-                     floor.cy + rng.normal(0, math.hypot(fsy, RIM_PX_FLOOR)))
-            pose, _ = _pose(sample, k, g, floor, where)
-        else:
-            pose = plane.candidate_poses(sample, k, g.bowl_cm / 2)[int(rng.integers(0, 2))]
+            pose = _pose(sample, k, g, (floor.cx + rng.normal(0, math.hypot(fsx, RIM_PX_FLOOR)),
+                                        floor.cy + rng.normal(0, math.hypot(fsy, RIM_PX_FLOOR))))
+        else:   # the tilt is not known: anywhere within NO_FLOOR_TILT_DEG (1 sigma) of straight down
+            lean = np.append(rng.normal(0, math.tan(math.radians(NO_FLOOR_TILT_DEG)), 2), 0.0)
+            pose = _pose(sample, k, g, None, lean)
         cube = (centre[0] + rng.normal(0, cube_sigma), centre[1] + rng.normal(0, cube_sigma))
         placed, _ = _place_cube(pose, g, cube, yaw, offset)
         distances[i] = np.hypot(*placed)

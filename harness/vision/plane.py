@@ -108,6 +108,60 @@ def _pose_on(q: np.ndarray, n: np.ndarray, k: np.ndarray, radius_cm: float) -> P
     return PlanePose(k, n, centre, u, v)
 
 
+def pose_with_normal(rim: Rim, normal: np.ndarray, k: np.ndarray, radius_cm: float, rounds: int = 3) -> PlanePose:
+    """The rim's circle on a plane of this normal: placed so that its projection has the rim
+    ellipse's centre and area. The ellipse's flattening is not used (it fixes the tilt only through
+    sub-pixel differences of its axes, which a lip's shading or blur easily bias); its area and
+    centre are robust, and barely depend on the tilt."""
+    n = np.asarray(normal, float) / np.linalg.norm(normal)
+    u = np.array([1.0, 0.0, 0.0]) - n[0] * n
+    u = u / np.linalg.norm(u)
+    v = np.cross(n, u)
+    inverse = np.linalg.inv(k)
+    target = np.array([rim.cx, rim.cy])
+    aim = target.copy()
+    depth = k[1, 1] * radius_cm / math.sqrt(rim.a * rim.b)
+    phi = np.linspace(0, 2 * np.pi, 48, endpoint=False)
+    circle = np.column_stack([radius_cm * np.cos(phi), radius_cm * np.sin(phi), np.zeros_like(phi)])
+    pose = PlanePose(k, n, inverse @ np.array([*aim, 1.0]) * depth, u, v)
+    for _ in range(rounds):
+        (cx, cy), (d1, d2), _ = cv2.fitEllipse(pose.project(circle).astype(np.float32))
+        depth *= math.sqrt(d1 * d2 / 4 / (rim.a * rim.b))
+        aim += target - np.array([cx, cy])
+        pose = PlanePose(k, n, inverse @ np.array([*aim, 1.0]) * depth, u, v)
+    return pose
+
+
+def pose_from_floor(rim: Rim, floor_centre_px: tuple[float, float], k: np.ndarray, radius_cm: float,
+                    below_rim_cm: float, floor_radius_cm: float, rounds: int = 2) -> PlanePose:
+    """The rim plane's pose with its normal from the floor's parallax.
+
+    The floor's centre lies `below_rim_cm` straight below the rim's: F = C + h n. The rim's
+    ellipse fixes C (its centre and size, whatever the tilt); F lies on the ray through the floor's
+    centre as seen, at the distance h from C, which leaves n: several pixels of shift for a few
+    degrees of tilt. A circle's ellipse centre is not quite the image of its centre (perspective);
+    the pose found predicts by how much, and the floor's seen centre is corrected by it."""
+    pose = pose_with_normal(rim, np.array([0.0, 0.0, 1.0]), k, radius_cm)
+    centre = pose.centre
+    inverse = np.linalg.inv(k)
+    seen = np.array(floor_centre_px, float)
+    phi = np.linspace(0, 2 * np.pi, 48, endpoint=False)
+    floor = np.column_stack([floor_radius_cm * np.cos(phi), floor_radius_cm * np.sin(phi),
+                             np.full_like(phi, below_rim_cm)])
+    for _ in range(rounds):
+        ray = inverse @ np.array([seen[0], seen[1], 1.0])
+        b = float(ray @ centre)
+        a = float(ray @ ray)
+        disc = max(0.0, b * b - a * (float(centre @ centre) - below_rim_cm ** 2))
+        mu = (b + math.sqrt(disc)) / a
+        pose = pose_with_normal(rim, ray * mu - centre, k, radius_cm)
+        centre = pose.centre
+        (ex, ey), _, _ = cv2.fitEllipse(pose.project(floor).astype(np.float32))
+        true_centre = pose.project(np.array([[0.0, 0.0, below_rim_cm]]))[0]
+        seen = np.array(floor_centre_px, float) - (np.array([ex, ey]) - true_centre)
+    return pose
+
+
 def floor_shift(pose: PlanePose, below_rim_cm: float) -> np.ndarray:
     """Where the floor's centre (`below_rim_cm` under the rim's) is seen, relative to the rim's centre (px)."""
     points = pose.project(np.array([[0.0, 0.0, 0.0], [0.0, 0.0, below_rim_cm]]))
@@ -139,8 +193,10 @@ def cube_corners(offset_cm: np.ndarray, yaw_deg: float, edge_cm: float, base_bel
 def silhouette_centroid(pose: PlanePose, offset_cm: np.ndarray, yaw_deg: float, edge_cm: float,
                         base_below_rim_cm: float) -> np.ndarray:
     """Centroid (px) of the cube's silhouette: the convex hull of its projected corners."""
-    hull = cv2.convexHull(pose.project(cube_corners(offset_cm, yaw_deg, edge_cm, base_below_rim_cm)).astype(np.float32))
-    m = cv2.moments(hull)
+    corners = pose.project(cube_corners(offset_cm, yaw_deg, edge_cm, base_below_rim_cm))
+    m = cv2.moments(cv2.convexHull(corners.astype(np.float32)))
+    if m["m00"] <= 0:   # a degenerate view (a pose drawn far off): the corners' mean
+        return corners.mean(axis=0)
     return np.array([m["m10"] / m["m00"], m["m01"] / m["m00"]])
 
 
