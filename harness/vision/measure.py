@@ -51,9 +51,12 @@ CUBE_PX_SIGMA = 0.5        # centroid of a clean blob; more when the blob is rag
 RIM_PX_FLOOR = 0.25        # edge localisation that resampling the rays cannot see (blur, JPEG)
 CAMERA_TILT_PRIOR_DEG = 5.0  # how far from vertical a "top" camera may look without the ellipse showing it
 SAMPLES = 200
+CUBE_AMBIGUOUS = 0.8       # a second red blob this cube-like: which one is the cube is a guess
+MEASURE_SUPPORT = 0.65     # a rim seen on less of its circumference may be another round thing (an arm joint)
+RIM_DOUBT = 0.15           # scale and centre doubt (1 sigma, share of the rim) per unit of its circumference unseen
 MAX_TILT_DEG = 30.0        # a top camera looks down; an ellipse saying otherwise is not the rim
 NO_FLOOR_TILT_DEG = 6.0    # without the floor, the rim plane's tilt is a guess to this (1 sigma)
-MODEL_FRACTION = 0.0       # modelling error left, as a share of the distance (1 sigma)
+MODEL_FRACTION = 0.01      # modelling error left, as a share of the distance (1 sigma)
 
 
 def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[float, float], float, np.ndarray]:
@@ -71,7 +74,13 @@ def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[fl
         sizes = sorted((round(cv2.contourArea(c)) for c in contours), reverse=True)[:3]
         raise DetectionError(NotMeasured.CUBE_NOT_FOUND, f"no cube-coloured blob of about {expected:.0f} px^2 "
                              f"(largest red blobs: {sizes or 'none'})")
-    best = max(candidates, key=cv2.contourArea)
+    scored = sorted(((_cube_likeness(c, expected), i) for i, c in enumerate(candidates)), reverse=True)
+    best = candidates[scored[0][1]]
+    if len(scored) > 1 and scored[1][0] >= CUBE_AMBIGUOUS * scored[0][0]:
+        (x1, y1), _ = cv2.minEnclosingCircle(best)
+        (x2, y2), _ = cv2.minEnclosingCircle(candidates[scored[1][1]])
+        raise DetectionError(NotMeasured.CUBE_AMBIGUOUS, f"two red blobs look about as much like the cube "
+                             f"(at x={x1:.0f}, y={y1:.0f} and x={x2:.0f}, y={y2:.0f} px)")
     area = cv2.contourArea(best)
     x, y, w, h = cv2.boundingRect(best)
     if x <= 1 or y <= 1 or x + w >= frame.shape[1] - 1 or y + h >= frame.shape[0] - 1:
@@ -83,6 +92,14 @@ def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[fl
     centre = (moments["m10"] / moments["m00"], moments["m01"] / moments["m00"])
     (_, _), (_, _), angle = cv2.minAreaRect(best)
     return centre, angle % 90, best
+
+
+def _cube_likeness(contour: np.ndarray, expected_area: float) -> float:
+    """How much a red blob looks like the cube: solid (a reddish wood grain or cloth is ragged) and
+    of a cube's size (a blob half or twice as large scores half)."""
+    area = cv2.contourArea(contour)
+    solidity = area / max(cv2.contourArea(cv2.convexHull(contour)), 1.0)
+    return solidity * min(area / expected_area, expected_area / area)
 
 
 def measure_frame(frame: np.ndarray, rim: Rim, geometry: Geometry, fit: RimFit | None = None) -> Measurement:
@@ -150,24 +167,30 @@ def _measure_posed(shape: tuple[int, ...], rim: Rim, g: Geometry, fit: RimFit | 
         raise DetectionError(NotMeasured.ELLIPSE_INCONSISTENT_WITH_CAMERA,
                              f"the rim's ellipse puts the camera {pose.tilt_deg:.0f} degrees off vertical "
                              f"(a top camera looks down within {MAX_TILT_DEG:.0f})")
+    if fit is not None and fit.support < MEASURE_SUPPORT:
+        raise DetectionError(NotMeasured.WEAK_EDGE_SUPPORT,
+                             f"the rim's edges show on only {100 * fit.support:.0f}% of it (needs "
+                             f"{100 * MEASURE_SUPPORT:.0f}% to tell it from another round thing, an arm joint)")
     offset, inside = _place_cube(pose, g, centre, yaw)
-    uncertainty = _posed_uncertainty(rim, g, fit, k, centre, yaw, outline, offset)
+    uncertainty = _posed_uncertainty(rim, g, fit, k, centre, yaw, outline, offset, inside)
     _check_uncertainty(uncertainty, g)
     return Measurement(centre, (float(offset[0]), float(offset[1])), float(np.hypot(*offset)), inside, yaw,
                        round(uncertainty, 3), ())
 
 
-def _cube_sigma(rim: Rim, g: Geometry, outline: np.ndarray) -> float:
-    """The blob centroid's uncertainty (px): more for a ragged blob, or one smaller than a whole top face."""
+def _cube_sigma(rim: Rim, g: Geometry, outline: np.ndarray, expected_area: float | None = None) -> float:
+    """The blob centroid's uncertainty (px): more for a ragged blob, or one smaller than the cube's
+    whole silhouette (`expected_area`, modelled from the camera's pose; else a top face at rim scale)."""
     hull = cv2.convexHull(outline)
     ragged = 1.0 - cv2.contourArea(outline) / max(cv2.contourArea(hull), 1.0)
     px_per_cm = rim.mean_radius_px / (g.bowl_cm / 2)
-    missing = max(0.0, 1.0 - cv2.contourArea(outline) / (g.cube_cm * px_per_cm) ** 2 / 0.85)
+    expected_area = expected_area or (g.cube_cm * px_per_cm) ** 2
+    missing = max(0.0, 1.0 - cv2.contourArea(outline) / expected_area / 0.85)
     return CUBE_PX_SIGMA + 10.0 * ragged + missing * g.cube_cm * px_per_cm / 2
 
 
 def _posed_uncertainty(rim: Rim, g: Geometry, fit: RimFit | None, k: np.ndarray, centre: tuple[float, float],
-                       yaw: float, outline: np.ndarray, offset: np.ndarray) -> float:
+                       yaw: float, outline: np.ndarray, offset: np.ndarray, inside: bool) -> float:
     """Half-width of a 95 % interval on the distance, drawing every input from what is known of it.
 
     The rim's centre and axes vary by the fit's resampled standard errors (plus a floor, and 0.6 of
@@ -181,17 +204,25 @@ def _posed_uncertainty(rim: Rim, g: Geometry, fit: RimFit | None, k: np.ndarray,
     rival = 0.6 * fit.rival_px if fit else 0.0
     floor = fit.floor if fit else None
     fsx, fsy = fit.floor_sigma if fit else (0.0, 0.0)
-    cube_sigma = _cube_sigma(rim, g, outline)
+    # a floor edge seen on part of its circumference (shaded, under the cube or the arm) places its centre less surely
+    floor_doubt = RIM_DOUBT * (1.0 - fit.floor_share) * floor.mean_radius_px if fit and floor else 0.0
+    pose = _pose(rim, k, g, (floor.cx, floor.cy) if floor else None)
+    base = g.bowl_height_cm - (g.bowl_floor_cm if inside else 0.0)
+    silhouette = pose.project(plane.cube_corners(offset, yaw, g.cube_cm, base)).astype(np.float32)
+    cube_sigma = _cube_sigma(rim, g, outline, cv2.contourArea(cv2.convexHull(silhouette)))
+    # a rim seen on part of its circumference only may be fitted off its true size and place
+    doubt = RIM_DOUBT * (1.0 - fit.support) if fit else 0.0
     distances = np.empty(SAMPLES)
     for i in range(SAMPLES):
-        common = rng.normal(0, rival)
-        sample = Rim(rim.cx + rng.normal(0, math.hypot(sx, RIM_PX_FLOOR)),
-                     rim.cy + rng.normal(0, math.hypot(sy, RIM_PX_FLOOR)),
+        common = rng.normal(0, rival) + rng.normal(0, doubt * rim.mean_radius_px)
+        shift = rng.normal(0, doubt * rim.mean_radius_px, 2)
+        sample = Rim(rim.cx + shift[0] + rng.normal(0, math.hypot(sx, RIM_PX_FLOOR)),
+                     rim.cy + shift[1] + rng.normal(0, math.hypot(sy, RIM_PX_FLOOR)),
                      rim.a + common + rng.normal(0, math.hypot(sa, RIM_PX_FLOOR)),
                      rim.b + common + rng.normal(0, math.hypot(sb, RIM_PX_FLOOR)), rim.angle_deg)
         if floor is not None:
-            pose = _pose(sample, k, g, (floor.cx + rng.normal(0, math.hypot(fsx, RIM_PX_FLOOR)),
-                                        floor.cy + rng.normal(0, math.hypot(fsy, RIM_PX_FLOOR))))
+            pose = _pose(sample, k, g, (floor.cx + rng.normal(0, math.hypot(fsx, RIM_PX_FLOOR, floor_doubt)),
+                                        floor.cy + rng.normal(0, math.hypot(fsy, RIM_PX_FLOOR, floor_doubt))))
         else:   # the tilt is not known: anywhere within NO_FLOOR_TILT_DEG (1 sigma) of straight down
             lean = np.append(rng.normal(0, math.tan(math.radians(NO_FLOOR_TILT_DEG)), 2), 0.0)
             pose = _pose(sample, k, g, None, lean)

@@ -213,13 +213,13 @@ def fit_rim(frame: np.ndarray, min_radius_frac: float = 0.035, max_radius_frac: 
     width_sigma = ring.inner_weight * rim.mean_radius_px * RIM_WIDTH_SIGMA_FRAC / ratio
     sigma = (sigma[0], sigma[1], math.hypot(sigma[2], width_sigma), math.hypot(sigma[3], width_sigma))
     # the floor's centre, seen shifted towards the point below the camera, tells the camera's tilt
-    # apart from its mirror image (`plane.py`): only a floor edge that goes round far enough counts
-    floor = ring.floor if ring.floor is not None and ring.floor.ellipse is not None \
-        and ring.floor.support >= MIN_SUPPORT else None
-    floor_sigma = _resampled_sigma(floor.points, True)[:2] if floor is not None else (0.0, 0.0)
+    # (`plane.py`): its ellipse where its edge goes round far enough, else its circle
+    floor = ring.floor if ring.floor is not None and ring.floor.support >= MIN_SUPPORT else None
+    floor_rim = (floor.ellipse or floor.rim) if floor is not None else None
+    floor_sigma = _resampled_sigma(floor.points, floor.ellipse is not None)[:2] if floor is not None else (0.0, 0.0)
     return RimFit(rim, ring.either_share, ring.residual_px, sigma,
                   sum(1 for other in all_layers if other.support >= MIN_SUPPORT), max(rivals, default=0.0),
-                  ring.outer_share, ring.inner_share, ring.floor_share, floor.ellipse if floor else None, floor_sigma)
+                  ring.outer_share, ring.inner_share, ring.floor_share, floor_rim, floor_sigma)
 
 
 def _ring_hypotheses(rays: _Rays, near_rim: _Layer, layers: list[_Layer], shape: BowlShape) -> list[_Ring]:
