@@ -2,8 +2,8 @@
 
 Bands by the true distance of the cube's centre from the bowl's centre: inside (the judge's
 verdict), near rim (outside, under 8 cm), 8-15 cm, 15-26 cm. Per band: frames, measured, mean, p95
-and max error, the largest error as a share of the distance, and the interval's coverage (errors
-within their own stated +/-); and the CPU per frame.
+and max error, the error as a share of the distance (p95 and max, frames 8 cm or more away), the
+interval's coverage (errors within their own stated +/-) and its median width; the CPU per frame.
 
 Rendering and measuring are separate steps, so the same frames can be measured by older code:
 
@@ -91,18 +91,19 @@ def measure(cache: Path, out: Path | None) -> None:
 def _row(name: str, rows: list[dict]) -> str:
     done = [r for r in rows if r["measured"]]
     if not done:
-        return f"| {name} | {len(rows)} | 0 | - | - | - | - | - |"
+        return f"| {name} | {len(rows)} | 0 | - | - | - | - | - | - |"
     errors = np.array([r["error"] for r in done])
     widths = np.array([r["plusminus"] for r in done])
-    share = max(r["error"] / r["distance"] for r in done) if name not in ("inside", "near rim") else None
+    far = [r["error"] / r["distance"] for r in done if r["distance"] >= 8]
+    share = f"{100 * np.percentile(far, 95):.1f}% / {100 * max(far):.1f}%" if far else "-"
     covered = int(np.sum(errors <= widths))
     return (f"| {name} | {len(rows)} | {len(done)} | {errors.mean():.2f} | {np.percentile(errors, 95):.2f} | "
-            f"{errors.max():.2f} | {f'{100 * share:.1f}%' if share is not None else '-'} | "
-            f"{covered}/{len(done)} ({100 * covered / len(done):.0f}%) | {np.median(widths):.2f} |")
+            f"{errors.max():.2f} | {share} | {covered}/{len(done)} ({100 * covered / len(done):.0f}%) | "
+            f"{np.median(widths):.2f} |")
 
 
 def table(records: dict[str, list[dict]]) -> None:
-    header = ("| band | frames | measured | mean cm | p95 cm | max cm | max error / distance | within +/- | "
+    header = ("| band | frames | measured | mean cm | p95 cm | max cm | error / distance p95 / max | within +/- | "
               "median +/- cm |\n|---|---|---|---|---|---|---|---|---|")
     pooled: dict[str, list[dict]] = defaultdict(list)
     for name, rows in records.items():

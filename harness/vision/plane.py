@@ -108,6 +108,18 @@ def _pose_on(q: np.ndarray, n: np.ndarray, k: np.ndarray, radius_cm: float) -> P
     return PlanePose(k, n, centre, u, v)
 
 
+def circle_image(pose: PlanePose, radius_cm: float, below_rim_cm: float) -> tuple[np.ndarray, float]:
+    """Centre (px) and product of the semi-axes (px^2) of the ellipse that a horizontal circle
+    centred under the bowl's centre projects to: the conic H^-T diag(1, 1, -r^2) H^-1."""
+    h = pose.k @ np.column_stack([pose.u, pose.v, pose.centre + below_rim_cm * pose.normal])
+    inverse = np.linalg.inv(h)
+    conic = inverse.T @ np.diag([1.0, 1.0, -radius_cm ** 2]) @ inverse
+    m = conic[:2, :2]
+    centre = -np.linalg.solve(m, conic[:2, 2])
+    constant = float(conic[2, 2] + conic[:2, 2] @ centre)
+    return centre, abs(constant) / math.sqrt(abs(float(np.linalg.det(m))))
+
+
 def pose_with_normal(rim: Rim, normal: np.ndarray, k: np.ndarray, radius_cm: float, rounds: int = 3) -> PlanePose:
     """The rim's circle on a plane of this normal: placed so that its projection has the rim
     ellipse's centre and area. The ellipse's flattening is not used (it fixes the tilt only through
@@ -121,13 +133,11 @@ def pose_with_normal(rim: Rim, normal: np.ndarray, k: np.ndarray, radius_cm: flo
     target = np.array([rim.cx, rim.cy])
     aim = target.copy()
     depth = k[1, 1] * radius_cm / math.sqrt(rim.a * rim.b)
-    phi = np.linspace(0, 2 * np.pi, 48, endpoint=False)
-    circle = np.column_stack([radius_cm * np.cos(phi), radius_cm * np.sin(phi), np.zeros_like(phi)])
     pose = PlanePose(k, n, inverse @ np.array([*aim, 1.0]) * depth, u, v)
     for _ in range(rounds):
-        (cx, cy), (d1, d2), _ = cv2.fitEllipse(pose.project(circle).astype(np.float32))
-        depth *= math.sqrt(d1 * d2 / 4 / (rim.a * rim.b))
-        aim += target - np.array([cx, cy])
+        seen, axes = circle_image(pose, radius_cm, 0.0)
+        depth *= math.sqrt(axes / (rim.a * rim.b))
+        aim += target - seen
         pose = PlanePose(k, n, inverse @ np.array([*aim, 1.0]) * depth, u, v)
     return pose
 
@@ -145,9 +155,6 @@ def pose_from_floor(rim: Rim, floor_centre_px: tuple[float, float], k: np.ndarra
     centre = pose.centre
     inverse = np.linalg.inv(k)
     seen = np.array(floor_centre_px, float)
-    phi = np.linspace(0, 2 * np.pi, 48, endpoint=False)
-    floor = np.column_stack([floor_radius_cm * np.cos(phi), floor_radius_cm * np.sin(phi),
-                             np.full_like(phi, below_rim_cm)])
     for _ in range(rounds):
         ray = inverse @ np.array([seen[0], seen[1], 1.0])
         b = float(ray @ centre)
@@ -156,9 +163,9 @@ def pose_from_floor(rim: Rim, floor_centre_px: tuple[float, float], k: np.ndarra
         mu = (b + math.sqrt(disc)) / a
         pose = pose_with_normal(rim, ray * mu - centre, k, radius_cm)
         centre = pose.centre
-        (ex, ey), _, _ = cv2.fitEllipse(pose.project(floor).astype(np.float32))
+        ellipse_centre, _ = circle_image(pose, floor_radius_cm, below_rim_cm)
         true_centre = pose.project(np.array([[0.0, 0.0, below_rim_cm]]))[0]
-        seen = np.array(floor_centre_px, float) - (np.array([ex, ey]) - true_centre)
+        seen = np.array(floor_centre_px, float) - (ellipse_centre - true_centre)
     return pose
 
 
