@@ -120,7 +120,7 @@ def circle_image(pose: PlanePose, radius_cm: float, below_rim_cm: float) -> tupl
     return centre, abs(constant) / math.sqrt(abs(float(np.linalg.det(m))))
 
 
-def pose_with_normal(rim: Rim, normal: np.ndarray, k: np.ndarray, radius_cm: float, rounds: int = 3) -> PlanePose:
+def pose_with_normal(rim: Rim, normal: np.ndarray, k: np.ndarray, radius_cm: float, rounds: int = 2) -> PlanePose:
     """The rim's circle on a plane of this normal: placed so that its projection has the rim
     ellipse's centre and area. The ellipse's flattening is not used (it fixes the tilt only through
     sub-pixel differences of its axes, which a lip's shading or blur easily bias); its area and
@@ -208,7 +208,7 @@ def silhouette_centroid(pose: PlanePose, offset_cm: np.ndarray, yaw_deg: float, 
 
 
 def cube_offset(pose: PlanePose, centroid_px: tuple[float, float], yaw_deg: float, edge_cm: float,
-                base_below_rim_cm: float, start: np.ndarray | None = None, rounds: int = 4) -> np.ndarray:
+                base_below_rim_cm: float, start: np.ndarray | None = None, rounds: int | None = None) -> np.ndarray:
     """The cube's centre (u, v cm from the bowl centre) whose modelled silhouette has the blob's centroid.
 
     Starts from the ray through the centroid at the cube's mid-height, then moves the cube by the
@@ -217,7 +217,7 @@ def cube_offset(pose: PlanePose, centroid_px: tuple[float, float], yaw_deg: floa
     target = np.asarray(centroid_px, float)
     at_target = pose.to_plane(target, middle)[0]
     offset = at_target if start is None else np.asarray(start, float)
-    for _ in range(rounds):
+    for _ in range(rounds or (4 if start is None else 2)):   # from a nearby start, two rounds converge
         seen = silhouette_centroid(pose, offset, yaw_deg, edge_cm, base_below_rim_cm)
         offset = offset + at_target - pose.to_plane(seen, middle)[0]
     return offset
