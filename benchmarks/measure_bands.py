@@ -8,10 +8,12 @@ interval's coverage (errors within their own stated +/-) and its median width; t
 Rendering and measuring are separate steps, so the same frames can be measured by older code:
 
     .venv/bin/python benchmarks/measure_bands.py render --sets dev --cache /tmp/bands-dev
-    .venv/bin/python benchmarks/measure_bands.py measure --cache /tmp/bands-dev
+    .venv/bin/python benchmarks/measure_bands.py measure --cache /tmp/bands-dev --json after.json
     git archive <old-commit> harness | tar -x -C /tmp/before
     (cd /tmp && PYTHONPATH=/tmp/before /path/to/.venv/bin/python /path/to/benchmarks/measure_bands.py \\
-        measure --cache /tmp/bands-dev)
+        measure --cache /tmp/bands-dev --json /tmp/before.json)
+
+    .venv/bin/python benchmarks/measure_bands.py compare before.json after.json
 
 The sets are named in tests/data/heldout_seeds.yaml: `dev` were looked at while tuning, `heldout`
 only once, at the end (docs/measurement.md).
@@ -123,6 +125,35 @@ def table(records: dict[str, list[dict]]) -> None:
         print(_row("all", [r for rows in records.values() for r in rows]))
 
 
+def compare(before: Path, after: Path) -> None:
+    """Before and after side by side, per band, pooled over the sets of each distribution."""
+    old, new = json.loads(before.read_text()), json.loads(after.read_text())
+    groups: dict[str, list[str]] = defaultdict(list)
+    for name in new:
+        groups[name.split("-")[0]].append(name)
+    for kind, names in groups.items():
+        print(f"\n{kind} ({', '.join(names)}): before -> after\n")
+        print("| band | frames | measured | mean cm | p95 cm | max cm | error / distance p95 | within +/- | "
+              "CPU ms/frame |\n|---|---|---|---|---|---|---|---|---|")
+        for b in (*BANDS, "all"):
+            cells = [_cells([r for n in names for r in records[n] if b in ("all", r["band"])])
+                     for records in (old, new)]
+            frames = sum(1 for n in names for r in new[n] if b in ("all", r["band"]))
+            print(f"| {b} | {frames} | " + " | ".join(f"{x} -> {y}" for x, y in zip(*cells, strict=True)) + " |")
+
+
+def _cells(rows: list[dict]) -> list[str]:
+    done = [r for r in rows if r["measured"]]
+    cpu = f"{1000 * np.mean([r['cpu_s'] for r in rows]):.0f}" if rows else "-"
+    if not done:
+        return [str(0), "-", "-", "-", "-", "-", cpu]
+    errors = np.array([r["error"] for r in done])
+    covered = int(np.sum(errors <= np.array([r["plusminus"] for r in done])))
+    far = [r["error"] / r["distance"] for r in done if r["distance"] >= 8]
+    return [str(len(done)), f"{errors.mean():.2f}", f"{np.percentile(errors, 95):.2f}", f"{errors.max():.2f}",
+            f"{100 * np.percentile(far, 95):.1f}%" if far else "-", f"{covered}/{len(done)}", cpu]
+
+
 def _count(items) -> dict[str, int]:
     out: dict[str, int] = defaultdict(int)
     for item in items:
@@ -139,9 +170,14 @@ def main() -> None:
     m = sub.add_parser("measure")
     m.add_argument("--cache", type=Path, required=True)
     m.add_argument("--json", type=Path, help="also write every frame's record here")
+    c = sub.add_parser("compare", help="two `measure --json` files side by side, per band")
+    c.add_argument("before", type=Path)
+    c.add_argument("after", type=Path)
     args = parser.parse_args()
     if args.step == "render":
         render(args.sets, args.cache)
+    elif args.step == "compare":
+        compare(args.before, args.after)
     else:
         measure(args.cache, args.json)
 
