@@ -1,17 +1,18 @@
-"""The table's plane from the rim's ellipse, and exact pixel -> table-centimetre geometry.
+"""The table's plane from the rim and the floor, and exact pixel -> table-centimetre geometry.
 
 With the lens known (its camera matrix K), the rim's image ellipse is a cone of rays through the
-camera centre. Exactly two plane orientations cut that cone in a circle; for each, the rim's known
-diameter fixes the plane's distance. So the rim alone gives the camera's full pose over the table up
-to a two-fold choice: the two normals are mirror images about the line of sight to the bowl, and the
-rim looks the same from both. They differ far from the rim (the scale changes across a tilted
-table at first order in the tilt), which is where far cubes sit. The bowl's floor picks one: it is
-a concentric circle a known height lower, and the side its centre is seen shifted to (towards the
-point straight below the camera) is the side the true normal leans to.
+camera centre. Exactly two plane orientations cut that cone in a circle (`candidate_poses`), mirror
+images about the line of sight, and the rim looks the same from both; they differ far from the rim
+(the scale changes across a tilted table at first order in the tilt), which is where far cubes sit.
+Worse, the ellipse's flattening, which is all that carries the tilt, is a sub-pixel difference of
+its axes that blur and a lip's shading bias. So the tilt is taken from the bowl's floor instead
+(`pose_from_floor`): a concentric circle a known height lower, whose centre is seen shifted towards
+the point below the camera; the rim's ellipse gives only its centre and its size (area), which
+barely depend on the tilt (`pose_with_normal`).
 
 Once the pose is known, a pixel is a ray; the ray meets the plane of the height the point lies at
-(the cube's top face on the table, on the bowl floor) exactly, and the cube's whole silhouette (its
-top and the side faces a tilted or off-centre view shows) is modelled, not just its top face.
+exactly, and the cube's whole silhouette (its top and the side faces a tilted or off-centre view
+shows) is modelled, not just its top face.
 """
 
 from __future__ import annotations
@@ -167,24 +168,6 @@ def pose_from_floor(rim: Rim, floor_centre_px: tuple[float, float], k: np.ndarra
         true_centre = pose.project(np.array([[0.0, 0.0, below_rim_cm]]))[0]
         seen = np.array(floor_centre_px, float) - (ellipse_centre - true_centre)
     return pose
-
-
-def floor_shift(pose: PlanePose, below_rim_cm: float) -> np.ndarray:
-    """Where the floor's centre (`below_rim_cm` under the rim's) is seen, relative to the rim's centre (px)."""
-    points = pose.project(np.array([[0.0, 0.0, 0.0], [0.0, 0.0, below_rim_cm]]))
-    return points[1] - points[0]
-
-
-def pick_pose(poses: tuple[PlanePose, PlanePose], observed_shift: np.ndarray | None,
-              below_rim_cm: float) -> tuple[PlanePose, float]:
-    """The pose whose floor shift matches the observed one (floor ellipse centre minus rim ellipse
-    centre, px), and how far apart the two poses' predictions are (px: how decisive the floor is).
-    Without a floor, the first pose and a separation of 0."""
-    if observed_shift is None:
-        return poses[0], 0.0
-    predicted = [floor_shift(p, below_rim_cm) for p in poses]
-    misses = [float(np.linalg.norm(observed_shift - s)) for s in predicted]
-    return poses[int(np.argmin(misses))], float(np.linalg.norm(predicted[0] - predicted[1]))
 
 
 def cube_corners(offset_cm: np.ndarray, yaw_deg: float, edge_cm: float, base_below_rim_cm: float) -> np.ndarray:
