@@ -11,9 +11,11 @@ inside/outside, how much of the rim and of the cube the camera can see, and the 
 
 from __future__ import annotations
 
+import colorsys
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
 import cv2
 import mujoco
@@ -39,6 +41,23 @@ PALETTES: dict[str, tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...
 PALETTE_TABLE = {"green_on_wood": "wood", "grey_glossy_on_speckle": "speckle", "cream_on_cloth": "cloth"}
 
 
+class Distribution(StrEnum):
+    """Which scenes a set is drawn from.
+
+    STRESS is the set the rim and the measurement were developed on. WIDE is wider than anything
+    tuned on: any bowl, lip and table colour on any table texture, dimmer and brighter light, the
+    arm in other poses, the camera 0.5-1.0 m up, tilted up to 15 degrees in any direction and aimed
+    up to 8 cm off the bowl, and cubes far outside the bowl (8-26 cm from its centre) as often as
+    near it. Sets for judging are drawn from WIDE with held-out seeds (tests/data/heldout_seeds.yaml).
+    """
+
+    STRESS = "stress"
+    WIDE = "wide"
+
+
+WIDE_PLACES = ("inside", "rim", "outside", "far", "far")
+
+
 @dataclass(frozen=True)
 class Look:
     """Everything varied for one frame: scene, light, arm, and the camera's own defects."""
@@ -60,6 +79,14 @@ class Look:
     white_balance: tuple[float, float, float]
     k1: float
     k2: float
+    # WIDE sets only (None: the STRESS set's palette, camera placement, light and arm)
+    colours: tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]] | None = None  # bowl, lip, table
+    glossy: bool = False
+    light_diffuse: float | None = None
+    tilt_azimuth_deg: float = 0.0
+    roll_deg: float = 0.0
+    aim_dxy: tuple[float, float] = (0.0, 0.0)
+    arm_offsets_deg: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +121,33 @@ def random_look(rng: np.random.Generator, k: int) -> Look:
         gain=float(rng.uniform(0.55, 1.5)) if on[4] else 1.0,
         white_balance=tuple(float(v) for v in rng.uniform(0.9, 1.1, 3)) if on[5] else (1.0, 1.0, 1.0),
         k1=float(rng.uniform(-0.3, -0.05)) if on[6] else 0.0, k2=float(rng.uniform(0.0, 0.08)) if on[6] else 0.0,
+    )
+
+
+def _colour(rng: np.random.Generator, sat: tuple[float, float], val: tuple[float, float]) -> tuple[float, ...]:
+    """Any colour but the cube's red (the cube is found by colour; a red bowl hides it by design)."""
+    hue = float(rng.uniform(0.07, 0.93))
+    return tuple(float(c) for c in colorsys.hsv_to_rgb(hue, float(rng.uniform(*sat)), float(rng.uniform(*val))))
+
+
+def wide_look(rng: np.random.Generator, k: int) -> Look:
+    """The k-th look of a WIDE set: the stress set's camera defects, on scenes drawn far more widely."""
+    base = random_look(rng, k)
+    bowl = _colour(rng, (0.0, 0.8), (0.1, 0.95))
+    if rng.random() < 0.5:   # a lip of the bowl's own colour, a little darker or lighter
+        shade = float(rng.uniform(0.75, 1.1))
+        lip = tuple(min(1.0, c * shade) for c in bowl)
+    else:                    # a lip of another colour
+        lip = _colour(rng, (0.0, 0.9), (0.1, 0.95))
+    table = _colour(rng, (0.0, 0.6), (0.15, 0.95))
+    return replace(
+        base, palette="wide", table=TABLE_SURFACES[int(rng.integers(0, len(TABLE_SURFACES)))],
+        camera_height=float(rng.uniform(0.5, 1.0)), tilt_deg=float(rng.uniform(0, 15)),
+        fovy_deg=float(rng.uniform(40, 62)), camera_dxy=(0.0, 0.0),
+        colours=(bowl, lip, table), glossy=bool(rng.random() < 0.25), light_diffuse=float(rng.uniform(0.3, 1.0)),
+        tilt_azimuth_deg=float(rng.uniform(0, 360)), roll_deg=float(rng.uniform(-15, 15)),
+        aim_dxy=(float(rng.uniform(-0.08, 0.08)), float(rng.uniform(-0.08, 0.08))),
+        arm_offsets_deg=tuple(float(v) for v in rng.uniform(-25, 25, 5)),
     )
 
 
@@ -169,8 +223,8 @@ class _Stage:
 
     def dress(self, look: Look) -> None:
         m = self.world.model
-        bowl, rim, table = PALETTES[look.palette]
-        glossy = self.materials["bowl_glossy"] if "glossy" in look.palette else -1
+        bowl, rim, table = look.colours or PALETTES[look.palette]
+        glossy = self.materials["bowl_glossy"] if "glossy" in look.palette or look.glossy else -1
         for g in self.bowl_geoms:
             m.geom_rgba[g, :3] = rim if g in self.rim_geoms else bowl
             m.geom_matid[g] = glossy
@@ -180,7 +234,11 @@ class _Stage:
         m.light_pos[0] = np.array([*self.geometry.bowl_xy, 0.0]) - 1.4 * np.asarray(look.light_dir)
         m.light_cutoff[0] = 70
         m.light_castshadow[0] = look.shadows
+        m.light_diffuse[0] = look.light_diffuse or self.geometry.light_intensity
         g = self.geometry
+        if look.colours is not None:
+            self._aim(look)
+            return
         tilt = math.radians(look.tilt_deg)
         x = g.top_camera_xy[0] + look.camera_dxy[0] - look.camera_height * math.tan(tilt)
         m.cam_pos[self.camera] = [x, g.top_camera_xy[1] + look.camera_dxy[1], look.camera_height]
@@ -189,13 +247,40 @@ class _Stage:
         m.cam_quat[self.camera] = quat
         m.cam_fovy[self.camera] = look.fovy_deg
 
-    def drop_cube(self, where: str, rng: np.random.Generator) -> None:
+    def _aim(self, look: Look) -> None:
+        """A WIDE camera: `camera_height` up, looking at a point `aim_dxy` off the bowl, `tilt_deg` off
+        vertical towards `tilt_azimuth_deg`, image up along the robot's +x turned by `roll_deg`."""
+        g, m = self.geometry, self.world.model
+        aim = np.array([g.bowl_xy[0] + look.aim_dxy[0], g.bowl_xy[1] + look.aim_dxy[1], 0.0])
+        t, a = math.radians(look.tilt_deg), math.radians(look.tilt_azimuth_deg)
+        reach = look.camera_height * math.tan(t)
+        position = aim + np.array([reach * math.cos(a), reach * math.sin(a), look.camera_height])
+        back = (position - aim) / np.linalg.norm(position - aim)       # the camera's +z looks away from the scene
+        r = math.radians(look.roll_deg)
+        up_hint = np.array([math.cos(r), math.sin(r), 0.0])
+        right = np.cross(up_hint, back)
+        right /= np.linalg.norm(right)
+        up = np.cross(back, right)
+        quat = np.zeros(4)
+        mujoco.mju_mat2Quat(quat, np.column_stack([right, up, back]).ravel())
+        m.cam_pos[self.camera] = position
+        m.cam_quat[self.camera] = quat
+        m.cam_fovy[self.camera] = look.fovy_deg
+
+    def drop_cube(self, where: str, rng: np.random.Generator, arm_offsets_deg: tuple[float, ...] | None = None
+                  ) -> None:
         g, world = self.geometry, self.world
-        world.set_arm(DEFAULT_START_POSE)
+        pose = dict(DEFAULT_START_POSE)
+        for name, extra in zip(list(pose)[:5], arm_offsets_deg or (), strict=False):
+            pose[name] += extra
+        world.set_arm(pose)
         rim = g.bowl_rim_radius
-        radius = {"inside": rng.uniform(0, rim - 0.025), "rim": rng.uniform(rim - 0.01, rim + 0.01),
-                  "outside": rng.uniform(rim + 0.025, rim + 0.06)}[where]
-        angle = rng.uniform(0, 2 * math.pi)
+        if where == "far":
+            radius, angle = self._far_spot(rng)
+        else:
+            radius = {"inside": rng.uniform(0, rim - 0.025), "rim": rng.uniform(rim - 0.01, rim + 0.01),
+                      "outside": rng.uniform(rim + 0.025, rim + 0.06)}[where]
+            angle = rng.uniform(0, 2 * math.pi)
         world.place_cube((g.bowl_xy[0] + radius * math.cos(angle), g.bowl_xy[1] + radius * math.sin(angle)),
                          rng.uniform(0, math.pi / 2))
         if where != "outside":
@@ -203,6 +288,20 @@ class _Stage:
         world.data.ctrl[:] = world.joint_positions_rad()
         for _ in range(450):  # 1.5 s to come to rest; the judge's running watch is not needed here
             mujoco.mj_step(world.model, world.data)
+
+    def _far_spot(self, rng: np.random.Generator) -> tuple[float, float]:
+        """8-26 cm from the bowl's centre, on the table in view, clear of the arm's base."""
+        g = self.geometry
+        mujoco.mj_forward(self.world.model, self.world.data)
+        radius = angle = 0.0
+        for attempt in range(60):
+            radius = rng.uniform(0.08, 0.26) if attempt < 40 else rng.uniform(0.08, 0.15)
+            angle = rng.uniform(0, 2 * math.pi)
+            x, y = g.bowl_xy[0] + radius * math.cos(angle), g.bowl_xy[1] + radius * math.sin(angle)
+            px = self.project(np.array([[x, y, g.cube_edge]]))[0]
+            if 30 <= px[0] <= WIDTH - 30 and 30 <= px[1] <= HEIGHT - 30 and math.hypot(x, y) > 0.14:
+                break
+        return radius, angle
 
     def arm_over_rim(self, rng: np.random.Generator) -> None:
         """Hold the gripper above a point of the rim, as an arm that has just let go does."""
@@ -267,17 +366,20 @@ def _axis_quat(axis: int, angle: float) -> np.ndarray:
     return q
 
 
-def stress_frames(count: int, seed: int = 0, geometry: SceneGeometry | None = None) -> Iterator[StressFrame]:
-    """`count` hard frames, each with its own look, cube drop (inside, on the rim, beside) and truth."""
+def stress_frames(count: int, seed: int = 0, geometry: SceneGeometry | None = None,
+                  distribution: Distribution = Distribution.STRESS) -> Iterator[StressFrame]:
+    """`count` hard frames, each with its own look, cube drop (inside, on the rim, beside; in WIDE
+    sets also far outside the bowl) and truth."""
     geometry = geometry or SceneGeometry()
     rng = np.random.default_rng(seed)
     stage = _Stage(geometry)
+    wide = distribution is Distribution.WIDE
     try:
         for k in range(count):
-            look = random_look(rng, k)
-            where = ("inside", "rim", "outside")[k % 3]
+            look = wide_look(rng, k) if wide else random_look(rng, k)
+            where = WIDE_PLACES[k % len(WIDE_PLACES)] if wide else ("inside", "rim", "outside")[k % 3]
             stage.dress(look)
-            stage.drop_cube(where, rng)
+            stage.drop_cube(where, rng, look.arm_offsets_deg)
             if look.arm_over_rim:
                 stage.arm_over_rim(rng)
             world = stage.world

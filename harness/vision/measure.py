@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 import cv2
 import numpy as np
 
+from harness.vision import plane
 from harness.vision.camera import CameraIntrinsics
 from harness.vision.reasons import Caveat, DetectionError, NotMeasured
 from harness.vision.rim import BowlShape, Rim, RimFit, fit_rim
@@ -25,7 +26,7 @@ __all__ = ["DetectionError", "FrameResult", "Geometry", "Measurement", "NotMeasu
 @dataclass(frozen=True)
 class Geometry:
     bowl_cm: float = 11.5
-    bowl_height_cm: float = 4.5      # rim above the table
+    bowl_height_cm: float = 4.2      # the rim's outer edge above the table (the middle of a rounded lip)
     bowl_floor_cm: float = 0.4       # floor above the table
     cube_cm: float = 3.0
     rim_width_cm: float = 0.6        # the rim's lip seen from above: outer edge to where the wall's inner face begins
@@ -50,6 +51,12 @@ CUBE_PX_SIGMA = 0.5        # centroid of a clean blob; more when the blob is rag
 RIM_PX_FLOOR = 0.25        # edge localisation that resampling the rays cannot see (blur, JPEG)
 CAMERA_TILT_PRIOR_DEG = 5.0  # how far from vertical a "top" camera may look without the ellipse showing it
 SAMPLES = 200
+CUBE_AMBIGUOUS = 0.8       # a second red blob this cube-like: which one is the cube is a guess
+MEASURE_SUPPORT = 0.65     # a rim seen on less of its circumference may be another round thing (an arm joint)
+RIM_DOUBT = 0.15           # scale and centre doubt (1 sigma, share of the rim) per unit of its circumference unseen
+MAX_TILT_DEG = 30.0        # a top camera looks down; an ellipse saying otherwise is not the rim
+NO_FLOOR_TILT_DEG = 6.0    # without the floor, the rim plane's tilt is a guess to this (1 sigma)
+MODEL_FRACTION = 0.01      # modelling error left, as a share of the distance (1 sigma)
 
 
 def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[float, float], float, np.ndarray]:
@@ -67,7 +74,13 @@ def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[fl
         sizes = sorted((round(cv2.contourArea(c)) for c in contours), reverse=True)[:3]
         raise DetectionError(NotMeasured.CUBE_NOT_FOUND, f"no cube-coloured blob of about {expected:.0f} px^2 "
                              f"(largest red blobs: {sizes or 'none'})")
-    best = max(candidates, key=cv2.contourArea)
+    scored = sorted(((_cube_likeness(c, expected), i) for i, c in enumerate(candidates)), reverse=True)
+    best = candidates[scored[0][1]]
+    if len(scored) > 1 and scored[1][0] >= CUBE_AMBIGUOUS * scored[0][0]:
+        (x1, y1), _ = cv2.minEnclosingCircle(best)
+        (x2, y2), _ = cv2.minEnclosingCircle(candidates[scored[1][1]])
+        raise DetectionError(NotMeasured.CUBE_AMBIGUOUS, f"two red blobs look about as much like the cube "
+                             f"(at x={x1:.0f}, y={y1:.0f} and x={x2:.0f}, y={y2:.0f} px)")
     area = cv2.contourArea(best)
     x, y, w, h = cv2.boundingRect(best)
     if x <= 1 or y <= 1 or x + w >= frame.shape[1] - 1 or y + h >= frame.shape[0] - 1:
@@ -81,24 +94,145 @@ def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[fl
     return centre, angle % 90, best
 
 
+def _cube_likeness(contour: np.ndarray, expected_area: float) -> float:
+    """How much a red blob looks like the cube: solid (a reddish wood grain or cloth is ragged) and
+    of a cube's size (a blob half or twice as large scores half)."""
+    area = cv2.contourArea(contour)
+    solidity = area / max(cv2.contourArea(cv2.convexHull(contour)), 1.0)
+    return solidity * min(area / expected_area, expected_area / area)
+
+
 def measure_frame(frame: np.ndarray, rim: Rim, geometry: Geometry, fit: RimFit | None = None) -> Measurement:
-    """The cube's distance from the bowl centre, with a 95 % interval from the rim fit, the cube's
-    centroid, the camera's unknown tilt and, without a focal length, the uncorrected cube height."""
+    """The cube's distance from the bowl centre, with a 95 % interval.
+
+    With a focal length, the camera's pose over the table comes from the rim's ellipse (`plane.py`)
+    and the cube's modelled silhouette is placed on the table exactly; without one, the rim's
+    ellipse maps pixels to the rim plane to first order and the cube's height stays uncorrected."""
     centre, yaw, outline = find_cube(frame, rim, geometry)
-    caveats = [] if geometry.focal_px else [Caveat.NO_HEIGHT_CORRECTION]
     if geometry.focal_px:
-        camera_to_rim_m = geometry.focal_px * (geometry.bowl_cm / 2) / rim.mean_radius_px / 100
-        if not 0.3 <= camera_to_rim_m <= 1.6:
-            raise DetectionError(NotMeasured.ELLIPSE_INCONSISTENT_WITH_CAMERA,
-                                 f"a {rim.mean_radius_px:.0f} px rim puts the camera {camera_to_rim_m:.2f} m "
-                                 "above it with this focal length: not the bowl, or the wrong lens")
+        return _measure_posed(frame.shape, rim, geometry, fit, centre, yaw, outline)
     offset, inside = _offset(frame.shape, rim, geometry, centre, yaw, _nadir(frame.shape, geometry))
     uncertainty = _uncertainty(frame.shape, rim, geometry, centre, yaw, outline, fit, inside)
+    _check_uncertainty(uncertainty, geometry)
+    return Measurement(centre, (float(offset[0]), float(offset[1])), float(np.hypot(*offset)), inside, yaw,
+                       round(uncertainty, 3), (Caveat.NO_HEIGHT_CORRECTION,))
+
+
+def _check_uncertainty(uncertainty: float, geometry: Geometry) -> None:
     if uncertainty > geometry.max_uncertainty_cm:
         raise DetectionError(NotMeasured.TOO_UNCERTAIN, f"distance known only to +/- {uncertainty:.2f} cm "
                              f"(limit {geometry.max_uncertainty_cm:.2f} cm)")
+
+
+def _camera_matrix(shape: tuple[int, ...], g: Geometry) -> np.ndarray:
+    cx, cy = _nadir(shape, g)
+    assert g.focal_px is not None
+    return np.array([[g.focal_px, 0, cx], [0, g.focal_px, cy], [0, 0, 1.0]])
+
+
+def _pose(rim: Rim, k: np.ndarray, g: Geometry, floor_centre: tuple[float, float] | None,
+          lean: np.ndarray | None = None) -> plane.PlanePose:
+    """The rim plane's pose: its tilt from the floor's parallax where the floor was found, else
+    the camera taken as looking straight down (tilted by `lean`, when drawing what it may be)."""
+    if floor_centre is not None:
+        return plane.pose_from_floor(rim, floor_centre, k, g.bowl_cm / 2, g.bowl_height_cm - g.bowl_floor_cm,
+                                     g.floor_cm / 2)
+    normal = np.array([0.0, 0.0, 1.0]) + (lean if lean is not None else 0.0)
+    return plane.pose_with_normal(rim, normal, k, g.bowl_cm / 2)
+
+
+def _place_cube(pose: plane.PlanePose, g: Geometry, centre: tuple[float, float], yaw: float,
+                start: np.ndarray | None = None) -> tuple[np.ndarray, bool]:
+    """The cube's offset from the bowl centre (cm) and whether it is inside: placed standing on the
+    table, and again on the bowl floor when that puts it inside the rim."""
+    offset = plane.cube_offset(pose, centre, yaw, g.cube_cm, g.bowl_height_cm, start)
+    if _inside(offset, yaw, g) or np.hypot(*offset) < g.bowl_cm / 2:
+        on_floor = plane.cube_offset(pose, centre, yaw, g.cube_cm, g.bowl_height_cm - g.bowl_floor_cm, offset)
+        if _inside(on_floor, yaw, g):
+            return on_floor, True
+    return offset, False
+
+
+def _measure_posed(shape: tuple[int, ...], rim: Rim, g: Geometry, fit: RimFit | None, centre: tuple[float, float],
+                   yaw: float, outline: np.ndarray) -> Measurement:
+    k = _camera_matrix(shape, g)
+    floor = fit.floor if fit else None
+    pose = _pose(rim, k, g, (floor.cx, floor.cy) if floor else None)
+    camera_to_rim_m = pose.distance_cm / 100
+    if not 0.3 <= camera_to_rim_m <= 1.6:
+        raise DetectionError(NotMeasured.ELLIPSE_INCONSISTENT_WITH_CAMERA,
+                             f"a {rim.mean_radius_px:.0f} px rim puts the camera {camera_to_rim_m:.2f} m "
+                             "above it with this focal length: not the bowl, or the wrong lens")
+    if pose.tilt_deg > MAX_TILT_DEG:
+        raise DetectionError(NotMeasured.ELLIPSE_INCONSISTENT_WITH_CAMERA,
+                             f"the rim's ellipse puts the camera {pose.tilt_deg:.0f} degrees off vertical "
+                             f"(a top camera looks down within {MAX_TILT_DEG:.0f})")
+    if fit is not None and fit.support < MEASURE_SUPPORT:
+        raise DetectionError(NotMeasured.WEAK_EDGE_SUPPORT,
+                             f"the rim's edges show on only {100 * fit.support:.0f}% of it (needs "
+                             f"{100 * MEASURE_SUPPORT:.0f}% to tell it from another round thing, an arm joint)")
+    offset, inside = _place_cube(pose, g, centre, yaw)
+    uncertainty = _posed_uncertainty(rim, g, fit, k, centre, yaw, outline, offset, inside)
+    _check_uncertainty(uncertainty, g)
     return Measurement(centre, (float(offset[0]), float(offset[1])), float(np.hypot(*offset)), inside, yaw,
-                       round(uncertainty, 3), tuple(caveats))
+                       round(uncertainty, 3), ())
+
+
+def _cube_sigma(rim: Rim, g: Geometry, outline: np.ndarray, expected_area: float | None = None) -> float:
+    """The blob centroid's uncertainty (px): more for a ragged blob, or one smaller than the cube's
+    whole silhouette (`expected_area`, modelled from the camera's pose; else a top face at rim scale)."""
+    hull = cv2.convexHull(outline)
+    ragged = 1.0 - cv2.contourArea(outline) / max(cv2.contourArea(hull), 1.0)
+    px_per_cm = rim.mean_radius_px / (g.bowl_cm / 2)
+    expected_area = expected_area or (g.cube_cm * px_per_cm) ** 2
+    missing = max(0.0, 1.0 - cv2.contourArea(outline) / expected_area / 0.85)
+    return CUBE_PX_SIGMA + 10.0 * ragged + missing * g.cube_cm * px_per_cm / 2
+
+
+def _posed_uncertainty(rim: Rim, g: Geometry, fit: RimFit | None, k: np.ndarray, centre: tuple[float, float],
+                       yaw: float, outline: np.ndarray, offset: np.ndarray, inside: bool) -> float:
+    """Half-width of a 95 % interval on the distance, drawing every input from what is known of it.
+
+    The rim's centre and axes vary by the fit's resampled standard errors (plus a floor, and 0.6 of
+    the distance to a rival reading); the floor's centre by its own, which moves the tilt found from
+    its parallax; without a floor, the tilt by NO_FLOOR_TILT_DEG; the cube's centroid by half a
+    pixel, more for a ragged or partly hidden blob. The
+    modelling error left (a rounded lip's edge, the cube's shaded sides) adds MODEL_FRACTION of the
+    distance."""
+    rng = np.random.default_rng(0)
+    sx, sy, sa, sb = fit.sigma if fit else (0.0, 0.0, 0.0, 0.0)
+    rival = 0.6 * fit.rival_px if fit else 0.0
+    floor = fit.floor if fit else None
+    fsx, fsy = fit.floor_sigma if fit else (0.0, 0.0)
+    # a floor edge seen on part of its circumference (shaded, under the cube or the arm) places its centre less surely
+    floor_doubt = RIM_DOUBT * (1.0 - fit.floor_share) * floor.mean_radius_px if fit and floor else 0.0
+    pose = _pose(rim, k, g, (floor.cx, floor.cy) if floor else None)
+    base = g.bowl_height_cm - (g.bowl_floor_cm if inside else 0.0)
+    silhouette = pose.project(plane.cube_corners(offset, yaw, g.cube_cm, base)).astype(np.float32)
+    cube_sigma = _cube_sigma(rim, g, outline, cv2.contourArea(cv2.convexHull(silhouette)))
+    # a rim seen on part of its circumference only may be fitted off its true size and place
+    doubt = RIM_DOUBT * (1.0 - fit.support) if fit else 0.0
+    distances = np.empty(SAMPLES)
+    for i in range(SAMPLES):
+        common = rng.normal(0, rival) + rng.normal(0, doubt * rim.mean_radius_px)
+        shift = rng.normal(0, doubt * rim.mean_radius_px, 2)
+        sample = Rim(rim.cx + shift[0] + rng.normal(0, math.hypot(sx, RIM_PX_FLOOR)),
+                     rim.cy + shift[1] + rng.normal(0, math.hypot(sy, RIM_PX_FLOOR)),
+                     rim.a + common + rng.normal(0, math.hypot(sa, RIM_PX_FLOOR)),
+                     rim.b + common + rng.normal(0, math.hypot(sb, RIM_PX_FLOOR)), rim.angle_deg)
+        if floor is not None:
+            pose = _pose(sample, k, g, (floor.cx + rng.normal(0, math.hypot(fsx, RIM_PX_FLOOR, floor_doubt)),
+                                        floor.cy + rng.normal(0, math.hypot(fsy, RIM_PX_FLOOR, floor_doubt))))
+        else:   # the tilt is not known: anywhere within NO_FLOOR_TILT_DEG (1 sigma) of straight down
+            lean = np.append(rng.normal(0, math.tan(math.radians(NO_FLOOR_TILT_DEG)), 2), 0.0)
+            pose = _pose(sample, k, g, None, lean)
+        cube = (centre[0] + rng.normal(0, cube_sigma), centre[1] + rng.normal(0, cube_sigma))
+        placed, _ = _place_cube(pose, g, cube, yaw, offset)
+        distances[i] = np.hypot(*placed)
+    distance = float(np.hypot(*offset))
+    spread = 1.96 * float(np.std(distances))
+    bias = abs(float(np.median(distances)) - distance)
+    return math.hypot(spread + bias, 1.96 * MODEL_FRACTION * distance)
 
 
 def _nadir(shape: tuple[int, ...], g: Geometry) -> tuple[float, float]:

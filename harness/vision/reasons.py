@@ -14,6 +14,7 @@ class NotMeasured(StrEnum):
     ELLIPSE_INCONSISTENT_WITH_CAMERA = "ellipse_inconsistent_with_camera"
     CUBE_NOT_FOUND = "cube_not_found"
     CUBE_PARTLY_HIDDEN = "cube_partly_hidden"
+    CUBE_AMBIGUOUS = "cube_ambiguous"
     TOO_UNCERTAIN = "too_uncertain"
 
 

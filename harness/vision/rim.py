@@ -80,6 +80,8 @@ class RimFit:
     outer_share: float = 0.0                        # share of rays showing the rim's outer edge
     inner_share: float = 0.0                        # share showing its inner edge (where the wall begins)
     floor_share: float = 0.0                        # support of the floor's edge where the bowl's shape puts it
+    floor: Rim | None = None                        # the floor's edge (its ellipse), where it was found
+    floor_sigma: tuple[float, float] = (0.0, 0.0)   # standard error of the floor's centre (px)
 
 
 @dataclass(frozen=True)
@@ -210,9 +212,14 @@ def fit_rim(frame: np.ndarray, min_radius_frac: float = 0.035, max_radius_frac: 
     # the inner edge's share of the fit carries the rim width's own tolerance into the scale
     width_sigma = ring.inner_weight * rim.mean_radius_px * RIM_WIDTH_SIGMA_FRAC / ratio
     sigma = (sigma[0], sigma[1], math.hypot(sigma[2], width_sigma), math.hypot(sigma[3], width_sigma))
+    # the floor's centre, seen shifted towards the point below the camera, tells the camera's tilt
+    # (`plane.py`): its ellipse where its edge goes round far enough, else its circle
+    floor = ring.floor if ring.floor is not None and ring.floor.support >= MIN_SUPPORT else None
+    floor_rim = (floor.ellipse or floor.rim) if floor is not None else None
+    floor_sigma = _resampled_sigma(floor.points, floor.ellipse is not None)[:2] if floor is not None else (0.0, 0.0)
     return RimFit(rim, ring.either_share, ring.residual_px, sigma,
                   sum(1 for other in all_layers if other.support >= MIN_SUPPORT), max(rivals, default=0.0),
-                  ring.outer_share, ring.inner_share, ring.floor_share)
+                  ring.outer_share, ring.inner_share, ring.floor_share, floor_rim, floor_sigma)
 
 
 def _ring_hypotheses(rays: _Rays, near_rim: _Layer, layers: list[_Layer], shape: BowlShape) -> list[_Ring]:
@@ -235,17 +242,18 @@ def _ring_hypotheses(rays: _Rays, near_rim: _Layer, layers: list[_Layer], shape:
             ring = _refine_ring(rays, guess, ratio)
             if ring is not None and not any(abs(ring.rim.a - other.rim.a) < 0.5 and abs(ring.rim.b - other.rim.b) < 0.5
                                             for other in rings):
-                rings.append(replace(ring, floor_share=_floor_support(ring.rim, layers, shape.floor_ratio)))
+                floor = _floor_layer(ring.rim, layers, shape.floor_ratio)
+                rings.append(replace(ring, floor_share=floor.support if floor else 0.0, floor=floor))
     return rings
 
 
-def _floor_support(rim: Rim, layers: list[_Layer], floor_ratio: float) -> float:
-    """Support of the layer where the floor's edge should be if `rim` is the outer edge (0 if none).
+def _floor_layer(rim: Rim, layers: list[_Layer], floor_ratio: float) -> _Layer | None:
+    """The best-supported layer where the floor's edge should be if `rim` is the outer edge (None if none).
     Lower than the rim, the floor is seen a little off its centre (parallax): a loose centre test."""
-    return max((layer.support for layer in layers
+    return max((layer for layer in layers
                 if abs(layer.rim.mean_radius_px / rim.mean_radius_px - floor_ratio) <= FLOOR_TOLERANCE * floor_ratio
                 and math.hypot(layer.rim.cx - rim.cx, layer.rim.cy - rim.cy) <= 0.25 * rim.mean_radius_px),
-               default=0.0)
+               key=lambda layer: layer.support, default=None)
 
 
 def _smoothed_lab(frame: np.ndarray) -> np.ndarray:
@@ -425,6 +433,7 @@ class _Ring:
     residual_px: float
     ellipse: bool            # fitted as an ellipse (the edges go round far enough), else a circle
     floor_share: float = 0.0  # support of the floor's edge where the bowl's shape puts it for this rim
+    floor: _Layer | None = None
 
     @property
     def score(self) -> float:

@@ -35,7 +35,8 @@ def register(sub: Any) -> None:
     parser.add_argument("--calibrate-on", help="image to calibrate on (default: the first frame)")
     parser.add_argument("--calibration", default="calibration/bowl_top.yaml", help="where the calibration lives")
     parser.add_argument("--cube-cm", type=float, default=3.0)
-    parser.add_argument("--bowl-height-cm", type=float, default=4.5, help="rim height above the table")
+    parser.add_argument("--bowl-height-cm", type=float, default=4.2,
+                        help="height of the rim's outer edge above the table (mid-lip on a rounded lip)")
     parser.add_argument("--rim-width-cm", type=float, default=0.6,
                         help="the rim's lip seen from above, outer edge to the wall's inside (--auto fits both edges)")
     parser.add_argument("--floor-cm", type=float, default=7.3,
