@@ -206,7 +206,7 @@ def test_a_person_places_the_cube_with_the_console_commands_typed_at_the_prompts
         person.type("")
         person.expect("target dx +3.0 dy -2.0 cm yaw +15 deg")
         person.type("cube 4.5 -2 15")                  # 1.5 cm off: the guide says so and waits
-        person.expect("emulator: ok")
+        person.expect("emulator: cube placed at dx +4.5 dy -2.0 cm")
         person.expect("from the target - move it")
         person.type("cube 3 -2 15")
         person.expect(" - OK")

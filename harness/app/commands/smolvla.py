@@ -9,6 +9,9 @@ from typing import Any
 
 from harness.errors import HarnessInputError
 
+MAX_CHUNK = 1000    # actions per chunk: LeRobot's SmolVLA default is 50
+MAX_SIDE = 4096
+
 
 def _size(text: str) -> tuple[int, int]:
     try:
@@ -25,9 +28,20 @@ def smolvla_backbone(args: argparse.Namespace) -> int:
     from harness.models.protocol import load_protocol
     from harness.policies.smolvla_backbone import build_backbone, build_tiny_smolvla_base
 
+    if not 1 <= args.chunk_size <= MAX_CHUNK:
+        raise HarnessInputError(None, "--chunk-size", f"{args.chunk_size}: must be within 1..{MAX_CHUNK}")
+    for flag, text in (("output", args.output), *(("--task", t) for t in args.task or [])):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise HarnessInputError(None, flag, "not UTF-8 text") from None
+    if max(_size(args.camera_size)) > MAX_SIDE:
+        raise HarnessInputError(None, "--camera-size", f"'{args.camera_size}': at most {MAX_SIDE} pixels a side")
     tasks = [load_protocol(Path(p)).task for p in args.protocol or []] + list(args.task or [])
     camera_size = _size(args.camera_size)
     out = Path(args.output)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise HarnessInputError(out, None, "exists and is not an empty folder: name a new one")
     vlm = build_backbone(out / "vlm", tasks or [DEFAULT_TASK])
     base = build_tiny_smolvla_base(out / "smolvla_base", vlm, camera_size=camera_size,
                                    chunk_size=args.chunk_size)
