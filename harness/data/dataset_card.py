@@ -86,7 +86,8 @@ def train_commands(root: Path, train: list[int], video_keys: list[str], *, train
     def fmt(args: list[str]) -> str:
         return " \\\n  ".join(shlex.quote(a) if any(c in a for c in "[]{}\" ") else a for a in args)
 
-    return {"act": "OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 " + fmt(act_cpu), "act_gpu": fmt(act_gpu), "smolvla": fmt(smolvla)}
+    return {"act": "OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 " + fmt(act_cpu), "act_gpu": fmt(act_gpu),
+            "smolvla": fmt(smolvla)}
 
 
 def _features_table(info: dict[str, Any]) -> list[str]:
