@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
-import sys
 from itertools import combinations
 from pathlib import Path
 
@@ -85,22 +85,30 @@ def test_dataset_coverage_finds_the_starts_the_collection_used(collected, tmp_pa
         assert np.linalg.norm(measured - expected) < 0.8, (i, j, measured, expected)
 
 
-def test_lerobot_train_runs_on_the_train_split(collected, tmp_path) -> None:
+def test_the_cards_cpu_command_trains_on_the_train_split_offline_as_printed(collected, tmp_path) -> None:
+    """The README's ACT command, pasted into a shell on a machine without network (an unreachable
+    proxy, the hub offline), only shrunk to toy size by options appended after it: it finds
+    lerobot-train, downloads nothing, trains on the train split on the CPU, prints no traceback."""
+    from harness.data.dataset_card import imagenet_weights_cached
+
     splits = json.loads((collected / "meta" / "splits.json").read_text())
     assert len(splits["train"]) == 2 and len(splits["val"]) == 1
+    card = (collected / "README.md").read_text()
+    command = card.split("ACT on a CPU", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0].strip()
     out = tmp_path / "train"
-    command = [
-        str(Path(sys.executable).with_name("lerobot-train")), "--policy.type=act",
-        f"--dataset.repo_id=local/{collected.name}", f"--dataset.root={collected}",
-        f"--dataset.episodes={json.dumps(splits['train'])}", "--dataset.video_backend=pyav",
-        "--policy.push_to_hub=false", "--wandb.enable=false", "--policy.device=cpu",
-        "--policy.pretrained_backbone_weights=null", "--policy.dim_model=32", "--policy.n_heads=2",
-        "--policy.dim_feedforward=64", "--policy.n_encoder_layers=1", "--policy.n_decoder_layers=1",
-        "--policy.n_vae_encoder_layers=1", "--policy.latent_dim=8", "--policy.chunk_size=10",
-        "--policy.n_action_steps=10", "--steps=2", "--batch_size=2", "--save_freq=2", "--num_workers=0",
-        f"--output_dir={out}",
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert f"dataset.num_episodes={len(splits['train'])}" in done.stdout + done.stderr
-    assert (out / "checkpoints" / "last" / "pretrained_model" / "config.json").is_file()
+    toy = (" --policy.dim_model=32 --policy.n_heads=2 --policy.dim_feedforward=64 --policy.n_encoder_layers=1"
+           " --policy.n_vae_encoder_layers=1 --policy.latent_dim=8 --policy.chunk_size=10 --policy.n_action_steps=10"
+           f" --steps=2 --batch_size=2 --save_freq=2 --num_workers=0 --output_dir={out}")
+    offline = {**{k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "OMP_NUM_THREADS")},
+               "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1",  # lerobot-train found by the card's path alone
+               "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"}
+    done = subprocess.run(["bash", "-c", command + toy], capture_output=True, text=True, timeout=900,
+                          env=offline, cwd=tmp_path)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    assert f"dataset.num_episodes={len(splits['train'])}" in output
+    config = json.loads((out / "checkpoints" / "last" / "pretrained_model" / "config.json").read_text())
+    assert config["device"] == "cpu"
+    assert config["pretrained_backbone_weights"] == ("ResNet18_Weights.IMAGENET1K_V1" if imagenet_weights_cached()
+                                                     else None)

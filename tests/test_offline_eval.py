@@ -111,3 +111,27 @@ def test_the_verdict_names_checkpoints_by_step_not_pretrained_model(dataset, tmp
     out = capsys.readouterr().out
     assert "| act_demos-step150 |" in out and "| act_demos-step300 |" in out
     assert "action accuracy picks act_demos-step300" in out and "pretrained_model" not in out
+
+
+@pytest.mark.slow
+def test_batched_scores_equal_frame_by_frame_with_each_frame_decoded_once(dataset, tmp_path, monkeypatch) -> None:
+    """Batching the model is a speed-up, not a change of figures: the same error and loss as one
+    frame at a time; every chosen frame is read from the dataset once; progress reaches the total."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    import harness.data.offline_eval as offline
+    from tests.tiny_policy import save_tiny_act
+
+    policy = save_tiny_act(tmp_path / "act")
+    reads = []
+    original = LeRobotDataset.__getitem__
+    monkeypatch.setattr(LeRobotDataset, "__getitem__", lambda self, i: reads.append(i) or original(self, i))
+    seen = []
+    batched = offline.evaluate_checkpoint(policy, dataset.root, [0, 1], max_frames=6,
+                                          progress=lambda done, total: seen.append((done, total)))
+    assert batched.frames == 12 and len(reads) == 12 == len(set(reads))
+    assert seen[-1] == (12, 12)
+    monkeypatch.setattr(offline, "BATCH", 1)
+    single = offline.evaluate_checkpoint(policy, dataset.root, [0, 1], max_frames=6)
+    assert batched.action_mae == pytest.approx(single.action_mae, rel=1e-5)
+    assert batched.val_loss == pytest.approx(single.val_loss, rel=1e-5)

@@ -260,7 +260,16 @@ def run_offline_eval(args: argparse.Namespace) -> int:
             print(f"WARNING: {checkpoint_name(path).label}: {m.describe()}; resizing the frames to the policy's "
                   "size. The scores say how it does on resized frames, not on the data as recorded.")
     print(f"held-out episodes: {episodes} (first {args.frames} frames of each)")
-    results = [evaluate_checkpoint(p, root, episodes, args.frames, args.device, resize) for p in checkpoints]
+    results = []
+    from tqdm import tqdm
+
+    for path in checkpoints:  # a bar per checkpoint, with the time left (a CPU takes minutes each)
+        with tqdm(desc=checkpoint_name(path).label, unit="frame", leave=False, file=sys.stderr) as bar:
+            def advance(done: int, total: int, bar: tqdm = bar) -> None:
+                bar.total = total
+                bar.update(done - bar.n)
+
+            results.append(evaluate_checkpoint(path, root, episodes, args.frames, args.device, resize, advance))
     print(format_table(results))
     return 0
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,28 +29,65 @@ def rename_map_for_smolvla(video_keys: list[str]) -> dict[str, str]:
     return {key: f"observation.images.{cam}" for key, cam in zip(order, SMOLVLA_CAMERAS, strict=False)}
 
 
-def train_commands(root: Path, train: list[int], video_keys: list[str]) -> dict[str, str]:
-    """Copy-paste `lerobot-train` commands for the train split (local files, no hub)."""
+# The CPU recipe (scripts/train_reference, measured in docs/results.md): a small ACT at the size a
+# 2-core machine trains in about two hours. A GPU takes LeRobot's default ACT size.
+ACT_CPU_SIZE = ("--policy.dim_model=256", "--policy.n_heads=8", "--policy.dim_feedforward=1024",
+                "--policy.n_encoder_layers=2", "--policy.n_decoder_layers=1", "--policy.n_vae_encoder_layers=2",
+                "--policy.chunk_size=30", "--policy.n_action_steps=10", "--policy.optimizer_lr=1e-4",
+                "--policy.optimizer_lr_backbone=1e-4")
+IMAGENET_RESNET18 = "ResNet18_Weights.IMAGENET1K_V1"
+RESNET18_FILE = "resnet18-f37072fd.pth"  # torchvision's file name for IMAGENET1K_V1
+
+
+def lerobot_train_path() -> str:
+    """`lerobot-train` beside the Python running harness (the same virtual environment), so the
+    card's command works without activating it; the bare name where there is none."""
+    beside = Path(sys.executable).with_name("lerobot-train")
+    return str(beside) if beside.is_file() else "lerobot-train"
+
+
+def imagenet_weights_cached() -> Path | None:
+    """Where torchvision keeps the ImageNet ResNet18 weights, if they are there: ACT downloads them
+    at start otherwise, which fails on a machine without network."""
+    import torch.hub
+
+    path = Path(torch.hub.get_dir()) / "checkpoints" / RESNET18_FILE
+    return path if path.is_file() else None
+
+
+def train_commands(root: Path, train: list[int], video_keys: list[str], *, trainer: str = "lerobot-train",
+                   imagenet_cached: bool = False) -> dict[str, str]:
+    """Copy-paste `lerobot-train` commands for the train split (local files, no hub, no download
+    unless the backbone weights are cached): ACT on a CPU (one torch thread per process: torch's
+    default oversubscribes a small machine and made a step 3x slower), ACT on a GPU, SmolVLA."""
     name = root.name
     common = [
         f"--dataset.repo_id=local/{name}",
         f"--dataset.root={root.resolve()}",
         f"--dataset.episodes={json.dumps(train, separators=(',', ':'))}",
+        "--dataset.video_backend=pyav",
         "--policy.push_to_hub=false",
         "--wandb.enable=false",
     ]
-    act = ["lerobot-train", "--policy.type=act", *common, "--batch_size=8", "--steps=100000",
-           f"--output_dir=outputs/train/{name}-act"]
+    backbone = f"--policy.pretrained_backbone_weights={IMAGENET_RESNET18 if imagenet_cached else 'null'}"
+    act_cpu = [trainer, "--policy.type=act", *common,
+               "--policy.device=cpu", backbone, *ACT_CPU_SIZE, "--batch_size=8", "--steps=10000",
+               "--save_freq=500", "--log_freq=25", "--num_workers=1", "--seed=1000",
+               f"--output_dir=outputs/train/{name}-act"]
+    act_gpu = [trainer, "--policy.type=act", *common, "--policy.device=cuda", backbone,
+               "--policy.chunk_size=30", "--policy.n_action_steps=10", "--batch_size=32", "--steps=20000",
+               "--save_freq=2000", "--num_workers=4", "--seed=1000", f"--output_dir=outputs/train/{name}-act-gpu"]
     rename = rename_map_for_smolvla(video_keys)
     missing = len(SMOLVLA_CAMERAS) - len(rename)
-    smolvla = ["lerobot-train", "--policy.path=lerobot/smolvla_base", *common,
+    smolvla = [trainer, "--policy.path=lerobot/smolvla_base", *common, "--policy.device=cuda",
                f"--rename_map={json.dumps(rename)}", *([f"--policy.empty_cameras={missing}"] if missing else []),
                "--batch_size=64", "--steps=20000", f"--output_dir=outputs/train/{name}-smolvla"]
 
     def fmt(args: list[str]) -> str:
         return " \\\n  ".join(shlex.quote(a) if any(c in a for c in "[]{}\" ") else a for a in args)
 
-    return {"act": fmt(act), "smolvla": fmt(smolvla)}
+    return {"act": "OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 " + fmt(act_cpu), "act_gpu": fmt(act_gpu),
+            "smolvla": fmt(smolvla)}
 
 
 def _features_table(info: dict[str, Any]) -> list[str]:
@@ -70,7 +108,9 @@ def render_card(root: Path, info: dict[str, Any], splits: dict[str, Any], select
     totals = selection["totals"]
     proto = provenance["protocol"]
     video_keys = [k for k, f in info["features"].items() if f["dtype"] == "video"]
-    commands = train_commands(root, splits["train"], video_keys)
+    trainer = lerobot_train_path()
+    cached = imagenet_weights_cached()
+    commands = train_commands(root, splits["train"], video_keys, trainer=trainer, imagenet_cached=cached is not None)
     reasons = ", ".join(f"{r} {n}" for r, n in sorted(totals["rejected_by_reason"].items())) or "none"
     generator = proto["generator"] or {}
     positions = (f"{proto['start_positions']} start positions of protocol `{proto['name']}` "
@@ -115,13 +155,36 @@ def render_card(root: Path, info: dict[str, Any], splits: dict[str, Any], select
         "",
         "## Train",
         "",
-        "ACT (local files, nothing pushed):",
+        "Local files, nothing pushed, nothing downloaded"
+        + (" (the ImageNet ResNet18 weights are cached here)" if cached else "") + ". `lerobot-train` is "
+        + ("the one in the virtual environment that wrote this card" if trainer != "lerobot-train" else
+           "LeRobot's, in the virtual environment that has harness (activate it first)")
+        + "; the video decoder is pyav, which reads what the writer wrote without torchcodec's FFmpeg libraries.",
+        "",
+        "ACT on a CPU, the recipe sized for two cores (`scripts/train_reference`; seconds per step and "
+        "success per checkpoint in the repository's docs/results.md): a small ACT, one torch thread per "
+        "process, checkpoints every 500 steps to score with `harness sweep`:",
         "",
         "```bash",
         commands["act"],
         "```",
         "",
-        "SmolVLA's base checkpoint takes three cameras named `camera1..camera3`: the rename map feeds ours "
+        "ACT on a GPU (LeRobot's default model size):",
+        "",
+        "```bash",
+        commands["act_gpu"],
+        "```",
+        "",
+        ("The backbone starts from the cached ImageNet weights (" + str(cached) + ")."
+         if cached else
+         "The backbone starts from random weights (`--policy.pretrained_backbone_weights=null`): the ImageNet "
+         "ones are not cached here and a machine without network cannot download them. Where they are cached "
+         f"(torchvision keeps them as `{RESNET18_FILE}` under `$TORCH_HOME/hub/checkpoints`, default "
+         "`~/.cache/torch`; one run with network fetches them), use "
+         f"`--policy.pretrained_backbone_weights={IMAGENET_RESNET18}`."),
+        "",
+        "SmolVLA (a GPU; `lerobot/smolvla_base` comes from the hub unless it is in the Hugging Face cache) "
+        "takes three cameras named `camera1..camera3`: the rename map feeds ours "
         "to the first ones and `--policy.empty_cameras` pads the rest with blank images:",
         "",
         "```bash",

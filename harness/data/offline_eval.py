@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -110,58 +111,84 @@ def _dataset(root: Path, episodes: list[int], policy: Any | None) -> Any:
                           video_backend="pyav")
 
 
-def _batch(item: dict[str, Any], keys: Any, sizes: dict[str, tuple[int, int]]) -> dict[str, Any]:
-    """One dataset item as a batch of one; camera frames resized to `sizes[key]` (height, width)."""
-    batch = {}
-    for k, v in item.items():
-        if not keys(k):
-            continue
+BATCH = 32           # frames per model call: one call per batch, not per frame
+LATENCY_SAMPLES = 10  # single-frame calls timed for the latency columns (a closed loop calls with one)
+
+
+def _select(dataset: Any, max_frames: int) -> list[int]:
+    """Dataset indices of the first `max_frames` frames of each episode, read from the parquet
+    column (no video decoded)."""
+    seen: dict[int, int] = {}
+    chosen = []
+    for i, episode in enumerate(dataset.hf_dataset["episode_index"]):
+        episode = int(episode)
+        if seen.get(episode, 0) < max_frames:
+            seen[episode] = seen.get(episode, 0) + 1
+            chosen.append(i)
+    return chosen
+
+
+def _stack(items: list[dict[str, Any]], sizes: dict[str, tuple[int, int]]) -> dict[str, Any]:
+    """Dataset items as one batch; camera frames resized to `sizes[key]` (height, width)."""
+    batch: dict[str, Any] = {}
+    for k, v in items[0].items():
         if isinstance(v, torch.Tensor):
-            v = v.unsqueeze(0)
+            stacked = torch.stack([item[k] for item in items])
             if k in sizes:
-                v = torch.nn.functional.interpolate(v, size=sizes[k], mode="bilinear", antialias=True,
-                                                    align_corners=False)
+                stacked = torch.nn.functional.interpolate(stacked, size=sizes[k], mode="bilinear", antialias=True,
+                                                          align_corners=False)
+            batch[k] = stacked
         else:
-            v = [v]
-        batch[k] = v
+            batch[k] = [item[k] for item in items]
     return batch
 
 
 def evaluate_checkpoint(path: Path, root: Path, episodes: list[int], max_frames: int = 200,
-                        device: str = "cpu", resize: bool = False) -> EvalResult:
+                        device: str = "cpu", resize: bool = False,
+                        progress: Callable[[int, int], None] | None = None) -> EvalResult:
     """Refuses (ValueError naming each mismatch) a checkpoint whose inputs differ from the dataset's,
-    unless `resize` and every difference is an image size, which is then resized to the policy's."""
+    unless `resize` and every difference is an image size, which is then resized to the policy's.
+
+    Each frame is decoded once (the item with the policy's action chunk also holds the observation
+    and, first in the chunk, the recorded action) and the model runs on batches of frames; the
+    predictions are those of one frame at a time (eval mode). The validation loss is the policy's
+    own loss pooled over every held-out action step that is not padding (each batch weighted by its
+    valid steps, as ACT's loss divides by them), so the figure does not depend on the batch size.
+    `progress(done, total)` after each batch."""
     mismatches = input_mismatches(path, root)
     if any(m.kind is not MismatchKind.IMAGE_SIZE for m in mismatches) or (mismatches and not resize):
         raise ValueError("; ".join(m.describe() for m in mismatches))
     sizes = {m.key: m.policy_shape[1:] for m in mismatches}
     policy, pre, post = _load(path, device)
-    plain = _dataset(root, episodes, None)
-    chunked = _dataset(root, episodes, policy)
+    dataset = _dataset(root, episodes, policy)
+    chosen = _select(dataset, max_frames)
     errors, latencies, losses = [], [], []
-    seen: dict[int, int] = {}
-    for i in range(len(plain)):
-        item = plain[i]
-        episode = int(item["episode_index"])
-        if seen.get(episode, 0) >= max_frames:
-            continue
-        seen[episode] = seen.get(episode, 0) + 1
-        batch = _batch(item, lambda k: k.startswith("observation.") or k == "task", sizes)
+    for start in range(0, len(chosen), BATCH):
+        items = [dataset[i] for i in chosen[start:start + BATCH]]
+        full = _stack(items, sizes)
+        recorded = full["action"] if full["action"].ndim == 2 else full["action"][:, 0]
+        observation = {k: v for k, v in full.items() if k.startswith("observation.") or k == "task"}
         with torch.inference_mode():
-            t0 = time.perf_counter()
-            chunk = policy.predict_action_chunk(pre(batch))
-            action = post(chunk[:, 0])
-            latencies.append(1000 * (time.perf_counter() - t0))
-            training_batch = pre(_batch(chunked[i], lambda k: True, sizes))
+            while len(latencies) < LATENCY_SAMPLES and len(latencies) < len(items):
+                one = {k: v[len(latencies):len(latencies) + 1] for k, v in observation.items()}
+                t0 = time.perf_counter()
+                post(policy.predict_action_chunk(pre(one))[:, 0])
+                latencies.append(1000 * (time.perf_counter() - t0))
+            actions = post(policy.predict_action_chunk(pre(observation))[:, 0])
+            training_batch = pre(full)
             loss, _ = policy.forward(training_batch)
-            losses.append(float(loss))
-        errors.append(action.squeeze(0).cpu().numpy() - item["action"].numpy())
+            pad = training_batch.get("action_is_pad")
+            weight = float((~pad).sum()) if pad is not None else float(len(items))
+            losses.append((float(loss) * weight, weight))
+        errors.extend(actions.cpu().numpy() - recorded.numpy())
+        if progress is not None:
+            progress(min(start + BATCH, len(chosen)), len(chosen))
     err = np.abs(np.array(errors))
     return EvalResult(
         checkpoint=str(path), frames=len(err), action_mae=float(err.mean()),
         joint_accuracy=float((err <= TOLERANCE).mean()), frame_accuracy=float((err <= TOLERANCE).all(axis=1).mean()),
         latency_ms_p50=statistics.median(latencies), latency_ms_p95=float(np.percentile(latencies, 95)),
-        val_loss=float(np.mean(losses)) if losses else None,
+        val_loss=sum(total for total, _ in losses) / max(sum(w for _, w in losses), 1.0) if losses else None,
     )
 
 
