@@ -102,7 +102,10 @@ def test_the_tui_guides_the_cube_onto_its_target_and_records_where_it_started(wo
                 await _type(pilot, "cube slides on this cloth")
                 await pilot.press("enter")
                 await _until(pilot, lambda: isinstance(app.screen, ScoreScreen), 120)
-                await pilot.press("s")                      # the operator scores it a success
+                await pilot.press("s")                      # the operator scores it a success, over the proposal:
+                await _until(pilot, lambda: isinstance(app.screen, TextPrompt), 10)   # an override asks for a note
+                await _type(pilot, "cube is in the bowl")
+                await pilot.press("enter")
                 await _until(pilot, lambda: app.finished, 60)
                 await pilot.press("q")
 
