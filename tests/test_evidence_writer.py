@@ -64,6 +64,18 @@ def _decoded(path: str) -> list[np.ndarray]:
         return [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
 
 
+def _psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(np.mean((a.astype(float) - b.astype(float)) ** 2))
+    return math.inf if mse == 0 else 10 * math.log10(255 ** 2 / mse)
+
+
+def _same_video(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    """The same frames, encoded: x264's output is not bit-identical between processes whose floating-point
+    state differs (a library imported in one sets flush-to-zero), so the decoded frames are compared by PSNR
+    (above 35 dB: the same picture; a frame from another step or camera is far below 25 dB)."""
+    return len(a) == len(b) and all(_psnr(x, y) > 35 for x, y in zip(a, b, strict=True))
+
+
 @pytest.mark.slow
 def test_the_writer_process_writes_the_same_evidence_as_the_loop(tmp_path, writer) -> None:
     inline, _ = _trial(tmp_path / "inline" / "trial-001-a1", None)
@@ -75,7 +87,8 @@ def test_the_writer_process_writes_the_same_evidence_as_the_loop(tmp_path, write
         reference, frames = _decoded(inline[f"{cam}.mp4"]), _decoded(offloaded[f"{cam}.mp4"])
         assert len(frames) == len(reference) == 25
         assert frames[0].shape == reference[0].shape == (240, 320, 3)
-        assert all(np.array_equal(a, b) for a, b in zip(frames, reference, strict=True))
+        assert _same_video(frames, reference)
+        assert min(_psnr(frames[i], reference[i + 5]) for i in range(0, 20, 5)) < 35, "a shifted frame would differ"
         final = np.asarray(Image.open(offloaded[f"final_{cam}.png"]))
         assert final.shape == (480, 640, 3)
         assert np.array_equal(final, np.asarray(Image.open(inline[f"final_{cam}.png"])))
@@ -102,8 +115,7 @@ def test_an_abandoned_trial_leaves_nothing_and_its_retry_in_the_same_folder_is_w
     inline, _ = _trial(tmp_path / "inline" / "trial-004-a1", None)
     assert sorted(retried) == sorted(inline)
     for cam in CAMERAS:
-        assert all(np.array_equal(a, b) for a, b in zip(_decoded(retried[f"{cam}.mp4"]),
-                                                         _decoded(inline[f"{cam}.mp4"]), strict=True))
+        assert _same_video(_decoded(retried[f"{cam}.mp4"]), _decoded(inline[f"{cam}.mp4"]))
 
 
 @pytest.mark.slow
