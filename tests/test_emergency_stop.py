@@ -291,7 +291,7 @@ def test_ctrl_c_in_plain_mode_is_the_emergency_stop(tmp_path, extra) -> None:
     import sys
 
     from harness.models.scoresheet import load_scoresheet
-    from tests.helpers import small_protocol_copy
+    from tests.helpers import small_protocol_copy, wait_until
 
     protocol = small_protocol_copy(tmp_path)
     sheet = tmp_path / "plain.yaml"
@@ -303,10 +303,12 @@ def test_ctrl_c_in_plain_mode_is_the_emergency_stop(tmp_path, extra) -> None:
                            start_new_session=True)
     assert run.stdout is not None
     said = []
-    for line in run.stdout:   # the first trial is recorded, the second is under way: Ctrl+C
+    for line in run.stdout:   # the first trial is recorded ...
         said.append(line)
         if "trial   1" in line:
             break
+    if "--workers" not in extra:   # ... and the second is under way (its evidence folder is being written): Ctrl+C
+        assert wait_until(lambda: any((tmp_path / "runs" / "plain").glob("trial-002-a1*")), 60, "trial 2 to start")
     os.killpg(run.pid, signal.SIGINT)
     rest, _ = run.communicate(timeout=120)
     said.append(rest)

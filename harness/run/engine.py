@@ -159,11 +159,13 @@ class RunEngine:
         recorded = 0
         total = self.sheet.locked.trial_count
         while self.sheet.pending_trials():
+            if self.robot.stopped:   # stopped between trials: nothing in flight to void
+                raise RunPaused(Void(VoidKind.EMERGENCY_STOP))
             if self.options.max_attempts is not None and recorded >= self.options.max_attempts:
                 break
             if not self.observer.wait_if_paused():
                 self._abort()
-            if self.robot.stopped:   # stopped between trials: nothing in flight to void
+            if self.robot.stopped:   # pressed while the run waited on its pause
                 raise RunPaused(Void(VoidKind.EMERGENCY_STOP))
             index = self.sheet.pending_trials()[0]
             trial = self.protocol.trial(index)
@@ -175,6 +177,8 @@ class RunEngine:
             if void is not None and void.kind.pauses_run:
                 log.info("run paused: %s", void.reason)
                 raise RunPaused(void)
+        if self.robot.stopped:   # after the last trial was recorded: nothing voided, but the run says it was stopped
+            raise RunPaused(Void(VoidKind.EMERGENCY_STOP))
         return recorded
 
     def _abort(self) -> None:
