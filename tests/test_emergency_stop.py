@@ -23,7 +23,7 @@ from harness.bus.emulator import ServoChain
 from harness.bus.pty_port import PtyBus
 from harness.bus.scenario import build_chain, default_scenario
 from harness.errors import RunPaused
-from harness.models.protocol import JOINT_NAMES, load_protocol
+from harness.models.protocol import load_protocol
 from harness.models.taxonomy import Label, VoidKind
 from harness.policies.scripted import ExpertPolicy
 from harness.run.clock import MonotonicClock
@@ -34,6 +34,7 @@ from harness.run.terminal import StopKey, TerminalObserver
 from harness.sim.config_sim_so101 import SimSO101Config
 from harness.sim.sim_so101 import SimSO101
 from tests.helpers import locked_sheet
+from tests.test_run_bus_faults import HoldStartPose
 
 pytestmark = pytest.mark.slow   # whole simulated and emulated trials
 
@@ -202,23 +203,6 @@ class StopAtGoal(ServoChain):
             if self.goals == self.at:
                 self.press()
         return super().handle(packet, baud)
-
-
-class HoldStartPose:
-    name = "hold"
-    camera_keys: tuple[str, ...] = ()
-
-    def __init__(self, pose: dict[str, float]) -> None:
-        self.action = {f"{n}.pos": pose[n] for n in JOINT_NAMES}
-
-    def reset(self, context) -> None:
-        return None
-
-    def select_action(self, observation):
-        return dict(self.action)
-
-    def close(self) -> None:
-        return None
 
 
 class KeyWhileReading(io.StringIO):

@@ -153,6 +153,9 @@ class FailureAnatomy(_Frozen):
     summary: str
     grasp_offset_cm: tuple[float, float] | None = Field(description="where the gripper closed, from the cube's start")
     cube_to_bowl_cm: float | None = Field(description="where the cube came to rest, from the bowl centre")
+    videos: list[str] = Field(default_factory=list, description="the attempt's evidence videos (`harness replay "
+                                                                "--failures` draws missing ones)")
+    evidence_folder: str | None = Field(None, description="the attempt's evidence folder")
 
 
 class FirstMotion(_Frozen):
@@ -268,12 +271,20 @@ def run_anatomy(sheet: Scoresheet) -> RunAnatomy | None:
         stalled_trials=[a.trial_index for a in finals if a.anatomy.stalled])
     failures = [FailureAnatomy(trial=a.trial_index, label=a.label, ended_in=a.anatomy.ended_in.value,
                                summary=a.anatomy.summary, grasp_offset_cm=_rounded(a.anatomy.grasp_offset_cm),
-                               cube_to_bowl_cm=_cube_to_bowl(sheet, a))
+                               cube_to_bowl_cm=_cube_to_bowl(sheet, a),
+                               videos=sorted(v for v in a.artifacts.values() if v.endswith(".mp4")),
+                               evidence_folder=_evidence_folder(a))
                 for a in finals if Label(a.label).is_failure]
     by_phase: dict[str, int] = {}
     for f in failures:
         by_phase[f.ended_in] = by_phase.get(f.ended_in, 0) + 1
     return RunAnatomy(tracking=fit, first_motion=first, failures_by_phase=by_phase, failures=failures)
+
+
+def _evidence_folder(attempt: Attempt) -> str | None:
+    from pathlib import PurePath
+
+    return next((str(PurePath(v).parent) for v in attempt.artifacts.values()), None)
 
 
 def _rounded(pair: tuple[float, float] | None) -> tuple[float, float] | None:

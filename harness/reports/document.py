@@ -180,9 +180,11 @@ def anatomy_blocks(sheet: Scoresheet, run: RunAnalysis, key: str) -> list[Block]
         blocks.append(Table(["phase it ended in", "failures"],
                             [[phase, str(n)] for phase, n in sorted(anatomy.failures_by_phase.items(),
                                                                     key=lambda kv: -kv[1])]))
-        blocks.append(Table(["trial", "label", "phase", "what the trace says", "cube to bowl (cm)"], [
+        blocks.append(Table(["trial", "label", "phase", "what the trace says", "cube to bowl (cm)", "video"], [
             [str(f.trial), f.label, f.ended_in, f.summary,
-             f"{f.cube_to_bowl_cm:.1f}" if f.cube_to_bowl_cm is not None else "-"] for f in anatomy.failures]))
+             f"{f.cube_to_bowl_cm:.1f}" if f.cube_to_bowl_cm is not None else "-",
+             " ".join(f.videos) or (f"none yet: harness replay {f.evidence_folder} (or --failures on its runs "
+                                    "folder)" if f.evidence_folder else "-")] for f in anatomy.failures]))
     return blocks
 
 
