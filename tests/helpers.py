@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from harness.models.protocol import load_protocol
 from harness.models.scoresheet import Attempt, Scoresheet, attempt_from_label, build_locked, lock_scoresheet
@@ -41,3 +42,11 @@ def fake_attempt(trial: int, attempt: int, label: str, **extra) -> Attempt:
     fields = {"trial_index": trial, "attempt": attempt, "started_at": "2026-11-30T10:00:00.000+00:00",
               "ended_at": "2026-11-30T10:00:07.000+00:00", "duration_s": 7.0, **extra}
     return attempt_from_label(label, **fields)
+
+
+def stress_lens(frame: Any) -> Any:
+    """The lens a rendered stress frame (`sim.stress_set.StressFrame`) was drawn with, as measurement takes it."""
+    from harness.vision.camera import CameraIntrinsics
+
+    m = frame.camera_matrix
+    return CameraIntrinsics(640, 480, m[0, 0], m[1, 1], m[0, 2], m[1, 2], tuple(frame.distortion))

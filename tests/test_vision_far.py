@@ -16,23 +16,18 @@ import pytest
 
 import harness.sim  # noqa: F401
 from harness.sim.stress_set import Distribution, StressFrame, stress_frames
-from harness.vision.camera import CameraIntrinsics
 from harness.vision.measure import DetectionError, FrameResult, Geometry, bowl_shape, measure_frame, measure_image
 from harness.vision.reasons import NotMeasured
 from harness.vision.rim import RimFit, fit_rim
+from tests.helpers import stress_lens
 
 pytestmark = pytest.mark.slow
-
-
-def _lens(frame: StressFrame) -> CameraIntrinsics:
-    m = frame.camera_matrix
-    return CameraIntrinsics(640, 480, m[0, 0], m[1, 1], m[0, 2], m[1, 2], tuple(frame.distortion))
 
 
 @pytest.fixture(scope="module")
 def results() -> list[tuple[StressFrame, FrameResult]]:
     frames = list(stress_frames(25, seed=303, distribution=Distribution.WIDE))
-    return [(f, measure_image(f.frame, Geometry(), _lens(f))) for f in frames]
+    return [(f, measure_image(f.frame, Geometry(), stress_lens(f))) for f in frames]
 
 
 def test_the_wide_set_reaches_far_and_varies_the_camera(results) -> None:
@@ -66,7 +61,7 @@ def test_far_cubes_are_measured_within_a_few_percent_of_their_distance(results) 
 def far_frame(results) -> tuple[np.ndarray, Geometry, RimFit]:
     """An undistorted frame of the set whose cube is 12 cm or more from a rim and floor seen all round."""
     def fitted(f: StressFrame) -> tuple[np.ndarray, Geometry, RimFit]:
-        lens = _lens(f)
+        lens = stress_lens(f)
         frame = lens.undistort(f.frame)
         geometry = Geometry(focal_px=lens.fy, principal_px=(lens.cx, lens.cy), max_uncertainty_cm=50)
         return frame, geometry, fit_rim(frame, shape=bowl_shape(geometry))

@@ -13,22 +13,17 @@ import pytest
 
 import harness.sim  # noqa: F401
 from harness.sim.stress_set import StressFrame, stress_frames
-from harness.vision.camera import CameraIntrinsics
 from harness.vision.measure import FrameResult, Geometry, measure_image
 from harness.vision.reasons import NotMeasured
+from tests.helpers import stress_lens
 
 pytestmark = pytest.mark.slow
-
-
-def _lens(frame: StressFrame) -> CameraIntrinsics:
-    m = frame.camera_matrix
-    return CameraIntrinsics(640, 480, m[0, 0], m[1, 1], m[0, 2], m[1, 2], tuple(frame.distortion))
 
 
 @pytest.fixture(scope="module")
 def results() -> list[tuple[StressFrame, FrameResult]]:
     frames = list(stress_frames(48, seed=20))
-    return [(f, measure_image(f.frame, Geometry(), _lens(f))) for f in frames]
+    return [(f, measure_image(f.frame, Geometry(), stress_lens(f))) for f in frames]
 
 
 def _errors(results: list[tuple[StressFrame, FrameResult]]) -> list[tuple[float, float]]:
