@@ -18,7 +18,7 @@ from lerobot.motors.feetech import FeetechMotorsBus
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.bus import protocol as p
+from harness.bus import packets as p
 from harness.bus.diagnosis import diagnose
 from harness.bus.emulator import Faults, Servo, ServoChain
 from harness.bus.pty_port import PtyBus

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness.app.parts import make_real_robot  # noqa: E402
-from harness.bus import protocol as p  # noqa: E402
+from harness.bus import packets as p  # noqa: E402
 from harness.bus.emulator import ServoChain  # noqa: E402
 from harness.bus.pty_port import PtyBus  # noqa: E402
 from harness.bus.scenario import build_chain, default_scenario  # noqa: E402

@@ -40,9 +40,9 @@ from harness.run.clock import MonotonicClock
 from harness.run.operator_trial import PlacementGuide
 from harness.run.placement_guide import Tolerance, TopView
 from harness.sim.world import SimWorld
-from harness.tui.app import RunApp
 from harness.tui.observer import TuiObserver
 from harness.tui.placement import HalfBlocks, camera_pixels
+from harness.tui.run_app import RunApp
 from harness.tui.screens import CheckReport
 from harness.tui.state import LivePlacement, RunState
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import serial
 
-from harness.bus import protocol as p
+from harness.bus import packets as p
 from harness.bus.emulator import Servo, ServoChain
 from harness.bus.pty_port import PtyBus
 from harness.bus.scenario import SO101_NAMES

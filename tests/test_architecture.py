@@ -134,10 +134,37 @@ def test_the_checks_catch_a_cycle_and_a_type_checking_import_is_not_an_edge(tmp_
         (root / package).mkdir(parents=True)
         (root / package / "__init__.py").write_text("")
     (root / "__init__.py").write_text("")
-    (root / "run" / "engine.py").write_text("def build():\n    from harness.tui.app import App\n")
+    (root / "run" / "engine.py").write_text("def build():\n    from harness.tui.run_app import App\n")
     (root / "tui" / "app.py").write_text("from ..run import engine\n")
     (root / "models" / "x.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from harness.run.engine import E\n")
     graph = code_graph(root)
     assert graph["models"] == set()
     assert find_cycle(graph) in (["run", "tui", "run"], ["tui", "run", "tui"])
+
+
+def module_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (an import of a package counts as its `__init__`)."""
+    modules = _modules(root)
+    graph: dict[str, set[str]] = {}
+    for module, imports in modules.items():
+        graph[module] = {name for name in imports if name in modules and name != module}
+    return graph
+
+
+def test_no_two_modules_import_each_other_even_through_others() -> None:
+    """A file-level cycle hides inside a package the package graph cannot see."""
+    cycle = find_cycle(module_graph())
+    assert cycle is None, f"module cycle: {' -> '.join(cycle or [])}"
+
+
+def test_only_the_app_layer_reads_command_line_arguments() -> None:
+    """Handlers live in `app/`; a domain module that takes an `argparse.Namespace` is a hidden CLI.
+
+    `sim/frame_render.py` is the exception the docs name: it is the entry point of its own process.
+    """
+    readers = []
+    for module, imports in _modules(PACKAGE).items():
+        if "argparse" in imports and _node(module) not in ("app", "cli") and module != "harness.sim.frame_render":
+            readers.append(module)
+    assert not readers, f"modules below the app layer that parse or read arguments: {readers}"

@@ -10,7 +10,7 @@ import serial
 from lerobot.motors import Motor, MotorNormMode
 from lerobot.motors.feetech import FeetechMotorsBus
 
-from harness.bus import protocol as p
+from harness.bus import packets as p
 from harness.bus.diagnosis import diagnose
 from harness.bus.emulator import Faults, Firmware, Servo, ServoChain
 from harness.bus.fix_ids import fix_ids

@@ -12,9 +12,9 @@ import pytest
 
 import harness.sim  # noqa: F401  (headless GL before mujoco)
 from harness.data.acceptance import AcceptMode, RejectReason
-from harness.data.collect import Collector, CollectSettings, check_fps
 from harness.data.collect_journal import Journal, state_dir
 from harness.data.collect_meta import provenance_record, write_collection_files
+from harness.data.collector import Collector, CollectSettings, check_fps
 from harness.errors import HarnessInputError
 from harness.models.defaults import DEFAULT_START_POSE, DEFAULT_SUCCESS
 from harness.models.protocol import Protocol, Trial

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import harness.sim  # noqa: F401
 from harness.app.parts import make_real_robot
-from harness.bus import protocol as p
+from harness.bus import packets as p
 from harness.bus.emulator import ServoChain
 from harness.bus.pty_port import PtyBus
 from harness.bus.scenario import build_chain, default_scenario

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.bus import protocol as p
+from harness.bus import packets as p
 from harness.bus.scenario import SO101_NAMES, console, default_scenario, open_rig
 
 

@@ -12,7 +12,7 @@ import serial
 from lerobot.motors import Motor, MotorNormMode
 from lerobot.motors.feetech import FeetechMotorsBus
 
-from harness.bus import protocol as p
+from harness.bus import packets as p
 from harness.bus.emulator import ErrorBit, Servo, ServoChain
 from harness.bus.pty_port import PtyBus
 from harness.bus.scenario import Rig, Scenario, ServoSpec, build_chain, run_command

@@ -10,7 +10,7 @@ import threading
 import pytest
 from lerobot.motors.feetech import FeetechMotorsBus
 
-from harness.bus import protocol as p
+from harness.bus import packets as p
 from harness.bus.diagnosis import FindingKind, diagnose
 from harness.bus.emulator import Faults, Firmware, ServoChain
 from harness.bus.fix_ids import TerminalOperator, fix_ids

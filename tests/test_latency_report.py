@@ -11,7 +11,7 @@ from harness.models.protocol import load_protocol
 from harness.models.scoresheet import LoopStats, Scoresheet, build_locked, lock_scoresheet
 from harness.reports.blocks import Heading, Table
 from harness.reports.document import report_blocks
-from harness.reports.sweep import SweepCell, sweep_blocks
+from harness.reports.sweep_report import SweepCell, sweep_blocks
 from tests.helpers import fake_attempt, small_protocol_copy
 
 

@@ -33,7 +33,7 @@ async def _type(pilot, text: str) -> None:
 def test_the_tui_guides_the_cube_onto_its_target_and_records_where_it_started(workdir: Path) -> None:
     from harness.app.build import FrontEnd, prepare_run
     from harness.app.sheet import resolve_sheet
-    from harness.app.tui import make_app
+    from harness.app.tui_run import make_app
     from harness.cli import build_parser
     from harness.models.protocol import load_protocol
     from harness.models.scoresheet import load_scoresheet

@@ -20,8 +20,8 @@ from harness.run.clock import ManualClock
 from harness.run.operator_trial import PlacementGuide
 from harness.run.stages import OperatorStage
 from harness.sim.world import SimWorld
-from harness.tui.app import RunApp
 from harness.tui.observer import TuiObserver
+from harness.tui.run_app import RunApp
 from harness.tui.screens import TextPrompt
 from harness.tui.state import RunState
 from tests.test_operator_proposal import sim_top_view

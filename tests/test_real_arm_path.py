@@ -206,7 +206,7 @@ def test_one_real_arm_trial_through_the_tui_with_a_scripted_operator(workdir: Pa
     prompt says (the emulator's hands), score with a key; evidence and scoresheet as on a real arm."""
     from harness.app.build import FrontEnd, prepare_run
     from harness.app.sheet import resolve_sheet
-    from harness.app.tui import make_app
+    from harness.app.tui_run import make_app
     from harness.cli import build_parser
     from harness.models.protocol import load_protocol
     from harness.models.scoresheet import load_scoresheet

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.app.parts import make_real_robot
-from harness.bus import protocol as p
+from harness.bus import packets as p
 from harness.bus.emulator import ErrorBit, ServoChain
 from harness.bus.pty_port import PtyBus
 from harness.bus.scenario import build_chain, default_scenario

@@ -9,7 +9,7 @@ import yaml
 
 from harness.cli import main
 from harness.models.scoresheet import load_scoresheet
-from harness.models.sweep import load_sweep
+from harness.models.sweep_spec import load_sweep
 from tests.tiny_policy import save_tiny_act
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from harness.app.build import FrontEnd, prepare_run
 from harness.app.sheet import resolve_sheet
-from harness.app.tui import make_app
+from harness.app.tui_run import make_app
 from harness.cli import build_parser
 from harness.models.protocol import load_protocol
 from harness.models.scoresheet import load_scoresheet

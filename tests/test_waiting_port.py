@@ -8,7 +8,7 @@ import time
 
 from lerobot.motors import Motor, MotorNormMode
 
-from harness.bus import protocol as p
+from harness.bus import packets as p
 from harness.bus.emulator import Servo, ServoChain
 from harness.bus.pty_port import PtyBus
 from harness.bus.relocking_bus import RelockingFeetechBus

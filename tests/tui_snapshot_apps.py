@@ -8,7 +8,7 @@ import numpy as np
 from textual.app import App
 
 from harness.models.locked import LockedBlock
-from harness.tui.app import CSS
+from harness.tui.run_app import CSS
 from harness.tui.screens import CheckReport, CheckScreen, RunScreen, ScoreScreen
 from harness.tui.state import RunState, Tally
 

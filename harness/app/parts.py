@@ -33,7 +33,8 @@ def make_policy(ref: str, protocol: Protocol, settings: dict[str, Any], device: 
         inference = settings.get("inference") or {}
         engine = inference.get("engine", "sync")
         if engine == "async":   # LeRobot's policy server runs it; the server is asked to load it now
-            from harness.policies.async_policy import AsyncSettings, connect_async_policy
+            from harness.policies.async_connect import connect_async_policy
+            from harness.policies.async_policy import AsyncSettings
             from harness.run.clock import MonotonicClock
 
             return connect_async_policy(ref, protocol.task, AsyncSettings.from_record(inference), protocol.fps,

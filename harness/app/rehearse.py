@@ -248,11 +248,11 @@ def _operator_factory(plan: Rehearsal, rig: Any) -> Callable[[Any, bool], Any]:
 
 def rehearse(plan: Rehearsal, out: Any = sys.stdout) -> int:
     """Bring up the emulated arm, make the desk's files, run the trials, measure them (module docstring)."""
+    from harness.app.measure_command import run_measure
     from harness.app.parts import Parts
     from harness.app.rehearse_operator import CONSOLE_HINT
     from harness.app.run_command import run_from_args
     from harness.bus.scenario import default_scenario, open_rig
-    from harness.vision.cli_measure import run_measure
 
     protocol, files = plan.protocol, plan.files
     width, height = plan.size

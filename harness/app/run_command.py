@@ -133,7 +133,7 @@ def _run_locked(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
         if created:
             sheet.create()   # policy loaded, robot connected, cameras there: now the sheet is locked
         if front_end is FrontEnd.TUI:
-            from harness.app.tui import make_app
+            from harness.app.tui_run import make_app
 
             code = make_app(setup).run()
             print(format_summary(summarize(sheet)))

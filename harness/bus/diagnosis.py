@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
 
-from harness.bus import protocol as p
+from harness.bus import packets as p
 from harness.bus.scan import SCAN_BAUDS, SO101_IDS, TARGET_BAUD, Heard, Scan, describe_certainty
 from harness.bus.signature import Expected, identify
 

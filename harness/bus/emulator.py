@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass, field
 from enum import Enum, IntFlag
 
-from harness.bus import protocol as p
+from harness.bus import packets as p
 from harness.bus.hands import Hand
 
 TICKS = 4096

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, TextIO
 
-from harness.bus import protocol as p
+from harness.bus import packets as p
 from harness.bus import signature as sig
 from harness.bus.diagnosis import Finding, FindingKind, describe_scan, diagnose
 from harness.bus.scan import (

@@ -15,7 +15,7 @@ import threading
 import time
 import tty
 
-from harness.bus import protocol as p
+from harness.bus import packets as p
 from harness.bus.emulator import ServoChain
 from harness.realtime import DEVICE_PRIORITY, realtime_thread
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import scservo_sdk as scs
 
-from harness.bus import protocol as p
+from harness.bus import packets as p
 from harness.bus.lerobot_private import LeRobotFeetechBus
 from harness.bus.waiting_port import WaitingPortHandler
 from harness.bus.wire import Wire

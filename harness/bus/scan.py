@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from harness.bus import protocol as p
+from harness.bus import packets as p
 from harness.bus.signature import ADDR_MIN_LIMIT, SPAN, Signature
 from harness.bus.wire import Wire
 

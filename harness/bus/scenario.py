@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.bus import protocol as p
+from harness.bus import packets as p
 from harness.bus.emulator import ADDR_HOMING_OFFSET, Faults, Firmware, Servo, ServoChain, encode_sign_magnitude
 from harness.bus.hands import Finished
 from harness.errors import HarnessError, HarnessInputError

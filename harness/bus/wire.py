@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from harness.bus import protocol as p
+from harness.bus import packets as p
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from harness.data.collect import CollectSettings
+from harness.data.collector import CollectSettings
 from harness.models.atomic import write_text_atomic
 from harness.models.protocol import JOINT_NAMES
 from harness.models.protocol import Protocol as EvalProtocol

@@ -24,7 +24,7 @@ from harness.tui.screens import ClearTableScreen, PlaceCubeScreen, ScoreScreen
 from harness.tui.state import LivePlacement
 
 if TYPE_CHECKING:
-    from harness.tui.app import RunApp
+    from harness.tui.run_app import RunApp
     from harness.vision.scene_check import Unexpected
 
 UI_UPDATE_S = 0.2

@@ -1,4 +1,4 @@
-"""`harness dataset validate|coverage|split` and `harness offline-eval`: handlers in `harness.data.commands`."""
+"""`harness dataset validate|coverage|split` and `harness offline-eval`: handlers in `harness.app.dataset_command`."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from typing import Any
 
 
 def dataset(args: argparse.Namespace) -> int:
-    from harness.data import commands
+    from harness.app import dataset_command as commands
 
     handlers = {"validate": commands.run_validate, "coverage": commands.run_coverage, "split": commands.run_split}
     return handlers[args.dataset_command](args)
 
 
 def offline_eval(args: argparse.Namespace) -> int:
-    from harness.data.commands import run_offline_eval
+    from harness.app.dataset_command import run_offline_eval
 
     return run_offline_eval(args)
 

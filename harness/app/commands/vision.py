@@ -7,19 +7,19 @@ from typing import Any
 
 
 def measure(args: argparse.Namespace) -> int:
-    from harness.vision.cli_measure import run_measure
+    from harness.app.measure_command import run_measure
 
     return run_measure(args)
 
 
 def calibrate_camera(args: argparse.Namespace) -> int:
-    from harness.vision.cli_camera import run_calibrate_camera
+    from harness.app.calibrate_camera_command import run_calibrate_camera
 
     return run_calibrate_camera(args)
 
 
 def scene_check(args: argparse.Namespace) -> int:
-    from harness.vision.cli_measure import run_scene_check
+    from harness.app.measure_command import run_scene_check
 
     return run_scene_check(args)
 

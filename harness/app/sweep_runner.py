@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 from harness.errors import HarnessInputError
 from harness.models.scoresheet import Attempt, load_scoresheet
-from harness.models.sweep import Cell, Sweep, condition_flags, load_sweep
+from harness.models.sweep_spec import Cell, Sweep, condition_flags, load_sweep
 from harness.models.taxonomy import Label
 
 log = logging.getLogger(__name__)
@@ -200,7 +200,7 @@ def offline_results(sweep: Sweep) -> dict[str, OfflineResult]:
 
 def write_sweep_report(sweep: Sweep, offline: dict[str, OfflineResult]) -> Path:
     from harness.reports.blocks import to_html, write_markdown
-    from harness.reports.sweep import SweepCell, sweep_blocks, sweep_table_text
+    from harness.reports.sweep_report import SweepCell, sweep_blocks, sweep_table_text
 
     cells = []
     for cell in sweep.cells:

@@ -1,5 +1,5 @@
 """`harness collect`: builds the simulated arm, the policy and LeRobot's dataset writer from
-arguments, runs `harness.data.collect.Collector`, then writes the dataset's meta files and card."""
+arguments, runs `harness.data.collector.Collector`, then writes the dataset's meta files and card."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.data.acceptance import AcceptMode
-from harness.data.collect import Collector, CollectResult, CollectSettings, check_fps
+from harness.data.collector import Collector, CollectResult, CollectSettings, check_fps
 from harness.errors import HarnessInputError
 from harness.models.protocol import file_sha256, load_protocol
 from harness.models.scoresheet import policy_fingerprint

@@ -6,8 +6,8 @@ import time
 
 from harness.app.build import RunSetup
 from harness.models.taxonomy import Label
-from harness.tui.app import RunApp
 from harness.tui.observer import TuiObserver
+from harness.tui.run_app import RunApp
 from harness.tui.screens import CheckReport
 from harness.tui.state import RunState, Tally
 

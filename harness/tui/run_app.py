@@ -58,7 +58,7 @@ class RunApp(App[int]):
 
     def __init__(self, engine: RunEngine, observer: TuiObserver, guard: GuardedRobot, check: CheckReport,
                  state: RunState, undo_s: float = 3.0, auto_accept: bool = False) -> None:
-        """`observer` must be the one `engine` reports to (both built by `harness.app.tui`)."""
+        """`observer` must be the one `engine` reports to (both built by `harness.app.tui_run`)."""
         super().__init__()
         self.engine = engine
         self.observer = observer
