@@ -176,3 +176,11 @@ def test_the_card_trains_smolvla_on_our_two_cameras_through_its_three_camera_inp
     assert "--policy.empty_cameras=1" in commands["smolvla"]
     assert "'--dataset.episodes=[1,2,3]'" in commands["act"] and "--dataset.root=/data/demos" in commands["act"]
     assert "--policy.push_to_hub=false" in commands["act"] and "--wandb.enable=false" in commands["smolvla"]
+
+
+def test_the_progress_line_says_how_long_is_left_at_the_pace_per_kept_episode() -> None:
+    from harness.data.collector import time_left
+
+    assert time_left(60.0, kept=2, still_needed=3) == "; about 1 min 30 s left"   # rejections are in the 60 s
+    assert time_left(60.0, kept=0, still_needed=3) == ""                          # no pace yet
+    assert time_left(60.0, kept=5, still_needed=0) == ""                          # done

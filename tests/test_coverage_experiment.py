@@ -6,6 +6,7 @@ connects, not the result."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -30,5 +31,9 @@ def test_quick_coverage_experiment_runs_end_to_end(tmp_path) -> None:
     assert {(a["dx_cm"], a["dy_cm"]) for a in fixed} == {(0.0, 0.0)}
     warnings = [line for line in done.stdout.splitlines() if line.startswith("WARNING") and "one spot" in line]
     assert len(warnings) == 1  # the fixed data cover one spot; the scattered data do not
+    trained = load_scoresheet(out / "scoresheets" / "fixed-trained.yaml")
+    assert len(trained.scored_attempts()) == 1 and trained.locked.trial_count == 1
+    assert re.search(r"\[step 2/2, about \d+ min \d+ s left\]", done.stdout), done.stdout[-2000:]
     report = (out / "report.md").read_text()
     assert "fixed" in report and "scattered" in report
+    assert report.count("and the training episodes' start positions (x)") == 2   # each map with its own starts

@@ -113,3 +113,26 @@ def test_training_starts_are_drawn_and_counted(workdir) -> None:
     assert "2 of 3 trials put the cube more than 2 cm from every training start" in (workdir / "r.md").read_text()
     (workdir / "bad.csv").write_text("1.0;2.0\n")
     assert main(["report", "s.yaml", "--md", "r.md", "--training-starts", "bad.csv"]) == 2
+
+
+def test_each_scoresheet_gets_its_own_training_starts(workdir, capsys) -> None:
+    """The coverage experiment's one report: a fixed-data and a scattered-data policy, each drawn with
+    the starts it was trained on; three sheets with two lists is refused before anything is written."""
+    protocol = small_protocol_copy(workdir / "protocols")
+    for name in ("fixed", "scattered"):
+        sheet = lock_scoresheet(workdir / f"{name}.yaml",
+                                build_locked(load_protocol(protocol), protocol, name, "sim"), {})
+        for i in range(1, 4):
+            sheet.add_attempt(fake_attempt(i, 1, "no_grasp"))
+    (workdir / "fixed.csv").write_text("dx_cm,dy_cm\n0.0,0.0\n")
+    (workdir / "scattered.csv").write_text("dx_cm,dy_cm\n" + "".join(
+        f"{dx},{dy}\n" for dx in range(-8, 9, 2) for dy in range(-8, 9, 2)))
+    assert main(["report", "fixed.yaml", "scattered.yaml", "--json",
+                 "--training-starts", "fixed.csv", "--training-starts", "scattered.csv"]) == 0
+    runs = yaml.safe_load(capsys.readouterr().out)["runs"]
+    far = [run["by_distance"]["trials_far_from_training"] for run in runs]
+    expected = sum(1 for t in load_protocol(protocol).trials[:3] if (t.dx_cm ** 2 + t.dy_cm ** 2) ** 0.5 > 2)
+    assert expected > 0 and far == [expected, 0]
+    assert main(["report", "fixed.yaml", "scattered.yaml", "fixed.yaml", "--json",
+                 "--training-starts", "fixed.csv", "--training-starts", "scattered.csv"]) == 2
+    assert "--training-starts" in capsys.readouterr().err

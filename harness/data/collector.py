@@ -190,7 +190,8 @@ class Collector:
                 where = f"dx {record['dx_cm']:+.1f} dy {record['dy_cm']:+.1f} cm"
                 verdict = (f"kept as episode {record['episode_index']}" if record["accepted"]
                            else f"rejected: {record['reason']}")
-                self.progress(f"[{accepted:>4}/{episodes}] attempt {number:>4} ({where}): {verdict}")
+                self.progress(f"[{accepted:>4}/{episodes}] attempt {number:>4} ({where}): {verdict}"
+                              f"{time_left(self.clock() - t0, accepted - committed, episodes - accepted)}")
             if accepted > self.committed_episodes():
                 self.checkpoint(accepted)
         finally:
@@ -292,3 +293,11 @@ def _now() -> str:
     from harness.models.scoresheet import now_iso
 
     return now_iso()
+
+
+def time_left(elapsed_s: float, kept: int, still_needed: int) -> str:
+    """`; about 3 min 10 s left` at this session's pace per kept episode (its rejections included)."""
+    if still_needed <= 0 or kept <= 0:
+        return ""
+    seconds = round(elapsed_s / kept * still_needed)
+    return f"; about {seconds // 60} min {seconds % 60:02d} s left"

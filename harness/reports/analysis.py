@@ -501,9 +501,11 @@ class ReportJson(_Frozen):
         return self.model_dump_json(by_alias=True, indent=2)
 
 
-def analyze_report(sheets: list[Scoresheet], training_starts: list[tuple[float, float]] | None = None) -> ReportJson:
+def analyze_report(sheets: list[Scoresheet],
+                   training_starts: list[list[tuple[float, float]] | None] | None = None) -> ReportJson:
+    """`training_starts`: per sheet, in order (None where a sheet has none)."""
     return ReportJson(
-        runs=[analyze_run(sheet, training_starts) for sheet in sheets],
+        runs=[analyze_run(sheet, training_starts[i] if training_starts else None) for i, sheet in enumerate(sheets)],
         comparison=compare_two(*sheets) if len(sheets) == 2 else None,
         intervals=intervals(sheets) if len(sheets) > 2 else None,
         success_by_latency=latency_groups(sheets) if len(sheets) > 1 else [],

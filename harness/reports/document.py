@@ -230,14 +230,16 @@ def comparison_blocks(sheets: list[Scoresheet]) -> list[Block]:
     return blocks
 
 
-def report_blocks(sheets: list[Scoresheet], training_starts: list[tuple[float, float]] | None = None) -> list[Block]:
+def report_blocks(sheets: list[Scoresheet],
+                  training_starts: list[list[tuple[float, float]] | None] | None = None) -> list[Block]:
+    """`training_starts`: per sheet, in order (None where a sheet has none)."""
     blocks: list[Block] = []
     if len(sheets) > 1:
         blocks += comparison_blocks(sheets)
         blocks += success_by_latency(sheets)
     for i, sheet in enumerate(sheets):
         prefix = f"Run {i + 1}: " if len(sheets) > 1 else ""
-        blocks += run_blocks(sheet, f"run{i + 1}", prefix, training_starts)
+        blocks += run_blocks(sheet, f"run{i + 1}", prefix, training_starts[i] if training_starts else None)
     return blocks
 
 

@@ -33,6 +33,17 @@ def training_starts(path: str) -> list[tuple[float, float]]:
     return starts
 
 
+def starts_per_sheet(paths: list[str], n_sheets: int) -> list[list[tuple[float, float]] | None]:
+    """One `--training-starts` for every scoresheet, or one per scoresheet in order (`none` for a sheet
+    without): the coverage experiment reports two policies trained on different starts side by side."""
+    if len(paths) not in (0, 1, n_sheets):
+        raise HarnessInputError(None, "--training-starts", f"given {len(paths)} times for {n_sheets} scoresheets: "
+                                "give it once (for all) or once per scoresheet, in order ('none' for a sheet without)")
+    if len(paths) == 1:
+        paths = paths * n_sheets
+    return [None if path == "none" else training_starts(path) for path in paths] or [None] * n_sheets
+
+
 def _not_comparable(sheets: list[Any], force: bool) -> str | None:
     """Refuse to put runs of different tasks or success definitions side by side, unless forced;
     when forced, the words that go into the report's title."""
@@ -65,7 +76,7 @@ def report(args: argparse.Namespace) -> int:
             check_output_path(out)
             if Path(out).exists() and not args.force:
                 raise HarnessInputError(out, None, "exists; pass --force to overwrite")
-    starts = training_starts(args.training_starts) if args.training_starts else None
+    starts = starts_per_sheet(args.training_starts or [], len(args.scoresheets))
     sheets = [load_scoresheet(path) for path in args.scoresheets]
     caveat = _not_comparable(sheets, args.force_compare) if len(sheets) > 1 else None
     if caveat:
@@ -110,8 +121,9 @@ def register(sub: Any) -> None:
                         help="machine-readable output, schema harness.report/1 (docs/report-json.md)")
     parser.add_argument("-o", "--output", metavar="REPORT.html", help="write a self-contained HTML report")
     parser.add_argument("--md", metavar="REPORT.md", help="write a Markdown report (figures in REPORT_files/)")
-    parser.add_argument("--training-starts", metavar="CSV",
-                        help="training episodes' cube offsets (dx_cm,dy_cm per line) to draw on the top-view map")
+    parser.add_argument("--training-starts", metavar="CSV", action="append",
+                        help="training episodes' cube offsets (dx_cm,dy_cm per line) to draw on the top-view map; "
+                             "once for every scoresheet, or once per scoresheet in order ('none' for one without)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing -o / --md report")
     parser.add_argument("--force-compare", action="store_true",
                         help="report scoresheets of different tasks or success definitions together (the title "
