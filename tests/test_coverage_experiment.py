@@ -36,4 +36,5 @@ def test_quick_coverage_experiment_runs_end_to_end(tmp_path) -> None:
     assert re.search(r"\[step 2/2, about \d+ min \d+ s left\]", done.stdout), done.stdout[-2000:]
     report = (out / "report.md").read_text()
     assert "fixed" in report and "scattered" in report
-    assert report.count("and the training episodes' start positions (x)") == 2   # each map with its own starts
+    runs = report.split("## Run 1")[1].split("## Run 2")
+    assert all("and the training episodes' start positions (x)" in run for run in runs)   # each map, its own starts
