@@ -74,7 +74,7 @@ class CellProgress:
 
     def trial_scored(self, attempt: Attempt) -> None:
         self.cell_bar.update(1)
-        if attempt.outcome != Label.VOID:
+        if attempt.label is not Label.VOID:
             self.overall.update(1)
         self.cell_bar.set_postfix_str(f"trial {attempt.trial_index}: {attempt.label}")
 
@@ -151,7 +151,7 @@ def _scored(sheet: Path) -> int:
 def _summary_line(sheet: Path) -> str:
     loaded = load_scoresheet(sheet)
     scored = loaded.scored_attempts()
-    k = sum(1 for a in scored if a.outcome == Label.SUCCESS)
+    k = sum(1 for a in scored if a.label is Label.SUCCESS)
     return f"{k}/{len(scored)} successes"
 
 

@@ -28,7 +28,15 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models import journal
@@ -37,7 +45,8 @@ from harness.models.lock import WriterLock
 from harness.models.locked import LockedBlock
 from harness.models.protocol import Protocol, file_sha256
 from harness.models.stats import wilson_interval
-from harness.models.taxonomy import ALL_LABELS, Label
+from harness.models.taxonomy import ALL_LABELS, FAILURE_MODES, Label, Outcome
+from harness.models.verdict import JudgeVerdict
 
 FORMAT = journal.FORMAT
 LOCKED_FIELDS: tuple[str, ...] = (
@@ -113,12 +122,12 @@ class Attempt(BaseModel):
     model_config = ConfigDict(extra="forbid")
     trial_index: int
     attempt: int
-    outcome: Literal["success", "failure", "void"]
-    failure_mode: Literal["no_grasp", "grasped_then_dropped", "wrong_placement"] | None = None
+    outcome: Outcome
+    failure_mode: Label | None = None   # one of `FAILURE_LABELS`, exactly when the outcome is a failure
     void_reason: str | None = None
     placement_error_cm: float | None = None
     scored_by: Literal["judge", "operator"] = "operator"
-    judge: dict[str, Any] | None = None
+    judge: JudgeVerdict | None = None
     started_at: str
     ended_at: str
     duration_s: float
@@ -140,12 +149,18 @@ class Attempt(BaseModel):
                 data.pop(name, None)
         return data
 
+    @model_validator(mode="after")
+    def _failure_mode_with_failure(self) -> Attempt:
+        if self.outcome is Outcome.FAILURE and (self.failure_mode is None or not self.failure_mode.is_failure):
+            raise ValueError(f"a failure needs a failure_mode, one of {list(FAILURE_MODES)}")
+        if self.outcome is not Outcome.FAILURE and self.failure_mode is not None:
+            raise ValueError(f"failure_mode is only for a failure, not for {self.outcome.value}")
+        return self
+
     @property
-    def label(self) -> str:
+    def label(self) -> Label:
         """The taxonomy label: success, a failure mode, or void."""
-        if self.outcome == "failure":
-            return self.failure_mode or "failure"
-        return self.outcome
+        return self.failure_mode if self.failure_mode is not None else Label(self.outcome.value)
 
 
 class PlacementMeasurement(BaseModel):
@@ -175,16 +190,14 @@ class PlacementMeasurement(BaseModel):
         return data
 
 
-def attempt_from_label(label: str, **fields: Any) -> Attempt:
+def attempt_from_label(label: Label, **fields: Any) -> Attempt:
     """Build an attempt from a taxonomy label, the way operators and judges speak."""
     if label not in ALL_LABELS:
         raise HarnessInputError(None, "label", f"'{label}' is not in the taxonomy {list(ALL_LABELS)}")
-    known = Label(label)
-    if known.is_failure:
-        return Attempt(outcome="failure", failure_mode=known.value, **fields)
-    if known is Label.VOID and not fields.get("void_reason"):
+    label = Label(label)
+    if label is Label.VOID and not fields.get("void_reason"):
         raise HarnessInputError(None, "void_reason", "a void needs a reason")
-    return Attempt(outcome=known.value, **fields)
+    return Attempt(outcome=label.outcome, failure_mode=label if label.is_failure else None, **fields)
 
 
 def policy_fingerprint(policy_ref: str) -> str:
@@ -240,7 +253,7 @@ class Scoresheet:
 
     def _index(self, attempt: Attempt) -> None:
         self._tries[attempt.trial_index] = self._tries.get(attempt.trial_index, 0) + 1
-        if attempt.outcome != Label.VOID:
+        if attempt.label is not Label.VOID:
             self._final.setdefault(attempt.trial_index, attempt)
 
     # --- the one writer ----------------------------------------------------
@@ -288,7 +301,7 @@ class Scoresheet:
         scored = self.scored_attempts()
         if len(scored) < rule.min_trials or len(scored) >= len(self.trial_indices):
             return None
-        k = sum(1 for a in scored if a.outcome == Label.SUCCESS)
+        k = sum(1 for a in scored if a.label is Label.SUCCESS)
         low, high = wilson_interval(k, len(scored))
         if high - low <= rule.max_width:
             return (f"95% Wilson interval {high - low:.3f} wide after {len(scored)} trials "
@@ -296,7 +309,7 @@ class Scoresheet:
         return None
 
     def scored_attempts(self) -> list[Attempt]:
-        return [a for a in self.attempts if a.outcome != Label.VOID]
+        return [a for a in self.attempts if a.label is not Label.VOID]
 
     def next_attempt_number(self, trial_index: int) -> int:
         return 1 + self._tries.get(trial_index, 0)

@@ -274,7 +274,7 @@ def run_anatomy(sheet: Scoresheet) -> RunAnatomy | None:
                                cube_to_bowl_cm=_cube_to_bowl(sheet, a),
                                videos=sorted(v for v in a.artifacts.values() if v.endswith(".mp4")),
                                evidence_folder=_evidence_folder(a))
-                for a in finals if Label(a.label).is_failure]
+                for a in finals if a.label.is_failure]
     by_phase: dict[str, int] = {}
     for f in failures:
         by_phase[f.ended_in] = by_phase.get(f.ended_in, 0) + 1
@@ -294,8 +294,8 @@ def _rounded(pair: tuple[float, float] | None) -> tuple[float, float] | None:
 def _cube_to_bowl(sheet: Scoresheet, attempt: Attempt) -> float | None:
     """Where a failed trial's cube came to rest: the judge's truth in simulation, the final frame's
     measurement on a real arm (the proposal's, or `harness measure`'s)."""
-    if attempt.judge and attempt.judge.get("true_placement_error_cm") is not None:
-        return float(attempt.judge["true_placement_error_cm"])
+    if attempt.judge is not None:
+        return attempt.judge.true_placement_error_cm
     if attempt.proposal and attempt.proposal.get("placement_error_cm") is not None:
         return float(attempt.proposal["placement_error_cm"])
     for m in reversed(sheet.measurements):
@@ -407,7 +407,7 @@ def latency_of(sheet: Scoresheet) -> Latency:
 
 
 def _outcomes(sheet: Scoresheet) -> dict[int, bool]:
-    return {a.trial_index: a.outcome == Label.SUCCESS for a in sheet.scored_attempts()}
+    return {a.trial_index: a.label is Label.SUCCESS for a in sheet.scored_attempts()}
 
 
 def intervals(sheets: list[Scoresheet]) -> list[IntervalRow]:
@@ -478,7 +478,7 @@ def latency_groups(sheets: list[Scoresheet]) -> list[LatencyGroup]:
     rows = []
     for (label, key), members in sorted(groups.items(), key=lambda item: item[0][1]):
         scored = [a for s in members for a in s.scored_attempts()]
-        k, n = sum(a.outcome == Label.SUCCESS for a in scored), len(scored)
+        k, n = sum(a.label is Label.SUCCESS for a in scored), len(scored)
         seen = sorted(a.loop.obs_to_action_ms_p50 for a in scored if a.loop.obs_to_action_ms_p50 is not None)
         rows.append(LatencyGroup(latency=label, sort_key=key if math.isfinite(key) else 1e12, runs=len(members),
                                  k=k, n=n, wilson95=wilson_interval(k, n) if n else None,

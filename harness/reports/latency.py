@@ -8,6 +8,7 @@ differ only in latency, success per latency is the curve that offline metrics ca
 from __future__ import annotations
 
 from harness.models.scoresheet import Scoresheet
+from harness.models.taxonomy import Label
 from harness.reports.analysis import latency_groups, latency_of
 from harness.reports.blocks import Block, Heading, Para, Table
 
@@ -70,4 +71,4 @@ def success_by_latency(sheets: list[Scoresheet], of: str = "") -> list[Block]:
     return [Heading(f"Success against latency{f' ({of})' if of else ''}", 3),
             Para("Runs grouped by the latency model and inference engine they were locked with; the last column "
                  "is the median over trials of the observation-to-action latency the arm saw."),
-            Table(["latency", "runs", "success", "95% Wilson", "seen p50 ms"], rows)]
+            Table(["latency", "runs", Label.SUCCESS.value, "95% Wilson", "seen p50 ms"], rows)]

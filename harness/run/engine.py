@@ -22,6 +22,7 @@ from harness.models.protocol import Protocol as EvalProtocol
 from harness.models.scoresheet import Attempt, LoopStats, Scoresheet, attempt_from_label, now_iso
 from harness.models.stats import percentile
 from harness.models.taxonomy import Label, Void, VoidKind
+from harness.models.verdict import JudgeVerdict
 from harness.policies.async_client import PolicyServerLost
 from harness.policies.base import EvalPolicy, TrialContext
 from harness.realtime import realtime_thread
@@ -39,9 +40,12 @@ log = logging.getLogger(__name__)
 class ScoreDecision:
     """An observer's answer for one trial: a taxonomy label; a void carries its kind and reason."""
 
-    label: str                    # a `Label` value: success, a failure mode, or void
+    label: Label                  # success, a failure mode, or void
     void: Void | None = None
     note: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "label", Label(self.label))   # a label's value is accepted, and held as the enum
 
     @property
     def void_reason(self) -> str | None:
@@ -53,7 +57,7 @@ class RunObserver(Protocol):
     def phase(self, name: str) -> None: ...
     def step(self, step: int, timing: dict[str, float]) -> None: ...
     def warn(self, message: str) -> None: ...
-    def score(self, trial: Trial, verdict: dict[str, Any] | None, void: Void | None) -> ScoreDecision:
+    def score(self, trial: Trial, verdict: JudgeVerdict | None, void: Void | None) -> ScoreDecision:
         """The label for a finished trial; when the engine already voided it (`void`), return that void."""
         ...
 
@@ -286,7 +290,7 @@ class RunEngine:
             recorder.abandon()   # nothing once its folder is in place
             raise
 
-    def _score_and_record(self, trial: Trial, number: int, verdict: dict[str, Any] | None,
+    def _score_and_record(self, trial: Trial, number: int, verdict: JudgeVerdict | None,
                           recorder: EvidenceRecorder, extra_artifacts: dict[str, Any], episode: EpisodeOutcome,
                           started: str, t_start: float) -> tuple[Attempt, Void | None]:
         """Score the written attempt and record it. Its evidence folder goes into place (with the videos
@@ -304,18 +308,18 @@ class RunEngine:
             decision = self.observer.score(trial, verdict, void)
         except EmergencyStopped:   # the stop key pressed while the operator was being asked
             decision = ScoreDecision(Label.VOID, Void(VoidKind.EMERGENCY_STOP))
-        if decision.label == Label.VOID and decision.void is None:
+        if decision.label is Label.VOID and decision.void is None:
             decision = ScoreDecision(Label.VOID, Void(VoidKind.OPERATOR_VOID), decision.note)
-        if decision.label != Label.SUCCESS:   # drawn before the stop's critical section, which waits for it
+        if decision.label is not Label.SUCCESS:   # drawn before the stop's critical section, which waits for it
             recorder.draw_videos()
         anatomy = self._anatomy(trial, recorder.rows)
         with self.robot.recording() as stopped:
             if stopped and (decision.void is None or decision.void.kind is not VoidKind.EMERGENCY_STOP):
                 decision = ScoreDecision(Label.VOID, Void(VoidKind.EMERGENCY_STOP), decision.note)
-            artifacts = {**recorder.complete(videos=decision.label != Label.SUCCESS), **extra_artifacts}
+            artifacts = {**recorder.complete(videos=decision.label is not Label.SUCCESS), **extra_artifacts}
             attempt = self._append_scored(trial, number, verdict, decision, artifacts, episode, started, t_start,
                                           anatomy)
-        return attempt, decision.void if decision.label == Label.VOID else None
+        return attempt, decision.void if decision.label is Label.VOID else None
 
     def _anatomy(self, trial: Trial, rows: list[dict[str, Any]]) -> TrialAnatomy | None:
         """What the joint trace says (first motion, where the gripper closed, phases), with the planned cube
@@ -326,7 +330,7 @@ class RunEngine:
         return anatomy_from_rows(rows, self._grasp_points, scene.trained_cube_xy_cm, (trial.dx_cm, trial.dy_cm),
                                  scene.bowl_xy_cm, self.protocol.stall_limit_s)
 
-    def _append_scored(self, trial: Trial, number: int, verdict: dict[str, Any] | None, decision: ScoreDecision,
+    def _append_scored(self, trial: Trial, number: int, verdict: JudgeVerdict | None, decision: ScoreDecision,
                        artifacts: dict[str, Any], episode: EpisodeOutcome, started: str, t_start: float,
                        anatomy: TrialAnatomy | None = None) -> Attempt:
         log.info("trial %d attempt %d: %s%s", trial.index, number, decision.label,
@@ -337,7 +341,7 @@ class RunEngine:
             "attempt": number,
             "void_reason": decision.void_reason,
             "note": decision.note,
-            "scored_by": "judge" if verdict is not None and decision.label == verdict["label"] else "operator",
+            "scored_by": "judge" if verdict is not None and decision.label is verdict.label else "operator",
             "judge": verdict,
             "started_at": started,
             "ended_at": ended,
@@ -345,8 +349,8 @@ class RunEngine:
             "loop": self._loop_stats(episode),
             "artifacts": artifacts,
         }
-        if decision.label == Label.SUCCESS and verdict is not None:
-            fields["placement_error_cm"] = verdict["true_placement_error_cm"]
+        if decision.label is Label.SUCCESS and verdict is not None:
+            fields["placement_error_cm"] = verdict.true_placement_error_cm
         stage_fields = getattr(self.stage, "attempt_fields", None)   # a real arm's measured start and proposal
         if stage_fields is not None:
             fields.update(stage_fields(decision.label))

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from harness.errors import HarnessError
+from harness.models.verdict import JudgeVerdict
 from harness.run.evidence import complete_folder, fresh_partial, partial_folder
 
 QUEUE_FRAMES = 16
@@ -74,7 +75,7 @@ class _Finish:
     seq: int
     finals: dict[str, Any]
     rows: list[dict[str, Any]] | None   # given to the trial's last lane only
-    judge_trace: dict[str, Any] | None
+    judge_trace: JudgeVerdict | None
     trajectory: dict[str, Any] | None = None   # the simulator's state trajectory (last lane only)
 
 
@@ -174,13 +175,13 @@ class EvidenceWriter:
         self._drain()
         return self._dropout
 
-    def finish(self, finals: dict[str, Any], rows: list[dict[str, Any]], judge_trace: dict[str, Any] | None,
+    def finish(self, finals: dict[str, Any], rows: list[dict[str, Any]], judge_trace: JudgeVerdict | None,
                dropped: dict[str, int], trajectory: dict[str, Any] | None = None) -> dict[str, str]:
         """`write`, then `complete`: wait until the trial's folder is complete and in place; returns its files."""
         self.write(finals, rows, judge_trace, trajectory)
         return self.complete(dropped)
 
-    def write(self, finals: dict[str, Any], rows: list[dict[str, Any]], judge_trace: dict[str, Any] | None,
+    def write(self, finals: dict[str, Any], rows: list[dict[str, Any]], judge_trace: JudgeVerdict | None,
               trajectory: dict[str, Any] | None = None) -> None:
         """Wait until every lane has written its part (videos closed, final frames, and on the last lane the
         tables, the judge's trace and the state trajectory) into the `.partial` folder."""
