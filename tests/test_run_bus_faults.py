@@ -17,6 +17,7 @@ from harness.bus.pty_port import PtyBus
 from harness.bus.scenario import build_chain, default_scenario
 from harness.errors import RunPaused
 from harness.models.protocol import JOINT_NAMES, load_protocol
+from harness.models.run_settings import RunSettings
 from harness.models.taxonomy import Label, VoidKind
 from harness.run.clock import MonotonicClock
 from harness.run.engine import RunEngine, RunOptions
@@ -77,7 +78,7 @@ def run_until_fault(tmp_path: Path, after: int, fault):
     asked: list[int] = []
     out = io.StringIO()
     with PtyBus(chain) as bus:
-        robot = make_real_robot({"port": bus.port, "robot_id": "emulated_follower", "cameras": {}}, protocol)
+        robot = make_real_robot(RunSettings(port=bus.port, robot_id="emulated_follower"), protocol)
         engine = RunEngine(protocol, sheet, robot, HoldStartPose(protocol.start_pose),
                            OperatorStage(lambda trial: asked.append(trial.index)),
                            TerminalObserver(operator_scores=True, out=out, stdin=io.StringIO("")),

@@ -42,8 +42,9 @@ from harness.errors import HarnessInputError, StaleRunError
 from harness.models import journal
 from harness.models.anatomy import TrialAnatomy
 from harness.models.lock import WriterLock
-from harness.models.locked import LockedBlock
+from harness.models.locked import LockedBlock, LockedInference
 from harness.models.protocol import Protocol, file_sha256
+from harness.models.run_settings import InferenceEngine, RobotKind, RunSettings
 from harness.models.stats import wilson_interval
 from harness.models.taxonomy import ALL_LABELS, FAILURE_MODES, Label, Outcome
 from harness.models.verdict import JudgeVerdict
@@ -219,10 +220,16 @@ def policy_fingerprint(policy_ref: str) -> str:
     return f"sha256:{digest.hexdigest()}"
 
 
-def run_latency(locked: LockedBlock, settings: dict[str, Any]) -> float | str | None:
+def run_latency(locked: LockedBlock, settings: RunSettings) -> float | str | None:
     """The latency model a run uses: locked (with the inference engine: both or neither), or, for a sheet
     locked before they were, its settings."""
-    return locked.latency_ms if locked.inference is not None else settings.get("latency_ms")
+    return locked.latency_ms if locked.inference is not None else settings.latency_ms
+
+
+def run_inference(locked: LockedBlock) -> LockedInference:
+    """The inference engine a run uses, with its settings: locked, or LeRobot's synchronous one (the only one
+    before the engine was locked)."""
+    return locked.inference if locked.inference is not None else LockedInference(engine=InferenceEngine.SYNC)
 
 
 class Scoresheet:
@@ -233,7 +240,7 @@ class Scoresheet:
     """
 
     def __init__(self, path: Path, locked: dict[str, Any], lock: dict[str, Any],
-                 settings: dict[str, Any], attempts: list[Attempt],
+                 settings: RunSettings, attempts: list[Attempt],
                  measurements: list[PlacementMeasurement] | None = None,
                  stored: journal.Contents | None = None) -> None:
         self.path = path
@@ -275,9 +282,12 @@ class Scoresheet:
         return run_latency(self.locked, self.settings)
 
     @property
-    def inference_engine(self) -> str:
-        """The inference engine this run uses: locked, or "sync" (the only one before it was locked)."""
-        return self.locked.inference.engine if self.locked.inference is not None else "sync"
+    def inference(self) -> LockedInference:
+        return run_inference(self.locked)
+
+    @property
+    def inference_engine(self) -> InferenceEngine:
+        return self.inference.engine
 
     @property
     def trial_indices(self) -> list[int]:
@@ -396,7 +406,7 @@ class Scoresheet:
         return self
 
     def _header(self) -> dict[str, Any]:
-        return {"format": FORMAT, "locked": self.locked_data, "lock": self.lock, "settings": self.settings}
+        return {"format": FORMAT, "locked": self.locked_data, "lock": self.lock, "settings": self.settings.stored()}
 
     def save(self) -> None:
         """Rewrite the whole sheet and its witness atomically (creation and format conversion only)."""
@@ -449,7 +459,7 @@ def _verified_chain(path: Path, section: str, raws: list[Any], model: type[BaseM
     return records
 
 
-def build_locked(protocol: Protocol, protocol_path: Path, policy_ref: str, robot: str,
+def build_locked(protocol: Protocol, protocol_path: Path, policy_ref: str, robot: RobotKind | str,
                  optional: dict[str, Any] | None = None) -> dict[str, Any]:
     """`optional`: values for `OPTIONAL_LOCKED_FIELDS` (the latency model, the inference engine)."""
     unknown = sorted(set(optional or {}) - set(OPTIONAL_LOCKED_FIELDS))
@@ -464,7 +474,7 @@ def build_locked(protocol: Protocol, protocol_path: Path, policy_ref: str, robot
         "protocol_file": str(protocol_path),
         "protocol_sha256": file_sha256(protocol_path),
         "policy": {"ref": policy_ref, "fingerprint": policy_fingerprint(policy_ref)},
-        "robot": robot,
+        "robot": RobotKind(robot).value,
         "stopping_rule": protocol.stopping_rule.model_dump(mode="json"),
         **{name: (optional or {})[name] for name in OPTIONAL_LOCKED_FIELDS if name in (optional or {})},
     }
@@ -475,12 +485,12 @@ def hashed_fields(locked: dict[str, Any]) -> list[str]:
     return [*LOCKED_FIELDS, *(name for name in OPTIONAL_LOCKED_FIELDS if name in locked)]
 
 
-def lock_scoresheet(path: Path, locked: dict[str, Any], settings: dict[str, Any]) -> Scoresheet:
+def lock_scoresheet(path: Path, locked: dict[str, Any], settings: RunSettings | dict[str, Any]) -> Scoresheet:
     """Create and write a new scoresheet; refuses to overwrite an existing one."""
     return new_scoresheet(path, locked, settings).create()
 
 
-def new_scoresheet(path: Path, locked: dict[str, Any], settings: dict[str, Any]) -> Scoresheet:
+def new_scoresheet(path: Path, locked: dict[str, Any], settings: RunSettings | dict[str, Any]) -> Scoresheet:
     """A locked scoresheet not yet on disk: `create()` writes it once every check has passed, so
     a run refused for bad input or an arm that never connected leaves nothing behind."""
     if path.exists() or path.is_symlink():
@@ -490,7 +500,7 @@ def new_scoresheet(path: Path, locked: dict[str, Any], settings: dict[str, Any])
         "field_sha256": {name: sha256_of(locked[name]) for name in hashed_fields(locked)},
         "locked_at": now_iso(),
     }
-    return Scoresheet(path, locked, lock, settings, [])
+    return Scoresheet(path, locked, lock, RunSettings.model_validate(settings), [])
 
 
 def load_scoresheet(path: str | Path) -> Scoresheet:
@@ -532,9 +542,14 @@ def load_scoresheet(path: str | Path) -> Scoresheet:
     attempts = chain_of("attempt", Attempt)
     measurements = chain_of("measurement", PlacementMeasurement)
     stored.records, stored.bodies = [], []   # the models are the record now; `stored` only locates the tail
-    settings = data.get("settings") or {}
-    if not isinstance(settings, dict):
+    raw_settings = data.get("settings") or {}
+    if not isinstance(raw_settings, dict):
         raise HarnessInputError(path, "settings", "not a mapping")
+    try:
+        settings = RunSettings.model_validate(raw_settings)
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise HarnessInputError(path, "settings." + ".".join(str(p) for p in first["loc"]), first["msg"]) from None
     return Scoresheet(path, locked, lock, settings, attempts, measurements, stored)
 
 

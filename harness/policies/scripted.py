@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from harness.models.protocol import JOINT_NAMES
+from harness.models.run_settings import BuiltinPolicy
 from harness.policies.base import TrialContext
 from harness.sim.kinematics import TopDownIK
 from harness.sim.units import GRIPPER_CLOSED_RAD, from_sim, to_sim
@@ -214,7 +215,7 @@ class _PlannedPolicy:
 class ExpertPolicy(_PlannedPolicy):
     """Plans from the true cube pose, as a motion planner with perfect perception would."""
 
-    name = "expert"
+    name = BuiltinPolicy.EXPERT.value
 
     def _cube_for_plan(self, context: TrialContext) -> tuple[np.ndarray, float]:
         return context.world.cube_pose()
@@ -223,7 +224,7 @@ class ExpertPolicy(_PlannedPolicy):
 class ReplayPolicy(_PlannedPolicy):
     """Plays the expert's plan for the trained cube position, whatever the offset."""
 
-    name = "replay"
+    name = BuiltinPolicy.REPLAY.value
 
     def _cube_for_plan(self, context: TrialContext) -> tuple[np.ndarray, float]:
         world = context.world

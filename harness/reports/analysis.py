@@ -16,6 +16,7 @@ from pydantic import Field
 
 from harness.models.anatomy import TrackingFit, tracking_fit
 from harness.models.logistic import LogisticFit, fit_logistic
+from harness.models.run_settings import InferenceEngine
 from harness.models.scoresheet import Attempt, Scoresheet, run_latency
 from harness.models.stats import (
     fisher_exact,
@@ -397,13 +398,12 @@ def latency_of(sheet: Scoresheet) -> Latency:
     """The latency model and inference engine a run was scored under, and whether they were locked."""
     latency = run_latency(sheet.locked, sheet.settings)
     model = "lock-step" if latency is None else "measured" if latency == "measured" else f"{float(latency):g} ms"
-    inference = sheet.locked.inference
-    if inference is not None and inference.engine == "async":
-        return Latency(model="server round trip", engine="async", locked=True, server=inference.server,
+    inference = sheet.inference
+    if inference.engine is InferenceEngine.ASYNC:
+        return Latency(model="server round trip", engine=inference.engine.value, locked=True, server=inference.server,
                        actions_per_chunk=inference.actions_per_chunk,
                        chunk_size_threshold=inference.chunk_size_threshold, aggregate_fn=inference.aggregate_fn)
-    return Latency(model=model, engine=inference.engine if inference is not None else "sync",
-                   locked=inference is not None)
+    return Latency(model=model, engine=inference.engine.value, locked=sheet.locked.inference is not None)
 
 
 def _outcomes(sheet: Scoresheet) -> dict[int, bool]:
@@ -458,9 +458,10 @@ def _mde(baseline: dict[int, bool], n_eff: int) -> float | None:
 def _latency_key(sheet: Scoresheet) -> tuple[str, float]:
     """A label and a sort key for a run's latency (lock-step first, measured last)."""
     latency = run_latency(sheet.locked, sheet.settings)
-    engine = sheet.locked.inference.engine if sheet.locked.inference is not None else "sync"
-    if engine == "async":   # the server's own round trip: grouped by server, after the fixed latencies
-        return f"server round trip ({sheet.locked.inference.server}), async", float("inf")
+    inference = sheet.inference
+    engine = inference.engine.value
+    if inference.engine is InferenceEngine.ASYNC:   # the server's own round trip: grouped by server, after the rest
+        return f"server round trip ({inference.server}), {engine}", float("inf")
     if latency is None:
         return f"lock-step, {engine}", -1.0
     if latency == "measured":

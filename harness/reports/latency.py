@@ -7,6 +7,7 @@ differ only in latency, success per latency is the curve that offline metrics ca
 
 from __future__ import annotations
 
+from harness.models.run_settings import InferenceEngine
 from harness.models.scoresheet import Scoresheet
 from harness.models.taxonomy import Label
 from harness.reports.analysis import latency_groups, latency_of
@@ -16,9 +17,9 @@ from harness.reports.blocks import Block, Heading, Para, Table
 def latency_text(sheet: Scoresheet) -> str:
     """The latency model and inference engine a run was scored under, and whether they were locked."""
     latency = latency_of(sheet)
-    if latency.engine == "async":
+    if latency.engine == InferenceEngine.ASYNC:
         return (f"latency each chunk's measured round trip to LeRobot's policy server at {latency.server}, "
-                f"{'replayed in simulated time' if sheet.locked.robot == 'sim' else 'as the arm waited, in wall time'}"
+                f"{'replayed in simulated time' if sheet.locked.robot.simulated else 'as the arm waited, in wall time'}"
                 f"; inference engine async ({latency.actions_per_chunk} actions per "
                 f"chunk, observation sent at {latency.chunk_size_threshold:g} of a chunk, aggregate "
                 f"{latency.aggregate_fn}; locked)")
