@@ -127,7 +127,7 @@ def sim_run(folder: Path, press_at: int) -> tuple[Press, RunEngine, SimSO101, Ru
     protocol = load_protocol(folder / "small.yaml")
     robot = SimSO101(SimSO101Config(render_cameras=[]))
     robot.connect()
-    guard = GuardedRobot(CountingRobot(robot, press), release=robot.disable_torque)
+    guard = GuardedRobot(CountingRobot(robot, press), release=robot.disable_torque, simulated=robot)
     press.guard, press.sheet = guard, sheet
     engine = RunEngine(protocol, sheet, guard, ExpertPolicy(), SimStage(robot.world, protocol),
                        PressingObserver(press), MonotonicClock(),

@@ -19,6 +19,7 @@ from harness.errors import RunPaused
 from harness.models.protocol import JOINT_NAMES, load_protocol
 from harness.models.run_settings import RunSettings
 from harness.models.taxonomy import Label, VoidKind
+from harness.policies.base import BasePolicy
 from harness.run.clock import MonotonicClock
 from harness.run.engine import RunEngine, RunOptions
 from harness.run.stages import OperatorStage
@@ -51,7 +52,7 @@ def power_cycle(chain: ServoChain) -> None:
     chain.power_cycle()
 
 
-class HoldStartPose:
+class HoldStartPose(BasePolicy):
     """A policy that keeps the arm where the protocol starts it."""
 
     name = "hold"

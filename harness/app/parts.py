@@ -71,12 +71,12 @@ def make_sim_robot(protocol: Protocol, policy: EvalPolicy, realtime: bool,
     geometry = SceneGeometry(bowl_xy=(scene.bowl_xy_cm[0] / 100, scene.bowl_xy_cm[1] / 100),
                              bowl_rim_diameter=scene.bowl_diameter_cm / 100, cube_edge=scene.cube_edge_cm / 100)
     world = SimWorld(geometry, control_fps=protocol.fps)
-    width, height = getattr(policy, "image_size", None) or (640, 480)
+    width, height = policy.image_size or (640, 480)
     config = SimSO101Config(id="harness_sim", render_cameras=list(policy.camera_keys), camera_width=width,
                             camera_height=height, fps=protocol.fps, realtime=realtime, latency_ms=latency_ms)
     robot = SimSO101(config, world=world)
     robot.connect()
-    return GuardedRobot(robot, release=robot.disable_torque)
+    return GuardedRobot(robot, release=robot.disable_torque, simulated=robot)
 
 
 def make_real_robot(settings: RunSettings, protocol: Protocol) -> GuardedRobot:

@@ -10,7 +10,7 @@ from typing import Any
 
 from harness.errors import HarnessInputError
 from harness.models.run_settings import InferenceEngine
-from harness.policies.base import TrialContext
+from harness.policies.base import BasePolicy, InferenceStats, TrialContext
 from harness.policies.rtc_policy import RtcSettings, SimTimeRtc
 
 IMAGE_PREFIX = "observation.images."
@@ -144,7 +144,7 @@ def normalize_rename_map(rename_map: dict[str, str]) -> dict[str, str]:
     return {full(k): full(v) for k, v in rename_map.items()}
 
 
-class LeRobotPolicy:
+class LeRobotPolicy(BasePolicy):
     def __init__(self, path: str | Path, task: str, device: str | None = None,
                  rename_map: dict[str, str] | None = None, robot_type: str = "so101_follower",
                  threads: ThreadPolicy | None = None, engine: InferenceEngine = InferenceEngine.SYNC,
@@ -243,18 +243,13 @@ class LeRobotPolicy:
         if self.chunk_switches is not None:
             self.chunk_switches = 0
 
-    # what the arm experienced under RTC (the engine reads these like an asynchronous client's)
-    @property
-    def round_trips_ms(self) -> list[float] | None:
-        return self._rtc.round_trips_ms if self._rtc is not None else None
-
-    @property
-    def queue_underruns(self) -> int | None:
-        return self._rtc.queue_underruns if self._rtc is not None else None
-
-    @property
-    def rtc_inference_delays(self) -> list[int] | None:
-        return self._rtc.inference_delays if self._rtc is not None else None
+    def inference_stats(self) -> InferenceStats:
+        """Chunks started; under RTC also what the arm experienced, as an asynchronous client reports it."""
+        if self._rtc is None:
+            return InferenceStats(chunk_switches=self.chunk_switches)
+        return InferenceStats(round_trips_ms=tuple(self._rtc.round_trips_ms), queue_underruns=self._rtc.queue_underruns,
+                              chunk_switches=self.chunk_switches,
+                              rtc_inference_delays=tuple(self._rtc.inference_delays))
 
     def select_action(self, observation: dict[str, Any]) -> dict[str, float]:
         from lerobot.utils.feature_utils import build_dataset_frame

@@ -17,7 +17,7 @@ import numpy as np
 
 from harness.models.protocol import JOINT_NAMES
 from harness.models.run_settings import BuiltinPolicy
-from harness.policies.base import TrialContext
+from harness.policies.base import BasePolicy, TrialContext
 from harness.sim.kinematics import TopDownIK
 from harness.sim.units import GRIPPER_CLOSED_RAD, from_sim, to_sim
 
@@ -176,7 +176,7 @@ def _as_action(q: np.ndarray) -> dict[str, float]:
     return {f"{name}.pos": from_sim(name, float(v)) for name, v in zip(JOINT_NAMES, q, strict=True)}
 
 
-class _PlannedPolicy:
+class _PlannedPolicy(BasePolicy):
     """Plays a plan made at reset; after it ends, holds the last target."""
 
     name = "planned"

@@ -29,6 +29,7 @@ from harness.realtime import realtime_thread
 from harness.run.anatomy import GraspPoints, anatomy_from_rows, with_cube_start
 from harness.run.camera_watch import CameraWatch, DropoutPolicy
 from harness.run.clock import Clock
+from harness.run.dataset_sink import DatasetSink
 from harness.run.evidence import EvidenceRecorder, VideoMode
 from harness.run.safety import GuardedRobot
 from harness.run.stages import TrialStage
@@ -101,7 +102,7 @@ class RunOptions:
     after_verdict_s: float = 1.5
     max_attempts: int | None = None
     dropout: DropoutPolicy = field(default_factory=DropoutPolicy)
-    dataset: Any | None = None    # a DatasetSink when --record-dataset is on
+    dataset: DatasetSink | None = None    # --record-dataset
     # An EvidenceWriter: frames are rendered, encoded and written in its process, off the loop.
     # Built and closed by whoever builds the engine; None renders and writes in the loop.
     evidence_writer: Any | None = None
@@ -118,6 +119,8 @@ class EpisodeOutcome:
     obs_to_action_ms: list[float] = field(default_factory=list)
     obs_to_action_clock: str = "wall"
     queue_underruns: int | None = None   # counted by the policy itself (an async client's empty queue)
+    chunk_switches: int | None = None    # ... and these (a chunked policy)
+    rtc_delay_steps_max: int | None = None
     realtime: bool | None = None         # a paced loop: whether it ran under real-time scheduling
 
 
@@ -262,9 +265,7 @@ class RunEngine:
                 try:
                     episode = self._episode(trial, recorder)
                 finally:   # a wall-time async client's receiver thread stops with the episode, however it ends
-                    end_episode = getattr(self.policy, "end_episode", None)
-                    if end_episode is not None:
-                        end_episode()
+                    self.policy.end_episode()
             if self.options.paced:
                 episode.realtime = priority.realtime
                 if not priority.realtime and not self._told_priority:
@@ -351,9 +352,7 @@ class RunEngine:
         }
         if decision.label is Label.SUCCESS and verdict is not None:
             fields["placement_error_cm"] = verdict.true_placement_error_cm
-        stage_fields = getattr(self.stage, "attempt_fields", None)   # a real arm's measured start and proposal
-        if stage_fields is not None:
-            fields.update(stage_fields(decision.label))
+        fields.update(self.stage.attempt_fields(decision.label))   # a real arm's measured start and proposal
         start = fields.get("measured_start") or {}
         if anatomy is not None and start.get("dx_cm") is not None and start.get("dy_cm") is not None:
             scene = self.protocol.scene
@@ -365,8 +364,7 @@ class RunEngine:
     def _may_freeze(self, trial: Trial) -> bool:
         """Whether the stage may freeze a camera in this trial (a simulated one only where a dropout is
         injected; a real arm's cameras always may)."""
-        may = getattr(self.stage, "may_freeze_camera", None)
-        return True if may is None else bool(may(trial))
+        return self.stage.may_freeze_camera(trial)
 
     def _phase(self, name: str) -> None:
         log.info("phase: %s", name)
@@ -393,7 +391,7 @@ class RunEngine:
         t_begin = world.time if world is not None else 0.0
         # what the arm experienced: a simulated arm's own record of when each action landed (lock-step: at once),
         # a real arm's wall time from reading the observation to writing the action
-        landed = getattr(getattr(self.robot, "robot", None), "landed_latencies_s", None) if world is not None else None
+        landed = self.robot.landed_latencies_s if world is not None else None
         landed_from = len(landed) if landed is not None else 0
         obs_to_action_ms: list[float] = []
         for step in range(max_steps):
@@ -467,11 +465,12 @@ class RunEngine:
                 f"policy inference (median {statistics.median(policy_ms):.0f} ms) cannot keep {self.protocol.fps} Hz"
             )
         clock = "simulated" if world is not None else "wall"
-        round_trips = getattr(self.policy, "round_trips_ms", None)
-        if round_trips is not None:   # asynchronous inference: each chunk's wall-clock round trip to the server
-            obs_to_action_ms, clock = list(round_trips), "wall"
+        stats = self.policy.inference_stats()
+        if stats.round_trips_ms is not None:   # a queue of chunks: each chunk's round trip, as the policy measured it
+            obs_to_action_ms, clock = list(stats.round_trips_ms), "wall"
         return EpisodeOutcome(len(policy_ms), void, stopped, policy_ms, io_ms, missed, obs_to_action_ms, clock,
-                              getattr(self.policy, "queue_underruns", None))
+                              stats.queue_underruns, stats.chunk_switches,
+                              max(stats.rtc_inference_delays, default=None))
 
     def _select_action(self, observation: dict[str, Any], trial: Trial) -> dict[str, Any]:
         """The policy's action. Its own failure is not the robot's: an `OSError` from a policy reading its
@@ -490,7 +489,7 @@ class RunEngine:
 
     def _record_dataset_frame(self, observation: dict[str, Any], action: dict[str, float]) -> None:
         sink = self.options.dataset
-        if not getattr(sink, "due", lambda: True)():   # --record-fps below the control rate: nothing to render
+        if not sink.due():   # --record-fps below the control rate: nothing to render
             sink.add(observation, action, {})
             return
         width, height = sink.size
@@ -519,8 +518,8 @@ class RunEngine:
             obs_to_action_clock=e.obs_to_action_clock if e.obs_to_action_ms else None,
             queue_underruns=e.queue_underruns if e.queue_underruns is not None
             else sum(ms > 1000 * self.period + 1e-6 for ms in e.obs_to_action_ms) if e.obs_to_action_ms else None,
-            chunk_switches=getattr(self.policy, "chunk_switches", None),
-            rtc_delay_steps_max=max(getattr(self.policy, "rtc_inference_delays", None) or [], default=None),
+            chunk_switches=e.chunk_switches,
+            rtc_delay_steps_max=e.rtc_delay_steps_max,
             realtime=e.realtime,
         )
 

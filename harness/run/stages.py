@@ -31,6 +31,10 @@ class TrialStage(Protocol):
 
     def verdict(self) -> JudgeVerdict | None: ...
 
+    def may_freeze_camera(self, trial: Trial) -> bool:
+        """Whether a camera may freeze in this trial (then the dropout watch looks even where nothing else does)."""
+        ...
+
     def attempt_fields(self, label: Label | None = None) -> dict[str, Any]:
         """Extra attempt fields this stage measured (a real arm's measured start, its proposal), given the
         label the attempt is recorded with (a success's measured placement error is the attempt's own)."""
@@ -85,6 +89,9 @@ class OperatorStage:
     """
 
     world = None
+
+    def may_freeze_camera(self, trial: Trial) -> bool:
+        return True   # a real camera can stop sending frames in any trial
 
     def __init__(self, confirm_placed: Any, guide: PlacementGuide | None = None,
                  proposer: Proposer | None = None, show_proposal: Any | None = None) -> None:
