@@ -172,7 +172,7 @@ def test_only_the_app_layer_reads_command_line_arguments() -> None:
 
 
 LABEL_VALUES = frozenset(label.value for label in Label)
-TAXONOMY_MODULE = PACKAGE / "models" / "taxonomy.py"
+TAXONOMY_MODULE = "harness/models/taxonomy.py"
 # Strings equal to a label's value that name something else: `RejectReason` (why a collected attempt is not a
 # demonstration) keeps its own stable names, written to selection.json, two of which read like labels.
 NOT_LABELS = frozenset({("harness/data/acceptance.py", "RejectReason.NO_GRASP"),
@@ -206,9 +206,9 @@ def label_literals(root: Path = PACKAGE) -> list[str]:
     exceptions aside), as `path:line 'value'`."""
     found = []
     for path in sorted(root.rglob("*.py")):
-        if path.resolve() == TAXONOMY_MODULE.resolve():
-            continue
         relative = path.relative_to(root.parent).as_posix()
+        if relative == TAXONOMY_MODULE:
+            continue
         tree = ast.parse(path.read_text(), str(path))
         docstrings, named = _docstrings(tree), _named_enum_values(tree)
         for node in ast.walk(tree):
