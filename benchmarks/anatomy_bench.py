@@ -57,7 +57,7 @@ def traces(folder: Path) -> list[tuple[list[dict], tuple[float, float]]]:
                                 {"cameras": {}})
         robot = SimSO101(SimSO101Config(render_cameras=[]))
         robot.connect()
-        RunEngine(protocol, sheet, GuardedRobot(robot, release=robot.disable_torque), policy,
+        RunEngine(protocol, sheet, GuardedRobot(robot, release=robot.disable_torque, simulated=robot), policy,
                   SimStage(robot.world, protocol), TerminalObserver(operator_scores=False, out=io.StringIO()),
                   MonotonicClock(), RunOptions(runs_dir=folder / "runs", video=False, evidence_cameras=[])).run()
         robot.disconnect()

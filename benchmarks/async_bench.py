@@ -67,8 +67,8 @@ def _server_cpu_s(pid: int) -> float:
 def _row(folder: Path, name: str, protocol: Path, extra: list[str], server: PolicyServerProcess | None) -> list[str]:
     kept: list[KeepingRoundTrips] = []
 
-    def policy(ref: str, proto: Any, settings: dict[str, Any], device: str | None, robot: str = "sim") -> Any:
-        built = make_policy(ref, proto, settings, device, robot)
+    def policy(ref: str, proto: Any, settings: Any, device: str | None, robot: Any, inference: Any = None) -> Any:
+        built = make_policy(ref, proto, settings, device, robot, inference)
         if server is None:
             return built
         kept.append(KeepingRoundTrips(built))

@@ -176,7 +176,7 @@ def bench_harness(ckpt: Path, seconds: float, video: bool, real_inference: bool 
         time.sleep(3.0)  # let the writer process start and import before the loop is timed
     options = RunOptions(runs_dir=work / "runs", paced=True, video=video, start_pose_s=0.0,
                          max_attempts=1, after_verdict_s=0.0, evidence_writer=writer)
-    guarded = GuardedRobot(robot, release=robot.disable_torque)
+    guarded = GuardedRobot(robot, release=robot.disable_torque, simulated=robot)
     try:
         with open(os.devnull, "w") as quiet:
             engine = RunEngine(protocol, sheet, guarded, policy, SimStage(robot.world, protocol),

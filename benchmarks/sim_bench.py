@@ -101,7 +101,7 @@ class _TimedObserver:
     def score(self, trial, verdict, void_reason):
         from harness.run.engine import ScoreDecision
 
-        return ScoreDecision("void", void_reason=void_reason) if void_reason else ScoreDecision(verdict["label"])
+        return ScoreDecision("void", void_reason=void_reason) if void_reason else ScoreDecision(_label(verdict))
 
     def trial_scored(self, attempt) -> None:
         self.scored.append(time.perf_counter())
@@ -219,13 +219,21 @@ def _cpu_s() -> float:
     return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
 
 
+def _label(verdict) -> str:
+    """The verdict's label: a `JudgeVerdict` now, a dict in checkouts before it (this benchmark times both)."""
+    return verdict["label"] if isinstance(verdict, dict) else verdict.label
+
+
 def _guarded(robot):
     from harness.run.safety import GuardedRobot
 
     try:
-        return GuardedRobot(robot, release=robot.disable_torque)
-    except TypeError:  # before the engine required a guard
-        return robot
+        return GuardedRobot(robot, release=robot.disable_torque, simulated=robot)
+    except TypeError:  # before the guard was told the simulated arm, or before the engine required a guard
+        try:
+            return GuardedRobot(robot, release=robot.disable_torque)
+        except TypeError:
+            return robot
 
 
 def _sim_robot(world: SimWorld, fps: int):
@@ -457,7 +465,7 @@ def main() -> None:
             verdict, _ = run_trial(world, protocol, policy, trial)
             d = math.hypot(trial.dx_cm, trial.dy_cm)
             key = "0-2 cm" if d < 2 else "2-4 cm" if d < 4 else "4-6 cm"
-            bins[key].append(verdict["label"] == "success")
+            bins[key].append(_label(verdict) == "success")
         k = sum(sum(v) for v in bins.values())
         by = ", ".join(f"{b}: {sum(v)}/{len(v)}" for b, v in bins.items())
         print(f"| {policy.name} | {k}/{len(trials)} ({time.perf_counter() - t0:.0f} s) | {by} |")

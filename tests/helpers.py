@@ -9,6 +9,8 @@ from typing import Any
 
 from harness.models.protocol import load_protocol
 from harness.models.scoresheet import Attempt, Scoresheet, attempt_from_label, build_locked, lock_scoresheet
+from harness.models.taxonomy import Label
+from harness.models.verdict import JudgeVerdict
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -42,6 +44,16 @@ def fake_attempt(trial: int, attempt: int, label: str, **extra) -> Attempt:
     fields = {"trial_index": trial, "attempt": attempt, "started_at": "2026-11-30T10:00:00.000+00:00",
               "ended_at": "2026-11-30T10:00:07.000+00:00", "duration_s": 7.0, **extra}
     return attempt_from_label(label, **fields)
+
+
+def judge_verdict(label: Label = Label.SUCCESS, **fields: Any) -> JudgeVerdict:
+    """A judge's verdict as the simulator's judge writes one (true state: the cube settled in the bowl)."""
+    values: dict[str, Any] = {
+        "label": label, "detail": "settled inside", "true_placement_error_cm": 1.2, "cube_inside_bowl": True,
+        "clean_release": True, "grasped": True, "lifted": True, "max_lift_cm": 6.5,
+        "events": [{"event": "grasp", "t": 1.1, "cube": [0.2, -0.05, 0.015]}],
+        "thresholds": {"grasp_hold_s": 0.25}, **fields}
+    return JudgeVerdict.model_validate(values)
 
 
 def stress_lens(frame: Any) -> Any:

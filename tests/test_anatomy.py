@@ -74,7 +74,7 @@ def run(folder: Path, policy, stall_limit_s: float | None = None):
     protocol = load_protocol(path)
     robot = SimSO101(SimSO101Config(render_cameras=[]))
     robot.connect()
-    guard = GuardedRobot(robot, release=robot.disable_torque)
+    guard = GuardedRobot(robot, release=robot.disable_torque, simulated=robot)
     engine = RunEngine(protocol, sheet, guard, policy, SimStage(robot.world, protocol),
                        TerminalObserver(operator_scores=False, out=io.StringIO()), MonotonicClock(),
                        RunOptions(runs_dir=folder / "runs", video=False, evidence_cameras=[]))

@@ -10,6 +10,7 @@ import ast
 import re
 from pathlib import Path
 
+from harness.models.taxonomy import Label
 from tests.helpers import REPO
 
 PACKAGE = REPO / "harness"
@@ -168,3 +169,68 @@ def test_only_the_app_layer_reads_command_line_arguments() -> None:
         if "argparse" in imports and _node(module) not in ("app", "cli") and module != "harness.sim.frame_render":
             readers.append(module)
     assert not readers, f"modules below the app layer that parse or read arguments: {readers}"
+
+
+LABEL_VALUES = frozenset(label.value for label in Label)
+TAXONOMY_MODULE = "harness/models/taxonomy.py"
+# Strings equal to a label's value that name something else: `RejectReason` (why a collected attempt is not a
+# demonstration) keeps its own stable names, written to selection.json, two of which read like labels.
+NOT_LABELS = frozenset({("harness/data/acceptance.py", "RejectReason.NO_GRASP"),
+                        ("harness/data/acceptance.py", "RejectReason.WRONG_PLACEMENT")})
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring nodes of a module, its classes and its functions."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def _named_enum_values(tree: ast.AST) -> dict[int, str]:
+    """`Class.NAME` for each string a class body assigns to one name (an enum member's value), by node id."""
+    named = {}
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for statement in cls.body:
+            if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                    and isinstance(statement.targets[0], ast.Name) and isinstance(statement.value, ast.Constant)):
+                named[id(statement.value)] = f"{cls.name}.{statement.targets[0].id}"
+    return named
+
+
+def label_literals(root: Path = PACKAGE) -> list[str]:
+    """Every string literal equal to a label's value outside the taxonomy module (docstrings and the named
+    exceptions aside), as `path:line 'value'`."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root.parent).as_posix()
+        if relative == TAXONOMY_MODULE:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        docstrings, named = _docstrings(tree), _named_enum_values(tree)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in LABEL_VALUES
+                    and id(node) not in docstrings and (relative, named.get(id(node))) not in NOT_LABELS):
+                found.append(f"{relative}:{node.lineno} {node.value!r}")
+    return found
+
+
+def test_no_label_is_spelled_outside_the_taxonomy_module() -> None:
+    """A label written as a string is a second definition of the taxonomy: compare `Label` members instead."""
+    found = label_literals()
+    assert not found, "label literals outside harness/models/taxonomy.py (use `Label`): " + ", ".join(found)
+
+
+def test_the_label_check_catches_a_literal_but_not_a_docstring_or_a_named_exception(tmp_path) -> None:
+    root = tmp_path / "harness"
+    (root / "data").mkdir(parents=True)
+    (root / "data" / "acceptance.py").write_text(
+        '"""Says no_grasp in prose: "no_grasp"."""\n'
+        "class RejectReason:\n    NO_GRASP = \"no_grasp\"\n    DROPPED = \"void\"\n")
+    (root / "data" / "judge.py").write_text(
+        "def verdict(held):\n    \"\"\"success\"\"\"\n    return \"success\" if held else f\"{'no_grasp'}\"\n")
+    assert label_literals(root) == ["harness/data/acceptance.py:4 'void'", "harness/data/judge.py:3 'success'",
+                                    "harness/data/judge.py:3 'no_grasp'"]

@@ -43,16 +43,16 @@ def _run(world: SimWorld, policy, trial: Trial) -> dict:
 @pytest.mark.slow
 def test_expert_succeeds_across_the_randomized_protocol(world) -> None:
     subset = PROTOCOL.trials[::5]
-    labels = [_run(world, ExpertPolicy(), trial)["label"] for trial in subset]
+    labels = [_run(world, ExpertPolicy(), trial).label for trial in subset]
     assert labels.count("success") / len(labels) >= 0.95, labels
 
 
 @pytest.mark.slow
 def test_replay_succeeds_at_the_trained_position_and_fails_far_from_it(world) -> None:
     replay = ReplayPolicy()
-    assert _run(world, replay, Trial(index=1, dx_cm=0.0, dy_cm=0.0))["label"] == "success"
+    assert _run(world, replay, Trial(index=1, dx_cm=0.0, dy_cm=0.0)).label == "success"
     far = [t for t in PROTOCOL.trials if math.hypot(t.dx_cm, t.dy_cm) > 3.5][:4]
-    assert far and all(_run(world, replay, t)["label"] != "success" for t in far)
+    assert far and all(_run(world, replay, t).label != "success" for t in far)
 
 
 def test_builtins_refuse_a_real_arm() -> None:

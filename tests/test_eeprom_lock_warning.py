@@ -14,6 +14,7 @@ from harness.bus.pty_port import PtyBus
 from harness.bus.relocking_bus import RelockingFeetechBus
 from harness.bus.scenario import SO101_NAMES, build_chain, default_scenario, factory_fresh_scenario
 from harness.models.protocol import load_protocol
+from harness.models.run_settings import RunSettings
 from harness.tui.screens import CheckReport, CheckScreen
 from tests.helpers import REPO
 from tests.tui_snapshot_apps import LOCKED
@@ -60,7 +61,7 @@ def test_harness_run_robot_so101_warns_in_one_line_naming_fix_ids_when_an_eeprom
         bus_lerobot.setup_motor("gripper")
         bus_lerobot.disconnect(disable_torque=False)
         chain.plug(*SO101_NAMES)
-        settings = {"port": bus.port, "robot_id": "emulated_follower", "cameras": {}}
+        settings = RunSettings(port=bus.port, robot_id="emulated_follower")
         robot = make_real_robot(settings, protocol)
         robot.disconnect()
         warnings = robot.connect_warnings

@@ -24,6 +24,7 @@ from harness.bus.pty_port import PtyBus
 from harness.bus.scenario import build_chain, default_scenario
 from harness.errors import RunPaused
 from harness.models.protocol import load_protocol
+from harness.models.run_settings import RunSettings
 from harness.models.taxonomy import Label, VoidKind
 from harness.policies.scripted import ExpertPolicy
 from harness.run.clock import MonotonicClock
@@ -126,7 +127,7 @@ def sim_run(folder: Path, press_at: int) -> tuple[Press, RunEngine, SimSO101, Ru
     protocol = load_protocol(folder / "small.yaml")
     robot = SimSO101(SimSO101Config(render_cameras=[]))
     robot.connect()
-    guard = GuardedRobot(CountingRobot(robot, press), release=robot.disable_torque)
+    guard = GuardedRobot(CountingRobot(robot, press), release=robot.disable_torque, simulated=robot)
     press.guard, press.sheet = guard, sheet
     engine = RunEngine(protocol, sheet, guard, ExpertPolicy(), SimStage(robot.world, protocol),
                        PressingObserver(press), MonotonicClock(),
@@ -240,7 +241,7 @@ def test_a_stop_on_the_emulated_real_arm_voids_the_trial_and_no_goal_follows_it(
     placed = (lambda trial: release()) if where == "placement" else (lambda trial: None)
     observer = TerminalObserver(operator_scores=True, out=io.StringIO(), stdin=KeyWhileReading(stop_key))
     with PtyBus(chain) as bus:
-        guard = make_real_robot({"port": bus.port, "robot_id": "emulated_follower", "cameras": {}}, protocol)
+        guard = make_real_robot(RunSettings(port=bus.port, robot_id="emulated_follower"), protocol)
         guard_box.append(guard)
         stop_key.append(StopKey(guard, lambda: observer.asking, out=io.StringIO()))
         engine = RunEngine(protocol, sheet, guard, HoldStartPose(protocol.start_pose), OperatorStage(placed),

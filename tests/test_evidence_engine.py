@@ -30,7 +30,7 @@ def _engine(tmp_path, writer: EvidenceWriter, dropout_at=None) -> tuple[RunEngin
     robot.connect()
     options = RunOptions(runs_dir=tmp_path / "runs", video_fps=5.0, start_pose_s=0.5, max_attempts=1,
                          evidence_writer=writer)
-    guarded = GuardedRobot(robot, release=robot.disable_torque)
+    guarded = GuardedRobot(robot, release=robot.disable_torque, simulated=robot)
     engine = RunEngine(protocol, sheet, guarded, ExpertPolicy(plans=PlanCache()),
                        SimStage(world, protocol, dropout_at), TerminalObserver(False, out=io.StringIO()),
                        MonotonicClock(), options)

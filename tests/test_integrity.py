@@ -32,7 +32,7 @@ from harness.models.scoresheet import (
     sha256_of,
 )
 from harness.run.evidence import EvidenceRecorder
-from tests.helpers import fake_attempt, locked_sheet
+from tests.helpers import fake_attempt, judge_verdict, locked_sheet
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -241,10 +241,11 @@ def test_an_existing_evidence_folder_is_moved_aside_never_deleted(tmp_path) -> N
     folder.mkdir(parents=True)
     (folder / "top.mp4").write_bytes(b"the original evidence")
     recorder = EvidenceRecorder(folder, [], lambda cam, w, h: None, control_fps=30, video=False)
-    recorder.finish({}, {"label": "success"})
+    verdict = judge_verdict()
+    recorder.finish({}, verdict)
     kept = folder.with_name("trial-001-a1.unrecorded-1")
     assert (kept / "top.mp4").read_bytes() == b"the original evidence"
-    assert json.loads((folder / "judge.json").read_text()) == {"label": "success"}
+    assert json.loads((folder / "judge.json").read_text()) == verdict.to_json()
 
 
 # --- findings 5 and 6: NaN, absurd values, hostile YAML ---------------------------------------

@@ -41,10 +41,10 @@ def test_clean_pick_and_place_is_a_success(world) -> None:
     world.reset(CUBE_XY, math.radians(10), DEFAULT_START_POSE)
     cube, yaw = world.cube_pose()
     verdict = _play(world, plan_pick_and_place(world.model, 30, _start(), cube, yaw, world.geometry.bowl_xy))
-    assert verdict["label"] == "success"
-    assert verdict["clean_release"] is True
-    assert verdict["true_placement_error_cm"] < 2.0
-    assert [e["event"] for e in verdict["events"]] == ["grasp", "lift", "release", "withdraw", "stable_in_bowl"]
+    assert verdict.label == "success"
+    assert verdict.clean_release is True
+    assert verdict.true_placement_error_cm < 2.0
+    assert [e.event for e in verdict.events] == ["grasp", "lift", "release", "withdraw", "stable_in_bowl"]
 
 
 def test_closing_on_nothing_is_no_grasp(world) -> None:
@@ -55,16 +55,16 @@ def test_closing_on_nothing_is_no_grasp(world) -> None:
     b.move_over((empty[0], empty[1], cube[2] + 0.06), 0.0, 1.0, grip=GRIPPER_PREGRASP_RAD)
     b.straight_line(empty, cube[2], 1.0).gripper(GRIPPER_CLOSED_RAD, 0.5).straight_line(empty, 0.1, 1.0)
     verdict = _play(world, b.targets)
-    assert verdict["label"] == "no_grasp"
-    assert verdict["grasped"] is False
+    assert verdict.label == "no_grasp"
+    assert verdict.grasped is False
 
 
 def test_opening_mid_air_away_from_the_bowl_is_a_drop(world) -> None:
     b = _grasped_and_lifted(world)
     b.hold(0.3).gripper(GRIPPER_PREGRASP_RAD, 0.3)
     verdict = _play(world, b.targets)
-    assert verdict["label"] == "grasped_then_dropped"
-    assert verdict["lifted"] is True and verdict["cube_inside_bowl"] is False
+    assert verdict.label == "grasped_then_dropped"
+    assert verdict.lifted is True and verdict.cube_inside_bowl is False
 
 
 def test_placing_beside_the_bowl_is_wrong_placement(world) -> None:
@@ -75,9 +75,9 @@ def test_placing_beside_the_bowl_is_wrong_placement(world) -> None:
     b.straight_line(beside, cube_z + 0.003, 1.0).gripper(GRIPPER_PREGRASP_RAD, 0.4)
     b.straight_line(beside, cube_z + 0.08, 0.6)
     verdict = _play(world, b.targets)
-    assert verdict["label"] == "wrong_placement"
-    assert verdict["cube_inside_bowl"] is False
-    assert verdict["true_placement_error_cm"] > world.geometry.bowl_rim_radius * 100
+    assert verdict.label == "wrong_placement"
+    assert verdict.cube_inside_bowl is False
+    assert verdict.true_placement_error_cm > world.geometry.bowl_rim_radius * 100
 
 
 def test_a_cube_knocked_into_the_bowl_without_a_grasp_is_not_a_success(world) -> None:
@@ -86,6 +86,6 @@ def test_a_cube_knocked_into_the_bowl_without_a_grasp_is_not_a_success(world) ->
     adr = world.cube_qpos
     world.data.qpos[adr:adr + 3] = [bx, by, 0.09]  # knocked off the table, tumbling into the bowl
     verdict = _play(world, [_start()] * 10, settle_s=2.0)
-    assert verdict["cube_inside_bowl"] is True
-    assert verdict["label"] == "no_grasp"
-    assert "without a grasp" in verdict["detail"]
+    assert verdict.cube_inside_bowl is True
+    assert verdict.label == "no_grasp"
+    assert "without a grasp" in verdict.detail

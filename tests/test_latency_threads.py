@@ -45,6 +45,6 @@ def test_the_run_records_its_inference_threads_and_latency(tmp_path) -> None:
                               port=None, robot_id=None, camera=[], rename_map=None, latency_ms=100.0, latency=None)
     sheet, created = resolve_sheet(args, load_protocol(protocol_path), protocol_path, create=False)
     assert created
-    assert sheet.settings["latency_ms"] == 100.0
-    assert sheet.settings["inference"] == {"engine": "sync", "cores": available_cores(), "reserved_cores": 1,
+    assert sheet.settings.latency_ms == 100.0 and sheet.inference.engine == "sync"
+    assert sheet.settings.stored()["inference"] == {"cores": available_cores(), "reserved_cores": 1,
                                            "torch_threads": max(1, available_cores() - 1)}

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from harness.models.protocol import JOINT_NAMES, load_protocol
+from harness.policies.base import BasePolicy
 from harness.run.camera_watch import CameraWatch, DropoutPolicy
 from harness.run.clock import ManualClock
 from harness.run.engine import RunEngine, RunOptions, ScoreDecision
@@ -35,7 +36,7 @@ class SlowRobot:
         return action
 
 
-class CostlyPolicy:
+class CostlyPolicy(BasePolicy):
     name = "costly"
     camera_keys = ("top",)
 
@@ -74,6 +75,12 @@ class PersonStage:
 
     def verdict(self):
         return None
+
+    def may_freeze_camera(self, trial) -> bool:
+        return True
+
+    def attempt_fields(self, label=None) -> dict:
+        return {}
 
 
 class Scorer:

@@ -51,7 +51,7 @@ def test_an_abort_while_placing_voids_the_trial_before_the_policy_acts(tmp_path)
     robot.connect()
     policy = CountingExpert()
     observer = AbortWhilePlacing(policy)
-    engine = RunEngine(protocol, sheet, GuardedRobot(robot, release=robot.disable_torque), policy,
+    engine = RunEngine(protocol, sheet, GuardedRobot(robot, release=robot.disable_torque, simulated=robot), policy,
                        SimStage(robot.world, protocol), observer, MonotonicClock(),
                        RunOptions(runs_dir=tmp_path / "runs", video=False))
     with pytest.raises(RunPaused) as paused:

@@ -14,12 +14,13 @@ from textual.app import App
 
 from harness.models.protocol import Trial
 from harness.models.scoresheet import LoopStats
+from harness.models.taxonomy import Label
 from harness.run.engine import ScoreDecision
 from harness.run.terminal import TerminalObserver
-from harness.tui.screens import ScoreScreen, TextPrompt
+from harness.tui.screens import ScoreScreen, Suggestion, TextPrompt
 from tests.helpers import fake_attempt
 
-JUDGE = {"label": "success", "detail": "the cube rests inside the bowl"}
+JUDGE = Suggestion(Label.SUCCESS, "the cube rests inside the bowl")
 
 
 class ScoreHost(App):
@@ -56,13 +57,13 @@ def _drive(screen: ScoreScreen, script) -> ScoreHost:
 
 @pytest.mark.parametrize(("verdict", "source", "key", "label"), [
     (JUDGE, "Simulator judge", "w", "wrong_placement"),
-    ({"label": "no_grasp", "detail": "the gripper closed on nothing"}, "Proposed from evidence", "s", "success"),
+    (Suggestion(Label.NO_GRASP, "the gripper closed on nothing"), "Proposed from evidence", "s", "success"),
 ])
 def test_overriding_the_evidence_asks_for_a_note_until_one_is_given(verdict, source, key, label) -> None:
     async def operator(app: ScoreHost, pilot) -> None:
         await pilot.press(key)
         await _until(pilot, lambda: isinstance(app.screen, TextPrompt))
-        assert f"{source} said {verdict['label']}" in app.screen.question
+        assert f"{source} said {verdict.label.value}" in app.screen.question
         await pilot.press("enter")                          # an empty note is not accepted: asked again
         await _until(pilot, lambda: isinstance(app.screen, TextPrompt)
                      and app.screen.question.startswith("A note is needed"))

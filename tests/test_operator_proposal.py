@@ -75,10 +75,10 @@ def test_a_scripted_success_is_proposed_as_success_with_the_measured_placement(r
     cube, yaw = world.cube_pose()
     plan = plan_pick_and_place(world.model, 30, _start(), cube, yaw, world.geometry.bowl_xy)
     proposal, verdict = play_and_propose(world, proposer, plan)
-    assert verdict["label"] == proposal.label == Label.SUCCESS
+    assert verdict.label == proposal.label == Label.SUCCESS
     assert Reason.CLOSED_ON_SOMETHING in proposal.reasons and Reason.OPENED_OVER_BOWL in proposal.reasons
     assert Reason.CUBE_IN_BOWL in proposal.reasons
-    assert abs(proposal.placement_error_cm - verdict["true_placement_error_cm"]) <= proposal.uncertainty_cm + 0.3
+    assert abs(proposal.placement_error_cm - verdict.true_placement_error_cm) <= proposal.uncertainty_cm + 0.3
 
 
 def test_closing_on_nothing_is_proposed_as_no_grasp(rig) -> None:
@@ -90,7 +90,7 @@ def test_closing_on_nothing_is_proposed_as_no_grasp(rig) -> None:
     b.move_over((empty[0], empty[1], cube[2] + 0.06), 0.0, 1.0, grip=GRIPPER_PREGRASP_RAD)
     b.straight_line(empty, cube[2], 1.0).gripper(GRIPPER_CLOSED_RAD, 0.5).hold(0.5).straight_line(empty, 0.1, 1.0)
     proposal, verdict = play_and_propose(world, proposer, b.targets)
-    assert verdict["label"] == proposal.label == Label.NO_GRASP
+    assert verdict.label == proposal.label == Label.NO_GRASP
     assert Reason.CLOSED_ON_NOTHING in proposal.reasons
 
 
@@ -99,7 +99,7 @@ def test_opening_mid_air_away_from_the_bowl_is_proposed_as_a_drop(rig) -> None:
     b = _grasped_and_lifted(world)
     b.hold(0.3).gripper(GRIPPER_PREGRASP_RAD, 0.3).hold(0.5)
     proposal, verdict = play_and_propose(world, proposer, _home(b))
-    assert verdict["label"] == proposal.label == Label.GRASPED_THEN_DROPPED
+    assert verdict.label == proposal.label == Label.GRASPED_THEN_DROPPED
     assert Reason.OPENED_MID_AIR in proposal.reasons and Reason.CUBE_NOT_IN_BOWL in proposal.reasons
 
 
@@ -112,7 +112,7 @@ def test_setting_it_down_beside_the_bowl_is_proposed_as_wrong_placement(rig) -> 
     b.straight_line(beside, cube_z + 0.003, 1.0).gripper(GRIPPER_PREGRASP_RAD, 0.4)
     b.straight_line(beside, cube_z + 0.08, 0.6)
     proposal, verdict = play_and_propose(world, proposer, _home(b))
-    assert verdict["label"] == proposal.label == Label.WRONG_PLACEMENT
+    assert verdict.label == proposal.label == Label.WRONG_PLACEMENT
     assert Reason.OPENED_LOW_AWAY in proposal.reasons
 
 
@@ -120,7 +120,7 @@ def test_still_holding_at_the_end_is_proposed_as_wrong_placement(rig) -> None:
     world, proposer = rig
     b = _grasped_and_lifted(world).hold(0.5)
     proposal, verdict = play_and_propose(world, proposer, b.targets, settle_s=0.5)
-    assert verdict["label"] == proposal.label == Label.WRONG_PLACEMENT
+    assert verdict.label == proposal.label == Label.WRONG_PLACEMENT
     assert Reason.STILL_HOLDING in proposal.reasons
 
 
@@ -138,7 +138,7 @@ def test_the_operator_stage_proposes_from_its_observations_and_records_the_propo
         stage.observed({**joints, "top": None})
     stage.observed({**joints, "top": world.render("top", 640, 480)})   # the camera's last frame
     assert stage.verdict() is None   # the operator scores a real arm; the proposal is only a default
-    assert [p.label for p in shown] == [Label.SUCCESS] == [world.judge.verdict(world.data)["label"]]
+    assert [p.label for p in shown] == [Label.SUCCESS] == [world.judge.verdict(world.data).label]
     assert stage.attempt_fields()["proposal"]["label"] == "success"
     # the operator's success: its placement error, measured on the final frame, is the attempt's own
     fields = stage.attempt_fields(Label.SUCCESS)

@@ -17,7 +17,9 @@ from harness.bus.pty_port import PtyBus
 from harness.bus.scenario import build_chain, default_scenario
 from harness.errors import RunPaused
 from harness.models.protocol import JOINT_NAMES, load_protocol
+from harness.models.run_settings import RunSettings
 from harness.models.taxonomy import Label, VoidKind
+from harness.policies.base import BasePolicy
 from harness.run.clock import MonotonicClock
 from harness.run.engine import RunEngine, RunOptions
 from harness.run.stages import OperatorStage
@@ -50,7 +52,7 @@ def power_cycle(chain: ServoChain) -> None:
     chain.power_cycle()
 
 
-class HoldStartPose:
+class HoldStartPose(BasePolicy):
     """A policy that keeps the arm where the protocol starts it."""
 
     name = "hold"
@@ -77,7 +79,7 @@ def run_until_fault(tmp_path: Path, after: int, fault):
     asked: list[int] = []
     out = io.StringIO()
     with PtyBus(chain) as bus:
-        robot = make_real_robot({"port": bus.port, "robot_id": "emulated_follower", "cameras": {}}, protocol)
+        robot = make_real_robot(RunSettings(port=bus.port, robot_id="emulated_follower"), protocol)
         engine = RunEngine(protocol, sheet, robot, HoldStartPose(protocol.start_pose),
                            OperatorStage(lambda trial: asked.append(trial.index)),
                            TerminalObserver(operator_scores=True, out=out, stdin=io.StringIO("")),

@@ -127,7 +127,7 @@ def test_rename_map_feeds_the_policy_its_own_camera_names(workdir) -> None:
     assert main(["run", str(protocol), "--policy", str(ckpt), "--headless", "--device", "cpu", "--no-video",
                  "--rename-map", '{"top": "camera1"}']) == 0
     sheet = load_scoresheet(workdir / "scoresheets" / "small-tiny_cam1.yaml")
-    assert sheet.settings["rename_map"] == {"top": "camera1"}
+    assert sheet.settings.rename_map == {"top": "camera1"}
     assert len(sheet.scored_attempts()) == 1
 
 

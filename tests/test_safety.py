@@ -47,7 +47,7 @@ def _engine(tmp_path, observer):
     protocol = load_protocol(tmp_path / "small.yaml")
     robot = SimSO101(SimSO101Config(render_cameras=[]))
     robot.connect()
-    guard = GuardedRobot(robot, release=robot.disable_torque)
+    guard = GuardedRobot(robot, release=robot.disable_torque, simulated=robot)
     options = RunOptions(runs_dir=tmp_path / "runs", video=False)
     engine = RunEngine(protocol, sheet, guard, ExpertPolicy(), SimStage(robot.world, protocol), observer,
                        MonotonicClock(), options)
@@ -126,7 +126,7 @@ def test_a_bus_error_voids_the_trial_pauses_the_run_and_releases_torque(tmp_path
     protocol = load_protocol(tmp_path / "small.yaml")
     robot = SimSO101(SimSO101Config(render_cameras=[]))
     robot.connect()
-    guard = GuardedRobot(FlakyBus(robot, fail_at_call=400), release=robot.disable_torque)  # in trial 2
+    guard = GuardedRobot(FlakyBus(robot, fail_at_call=400), release=robot.disable_torque, simulated=robot)  # in trial 2
     observer = KeyAt(0, 0, lambda obs: None)
     engine = RunEngine(protocol, sheet, guard, ExpertPolicy(), SimStage(robot.world, protocol), observer,
                        MonotonicClock(), RunOptions(runs_dir=tmp_path / "runs", video=False))

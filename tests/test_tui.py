@@ -147,7 +147,7 @@ def test_emergency_stop_while_the_scoring_prompt_is_open_voids_the_trial(workdir
     sheet = load_scoresheet(setup.sheet.path)
     # the judge said success, but the trial was still in flight (unscored) when the stop came
     assert [(a.label, a.void_reason) for a in sheet.attempts] == [("void", "emergency stop by operator")]
-    assert sheet.attempts[0].judge["label"] == "success"
+    assert sheet.attempts[0].judge.label == "success"
     setup.close()
 
 

@@ -8,8 +8,9 @@ import numpy as np
 from textual.app import App
 
 from harness.models.locked import LockedBlock
+from harness.models.taxonomy import Label
 from harness.tui.run_app import CSS
-from harness.tui.screens import CheckReport, CheckScreen, RunScreen, ScoreScreen
+from harness.tui.screens import CheckReport, CheckScreen, RunScreen, ScoreScreen, Suggestion
 from harness.tui.state import RunState, Tally
 
 LOCKED = LockedBlock.model_validate({
@@ -35,8 +36,9 @@ STATE = RunState(
     protocol_name="randomized", policy="act_so101", robot="so101", total=50, fps=30, time_limit_s=20.0,
     trained_xy_cm=(22.0, -5.0), bowl_xy_cm=(18.0, 14.0), position=12, trial_index=12, attempt=2,
     dx_cm=3.8, dy_cm=-2.9, yaw_deg=-13.0, phase="running", step=147, loop_hz=29.8, policy_ms=18.4, missed=2,
-    tally=Tally(success=9, failures={"no_grasp": 1, "grasped_then_dropped": 0, "wrong_placement": 1}, voids=1),
-    last_label="success", preview=_gradient(),
+    tally=Tally(success=9, failures={Label.NO_GRASP: 1, Label.GRASPED_THEN_DROPPED: 0, Label.WRONG_PLACEMENT: 1},
+                voids=1),
+    last_label=Label.SUCCESS.value, last_outcome=Label.SUCCESS, preview=_gradient(),
 )
 
 
@@ -66,7 +68,7 @@ class ScoreHost(App):
         screen = RunScreen()
         self.push_screen(screen)
         self.call_after_refresh(screen.show, STATE)
-        verdict = {"label": "no_grasp", "detail": "the gripper never held the cube"}
+        verdict = Suggestion(Label.NO_GRASP, "the gripper never held the cube")
         self.push_screen(ScoreScreen("trial #12 (dx +3.8, dy -2.9 cm)", verdict, undo_s=3.0))
 
 

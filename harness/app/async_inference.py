@@ -13,6 +13,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessInputError, StaleRunError
+from harness.models.run_settings import BuiltinPolicy, InferenceEngine, RobotKind
 
 if TYPE_CHECKING:
     from harness.models.scoresheet import Scoresheet
@@ -54,8 +55,8 @@ def _server(text: str) -> str:
         raise HarnessInputError(None, "--policy-server", str(exc)) from None
 
 
-def _refuse_combinations(args: argparse.Namespace, policy_ref: str, builtin: tuple[str, ...]) -> None:
-    if policy_ref in builtin:
+def _refuse_combinations(args: argparse.Namespace, policy_ref: str) -> None:
+    if BuiltinPolicy.named(policy_ref) is not None:
         raise HarnessInputError(None, "--policy-server", f"the built-in '{policy_ref}' policy runs in the harness; "
                                                          "a policy server needs a LeRobot checkpoint folder")
     if getattr(args, "inference", None) is not None:
@@ -69,8 +70,7 @@ def _refuse_combinations(args: argparse.Namespace, policy_ref: str, builtin: tup
                                                    "client")
 
 
-def async_record(args: argparse.Namespace, policy_ref: str, robot: str,
-                 builtin: tuple[str, ...]) -> dict[str, Any] | None:
+def async_record(args: argparse.Namespace, policy_ref: str, robot: RobotKind) -> dict[str, Any] | None:
     """The locked `inference` block for a new sheet run with `--policy-server`, None without it; bad input is
     one line (exit 2), found before the server is asked anything."""
     text = getattr(args, "policy_server", None)
@@ -80,7 +80,7 @@ def async_record(args: argparse.Namespace, policy_ref: str, robot: str,
             raise HarnessInputError(None, given[0], "only with --policy-server HOST:PORT")
         return None
     server = _server(text)
-    _refuse_combinations(args, policy_ref, builtin)
+    _refuse_combinations(args, policy_ref)
     from lerobot.async_inference.configs import AGGREGATE_FUNCTIONS
 
     from harness.policies.async_policy import DEFAULT_AGGREGATE, DEFAULT_THRESHOLD, default_actions_per_chunk
@@ -95,17 +95,17 @@ def async_record(args: argparse.Namespace, policy_ref: str, robot: str,
     if aggregate not in AGGREGATE_FUNCTIONS:
         raise HarnessInputError(None, "--aggregate-fn", f"'{aggregate}' is not one of LeRobot's: "
                                                         f"{', '.join(AGGREGATE_FUNCTIONS)}")
-    return {"engine": "async", "server": server, "actions_per_chunk": actions, "chunk_size_threshold": threshold,
-            "aggregate_fn": aggregate}
+    return {"engine": InferenceEngine.ASYNC.value, "server": server, "actions_per_chunk": actions,
+            "chunk_size_threshold": threshold, "aggregate_fn": aggregate}
 
 
 def hold_to_locked_async(sheet: Scoresheet, args: argparse.Namespace) -> None:
-    """On a resume: asking for another server or queue setting is refused (not asking keeps the locked ones),
-    and the run's settings take the locked values."""
+    """On a resume: asking for another server or queue setting is refused (not asking keeps the locked ones:
+    the policy is built from the locked block, `Scoresheet.inference`)."""
     locked = sheet.locked.inference
     text = getattr(args, "policy_server", None)
     given = _queue_flags_given(args)
-    if locked is None or locked.engine != "async":
+    if locked is None or locked.engine is not InferenceEngine.ASYNC:
         if text is not None or given:
             raise StaleRunError(sheet.path, "locked.inference", f"this run's inference engine is "
                                                                 f"{sheet.inference_engine}, not async "
@@ -121,5 +121,3 @@ def hold_to_locked_async(sheet: Scoresheet, args: argparse.Namespace) -> None:
     if getattr(args, "workers", 1) > 1 or getattr(args, "address", None):
         raise HarnessInputError(None, "--workers", "not with --policy-server: LeRobot's policy server serves one "
                                                    "client")
-    sheet.settings["inference"] = {**(sheet.settings.get("inference") or {}),
-                                   **{name: getattr(locked, name) for name in ("engine", *ASYNC_FIELDS)}}

@@ -16,6 +16,7 @@ from harness.app.operator_parts import operator_stage
 from harness.app.parts import Parts
 from harness.errors import HarnessInputError
 from harness.models.protocol import Protocol
+from harness.models.run_settings import SO101_ROBOT_TYPE, BuiltinPolicy, InferenceEngine, RobotKind
 from harness.models.scoresheet import Scoresheet, run_latency
 from harness.policies.base import EvalPolicy
 from harness.run.clock import MonotonicClock
@@ -129,12 +130,12 @@ def check_run_flags(args: argparse.Namespace) -> None:
         raise HarnessInputError(args.record_dataset, "--record-dataset", "is a file, not a folder")
 
 
-def video_mode(args: argparse.Namespace, robot: str) -> VideoMode:
+def video_mode(args: argparse.Namespace, robot: RobotKind) -> VideoMode:
     """`--video failures|all|none` (simulated arm; default failures) and `--no-video` (= `--video none`; on a
     real arm: final frames only, no camera video). A real arm's videos are its cameras' frames, recorded as
     they come: `--video` is refused there, in one line, before anything is locked."""
     chosen = getattr(args, "video", None)
-    if chosen is not None and robot != "sim":
+    if chosen is not None and not RobotKind(robot).simulated:
         raise HarnessInputError(None, "--video", "is for the simulated arm: a real arm's videos are recorded from "
                                                  "its cameras (--no-video keeps final frames only)")
     if args.no_video:
@@ -143,15 +144,17 @@ def video_mode(args: argparse.Namespace, robot: str) -> VideoMode:
         return VideoMode.NONE
     if chosen is not None:
         return VideoMode(chosen)
-    return VideoMode.FAILURES if robot == "sim" else VideoMode.ALL
+    return VideoMode.FAILURES if RobotKind(robot).simulated else VideoMode.ALL
 
 
-def check_policy_fits_robot(policy_ref: str, robot: str) -> None:
+def check_policy_fits_robot(policy_ref: str, robot: RobotKind) -> None:
     """The scripted built-ins plan in the simulator (`expert` from the true cube pose, `replay` through the
     simulated arm's kinematics and clock), which a real arm does not have: refused in one line before
     anything is locked or connected. A LeRobot checkpoint runs."""
-    if policy_ref in ("expert", "replay") and robot != "sim":
-        what = ("plans from the simulator's true cube pose, which a real arm cannot know" if policy_ref == "expert"
+    builtin = BuiltinPolicy.named(policy_ref)
+    if builtin is not None and not RobotKind(robot).simulated:
+        what = ("plans from the simulator's true cube pose, which a real arm cannot know"
+                if builtin is BuiltinPolicy.EXPERT
                 else "plays a plan made in the simulator on its clock, which a real arm does not have")
         raise HarnessInputError(None, "--policy", f"{policy_ref} {what}; on --robot so101 use a LeRobot checkpoint")
 
@@ -175,11 +178,12 @@ def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
     video_size = _video_size(args.video_size)
     dropout = _dropout(args.inject_dropout)
     settings = sheet.settings
-    is_sim = sheet.locked.robot == "sim"
-    policy = policy or parts.policy(sheet.locked.policy.ref, protocol, settings, args.device, sheet.locked.robot)
+    is_sim = sheet.locked.robot.simulated
+    policy = policy or parts.policy(sheet.locked.policy.ref, protocol, settings, args.device, sheet.locked.robot,
+                                    sheet.inference)
     try:
         latency = run_latency(sheet.locked, settings)   # locked (older sheets: their settings)
-        if sheet.inference_engine == "rtc":   # RTC's chunks land after the latency; the arm never waits for them
+        if sheet.inference_engine is InferenceEngine.RTC:   # its chunks land after the latency; the arm never waits
             latency = None
         robot = (parts.sim_robot(protocol, policy, args.realtime, **({"latency_ms": latency} if latency is not None
                                                                      else {}))
@@ -209,7 +213,7 @@ def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
 
         root = Path(args.record_dataset or Path(args.runs_dir) / sheet.path.stem / "dataset")
         dataset = DatasetSink(root, protocol.fps, ["top", "wrist"], None, protocol.task,
-                              robot_type="so101_follower", options=recording_options(args, protocol.fps))
+                              robot_type=SO101_ROBOT_TYPE, options=recording_options(args, protocol.fps))
     writer = None
     # Frames rendered (sim) and encoded in other processes, off the control loop; without video a
     # simulated run still hands them its final frames and the dropout watch's frames to draw.

@@ -11,10 +11,8 @@ from harness.data.acceptance import AcceptMode
 from harness.data.collector import Collector, CollectResult, CollectSettings, check_fps
 from harness.errors import HarnessInputError
 from harness.models.protocol import file_sha256, load_protocol
+from harness.models.run_settings import SO101_ROBOT_TYPE, BuiltinPolicy, RunSettings
 from harness.models.scoresheet import policy_fingerprint
-
-BUILTIN_POLICIES = ("expert", "replay")
-ROBOT_TYPE = "so_follower"  # what LeRobot 0.6.1 records for an SO-101 follower
 
 
 @dataclass(frozen=True)
@@ -55,7 +53,7 @@ def collect(request: CollectRequest, progress=print) -> CollectResult:
     fps = request.fps or loaded.fps
     check_fps(fps, PHYSICS_DT)
     protocol = loaded.model_copy(update={"fps": fps})
-    if request.policy not in BUILTIN_POLICIES and not Path(request.policy).is_dir():
+    if BuiltinPolicy.named(request.policy) is None and not Path(request.policy).is_dir():
         raise HarnessInputError(None, "--policy", f"'{request.policy}' is neither a built-in policy nor a folder")
     settings = CollectSettings(
         protocol_name=protocol.name, protocol_sha256=file_sha256(request.protocol), policy_ref=request.policy,
@@ -70,7 +68,7 @@ def collect(request: CollectRequest, progress=print) -> CollectResult:
 
     datasets.disable_progress_bars()  # one "Map" bar per saved episode otherwise
     av.logging.set_libav_level(av.logging.ERROR)  # LeRobot hands libav back its default callback: x264 stats
-    policy = make_policy(request.policy, protocol, {}, request.device)
+    policy = make_policy(request.policy, protocol, RunSettings(), request.device)
     try:
         robot = make_sim_robot(protocol, policy, realtime=False)
     except BaseException:
@@ -80,7 +78,7 @@ def collect(request: CollectRequest, progress=print) -> CollectResult:
 
     def open_sink() -> DatasetSink:
         return DatasetSink(root, fps, list(request.cameras), request.image_size, protocol.task,
-                           robot_type=ROBOT_TYPE)
+                           robot_type=SO101_ROBOT_TYPE)
 
     collector = Collector(protocol, settings, root, robot, policy, open_sink, progress=progress)
     try:
@@ -91,7 +89,7 @@ def collect(request: CollectRequest, progress=print) -> CollectResult:
     if collector.committed_episodes() > 0:
         import harness.policies.scripted as scripted
 
-        code = Path(scripted.__file__) if request.policy in BUILTIN_POLICIES else None
+        code = Path(scripted.__file__) if BuiltinPolicy.named(request.policy) is not None else None
         provenance = provenance_record(protocol, request.protocol, settings, robot.world, code)
         write_collection_files(root, collector.summary(), settings, provenance)
     return result

@@ -30,8 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import EXIT_PAUSED, HarnessError, HarnessInputError, RunPaused
+from harness.models.locked import LockedInference
 from harness.models.protocol import Protocol
-from harness.models.scoresheet import Attempt, LockedBlock, Scoresheet
+from harness.models.run_settings import InferenceEngine, RobotKind, RunSettings
+from harness.models.scoresheet import Attempt, LockedBlock, Scoresheet, run_inference
 from harness.models.taxonomy import Void, VoidKind
 
 log = logging.getLogger(__name__)
@@ -51,7 +53,7 @@ class DetachedSheet:
     """What a worker's engine sees instead of the scoresheet: the locked block and settings (read-only),
     the attempt number the driver chose, and a slot that receives the finished attempt unwritten."""
 
-    def __init__(self, path: Path, locked_data: dict[str, Any], settings: dict[str, Any]) -> None:
+    def __init__(self, path: Path, locked_data: dict[str, Any], settings: RunSettings) -> None:
         self.path = path
         self.locked = LockedBlock.model_validate(locked_data)
         self.settings = settings
@@ -59,9 +61,13 @@ class DetachedSheet:
         self.finished: Attempt | None = None
 
     @property
-    def inference_engine(self) -> str:
-        """As `Scoresheet.inference_engine`: the locked engine, or "sync" before engines were locked."""
-        return self.locked.inference.engine if self.locked.inference is not None else "sync"
+    def inference(self) -> LockedInference:
+        """As `Scoresheet.inference`: the locked engine, or LeRobot's synchronous one before engines were locked."""
+        return run_inference(self.locked)
+
+    @property
+    def inference_engine(self) -> InferenceEngine:
+        return self.inference.engine
 
     def expect_attempt(self, number: int) -> None:
         self._next_attempt = number
@@ -98,7 +104,7 @@ class TrialWorkerImpl:
     """The body of a Ray actor: one simulator, one policy, one engine, many trials."""
 
     def __init__(self, args: argparse.Namespace, protocol: Protocol, sheet_path: str, locked_data: dict[str, Any],
-                 settings: dict[str, Any]) -> None:
+                 settings: RunSettings) -> None:
         from harness.app.build import FrontEnd, prepare_run
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -164,7 +170,7 @@ def store_evidence(result: TrialResult, runs_dir: Path, stem: str) -> Attempt:
     return attempt.model_copy(update={"artifacts": artifacts})
 
 
-def check_workers(args: argparse.Namespace, robot: str) -> None:
+def check_workers(args: argparse.Namespace, robot: RobotKind) -> None:
     """`--workers` is for the simulated arm, plain mode, no dataset recording: refused before any lock."""
     workers = getattr(args, "workers", 1)
     if not 1 <= workers <= MAX_WORKERS:
@@ -173,7 +179,7 @@ def check_workers(args: argparse.Namespace, robot: str) -> None:
         return
     if getattr(args, "address", None):
         check_address(args.address)
-    if robot != "sim":
+    if not RobotKind(robot).simulated:
         raise HarnessInputError(None, "--workers", "parallel trials need the simulated arm (--robot sim)")
     if args.record_dataset is not None:
         raise HarnessInputError(None, "--record-dataset", "not with --workers (one dataset writer per run): "

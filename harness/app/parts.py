@@ -11,43 +11,46 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import HarnessError, HarnessInputError, RunPaused, ServoBusFault
+from harness.models.locked import LockedInference
 from harness.models.protocol import Protocol
+from harness.models.run_settings import BuiltinPolicy, InferenceEngine, RobotKind, RunSettings
 from harness.models.taxonomy import Void, VoidKind
 from harness.policies.base import EvalPolicy
 from harness.run.safety import GuardedRobot
 
 
-def make_policy(ref: str, protocol: Protocol, settings: dict[str, Any], device: str | None,
-                robot: str = "sim") -> EvalPolicy:
-    """A built-in policy by name, or a LeRobot checkpoint folder; `robot` (the locked one) decides whether an
-    asynchronous client's queue runs in simulated time (sim) or in wall time beside a paced arm."""
+def make_policy(ref: str, protocol: Protocol, settings: RunSettings, device: str | None,
+                robot: RobotKind = RobotKind.SIM, inference: LockedInference | None = None) -> EvalPolicy:
+    """A built-in policy by name, or a LeRobot checkpoint folder run by the locked inference engine (None:
+    LeRobot's synchronous one); `robot` (the locked one) decides whether an asynchronous client's queue runs
+    in simulated time (sim) or in wall time beside a paced arm."""
     from harness.policies.scripted import ExpertPolicy, ReplayPolicy
 
-    if ref == "expert":
+    builtin = BuiltinPolicy.named(ref)
+    if builtin is BuiltinPolicy.EXPERT:
         return ExpertPolicy()
-    if ref == "replay":
+    if builtin is BuiltinPolicy.REPLAY:
         return ReplayPolicy()
     from harness.policies.lerobot_policy import LeRobotPolicy
 
+    inference = inference or LockedInference(engine=InferenceEngine.SYNC)
+    engine = inference.engine
     try:
-        inference = settings.get("inference") or {}
-        engine = inference.get("engine", "sync")
-        if engine == "async":   # LeRobot's policy server runs it; the server is asked to load it now
+        if engine is InferenceEngine.ASYNC:   # LeRobot's policy server runs it; the server is asked to load it now
             from harness.policies.async_connect import connect_async_policy
             from harness.policies.async_policy import AsyncSettings
             from harness.run.clock import MonotonicClock
 
-            return connect_async_policy(ref, protocol.task, AsyncSettings.from_record(inference), protocol.fps,
-                                        settings.get("rename_map") or {}, device,
-                                        wall_clock=None if robot == "sim" else MonotonicClock().now)
-        if engine == "rtc":   # LeRobot's Real-Time Chunking with its locked settings, in simulated time
+            queue = AsyncSettings.from_record(inference.model_dump())
+            return connect_async_policy(ref, protocol.task, queue, protocol.fps, settings.rename_map, device,
+                                        wall_clock=None if RobotKind(robot).simulated else MonotonicClock().now)
+        if engine is InferenceEngine.RTC:   # LeRobot's Real-Time Chunking with its locked settings, in simulated time
             from harness.policies.rtc_policy import RtcSettings
 
-            rtc = RtcSettings.from_record(inference) if "execution_horizon" in inference else None
-            return LeRobotPolicy(ref, task=protocol.task, device=device, rename_map=settings.get("rename_map") or {},
-                                 engine=engine, rtc=rtc, fps=protocol.fps, latency_ms=settings.get("latency_ms"))
-        return LeRobotPolicy(ref, task=protocol.task, device=device, rename_map=settings.get("rename_map") or {},
-                             engine=engine)
+            rtc = RtcSettings.from_record(inference.model_dump()) if inference.execution_horizon is not None else None
+            return LeRobotPolicy(ref, task=protocol.task, device=device, rename_map=settings.rename_map,
+                                 engine=engine, rtc=rtc, fps=protocol.fps, latency_ms=settings.latency_ms)
+        return LeRobotPolicy(ref, task=protocol.task, device=device, rename_map=settings.rename_map, engine=engine)
     except HarnessError:
         raise
     except Exception as exc:   # a corrupt config.json or weights file is bad input, found before anything is locked
@@ -68,23 +71,22 @@ def make_sim_robot(protocol: Protocol, policy: EvalPolicy, realtime: bool,
     geometry = SceneGeometry(bowl_xy=(scene.bowl_xy_cm[0] / 100, scene.bowl_xy_cm[1] / 100),
                              bowl_rim_diameter=scene.bowl_diameter_cm / 100, cube_edge=scene.cube_edge_cm / 100)
     world = SimWorld(geometry, control_fps=protocol.fps)
-    width, height = getattr(policy, "image_size", None) or (640, 480)
+    width, height = policy.image_size or (640, 480)
     config = SimSO101Config(id="harness_sim", render_cameras=list(policy.camera_keys), camera_width=width,
                             camera_height=height, fps=protocol.fps, realtime=realtime, latency_ms=latency_ms)
     robot = SimSO101(config, world=world)
     robot.connect()
-    return GuardedRobot(robot, release=robot.disable_torque)
+    return GuardedRobot(robot, release=robot.disable_torque, simulated=robot)
 
 
-def make_real_robot(settings: dict[str, Any], protocol: Protocol) -> GuardedRobot:
+def make_real_robot(settings: RunSettings, protocol: Protocol) -> GuardedRobot:
     """LeRobot's SO-101 follower on the re-locking bus; torque goes off through its bus."""
     from harness.robots.so101 import make_so101_follower
 
-    port = settings.get("port")
-    if not port:
+    if not settings.port:
         raise HarnessInputError(None, "--port", "a real arm needs --port (e.g. /dev/ttyACM0 or COM4)")
-    robot = make_so101_follower(port, settings.get("cameras") or {}, fps=protocol.fps,
-                                robot_id=settings.get("robot_id") or "harness_follower")
+    robot = make_so101_follower(settings.port, settings.cameras, fps=protocol.fps,
+                                robot_id=settings.robot_id or "harness_follower")
     try:
         robot.connect()
     except ServoBusFault as fault:   # torque already released where servos answer; nothing ran yet
@@ -99,9 +101,10 @@ def make_real_robot(settings: dict[str, Any], protocol: Protocol) -> GuardedRobo
 class Parts:
     """The factories `prepare_run` uses; each can be replaced through the constructor."""
 
-    policy: Callable[[str, Protocol, dict[str, Any], str | None, str], EvalPolicy] = make_policy
+    policy: Callable[[str, Protocol, RunSettings, str | None, RobotKind, LockedInference | None], EvalPolicy] = \
+        make_policy
     sim_robot: Callable[[Protocol, EvalPolicy, bool], GuardedRobot] = make_sim_robot
-    real_robot: Callable[[dict[str, Any], Protocol], GuardedRobot] = make_real_robot
+    real_robot: Callable[[RunSettings, Protocol], GuardedRobot] = make_real_robot
     # (front end, operator scores) -> the engine's observer; None: the front end's own (`harness rehearse`
     # puts its scripted or console-driven operator here)
     observer: Callable[[Any, bool], Any] | None = None

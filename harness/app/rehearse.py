@@ -39,6 +39,7 @@ from PIL import Image
 
 from harness.errors import HarnessInputError
 from harness.models.protocol import JOINT_NAMES, Protocol, load_protocol
+from harness.models.run_settings import RobotKind
 
 ROBOT_ID = "emulated_follower"   # the emulated arm's calibration (calibration/emulated_follower.json)
 
@@ -210,7 +211,7 @@ def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
     protocol_path = Path(args.protocol)
     protocol = load_protocol(protocol_path)
     check_scene(protocol, protocol_path)
-    check_policy_fits_robot(args.policy, "so101")
+    check_policy_fits_robot(args.policy, RobotKind.SO101)
     policy = Path(args.policy)
     if not policy.is_dir():
         raise HarnessInputError(policy, "--policy", "not a folder (a LeRobot pretrained_model folder)")

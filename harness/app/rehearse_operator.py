@@ -22,6 +22,7 @@ from harness.bus.scenario import COMMANDS, HELP, Rig, run_command
 from harness.errors import HarnessError
 from harness.models.protocol import Trial
 from harness.models.taxonomy import Void
+from harness.models.verdict import JudgeVerdict
 from harness.run.engine import ScoreDecision
 from harness.run.operator_trial import describe
 from harness.run.placement_guide import PlacementReading
@@ -103,7 +104,7 @@ class ScriptedOperator(TerminalObserver):
         self.rig.place_cube(*OFF_TABLE_CM)
         super().clear_for_reference()
 
-    def score(self, trial: Trial, verdict: dict[str, Any] | None, void: Void | None) -> ScoreDecision:
+    def score(self, trial: Trial, verdict: JudgeVerdict | None, void: Void | None) -> ScoreDecision:
         if void is None and self._proposal is None:   # Enter alone scores nothing: plain mode would ask forever
             raise HarnessError(f"scripted operator: trial {trial.index} has no proposal to confirm")
         self.keys.queued = ["", CONFIRMED_NOTE]   # Enter confirms the proposal; the note says who did

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessInputError, StaleRunError
+from harness.models.run_settings import InferenceEngine, RobotKind
 
 if TYPE_CHECKING:
     from harness.models.scoresheet import Scoresheet
@@ -49,15 +50,16 @@ def _chunk_size(policy_ref: str) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-def rtc_record(args: argparse.Namespace, engine: str, policy_ref: str, robot: str) -> dict[str, Any] | None:
+def rtc_record(args: argparse.Namespace, engine: InferenceEngine, policy_ref: str,
+               robot: RobotKind) -> dict[str, Any] | None:
     """RTC's settings for a new sheet run with `--inference rtc` (None for another engine); bad input is one
     line (exit 2). A policy without chunks or RTC support is refused when it loads, also before the lock."""
     given = _given(args)
-    if engine != "rtc":
+    if engine is not InferenceEngine.RTC:
         if given:
             raise HarnessInputError(None, RTC_FLAGS[next(iter(given))], "only with --inference rtc")
         return None
-    if robot != "sim":
+    if not RobotKind(robot).simulated:
         raise HarnessInputError(None, "--inference", "rtc: the harness replays LeRobot's RTC engine in simulated "
                                                      "time on the simulated arm only so far; on a real arm use "
                                                      "--inference sync or --policy-server")
@@ -72,11 +74,11 @@ def rtc_record(args: argparse.Namespace, engine: str, policy_ref: str, robot: st
 
 
 def hold_to_locked_rtc(sheet: Scoresheet, args: argparse.Namespace) -> None:
-    """On a resume: asking for another RTC setting is refused (not asking keeps the locked ones), and the run's
-    settings take the locked values."""
+    """On a resume: asking for another RTC setting is refused (not asking keeps the locked ones: the policy is
+    built from the locked block, `Scoresheet.inference`)."""
     locked = sheet.locked.inference
     given = _given(args)
-    if locked is None or locked.engine != "rtc":
+    if locked is None or locked.engine is not InferenceEngine.RTC:
         if given:
             raise StaleRunError(sheet.path, "locked.inference", f"this run's inference engine is "
                                                                 f"{sheet.inference_engine}, not rtc; start a new "
@@ -87,5 +89,3 @@ def hold_to_locked_rtc(sheet: Scoresheet, args: argparse.Namespace) -> None:
             raise StaleRunError(sheet.path, "locked.inference", f"this run's {RTC_FLAGS[name]} is "
                                                                 f"{getattr(locked, name)}, not {value}; start a new "
                                                                 "scoresheet to change it")
-    sheet.settings["inference"] = {**(sheet.settings.get("inference") or {}), "engine": "rtc",
-                                   **{name: getattr(locked, name) for name in RTC_FLAGS}}

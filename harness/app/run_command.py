@@ -69,7 +69,7 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None, observer
         from harness.app.scaling import auto_workers
 
         pending = len(sheet.pending_trials())
-        args.workers = auto_workers(pending, mode=mode) if sheet.locked.robot == "sim" else 1
+        args.workers = auto_workers(pending, mode=mode) if sheet.locked.robot.simulated else 1
         print(f"--workers auto: {args.workers} for {pending} trials on {sheet.locked.robot} "
               f"({'serial' if args.workers == 1 else 'Ray workers'})", file=sys.stderr, flush=True)
     check_workers(args, sheet.locked.robot)
@@ -78,7 +78,8 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None, observer
         print(format_summary(summarize(sheet)))
         return 0
     parts = parts or Parts()
-    policy = parts.policy(sheet.locked.policy.ref, protocol, sheet.settings, args.device, sheet.locked.robot)
+    policy = parts.policy(sheet.locked.policy.ref, protocol, sheet.settings, args.device, sheet.locked.robot,
+                          sheet.inference)
     handed_over = False
     try:
         with WriterLock(path, "harness run") as writer, \

@@ -12,16 +12,16 @@ from harness.app.rtc_inference import hold_to_locked_rtc, rtc_record
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models.checkpoint import checkpoint_name
 from harness.models.protocol import Protocol
+from harness.models.run_settings import BuiltinPolicy, InferenceEngine, InferenceThreads, RobotKind, RunSettings
 from harness.models.scoresheet import Scoresheet, build_locked, check_resumable, load_scoresheet, new_scoresheet
 from harness.robots.camera_spec import parse_camera_spec
 
-BUILTIN_POLICIES = ("expert", "replay")
-
+_BUILTINS = "|".join(BuiltinPolicy)
 
 def _slug(policy_ref: str) -> str:
     """A built-in by its name; a checkpoint folder by its training run and step, so every checkpoint of
     a `lerobot-train` run (each folder named `pretrained_model`) gets its own scoresheet."""
-    name = policy_ref if policy_ref in BUILTIN_POLICIES else checkpoint_name(policy_ref).label
+    name = policy_ref if BuiltinPolicy.named(policy_ref) is not None else checkpoint_name(policy_ref).label
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
@@ -57,7 +57,7 @@ def sheet_path(args: argparse.Namespace, protocol: Protocol, protocol_path: Path
         return path
     policy_ref = policy_flag or protocol.run.policy
     if not policy_ref:
-        raise HarnessInputError(protocol_path, "run.policy", "no policy: pass --policy PATH|expert|replay")
+        raise HarnessInputError(protocol_path, "run.policy", f"no policy: pass --policy PATH|{_BUILTINS}")
     return Path("scoresheets") / f"{protocol_path.stem}-{_slug(policy_ref)}.yaml"
 
 
@@ -71,9 +71,9 @@ def latency_from(args: argparse.Namespace) -> float | str | None:
     return measured if measured is not None else fixed
 
 
-def inference_from(args: argparse.Namespace) -> str:
+def inference_from(args: argparse.Namespace) -> InferenceEngine:
     """The inference engine asked for (default LeRobot's synchronous one)."""
-    return getattr(args, "inference", None) or "sync"
+    return InferenceEngine(getattr(args, "inference", None) or InferenceEngine.SYNC)
 
 
 def check_same_inference(sheet: Scoresheet, args: argparse.Namespace) -> None:
@@ -130,37 +130,35 @@ def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: P
         hold_to_locked_rtc(sheet, args)
         return sheet, False
     policy_ref = policy_flag or protocol.run.policy
-    robot = args.robot or protocol.run.robot
     if not policy_ref:
-        raise HarnessInputError(protocol_path, "run.policy", "no policy: pass --policy PATH|expert|replay")
-    if not robot:
-        raise HarnessInputError(protocol_path, "run.robot", "no robot: pass --robot sim|so101")
-    if policy_ref not in BUILTIN_POLICIES and not Path(policy_ref).is_dir():
+        raise HarnessInputError(protocol_path, "run.policy", f"no policy: pass --policy PATH|{_BUILTINS}")
+    if not (args.robot or protocol.run.robot):
+        raise HarnessInputError(protocol_path, "run.robot", f"no robot: pass --robot {'|'.join(RobotKind)}")
+    robot = RobotKind(args.robot or protocol.run.robot)
+    builtin = BuiltinPolicy.named(policy_ref)
+    if builtin is None and not Path(policy_ref).is_dir():
         raise HarnessInputError(None, "--policy", f"'{policy_ref}' is neither a built-in policy nor a folder")
     path = path or Path("scoresheets") / f"{protocol_path.stem}-{_slug(policy_ref)}.yaml"
     rename_map = rename_map_from(args, protocol)
-    settings = {
-        "port": args.port or protocol.run.port,
-        "robot_id": args.robot_id,
-        "cameras": parse_cameras(args.camera) or dict(protocol.run.cameras),
-        "rename_map": rename_map,
-        "latency_ms": latency_from(args),
-    }
-    async_block = async_record(args, policy_ref, robot, BUILTIN_POLICIES)   # --policy-server: LeRobot's async engine
-    engine = async_block["engine"] if async_block else inference_from(args)
-    if engine == "rtc" and policy_ref in BUILTIN_POLICIES:
+    latency = latency_from(args)
+    async_block = async_record(args, policy_ref, robot)   # --policy-server: LeRobot's async engine
+    engine = InferenceEngine(async_block["engine"]) if async_block else inference_from(args)
+    if engine is InferenceEngine.RTC and builtin is not None:
         raise HarnessInputError(None, "--inference", f"rtc: the built-in '{policy_ref}' policy has no Real-Time "
                                                      "Chunking (LeRobot's RTC engine needs a policy that supports it)")
     rtc_block = rtc_record(args, engine, policy_ref, robot)   # --inference rtc: its settings, locked
-    if policy_ref not in BUILTIN_POLICIES:   # what inference ran with: LeRobot's engine, torch threads
+    threads = None
+    if builtin is None:   # what inference ran with: torch threads (the engine is locked)
         from harness.policies.lerobot_policy import ThreadPolicy, available_cores
 
-        settings["inference"] = {"engine": engine, **(async_block or rtc_block or {}),
-                                 **ThreadPolicy.for_cores(available_cores(), reserved=1).record()}
-    if settings["latency_ms"] is not None and robot != "sim":
+        threads = InferenceThreads(**ThreadPolicy.for_cores(available_cores(), reserved=1).record())
+    if latency is not None and not robot.simulated:
         raise HarnessInputError(None, "--latency-ms", "the latency model is for the simulated arm; a real arm has "
                                                       "its own latency")
-    optional = {"latency_ms": settings["latency_ms"],
-                "inference": async_block or ({"engine": engine, **rtc_block} if rtc_block else {"engine": engine})}
+    settings = RunSettings(port=args.port or protocol.run.port, robot_id=args.robot_id,
+                           cameras=parse_cameras(args.camera) or dict(protocol.run.cameras), rename_map=rename_map,
+                           latency_ms=latency, **({"inference": threads} if threads is not None else {}))
+    optional = {"latency_ms": latency,
+                "inference": async_block or {"engine": engine.value, **(rtc_block or {})}}
     sheet = new_scoresheet(path, build_locked(protocol, protocol_path, policy_ref, robot, optional), settings)
     return (sheet.create() if create else sheet), True

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from harness.errors import HarnessInputError
+from harness.models.run_settings import BuiltinPolicy, RobotKind
 from harness.models.scoresheet import Attempt, load_scoresheet
 from harness.models.sweep_spec import Cell, Sweep, condition_flags, load_sweep
 from harness.models.taxonomy import Label
@@ -49,7 +50,7 @@ def sheet_of(sweep: Sweep, cell: Cell) -> Path:
 def cell_arguments(sweep: Sweep, cell: Cell, runs_dir: Path, address: str | None) -> argparse.Namespace:
     """The `harness run` a cell stands for, parsed (and so checked) by that command's own parser."""
     sheet = sheet_of(sweep, cell)
-    argv = ["run", str(cell.protocol), "--headless", "--policy", cell.checkpoint.ref, "--robot", "sim",
+    argv = ["run", str(cell.protocol), "--headless", "--policy", cell.checkpoint.ref, "--robot", RobotKind.SIM.value,
             "--scoresheet", str(sheet), "--runs-dir", str(runs_dir / sweep.spec.name),
             "--workers", str(sweep.spec.workers), *condition_flags(cell.condition)]
     if address:
@@ -74,7 +75,7 @@ class CellProgress:
 
     def trial_scored(self, attempt: Attempt) -> None:
         self.cell_bar.update(1)
-        if attempt.outcome != Label.VOID:
+        if attempt.label is not Label.VOID:
             self.overall.update(1)
         self.cell_bar.set_postfix_str(f"trial {attempt.trial_index}: {attempt.label}")
 
@@ -135,7 +136,7 @@ def _check_cell(cell: Cell, args: argparse.Namespace) -> None:
     check_run_flags(args)
     latency_from(args)
     load_protocol(cell.protocol)
-    check_workers(args, "sim")
+    check_workers(args, RobotKind.SIM)
 
 
 def _planned(cell: Cell) -> int:
@@ -151,7 +152,7 @@ def _scored(sheet: Path) -> int:
 def _summary_line(sheet: Path) -> str:
     loaded = load_scoresheet(sheet)
     scored = loaded.scored_attempts()
-    k = sum(1 for a in scored if a.outcome == Label.SUCCESS)
+    k = sum(1 for a in scored if a.label is Label.SUCCESS)
     return f"{k}/{len(scored)} successes"
 
 
@@ -179,7 +180,7 @@ def offline_results(sweep: Sweep) -> dict[str, OfflineResult]:
         raise HarnessInputError(sweep.path, "offline_eval.dataset", f"{root}: not a LeRobot v3.0 dataset folder")
     results: dict[str, OfflineResult] = {}
     for checkpoint in sweep.checkpoints:
-        if checkpoint.ref in ("expert", "replay"):
+        if BuiltinPolicy.named(checkpoint.ref) is not None:
             continue
         if checkpoint.label in cache:
             results[checkpoint.label] = OfflineResult(**cache[checkpoint.label])

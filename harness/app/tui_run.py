@@ -39,7 +39,7 @@ def check_report(setup: RunSetup) -> CheckReport:
     label = f"{sheet.locked.robot} ({'simulated SO-101' if world is not None else 'SO-101 follower'})"
     return CheckReport(robot=label, cameras=cameras, policy=policy.name, policy_warmup_ms=warm,
                        locked=sheet.locked, scored=len(sheet.scored_attempts()), warnings=robot.connect_warnings,
-                       voids=sum(1 for a in sheet.attempts if a.outcome == Label.VOID), scoresheet=str(sheet.path))
+                       voids=sum(1 for a in sheet.attempts if a.label is Label.VOID), scoresheet=str(sheet.path))
 
 
 def make_app(setup: RunSetup, undo_s: float = 3.0) -> RunApp:

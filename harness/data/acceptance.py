@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from harness.models.taxonomy import Label
+from harness.models.verdict import EventKind, JudgeVerdict
+
 
 class AcceptMode(StrEnum):
     STRICT = "strict"                # the judge's strict success
@@ -41,44 +44,39 @@ class Decision:
         return {"accepted": self.accepted, "reason": self.reason.value if self.reason else None}
 
 
-def _event_names(verdict: dict[str, Any]) -> list[str]:
-    return [str(e.get("event")) for e in verdict.get("events", [])]
-
-
-def strict_reject_reason(verdict: dict[str, Any]) -> RejectReason | None:
+def strict_reject_reason(verdict: JudgeVerdict) -> RejectReason | None:
     """None when the judge's strict sequence succeeded, else the reason it did not.
 
-    Reads the verdict's fields and event names (grasp, lift, release, withdraw, stable_in_bowl),
+    Reads the verdict's label, facts and events (grasp, lift, release, withdraw, stable in the bowl),
     never its human-readable detail text.
     """
-    events = _event_names(verdict)
-    label = verdict.get("label")
-    if label == "success" and "stable_in_bowl" in events:
+    label = verdict.label
+    if label is Label.SUCCESS and verdict.saw(EventKind.STABLE_IN_BOWL):
         return None
-    inside = bool(verdict.get("cube_inside_bowl"))
-    if label == "no_grasp":
+    inside = verdict.cube_inside_bowl
+    if label is Label.NO_GRASP:
         return RejectReason.KNOCKED_IN if inside else RejectReason.NO_GRASP
-    if label == "grasped_then_dropped":
+    if label is Label.GRASPED_THEN_DROPPED:
         return RejectReason.DROPPED
-    if "release" not in events:
-        return RejectReason.KNOCKED_IN if inside and not verdict.get("grasped") else RejectReason.STILL_HOLDING
+    if not verdict.saw(EventKind.RELEASE):
+        return RejectReason.KNOCKED_IN if inside and not verdict.grasped else RejectReason.STILL_HOLDING
     if inside:
-        return RejectReason.KNOCKED_IN if not verdict.get("lifted") else RejectReason.INCOMPLETE_SEQUENCE
+        return RejectReason.KNOCKED_IN if not verdict.lifted else RejectReason.INCOMPLETE_SEQUENCE
     return RejectReason.WRONG_PLACEMENT
 
 
-def clean_release_reject_reason(verdict: dict[str, Any]) -> RejectReason | None:
+def clean_release_reject_reason(verdict: JudgeVerdict) -> RejectReason | None:
     """None when nothing touched or re-closed on the cube after the release.
 
     The judge flags renewed jaw contact above its `clean_contact_n` or renewed closing beyond
-    `clean_reclose_rad` after release (`clean_release` false, event `renewed_contact_or_closing`).
+    `clean_reclose_rad` after release (`clean_release` false, event `EventKind.RENEWED_CONTACT`).
     """
-    if verdict.get("clean_release") is False or "renewed_contact_or_closing" in _event_names(verdict):
+    if verdict.clean_release is False or verdict.saw(EventKind.RENEWED_CONTACT):
         return RejectReason.REGRASP_AFTER_RELEASE
     return None
 
 
-def decide(verdict: dict[str, Any] | None, mode: AcceptMode) -> Decision:
+def decide(verdict: JudgeVerdict | None, mode: AcceptMode) -> Decision:
     """Keep or reject one attempt. The strict reason wins: it is the more basic failure."""
     if verdict is None:
         return Decision(False, RejectReason.NO_VERDICT)

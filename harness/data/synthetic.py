@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.models.protocol import JOINT_NAMES
+from harness.models.run_settings import SO101_ROBOT_TYPE
 
 CUBE_PX = 10
 
@@ -48,7 +49,7 @@ def make_dataset(root: Path, episodes: int = 6, frames_per_episode: int = 24, fp
                 **hw_to_dataset_features({**motors, "top": (height, width, 3), "wrist": (height, width, 3)},
                                          "observation", use_video=True)}
     dataset = LeRobotDataset.create(f"local/{root.name}", fps=fps, features=features, root=root,
-                                    robot_type="so_follower", use_videos=True,
+                                    robot_type=SO101_ROBOT_TYPE, use_videos=True,
                                     rgb_encoder=RGBEncoderConfig(vcodec=vcodec, g=2, crf=30))
     rng = np.random.default_rng(seed)
     cubes = []

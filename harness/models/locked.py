@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from harness.models.protocol import StoppingRule, Trial
+from harness.models.run_settings import InferenceEngine, RobotKind
 
 
 class LockedPolicy(BaseModel):
@@ -24,7 +25,7 @@ class LockedInference(BaseModel):
     """Which of LeRobot's inference engines picked the actions: what the arm experiences depends on it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    engine: Literal["sync", "rtc", "async"]
+    engine: InferenceEngine
     # async: LeRobot's policy server and the client's queue settings (absent for the other engines)
     server: str | None = None                   # HOST:PORT
     actions_per_chunk: int | None = None
@@ -50,7 +51,7 @@ class LockedBlock(BaseModel):
     protocol_file: str
     protocol_sha256: str
     policy: LockedPolicy
-    robot: str
+    robot: RobotKind
     stopping_rule: StoppingRule
     latency_ms: float | Literal["measured"] | None = None   # None: lock-step (or a sheet older than the field)
     inference: LockedInference | None = None

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harness.errors import HarnessInputError
+from harness.models.run_settings import RobotKind
 from harness.models.safe_yaml import decode_text, load_yaml_text, read_limited
 from harness.models.taxonomy import TAXONOMY
 
@@ -108,7 +109,7 @@ class StoppingRule(_Strict):
 class RunDefaults(_Strict):
     """Which robot, policy and cameras a plain `harness run PROTOCOL` uses; flags override."""
 
-    robot: Literal["sim", "so101"] | None = None
+    robot: RobotKind | None = None
     policy: str | None = None
     port: str | None = None
     cameras: dict[str, str] = Field(default_factory=dict)

@@ -28,16 +28,26 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models import journal
 from harness.models.anatomy import TrialAnatomy
 from harness.models.lock import WriterLock
-from harness.models.locked import LockedBlock
+from harness.models.locked import LockedBlock, LockedInference
 from harness.models.protocol import Protocol, file_sha256
+from harness.models.run_settings import InferenceEngine, RobotKind, RunSettings
 from harness.models.stats import wilson_interval
-from harness.models.taxonomy import ALL_LABELS, Label
+from harness.models.taxonomy import ALL_LABELS, FAILURE_MODES, Label, Outcome
+from harness.models.verdict import JudgeVerdict
 
 FORMAT = journal.FORMAT
 LOCKED_FIELDS: tuple[str, ...] = (
@@ -113,12 +123,12 @@ class Attempt(BaseModel):
     model_config = ConfigDict(extra="forbid")
     trial_index: int
     attempt: int
-    outcome: Literal["success", "failure", "void"]
-    failure_mode: Literal["no_grasp", "grasped_then_dropped", "wrong_placement"] | None = None
+    outcome: Outcome
+    failure_mode: Label | None = None   # one of `FAILURE_LABELS`, exactly when the outcome is a failure
     void_reason: str | None = None
     placement_error_cm: float | None = None
     scored_by: Literal["judge", "operator"] = "operator"
-    judge: dict[str, Any] | None = None
+    judge: JudgeVerdict | None = None
     started_at: str
     ended_at: str
     duration_s: float
@@ -140,12 +150,18 @@ class Attempt(BaseModel):
                 data.pop(name, None)
         return data
 
+    @model_validator(mode="after")
+    def _failure_mode_with_failure(self) -> Attempt:
+        if self.outcome is Outcome.FAILURE and (self.failure_mode is None or not self.failure_mode.is_failure):
+            raise ValueError(f"a failure needs a failure_mode, one of {list(FAILURE_MODES)}")
+        if self.outcome is not Outcome.FAILURE and self.failure_mode is not None:
+            raise ValueError(f"failure_mode is only for a failure, not for {self.outcome.value}")
+        return self
+
     @property
-    def label(self) -> str:
+    def label(self) -> Label:
         """The taxonomy label: success, a failure mode, or void."""
-        if self.outcome == "failure":
-            return self.failure_mode or "failure"
-        return self.outcome
+        return self.failure_mode if self.failure_mode is not None else Label(self.outcome.value)
 
 
 class PlacementMeasurement(BaseModel):
@@ -175,16 +191,14 @@ class PlacementMeasurement(BaseModel):
         return data
 
 
-def attempt_from_label(label: str, **fields: Any) -> Attempt:
+def attempt_from_label(label: Label, **fields: Any) -> Attempt:
     """Build an attempt from a taxonomy label, the way operators and judges speak."""
     if label not in ALL_LABELS:
         raise HarnessInputError(None, "label", f"'{label}' is not in the taxonomy {list(ALL_LABELS)}")
-    known = Label(label)
-    if known.is_failure:
-        return Attempt(outcome="failure", failure_mode=known.value, **fields)
-    if known is Label.VOID and not fields.get("void_reason"):
+    label = Label(label)
+    if label is Label.VOID and not fields.get("void_reason"):
         raise HarnessInputError(None, "void_reason", "a void needs a reason")
-    return Attempt(outcome=known.value, **fields)
+    return Attempt(outcome=label.outcome, failure_mode=label if label.is_failure else None, **fields)
 
 
 def policy_fingerprint(policy_ref: str) -> str:
@@ -206,10 +220,16 @@ def policy_fingerprint(policy_ref: str) -> str:
     return f"sha256:{digest.hexdigest()}"
 
 
-def run_latency(locked: LockedBlock, settings: dict[str, Any]) -> float | str | None:
+def run_latency(locked: LockedBlock, settings: RunSettings) -> float | str | None:
     """The latency model a run uses: locked (with the inference engine: both or neither), or, for a sheet
     locked before they were, its settings."""
-    return locked.latency_ms if locked.inference is not None else settings.get("latency_ms")
+    return locked.latency_ms if locked.inference is not None else settings.latency_ms
+
+
+def run_inference(locked: LockedBlock) -> LockedInference:
+    """The inference engine a run uses, with its settings: locked, or LeRobot's synchronous one (the only one
+    before the engine was locked)."""
+    return locked.inference if locked.inference is not None else LockedInference(engine=InferenceEngine.SYNC)
 
 
 class Scoresheet:
@@ -220,7 +240,7 @@ class Scoresheet:
     """
 
     def __init__(self, path: Path, locked: dict[str, Any], lock: dict[str, Any],
-                 settings: dict[str, Any], attempts: list[Attempt],
+                 settings: RunSettings, attempts: list[Attempt],
                  measurements: list[PlacementMeasurement] | None = None,
                  stored: journal.Contents | None = None) -> None:
         self.path = path
@@ -240,7 +260,7 @@ class Scoresheet:
 
     def _index(self, attempt: Attempt) -> None:
         self._tries[attempt.trial_index] = self._tries.get(attempt.trial_index, 0) + 1
-        if attempt.outcome != Label.VOID:
+        if attempt.label is not Label.VOID:
             self._final.setdefault(attempt.trial_index, attempt)
 
     # --- the one writer ----------------------------------------------------
@@ -262,9 +282,12 @@ class Scoresheet:
         return run_latency(self.locked, self.settings)
 
     @property
-    def inference_engine(self) -> str:
-        """The inference engine this run uses: locked, or "sync" (the only one before it was locked)."""
-        return self.locked.inference.engine if self.locked.inference is not None else "sync"
+    def inference(self) -> LockedInference:
+        return run_inference(self.locked)
+
+    @property
+    def inference_engine(self) -> InferenceEngine:
+        return self.inference.engine
 
     @property
     def trial_indices(self) -> list[int]:
@@ -288,7 +311,7 @@ class Scoresheet:
         scored = self.scored_attempts()
         if len(scored) < rule.min_trials or len(scored) >= len(self.trial_indices):
             return None
-        k = sum(1 for a in scored if a.outcome == Label.SUCCESS)
+        k = sum(1 for a in scored if a.label is Label.SUCCESS)
         low, high = wilson_interval(k, len(scored))
         if high - low <= rule.max_width:
             return (f"95% Wilson interval {high - low:.3f} wide after {len(scored)} trials "
@@ -296,7 +319,7 @@ class Scoresheet:
         return None
 
     def scored_attempts(self) -> list[Attempt]:
-        return [a for a in self.attempts if a.outcome != Label.VOID]
+        return [a for a in self.attempts if a.label is not Label.VOID]
 
     def next_attempt_number(self, trial_index: int) -> int:
         return 1 + self._tries.get(trial_index, 0)
@@ -383,7 +406,7 @@ class Scoresheet:
         return self
 
     def _header(self) -> dict[str, Any]:
-        return {"format": FORMAT, "locked": self.locked_data, "lock": self.lock, "settings": self.settings}
+        return {"format": FORMAT, "locked": self.locked_data, "lock": self.lock, "settings": self.settings.stored()}
 
     def save(self) -> None:
         """Rewrite the whole sheet and its witness atomically (creation and format conversion only)."""
@@ -436,7 +459,7 @@ def _verified_chain(path: Path, section: str, raws: list[Any], model: type[BaseM
     return records
 
 
-def build_locked(protocol: Protocol, protocol_path: Path, policy_ref: str, robot: str,
+def build_locked(protocol: Protocol, protocol_path: Path, policy_ref: str, robot: RobotKind | str,
                  optional: dict[str, Any] | None = None) -> dict[str, Any]:
     """`optional`: values for `OPTIONAL_LOCKED_FIELDS` (the latency model, the inference engine)."""
     unknown = sorted(set(optional or {}) - set(OPTIONAL_LOCKED_FIELDS))
@@ -451,7 +474,7 @@ def build_locked(protocol: Protocol, protocol_path: Path, policy_ref: str, robot
         "protocol_file": str(protocol_path),
         "protocol_sha256": file_sha256(protocol_path),
         "policy": {"ref": policy_ref, "fingerprint": policy_fingerprint(policy_ref)},
-        "robot": robot,
+        "robot": RobotKind(robot).value,
         "stopping_rule": protocol.stopping_rule.model_dump(mode="json"),
         **{name: (optional or {})[name] for name in OPTIONAL_LOCKED_FIELDS if name in (optional or {})},
     }
@@ -462,12 +485,12 @@ def hashed_fields(locked: dict[str, Any]) -> list[str]:
     return [*LOCKED_FIELDS, *(name for name in OPTIONAL_LOCKED_FIELDS if name in locked)]
 
 
-def lock_scoresheet(path: Path, locked: dict[str, Any], settings: dict[str, Any]) -> Scoresheet:
+def lock_scoresheet(path: Path, locked: dict[str, Any], settings: RunSettings | dict[str, Any]) -> Scoresheet:
     """Create and write a new scoresheet; refuses to overwrite an existing one."""
     return new_scoresheet(path, locked, settings).create()
 
 
-def new_scoresheet(path: Path, locked: dict[str, Any], settings: dict[str, Any]) -> Scoresheet:
+def new_scoresheet(path: Path, locked: dict[str, Any], settings: RunSettings | dict[str, Any]) -> Scoresheet:
     """A locked scoresheet not yet on disk: `create()` writes it once every check has passed, so
     a run refused for bad input or an arm that never connected leaves nothing behind."""
     if path.exists() or path.is_symlink():
@@ -477,7 +500,7 @@ def new_scoresheet(path: Path, locked: dict[str, Any], settings: dict[str, Any])
         "field_sha256": {name: sha256_of(locked[name]) for name in hashed_fields(locked)},
         "locked_at": now_iso(),
     }
-    return Scoresheet(path, locked, lock, settings, [])
+    return Scoresheet(path, locked, lock, RunSettings.model_validate(settings), [])
 
 
 def load_scoresheet(path: str | Path) -> Scoresheet:
@@ -519,9 +542,14 @@ def load_scoresheet(path: str | Path) -> Scoresheet:
     attempts = chain_of("attempt", Attempt)
     measurements = chain_of("measurement", PlacementMeasurement)
     stored.records, stored.bodies = [], []   # the models are the record now; `stored` only locates the tail
-    settings = data.get("settings") or {}
-    if not isinstance(settings, dict):
+    raw_settings = data.get("settings") or {}
+    if not isinstance(raw_settings, dict):
         raise HarnessInputError(path, "settings", "not a mapping")
+    try:
+        settings = RunSettings.model_validate(raw_settings)
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise HarnessInputError(path, "settings." + ".".join(str(p) for p in first["loc"]), first["msg"]) from None
     return Scoresheet(path, locked, lock, settings, attempts, measurements, stored)
 
 

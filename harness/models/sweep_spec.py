@@ -17,9 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harness.errors import HarnessInputError
 from harness.models.checkpoint import CHECKPOINTS_DIR, PRETRAINED_DIR, checkpoint_labels
+from harness.models.run_settings import BuiltinPolicy
 from harness.models.safe_yaml import decode_text, load_yaml_text, read_limited
 
-BUILTIN_POLICIES = ("expert", "replay")
 SWEEP_MAX_BYTES = 256 * 1024
 # `harness run` settings a condition may vary; each becomes that run's flag (`latency_ms` -> --latency-ms).
 CONDITION_KEYS = ("latency_ms", "no_video", "video_fps", "video_size", "camera", "rename_map", "realtime")
@@ -111,7 +111,7 @@ def expand_checkpoints(entries: list[str], base: Path) -> list[Checkpoint]:
     """Built-ins as they are; a training output folder as all its checkpoints; a policy folder as itself."""
     refs: list[str] = []
     for entry in entries:
-        if entry in BUILTIN_POLICIES:
+        if BuiltinPolicy.named(entry) is not None:
             refs.append(entry)
             continue
         path = (base / entry) if not Path(entry).is_absolute() else Path(entry)

@@ -45,6 +45,11 @@ class Label(StrEnum):
         """How people write it: `no-grasp`."""
         return self.value.replace("_", "-")
 
+    @property
+    def outcome(self) -> Outcome:
+        """The attempt outcome this label is stored as (a failure mode is stored as `failure`)."""
+        return Outcome.FAILURE if self.is_failure else Outcome(self.value)
+
     @classmethod
     def by_key(cls, key: str) -> Label | None:
         return next((label for label in cls if label.key == key), None)
@@ -57,6 +62,15 @@ _COLOURS = {Label.SUCCESS: "green", Label.NO_GRASP: "red", Label.GRASPED_THEN_DR
 _HEX = {Label.SUCCESS: "#2e7d32", Label.NO_GRASP: "#c62828", Label.GRASPED_THEN_DROPPED: "#ef6c00",
         Label.WRONG_PLACEMENT: "#6a1b9a", Label.VOID: "#607d8b"}
 
+class Outcome(StrEnum):
+    """What an attempt's `outcome` field stores: the failure modes share one value, `failure`."""
+
+    SUCCESS = Label.SUCCESS.value
+    FAILURE = "failure"
+    VOID = Label.VOID.value
+
+
+FAILURE_LABELS: tuple[Label, ...] = tuple(label for label in Label if label.is_failure)
 FAILURE_MODES: tuple[str, ...] = tuple(label.value for label in Label if label.is_failure)
 TAXONOMY: tuple[str, ...] = (Label.SUCCESS.value, *FAILURE_MODES)   # what a protocol pre-registers
 ALL_LABELS: tuple[str, ...] = (*TAXONOMY, Label.VOID.value)          # what a scoresheet locks

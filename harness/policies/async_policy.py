@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from harness.models.protocol import JOINT_NAMES
 from harness.policies.async_client import PolicyServerLost
-from harness.policies.base import TrialContext
+from harness.policies.base import BasePolicy, InferenceStats, TrialContext
 
 DEFAULT_THRESHOLD = 0.5                  # LeRobot's RobotClientConfig defaults
 DEFAULT_AGGREGATE = "weighted_average"
@@ -155,7 +155,7 @@ class _InFlight:
     actions: list[Any]           # LeRobot TimedActions
 
 
-class AsyncServerPolicy:
+class AsyncServerPolicy(BasePolicy):
     """An `EvalPolicy` whose actions come from a policy server through LeRobot's client-side queue.
 
     Per trial it records what the arm experienced: `round_trips_ms` (observation sent to chunk received,
@@ -229,6 +229,10 @@ class AsyncServerPolicy:
         self._last_processed = timed
         self.round_trips_ms.append(1000 * round_trip)
         self._in_flight = _InFlight(step + math.ceil(round_trip / self._period - 1e-9), actions)
+
+    def inference_stats(self) -> InferenceStats:
+        return InferenceStats(round_trips_ms=tuple(self.round_trips_ms), queue_underruns=self.queue_underruns,
+                              chunk_switches=self.chunk_switches)
 
     def close(self) -> None:
         self._server.close()

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from harness.policies.async_client import ANSWER_TIMEOUT_S, PolicyServerLost
 from harness.policies.async_policy import AsyncSettings, ChunkQueue, next_command
-from harness.policies.base import TrialContext
+from harness.policies.base import BasePolicy, InferenceStats, TrialContext
 
 JOIN_TIMEOUT_S = 5.0   # a receiver whose server call cannot be cancelled is left (a daemon) after this
 JOIN_POLL_S = 0.05
@@ -64,7 +64,7 @@ class CancellableServer(Protocol):
     def close(self) -> None: ...
 
 
-class WallClockAsyncPolicy:
+class WallClockAsyncPolicy(BasePolicy):
     """An `EvalPolicy` for a paced arm whose actions come from a policy server through LeRobot's queue.
 
     Per episode it records what the arm experienced: `round_trips_ms` (an observation sent to its chunk in the
@@ -209,6 +209,10 @@ class WallClockAsyncPolicy:
                 break
         self._helpers = []
         self._outbox = queue.SimpleQueue()
+
+    def inference_stats(self) -> InferenceStats:
+        return InferenceStats(round_trips_ms=tuple(self.round_trips_ms), queue_underruns=self.queue_underruns,
+                              chunk_switches=self.chunk_switches)
 
     def close(self) -> None:
         self.end_episode()

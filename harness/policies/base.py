@@ -1,4 +1,9 @@
-"""The small contract between the run engine and anything that picks actions."""
+"""The small contract between the run engine and anything that picks actions.
+
+The engine calls every member of `EvalPolicy`; the optional capabilities (`image_size`, `end_episode`,
+`inference_stats`) have defaults in `BasePolicy`, so a policy that needs none of them inherits it and
+writes the four methods that matter.
+"""
 
 from __future__ import annotations
 
@@ -16,9 +21,22 @@ class TrialContext:
     world: Any | None = None  # the SimWorld, for built-ins that read the truth; None on a real arm
 
 
+@dataclass(frozen=True)
+class InferenceStats:
+    """What the arm experienced of a trial's inference, where only the policy knows it (an action queue's
+    policy: LeRobot's RTC, an asynchronous client). None: not measured by the policy; the engine measures
+    what it can itself."""
+
+    round_trips_ms: tuple[float, ...] | None = None   # each chunk, observation to landing (wall clock)
+    queue_underruns: int | None = None                # steps the action queue was empty
+    chunk_switches: int | None = None                 # new action chunks started (None: not a chunked policy)
+    rtc_inference_delays: tuple[int, ...] = ()        # RTC: steps of each chunk's horizon spent on latency
+
+
 class EvalPolicy(Protocol):
     name: str
     camera_keys: tuple[str, ...]
+    image_size: tuple[int, int] | None   # (width, height) the cameras render at; None: the robot's default
 
     def reset(self, context: TrialContext) -> None:
         """Forget the previous trial (action queues, hidden state)."""
@@ -27,5 +45,25 @@ class EvalPolicy(Protocol):
         """One action in so101_follower units (`shoulder_pan.pos`, ..., `gripper.pos`)."""
         ...
 
+    def end_episode(self) -> None:
+        """Called on every way out of an episode: stop what runs beside the loop (a client's threads)."""
+
+    def inference_stats(self) -> InferenceStats:
+        """The trial's inference as the arm experienced it, read once its episode has ended."""
+        ...
+
     def close(self) -> None:
         """Release devices and threads."""
+
+
+class BasePolicy:
+    """The defaults of `EvalPolicy`'s optional capabilities: the robot's own image size, nothing to stop
+    between episodes, no statistics of its own (one action per observation, measured by the engine)."""
+
+    image_size: tuple[int, int] | None = None
+
+    def end_episode(self) -> None:
+        return None
+
+    def inference_stats(self) -> InferenceStats:
+        return InferenceStats()

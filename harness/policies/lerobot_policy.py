@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessInputError
-from harness.policies.base import TrialContext
+from harness.models.run_settings import InferenceEngine
+from harness.policies.base import BasePolicy, InferenceStats, TrialContext
 from harness.policies.rtc_policy import RtcSettings, SimTimeRtc
 
 IMAGE_PREFIX = "observation.images."
@@ -69,11 +70,11 @@ class ThreadPolicy:
         return {"cores": self.cores, "reserved_cores": self.reserved, "torch_threads": self.torch_threads}
 
 
-def check_engine(policy: Any, engine: str, path: Path) -> None:
+def check_engine(policy: Any, engine: InferenceEngine, path: Path) -> None:
     """Refuse an engine the policy cannot run with, in one line (exit 2)."""
-    if engine == "sync":
+    if engine is InferenceEngine.SYNC:
         return
-    if engine == "rtc":
+    if engine is InferenceEngine.RTC:
         from lerobot.rollout.inference.rtc import supports_rtc_inference
 
         if not supports_rtc_inference(policy):
@@ -143,10 +144,11 @@ def normalize_rename_map(rename_map: dict[str, str]) -> dict[str, str]:
     return {full(k): full(v) for k, v in rename_map.items()}
 
 
-class LeRobotPolicy:
+class LeRobotPolicy(BasePolicy):
     def __init__(self, path: str | Path, task: str, device: str | None = None,
                  rename_map: dict[str, str] | None = None, robot_type: str = "so101_follower",
-                 threads: ThreadPolicy | None = None, engine: str = "sync", rtc: RtcSettings | None = None,
+                 threads: ThreadPolicy | None = None, engine: InferenceEngine = InferenceEngine.SYNC,
+                 rtc: RtcSettings | None = None,
                  fps: int = 30, latency_ms: float | str | None = None) -> None:
         """`threads` defaults to every core but one (the simulator's or the robot I/O's). `engine`: "sync"
         (LeRobot's `SyncInferenceEngine`) or "rtc" (LeRobot's Real-Time Chunking with `rtc`, its defaults
@@ -162,6 +164,9 @@ class LeRobotPolicy:
         from harness.models.protocol import JOINT_NAMES
 
         path = Path(path)
+        if engine not in tuple(InferenceEngine):
+            raise HarnessInputError(path, "--inference", f"'{engine}' is not an inference engine (sync, rtc)")
+        engine = InferenceEngine(engine)
         if not (path / "config.json").is_file():
             raise HarnessInputError(path, "config.json", "not a LeRobot pretrained policy folder")
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -173,7 +178,7 @@ class LeRobotPolicy:
         self.name = f"{config.type}:{path.name}"
         self.rename_map = normalize_rename_map(rename_map or saved_rename_map(path))
         self.rtc: RtcSettings | None = None
-        if engine == "rtc" and hasattr(config, "rtc_config"):   # RTC's processor is made with the policy
+        if engine is InferenceEngine.RTC and hasattr(config, "rtc_config"):   # RTC's processor is made with the policy
             self.rtc = rtc or RtcSettings.defaults(config.chunk_size)
             self.rtc.check(config.chunk_size, path)
             config.rtc_config = self.rtc.rtc_config()
@@ -238,18 +243,13 @@ class LeRobotPolicy:
         if self.chunk_switches is not None:
             self.chunk_switches = 0
 
-    # what the arm experienced under RTC (the engine reads these like an asynchronous client's)
-    @property
-    def round_trips_ms(self) -> list[float] | None:
-        return self._rtc.round_trips_ms if self._rtc is not None else None
-
-    @property
-    def queue_underruns(self) -> int | None:
-        return self._rtc.queue_underruns if self._rtc is not None else None
-
-    @property
-    def rtc_inference_delays(self) -> list[int] | None:
-        return self._rtc.inference_delays if self._rtc is not None else None
+    def inference_stats(self) -> InferenceStats:
+        """Chunks started; under RTC also what the arm experienced, as an asynchronous client reports it."""
+        if self._rtc is None:
+            return InferenceStats(chunk_switches=self.chunk_switches)
+        return InferenceStats(round_trips_ms=tuple(self._rtc.round_trips_ms), queue_underruns=self._rtc.queue_underruns,
+                              chunk_switches=self.chunk_switches,
+                              rtc_inference_delays=tuple(self._rtc.inference_delays))
 
     def select_action(self, observation: dict[str, Any]) -> dict[str, float]:
         from lerobot.utils.feature_utils import build_dataset_frame

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from harness.models.protocol import JOINT_NAMES
-from harness.policies.base import TrialContext
+from harness.models.run_settings import BuiltinPolicy
+from harness.policies.base import BasePolicy, TrialContext
 from harness.sim.kinematics import TopDownIK
 from harness.sim.units import GRIPPER_CLOSED_RAD, from_sim, to_sim
 
@@ -175,7 +176,7 @@ def _as_action(q: np.ndarray) -> dict[str, float]:
     return {f"{name}.pos": from_sim(name, float(v)) for name, v in zip(JOINT_NAMES, q, strict=True)}
 
 
-class _PlannedPolicy:
+class _PlannedPolicy(BasePolicy):
     """Plays a plan made at reset; after it ends, holds the last target."""
 
     name = "planned"
@@ -214,7 +215,7 @@ class _PlannedPolicy:
 class ExpertPolicy(_PlannedPolicy):
     """Plans from the true cube pose, as a motion planner with perfect perception would."""
 
-    name = "expert"
+    name = BuiltinPolicy.EXPERT.value
 
     def _cube_for_plan(self, context: TrialContext) -> tuple[np.ndarray, float]:
         return context.world.cube_pose()
@@ -223,7 +224,7 @@ class ExpertPolicy(_PlannedPolicy):
 class ReplayPolicy(_PlannedPolicy):
     """Plays the expert's plan for the trained cube position, whatever the offset."""
 
-    name = "replay"
+    name = BuiltinPolicy.REPLAY.value
 
     def _cube_for_plan(self, context: TrialContext) -> tuple[np.ndarray, float]:
         world = context.world

@@ -16,6 +16,7 @@ from pydantic import Field
 
 from harness.models.anatomy import TrackingFit, tracking_fit
 from harness.models.logistic import LogisticFit, fit_logistic
+from harness.models.run_settings import InferenceEngine
 from harness.models.scoresheet import Attempt, Scoresheet, run_latency
 from harness.models.stats import (
     fisher_exact,
@@ -274,7 +275,7 @@ def run_anatomy(sheet: Scoresheet) -> RunAnatomy | None:
                                cube_to_bowl_cm=_cube_to_bowl(sheet, a),
                                videos=sorted(v for v in a.artifacts.values() if v.endswith(".mp4")),
                                evidence_folder=_evidence_folder(a))
-                for a in finals if Label(a.label).is_failure]
+                for a in finals if a.label.is_failure]
     by_phase: dict[str, int] = {}
     for f in failures:
         by_phase[f.ended_in] = by_phase.get(f.ended_in, 0) + 1
@@ -294,8 +295,8 @@ def _rounded(pair: tuple[float, float] | None) -> tuple[float, float] | None:
 def _cube_to_bowl(sheet: Scoresheet, attempt: Attempt) -> float | None:
     """Where a failed trial's cube came to rest: the judge's truth in simulation, the final frame's
     measurement on a real arm (the proposal's, or `harness measure`'s)."""
-    if attempt.judge and attempt.judge.get("true_placement_error_cm") is not None:
-        return float(attempt.judge["true_placement_error_cm"])
+    if attempt.judge is not None:
+        return attempt.judge.true_placement_error_cm
     if attempt.proposal and attempt.proposal.get("placement_error_cm") is not None:
         return float(attempt.proposal["placement_error_cm"])
     for m in reversed(sheet.measurements):
@@ -397,17 +398,16 @@ def latency_of(sheet: Scoresheet) -> Latency:
     """The latency model and inference engine a run was scored under, and whether they were locked."""
     latency = run_latency(sheet.locked, sheet.settings)
     model = "lock-step" if latency is None else "measured" if latency == "measured" else f"{float(latency):g} ms"
-    inference = sheet.locked.inference
-    if inference is not None and inference.engine == "async":
-        return Latency(model="server round trip", engine="async", locked=True, server=inference.server,
+    inference = sheet.inference
+    if inference.engine is InferenceEngine.ASYNC:
+        return Latency(model="server round trip", engine=inference.engine.value, locked=True, server=inference.server,
                        actions_per_chunk=inference.actions_per_chunk,
                        chunk_size_threshold=inference.chunk_size_threshold, aggregate_fn=inference.aggregate_fn)
-    return Latency(model=model, engine=inference.engine if inference is not None else "sync",
-                   locked=inference is not None)
+    return Latency(model=model, engine=inference.engine.value, locked=sheet.locked.inference is not None)
 
 
 def _outcomes(sheet: Scoresheet) -> dict[int, bool]:
-    return {a.trial_index: a.outcome == Label.SUCCESS for a in sheet.scored_attempts()}
+    return {a.trial_index: a.label is Label.SUCCESS for a in sheet.scored_attempts()}
 
 
 def intervals(sheets: list[Scoresheet]) -> list[IntervalRow]:
@@ -458,9 +458,10 @@ def _mde(baseline: dict[int, bool], n_eff: int) -> float | None:
 def _latency_key(sheet: Scoresheet) -> tuple[str, float]:
     """A label and a sort key for a run's latency (lock-step first, measured last)."""
     latency = run_latency(sheet.locked, sheet.settings)
-    engine = sheet.locked.inference.engine if sheet.locked.inference is not None else "sync"
-    if engine == "async":   # the server's own round trip: grouped by server, after the fixed latencies
-        return f"server round trip ({sheet.locked.inference.server}), async", float("inf")
+    inference = sheet.inference
+    engine = inference.engine.value
+    if inference.engine is InferenceEngine.ASYNC:   # the server's own round trip: grouped by server, after the rest
+        return f"server round trip ({inference.server}), {engine}", float("inf")
     if latency is None:
         return f"lock-step, {engine}", -1.0
     if latency == "measured":
@@ -478,7 +479,7 @@ def latency_groups(sheets: list[Scoresheet]) -> list[LatencyGroup]:
     rows = []
     for (label, key), members in sorted(groups.items(), key=lambda item: item[0][1]):
         scored = [a for s in members for a in s.scored_attempts()]
-        k, n = sum(a.outcome == Label.SUCCESS for a in scored), len(scored)
+        k, n = sum(a.label is Label.SUCCESS for a in scored), len(scored)
         seen = sorted(a.loop.obs_to_action_ms_p50 for a in scored if a.loop.obs_to_action_ms_p50 is not None)
         rows.append(LatencyGroup(latency=label, sort_key=key if math.isfinite(key) else 1e12, runs=len(members),
                                  k=k, n=n, wilson95=wilson_interval(k, n) if n else None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.models.logistic import LogisticFit
 from harness.models.scoresheet import Scoresheet
-from harness.models.taxonomy import Label
+from harness.models.taxonomy import Label, Outcome
 from harness.reports import figures
 from harness.reports.analysis import (
     FAR_FROM_TRAINING_CM,
@@ -54,7 +54,7 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
 
     blocks.append(Heading("Why it fails", 3))
     n = max(s.n, 1)
-    table_rows = [["success", str(s.k), _pct(s.k / n)]]
+    table_rows = [[Label.SUCCESS.value, str(s.k), _pct(s.k / n)]]
     table_rows += [[m, str(c), _pct(c / n)] for m, c in run.failure_modes.items()]
     blocks.append(Table(["outcome", "trials", "share"], table_rows))
     blocks.append(Figure(f"outcomes_{key}", figures.outcome_bars(rows, len(run.voids)),
@@ -75,7 +75,7 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
                            "is: a policy that remembers one motion scores as well here as one that sees. Evaluate on "
                            "a randomized protocol (harness protocol new --randomized) to find out."))
     elif by_distance is not None:
-        blocks.append(Table(["offset from trained position", "success", "95% Wilson"], [
+        blocks.append(Table(["offset from trained position", Label.SUCCESS.value, "95% Wilson"], [
             [f"{b.low_cm:.0f}-{b.high_cm:.0f} cm" if b.high_cm is not None else f">= {b.low_cm:.0f} cm",
              f"{b.k}/{b.n}", f"{_pct(b.wilson95[0])} to {_pct(b.wilson95[1])}"] for b in by_distance.bins]))
         curve = by_distance.fit
@@ -191,7 +191,7 @@ def anatomy_blocks(sheet: Scoresheet, run: RunAnalysis, key: str) -> list[Block]
 def comparison_blocks(sheets: list[Scoresheet]) -> list[Block]:
     blocks: list[Block] = [Heading("Comparison")]
     if len(sheets) > 2:
-        blocks.append(Table(["policy", "success", "95% Wilson"], [
+        blocks.append(Table(["policy", Label.SUCCESS.value, "95% Wilson"], [
             [r.policy_label, f"{r.k}/{r.n}", f"{_pct(r.wilson95[0])} to {_pct(r.wilson95[1])}"]
             for r in intervals(sheets)]))
         blocks.append(Para("With more than two runs the report shows intervals only: pick the pair to test before "
@@ -203,9 +203,10 @@ def comparison_blocks(sheets: list[Scoresheet]) -> list[Block]:
     if c.paired:
         blocks.append(Para(f"Same protocol: outcomes are paired by trial index over {c.n[0]} trials scored "
                            f"in both runs."))
-        blocks.append(Table([f"{name_a} \\ {name_b}", "success", "failure"],
-                            [["success", str(c.both), str(c.only_first)],
-                             ["failure", str(c.only_second), str(c.neither)]]))
+        success, failure = Outcome.SUCCESS.value, Outcome.FAILURE.value
+        blocks.append(Table([f"{name_a} \\ {name_b}", success, failure],
+                            [[success, str(c.both), str(c.only_first)],
+                             [failure, str(c.only_second), str(c.neither)]]))
         text = (f"Difference {name_a} - {name_b}: {_pct(c.difference)} (95% Newcombe paired interval {_pct(low)} to "
                 f"{_pct(high)}); exact McNemar test on the {(c.only_first or 0) + (c.only_second or 0)} discordant "
                 f"trials: p = {c.p_value:.3g}.")

@@ -40,7 +40,7 @@ def outcome_bars(rows: list[TrialRow], voids: int) -> bytes:
 
 def placement_histogram(errors: list[float]) -> bytes:
     fig, ax = plt.subplots(figsize=(6.4, 2.8))
-    ax.hist(errors, bins=min(20, max(5, len(errors) // 3)), color=OUTCOME_COLOURS["success"], edgecolor="white")
+    ax.hist(errors, bins=min(20, max(5, len(errors) // 3)), color=OUTCOME_COLOURS[Label.SUCCESS], edgecolor="white")
     ax.axvline(float(np.mean(errors)), color="black", linestyle="--", label=f"mean {np.mean(errors):.2f} cm")
     ax.set_xlabel("placement error, cube centre to bowl centre (cm)")
     ax.set_ylabel("successes")

@@ -7,7 +7,9 @@ differ only in latency, success per latency is the curve that offline metrics ca
 
 from __future__ import annotations
 
+from harness.models.run_settings import InferenceEngine
 from harness.models.scoresheet import Scoresheet
+from harness.models.taxonomy import Label
 from harness.reports.analysis import latency_groups, latency_of
 from harness.reports.blocks import Block, Heading, Para, Table
 
@@ -15,9 +17,9 @@ from harness.reports.blocks import Block, Heading, Para, Table
 def latency_text(sheet: Scoresheet) -> str:
     """The latency model and inference engine a run was scored under, and whether they were locked."""
     latency = latency_of(sheet)
-    if latency.engine == "async":
+    if latency.engine == InferenceEngine.ASYNC:
         return (f"latency each chunk's measured round trip to LeRobot's policy server at {latency.server}, "
-                f"{'replayed in simulated time' if sheet.locked.robot == 'sim' else 'as the arm waited, in wall time'}"
+                f"{'replayed in simulated time' if sheet.locked.robot.simulated else 'as the arm waited, in wall time'}"
                 f"; inference engine async ({latency.actions_per_chunk} actions per "
                 f"chunk, observation sent at {latency.chunk_size_threshold:g} of a chunk, aggregate "
                 f"{latency.aggregate_fn}; locked)")
@@ -70,4 +72,4 @@ def success_by_latency(sheets: list[Scoresheet], of: str = "") -> list[Block]:
     return [Heading(f"Success against latency{f' ({of})' if of else ''}", 3),
             Para("Runs grouped by the latency model and inference engine they were locked with; the last column "
                  "is the median over trials of the observation-to-action latency the arm saw."),
-            Table(["latency", "runs", "success", "95% Wilson", "seen p50 ms"], rows)]
+            Table(["latency", "runs", Label.SUCCESS.value, "95% Wilson", "seen p50 ms"], rows)]

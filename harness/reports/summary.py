@@ -60,9 +60,9 @@ class RunSummary(_Frozen):
 def summarize(sheet: Scoresheet) -> RunSummary:
     scored = sheet.scored_attempts()
     n = len(scored)
-    k = sum(1 for a in scored if a.outcome == Label.SUCCESS)
+    k = sum(1 for a in scored if a.label is Label.SUCCESS)
     low, high = wilson_interval(k, n)
-    errors = [e for a in scored if a.outcome == Label.SUCCESS and (e := sheet.placement_error(a)) is not None]
+    errors = [e for a in scored if a.label is Label.SUCCESS and (e := sheet.placement_error(a)) is not None]
     described = describe(errors)
     locked = sheet.locked
     return RunSummary(
@@ -76,7 +76,7 @@ def summarize(sheet: Scoresheet) -> RunSummary:
         failure_modes={mode: sum(1 for a in scored if a.failure_mode == mode) for mode in FAILURE_MODES},
         placement_error_cm=PlacementError(**described) if described else None,
         voids=[VoidRow(trial=a.trial_index, attempt=a.attempt, reason=a.void_reason)
-               for a in sheet.attempts if a.outcome == Label.VOID],
+               for a in sheet.attempts if a.label is Label.VOID],
         stopped_by_rule=sheet.stopped_by_rule(),
         lock_sha256=sheet.lock["sha256"],
         protocol_sha256=locked.protocol_sha256,

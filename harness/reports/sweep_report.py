@@ -30,11 +30,11 @@ class SweepCell:
     sheet: Scoresheet
 
     def outcomes(self) -> dict[int, bool]:
-        return {a.trial_index: a.outcome == Label.SUCCESS for a in self.sheet.scored_attempts()}
+        return {a.trial_index: a.label is Label.SUCCESS for a in self.sheet.scored_attempts()}
 
     @property
     def voids(self) -> int:
-        return sum(1 for a in self.sheet.attempts if a.outcome == Label.VOID)
+        return sum(1 for a in self.sheet.attempts if a.label is Label.VOID)
 
 
 # label -> (validation loss, offline action MAE, why not measured)
@@ -210,8 +210,8 @@ def sweep_blocks(cells: list[SweepCell], baseline: str, figures: OfflineFigures)
     problems = [f"{label}: {problem}" for label, (_, _, problem) in figures.items() if problem]
     if problems:
         blocks.append(Para("Offline figures not measured: " + "; ".join(problems)))
-    blocks += [Heading("Cells"), Table(["checkpoint", "protocol", "condition", "success", "95% Wilson", "voids"],
-                                       cell_rows(cells))]
+    columns = ["checkpoint", "protocol", "condition", Label.SUCCESS.value, "95% Wilson", "voids"]
+    blocks += [Heading("Cells"), Table(columns, cell_rows(cells))]
     paired = paired_rows(cells, baseline)
     if paired:
         blocks += [Heading(f"Against the baseline, {baseline}"),
@@ -235,7 +235,8 @@ def sweep_blocks(cells: list[SweepCell], baseline: str, figures: OfflineFigures)
 def sweep_table_text(cells: list[SweepCell], baseline: str, figures: OfflineFigures) -> str:
     """The ranking and the verdict as plain text, for the terminal."""
     ranked = rankings(cells, figures)
-    lines = [f"{'#':>2}  {'checkpoint':<32} {'success':>14}  {'95% Wilson':>17}  {'val loss':>9}  {'act MAE':>8}"]
+    success = Label.SUCCESS.value
+    lines = [f"{'#':>2}  {'checkpoint':<32} {success:>14}  {'95% Wilson':>17}  {'val loss':>9}  {'act MAE':>8}"]
     for row in ranking_rows(ranked):
         lines.append(f"{row[0]:>2}  {row[1]:<32} {row[2]:>14}  {row[3]:>17}  {row[4].split(' ')[0]:>9}  "
                      f"{row[5].split(' ')[0]:>8}")

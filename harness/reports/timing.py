@@ -12,9 +12,8 @@ import statistics
 from dataclasses import dataclass
 from enum import Enum
 
+from harness.models.run_settings import RobotKind
 from harness.reports.trials import TrialRow
-
-SIM_ROBOT = "sim"
 
 
 class Culprit(Enum):
@@ -51,7 +50,7 @@ class TimeSplit:
         return Culprit.SLOW_TAIL
 
 
-def time_split(rows: list[TrialRow], fps: float, robot: str) -> TimeSplit | None:
+def time_split(rows: list[TrialRow], fps: float, robot: RobotKind) -> TimeSplit | None:
     timed = [r for r in rows if r.label != "pending" and r.policy_ms_p50 is not None]
     if not timed:
         return None
@@ -67,7 +66,7 @@ def time_split(rows: list[TrialRow], fps: float, robot: str) -> TimeSplit | None
         wall_per_step=statistics.mean(wall) if wall else None,
         missed=sum(r.missed_deadlines or 0 for r in timed),
         steps=sum(r.steps or 0 for r in timed),
-        lock_step=robot == SIM_ROBOT,
+        lock_step=RobotKind(robot).simulated,
     )
 
 

@@ -48,7 +48,7 @@ class TrialRow:
 
 def trial_rows(sheet: Scoresheet) -> list[TrialRow]:
     rows = []
-    voided = Counter(a.trial_index for a in sheet.attempts if a.outcome == Label.VOID)
+    voided = Counter(a.trial_index for a in sheet.attempts if a.label is Label.VOID)
     for trial in sheet.locked.trials:
         final = sheet.final_attempt(trial.index)
         voids = voided[trial.index]

@@ -22,12 +22,14 @@ from harness.models.protocol import Protocol as EvalProtocol
 from harness.models.scoresheet import Attempt, LoopStats, Scoresheet, attempt_from_label, now_iso
 from harness.models.stats import percentile
 from harness.models.taxonomy import Label, Void, VoidKind
+from harness.models.verdict import JudgeVerdict
 from harness.policies.async_client import PolicyServerLost
 from harness.policies.base import EvalPolicy, TrialContext
 from harness.realtime import realtime_thread
 from harness.run.anatomy import GraspPoints, anatomy_from_rows, with_cube_start
 from harness.run.camera_watch import CameraWatch, DropoutPolicy
 from harness.run.clock import Clock
+from harness.run.dataset_sink import DatasetSink
 from harness.run.evidence import EvidenceRecorder, VideoMode
 from harness.run.safety import GuardedRobot
 from harness.run.stages import TrialStage
@@ -39,9 +41,12 @@ log = logging.getLogger(__name__)
 class ScoreDecision:
     """An observer's answer for one trial: a taxonomy label; a void carries its kind and reason."""
 
-    label: str                    # a `Label` value: success, a failure mode, or void
+    label: Label                  # success, a failure mode, or void
     void: Void | None = None
     note: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "label", Label(self.label))   # a label's value is accepted, and held as the enum
 
     @property
     def void_reason(self) -> str | None:
@@ -53,7 +58,7 @@ class RunObserver(Protocol):
     def phase(self, name: str) -> None: ...
     def step(self, step: int, timing: dict[str, float]) -> None: ...
     def warn(self, message: str) -> None: ...
-    def score(self, trial: Trial, verdict: dict[str, Any] | None, void: Void | None) -> ScoreDecision:
+    def score(self, trial: Trial, verdict: JudgeVerdict | None, void: Void | None) -> ScoreDecision:
         """The label for a finished trial; when the engine already voided it (`void`), return that void."""
         ...
 
@@ -97,7 +102,7 @@ class RunOptions:
     after_verdict_s: float = 1.5
     max_attempts: int | None = None
     dropout: DropoutPolicy = field(default_factory=DropoutPolicy)
-    dataset: Any | None = None    # a DatasetSink when --record-dataset is on
+    dataset: DatasetSink | None = None    # --record-dataset
     # An EvidenceWriter: frames are rendered, encoded and written in its process, off the loop.
     # Built and closed by whoever builds the engine; None renders and writes in the loop.
     evidence_writer: Any | None = None
@@ -114,6 +119,8 @@ class EpisodeOutcome:
     obs_to_action_ms: list[float] = field(default_factory=list)
     obs_to_action_clock: str = "wall"
     queue_underruns: int | None = None   # counted by the policy itself (an async client's empty queue)
+    chunk_switches: int | None = None    # ... and these (a chunked policy)
+    rtc_delay_steps_max: int | None = None
     realtime: bool | None = None         # a paced loop: whether it ran under real-time scheduling
 
 
@@ -258,9 +265,7 @@ class RunEngine:
                 try:
                     episode = self._episode(trial, recorder)
                 finally:   # a wall-time async client's receiver thread stops with the episode, however it ends
-                    end_episode = getattr(self.policy, "end_episode", None)
-                    if end_episode is not None:
-                        end_episode()
+                    self.policy.end_episode()
             if self.options.paced:
                 episode.realtime = priority.realtime
                 if not priority.realtime and not self._told_priority:
@@ -286,7 +291,7 @@ class RunEngine:
             recorder.abandon()   # nothing once its folder is in place
             raise
 
-    def _score_and_record(self, trial: Trial, number: int, verdict: dict[str, Any] | None,
+    def _score_and_record(self, trial: Trial, number: int, verdict: JudgeVerdict | None,
                           recorder: EvidenceRecorder, extra_artifacts: dict[str, Any], episode: EpisodeOutcome,
                           started: str, t_start: float) -> tuple[Attempt, Void | None]:
         """Score the written attempt and record it. Its evidence folder goes into place (with the videos
@@ -304,18 +309,18 @@ class RunEngine:
             decision = self.observer.score(trial, verdict, void)
         except EmergencyStopped:   # the stop key pressed while the operator was being asked
             decision = ScoreDecision(Label.VOID, Void(VoidKind.EMERGENCY_STOP))
-        if decision.label == Label.VOID and decision.void is None:
+        if decision.label is Label.VOID and decision.void is None:
             decision = ScoreDecision(Label.VOID, Void(VoidKind.OPERATOR_VOID), decision.note)
-        if decision.label != Label.SUCCESS:   # drawn before the stop's critical section, which waits for it
+        if decision.label is not Label.SUCCESS:   # drawn before the stop's critical section, which waits for it
             recorder.draw_videos()
         anatomy = self._anatomy(trial, recorder.rows)
         with self.robot.recording() as stopped:
             if stopped and (decision.void is None or decision.void.kind is not VoidKind.EMERGENCY_STOP):
                 decision = ScoreDecision(Label.VOID, Void(VoidKind.EMERGENCY_STOP), decision.note)
-            artifacts = {**recorder.complete(videos=decision.label != Label.SUCCESS), **extra_artifacts}
+            artifacts = {**recorder.complete(videos=decision.label is not Label.SUCCESS), **extra_artifacts}
             attempt = self._append_scored(trial, number, verdict, decision, artifacts, episode, started, t_start,
                                           anatomy)
-        return attempt, decision.void if decision.label == Label.VOID else None
+        return attempt, decision.void if decision.label is Label.VOID else None
 
     def _anatomy(self, trial: Trial, rows: list[dict[str, Any]]) -> TrialAnatomy | None:
         """What the joint trace says (first motion, where the gripper closed, phases), with the planned cube
@@ -326,7 +331,7 @@ class RunEngine:
         return anatomy_from_rows(rows, self._grasp_points, scene.trained_cube_xy_cm, (trial.dx_cm, trial.dy_cm),
                                  scene.bowl_xy_cm, self.protocol.stall_limit_s)
 
-    def _append_scored(self, trial: Trial, number: int, verdict: dict[str, Any] | None, decision: ScoreDecision,
+    def _append_scored(self, trial: Trial, number: int, verdict: JudgeVerdict | None, decision: ScoreDecision,
                        artifacts: dict[str, Any], episode: EpisodeOutcome, started: str, t_start: float,
                        anatomy: TrialAnatomy | None = None) -> Attempt:
         log.info("trial %d attempt %d: %s%s", trial.index, number, decision.label,
@@ -337,7 +342,7 @@ class RunEngine:
             "attempt": number,
             "void_reason": decision.void_reason,
             "note": decision.note,
-            "scored_by": "judge" if verdict is not None and decision.label == verdict["label"] else "operator",
+            "scored_by": "judge" if verdict is not None and decision.label is verdict.label else "operator",
             "judge": verdict,
             "started_at": started,
             "ended_at": ended,
@@ -345,11 +350,9 @@ class RunEngine:
             "loop": self._loop_stats(episode),
             "artifacts": artifacts,
         }
-        if decision.label == Label.SUCCESS and verdict is not None:
-            fields["placement_error_cm"] = verdict["true_placement_error_cm"]
-        stage_fields = getattr(self.stage, "attempt_fields", None)   # a real arm's measured start and proposal
-        if stage_fields is not None:
-            fields.update(stage_fields(decision.label))
+        if decision.label is Label.SUCCESS and verdict is not None:
+            fields["placement_error_cm"] = verdict.true_placement_error_cm
+        fields.update(self.stage.attempt_fields(decision.label))   # a real arm's measured start and proposal
         start = fields.get("measured_start") or {}
         if anatomy is not None and start.get("dx_cm") is not None and start.get("dy_cm") is not None:
             scene = self.protocol.scene
@@ -361,8 +364,7 @@ class RunEngine:
     def _may_freeze(self, trial: Trial) -> bool:
         """Whether the stage may freeze a camera in this trial (a simulated one only where a dropout is
         injected; a real arm's cameras always may)."""
-        may = getattr(self.stage, "may_freeze_camera", None)
-        return True if may is None else bool(may(trial))
+        return self.stage.may_freeze_camera(trial)
 
     def _phase(self, name: str) -> None:
         log.info("phase: %s", name)
@@ -389,7 +391,7 @@ class RunEngine:
         t_begin = world.time if world is not None else 0.0
         # what the arm experienced: a simulated arm's own record of when each action landed (lock-step: at once),
         # a real arm's wall time from reading the observation to writing the action
-        landed = getattr(getattr(self.robot, "robot", None), "landed_latencies_s", None) if world is not None else None
+        landed = self.robot.landed_latencies_s if world is not None else None
         landed_from = len(landed) if landed is not None else 0
         obs_to_action_ms: list[float] = []
         for step in range(max_steps):
@@ -463,11 +465,12 @@ class RunEngine:
                 f"policy inference (median {statistics.median(policy_ms):.0f} ms) cannot keep {self.protocol.fps} Hz"
             )
         clock = "simulated" if world is not None else "wall"
-        round_trips = getattr(self.policy, "round_trips_ms", None)
-        if round_trips is not None:   # asynchronous inference: each chunk's wall-clock round trip to the server
-            obs_to_action_ms, clock = list(round_trips), "wall"
+        stats = self.policy.inference_stats()
+        if stats.round_trips_ms is not None:   # a queue of chunks: each chunk's round trip, as the policy measured it
+            obs_to_action_ms, clock = list(stats.round_trips_ms), "wall"
         return EpisodeOutcome(len(policy_ms), void, stopped, policy_ms, io_ms, missed, obs_to_action_ms, clock,
-                              getattr(self.policy, "queue_underruns", None))
+                              stats.queue_underruns, stats.chunk_switches,
+                              max(stats.rtc_inference_delays, default=None))
 
     def _select_action(self, observation: dict[str, Any], trial: Trial) -> dict[str, Any]:
         """The policy's action. Its own failure is not the robot's: an `OSError` from a policy reading its
@@ -486,7 +489,7 @@ class RunEngine:
 
     def _record_dataset_frame(self, observation: dict[str, Any], action: dict[str, float]) -> None:
         sink = self.options.dataset
-        if not getattr(sink, "due", lambda: True)():   # --record-fps below the control rate: nothing to render
+        if not sink.due():   # --record-fps below the control rate: nothing to render
             sink.add(observation, action, {})
             return
         width, height = sink.size
@@ -515,8 +518,8 @@ class RunEngine:
             obs_to_action_clock=e.obs_to_action_clock if e.obs_to_action_ms else None,
             queue_underruns=e.queue_underruns if e.queue_underruns is not None
             else sum(ms > 1000 * self.period + 1e-6 for ms in e.obs_to_action_ms) if e.obs_to_action_ms else None,
-            chunk_switches=getattr(self.policy, "chunk_switches", None),
-            rtc_delay_steps_max=max(getattr(self.policy, "rtc_inference_delays", None) or [], default=None),
+            chunk_switches=e.chunk_switches,
+            rtc_delay_steps_max=e.rtc_delay_steps_max,
             realtime=e.realtime,
         )
 

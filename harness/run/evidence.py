@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from harness.models.verdict import JudgeVerdict
 from harness.sim.trajectory import TRAJECTORY_FILE, TrajectoryLog, save_trajectory
 
 if TYPE_CHECKING:
@@ -82,14 +83,14 @@ class EvidenceFiles:
         self.frames_written[cam] = self.frames_written.get(cam, 0) + 1
 
     def finish(self, final_frames: dict[str, np.ndarray | None], rows: list[dict[str, Any]],
-               judge_trace: dict[str, Any] | None, dropped: dict[str, int] | None = None,
+               judge_trace: JudgeVerdict | None, dropped: dict[str, int] | None = None,
                trajectory: dict[str, np.ndarray] | None = None) -> dict[str, str]:
         """Close videos, write frames, trajectory and trace; move the folder into place."""
         self.write_part(final_frames, rows, judge_trace, trajectory)
         return complete_folder(self.folder, dropped, self.frames_written)
 
     def write_part(self, final_frames: dict[str, np.ndarray | None], rows: list[dict[str, Any]] | None,
-                   judge_trace: dict[str, Any] | None,
+                   judge_trace: JudgeVerdict | None,
                    trajectory: dict[str, np.ndarray] | None = None) -> dict[str, int]:
         """Close this writer's videos and write its final frames (and, given `rows`, the trajectory and
         the judge's trace; given `trajectory`, the simulator's state trajectory) into the `.partial`
@@ -107,7 +108,7 @@ class EvidenceFiles:
 
             pd.DataFrame(rows).to_parquet(self.tmp / "trajectory.parquet", index=False)
             if judge_trace is not None:
-                (self.tmp / "judge.json").write_text(json.dumps(judge_trace, indent=2))
+                (self.tmp / "judge.json").write_text(json.dumps(judge_trace.to_json(), indent=2))
         if trajectory is not None:
             save_trajectory(self.tmp / TRAJECTORY_FILE, trajectory)
         return dict(self.frames_written)
@@ -294,12 +295,12 @@ class EvidenceRecorder:
             return {cam: self.sim.render_request(request) for cam, request in requests.items()}
         return {cam: self.frame_source(cam, width, height) for cam in self.cameras}
 
-    def finish(self, final_frames: dict[str, Any], judge_trace: dict[str, Any] | None) -> dict[str, str]:
+    def finish(self, final_frames: dict[str, Any], judge_trace: JudgeVerdict | None) -> dict[str, str]:
         """`write`, then `complete` with the videos this mode draws without a label (`all`)."""
         self.write(final_frames, judge_trace)
         return self.complete(videos=False)
 
-    def write(self, final_frames: dict[str, Any], judge_trace: dict[str, Any] | None) -> None:
+    def write(self, final_frames: dict[str, Any], judge_trace: JudgeVerdict | None) -> None:
         """Final frames, the step table, the judge's trace and the state trajectory into the `.partial`
         folder; with a writer, wait until its lanes have written them (off the loop)."""
         trajectory = self.log.arrays(self.sim) if self.log is not None else None

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from harness.errors import HarnessError
+from harness.models.verdict import JudgeVerdict
 from harness.run.evidence import complete_folder, fresh_partial, partial_folder
 
 QUEUE_FRAMES = 16
@@ -74,7 +75,7 @@ class _Finish:
     seq: int
     finals: dict[str, Any]
     rows: list[dict[str, Any]] | None   # given to the trial's last lane only
-    judge_trace: dict[str, Any] | None
+    judge_trace: JudgeVerdict | None
     trajectory: dict[str, Any] | None = None   # the simulator's state trajectory (last lane only)
 
 
@@ -97,6 +98,53 @@ class _Abandon:
 @dataclass(frozen=True)
 class _Stop:
     pass
+
+
+_Request = _Begin | _Frame | _Finish | _Videos | _Abandon   # what the loop sends about one trial
+
+
+# --- what a lane answers, on the one results queue ------------------------------------------------
+
+@dataclass(frozen=True)
+class _Result:
+    seq: int    # the trial it is about
+    lane: int   # the lane that sends it
+
+
+@dataclass(frozen=True)
+class _Abandoned(_Result):
+    """The lane dropped the trial's remaining frames and closed its files."""
+
+
+@dataclass(frozen=True)
+class _Dropout(_Result):
+    """The lane's camera watch found a camera frozen or missing in the frames it drew."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class _Failed(_Result):
+    """The lane could not write the trial's evidence."""
+
+    error: str
+
+
+@dataclass(frozen=True)
+class _Written(_Result):
+    """The lane wrote its part of the trial: frames per camera."""
+
+    frames: dict[str, int]
+
+
+@dataclass(frozen=True)
+class _PartWritten(_Written):
+    """... its videos closed, its final frames (and on the last lane the tables) in the `.partial` folder."""
+
+
+@dataclass(frozen=True)
+class _VideosWritten(_Written):
+    """... the videos a `_Videos` asked for, drawn after the trial."""
 
 
 def default_lanes() -> int:
@@ -174,13 +222,13 @@ class EvidenceWriter:
         self._drain()
         return self._dropout
 
-    def finish(self, finals: dict[str, Any], rows: list[dict[str, Any]], judge_trace: dict[str, Any] | None,
+    def finish(self, finals: dict[str, Any], rows: list[dict[str, Any]], judge_trace: JudgeVerdict | None,
                dropped: dict[str, int], trajectory: dict[str, Any] | None = None) -> dict[str, str]:
         """`write`, then `complete`: wait until the trial's folder is complete and in place; returns its files."""
         self.write(finals, rows, judge_trace, trajectory)
         return self.complete(dropped)
 
-    def write(self, finals: dict[str, Any], rows: list[dict[str, Any]], judge_trace: dict[str, Any] | None,
+    def write(self, finals: dict[str, Any], rows: list[dict[str, Any]], judge_trace: JudgeVerdict | None,
               trajectory: dict[str, Any] | None = None) -> None:
         """Wait until every lane has written its part (videos closed, final frames, and on the last lane the
         tables, the judge's trace and the state trajectory) into the `.partial` folder."""
@@ -190,7 +238,7 @@ class EvidenceWriter:
             self._put(lane, _Finish(self._seq, mine, rows if lane is last else None,
                                     judge_trace if lane is last else None,
                                     trajectory if lane is last else None), block=True)
-        self._written = self._wait_for("part", {lane.index for lane in self._active})
+        self._written = self._wait_for(_PartWritten, {lane.index for lane in self._active})
 
     def videos(self, requests: dict[str, list[tuple[float, Any]]], video_fps: float,
                video_size: tuple[int, int]) -> None:
@@ -200,7 +248,7 @@ class EvidenceWriter:
         for lane in lanes:
             mine = {cam: reqs for cam, reqs in requests.items() if self._route[cam] is lane}
             self._put(lane, _Videos(self._seq, mine, video_fps, video_size), block=True)
-        self._written.update(self._wait_for("videos", {lane.index for lane in lanes}))
+        self._written.update(self._wait_for(_VideosWritten, {lane.index for lane in lanes}))
 
     def complete(self, dropped: dict[str, int]) -> dict[str, str]:
         """Move the trial's written folder into place; returns its files."""
@@ -209,13 +257,13 @@ class EvidenceWriter:
         self._active = []
         return artifacts
 
-    def _wait_for(self, kind_wanted: str, waiting: set[int]) -> dict[str, int]:
+    def _wait_for(self, wanted: type[_Written], waiting: set[int]) -> dict[str, int]:
         written: dict[str, int] = {}
         while waiting:
-            kind, lane_index, value = self._next_result()
-            if kind == kind_wanted:
-                written.update(value)
-                waiting.discard(lane_index)
+            result = self._next_result()
+            if isinstance(result, wanted):
+                written.update(result.frames)
+                waiting.discard(result.lane)
         return written
 
     def abandon(self) -> None:
@@ -230,13 +278,13 @@ class EvidenceWriter:
         idle_polls = round(ABANDON_WAIT_S / POLL_S)   # a hung lane must not hold up the run's way out
         while waiting and idle_polls > 0:
             try:
-                kind, seq, lane_index, _ = self._results.get(timeout=POLL_S)
+                result = self._results.get(timeout=POLL_S)
             except queue.Empty:
                 idle_polls -= 1
                 waiting = {index for index in waiting if self._lanes[index].process.is_alive()}
                 continue
-            if kind == "abandoned" and seq == self._seq:
-                waiting.discard(lane_index)
+            if isinstance(result, _Abandoned) and result.seq == self._seq:
+                waiting.discard(result.lane)
         if self._folder is not None:
             shutil.rmtree(partial_folder(self._folder), ignore_errors=True)
         self._active = []
@@ -270,34 +318,34 @@ class EvidenceWriter:
             except queue.Full:
                 continue
 
-    def _next_result(self) -> tuple[str, int, Any]:
+    def _next_result(self) -> _Result:
         """The next message about this trial (a dropout is kept, an error raised); older trials' are skipped."""
         while True:
             try:
-                kind, seq, lane_index, value = self._results.get(timeout=POLL_S)
+                result = self._results.get(timeout=POLL_S)
             except queue.Empty:
                 self._check_alive()
                 continue
-            if self._is_result(kind, seq, value):
-                return kind, lane_index, value
+            if self._is_result(result):
+                return result
 
     def _drain(self) -> None:
         while True:
             try:
-                kind, seq, _, value = self._results.get_nowait()
+                result = self._results.get_nowait()
             except queue.Empty:
                 return
-            self._is_result(kind, seq, value)
+            self._is_result(result)
 
-    def _is_result(self, kind: str, seq: int, value: Any) -> bool:
+    def _is_result(self, result: _Result) -> bool:
         """Whether a message is a result of this trial; a dropout is kept and an error raised on the way."""
-        if seq != self._seq:
+        if result.seq != self._seq:
             return False
-        if kind == "dropout":
-            self._dropout = self._dropout or value
+        if isinstance(result, _Dropout):
+            self._dropout = self._dropout or result.reason
             return False
-        if kind == "error":
-            raise EvidenceWriterError(value)
+        if isinstance(result, _Failed):
+            raise EvidenceWriterError(result.error)
         return True
 
     def _check_alive(self) -> None:
@@ -342,7 +390,7 @@ def _serve(index: int, requests: Any, results: Any, abandoned: Any, scene: Any |
                 if files is not None:
                     files.abandon(remove=False)
                 files = None
-                results.put(("abandoned", message.seq, index, None))
+                results.put(_Abandoned(message.seq, index))
             elif isinstance(message, _Frame):
                 if files is None or message.seq != seq or message.seq <= abandoned.value:
                     continue
@@ -353,13 +401,13 @@ def _serve(index: int, requests: Any, results: Any, abandoned: Any, scene: Any |
                     watch.see(message.camera, frame, message.t)
                     reason = watch.dropout(message.t)
                     if reason and not reported:
-                        results.put(("dropout", seq, index, reason))
+                        results.put(_Dropout(seq, index, reason))
                         reported = True
                 if message.encode:
                     files.add_video_frame(message.camera, frame)
             elif isinstance(message, _Finish) and (files is None or message.seq != seq):
-                results.put(("error", message.seq, index, "this trial's evidence was already lost (see the error "
-                                                          "before)"))
+                results.put(_Failed(message.seq, index, "this trial's evidence was already lost (see the error "
+                                                        "before)"))
             elif isinstance(message, _Finish):
                 finals = {}
                 for cam, final in message.finals.items():
@@ -369,7 +417,7 @@ def _serve(index: int, requests: Any, results: Any, abandoned: Any, scene: Any |
                     finals[cam] = final
                 written = files.write_part(finals, message.rows, message.judge_trace, message.trajectory)
                 files = None
-                results.put(("part", seq, index, written))
+                results.put(_PartWritten(seq, index, written))
             elif isinstance(message, _Videos):
                 if message.seq != seq or message.seq <= abandoned.value or folder is None:
                     continue
@@ -380,12 +428,13 @@ def _serve(index: int, requests: Any, results: Any, abandoned: Any, scene: Any |
                         files.add_video_frame(camera, world.render_request(request))
                 written = files.write_part({}, None, None)
                 files = None
-                results.put(("videos", seq, index, written))
+                results.put(_VideosWritten(seq, index, written))
         except Exception as exc:  # reported to the loop, which voids nothing silently
             if files is not None:
                 files.abandon(remove=False)
                 files = None
-            results.put(("error", getattr(message, "seq", seq), index, f"{type(exc).__name__}: {exc}"))
+            results.put(_Failed(message.seq if isinstance(message, _Request) else seq, index,
+                                f"{type(exc).__name__}: {exc}"))
     if files is not None:
         files.abandon(remove=False)
     if world is not None:

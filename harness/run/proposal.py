@@ -130,7 +130,11 @@ class Proposal:
         """One line for a prompt: the label and why."""
         where = (f", cube {self.placement_error_cm:.1f} +/- {self.uncertainty_cm or 0:.1f} cm from the bowl centre"
                  if self.placement_error_cm is not None else "")
-        return f"proposed {self.label.title}{where} ({'; '.join(r.value for r in self.reasons)})"
+        return f"proposed {self.label.title}{where} ({self.reasons_text()})"
+
+    def reasons_text(self) -> str:
+        """Why, for people: the reasons in the order they were found."""
+        return "; ".join(r.value for r in self.reasons)
 
 
 def propose(trace: GripperTrace, view: FinalView, bowl_xy_m: tuple[float, float], bowl_radius_m: float,

@@ -118,7 +118,7 @@ def replay_failures(run_folder: Path, sheet_path: Path) -> list[Path]:
     written: list[Path] = []
     with WriterLock(run_folder, "harness replay --failures", folder=True):
         for attempt in sheet.attempts:
-            if attempt.label == Label.SUCCESS:
+            if attempt.label is Label.SUCCESS:
                 continue
             folder = run_folder / f"trial-{attempt.trial_index:03d}-a{attempt.attempt}"
             if not (folder / TRAJECTORY_FILE).is_file():

@@ -18,9 +18,12 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.errors import EmergencyStopped
+
+if TYPE_CHECKING:
+    from harness.sim.world import SimWorld
 
 log = logging.getLogger(__name__)
 
@@ -37,14 +40,29 @@ class ConnectCheck(Protocol):
         ...
 
 
+class SimulatedArm(Protocol):
+    """What a simulated arm offers beyond LeRobot's `Robot` surface: the world it moves in, when each action
+    landed (its latency model; lock-step: at once) and whether its torque is on."""
+
+    landed_latencies_s: list[float]
+
+    @property
+    def world(self) -> SimWorld: ...
+
+    @property
+    def torque_enabled(self) -> bool: ...
+
+
 class GuardedRobot:
     """`release` turns torque off on this particular robot type; the composition layer passes it
-    (`harness.app.parts`), so releasing never depends on guessing which methods a robot has."""
+    (`harness.app.parts`), so releasing never depends on guessing which methods a robot has. `simulated`:
+    the same robot (or the simulated arm inside a wrapper) when it is one, declared by whoever builds it."""
 
     def __init__(self, robot: Any, release: Callable[[], Any],
                  check_ready: Callable[[dict[str, float]], list[str]] | None = None,
-                 connect_checks: Sequence[ConnectCheck] = ()) -> None:
+                 connect_checks: Sequence[ConnectCheck] = (), simulated: SimulatedArm | None = None) -> None:
         self.robot = robot
+        self.simulated = simulated
         self._release = release
         self._check_ready = check_ready
         self.connect_checks = tuple(connect_checks)
@@ -62,8 +80,13 @@ class GuardedRobot:
         return tuple(check.warning() for check in self.connect_checks if not check.ok)
 
     @property
-    def world(self) -> Any:
-        return getattr(self.robot, "world", None)
+    def world(self) -> SimWorld | None:
+        return self.simulated.world if self.simulated is not None else None
+
+    @property
+    def landed_latencies_s(self) -> list[float] | None:
+        """A simulated arm's record of when each action landed; None on a real arm (the loop times it)."""
+        return self.simulated.landed_latencies_s if self.simulated is not None else None
 
     @property
     def is_connected(self) -> bool:
@@ -120,7 +143,8 @@ class GuardedRobot:
 
     @property
     def torque_enabled(self) -> bool | None:
-        return getattr(self.robot, "torque_enabled", None)
+        """A simulated arm's torque; None on a real arm, whose servos answer for themselves."""
+        return self.simulated.torque_enabled if self.simulated is not None else None
 
     def disconnect(self) -> None:
         with self._lock:

@@ -10,6 +10,7 @@ import numpy as np
 from harness.models.protocol import JOINT_NAMES, Trial
 from harness.models.protocol import Protocol as EvalProtocol
 from harness.models.taxonomy import Label
+from harness.models.verdict import JudgeVerdict
 from harness.run.operator_trial import PlacementGuide, PlacementOutcome, Proposer
 from harness.run.proposal import GripperTrace, Proposal
 
@@ -28,9 +29,13 @@ class TrialStage(Protocol):
 
     def finished(self) -> bool: ...
 
-    def verdict(self) -> dict[str, Any] | None: ...
+    def verdict(self) -> JudgeVerdict | None: ...
 
-    def attempt_fields(self, label: str | None = None) -> dict[str, Any]:
+    def may_freeze_camera(self, trial: Trial) -> bool:
+        """Whether a camera may freeze in this trial (then the dropout watch looks even where nothing else does)."""
+        ...
+
+    def attempt_fields(self, label: Label | None = None) -> dict[str, Any]:
         """Extra attempt fields this stage measured (a real arm's measured start, its proposal), given the
         label the attempt is recorded with (a success's measured placement error is the attempt's own)."""
         ...
@@ -67,10 +72,10 @@ class SimStage:
     def finished(self) -> bool:
         return self.world.judge.finished
 
-    def verdict(self) -> dict[str, Any] | None:
+    def verdict(self) -> JudgeVerdict | None:
         return self.world.judge.verdict(self.world.data)
 
-    def attempt_fields(self, label: str | None = None) -> dict[str, Any]:
+    def attempt_fields(self, label: Label | None = None) -> dict[str, Any]:
         return {}   # the simulator places exactly and its judge's verdict is recorded by the engine
 
 
@@ -84,6 +89,9 @@ class OperatorStage:
     """
 
     world = None
+
+    def may_freeze_camera(self, trial: Trial) -> bool:
+        return True   # a real camera can stop sending frames in any trial
 
     def __init__(self, confirm_placed: Any, guide: PlacementGuide | None = None,
                  proposer: Proposer | None = None, show_proposal: Any | None = None) -> None:
@@ -120,7 +128,7 @@ class OperatorStage:
     def finished(self) -> bool:
         return False
 
-    def verdict(self) -> dict[str, Any] | None:
+    def verdict(self) -> JudgeVerdict | None:
         """None: on a real arm the operator scores. The proposal is made here, from the last top frame."""
         if self.proposer is not None and self.trace is not None:
             self.proposal = self.proposer.propose(self.trace, self.frame(self.proposer.camera, 0, 0))
@@ -128,7 +136,7 @@ class OperatorStage:
                 self.show_proposal(self.proposal)
         return None
 
-    def attempt_fields(self, label: str | None = None) -> dict[str, Any]:
+    def attempt_fields(self, label: Label | None = None) -> dict[str, Any]:
         """What this stage adds to the attempt: the measured start, the proposal, and for a success the
         placement error measured on the final frame (so the report's placement figures include real trials,
         as the simulator's true error does for simulated ones)."""
@@ -137,6 +145,6 @@ class OperatorStage:
             fields["measured_start"] = self.placed.record()
         if self.proposal is not None:
             fields["proposal"] = self.proposal.record()
-            if label == Label.SUCCESS and self.proposal.placement_error_cm is not None:
+            if label is Label.SUCCESS and self.proposal.placement_error_cm is not None:
                 fields["placement_error_cm"] = round(self.proposal.placement_error_cm, 3)
         return fields

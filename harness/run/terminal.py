@@ -14,6 +14,7 @@ from harness.errors import EmergencyStopped
 from harness.models.protocol import Trial
 from harness.models.scoresheet import Attempt
 from harness.models.taxonomy import SCORE_KEYS, Label, Void, VoidKind
+from harness.models.verdict import JudgeVerdict
 from harness.run.engine import ScoreDecision
 
 PROMPT = "Score: " + ", ".join(f"[{label.key}] {label.title}" for label in Label) + " > "
@@ -59,11 +60,11 @@ class TerminalObserver:
               "from the trained position, then press Enter.", file=self.out, flush=True)
         self._read_line()
 
-    def score(self, trial: Trial, verdict: dict[str, Any] | None, void: Void | None) -> ScoreDecision:
+    def score(self, trial: Trial, verdict: JudgeVerdict | None, void: Void | None) -> ScoreDecision:
         if void is not None:
             return ScoreDecision(Label.VOID, void)
         if verdict is not None and not self.operator_scores:
-            return ScoreDecision(verdict["label"])
+            return ScoreDecision(verdict.label)
         proposal, self._proposal = self._proposal, None
         if proposal is not None:
             print(f"{proposal.line()}. Enter confirms {proposal.label.title}; a key overrides it.",
@@ -118,10 +119,10 @@ class TerminalObserver:
         self._proposal = proposal
 
     def trial_scored(self, attempt: Attempt) -> None:
-        label = attempt.label if attempt.outcome != Label.VOID else f"void ({attempt.void_reason})"
+        label = attempt.label.value if attempt.label is not Label.VOID else f"void ({attempt.void_reason})"
         extra = f", placement {attempt.placement_error_cm:.2f} cm" if attempt.placement_error_cm is not None else ""
         clean = ""
-        if attempt.judge and attempt.judge.get("clean_release") is False:
+        if attempt.judge is not None and attempt.judge.clean_release is False:
             clean = ", release not clean"
         if attempt.anatomy is not None and attempt.anatomy.stalled:
             clean += (f", STALLED (first motion {attempt.anatomy.first_motion_s:.1f} s)"
@@ -140,7 +141,7 @@ class TerminalObserver:
     def _eta(self, attempt: Attempt) -> str:
         """Time left at the mean attempt time so far (a voided attempt is retried: its trial is still left)."""
         self._durations.append(attempt.duration_s)
-        left = self._left - (attempt.outcome != Label.VOID)
+        left = self._left - (attempt.label is not Label.VOID)
         if left <= 0:
             return ""
         seconds = round(left * sum(self._durations) / len(self._durations))

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import mujoco
 import numpy as np
+
+from harness.models.taxonomy import Label
+from harness.models.verdict import EventKind, JudgeEvent, JudgeVerdict
 
 _CORNER_SIGNS = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], dtype=float).T
 
@@ -50,7 +52,7 @@ class JudgeState:
     clean_release: bool = True
     post_release_max_gripper: float = -math.inf
     max_lift_m: float = 0.0
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[JudgeEvent] = field(default_factory=list)
 
 
 class Judge:
@@ -108,12 +110,12 @@ class Judge:
             s.grasp_time = s.grasp_time + dt if holding_now else 0.0
             if s.grasp_time >= t.grasp_hold_s and not s.grasped:
                 s.grasped = True
-                self._event("grasp", cube_pos)
+                self._event(EventKind.GRASP, cube_pos)
             if s.grasped and both_jaws:
                 s.max_lift_m = max(s.max_lift_m, float(cube_pos[2] - self.rest_z))
                 if not s.lifted and cube_pos[2] - self.rest_z >= t.lift_min_m:
                     s.lifted = True
-                    self._event("lift", cube_pos)
+                    self._event(EventKind.LIFT, cube_pos)
             if s.grasped and fixed_f == 0 and moving_f == 0:
                 s.released = True
                 s.release_xy = (float(cube_pos[0]), float(cube_pos[1]))
@@ -123,7 +125,7 @@ class Judge:
                     over and cube_pos[2] - self.half - self.bowl_floor_z <= t.release_max_height_m
                 )
                 s.post_release_max_gripper = float(data.ctrl[self.gripper_act])
-                self._event("release", cube_pos)
+                self._event(EventKind.RELEASE, cube_pos)
             else:
                 s.stable_time = 0.0
                 s.rest_outside_time = 0.0
@@ -136,12 +138,12 @@ class Judge:
                 or s.post_release_max_gripper - grip > t.clean_reclose_rad
             ):
                 s.clean_release = False
-                self._event("renewed_contact_or_closing", cube_pos)
+                self._event(EventKind.RENEWED_CONTACT, cube_pos)
             if not s.withdrawn:
                 gap = float(np.linalg.norm(data.site_xpos[self.grasp_site] - cube_pos))
                 if gap >= t.withdraw_min_m:
                     s.withdrawn = True
-                    self._event("withdraw", cube_pos)
+                    self._event(EventKind.WITHDRAW, cube_pos)
 
         cube_vel = self._cube_velocity(data)
         at_rest = float(np.linalg.norm(cube_vel[3:])) < t.rest_max_speed and float(
@@ -151,7 +153,7 @@ class Judge:
             s.stable_time += dt
             if s.stable_time >= t.stable_s and not s.success:
                 s.success = True
-                self._event("stable_in_bowl", cube_pos)
+                self._event(EventKind.STABLE_IN_BOWL, cube_pos)
         else:
             s.stable_time = 0.0
         if at_rest and not inside:
@@ -166,38 +168,38 @@ class Judge:
         s = self.state
         return s.success or (s.released and s.withdrawn and s.rest_outside_time >= self.t.fail_rest_s)
 
-    def verdict(self, data: mujoco.MjData) -> dict[str, Any]:
+    def verdict(self, data: mujoco.MjData) -> JudgeVerdict:
         s = self.state
         cube_pos = data.xpos[self.cube_body]
         error_cm = 100 * self._horizontal_distance(cube_pos)
         inside = self.cube_inside_bowl(data)
         if s.success:
-            label, detail = "success", "grasped, lifted, released over the bowl, settled inside"
+            label, detail = Label.SUCCESS, "grasped, lifted, released over the bowl, settled inside"
         elif not s.grasped:
-            label = "no_grasp"
+            label = Label.NO_GRASP
             detail = "pushed into the bowl without a grasp" if inside else "the gripper never held the cube"
         elif not s.released:
-            label, detail = "wrong_placement", "still holding the cube when the trial ended"
+            label, detail = Label.WRONG_PLACEMENT, "still holding the cube when the trial ended"
         elif not inside and not s.release_over_bowl and (s.release_height or 0) > self.t.drop_min_height_m:
-            label, detail = "grasped_then_dropped", "released in the air away from the bowl"
+            label, detail = Label.GRASPED_THEN_DROPPED, "released in the air away from the bowl"
         elif inside and not s.lifted:
-            label, detail = "no_grasp", "slid into the bowl without a lift"
+            label, detail = Label.NO_GRASP, "slid into the bowl without a lift"
         else:
-            label, detail = "wrong_placement", (
+            label, detail = Label.WRONG_PLACEMENT, (
                 "came to rest outside the bowl" if not inside else "inside the bowl but the sequence was incomplete"
             )
-        return {
-            "label": label,
-            "detail": detail,
-            "true_placement_error_cm": round(error_cm, 3),
-            "cube_inside_bowl": inside,
-            "clean_release": s.clean_release if s.released else None,
-            "grasped": s.grasped,
-            "lifted": s.lifted,
-            "max_lift_cm": round(100 * s.max_lift_m, 2),
-            "events": list(s.events),
-            "thresholds": asdict(self.t),
-        }
+        return JudgeVerdict(
+            label=label,
+            detail=detail,
+            true_placement_error_cm=round(error_cm, 3),
+            cube_inside_bowl=inside,
+            clean_release=s.clean_release if s.released else None,
+            grasped=s.grasped,
+            lifted=s.lifted,
+            max_lift_cm=round(100 * s.max_lift_m, 2),
+            events=list(s.events),
+            thresholds=asdict(self.t),
+        )
 
     # --- geometry ----------------------------------------------------------
     def cube_inside_bowl(self, data: mujoco.MjData) -> bool:
@@ -240,6 +242,6 @@ class Judge:
         mujoco.mj_objectVelocity(self.model, data, mujoco.mjtObj.mjOBJ_SITE, self.grasp_site, vel, 0)
         return vel[3:]
 
-    def _event(self, name: str, cube_pos: np.ndarray) -> None:
-        self.state.events.append({"event": name, "t": round(self.time, 3),
-                                  "cube": [round(float(v), 4) for v in cube_pos]})
+    def _event(self, kind: EventKind, cube_pos: np.ndarray) -> None:
+        self.state.events.append(JudgeEvent(event=kind, t=round(self.time, 3),
+                                            cube=[round(float(v), 4) for v in cube_pos]))

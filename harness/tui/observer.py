@@ -18,9 +18,10 @@ from PIL import Image
 from harness.models.protocol import Trial
 from harness.models.scoresheet import Attempt
 from harness.models.taxonomy import Label, Void, VoidKind
+from harness.models.verdict import JudgeVerdict
 from harness.run.engine import ScoreDecision
 from harness.run.placement_guide import PlacementReading
-from harness.tui.screens import ClearTableScreen, PlaceCubeScreen, ScoreScreen
+from harness.tui.screens import ClearTableScreen, PlaceCubeScreen, ScoreScreen, Suggestion
 from harness.tui.state import LivePlacement
 
 if TYPE_CHECKING:
@@ -175,20 +176,22 @@ class TuiObserver:
                 self._scene_note = None
         return taken
 
-    def score(self, trial: Trial, verdict: dict[str, Any] | None, void: Void | None) -> ScoreDecision:
+    def score(self, trial: Trial, verdict: JudgeVerdict | None, void: Void | None) -> ScoreDecision:
         if void is not None:
             return ScoreDecision(Label.VOID, void)
         text = f"trial #{trial.index} (dx {trial.dx_cm:+.1f}, dy {trial.dy_cm:+.1f} cm)"
         proposal, self._proposal = self._proposal, None
         if verdict is None and proposal is not None:   # a real arm: the proposal is the default, never auto-accepted
-            shown = {"label": proposal.label.value, "detail": proposal.line().split("(", 1)[-1].rstrip(")")}
+            detail = proposal.reasons_text()
             if proposal.placement_error_cm is not None:
-                shown["detail"] += (f"; cube {proposal.placement_error_cm:.1f} +/- {proposal.uncertainty_cm or 0:.1f}"
-                                    " cm from the bowl centre")
+                detail += (f"; cube {proposal.placement_error_cm:.1f} +/- {proposal.uncertainty_cm or 0:.1f}"
+                           " cm from the bowl centre")
+            shown = Suggestion(proposal.label, detail)
             return self._ask(lambda app, done: app.push_screen(
                 ScoreScreen(text, shown, app.undo_s, False, source="Proposed from evidence"), done))
+        judged = Suggestion(verdict.label, verdict.detail) if verdict is not None else None
         return self._ask(lambda app, done: app.push_screen(
-            ScoreScreen(text, verdict, app.undo_s, app.auto_accept), done))
+            ScoreScreen(text, judged, app.undo_s, app.auto_accept), done))
 
     def proposal_ready(self, proposal: Any) -> None:
         """The real arm's proposal for the trial about to be scored: the scoring screen's default."""
@@ -216,7 +219,8 @@ class TuiObserver:
         path = attempt.artifacts.get("final_top.png")
         if path:
             preview = np.asarray(Image.open(path).convert("RGB"))
-        label = attempt.label if attempt.outcome != Label.VOID else f"void ({attempt.void_reason})"
+        void = attempt.label is Label.VOID
+        label = f"{attempt.label.value} ({attempt.void_reason})" if void else attempt.label.value
         anatomy = attempt.anatomy
         self.link.post(_record_score, attempt.label, label, preview, anatomy.summary if anatomy else None,
                        bool(anatomy and anatomy.stalled))
@@ -237,6 +241,6 @@ def _update_state(app: RunApp, **changes: Any) -> None:
     app.update_state(**changes)
 
 
-def _record_score(app: RunApp, label: str, shown: str, preview: np.ndarray | None, anatomy: str | None,
+def _record_score(app: RunApp, label: Label, shown: str, preview: np.ndarray | None, anatomy: str | None,
                   stalled: bool) -> None:
     app.record_score(label, shown, preview, anatomy, stalled)

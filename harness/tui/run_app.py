@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 
 from harness.errors import HarnessError, RunPaused
-from harness.models.taxonomy import VoidKind
+from harness.models.taxonomy import Label, VoidKind
 from harness.run.engine import RunEngine
 from harness.run.safety import GuardedRobot
 from harness.tui.observer import TuiObserver
@@ -118,9 +118,9 @@ class RunApp(App[int]):
         if getattr(self, "run_screen", None) is not None and self.run_screen.is_mounted:
             self.run_screen.show(self.state)
 
-    def record_score(self, label: str, shown: str, preview: np.ndarray | None, anatomy: str | None = None,
+    def record_score(self, label: Label, shown: str, preview: np.ndarray | None, anatomy: str | None = None,
                      stalled: bool = False) -> None:
-        self.update_state(tally=self.state.tally.add(label), last_label=shown, last_anatomy=anatomy,
+        self.update_state(tally=self.state.tally.add(label), last_label=shown, last_outcome=label, last_anatomy=anatomy,
                           last_stalled=stalled, preview=preview if preview is not None else self.state.preview)
 
     def _finish(self, banner: str | None) -> None:

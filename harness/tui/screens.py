@@ -115,6 +115,15 @@ class RunScreen(Screen[None]):
             self.query_one(f"#{widget_id}", cls).show(state)
 
 
+@dataclass(frozen=True)
+class Suggestion:
+    """The label a scoring screen offers as its default, and why: the simulator judge's verdict, or the label
+    proposed from a real arm's evidence."""
+
+    label: Label
+    detail: str
+
+
 class ScoreScreen(ModalScreen[ScoreDecision]):
     """Score keys, the judge's verdict as the default in sim, a note, and an undo window."""
 
@@ -126,7 +135,7 @@ class ScoreScreen(ModalScreen[ScoreDecision]):
         Binding("space", "app.emergency_stop", "E-STOP"),   # a modal screen would otherwise keep it from the app
     ]
 
-    def __init__(self, trial_text: str, verdict: dict[str, Any] | None, undo_s: float,
+    def __init__(self, trial_text: str, verdict: Suggestion | None, undo_s: float,
                  auto_accept: bool = False, source: str = "Simulator judge") -> None:
         super().__init__()
         self.trial_text = trial_text
@@ -153,8 +162,8 @@ class ScoreScreen(ModalScreen[ScoreDecision]):
         text = Text(f"Score {self.trial_text}\n\n", style="bold")
         if self.verdict is not None:
             text.append(f"{self.source}: ", style="bold")
-            text.append(self.verdict["label"], style=label_style(self.verdict["label"]))
-            text.append(f"  ({self.verdict['detail']})\n", style="dim")
+            text.append(self.verdict.label.value, style=label_style(self.verdict.label))
+            text.append(f"  ({self.verdict.detail})\n", style="dim")
             text.append("Enter accepts it; a key below overrides it.\n\n")
         for i, (key, label) in enumerate(SCORE_KEYS.items()):
             text.append(f" {key} ", style="bold reverse")
@@ -176,10 +185,11 @@ class ScoreScreen(ModalScreen[ScoreDecision]):
             text.append(f" in {self._left:.0f} s - press u to undo", style="bold yellow")
         self.query_one("#score-text", Static).update(text)
 
-    def action_choose(self, label: str) -> None:
-        said = f"{self.source} said {self.verdict['label']}" if self.verdict is not None else ""
-        overriding = self.verdict is not None and label != self.verdict["label"]
-        if label == Label.VOID:
+    def action_choose(self, value: str) -> None:
+        label = Label(value)   # the binding's argument: a label's value, never display text
+        said = f"{self.source} said {self.verdict.label.value}" if self.verdict is not None else ""
+        overriding = self.verdict is not None and label is not self.verdict.label
+        if label is Label.VOID:
             self._ask("Why is this trial void? (e.g. camera dropout, cube bumped)"
                       + (f" {said}: a reason is needed." if overriding else ""), overriding,
                       lambda reason: self._stage(ScoreDecision(Label.VOID,
@@ -187,12 +197,12 @@ class ScoreScreen(ModalScreen[ScoreDecision]):
         elif overriding and not self.note:
             def noted(note: str) -> None:
                 self.note = note
-                self._stage(ScoreDecision(Label(label)))
+                self._stage(ScoreDecision(label))
 
-            self._ask(f"{said}; you score {Label(label).title}. Why? (a note is needed to override; "
+            self._ask(f"{said}; you score {label.title}. Why? (a note is needed to override; "
                       "Escape goes back)", True, noted)
         else:
-            self._stage(ScoreDecision(Label(label)))
+            self._stage(ScoreDecision(label))
 
     def _ask(self, question: str, needed: bool, then: Callable[[str], None]) -> None:
         """Overriding the judge (or a real arm's proposal) takes a note saying why, as plain mode asks: the
@@ -211,7 +221,7 @@ class ScoreScreen(ModalScreen[ScoreDecision]):
 
     def action_accept_default(self) -> None:
         if self.verdict is not None:
-            self._stage(ScoreDecision(self.verdict["label"]))
+            self._stage(ScoreDecision(self.verdict.label))
 
     def action_note(self) -> None:
         self.app.push_screen(TextPrompt("Note for this trial:"), self._set_note)

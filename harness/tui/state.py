@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from harness.models.stats import wilson_interval
-from harness.models.taxonomy import FAILURE_MODES, Label
+from harness.models.taxonomy import FAILURE_LABELS, Label
 from harness.run.placement_guide import PlacementReading
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Tally:
     success: int = 0
-    failures: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAILURE_MODES, 0))
+    failures: dict[Label, int] = field(default_factory=lambda: dict.fromkeys(FAILURE_LABELS, 0))
     voids: int = 0
 
     @property
@@ -28,10 +28,10 @@ class Tally:
     def wilson(self) -> tuple[float, float]:
         return wilson_interval(self.success, self.scored)
 
-    def add(self, label: str) -> Tally:
-        if label == Label.SUCCESS:
+    def add(self, label: Label) -> Tally:
+        if label is Label.SUCCESS:
             return replace(self, success=self.success + 1)
-        if label == Label.VOID:
+        if label is Label.VOID:
             return replace(self, voids=self.voids + 1)
         return replace(self, failures={**self.failures, label: self.failures.get(label, 0) + 1})
 
@@ -72,7 +72,8 @@ class RunState:
     policy_ms: float = 0.0
     missed: int = 0
     tally: Tally = field(default_factory=Tally)
-    last_label: str | None = None
+    last_label: str | None = None      # the last attempt as shown: its label, a void with its reason
+    last_outcome: Label | None = None  # ... and its label, which decides the colour
     last_anatomy: str | None = None    # what the last trial's joint trace says (first motion, where it closed)
     last_stalled: bool = False
     banner: str | None = None

@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from harness.models.taxonomy import ALL_LABELS, Label
+from harness.models.taxonomy import Label
 from harness.tui.state import RunState
 
 PHASE_STYLE = {
@@ -17,9 +17,9 @@ PHASE_STYLE = {
 }
 
 
-def label_style(label: str) -> str:
-    """A taxonomy label's colour (`bold` for anything outside the taxonomy)."""
-    return Label(label).colour if label in ALL_LABELS else "bold"
+def label_style(label: Label | None) -> str:
+    """A taxonomy label's colour (`bold` when there is none)."""
+    return label.colour if label is not None else "bold"
 
 
 class TrialHeader(Static):
@@ -123,7 +123,7 @@ class TallyPanel(Static):
         text.append(f"{'void (retried)':<21}{t.voids:>3}\n", style="grey62")
         if s.last_label:
             text.append("last: ", style="dim")
-            text.append(s.last_label, style=label_style(s.last_label.split(" ")[0]))
+            text.append(s.last_label, style=label_style(s.last_outcome))
         if s.last_anatomy:
             text.append("\n" + ("STALLED: " if s.last_stalled else ""), style="bold red")
             text.append(s.last_anatomy, style="red" if s.last_stalled else "dim")

@@ -57,6 +57,7 @@ def _new_protocol(args: argparse.Namespace, scene: Any, generator: Any, trials: 
     """The protocol `new` writes, validated by its model (which may refuse, e.g., a too-long name)."""
     from harness.models.defaults import DEFAULT_START_POSE, DEFAULT_SUCCESS, DEFAULT_TASK
     from harness.models.protocol import Protocol
+    from harness.models.run_settings import BuiltinPolicy, RobotKind
 
     return Protocol(
         name=args.name or Path(args.output).stem,
@@ -65,7 +66,7 @@ def _new_protocol(args: argparse.Namespace, scene: Any, generator: Any, trials: 
         start_pose=dict(DEFAULT_START_POSE),
         success_definition=DEFAULT_SUCCESS,
         generator=generator,
-        run={"robot": "sim", "policy": "expert"},
+        run={"robot": RobotKind.SIM, "policy": BuiltinPolicy.EXPERT.value},
         fps=args.fps,
         episode_time_limit_s=args.time_limit_s,
         trials=trials,

@@ -24,11 +24,13 @@ def _workers(text: str) -> int | str:
 def register(sub: Any) -> None:
     from harness.app.async_inference import register_flags as register_async_flags
     from harness.app.rtc_inference import register_flags as register_rtc_flags
+    from harness.models.run_settings import InferenceEngine, RobotKind
 
     parser = sub.add_parser("run", help="run a protocol, trial by trial (resumable)")
     parser.add_argument("protocol")
     parser.add_argument("--resume", action="store_true", help="continue the run's scoresheet where it stopped")
-    parser.add_argument("--robot", choices=["sim", "so101"], help="robot target (default: protocol's run section)")
+    parser.add_argument("--robot", choices=[kind.value for kind in RobotKind],
+                        help="robot target (default: protocol's run section)")
     parser.add_argument("--port", help="serial port of a real arm (e.g. /dev/ttyACM0, COM4)")
     parser.add_argument("--robot-id", default="harness_follower",
                         help="calibration id: calibration/<id>.json, else LeRobot's calibration folder (where "
@@ -79,7 +81,7 @@ def register(sub: Any) -> None:
                              "arm executing its last command meanwhile (default: lock-step); locked with the run")
     parser.add_argument("--latency", choices=["measured"],
                         help="simulated arm: the latency model with each action's own measured policy time")
-    parser.add_argument("--inference", choices=["sync", "rtc"],
+    parser.add_argument("--inference", choices=[InferenceEngine.SYNC.value, InferenceEngine.RTC.value],
                         help="LeRobot inference engine: sync (default) or rtc (Real-Time Chunking, for policies "
                              "that support it; refused before anything is written otherwise); locked with the run")
     register_async_flags(parser)
