@@ -40,12 +40,14 @@ def make_policy(ref: str, protocol: Protocol, settings: dict[str, Any], device: 
             return connect_async_policy(ref, protocol.task, AsyncSettings.from_record(inference), protocol.fps,
                                         settings.get("rename_map") or {}, device,
                                         wall_clock=None if robot == "sim" else MonotonicClock().now)
-        if engine == "rtc":   # LeRobot's Real-Time Chunking with its locked settings, in simulated time
+        if engine == "rtc":   # LeRobot's Real-Time Chunking, locked settings: simulated time, or a paced arm's
             from harness.policies.rtc_policy import RtcSettings
+            from harness.run.clock import MonotonicClock
 
             rtc = RtcSettings.from_record(inference) if "execution_horizon" in inference else None
             return LeRobotPolicy(ref, task=protocol.task, device=device, rename_map=settings.get("rename_map") or {},
-                                 engine=engine, rtc=rtc, fps=protocol.fps, latency_ms=settings.get("latency_ms"))
+                                 engine=engine, rtc=rtc, fps=protocol.fps, latency_ms=settings.get("latency_ms"),
+                                 wall_clock=None if robot == "sim" else MonotonicClock().now)
         return LeRobotPolicy(ref, task=protocol.task, device=device, rename_map=settings.get("rename_map") or {},
                              engine=engine)
     except HarnessError:

@@ -4,13 +4,15 @@ LeRobot's own loader, pre/post processors and synchronous inference engine."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessInputError
 from harness.policies.base import TrialContext
-from harness.policies.rtc_policy import RtcSettings, SimTimeRtc
+from harness.policies.rtc_policy import RtcCall, RtcSettings, SimTimeRtc
+from harness.policies.rtc_wall import WallClockRtc
 
 IMAGE_PREFIX = "observation.images."
 
@@ -147,10 +149,12 @@ class LeRobotPolicy:
     def __init__(self, path: str | Path, task: str, device: str | None = None,
                  rename_map: dict[str, str] | None = None, robot_type: str = "so101_follower",
                  threads: ThreadPolicy | None = None, engine: str = "sync", rtc: RtcSettings | None = None,
-                 fps: int = 30, latency_ms: float | str | None = None) -> None:
+                 fps: int = 30, latency_ms: float | str | None = None,
+                 wall_clock: Callable[[], float] | None = None) -> None:
         """`threads` defaults to every core but one (the simulator's or the robot I/O's). `engine`: "sync"
         (LeRobot's `SyncInferenceEngine`) or "rtc" (LeRobot's Real-Time Chunking with `rtc`, its defaults
-        when None, replayed in simulated time at `fps` with `latency_ms`: see `rtc_policy`), refused here,
+        when None: replayed in simulated time at `fps` with `latency_ms` (`rtc_policy`), or, given the paced
+        arm's `wall_clock`, on an inference thread beside it in wall time (`rtc_wall`)), refused here,
         before anything is locked, for a policy LeRobot's own `supports_rtc_inference` says has no RTC.
         An empty `rename_map` takes the one the policy was trained with (its saved preprocessor's)."""
         import torch
@@ -196,11 +200,13 @@ class LeRobotPolicy:
         hw_obs = {**motors, **{cam: (480, 640, 3) for cam in self.camera_keys}}
         self._features = {**hw_to_dataset_features(motors, "action"), **hw_to_dataset_features(hw_obs, "observation")}
         self._action_keys = list(motors)
-        self._rtc: SimTimeRtc | None = None
+        self._rtc: SimTimeRtc | WallClockRtc | None = None
         self._held: dict[str, float] | None = None
         if self.rtc is not None:
-            self._rtc = SimTimeRtc(policy, pre, post, self._features, task, self.device, robot_type, self.rtc,
-                                   fps, latency_ms)
+            call = RtcCall(policy, pre, post, self._features, task, self.device, robot_type,
+                           self.rtc.execution_horizon)
+            self._rtc = (SimTimeRtc(call, self.rtc, fps, latency_ms) if wall_clock is None
+                         else WallClockRtc(call, self.rtc, fps, wall_clock))
             self.chunk_switches = 0
         self._engine = SyncInferenceEngine(policy, pre, post, self._features, self._action_keys, task,
                                            self.device, robot_type)
@@ -251,6 +257,17 @@ class LeRobotPolicy:
     def rtc_inference_delays(self) -> list[int] | None:
         return self._rtc.inference_delays if self._rtc is not None else None
 
+    @property
+    def round_trips_clock(self) -> str | None:
+        """Whose time `round_trips_ms` is in: "simulated" (replayed beside the simulator) or "wall"."""
+        return self._rtc.clock if self._rtc is not None else None
+
+    def end_episode(self) -> None:
+        """RTC's inference thread stops with the episode (a no-op otherwise); the engine calls this on every way
+        out of an episode."""
+        if self._rtc is not None:
+            self._rtc.end_episode()
+
     def select_action(self, observation: dict[str, Any]) -> dict[str, float]:
         from lerobot.utils.feature_utils import build_dataset_frame
 
@@ -270,4 +287,5 @@ class LeRobotPolicy:
         return {key: float(value) for key, value in zip(self._action_keys, action.tolist(), strict=True)}
 
     def close(self) -> None:
+        self.end_episode()
         self._engine.stop()

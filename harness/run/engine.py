@@ -464,8 +464,9 @@ class RunEngine:
             )
         clock = "simulated" if world is not None else "wall"
         round_trips = getattr(self.policy, "round_trips_ms", None)
-        if round_trips is not None:   # asynchronous inference: each chunk's wall-clock round trip to the server
-            obs_to_action_ms, clock = list(round_trips), "wall"
+        if round_trips is not None:   # chunks beside the loop (async, RTC): each one's latency, in the policy's time
+            obs_to_action_ms = list(round_trips)
+            clock = getattr(self.policy, "round_trips_clock", None) or "wall"
         return EpisodeOutcome(len(policy_ms), void, stopped, policy_ms, io_ms, missed, obs_to_action_ms, clock,
                               getattr(self.policy, "queue_underruns", None))
 
@@ -498,6 +499,7 @@ class RunEngine:
         sink.add(observation, action, frames)
 
     def _loop_stats(self, e: EpisodeOutcome) -> LoopStats:
+        delays = list(getattr(self.policy, "rtc_inference_delays", None) or [])
         busy_s = sum(e.policy_ms) / 1000 + sum(e.io_ms) / 1000
         return LoopStats(
             steps=e.steps,
@@ -516,7 +518,8 @@ class RunEngine:
             queue_underruns=e.queue_underruns if e.queue_underruns is not None
             else sum(ms > 1000 * self.period + 1e-6 for ms in e.obs_to_action_ms) if e.obs_to_action_ms else None,
             chunk_switches=getattr(self.policy, "chunk_switches", None),
-            rtc_delay_steps_max=max(getattr(self.policy, "rtc_inference_delays", None) or [], default=None),
+            rtc_delay_steps_max=max(delays, default=None),
+            rtc_delay_steps_p50=sorted(delays)[len(delays) // 2] if delays else None,
             realtime=e.realtime,
         )
 
