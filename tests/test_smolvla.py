@@ -135,7 +135,9 @@ def test_one_trial_with_lerobots_rtc_records_what_the_arm_experienced(trained: P
         "rtc", 10, 10.0, "LINEAR", 5)
     loop = sheet.attempts[0].loop
     assert loop.steps == 30 and loop.queue_underruns == 3 and loop.rtc_delay_steps_max == 3
+    assert loop.rtc_delay_steps_p50 == 3   # told 0 for the first chunk only
     assert loop.obs_to_action_ms_p50 == loop.obs_to_action_ms_max == 100.0
+    assert loop.obs_to_action_clock == "simulated"   # the arm waited in the simulator's time
     assert loop.chunk_switches == 6   # steps 3, 8, 13, 18, 23, 28: each chunk runs 5 actions before the next starts
 
     before = (tmp_path / "s.yaml").read_bytes()
@@ -177,3 +179,42 @@ def test_one_trial_in_lerobots_policy_server(trained: Path, tmp_path: Path) -> N
     loop = sheet.attempts[0].loop
     assert sheet.attempts[0].outcome != "void" and loop.obs_to_action_ms_p50 is not None
     assert loop.queue_underruns is not None and loop.queue_underruns >= 1
+
+
+@pytest.mark.slow
+def test_one_rehearsed_real_arm_trial_with_lerobots_rtc_in_wall_time(trained: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """`harness rehearse --inference rtc`: the emulated arm with simulated cameras, the paced loop popping RTC's
+    queue while LeRobot's RTC runs on its inference thread; the trial records, in wall time, what its arm saw;
+    a resume asking for another RTC setting is refused before anything connects."""
+    from tests.test_rehearse import _protocol
+
+    monkeypatch.chdir(tmp_path)
+    protocol = _protocol(tmp_path)
+    code = main(["rehearse", str(protocol), "--policy", str(trained), "--operator", "scripted", "--max-trials", "1",
+                 "--inference", "rtc", "--rehearsal-dir", "desk"])
+    out = capsys.readouterr().out
+    assert code == 0, out[-3000:]
+    assert "--inference=rtc" in out   # the run command the rehearsal printed
+    (path,) = (tmp_path / "scoresheets").glob("*.yaml")
+    sheet = load_scoresheet(path)
+    assert sheet.locked.robot == "so101" and sheet.locked.inference is not None
+    assert sheet.locked.inference.engine == "rtc" and sheet.locked.inference.queue_threshold == 5
+    (attempt,) = sheet.attempts
+    loop = attempt.loop
+    period_ms = 1000 / 30
+    assert attempt.outcome != "void" and loop.steps >= 40 and loop.realtime is not None   # ~1.5 s of 30 Hz
+    assert loop.obs_to_action_clock == "wall"
+    assert loop.obs_to_action_ms_p50 is not None and loop.obs_to_action_ms_max is not None
+    assert 0 < loop.obs_to_action_ms_p50 <= loop.obs_to_action_ms_max < 5000
+    assert loop.chunk_switches is not None and loop.chunk_switches >= 3   # a chunk of 10, refilled at 5
+    assert loop.queue_underruns is not None and 1 <= loop.queue_underruns < loop.steps   # the arm waits for chunk 1
+    assert loop.rtc_delay_steps_p50 is not None and loop.rtc_delay_steps_max is not None
+    assert 0 <= loop.rtc_delay_steps_p50 <= loop.rtc_delay_steps_max
+    assert loop.rtc_delay_steps_max <= loop.obs_to_action_ms_max / period_ms + 1   # told: the latency, in steps
+
+    before = path.read_bytes()
+    for extra in (["--rtc-execution-horizon", "5"], ["--rtc-queue-threshold", "2"], ["--inference", "sync"]):
+        assert main(["run", str(protocol), "--headless", "--scoresheet", str(path), "--resume", *extra]) == 2
+    assert path.read_bytes() == before
