@@ -102,8 +102,12 @@ def policy_cameras(policy: Path) -> list[str]:
     the rename map it was trained with; SmolVLA's padded cameras left blank, as `harness run` leaves them), and
     always `top`, which the placement guide and the proposals watch. Unreadable: both simulated cameras (the run
     then says)."""
-    from harness.policies.lerobot_policy import (EMPTY_CAMERA_PREFIX, IMAGE_PREFIX, normalize_rename_map,
-                                                 saved_rename_map)
+    from harness.policies.lerobot_policy import (
+        EMPTY_CAMERA_PREFIX,
+        IMAGE_PREFIX,
+        normalize_rename_map,
+        saved_rename_map,
+    )
 
     try:
         config = json.loads((policy / "config.json").read_text())

@@ -85,6 +85,23 @@ def check_engine(policy: Any, engine: str, path: Path) -> None:
     raise HarnessInputError(path, "--inference", f"'{engine}' is not an inference engine (sync, rtc)")
 
 
+def policy_supports_rtc(path: str | Path) -> bool:
+    """Whether LeRobot's policy class for this checkpoint implements Real-Time Chunking (overrides
+    `supports_rtc`), read from its config without loading weights: a sweep decides from it which cells an RTC
+    condition applies to. The run itself still asks LeRobot's `supports_rtc_inference` of the loaded policy."""
+    import json
+
+    from lerobot.policies.factory import get_policy_class
+    from lerobot.policies.pretrained import PreTrainedPolicy
+
+    try:
+        kind = json.loads((Path(path) / "config.json").read_text())["type"]
+        policy_class = get_policy_class(kind)
+    except (OSError, ValueError, KeyError, TypeError, ImportError):
+        return False
+    return policy_class.supports_rtc is not PreTrainedPolicy.supports_rtc
+
+
 def saved_rename_map(path: str | Path) -> dict[str, str]:
     """The rename map a policy was trained with (`lerobot-train --rename_map`), from its saved preprocessor:
     what the card's SmolVLA command feeds `camera1..` with; empty when it has none."""

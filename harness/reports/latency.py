@@ -85,9 +85,9 @@ def experienced_blocks(sheet: Scoresheet) -> list[Block]:
                        "(simulated time on the simulator, wall time on a real arm; with asynchronous inference, "
                        "each chunk's wall-clock round trip to the policy server; with RTC, each chunk's, from the "
                        "observation it was computed from to its landing in the queue). An underrun is a step whose "
-                       "action landed more than one control period late (asynchronous or RTC: a step with an empty action "
-                       "queue), the arm holding its last command; a chunk switch is a new action chunk the policy "
-                       "started."))
+                       "action landed more than one control period late (asynchronous or RTC: a step with an empty "
+                       "action queue), the arm holding its last command; a chunk switch is a new action chunk the "
+                       "policy started."))
     if rtc:
         blocks.append(Para("RTC delay: the control steps RTC was told would pass before a chunk landed (the worst "
                            "latency so far), p50/max over the trial's chunks: that much of each chunk's inpainting "
