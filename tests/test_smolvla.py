@@ -218,3 +218,43 @@ def test_one_rehearsed_real_arm_trial_with_lerobots_rtc_in_wall_time(trained: Pa
     for extra in (["--rtc-execution-horizon", "5"], ["--rtc-queue-threshold", "2"], ["--inference", "sync"]):
         assert main(["run", str(protocol), "--headless", "--scoresheet", str(path), "--resume", *extra]) == 2
     assert path.read_bytes() == before
+
+
+@pytest.mark.slow
+def test_act_against_smolvla_under_each_latency_condition_in_one_sweep(trained: Path, tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """The seed's comparison at toy size, one command: a toy ACT and the tiny SmolVLA on one protocol, lock-step,
+    at their own measured latency, with RTC (not applicable to ACT: reported so, not run) and served by LeRobot's
+    policy server (started by the sweep); every other cell scored, and the report pairs the two under each
+    condition and shows the latency each arm saw."""
+    import yaml
+
+    from tests.tiny_policy import save_tiny_act
+
+    act = save_tiny_act(tmp_path / "act")
+    protocol = _short_protocol(tmp_path)
+    protocol.write_text(protocol.read_text().split("- {index: 3")[0])   # two trials
+    spec = tmp_path / "cmp.yaml"
+    conditions = [{}, {"latency": "measured"}, {"inference": "rtc", "latency": "measured"}, {"policy_server": "local"}]
+    spec.write_text(yaml.safe_dump({"name": "cmp", "checkpoints": [str(act), str(trained)],
+                                    "protocols": [protocol.name], "workers": 1, "conditions": conditions}))
+    sheets = tmp_path / "sheets"
+    assert main(["sweep", str(spec), "--scoresheets-dir", str(sheets), "--runs-dir", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("not applicable (no Real-Time Chunking in this policy") == 1, out
+    cells = {p.stem: load_scoresheet(p) for p in (sheets / "cmp").glob("*.yaml")}
+    assert len(cells) == 7 and all(s.complete and len(s.scored_attempts()) == 2 for s in cells.values())
+    engines = sorted((s.locked.policy.ref == str(act), s.locked.inference.engine if s.locked.inference else "sync")
+                     for s in cells.values())
+    assert engines == [(False, "async"), (False, "rtc"), (False, "sync"), (False, "sync"),
+                       (True, "async"), (True, "sync"), (True, "sync")]
+    (rtc,) = [s for s in cells.values() if s.inference_engine == "rtc"]
+    for attempt in rtc.attempts:
+        loop = attempt.loop
+        assert loop.obs_to_action_clock == "simulated" and loop.rtc_delay_steps_max is not None
+        assert loop.obs_to_action_ms_p50 is not None and loop.obs_to_action_ms_p50 > 0   # its own measured time
+    report = (sheets / "cmp" / "report.md").read_text()
+    assert "not applicable" in report and "obs-to-action p50 / max ms" in report and "RTC delay" in report
+    paired = report.split("Against the baseline")[1].split("\n#")[0]
+    assert paired.count("paired") >= 1 and all(c in paired for c in ("default", "latency=measured",
+                                                                     "policy_server=local"))
