@@ -118,6 +118,7 @@ def test_one_trial_synchronously(trained: Path, tmp_path: Path) -> None:
     assert sheet.locked.inference.engine == "sync"
     loop = sheet.attempts[0].loop
     assert loop.steps == 30 and loop.chunk_switches == 3 and loop.policy_latency_ms_max > 0
+    assert loop.inference_ms_p50 is not None and loop.inference_ms_p50 > loop.policy_latency_ms_p50   # per chunk
 
 
 @pytest.mark.slow
@@ -138,6 +139,11 @@ def test_one_trial_with_lerobots_rtc_records_what_the_arm_experienced(trained: P
     assert loop.rtc_delay_steps_p50 == 3   # told 0 for the first chunk only
     assert loop.obs_to_action_ms_p50 == loop.obs_to_action_ms_max == 100.0
     assert loop.obs_to_action_clock == "simulated"   # the arm waited in the simulator's time
+    from harness.reports.latency import experience_text
+
+    assert experience_text(sheet) == ("RTC over 1 trial: observation to action p50 100 ms, max 100 ms (simulated "
+                                      "time); 6 chunk switches per trial; 3 underruns in 30 steps; RTC's inference "
+                                      "delay p50 3 steps, max 3 steps of its inpainting horizon.")
     assert loop.chunk_switches == 6   # steps 3, 8, 13, 18, 23, 28: each chunk runs 5 actions before the next starts
 
     before = (tmp_path / "s.yaml").read_bytes()
@@ -213,6 +219,13 @@ def test_one_rehearsed_real_arm_trial_with_lerobots_rtc_in_wall_time(trained: Pa
     assert loop.rtc_delay_steps_p50 is not None and loop.rtc_delay_steps_max is not None
     assert 0 <= loop.rtc_delay_steps_p50 <= loop.rtc_delay_steps_max
     assert loop.rtc_delay_steps_max <= loop.obs_to_action_ms_max / period_ms + 1   # told: the latency, in steps
+    from harness.reports.latency import experience_text, latency_text
+
+    assert "Real-Time Chunking on a thread beside the paced arm, in wall time: execution horizon 10" in latency_text(
+        sheet)
+    said = experience_text(sheet)
+    assert said is not None and said.startswith("RTC over 1 trial: observation to action p50")
+    assert "(wall time)" in said and f"{loop.queue_underruns} underruns in {loop.steps} steps" in said
 
     before = path.read_bytes()
     for extra in (["--rtc-execution-horizon", "5"], ["--rtc-queue-threshold", "2"], ["--inference", "sync"]):
@@ -253,6 +266,7 @@ def test_act_against_smolvla_under_each_latency_condition_in_one_sweep(trained: 
         loop = attempt.loop
         assert loop.obs_to_action_clock == "simulated" and loop.rtc_delay_steps_max is not None
         assert loop.obs_to_action_ms_p50 is not None and loop.obs_to_action_ms_p50 > 0   # its own measured time
+        assert loop.inference_ms_p50 is not None and loop.inference_ms_p50 > 0
     report = (sheets / "cmp" / "report.md").read_text()
     assert "not applicable" in report and "obs-to-action p50 / max ms" in report and "RTC delay" in report
     paired = report.split("Against the baseline")[1].split("\n#")[0]

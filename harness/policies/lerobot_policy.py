@@ -4,6 +4,7 @@ LeRobot's own loader, pre/post processors and synchronous inference engine."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,6 +220,7 @@ class LeRobotPolicy:
         self._action_keys = list(motors)
         self._rtc: SimTimeRtc | WallClockRtc | None = None
         self._held: dict[str, float] | None = None
+        self._sync_inference_ms: list[float] = []
         if self.rtc is not None:
             call = RtcCall(policy, pre, post, self._features, task, self.device, robot_type,
                            self.rtc.execution_horizon)
@@ -255,6 +257,7 @@ class LeRobotPolicy:
 
     def reset(self, context: TrialContext) -> None:
         self._engine.reset()
+        self._sync_inference_ms = []
         if self._rtc is not None:
             self._rtc.reset()
             self._held = None
@@ -273,6 +276,11 @@ class LeRobotPolicy:
     @property
     def rtc_inference_delays(self) -> list[int] | None:
         return self._rtc.inference_delays if self._rtc is not None else None
+
+    @property
+    def inference_ms(self) -> list[float]:
+        """Each chunk's inference time (wall), this episode: the policy's own latency, whatever the engine."""
+        return self._rtc.inference_ms if self._rtc is not None else self._sync_inference_ms
 
     @property
     def round_trips_clock(self) -> str | None:
@@ -298,9 +306,13 @@ class LeRobotPolicy:
 
         frame = build_dataset_frame(self._features, observation, prefix="observation")
         queue = _chunk_queue(self._policy)
-        if queue is not None and self.chunk_switches is not None and len(queue) == 0:
-            self.chunk_switches += 1   # this call predicts a new chunk
+        new_chunk = queue is None or len(queue) == 0   # this call predicts (a chunk, or a single action)
+        if new_chunk and queue is not None and self.chunk_switches is not None:
+            self.chunk_switches += 1
+        started = time.perf_counter()
         action = self._engine.get_action(frame)
+        if new_chunk:
+            self._sync_inference_ms.append(1000 * (time.perf_counter() - started))
         return {key: float(value) for key, value in zip(self._action_keys, action.tolist(), strict=True)}
 
     def close(self) -> None:

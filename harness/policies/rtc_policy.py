@@ -167,6 +167,7 @@ class SimTimeRtc:
         self._in_flight: _InFlight | None = None
         self._step = 0
         self.round_trips_ms: list[float] = []
+        self.inference_ms: list[float] = []   # each inference's own wall time
         self.inference_delays: list[int] = []
         self.queue_underruns = 0
         self.chunk_switches = 0
@@ -201,6 +202,7 @@ class SimTimeRtc:
         started = self._now()
         original, processed = self.infer(observation, told, prev)
         took = self._now() - started
+        self.inference_ms.append(1000 * took)
         latency_s = (took if self._latency_ms == "measured" else
                      0.0 if self._latency_ms is None else float(self._latency_ms) / 1000)
         self._tracker.add(latency_s)

@@ -74,6 +74,7 @@ class WallClockRtc:
         self._used = 0                          # the newest observation an inference started from
         self._failure: BaseException | None = None
         self.round_trips_ms: list[float] = []
+        self.inference_ms: list[float] = []   # each inference's own time
         self.inference_delays: list[int] = []
         self.queue_underruns = 0
         self.chunk_switches = 0
@@ -125,6 +126,7 @@ class WallClockRtc:
             self._tracker.add(took)
             self._queue.merge(original, processed, steps_of(took, self._period), index_before)
             self.round_trips_ms.append(1000 * (self._now() - read_at))
+            self.inference_ms.append(1000 * took)
             self.inference_delays.append(told)
             self.chunk_switches += 1
         return True

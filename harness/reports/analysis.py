@@ -156,6 +156,8 @@ class ArmExperience(_Frozen):
     steps: int
     rtc_delay_steps_p50: int | None = Field(None, description="RTC: median over trials of the median delay told")
     rtc_delay_steps_max: int | None = Field(None, description="RTC: the largest delay told, in control steps")
+    inference_ms_p50: float | None = Field(None, description="the policy's own time per inference (a chunk), "
+                                                             "median over trials; null for a policy server")
 
 
 class Fingerprints(_Frozen):
@@ -375,6 +377,7 @@ def arm_experience(sheet: Scoresheet) -> ArmExperience | None:
         chunk_switches_per_trial=round(sum(switches) / len(switches), 2) if switches else None,
         underruns=sum(underruns) if underruns else None, steps=sum(lp.steps for lp in loops),
         rtc_delay_steps_p50=_median([lp.rtc_delay_steps_p50 for lp in loops if lp.rtc_delay_steps_p50 is not None]),
+        inference_ms_p50=_median([lp.inference_ms_p50 for lp in loops if lp.inference_ms_p50 is not None]),
         rtc_delay_steps_max=max((lp.rtc_delay_steps_max for lp in loops if lp.rtc_delay_steps_max is not None),
                                 default=None))
 

@@ -71,12 +71,14 @@ def _ms(value: float | None) -> str:
 
 
 def seen_latency(sheet: Scoresheet) -> tuple[str, str, str]:
-    """What the cell's arm saw, in three columns: the policy's own time per call (p50 over trials), the
+    """What the cell's arm saw, in three columns: the policy's own time per inference (p50 over trials), the
     observation-to-action latency (p50 and max) with its clock, and underruns and chunk switches."""
     from harness.reports.analysis import arm_experience
 
     scored = sheet.scored_attempts()
-    policy = _median([a.loop.policy_latency_ms_p50 for a in scored if a.loop.steps])
+    per_inference = [a.loop.inference_ms_p50 for a in scored if a.loop.inference_ms_p50 is not None]
+    policy = (None if sheet.inference_engine == "async"   # the server's inference is not timed here
+              else _median(per_inference or [a.loop.policy_latency_ms_p50 for a in scored if a.loop.steps]))
     seen = arm_experience(sheet)
     if seen is None:
         return _ms(policy), "-", "-"
@@ -89,7 +91,7 @@ def seen_latency(sheet: Scoresheet) -> tuple[str, str, str]:
     return _ms(policy), arm, flow
 
 
-CELL_HEADER = ["checkpoint", "protocol", "condition", "success", "95% Wilson", "voids", "policy ms p50",
+CELL_HEADER = ["checkpoint", "protocol", "condition", "success", "95% Wilson", "voids", "ms per inference p50",
                "obs-to-action p50 / max ms", "underruns/steps, chunks per trial"]
 
 
@@ -259,7 +261,8 @@ def sweep_blocks(cells: list[SweepCell], baseline: str, figures: OfflineFigures,
         blocks.append(Para("Offline figures not measured: " + "; ".join(problems)))
     blocks += [Heading("Cells"),
                Para("Per checkpoint and condition: success with its 95% Wilson interval, and the latency the arm "
-                    "saw: the policy's own time per call (median over trials), the observation-to-action latency "
+                    "saw: the policy's own time per inference (a chunk; median over trials; not timed here for the "
+                    "policy server), the observation-to-action latency "
                     "(median over trials of each trial's median, and the largest; sim: simulated time, wall: wall "
                     "time), steps the arm held with no action ready over all steps, and chunk switches per trial "
                     "(with RTC: the inference delay it was told, p50/max in control steps). A condition that does "

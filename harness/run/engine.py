@@ -500,6 +500,7 @@ class RunEngine:
 
     def _loop_stats(self, e: EpisodeOutcome) -> LoopStats:
         delays = list(getattr(self.policy, "rtc_inference_delays", None) or [])
+        inferences = list(getattr(self.policy, "inference_ms", None) or [])
         busy_s = sum(e.policy_ms) / 1000 + sum(e.io_ms) / 1000
         return LoopStats(
             steps=e.steps,
@@ -520,6 +521,7 @@ class RunEngine:
             chunk_switches=getattr(self.policy, "chunk_switches", None),
             rtc_delay_steps_max=max(delays, default=None),
             rtc_delay_steps_p50=sorted(delays)[len(delays) // 2] if delays else None,
+            inference_ms_p50=round(percentile(inferences, 50), 3) if inferences else None,
             realtime=e.realtime,
         )
 
