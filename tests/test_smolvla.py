@@ -118,6 +118,7 @@ def test_one_trial_synchronously(trained: Path, tmp_path: Path) -> None:
     assert sheet.locked.inference.engine == "sync"
     loop = sheet.attempts[0].loop
     assert loop.steps == 30 and loop.chunk_switches == 3 and loop.policy_latency_ms_max > 0
+    assert loop.inference_ms_p50 is not None and loop.inference_ms_p50 > loop.policy_latency_ms_p50   # per chunk
 
 
 @pytest.mark.slow
@@ -135,7 +136,14 @@ def test_one_trial_with_lerobots_rtc_records_what_the_arm_experienced(trained: P
         "rtc", 10, 10.0, "LINEAR", 5)
     loop = sheet.attempts[0].loop
     assert loop.steps == 30 and loop.queue_underruns == 3 and loop.rtc_delay_steps_max == 3
+    assert loop.rtc_delay_steps_p50 == 3   # told 0 for the first chunk only
     assert loop.obs_to_action_ms_p50 == loop.obs_to_action_ms_max == 100.0
+    assert loop.obs_to_action_clock == "simulated"   # the arm waited in the simulator's time
+    from harness.reports.latency import experience_text
+
+    assert experience_text(sheet) == ("RTC over 1 trial: observation to action p50 100 ms, max 100 ms (simulated "
+                                      "time); 6 chunk switches per trial; 3 underruns in 30 steps; RTC's inference "
+                                      "delay p50 3 steps, max 3 steps of its inpainting horizon.")
     assert loop.chunk_switches == 6   # steps 3, 8, 13, 18, 23, 28: each chunk runs 5 actions before the next starts
 
     before = (tmp_path / "s.yaml").read_bytes()
@@ -177,3 +185,90 @@ def test_one_trial_in_lerobots_policy_server(trained: Path, tmp_path: Path) -> N
     loop = sheet.attempts[0].loop
     assert sheet.attempts[0].outcome != "void" and loop.obs_to_action_ms_p50 is not None
     assert loop.queue_underruns is not None and loop.queue_underruns >= 1
+
+
+@pytest.mark.slow
+def test_one_rehearsed_real_arm_trial_with_lerobots_rtc_in_wall_time(trained: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """`harness rehearse --inference rtc`: the emulated arm with simulated cameras, the paced loop popping RTC's
+    queue while LeRobot's RTC runs on its inference thread; the trial records, in wall time, what its arm saw;
+    a resume asking for another RTC setting is refused before anything connects."""
+    from tests.test_rehearse import _protocol
+
+    monkeypatch.chdir(tmp_path)
+    protocol = _protocol(tmp_path)
+    code = main(["rehearse", str(protocol), "--policy", str(trained), "--operator", "scripted", "--max-trials", "1",
+                 "--inference", "rtc", "--rehearsal-dir", "desk"])
+    out = capsys.readouterr().out
+    assert code == 0, out[-3000:]
+    assert "--inference=rtc" in out   # the run command the rehearsal printed
+    (path,) = (tmp_path / "scoresheets").glob("*.yaml")
+    sheet = load_scoresheet(path)
+    assert sheet.locked.robot == "so101" and sheet.locked.inference is not None
+    assert sheet.locked.inference.engine == "rtc" and sheet.locked.inference.queue_threshold == 5
+    (attempt,) = sheet.attempts
+    loop = attempt.loop
+    period_ms = 1000 / 30
+    assert attempt.outcome != "void" and loop.steps >= 40 and loop.realtime is not None   # ~1.5 s of 30 Hz
+    assert loop.obs_to_action_clock == "wall"
+    assert loop.obs_to_action_ms_p50 is not None and loop.obs_to_action_ms_max is not None
+    assert 0 < loop.obs_to_action_ms_p50 <= loop.obs_to_action_ms_max < 5000
+    assert loop.chunk_switches is not None and loop.chunk_switches >= 3   # a chunk of 10, refilled at 5
+    assert loop.queue_underruns is not None and 1 <= loop.queue_underruns < loop.steps   # the arm waits for chunk 1
+    assert loop.rtc_delay_steps_p50 is not None and loop.rtc_delay_steps_max is not None
+    assert 0 <= loop.rtc_delay_steps_p50 <= loop.rtc_delay_steps_max
+    assert loop.rtc_delay_steps_max <= loop.obs_to_action_ms_max / period_ms + 1   # told: the latency, in steps
+    from harness.reports.latency import experience_text, latency_text
+
+    assert "Real-Time Chunking on a thread beside the paced arm, in wall time: execution horizon 10" in latency_text(
+        sheet)
+    said = experience_text(sheet)
+    assert said is not None and said.startswith("RTC over 1 trial: observation to action p50")
+    assert "(wall time)" in said and f"{loop.queue_underruns} underruns in {loop.steps} steps" in said
+
+    before = path.read_bytes()
+    for extra in (["--rtc-execution-horizon", "5"], ["--rtc-queue-threshold", "2"], ["--inference", "sync"]):
+        assert main(["run", str(protocol), "--headless", "--scoresheet", str(path), "--resume", *extra]) == 2
+    assert path.read_bytes() == before
+
+
+@pytest.mark.slow
+def test_act_against_smolvla_under_each_latency_condition_in_one_sweep(trained: Path, tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """The seed's comparison at toy size, one command: a toy ACT and the tiny SmolVLA on one protocol, lock-step,
+    at their own measured latency, with RTC (not applicable to ACT: reported so, not run) and served by LeRobot's
+    policy server (started by the sweep); every other cell scored, and the report pairs the two under each
+    condition and shows the latency each arm saw."""
+    import yaml
+
+    from tests.tiny_policy import save_tiny_act
+
+    act = save_tiny_act(tmp_path / "act")
+    protocol = _short_protocol(tmp_path)
+    protocol.write_text(protocol.read_text().split("- {index: 3")[0])   # two trials
+    spec = tmp_path / "cmp.yaml"
+    conditions = [{}, {"latency": "measured"}, {"inference": "rtc", "latency": "measured"}, {"policy_server": "local"}]
+    spec.write_text(yaml.safe_dump({"name": "cmp", "checkpoints": [str(act), str(trained)],
+                                    "protocols": [protocol.name], "workers": 1, "conditions": conditions}))
+    sheets = tmp_path / "sheets"
+    assert main(["sweep", str(spec), "--scoresheets-dir", str(sheets), "--runs-dir", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("not applicable (no Real-Time Chunking in this policy") == 1, out
+    cells = {p.stem: load_scoresheet(p) for p in (sheets / "cmp").glob("*.yaml")}
+    assert len(cells) == 7 and all(s.complete and len(s.scored_attempts()) == 2 for s in cells.values())
+    engines = sorted((s.locked.policy.ref == str(act), s.locked.inference.engine if s.locked.inference else "sync")
+                     for s in cells.values())
+    assert engines == [(False, "async"), (False, "rtc"), (False, "sync"), (False, "sync"),
+                       (True, "async"), (True, "sync"), (True, "sync")]
+    (rtc,) = [s for s in cells.values() if s.inference_engine == "rtc"]
+    for attempt in rtc.attempts:
+        loop = attempt.loop
+        assert loop.obs_to_action_clock == "simulated" and loop.rtc_delay_steps_max is not None
+        assert loop.obs_to_action_ms_p50 is not None and loop.obs_to_action_ms_p50 > 0   # its own measured time
+        assert loop.inference_ms_p50 is not None and loop.inference_ms_p50 > 0
+    report = (sheets / "cmp" / "report.md").read_text()
+    assert "not applicable" in report and "obs-to-action p50 / max ms" in report and "RTC delay" in report
+    paired = report.split("Against the baseline")[1].split("\n#")[0]
+    assert paired.count("paired") >= 1 and all(c in paired for c in ("default", "latency=measured",
+                                                                     "policy_server=local"))

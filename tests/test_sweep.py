@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import yaml
 from harness.cli import main
 from harness.models.scoresheet import load_scoresheet
 from harness.models.sweep_spec import load_sweep
+from tests.helpers import REPO
 from tests.tiny_policy import save_tiny_act
 
 
@@ -91,3 +93,47 @@ def test_two_checkpoints_by_two_protocols_on_local_ray_then_resume_skips_them(tm
     assert main(args) == 2   # a second sweep into the same folder must say --resume
     assert main([*args, "--resume"]) == 0
     assert capsys.readouterr().out.count("scored already, skipped") == 4
+
+
+def test_the_shipped_act_against_smolvla_sweep_is_a_valid_sweep_file() -> None:
+    from harness.models.safe_yaml import load_yaml_text
+    from harness.models.sweep_spec import SweepSpec, condition_flags
+
+    path = REPO / "sweeps" / "act-vs-smolvla.yaml"
+    spec = SweepSpec.model_validate(load_yaml_text(path.read_text(), path))
+    assert [condition_flags(c, server="127.0.0.1:8080") for c in spec.conditions] == [
+        [], ["--latency", "measured"], ["--inference", "rtc", "--latency", "measured"],
+        ["--policy-server", "127.0.0.1:8080"]]
+
+
+@pytest.mark.parametrize(("condition", "problem"), [
+    ({"latency": "fast"}, "latency: 'fast' is not 'measured'"),
+    ({"inference": "async"}, "inference: 'async' is not sync or rtc"),
+    ({"policy_server": 8080}, "policy_server: 'local' or HOST:PORT"),
+])
+def test_a_bad_latency_condition_is_one_line(tmp_path: Path, capsys, condition: dict, problem: str) -> None:
+    randomized, _ = _protocols(tmp_path)
+    spec = _write(tmp_path / "sweep.yaml", {"name": "s", "checkpoints": ["expert"], "protocols": [randomized.name],
+                                            "conditions": [condition]})
+    assert main(["sweep", str(spec), "--scoresheets-dir", str(tmp_path / "sheets")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and problem in err, err
+    assert not (tmp_path / "sheets").exists()
+
+
+def test_rtc_applies_only_to_a_policy_that_supports_it(tmp_path: Path) -> None:
+    from harness.app.sweep_runner import not_applicable
+    from harness.models.sweep_spec import Cell, Checkpoint, NotApplicable
+
+    act = save_tiny_act(tmp_path / "act")
+    smolvla = tmp_path / "smolvla"
+    smolvla.mkdir()
+    (smolvla / "config.json").write_text(json.dumps({"type": "smolvla"}))
+
+    def why(ref: str, condition: dict) -> NotApplicable | None:
+        return not_applicable(Cell(Checkpoint(ref, ref), tmp_path / "p.yaml", condition, "c"))
+
+    assert why(str(act), {"inference": "rtc"}) is NotApplicable.NO_RTC
+    assert why(str(smolvla), {"inference": "rtc"}) is None
+    assert why("expert", {"policy_server": "local"}) is NotApplicable.BUILT_IN
+    assert why(str(act), {"policy_server": "local"}) is None and why(str(act), {"latency": "measured"}) is None

@@ -44,12 +44,14 @@ def make_policy(ref: str, protocol: Protocol, settings: RunSettings, device: str
             queue = AsyncSettings.from_record(inference.model_dump())
             return connect_async_policy(ref, protocol.task, queue, protocol.fps, settings.rename_map, device,
                                         wall_clock=None if RobotKind(robot).simulated else MonotonicClock().now)
-        if engine is InferenceEngine.RTC:   # LeRobot's Real-Time Chunking with its locked settings, in simulated time
+        if engine is InferenceEngine.RTC:   # LeRobot's Real-Time Chunking: simulated time, or a paced arm's
             from harness.policies.rtc_policy import RtcSettings
+            from harness.run.clock import MonotonicClock
 
             rtc = RtcSettings.from_record(inference.model_dump()) if inference.execution_horizon is not None else None
             return LeRobotPolicy(ref, task=protocol.task, device=device, rename_map=settings.rename_map,
-                                 engine=engine, rtc=rtc, fps=protocol.fps, latency_ms=settings.latency_ms)
+                                 engine=engine, rtc=rtc, fps=protocol.fps, latency_ms=settings.latency_ms,
+                                 wall_clock=None if RobotKind(robot).simulated else MonotonicClock().now)
         return LeRobotPolicy(ref, task=protocol.task, device=device, rename_map=settings.rename_map, engine=engine)
     except HarnessError:
         raise

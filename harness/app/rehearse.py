@@ -99,12 +99,26 @@ def _size(text: str) -> tuple[int, int]:
 
 
 def policy_cameras(policy: Path) -> list[str]:
-    """The cameras a LeRobot checkpoint reads (its config's `observation.images.*`), and always `top`, which
-    the placement guide and the proposals watch. Unreadable: both simulated cameras (the run then says)."""
+    """The robot's cameras a LeRobot checkpoint reads (its config's `observation.images.*`, renamed back through
+    the rename map it was trained with; SmolVLA's padded cameras left blank, as `harness run` leaves them), and
+    always `top`, which the placement guide and the proposals watch. Unreadable: both simulated cameras (the run
+    then says)."""
+    from harness.policies.lerobot_policy import (
+        EMPTY_CAMERA_PREFIX,
+        IMAGE_PREFIX,
+        normalize_rename_map,
+        saved_rename_map,
+    )
+
     try:
-        features = json.loads((policy / "config.json").read_text()).get("input_features") or {}
-        names = {k.removeprefix("observation.images.") for k in features if k.startswith("observation.images.")}
-    except (OSError, ValueError, AttributeError):
+        config = json.loads((policy / "config.json").read_text())
+        features = config.get("input_features") or {}
+        inverse = {v: k for k, v in normalize_rename_map(saved_rename_map(policy)).items()}
+        pads = bool(inverse) and (config.get("empty_cameras") or 0) > 0
+        names = {inverse.get(k, k).removeprefix(IMAGE_PREFIX) for k in features
+                 if k.startswith(IMAGE_PREFIX) and not k.startswith(EMPTY_CAMERA_PREFIX)
+                 and not (pads and k not in inverse)}
+    except (OSError, ValueError, AttributeError, TypeError):
         names = {"wrist"}
     return sorted(names | {"top"})
 
@@ -201,6 +215,7 @@ class Rehearsal:
     seed: int
     max_trials: int | None
     device: str | None
+    inference: tuple[str, ...] = ()   # `harness run`'s --inference and --rtc-* flags, passed on as given
 
 
 def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
@@ -233,7 +248,18 @@ def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
     if folder.exists() and not folder.is_dir():
         raise HarnessInputError(folder, "--rehearsal-dir", "is a file, not a folder")
     return Rehearsal(protocol_path, protocol, policy, operator, RehearsalFiles(folder), scoresheet, Path("runs"),
-                     size, error, args.seed, args.max_trials, args.device)
+                     size, error, args.seed, args.max_trials, args.device, inference_flags(args))
+
+
+def inference_flags(args: argparse.Namespace) -> tuple[str, ...]:
+    """The run's `--inference` and `--rtc-*` flags as given (`harness run` checks them before anything is locked)."""
+    from harness.app.rtc_inference import RTC_FLAGS
+
+    engine = getattr(args, "inference", None)
+    flags = [f"--inference={engine}"] if engine else []
+    flags += [f"{flag}={getattr(args, name)}" for name, flag in RTC_FLAGS.items()
+              if getattr(args, name, None) is not None]
+    return tuple(flags)
 
 
 def _operator_factory(plan: Rehearsal, rig: Any) -> Callable[[Any, bool], Any]:
@@ -275,7 +301,7 @@ def rehearse(plan: Rehearsal, out: Any = sys.stdout) -> int:
                    f"--bowl-calibration={files.calibration}", f"--trained-spot={files.trained_spot}",
                    f"--scoresheet={plan.scoresheet}", f"--runs-dir={plan.runs_dir}", "--headless",
                    *([f"--max-trials={plan.max_trials}"] if plan.max_trials else []),
-                   *([f"--device={plan.device}"] if plan.device else [])]
+                   *([f"--device={plan.device}"] if plan.device else []), *plan.inference]
             say_command(run, out)
             if plan.operator is OperatorKind.PERSON:
                 print(CONSOLE_HINT, file=out, flush=True)

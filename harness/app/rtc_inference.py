@@ -52,17 +52,15 @@ def _chunk_size(policy_ref: str) -> int | None:
 
 def rtc_record(args: argparse.Namespace, engine: InferenceEngine, policy_ref: str,
                robot: RobotKind) -> dict[str, Any] | None:
-    """RTC's settings for a new sheet run with `--inference rtc` (None for another engine); bad input is one
-    line (exit 2). A policy without chunks or RTC support is refused when it loads, also before the lock."""
+    """RTC's settings for a new sheet run with `--inference rtc` (None for another engine), on either arm: the
+    simulated one replays RTC's engine in simulated time, a real one runs it beside the paced loop in wall time
+    (`policies.rtc_wall`). Bad input is one line (exit 2). A policy without chunks or RTC support is refused when
+    it loads, also before the lock."""
     given = _given(args)
     if engine is not InferenceEngine.RTC:
         if given:
             raise HarnessInputError(None, RTC_FLAGS[next(iter(given))], "only with --inference rtc")
         return None
-    if not RobotKind(robot).simulated:
-        raise HarnessInputError(None, "--inference", "rtc: the harness replays LeRobot's RTC engine in simulated "
-                                                     "time on the simulated arm only so far; on a real arm use "
-                                                     "--inference sync or --policy-server")
     from harness.policies.rtc_policy import RtcSettings
 
     chunk = _chunk_size(policy_ref)

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 from harness.errors import HarnessInputError
 from harness.models.run_settings import BuiltinPolicy, RobotKind
 from harness.models.scoresheet import Attempt, load_scoresheet
-from harness.models.sweep_spec import Cell, Sweep, condition_flags, load_sweep
+from harness.models.sweep_spec import Cell, NotApplicable, Sweep, condition_flags, load_sweep
 from harness.models.taxonomy import Label
 
 log = logging.getLogger(__name__)
@@ -47,18 +47,50 @@ def sheet_of(sweep: Sweep, cell: Cell) -> Path:
     return sweep.folder / f"{cell.key}.yaml"
 
 
-def cell_arguments(sweep: Sweep, cell: Cell, runs_dir: Path, address: str | None) -> argparse.Namespace:
-    """The `harness run` a cell stands for, parsed (and so checked) by that command's own parser."""
+def not_applicable(cell: Cell) -> NotApplicable | None:
+    """Why the cell's condition does not apply to its checkpoint (RTC for a policy without it, a LeRobot engine
+    or server for a built-in); None when it runs. Decided before anything runs, from the policy's class."""
+    from harness.policies.lerobot_policy import policy_supports_rtc
+
+    builtin = BuiltinPolicy.named(cell.checkpoint.ref) is not None
+    wants_rtc = cell.condition.get("inference") == "rtc"
+    if (wants_rtc or "policy_server" in cell.condition) and builtin:
+        return NotApplicable.BUILT_IN
+    if wants_rtc and not policy_supports_rtc(cell.checkpoint.ref):
+        return NotApplicable.NO_RTC
+    return None
+
+
+def local_server_address(sweep: Sweep, cell: Cell) -> str | None:
+    """For a `policy_server: local` cell, where the sweep serves it: the address its scoresheet locked when it
+    has one (a resume must ask for the same), else a free loopback port."""
+    if not cell.local_server:
+        return None
     sheet = sheet_of(sweep, cell)
+    if sheet.exists():
+        inference = load_scoresheet(sheet).locked.inference
+        if inference is not None and inference.server:
+            return inference.server
+    from harness.app.local_policy_server import free_loopback_port
+
+    return f"127.0.0.1:{free_loopback_port()}"
+
+
+def cell_arguments(sweep: Sweep, cell: Cell, runs_dir: Path, address: str | None,
+                   server: str | None = None) -> argparse.Namespace:
+    """The `harness run` a cell stands for, parsed (and so checked) by that command's own parser. A cell served
+    by LeRobot's policy server runs in this process, with one worker (the server serves one client)."""
+    sheet = sheet_of(sweep, cell)
+    served = "policy_server" in cell.condition
     argv = ["run", str(cell.protocol), "--headless", "--policy", cell.checkpoint.ref, "--robot", RobotKind.SIM.value,
             "--scoresheet", str(sheet), "--runs-dir", str(runs_dir / sweep.spec.name),
-            "--workers", str(sweep.spec.workers), *condition_flags(cell.condition)]
-    if address:
+            "--workers", "1" if served else str(sweep.spec.workers), *condition_flags(cell.condition, server)]
+    if address and not served:
         argv += ["--address", address]
     if sheet.exists():
         argv.append("--resume")
     args = _run_parser(sweep.path).parse_args(argv)
-    args.on_ray = True   # even one worker runs on Ray: the same path, the same evidence shipping
+    args.on_ray = not served   # even one worker runs on Ray: the same path, the same evidence shipping
     return args
 
 
@@ -94,7 +126,10 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
     sweep = load_sweep(path, scoresheets_dir)
     if sweep.folder.exists() and any(sweep.folder.glob("*.yaml")) and not resume:
         raise HarnessInputError(sweep.folder, None, "this sweep has scoresheets already; add --resume to continue it")
-    arguments = [(cell, cell_arguments(sweep, cell, runs_dir, address)) for cell in sweep.cells]
+    skipped = {cell.key: why for cell in sweep.cells if (why := not_applicable(cell)) is not None}
+    servers = {cell.key: local_server_address(sweep, cell) for cell in sweep.cells}
+    arguments = [(cell, cell_arguments(sweep, cell, runs_dir, address, servers[cell.key]))
+                 for cell in sweep.cells if cell.key not in skipped]
     for cell, args in arguments:   # every cell's protocol and policy checked before anything is locked
         try:
             _check_cell(cell, args)
@@ -105,11 +140,14 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
     if address:
         check_address(address)
     sweep.folder.mkdir(parents=True, exist_ok=True)
-    total = sum(_planned(cell) for cell in sweep.cells)
-    done = sum(_scored(sheet_of(sweep, cell)) for cell in sweep.cells)
+    total = sum(_planned(cell) for cell, _ in arguments)
+    done = sum(_scored(sheet_of(sweep, cell)) for cell, _ in arguments)
     print(f"sweep {sweep.spec.name}: {len(sweep.cells)} cells ({len(sweep.checkpoints)} checkpoints x "
-          f"{len(sweep.spec.protocols)} protocols x {len(sweep.spec.conditions)} conditions), {done} of {total} "
+          f"{len(sweep.spec.protocols)} protocols x {len(sweep.spec.conditions)} conditions"
+          f"{f', {len(skipped)} not applicable' if skipped else ''}), {done} of {total} "
           f"trials scored; scoresheets in {sweep.folder}/", flush=True)
+    for key, why in skipped.items():
+        print(f"{key}: not applicable ({why})", flush=True)
     start_ray(address, sweep.spec.workers)
     with tqdm(total=total, initial=done, desc="sweep", unit="trial", position=0, file=sys.stderr) as overall:
         for number, (cell, args) in enumerate(arguments, start=1):
@@ -119,12 +157,25 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
                 overall.write(f"{name}: scored already, skipped")
                 continue
             pending = _planned(cell) - _scored(sheet)
-            with tqdm(total=pending, desc=name, unit="trial", position=1, leave=False, file=sys.stderr) as bar:
+            with tqdm(total=pending, desc=name, unit="trial", position=1, leave=False, file=sys.stderr) as bar, \
+                    _served(sweep, cell, servers[cell.key]):
                 run_from_args(args, observer=CellProgress(bar, overall, cell.key))
             overall.write(f"{name}: {_summary_line(sheet)}")
     offline = offline_results(sweep)
     write_sweep_report(sweep, offline)
     return 0
+
+
+def _served(sweep: Sweep, cell: Cell, server: str | None) -> Any:
+    """LeRobot's policy server for a `policy_server: local` cell, for as long as the cell runs."""
+    from contextlib import nullcontext
+
+    if server is None:
+        return nullcontext()
+    from harness.app.local_policy_server import LocalPolicyServer
+    from harness.models.protocol import load_protocol
+
+    return LocalPolicyServer(server, sweep.folder / f"{cell.key}.server.log", fps=load_protocol(cell.protocol).fps)
 
 
 def _check_cell(cell: Cell, args: argparse.Namespace) -> None:
@@ -201,16 +252,19 @@ def offline_results(sweep: Sweep) -> dict[str, OfflineResult]:
 
 def write_sweep_report(sweep: Sweep, offline: dict[str, OfflineResult]) -> Path:
     from harness.reports.blocks import to_html, write_markdown
-    from harness.reports.sweep_report import SweepCell, sweep_blocks, sweep_table_text
+    from harness.reports.sweep_report import SkippedCell, SweepCell, sweep_blocks, sweep_table_text
 
-    cells = []
+    cells, skipped = [], []
     for cell in sweep.cells:
         sheet = sheet_of(sweep, cell)
-        if sheet.exists():
+        why = not_applicable(cell)
+        if why is not None:
+            skipped.append(SkippedCell(cell.checkpoint.label, cell.protocol.stem, cell.condition_label, why))
+        elif sheet.exists():
             cells.append(SweepCell(cell.checkpoint.label, cell.protocol.stem, cell.condition_label,
                                    load_scoresheet(sheet)))
     figures = {label: (result.val_loss, result.action_mae, result.problem) for label, result in offline.items()}
-    blocks = sweep_blocks(cells, sweep.baseline.label, figures)
+    blocks = sweep_blocks(cells, sweep.baseline.label, figures, skipped)
     title = f"Sweep {sweep.spec.name}"
     from harness.models.atomic import write_text_atomic
 

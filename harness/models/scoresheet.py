@@ -101,6 +101,8 @@ class LoopStats(BaseModel):
     queue_underruns: int | None = None   # steps whose action landed more than a control period late
     chunk_switches: int | None = None    # new action chunks the policy started (None: not a chunked policy)
     rtc_delay_steps_max: int | None = None   # RTC: most steps of a chunk's inpainting horizon spent on latency
+    rtc_delay_steps_p50: int | None = None   # RTC: the median chunk's (the delay it was told, in control steps)
+    inference_ms_p50: float | None = None    # the policy's own time per inference (a chunk, or a single action)
     realtime: bool | None = None         # a paced (real-arm) loop: ran under SCHED_FIFO or not (None: not paced)
 
     @model_serializer(mode="wrap")
@@ -114,7 +116,8 @@ class LoopStats(BaseModel):
 
 
 EXPERIENCE_FIELDS = ("obs_to_action_ms_p50", "obs_to_action_ms_p95", "obs_to_action_ms_max", "obs_to_action_clock",
-                     "queue_underruns", "chunk_switches", "realtime", "rtc_delay_steps_max")
+                     "queue_underruns", "chunk_switches", "realtime", "rtc_delay_steps_max", "rtc_delay_steps_p50",
+                     "inference_ms_p50")
 
 
 class Attempt(BaseModel):

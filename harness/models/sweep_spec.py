@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,12 @@ from harness.models.safe_yaml import decode_text, load_yaml_text, read_limited
 
 SWEEP_MAX_BYTES = 256 * 1024
 # `harness run` settings a condition may vary; each becomes that run's flag (`latency_ms` -> --latency-ms).
-CONDITION_KEYS = ("latency_ms", "no_video", "video_fps", "video_size", "camera", "rename_map", "realtime")
+# `latency: measured` is the policy's own measured time; `inference: rtc` LeRobot's Real-Time Chunking (a
+# checkpoint without RTC support: the cell is not applicable); `policy_server: local` LeRobot's policy server,
+# started by the sweep on loopback for the cell (or HOST:PORT of one you run).
+CONDITION_KEYS = ("latency_ms", "latency", "inference", "policy_server", "no_video", "video_fps", "video_size",
+                  "camera", "rename_map", "realtime")
+LOCAL_SERVER = "local"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -62,7 +68,20 @@ class SweepSpec(BaseModel):
             for key, value in condition.items():
                 if isinstance(value, float) and value != value:
                     raise ValueError(f"{key}: NaN is not a setting")
+            if "latency" in condition and condition["latency"] != "measured":
+                raise ValueError(f"latency: {condition['latency']!r} is not 'measured' (latency_ms: N for a fixed one)")
+            if "inference" in condition and condition["inference"] not in ("sync", "rtc"):
+                raise ValueError(f"inference: {condition['inference']!r} is not sync or rtc")
+            if "policy_server" in condition and not isinstance(condition["policy_server"], str):
+                raise ValueError("policy_server: 'local' or HOST:PORT")
         return conditions
+
+
+class NotApplicable(StrEnum):
+    """Why a condition does not apply to a checkpoint: its cell is reported so, not run, not an error."""
+
+    NO_RTC = "no Real-Time Chunking in this policy (LeRobot's supports_rtc() is False)"
+    BUILT_IN = "a built-in policy runs in the harness: no LeRobot inference engine or policy server"
 
 
 @dataclass(frozen=True)
@@ -79,6 +98,11 @@ class Cell:
     condition_label: str
 
     @property
+    def local_server(self) -> bool:
+        """The sweep starts LeRobot's policy server for this cell."""
+        return self.condition.get("policy_server") == LOCAL_SERVER
+
+    @property
     def key(self) -> str:
         """The scoresheet's file stem: protocol, checkpoint and condition, in file-name characters."""
         raw = f"{self.protocol.stem}-{self.checkpoint.label}" + (f"-{self.condition_label}"
@@ -92,10 +116,15 @@ def condition_label(condition: dict[str, Any]) -> str:
     return ",".join(f"{key}={value}" for key, value in sorted(condition.items()))
 
 
-def condition_flags(condition: dict[str, Any]) -> list[str]:
-    """The `harness run` flags a condition stands for."""
+def condition_flags(condition: dict[str, Any], server: str | None = None) -> list[str]:
+    """The `harness run` flags a condition stands for; `server`: the address of the policy server the sweep
+    started for a `policy_server: local` cell."""
     flags: list[str] = []
     for key, value in sorted(condition.items()):
+        if key == "policy_server" and value == LOCAL_SERVER:
+            if server is None:
+                continue
+            value = server
         flag = "--" + key.replace("_", "-")
         if isinstance(value, bool):
             flags += [flag] if value else []

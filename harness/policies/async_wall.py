@@ -33,7 +33,7 @@ JOIN_TIMEOUT_S = 5.0   # a receiver whose server call cannot be cancelled is lef
 JOIN_POLL_S = 0.05
 
 
-def _loop_scheduling() -> tuple[int, int] | None:
+def loop_scheduling() -> tuple[int, int] | None:
     """The calling (control-loop) thread's real-time policy and priority; None at normal priority."""
     if not hasattr(os, "sched_getscheduler") or not hasattr(os, "SCHED_FIFO"):
         return None
@@ -43,7 +43,7 @@ def _loop_scheduling() -> tuple[int, int] | None:
     return policy, os.sched_getparam(0).sched_priority
 
 
-def _just_below(loop: tuple[int, int] | None) -> None:
+def just_below(loop: tuple[int, int] | None) -> None:
     """The calling helper thread one real-time priority below the loop, without reset-on-fork: the threads gRPC
     starts for its calls inherit it."""
     if loop is None:
@@ -164,7 +164,7 @@ class WallClockAsyncPolicy(BasePolicy):
         if not self._threaded:
             return
         self._stop.clear()
-        loop = _loop_scheduling()
+        loop = loop_scheduling()
         self._helpers = [threading.Thread(target=target, args=(loop,), name=name, daemon=True)
                          for target, name in ((self._receive, "async-inference-receiver"),
                                               (self._send, "async-inference-sender"))]
@@ -173,7 +173,7 @@ class WallClockAsyncPolicy(BasePolicy):
 
     def _receive(self, loop: tuple[int, int] | None) -> None:
         """`RobotClient.receive_actions`, until the episode ends; a failure is handed to the control loop."""
-        _just_below(loop)
+        just_below(loop)
         while not self._stop.is_set():
             try:
                 self.receive_once()
@@ -183,7 +183,7 @@ class WallClockAsyncPolicy(BasePolicy):
 
     def _send(self, loop: tuple[int, int] | None) -> None:
         """`RobotClient.send_observation` for each observation the loop handed over, in order."""
-        _just_below(loop)
+        just_below(loop)
         while True:
             timed = self._outbox.get()
             if timed is None or self._stop.is_set():

@@ -27,10 +27,12 @@ class InferenceStats:
     policy: LeRobot's RTC, an asynchronous client). None: not measured by the policy; the engine measures
     what it can itself."""
 
-    round_trips_ms: tuple[float, ...] | None = None   # each chunk, observation to landing (wall clock)
+    round_trips_ms: tuple[float, ...] | None = None   # each chunk, observation to landing, in `clock`'s time
+    clock: str = "wall"                               # "wall", or "simulated" (RTC replayed beside the simulator)
     queue_underruns: int | None = None                # steps the action queue was empty
     chunk_switches: int | None = None                 # new action chunks started (None: not a chunked policy)
     rtc_inference_delays: tuple[int, ...] = ()        # RTC: steps of each chunk's horizon spent on latency
+    inference_ms: tuple[float, ...] = ()              # the policy's own time per chunk (wall), where it measures it
 
 
 class EvalPolicy(Protocol):

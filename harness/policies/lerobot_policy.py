@@ -4,6 +4,8 @@ LeRobot's own loader, pre/post processors and synchronous inference engine."""
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,8 @@ from typing import Any
 from harness.errors import HarnessInputError
 from harness.models.run_settings import InferenceEngine
 from harness.policies.base import BasePolicy, InferenceStats, TrialContext
-from harness.policies.rtc_policy import RtcSettings, SimTimeRtc
+from harness.policies.rtc_policy import RtcCall, RtcSettings, SimTimeRtc
+from harness.policies.rtc_wall import WallClockRtc
 
 IMAGE_PREFIX = "observation.images."
 
@@ -84,6 +87,23 @@ def check_engine(policy: Any, engine: InferenceEngine, path: Path) -> None:
     raise HarnessInputError(path, "--inference", f"'{engine}' is not an inference engine (sync, rtc)")
 
 
+def policy_supports_rtc(path: str | Path) -> bool:
+    """Whether LeRobot's policy class for this checkpoint implements Real-Time Chunking (overrides
+    `supports_rtc`), read from its config without loading weights: a sweep decides from it which cells an RTC
+    condition applies to. The run itself still asks LeRobot's `supports_rtc_inference` of the loaded policy."""
+    import json
+
+    from lerobot.policies.factory import get_policy_class
+    from lerobot.policies.pretrained import PreTrainedPolicy
+
+    try:
+        kind = json.loads((Path(path) / "config.json").read_text())["type"]
+        policy_class = get_policy_class(kind)
+    except (OSError, ValueError, KeyError, TypeError, ImportError):
+        return False
+    return policy_class.supports_rtc is not PreTrainedPolicy.supports_rtc
+
+
 def saved_rename_map(path: str | Path) -> dict[str, str]:
     """The rename map a policy was trained with (`lerobot-train --rename_map`), from its saved preprocessor:
     what the card's SmolVLA command feeds `camera1..` with; empty when it has none."""
@@ -149,10 +169,12 @@ class LeRobotPolicy(BasePolicy):
                  rename_map: dict[str, str] | None = None, robot_type: str = "so101_follower",
                  threads: ThreadPolicy | None = None, engine: InferenceEngine = InferenceEngine.SYNC,
                  rtc: RtcSettings | None = None,
-                 fps: int = 30, latency_ms: float | str | None = None) -> None:
+                 fps: int = 30, latency_ms: float | str | None = None,
+                 wall_clock: Callable[[], float] | None = None) -> None:
         """`threads` defaults to every core but one (the simulator's or the robot I/O's). `engine`: "sync"
         (LeRobot's `SyncInferenceEngine`) or "rtc" (LeRobot's Real-Time Chunking with `rtc`, its defaults
-        when None, replayed in simulated time at `fps` with `latency_ms`: see `rtc_policy`), refused here,
+        when None: replayed in simulated time at `fps` with `latency_ms` (`rtc_policy`), or, given the paced
+        arm's `wall_clock`, on an inference thread beside it in wall time (`rtc_wall`)), refused here,
         before anything is locked, for a policy LeRobot's own `supports_rtc_inference` says has no RTC.
         An empty `rename_map` takes the one the policy was trained with (its saved preprocessor's)."""
         import torch
@@ -201,11 +223,14 @@ class LeRobotPolicy(BasePolicy):
         hw_obs = {**motors, **{cam: (480, 640, 3) for cam in self.camera_keys}}
         self._features = {**hw_to_dataset_features(motors, "action"), **hw_to_dataset_features(hw_obs, "observation")}
         self._action_keys = list(motors)
-        self._rtc: SimTimeRtc | None = None
+        self._rtc: SimTimeRtc | WallClockRtc | None = None
         self._held: dict[str, float] | None = None
+        self._sync_inference_ms: list[float] = []
         if self.rtc is not None:
-            self._rtc = SimTimeRtc(policy, pre, post, self._features, task, self.device, robot_type, self.rtc,
-                                   fps, latency_ms)
+            call = RtcCall(policy, pre, post, self._features, task, self.device, robot_type,
+                           self.rtc.execution_horizon)
+            self._rtc = (SimTimeRtc(call, self.rtc, fps, latency_ms) if wall_clock is None
+                         else WallClockRtc(call, self.rtc, fps, wall_clock))
             self.chunk_switches = 0
         self._engine = SyncInferenceEngine(policy, pre, post, self._features, self._action_keys, task,
                                            self.device, robot_type)
@@ -237,6 +262,7 @@ class LeRobotPolicy(BasePolicy):
 
     def reset(self, context: TrialContext) -> None:
         self._engine.reset()
+        self._sync_inference_ms = []
         if self._rtc is not None:
             self._rtc.reset()
             self._held = None
@@ -246,10 +272,17 @@ class LeRobotPolicy(BasePolicy):
     def inference_stats(self) -> InferenceStats:
         """Chunks started; under RTC also what the arm experienced, as an asynchronous client reports it."""
         if self._rtc is None:
-            return InferenceStats(chunk_switches=self.chunk_switches)
-        return InferenceStats(round_trips_ms=tuple(self._rtc.round_trips_ms), queue_underruns=self._rtc.queue_underruns,
-                              chunk_switches=self.chunk_switches,
-                              rtc_inference_delays=tuple(self._rtc.inference_delays))
+            return InferenceStats(chunk_switches=self.chunk_switches, inference_ms=tuple(self._sync_inference_ms))
+        return InferenceStats(round_trips_ms=tuple(self._rtc.round_trips_ms), clock=self._rtc.clock,
+                              queue_underruns=self._rtc.queue_underruns, chunk_switches=self.chunk_switches,
+                              rtc_inference_delays=tuple(self._rtc.inference_delays),
+                              inference_ms=tuple(self._rtc.inference_ms))
+
+    def end_episode(self) -> None:
+        """RTC's inference thread stops with the episode (a no-op otherwise); the engine calls this on every way
+        out of an episode."""
+        if self._rtc is not None:
+            self._rtc.end_episode()
 
     def select_action(self, observation: dict[str, Any]) -> dict[str, float]:
         from lerobot.utils.feature_utils import build_dataset_frame
@@ -264,10 +297,15 @@ class LeRobotPolicy(BasePolicy):
 
         frame = build_dataset_frame(self._features, observation, prefix="observation")
         queue = _chunk_queue(self._policy)
-        if queue is not None and self.chunk_switches is not None and len(queue) == 0:
-            self.chunk_switches += 1   # this call predicts a new chunk
+        new_chunk = queue is None or len(queue) == 0   # this call predicts (a chunk, or a single action)
+        if new_chunk and queue is not None and self.chunk_switches is not None:
+            self.chunk_switches += 1
+        started = time.perf_counter()
         action = self._engine.get_action(frame)
+        if new_chunk:
+            self._sync_inference_ms.append(1000 * (time.perf_counter() - started))
         return {key: float(value) for key, value in zip(self._action_keys, action.tolist(), strict=True)}
 
     def close(self) -> None:
+        self.end_episode()
         self._engine.stop()

@@ -90,20 +90,13 @@ class _InFlight:
     processed: Any           # the chunk in the arm's units
 
 
-class SimTimeRtc:
-    """LeRobot's RTC engine loop, one control step at a time in simulated time.
-
-    Per trial: `round_trips_ms` (each chunk's latency, observation to landing), `queue_underruns` (steps
-    with an empty queue), `chunk_switches` (chunks merged) and `inference_delays` (the steps RTC was told
-    would pass, its frozen prefix: how much of the inpainting horizon was spent on latency)."""
+class RtcCall:
+    """The call `RTCInferenceEngine._rtc_loop` makes, on a policy built with RTC's config: an observation, the
+    delay RTC is told and the previous chunk's left-over in, (original, processed) chunks out. Both the
+    simulated-time replay and the wall-time thread (`rtc_wall`) drive it."""
 
     def __init__(self, policy: Any, preprocessor: Any, postprocessor: Any, features: dict[str, Any], task: str,
-                 device: str, robot_type: str, settings: RtcSettings, fps: int,
-                 latency_ms: float | str | None, now: Callable[[], float] = time.perf_counter) -> None:
-        """`latency_ms`: N (each inference takes N ms of simulated time), "measured" (its own wall time) or
-        None (lock-step: each chunk lands at once)."""
-        from lerobot.policies.rtc import ActionQueue
-
+                 device: str, robot_type: str, execution_horizon: int) -> None:
         self._policy = policy
         self._pre = preprocessor
         self._post = postprocessor
@@ -111,30 +104,15 @@ class SimTimeRtc:
         self._task = task
         self._device = device
         self._robot_type = robot_type
-        self.settings = settings
-        self._period = 1.0 / fps
-        self._latency_ms = latency_ms
-        self._now = now
-        self._queue = ActionQueue(settings.rtc_config())
-        self.reset()
+        self._execution_horizon = execution_horizon
 
     def reset(self) -> None:
-        from lerobot.policies.rtc import LatencyTracker
-
         self._policy.reset()
         self._pre.reset()
         self._post.reset()
-        self._queue.clear()
-        self._tracker = LatencyTracker()
-        self._in_flight: _InFlight | None = None
-        self._step = 0
-        self.round_trips_ms: list[float] = []
-        self.inference_delays: list[int] = []
-        self.queue_underruns = 0
-        self.chunk_switches = 0
 
     def infer(self, observation: dict[str, Any], inference_delay: int, prev: Any) -> tuple[Any, Any]:
-        """`RTCInferenceEngine._rtc_loop`'s call: (original, processed) chunks, each (steps, action_dim)."""
+        """(original, processed) chunks, each (steps, action_dim)."""
         import torch
         from lerobot.policies.utils import prepare_observation_for_inference
         from lerobot.rollout.inference.rtc import _normalize_prev_actions_length
@@ -145,11 +123,60 @@ class SimTimeRtc:
         batch["task"] = [self._task]
         processed_batch = self._pre(batch)
         if prev is not None:
-            prev = _normalize_prev_actions_length(prev, target_steps=self.settings.execution_horizon)
+            prev = _normalize_prev_actions_length(prev, target_steps=self._execution_horizon)
         # no inference_mode: RTC's guidance differentiates through the denoiser, as in LeRobot's engine
         actions = self._policy.predict_action_chunk(processed_batch, inference_delay=inference_delay,
                                                     prev_chunk_left_over=prev)
         return actions.squeeze(0).clone(), self._post(actions).squeeze(0)
+
+
+def steps_of(seconds: float, period: float) -> int:
+    """Control steps that pass in `seconds`, rounded up as LeRobot's engine does (a hair of float error forgiven)."""
+    return math.ceil(seconds / period - 1e-9) if seconds else 0
+
+
+class SimTimeRtc:
+    """LeRobot's RTC engine loop, one control step at a time in simulated time.
+
+    Per trial: `round_trips_ms` (each chunk's latency, observation to landing), `queue_underruns` (steps
+    with an empty queue), `chunk_switches` (chunks merged) and `inference_delays` (the steps RTC was told
+    would pass, its frozen prefix: how much of the inpainting horizon was spent on latency)."""
+
+    clock = "simulated"   # the latency the arm saw, in the simulator's time (whatever an inference took)
+
+    def __init__(self, call: RtcCall, settings: RtcSettings, fps: int, latency_ms: float | str | None,
+                 now: Callable[[], float] = time.perf_counter) -> None:
+        """`latency_ms`: N (each inference takes N ms of simulated time), "measured" (its own wall time) or
+        None (lock-step: each chunk lands at once)."""
+        from lerobot.policies.rtc import ActionQueue
+
+        self._call = call
+        self.settings = settings
+        self._period = 1.0 / fps
+        self._latency_ms = latency_ms
+        self._now = now
+        self._queue = ActionQueue(settings.rtc_config())
+        self.reset()
+
+    def reset(self) -> None:
+        from lerobot.policies.rtc import LatencyTracker
+
+        self._call.reset()
+        self._queue.clear()
+        self._tracker = LatencyTracker()
+        self._in_flight: _InFlight | None = None
+        self._step = 0
+        self.round_trips_ms: list[float] = []
+        self.inference_ms: list[float] = []   # each inference's own wall time
+        self.inference_delays: list[int] = []
+        self.queue_underruns = 0
+        self.chunk_switches = 0
+
+    def infer(self, observation: dict[str, Any], inference_delay: int, prev: Any) -> tuple[Any, Any]:
+        return self._call.infer(observation, inference_delay, prev)
+
+    def end_episode(self) -> None:
+        """Nothing runs beside the loop in simulated time."""
 
     def next_action(self, observation: dict[str, Any]) -> list[float] | None:
         """The arm's action for this step, or None on an empty queue (the arm holds its last command)."""
@@ -169,17 +196,17 @@ class SimTimeRtc:
         return action.tolist()
 
     def _start(self, observation: dict[str, Any], step: int) -> None:
-        worst = self._tracker.max()
-        told = math.ceil(worst / self._period - 1e-9) if worst else 0
+        told = steps_of(self._tracker.max(), self._period)
         index_before = self._queue.get_action_index()
         prev = self._queue.get_left_over()
         started = self._now()
         original, processed = self.infer(observation, told, prev)
         took = self._now() - started
+        self.inference_ms.append(1000 * took)
         latency_s = (took if self._latency_ms == "measured" else
                      0.0 if self._latency_ms is None else float(self._latency_ms) / 1000)
         self._tracker.add(latency_s)
-        delay = math.ceil(latency_s / self._period - 1e-9)
+        delay = steps_of(latency_s, self._period)
         self.round_trips_ms.append(1000 * latency_s)
         self.inference_delays.append(told)
         self._in_flight = _InFlight(step + delay, delay, index_before, original, processed)

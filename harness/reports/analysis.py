@@ -16,7 +16,7 @@ from pydantic import Field
 
 from harness.models.anatomy import TrackingFit, tracking_fit
 from harness.models.logistic import LogisticFit, fit_logistic
-from harness.models.run_settings import InferenceEngine
+from harness.models.run_settings import InferenceEngine, RobotKind
 from harness.models.scoresheet import Attempt, Scoresheet, run_latency
 from harness.models.stats import (
     fisher_exact,
@@ -50,6 +50,8 @@ class TrialLoop(_Frozen):
     obs_to_action_clock: str | None = Field(None, description="simulated or wall")
     queue_underruns: int | None = None
     chunk_switches: int | None = None
+    rtc_delay_steps_p50: int | None = Field(None, description="RTC: the median chunk's inference delay, in steps")
+    rtc_delay_steps_max: int | None = Field(None, description="RTC: the largest, in steps")
 
 
 class TrialResult(_Frozen):
@@ -136,6 +138,27 @@ class Latency(_Frozen):
     actions_per_chunk: int | None = None
     chunk_size_threshold: float | None = None
     aggregate_fn: str | None = None
+    execution_horizon: int | None = Field(None, description="rtc: steps of the previous chunk inpainted against")
+    max_guidance_weight: float | None = None
+    attention_schedule: str | None = None
+    queue_threshold: int | None = Field(None, description="rtc: an inference starts at this many queued or fewer")
+
+
+class ArmExperience(_Frozen):
+    """What the arm saw over a run's scored trials with chunks beside the loop (RTC, async) or a latency model:
+    the figures the report states in words."""
+
+    trials: int = Field(description="scored trials that recorded it")
+    clock: str | None = Field(description="simulated or wall: whose time the latencies are in")
+    obs_to_action_ms_p50: float | None = Field(description="median over trials of each trial's median")
+    obs_to_action_ms_max: float | None = Field(description="the largest any trial saw")
+    chunk_switches_per_trial: float | None
+    underruns: int | None = Field(description="steps with no action ready (the arm held), over all trials")
+    steps: int
+    rtc_delay_steps_p50: int | None = Field(None, description="RTC: median over trials of the median delay told")
+    rtc_delay_steps_max: int | None = Field(None, description="RTC: the largest delay told, in control steps")
+    inference_ms_p50: float | None = Field(None, description="the policy's own time per inference (a chunk), "
+                                                             "median over trials; null for a policy server")
 
 
 class Fingerprints(_Frozen):
@@ -186,6 +209,7 @@ class RunAnalysis(RunSummary):
     placement_uncertainty_cm: PlacementUncertainty | None = None
     loop_timing: LoopTiming | None = None
     latency: Latency | None = None
+    experienced: ArmExperience | None = Field(None, description="what the arm saw; null when no trial recorded it")
     fingerprints: Fingerprints | None = None
     anatomy: RunAnatomy | None = Field(None, description="failure anatomy; null for attempts recorded before it")
 
@@ -251,6 +275,7 @@ def analyze_run(sheet: Scoresheet, training_starts: list[tuple[float, float]] | 
             wall_ms_per_step=split.wall_per_step, missed_deadlines=split.missed, steps=split.steps,
             lock_step=split.lock_step, culprit=split.culprit.value),
         latency=latency_of(sheet),
+        experienced=arm_experience(sheet),
         fingerprints=Fingerprints(
             protocol_file=sheet.locked.protocol_file, protocol_sha256=sheet.locked.protocol_sha256,
             policy_ref=sheet.locked.policy.ref, policy_fingerprint=sheet.locked.policy.fingerprint,
@@ -326,8 +351,36 @@ def _trial(sheet: Scoresheet, row: TrialRow) -> TrialResult:
             obs_to_action_ms_max=loop.obs_to_action_ms_max if loop else None,
             obs_to_action_clock=loop.obs_to_action_clock if loop else None,
             queue_underruns=loop.queue_underruns if loop else None,
-            chunk_switches=loop.chunk_switches if loop else None),
+            chunk_switches=loop.chunk_switches if loop else None,
+            rtc_delay_steps_p50=loop.rtc_delay_steps_p50 if loop else None,
+            rtc_delay_steps_max=loop.rtc_delay_steps_max if loop else None),
     )
+
+
+def _median[T: (int, float)](values: list[T]) -> T | None:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else None
+
+
+def arm_experience(sheet: Scoresheet) -> ArmExperience | None:
+    """Over the scored trials that recorded what their arm saw; None when none did."""
+    loops = [a.loop for a in sheet.scored_attempts() if a.loop.obs_to_action_ms_p50 is not None]
+    if not loops:
+        return None
+    switches = [lp.chunk_switches for lp in loops if lp.chunk_switches is not None]
+    underruns = [lp.queue_underruns for lp in loops if lp.queue_underruns is not None]
+    clocks = {lp.obs_to_action_clock for lp in loops if lp.obs_to_action_clock}
+    return ArmExperience(
+        trials=len(loops), clock=", ".join(sorted(clocks)) or None,
+        obs_to_action_ms_p50=_median([lp.obs_to_action_ms_p50 for lp in loops if lp.obs_to_action_ms_p50 is not None]),
+        obs_to_action_ms_max=max((lp.obs_to_action_ms_max for lp in loops if lp.obs_to_action_ms_max is not None),
+                                 default=None),
+        chunk_switches_per_trial=round(sum(switches) / len(switches), 2) if switches else None,
+        underruns=sum(underruns) if underruns else None, steps=sum(lp.steps for lp in loops),
+        rtc_delay_steps_p50=_median([lp.rtc_delay_steps_p50 for lp in loops if lp.rtc_delay_steps_p50 is not None]),
+        inference_ms_p50=_median([lp.inference_ms_p50 for lp in loops if lp.inference_ms_p50 is not None]),
+        rtc_delay_steps_max=max((lp.rtc_delay_steps_max for lp in loops if lp.rtc_delay_steps_max is not None),
+                                default=None))
 
 
 def success_fit(rows: list[TrialRow]) -> LogisticFit | None:
@@ -397,12 +450,18 @@ def _pixel_widths(rows: list[TrialRow]) -> PlacementUncertainty | None:
 def latency_of(sheet: Scoresheet) -> Latency:
     """The latency model and inference engine a run was scored under, and whether they were locked."""
     latency = run_latency(sheet.locked, sheet.settings)
-    model = "lock-step" if latency is None else "measured" if latency == "measured" else f"{float(latency):g} ms"
+    model = ("the arm's own" if not RobotKind(sheet.locked.robot).simulated else "lock-step" if latency is None
+             else "measured" if latency == "measured" else f"{float(latency):g} ms")
     inference = sheet.inference
     if inference.engine is InferenceEngine.ASYNC:
         return Latency(model="server round trip", engine=inference.engine.value, locked=True, server=inference.server,
                        actions_per_chunk=inference.actions_per_chunk,
                        chunk_size_threshold=inference.chunk_size_threshold, aggregate_fn=inference.aggregate_fn)
+    if inference.engine is InferenceEngine.RTC and inference.execution_horizon is not None:
+        return Latency(model=model, engine=inference.engine.value, locked=True,
+                       execution_horizon=inference.execution_horizon,
+                       max_guidance_weight=inference.max_guidance_weight,
+                       attention_schedule=inference.attention_schedule, queue_threshold=inference.queue_threshold)
     return Latency(model=model, engine=inference.engine.value, locked=sheet.locked.inference is not None)
 
 
@@ -462,6 +521,8 @@ def _latency_key(sheet: Scoresheet) -> tuple[str, float]:
     engine = inference.engine.value
     if inference.engine is InferenceEngine.ASYNC:   # the server's own round trip: grouped by server, after the rest
         return f"server round trip ({inference.server}), {engine}", float("inf")
+    if not RobotKind(sheet.locked.robot).simulated:   # a real arm's own latency, in wall time
+        return f"the arm's own, {engine}", float("inf")
     if latency is None:
         return f"lock-step, {engine}", -1.0
     if latency == "measured":

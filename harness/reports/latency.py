@@ -10,7 +10,7 @@ from __future__ import annotations
 from harness.models.run_settings import InferenceEngine
 from harness.models.scoresheet import Scoresheet
 from harness.models.taxonomy import Label
-from harness.reports.analysis import latency_groups, latency_of
+from harness.reports.analysis import arm_experience, latency_groups, latency_of
 from harness.reports.blocks import Block, Heading, Para, Table
 
 
@@ -24,9 +24,36 @@ def latency_text(sheet: Scoresheet) -> str:
                 f"chunk, observation sent at {latency.chunk_size_threshold:g} of a chunk, aggregate "
                 f"{latency.aggregate_fn}; locked)")
     model = {"lock-step": "lock-step (the simulator waits for every action)",
-             "measured": "each action's measured policy time"}.get(latency.model, latency.model)
+             "measured": "each action's measured policy time",
+             "the arm's own": "the arm's own, in wall time"}.get(latency.model, latency.model)
     locked = "locked" if latency.locked else "from unlocked settings (sheet locked before it was)"
+    if latency.engine == "rtc" and latency.execution_horizon is not None:
+        where = "in simulated time" if sheet.locked.robot == "sim" else "on a thread beside the paced arm, in wall time"
+        return (f"latency {model}, inference engine rtc (LeRobot's Real-Time Chunking {where}: execution horizon "
+                f"{latency.execution_horizon}, guidance weight up to {latency.max_guidance_weight:g}, "
+                f"{latency.attention_schedule} schedule, an inference at {latency.queue_threshold} queued actions or "
+                f"fewer; {locked})")
     return f"latency {model}, inference engine {latency.engine} ({locked})"
+
+
+def experience_text(sheet: Scoresheet) -> str | None:
+    """What the arm saw over the run, in one sentence (None when no trial recorded it)."""
+    seen = arm_experience(sheet)
+    if seen is None:
+        return None
+    clock = {"simulated": "simulated time", "wall": "wall time"}.get(seen.clock or "", seen.clock or "unknown time")
+    parts = [f"observation to action p50 {_ms(seen.obs_to_action_ms_p50)} ms, max {_ms(seen.obs_to_action_ms_max)} "
+             f"ms ({clock})"]
+    if seen.chunk_switches_per_trial is not None:
+        parts.append(f"{seen.chunk_switches_per_trial:g} chunk switches per trial")
+    if seen.underruns is not None:
+        parts.append(f"{seen.underruns} underruns in {seen.steps} steps")
+    if seen.rtc_delay_steps_max is not None:
+        parts.append(f"RTC's inference delay p50 {seen.rtc_delay_steps_p50} steps, max {seen.rtc_delay_steps_max} "
+                     "steps of its inpainting horizon")
+    engine = latency_of(sheet).engine
+    who = {"rtc": "RTC", "async": "Async"}.get(engine, "The arm")
+    return f"{who} over {seen.trials} trial{'s' if seen.trials != 1 else ''}: " + "; ".join(parts) + "."
 
 
 def _ms(value: float | None) -> str:
@@ -44,18 +71,31 @@ def experienced_blocks(sheet: Scoresheet) -> list[Block]:
         rows.append([str(index), final.label, _ms(loop.obs_to_action_ms_p50), _ms(loop.obs_to_action_ms_p95),
                      _ms(loop.obs_to_action_ms_max), loop.obs_to_action_clock or "-",
                      f"{loop.queue_underruns}/{loop.steps}",
-                     "-" if loop.chunk_switches is None else str(loop.chunk_switches)])
+                     "-" if loop.chunk_switches is None else str(loop.chunk_switches),
+                     "-" if loop.rtc_delay_steps_max is None
+                     else f"{loop.rtc_delay_steps_p50}/{loop.rtc_delay_steps_max}"])
     if not rows:   # recorded before these figures were: the locked latency is in the fingerprints
         return []
+    rtc = any(row[-1] != "-" for row in rows)
+    if not rtc:
+        rows = [row[:-1] for row in rows]
     blocks: list[Block] = [Heading("Latency the arm saw", 3), Para(f"Scored with {latency_text(sheet)}.")]
+    said = experience_text(sheet)
+    if said:
+        blocks.append(Para(said))
     blocks.append(Para("Observation to action: from the observation a step read to its action reaching the arm "
                        "(simulated time on the simulator, wall time on a real arm; with asynchronous inference, "
-                       "each chunk's wall-clock round trip to the policy server). An underrun is a step whose "
-                       "action landed more than one control period late (asynchronous: a step with an empty action "
-                       "queue), the arm holding its last command; a chunk switch is a new action chunk the policy "
-                       "started."))
+                       "each chunk's wall-clock round trip to the policy server; with RTC, each chunk's, from the "
+                       "observation it was computed from to its landing in the queue). An underrun is a step whose "
+                       "action landed more than one control period late (asynchronous or RTC: a step with an empty "
+                       "action queue), the arm holding its last command; a chunk switch is a new action chunk the "
+                       "policy started."))
+    if rtc:
+        blocks.append(Para("RTC delay: the control steps RTC was told would pass before a chunk landed (the worst "
+                           "latency so far), p50/max over the trial's chunks: that much of each chunk's inpainting "
+                           "horizon was spent on latency."))
     blocks.append(Table(["trial", "outcome", "p50 ms", "p95 ms", "max ms", "clock", "underruns/steps",
-                         "chunk switches"], rows))
+                         "chunk switches", *(["RTC delay p50/max steps"] if rtc else [])], rows))
     return blocks
 
 

@@ -37,6 +37,16 @@ class SweepCell:
         return sum(1 for a in self.sheet.attempts if a.label is Label.VOID)
 
 
+@dataclass(frozen=True)
+class SkippedCell:
+    """A condition that does not apply to a checkpoint (RTC for a policy without it): reported, never run."""
+
+    checkpoint: str
+    protocol: str
+    condition: str
+    why: str
+
+
 # label -> (validation loss, offline action MAE, why not measured)
 OfflineFigures = dict[str, tuple[float | None, float | None, str | None]]
 
@@ -51,13 +61,52 @@ def _rate(outcomes: dict[int, bool]) -> tuple[int, int, float, float]:
     return k, n, low, high
 
 
-def cell_rows(cells: list[SweepCell]) -> list[list[str]]:
+def _median(values: list[float]) -> float | None:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else None
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def seen_latency(sheet: Scoresheet) -> tuple[str, str, str]:
+    """What the cell's arm saw, in three columns: the policy's own time per inference (p50 over trials), the
+    observation-to-action latency (p50 and max) with its clock, and underruns and chunk switches."""
+    from harness.reports.analysis import arm_experience
+
+    scored = sheet.scored_attempts()
+    per_inference = [a.loop.inference_ms_p50 for a in scored if a.loop.inference_ms_p50 is not None]
+    policy = (None if sheet.inference_engine == "async"   # the server's inference is not timed here
+              else _median(per_inference or [a.loop.policy_latency_ms_p50 for a in scored if a.loop.steps]))
+    seen = arm_experience(sheet)
+    if seen is None:
+        return _ms(policy), "-", "-"
+    clock = {"simulated": "sim", "wall": "wall"}.get(seen.clock or "", seen.clock or "?")
+    arm = f"{_ms(seen.obs_to_action_ms_p50)} / {_ms(seen.obs_to_action_ms_max)} ({clock})"
+    flow = (f"{seen.underruns if seen.underruns is not None else '-'}/{seen.steps}, "
+            f"{seen.chunk_switches_per_trial if seen.chunk_switches_per_trial is not None else '-'}")
+    if seen.rtc_delay_steps_max is not None:
+        flow += f", RTC delay {seen.rtc_delay_steps_p50}/{seen.rtc_delay_steps_max}"
+    return _ms(policy), arm, flow
+
+
+CELL_HEADER = ["checkpoint", "protocol", "condition", Label.SUCCESS.value,
+               "95% Wilson", "voids", "ms per inference p50",
+               "obs-to-action p50 / max ms", "underruns/steps, chunks per trial"]
+
+
+def cell_rows(cells: list[SweepCell], skipped: list[SkippedCell] | tuple[SkippedCell, ...] = ()) -> list[list[str]]:
     rows = []
     for cell in cells:
         k, n, low, high = _rate(cell.outcomes())
         planned = cell.sheet.locked.trial_count
         rows.append([cell.checkpoint, cell.protocol, cell.condition, f"{k}/{n}" + ("" if n == planned else
-                     f" ({planned - n} pending)"), f"{_pct(low)} to {_pct(high)}" if n else "-", str(cell.voids)])
+                     f" ({planned - n} pending)"), f"{_pct(low)} to {_pct(high)}" if n else "-", str(cell.voids),
+                     *seen_latency(cell.sheet)])
+    for gone in skipped:
+        rows.append([gone.checkpoint, gone.protocol, gone.condition, "not applicable", "-", "-", "-", "-",
+                     gone.why])
     return rows
 
 
@@ -202,7 +251,8 @@ def success_by_distance(cells: list[SweepCell], protocol: str) -> bytes | None:
     return _png(fig)
 
 
-def sweep_blocks(cells: list[SweepCell], baseline: str, figures: OfflineFigures) -> list[Block]:
+def sweep_blocks(cells: list[SweepCell], baseline: str, figures: OfflineFigures,
+                 skipped: list[SkippedCell] | tuple[SkippedCell, ...] = ()) -> list[Block]:
     ranked = rankings(cells, figures)
     blocks: list[Block] = [Heading("Which checkpoint to ship"), Para(verdict(ranked)),
                            Table(["#", "checkpoint", "closed-loop success (all cells)", "95% Wilson",
@@ -210,8 +260,15 @@ def sweep_blocks(cells: list[SweepCell], baseline: str, figures: OfflineFigures)
     problems = [f"{label}: {problem}" for label, (_, _, problem) in figures.items() if problem]
     if problems:
         blocks.append(Para("Offline figures not measured: " + "; ".join(problems)))
-    columns = ["checkpoint", "protocol", "condition", Label.SUCCESS.value, "95% Wilson", "voids"]
-    blocks += [Heading("Cells"), Table(columns, cell_rows(cells))]
+    blocks += [Heading("Cells"),
+               Para("Per checkpoint and condition: success with its 95% Wilson interval, and the latency the arm "
+                    "saw: the policy's own time per inference (a chunk; median over trials; not timed here for the "
+                    "policy server), the observation-to-action latency "
+                    "(median over trials of each trial's median, and the largest; sim: simulated time, wall: wall "
+                    "time), steps the arm held with no action ready over all steps, and chunk switches per trial "
+                    "(with RTC: the inference delay it was told, p50/max in control steps). A condition that does "
+                    "not apply to a checkpoint (RTC for a policy without it) is not applicable, not a failure."),
+               Table(CELL_HEADER, cell_rows(cells, skipped))]
     paired = paired_rows(cells, baseline)
     if paired:
         blocks += [Heading(f"Against the baseline, {baseline}"),

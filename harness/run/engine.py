@@ -120,7 +120,8 @@ class EpisodeOutcome:
     obs_to_action_clock: str = "wall"
     queue_underruns: int | None = None   # counted by the policy itself (an async client's empty queue)
     chunk_switches: int | None = None    # ... and these (a chunked policy)
-    rtc_delay_steps_max: int | None = None
+    rtc_delays: list[int] = field(default_factory=list)     # RTC: each chunk's delay in steps, as RTC was told
+    inference_ms: list[float] = field(default_factory=list)  # the policy's own time per chunk (wall), where it says
     realtime: bool | None = None         # a paced loop: whether it ran under real-time scheduling
 
 
@@ -466,11 +467,11 @@ class RunEngine:
             )
         clock = "simulated" if world is not None else "wall"
         stats = self.policy.inference_stats()
-        if stats.round_trips_ms is not None:   # a queue of chunks: each chunk's round trip, as the policy measured it
-            obs_to_action_ms, clock = list(stats.round_trips_ms), "wall"
+        if stats.round_trips_ms is not None:   # chunks beside the loop (async, RTC): latency in the policy's time
+            obs_to_action_ms, clock = list(stats.round_trips_ms), stats.clock
         return EpisodeOutcome(len(policy_ms), void, stopped, policy_ms, io_ms, missed, obs_to_action_ms, clock,
-                              stats.queue_underruns, stats.chunk_switches,
-                              max(stats.rtc_inference_delays, default=None))
+                              stats.queue_underruns, stats.chunk_switches, list(stats.rtc_inference_delays),
+                              list(stats.inference_ms))
 
     def _select_action(self, observation: dict[str, Any], trial: Trial) -> dict[str, Any]:
         """The policy's action. Its own failure is not the robot's: an `OSError` from a policy reading its
@@ -519,7 +520,9 @@ class RunEngine:
             queue_underruns=e.queue_underruns if e.queue_underruns is not None
             else sum(ms > 1000 * self.period + 1e-6 for ms in e.obs_to_action_ms) if e.obs_to_action_ms else None,
             chunk_switches=e.chunk_switches,
-            rtc_delay_steps_max=e.rtc_delay_steps_max,
+            rtc_delay_steps_max=max(e.rtc_delays, default=None),
+            rtc_delay_steps_p50=sorted(e.rtc_delays)[len(e.rtc_delays) // 2] if e.rtc_delays else None,
+            inference_ms_p50=round(percentile(e.inference_ms, 50), 3) if e.inference_ms else None,
             realtime=e.realtime,
         )
 

@@ -34,4 +34,10 @@ def register(sub: Any) -> None:
                         help="simulated cameras' frame size (default 640x480, a real arm's)")
     parser.add_argument("--max-trials", type=int, help="stop after this many attempts")
     parser.add_argument("--device", help="torch device for the policy (default: cuda if available)")
+    parser.add_argument("--inference", choices=["sync", "rtc"],
+                        help="LeRobot inference engine for the run: sync (default) or rtc (Real-Time Chunking beside "
+                             "the paced arm, in wall time); with rtc, the --rtc-* flags as `harness run` takes them")
+    from harness.app.rtc_inference import register_flags as register_rtc_flags
+
+    register_rtc_flags(parser)
     parser.set_defaults(func=rehearse)
