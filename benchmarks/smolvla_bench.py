@@ -26,8 +26,8 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 
 def main() -> None:
     from harness.models.defaults import DEFAULT_TASK
-    from harness.models.run_settings import InferenceEngine
     from harness.models.protocol import JOINT_NAMES
+    from harness.models.run_settings import InferenceEngine
     from harness.policies.lerobot_policy import LeRobotPolicy
     from harness.policies.smolvla_backbone import build_backbone, build_tiny_smolvla_base
 
