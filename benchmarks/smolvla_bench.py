@@ -70,7 +70,8 @@ def main() -> None:
             held = math.ceil(latency / 1000 * fps - 1e-9)
             chunks = math.ceil(args.steps / (10 + held))
             print(f"| {latency:g} | sync | {chunks} | {chunks * held} | - |")
-            policy = LeRobotPolicy(base, task=DEFAULT_TASK, device="cpu", engine=InferenceEngine.RTC, fps=fps, latency_ms=latency)
+            policy = LeRobotPolicy(base, task=DEFAULT_TASK, device="cpu", engine=InferenceEngine.RTC, fps=fps,
+                                   latency_ms=latency)
             policy.reset(None)
             for _ in range(args.steps):
                 policy.select_action(observation)
