@@ -339,7 +339,7 @@ class _Stage:
         g, world = self.geometry, self.world
         pos, _ = world.cube_pose()
         angle = rng.uniform(0, 2 * math.pi)
-        step = rng.uniform(0.01, 0.03)
+        step = rng.uniform(0.045, 0.075)
         target = np.array([pos[0] + step * math.cos(angle), pos[1] + step * math.sin(angle),
                            rng.uniform(0.07, 0.12)])
         seed = world.joint_positions_rad()[:5]
