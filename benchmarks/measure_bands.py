@@ -96,6 +96,7 @@ def measure(folder: Path, out: Path | None, only: str | None = None) -> None:
                          "distance": float(data["distance"][i]), "cpu_s": cpu,
                          "measured": got is not None, "reason": result.reason.value if result.reason else None,
                          "error": abs(got.distance_cm - float(data["distance"][i])) if got else None,
+                         "signed": got.distance_cm - float(data["distance"][i]) if got else None,
                          "plusminus": got.uncertainty_cm if got else None,
                          "rim_visible": float(data["rim_visible"][i]), "cube_visible": float(data["cube_visible"][i]),
                          "where": str(data["where"][i]) if "where" in data else ""})
@@ -119,11 +120,13 @@ def quantile_slope(distance: np.ndarray, error: np.ndarray, q: float = 0.95) -> 
     return float(solved.x[0]), float(solved.x[1])
 
 
-def slope_line(rows: list[dict]) -> str:
-    """The p95 error's growth with distance, in % of the distance, with a bootstrap 95 % interval."""
-    done = [r for r in rows if r["measured"]]
+def slope_line(rows: list[dict], max_plusminus: float | None = None) -> str:
+    """The p95 error's growth with distance, in % of the distance, with a bootstrap 95 % interval
+    (over the frames whose +/- is at most `max_plusminus`, when given)."""
+    done = [r for r in rows if r["measured"] and (max_plusminus is None or r["plusminus"] <= max_plusminus)]
+    which = "" if max_plusminus is None else f", frames with +/- <= {max_plusminus:g} cm"
     if len(done) < 10:
-        return "p95 error vs distance: too few measured frames for a fit"
+        return f"p95 error vs distance{which}: too few measured frames for a fit"
     distance = np.array([r["distance"] for r in done])
     error = np.array([r["error"] for r in done])
     intercept, slope = quantile_slope(distance, error)
@@ -133,7 +136,8 @@ def slope_line(rows: list[dict]) -> str:
         pick = rng.integers(0, len(done), len(done))
         draws.append(quantile_slope(distance[pick], error[pick])[1])
     low, high = np.percentile(draws, [2.5, 97.5])
-    return (f"p95 error vs distance (quantile fit, {len(done)} frames, {distance.min():.0f}-{distance.max():.0f} cm): "
+    span = f"{distance.min():.0f}-{distance.max():.0f} cm"
+    return (f"p95 error vs distance{which} (quantile fit, {len(done)} frames, {span}): "
             f"{intercept:.2f} cm + {100 * slope:.2f} % of the distance (95 % bootstrap interval of the slope "
             f"{100 * low:.2f} to {100 * high:.2f} %)")
 
@@ -164,7 +168,7 @@ def table(records: dict[str, list[dict]]) -> None:
         for b in BANDS:
             print(_row(b, [r for r in rows if r["band"] == b]))
         print(_row("all", rows))
-        print("\n" + slope_line(rows))
+        print("\n" + slope_line(rows) + "\n" + slope_line(rows, 1.0))
         for r in rows:
             pooled[r["band"]].append(r)
     if len(records) > 1:
@@ -173,7 +177,8 @@ def table(records: dict[str, list[dict]]) -> None:
         for b in BANDS:
             print(_row(b, pooled[b]))
         print(_row("all", [r for rows in records.values() for r in rows]))
-        print("\n" + slope_line([r for rows in records.values() for r in rows]))
+        pooled_rows = [r for rows in records.values() for r in rows]
+        print("\n" + slope_line(pooled_rows) + "\n" + slope_line(pooled_rows, 1.0))
 
 
 def compare(before: Path, after: Path) -> None:
@@ -192,7 +197,8 @@ def compare(before: Path, after: Path) -> None:
             frames = sum(1 for n in names for r in new[n] if b in ("all", r["band"]))
             print(f"| {b} | {frames} | " + " | ".join(f"{x} -> {y}" for x, y in zip(*cells, strict=True)) + " |")
         for label, records in (("before", old), ("after", new)):
-            print(f"\n{label}: " + slope_line([r for n in names for r in records[n]]))
+            rows = [r for n in names for r in records[n]]
+            print(f"\n{label}: " + slope_line(rows) + f"\n{label}: " + slope_line(rows, 1.0))
 
 
 def _cells(rows: list[dict]) -> list[str]:
