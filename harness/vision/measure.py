@@ -59,7 +59,6 @@ NO_FLOOR_TILT_DEG = 6.0    # without the floor, the rim plane's tilt is a guess 
 MODEL_FRACTION = 0.01      # modelling error left, as a share of the distance (1 sigma)
 BACKGROUND_RED = 0.15      # cube-coloured share of the frame above which a red blob may be a piece of table
 OVERLAP_SLACK = 0.02       # silhouette placements covering the blob this nearly as well as the best fit it too
-PLACE_BY_VISIBLE_PART = True  # the cube where its silhouette fits the blob (the middle of the places), not the centroid
 
 
 def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[float, float], float, np.ndarray]:
@@ -179,11 +178,11 @@ def _measure_posed(shape: tuple[int, ...], rim: Rim, g: Geometry, fit: RimFit | 
                              f"the rim's edges show on only {100 * fit.support:.0f}% of it (needs "
                              f"{100 * MEASURE_SUPPORT:.0f}% to tell it from another round thing, an arm joint)")
     offset, inside = _place_cube(pose, g, centre, yaw)
+    # placed again where its silhouette fits the part of the cube that is seen, not the blob's centroid
     fitting = visible_part_shifts(_silhouette(pose, g, offset, yaw, inside), outline)
-    if PLACE_BY_VISIBLE_PART:
-        middle = fitting.mean(axis=0)
-        centre = (centre[0] + float(middle[0]), centre[1] + float(middle[1]))
-        offset, inside = _place_cube(pose, g, centre, yaw, offset)
+    middle = fitting.mean(axis=0)
+    centre = (centre[0] + float(middle[0]), centre[1] + float(middle[1]))
+    offset, inside = _place_cube(pose, g, centre, yaw, offset)
     uncertainty = _posed_uncertainty(rim, g, fit, k, centre, yaw, outline, offset, inside,
                                      fitting - fitting.mean(axis=0))
     _check_uncertainty(uncertainty, g)
@@ -211,8 +210,8 @@ def visible_part_shifts(silhouette: np.ndarray, outline: np.ndarray) -> np.ndarr
     OVERLAP_SLACK of the best cover) fits the frame as well. A cube seen whole allows a pixel or so;
     one partly hidden (under the gripper, behind the arm) may slide under whatever hides it, by as
     much as is hidden. Returns those shifts (N, 2, px): the doubt on where the cube's centroid is,
-    which the blob's own centroid cannot see. (Their middle, taken as the cube's place instead of
-    the blob's centroid, was no better on the tuning sets: the centroid stays the estimate.)"""
+    which the blob's own centroid cannot see. Their middle is where the cube is placed: the blob's
+    centroid is pulled towards the part that is seen, by about half of what is hidden."""
     reach = 0.6 * float(np.ptp(silhouette, axis=0).max())
     x0, y0 = np.floor(np.minimum(silhouette.min(axis=0), outline.reshape(-1, 2).min(axis=0)) - reach - 2)
     size = np.ceil(np.maximum(silhouette.max(axis=0), outline.reshape(-1, 2).max(axis=0)) - (x0, y0) + reach + 2)
