@@ -9,6 +9,7 @@ import cv2
 import numpy as np
 import pytest
 
+from harness.vision.measure import visible_part_shifts
 from harness.vision.plane import candidate_poses, cube_corners, cube_offset, pose_from_floor
 from harness.vision.rim import Rim
 
@@ -84,3 +85,38 @@ def test_the_wrong_mirror_pose_would_misplace_far_cubes() -> None:
     pixel = _project(np.array([[20.0, 12.0, 0.0]]), rotation, position)
     apart = np.linalg.norm(first.to_plane(pixel, RIM_Z)[0] - second.to_plane(pixel, RIM_Z)[0])
     assert apart > 0.5
+
+
+@pytest.mark.parametrize("height, tilt, azimuth, aim", VIEWS)
+def test_a_partly_hidden_cube_is_placed_from_the_visible_part_of_its_silhouette(height, tilt, azimuth, aim) -> None:
+    """A cube 20 cm out, its silhouette cut by a straight occluder (the gripper's edge) over 0-40 % of
+    its width. The blob's centroid lies off the cube's by about half what is hidden; the places where
+    the modelled silhouette still covers the blob include the true one (to 2 % of its width), and
+    their middle is nearer the truth than the centroid's placement (where the visible edges pin the
+    cube, much nearer; where the cut leaves it free to slide, about half-way)."""
+    rotation, position = _camera(height, tilt, azimuth, aim)
+    rim = _ellipse(_project(_circle(RADIUS, RIM_Z), rotation, position))
+    floor = _ellipse(_project(_circle(FLOOR_RADIUS, FLOOR_Z), rotation, position))
+    pose = pose_from_floor(rim, (floor.cx, floor.cy), K, RADIUS, RIM_Z - FLOOR_Z, FLOOR_RADIUS)
+    truth = np.array([20.0 * math.cos(math.radians(azimuth + 40)), 20.0 * math.sin(math.radians(azimuth + 40))])
+    silhouette = cv2.convexHull(pose.project(cube_corners(truth, 25.0, CUBE, RIM_Z)).astype(np.float32)).reshape(-1, 2)
+    width = float(np.ptp(silhouette[:, 0]))
+    for hidden in (0.0, 0.2, 0.4):
+        mask = np.zeros((480, 640), np.uint8)
+        cv2.fillConvexPoly(mask, np.round(silhouette * 16).astype(np.int32), 255, cv2.LINE_8, 4)
+        mask[:, : math.floor(silhouette[:, 0].min() + hidden * width)] = 0      # hidden: left of the cut
+        outline = max(cv2.findContours(mask, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE)[0], key=cv2.contourArea)
+        m = cv2.moments(outline)
+        centroid = (m["m10"] / m["m00"], m["m01"] / m["m00"])
+        placed = cube_offset(pose, centroid, 25.0, CUBE, RIM_Z)
+        modelled = cv2.convexHull(pose.project(cube_corners(placed, 25.0, CUBE, RIM_Z)).astype(np.float32))
+        shifts = visible_part_shifts(modelled.reshape(-1, 2), outline)
+        true_shift = pose.project(np.array([[*truth, RIM_Z]]))[0] - pose.project(np.array([[*placed, RIM_Z]]))[0]
+        assert np.min(np.linalg.norm(shifts - true_shift, axis=1)) <= 0.02 * width, (hidden, true_shift, shifts)
+        fitted = np.array(centroid) + shifts.mean(axis=0)
+        refit = cube_offset(pose, tuple(fitted), 25.0, CUBE, RIM_Z)
+        if hidden == 0.0:
+            assert np.linalg.norm(placed - truth) <= 0.05
+        else:   # the centroid is pulled towards what is seen; the visible part's fit is not
+            assert np.linalg.norm(placed - truth) >= 0.1 * hidden * CUBE
+            assert np.linalg.norm(refit - truth) <= 0.8 * np.linalg.norm(placed - truth), (hidden, refit, placed, truth)

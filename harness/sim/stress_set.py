@@ -49,13 +49,20 @@ class Distribution(StrEnum):
     arm in other poses, the camera 0.5-1.0 m up, tilted up to 15 degrees in any direction and aimed
     up to 8 cm off the bowl, and cubes far outside the bowl (8-26 cm from its centre) as often as
     near it. Sets for judging are drawn from WIDE with held-out seeds (tests/data/heldout_seeds.yaml).
+
+    NEAR_RIM draws WIDE's scenes, but puts the cube where a reading is most doubtful: set down
+    against the bowl's outside (under 8 cm from its centre), dropped onto the lip, and in about
+    half the frames with the gripper held over the cube so that it hides part of it. WIDE sets
+    hold only a few such frames, too few to judge a 95 % interval in that band.
     """
 
     STRESS = "stress"
     WIDE = "wide"
+    NEAR_RIM = "near_rim"
 
 
 WIDE_PLACES = ("inside", "rim", "outside", "far", "far")
+NEAR_RIM_PLACES = ("against", "rim", "against", "inside", "against", "rim")
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,7 @@ class Look:
     roll_deg: float = 0.0
     aim_dxy: tuple[float, float] = (0.0, 0.0)
     arm_offsets_deg: tuple[float, ...] | None = None
+    arm_over_cube: bool = False     # NEAR_RIM sets: the gripper held over the cube, hiding part of it
 
 
 @dataclass(frozen=True)
@@ -95,7 +103,7 @@ class StressFrame:
     look: Look
     distance_cm: float           # cube centre to bowl centre, horizontal, at rest
     inside: bool                 # the judge's verdict
-    where: str                   # inside, rim or outside (where the cube was dropped)
+    where: str                   # where the cube was put: inside, rim, outside, far, against (the bowl)
     rim_visible: float           # share of the rim's circumference the camera sees (0..1)
     cube_visible: float          # share of the cube's silhouette the camera sees (0..1)
     camera_matrix: np.ndarray    # 3x3 pinhole intrinsics of the render
@@ -149,6 +157,14 @@ def wide_look(rng: np.random.Generator, k: int) -> Look:
         aim_dxy=(float(rng.uniform(-0.08, 0.08)), float(rng.uniform(-0.08, 0.08))),
         arm_offsets_deg=tuple(float(v) for v in rng.uniform(-25, 25, 5)),
     )
+
+
+def near_rim_look(rng: np.random.Generator, k: int) -> Look:
+    """The k-th look of a NEAR_RIM set: WIDE's scenes, the gripper over the cube in about half the
+    frames (and over the rim in a fifth of the others)."""
+    look = wide_look(rng, k)
+    over_cube = bool(rng.random() < 0.5)
+    return replace(look, arm_over_cube=over_cube, arm_over_rim=not over_cube and bool(rng.random() < 0.2))
 
 
 def _unit(v: tuple[float, ...]) -> tuple[float, float, float]:
@@ -277,13 +293,15 @@ class _Stage:
         rim = g.bowl_rim_radius
         if where == "far":
             radius, angle = self._far_spot(rng)
+        elif where == "against":   # set down touching or nearly touching the bowl's outside
+            radius, angle = rng.uniform(rim + 0.0145, rim + 0.0225), rng.uniform(0, 2 * math.pi)
         else:
             radius = {"inside": rng.uniform(0, rim - 0.025), "rim": rng.uniform(rim - 0.01, rim + 0.01),
                       "outside": rng.uniform(rim + 0.025, rim + 0.06)}[where]
             angle = rng.uniform(0, 2 * math.pi)
         world.place_cube((g.bowl_xy[0] + radius * math.cos(angle), g.bowl_xy[1] + radius * math.sin(angle)),
                          rng.uniform(0, math.pi / 2))
-        if where != "outside":
+        if where not in ("outside", "against"):
             world.data.qpos[world.cube_qpos + 2] = 0.075  # drop it in from above the rim
         world.data.ctrl[:] = world.joint_positions_rad()
         for _ in range(450):  # 1.5 s to come to rest; the judge's running watch is not needed here
@@ -312,6 +330,21 @@ class _Stage:
                            rng.uniform(0.09, 0.14)])
         seed = world.joint_positions_rad()[:5]
         q, _ = self.ik.solve_reachable(target, self.ik.target_rotation(angle, seed), seed)
+        world.data.qpos[world.qpos_idx[:5]] = q
+        mujoco.mj_forward(world.model, world.data)
+
+    def arm_over_cube(self, rng: np.random.Generator) -> None:
+        """Hold the gripper a little above and beside the cube, so that it hides part of it from the
+        camera: an arm that has just let go and not yet lifted away."""
+        g, world = self.geometry, self.world
+        pos, _ = world.cube_pose()
+        angle = rng.uniform(0, 2 * math.pi)
+        step = rng.uniform(0.045, 0.075)
+        target = np.array([pos[0] + step * math.cos(angle), pos[1] + step * math.sin(angle),
+                           rng.uniform(0.07, 0.12)])
+        seed = world.joint_positions_rad()[:5]
+        bearing = math.atan2(target[1] - g.bowl_xy[1], target[0] - g.bowl_xy[0])
+        q, _ = self.ik.solve_reachable(target, self.ik.target_rotation(bearing, seed), seed)
         world.data.qpos[world.qpos_idx[:5]] = q
         mujoco.mj_forward(world.model, world.data)
 
@@ -369,19 +402,23 @@ def _axis_quat(axis: int, angle: float) -> np.ndarray:
 def stress_frames(count: int, seed: int = 0, geometry: SceneGeometry | None = None,
                   distribution: Distribution = Distribution.STRESS) -> Iterator[StressFrame]:
     """`count` hard frames, each with its own look, cube drop (inside, on the rim, beside; in WIDE
-    sets also far outside the bowl) and truth."""
+    sets also far outside the bowl; in NEAR_RIM sets mostly against the bowl or on its lip) and truth."""
     geometry = geometry or SceneGeometry()
     rng = np.random.default_rng(seed)
     stage = _Stage(geometry)
-    wide = distribution is Distribution.WIDE
+    looks = {Distribution.STRESS: random_look, Distribution.WIDE: wide_look, Distribution.NEAR_RIM: near_rim_look}
+    places = {Distribution.STRESS: ("inside", "rim", "outside"), Distribution.WIDE: WIDE_PLACES,
+              Distribution.NEAR_RIM: NEAR_RIM_PLACES}[distribution]
     try:
         for k in range(count):
-            look = wide_look(rng, k) if wide else random_look(rng, k)
-            where = WIDE_PLACES[k % len(WIDE_PLACES)] if wide else ("inside", "rim", "outside")[k % 3]
+            look = looks[distribution](rng, k)
+            where = places[k % len(places)]
             stage.dress(look)
             stage.drop_cube(where, rng, look.arm_offsets_deg)
             if look.arm_over_rim:
                 stage.arm_over_rim(rng)
+            elif look.arm_over_cube:
+                stage.arm_over_cube(rng)
             world = stage.world
             pos, _ = world.cube_pose()
             distance = 100 * math.hypot(pos[0] - geometry.bowl_xy[0], pos[1] - geometry.bowl_xy[1])

@@ -57,6 +57,8 @@ RIM_DOUBT = 0.15           # scale and centre doubt (1 sigma, share of the rim) 
 MAX_TILT_DEG = 30.0        # a top camera looks down; an ellipse saying otherwise is not the rim
 NO_FLOOR_TILT_DEG = 6.0    # without the floor, the rim plane's tilt is a guess to this (1 sigma)
 MODEL_FRACTION = 0.01      # modelling error left, as a share of the distance (1 sigma)
+BACKGROUND_RED = 0.15      # cube-coloured share of the frame above which a red blob may be a piece of table
+OVERLAP_SLACK = 0.02       # silhouette placements covering the blob this nearly as well as the best fit it too
 
 
 def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[float, float], float, np.ndarray]:
@@ -68,6 +70,10 @@ def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[fl
     mask = cv2.morphologyEx(red.astype(np.uint8) * 255, cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
     px_per_cm = rim.mean_radius_px / (geometry.bowl_cm / 2)
     expected = (geometry.cube_cm * px_per_cm) ** 2
+    if np.count_nonzero(mask) > BACKGROUND_RED * mask.size:
+        raise DetectionError(NotMeasured.CUBE_COLOURED_BACKGROUND,
+                             f"{100 * np.count_nonzero(mask) / mask.size:.0f}% of the frame has the cube's colour "
+                             "(a red table?): a red blob may be a piece of it, and the cube may merge with it")
     contours, _ = cv2.findContours(mask, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
     candidates = [c for c in contours if 0.2 * expected <= cv2.contourArea(c) <= 3.0 * expected]
     if not candidates:
@@ -172,31 +178,83 @@ def _measure_posed(shape: tuple[int, ...], rim: Rim, g: Geometry, fit: RimFit | 
                              f"the rim's edges show on only {100 * fit.support:.0f}% of it (needs "
                              f"{100 * MEASURE_SUPPORT:.0f}% to tell it from another round thing, an arm joint)")
     offset, inside = _place_cube(pose, g, centre, yaw)
-    uncertainty = _posed_uncertainty(rim, g, fit, k, centre, yaw, outline, offset, inside)
+    # placed again where its silhouette fits the part of the cube that is seen, not the blob's centroid
+    fitting = visible_part_shifts(_silhouette(pose, g, offset, yaw, inside), outline)
+    middle = fitting.mean(axis=0)
+    centre = (centre[0] + float(middle[0]), centre[1] + float(middle[1]))
+    offset, inside = _place_cube(pose, g, centre, yaw, offset)
+    uncertainty = _posed_uncertainty(rim, g, fit, k, centre, yaw, outline, offset, inside,
+                                     fitting - fitting.mean(axis=0))
     _check_uncertainty(uncertainty, g)
     return Measurement(centre, (float(offset[0]), float(offset[1])), float(np.hypot(*offset)), inside, yaw,
                        round(uncertainty, 3), ())
 
 
-def _cube_sigma(rim: Rim, g: Geometry, outline: np.ndarray, expected_area: float | None = None) -> float:
-    """The blob centroid's uncertainty (px): more for a ragged blob, or one smaller than the cube's
-    whole silhouette (`expected_area`, modelled from the camera's pose; else a top face at rim scale)."""
+def _silhouette(pose: plane.PlanePose, g: Geometry, offset: np.ndarray, yaw: float, inside: bool) -> np.ndarray:
+    """The cube's modelled silhouette (its convex hull, px) standing at `offset`, on the floor when inside."""
+    base = g.bowl_height_cm - (g.bowl_floor_cm if inside else 0.0)
+    corners = pose.project(plane.cube_corners(offset, yaw, g.cube_cm, base))
+    return cv2.convexHull(corners.astype(np.float32)).reshape(-1, 2)
+
+
+def _ragged_sigma(outline: np.ndarray) -> float:
+    """The blob centroid's uncertainty (px) from its own shape: more for a ragged blob."""
     hull = cv2.convexHull(outline)
-    ragged = 1.0 - cv2.contourArea(outline) / max(cv2.contourArea(hull), 1.0)
-    px_per_cm = rim.mean_radius_px / (g.bowl_cm / 2)
-    expected_area = expected_area or (g.cube_cm * px_per_cm) ** 2
-    missing = max(0.0, 1.0 - cv2.contourArea(outline) / expected_area / 0.85)
-    return CUBE_PX_SIGMA + 10.0 * ragged + missing * g.cube_cm * px_per_cm / 2
+    return CUBE_PX_SIGMA + 10.0 * (1.0 - cv2.contourArea(outline) / max(cv2.contourArea(hull), 1.0))
+
+
+def visible_part_shifts(silhouette: np.ndarray, outline: np.ndarray) -> np.ndarray:
+    """Where the cube's modelled silhouette may be, given only the part of it the blob shows.
+
+    The blob is the cube's visible part: a silhouette moved by any shift that still covers it (to
+    OVERLAP_SLACK of the best cover) fits the frame as well. A cube seen whole allows a pixel or so;
+    one partly hidden (under the gripper, behind the arm) may slide under whatever hides it, by as
+    much as is hidden. Returns those shifts (N, 2, px): the doubt on where the cube's centroid is,
+    which the blob's own centroid cannot see. Their middle is where the cube is placed: the blob's
+    centroid is pulled towards the part that is seen, by about half of what is hidden."""
+    reach = 0.6 * float(np.ptp(silhouette, axis=0).max())
+    x0, y0 = np.floor(np.minimum(silhouette.min(axis=0), outline.reshape(-1, 2).min(axis=0)) - reach - 2)
+    size = np.ceil(np.maximum(silhouette.max(axis=0), outline.reshape(-1, 2).max(axis=0)) - (x0, y0) + reach + 2)
+    blob = np.zeros((int(size[1]), int(size[0])), np.uint8)
+    cv2.drawContours(blob, [outline - np.array([x0, y0], np.int32)], -1, 1, -1)
+    local = silhouette - np.array([x0, y0])
+
+    def covers(shifts: np.ndarray) -> np.ndarray:
+        """Share of the blob inside the silhouette moved by each shift."""
+        canvas = np.zeros_like(blob)
+        out = np.empty(len(shifts))
+        for i, shift in enumerate(shifts):
+            canvas[:] = 0
+            cv2.fillConvexPoly(canvas, np.round((local + shift) * 16).astype(np.int32), 1, cv2.LINE_8, 4)
+            out[i] = np.count_nonzero(canvas & blob)
+        return out / max(np.count_nonzero(blob), 1)
+
+    # a coarse grid over the reach, then a grid four times finer over what fitted on it
+    step = reach / 10
+    coarse = _grid(-reach, reach, -reach, reach, step)
+    cover = covers(coarse)
+    near = coarse[cover >= cover.max() - OVERLAP_SLACK - 0.05]
+    (lx, ly), (hx, hy) = near.min(axis=0) - step, near.max(axis=0) + step
+    fine = _grid(lx, hx, ly, hy, step / 4)
+    cover = covers(fine)
+    return fine[cover >= cover.max() - OVERLAP_SLACK]
+
+
+def _grid(x0: float, x1: float, y0: float, y1: float, step: float) -> np.ndarray:
+    xs, ys = np.arange(x0, x1 + step / 2, step), np.arange(y0, y1 + step / 2, step)
+    return np.stack(np.meshgrid(xs, ys), axis=-1).reshape(-1, 2)
 
 
 def _posed_uncertainty(rim: Rim, g: Geometry, fit: RimFit | None, k: np.ndarray, centre: tuple[float, float],
-                       yaw: float, outline: np.ndarray, offset: np.ndarray, inside: bool) -> float:
+                       yaw: float, outline: np.ndarray, offset: np.ndarray, inside: bool,
+                       hidden: np.ndarray) -> float:
     """Half-width of a 95 % interval on the distance, drawing every input from what is known of it.
 
     The rim's centre and axes vary by the fit's resampled standard errors (plus a floor, and 0.6 of
     the distance to a rival reading); the floor's centre by its own, which moves the tilt found from
     its parallax; without a floor, the tilt by NO_FLOOR_TILT_DEG; the cube's centroid by half a
-    pixel, more for a ragged or partly hidden blob. The
+    pixel, more for a ragged blob, and over every place where the modelled silhouette still covers
+    the blob (`visible_part_shifts`: a partly hidden cube may lie anywhere under what hides it). The
     modelling error left (a rounded lip's edge, the cube's shaded sides) adds MODEL_FRACTION of the
     distance."""
     rng = np.random.default_rng(0)
@@ -206,10 +264,7 @@ def _posed_uncertainty(rim: Rim, g: Geometry, fit: RimFit | None, k: np.ndarray,
     fsx, fsy = fit.floor_sigma if fit else (0.0, 0.0)
     # a floor edge seen on part of its circumference (shaded, under the cube or the arm) places its centre less surely
     floor_doubt = RIM_DOUBT * (1.0 - fit.floor_share) * floor.mean_radius_px if fit and floor else 0.0
-    pose = _pose(rim, k, g, (floor.cx, floor.cy) if floor else None)
-    base = g.bowl_height_cm - (g.bowl_floor_cm if inside else 0.0)
-    silhouette = pose.project(plane.cube_corners(offset, yaw, g.cube_cm, base)).astype(np.float32)
-    cube_sigma = _cube_sigma(rim, g, outline, cv2.contourArea(cv2.convexHull(silhouette)))
+    cube_sigma = _ragged_sigma(outline)
     # a rim seen on part of its circumference only may be fitted off its true size and place
     doubt = RIM_DOUBT * (1.0 - fit.support) if fit else 0.0
     distances = np.empty(SAMPLES)
@@ -226,7 +281,8 @@ def _posed_uncertainty(rim: Rim, g: Geometry, fit: RimFit | None, k: np.ndarray,
         else:   # the tilt is not known: anywhere within NO_FLOOR_TILT_DEG (1 sigma) of straight down
             lean = np.append(rng.normal(0, math.tan(math.radians(NO_FLOOR_TILT_DEG)), 2), 0.0)
             pose = _pose(sample, k, g, None, lean)
-        cube = (centre[0] + rng.normal(0, cube_sigma), centre[1] + rng.normal(0, cube_sigma))
+        slide = hidden[rng.integers(0, len(hidden))]
+        cube = (centre[0] + slide[0] + rng.normal(0, cube_sigma), centre[1] + slide[1] + rng.normal(0, cube_sigma))
         placed, _ = _place_cube(pose, g, cube, yaw, offset)
         distances[i] = np.hypot(*placed)
     distance = float(np.hypot(*offset))

@@ -15,6 +15,7 @@ class NotMeasured(StrEnum):
     CUBE_NOT_FOUND = "cube_not_found"
     CUBE_PARTLY_HIDDEN = "cube_partly_hidden"
     CUBE_AMBIGUOUS = "cube_ambiguous"
+    CUBE_COLOURED_BACKGROUND = "cube_coloured_background"
     TOO_UNCERTAIN = "too_uncertain"
 
 
