@@ -124,8 +124,7 @@ def _run_locked(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
     setup: RunSetup | None = None
     try:
         if parallel(args):
-            policy.close()   # loaded to check it; each worker loads its own
-            run_parallel(args, protocol, sheet, created, observer)
+            run_parallel(args, protocol, sheet, created, observer, parts, policy)   # the driver's worker owns it
             print()
             print(format_summary(summarize(sheet)))
             return 0
