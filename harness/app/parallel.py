@@ -193,7 +193,7 @@ def check_workers(args: argparse.Namespace, robot: str) -> None:
     workers = getattr(args, "workers", 1)
     if not 1 <= workers <= MAX_WORKERS:
         raise HarnessInputError(None, "--workers", f"{workers}: must be within 1..{MAX_WORKERS}")
-    if workers == 1 and not getattr(args, "address", None):
+    if workers == 1 and not getattr(args, "address", None) and not getattr(args, "no_driver_worker", False):
         return
     if getattr(args, "address", None):
         check_address(args.address)
@@ -359,17 +359,18 @@ class RayWorkers:
                     with self._lock:
                         self._built.append(actor)
                     self.ready_after_s.append(self.clock() - self.started)
-                    log.info("Ray worker %d ready after %.1f s", len(self.ready_after_s), self.ready_after_s[-1])
                     self._ready.put(RayWorker(actor, len(self.ready_after_s)))
+                    log.info("Ray worker %d ready after %.1f s", len(self.ready_after_s), self.ready_after_s[-1])
         except BaseException as exc:   # handed to the driver's main thread, which ends the run with it
             self._ready.put(exc)
 
-    def newly_ready(self) -> list[RayWorker]:
-        """Workers ready since the last call; raises what stopped Ray or a worker from starting."""
+    def newly_ready(self, wait_s: float = 0.0) -> list[RayWorker]:
+        """Workers ready since the last call (waiting up to `wait_s` for one); raises what stopped Ray or a
+        worker from starting."""
         ready = []
         while True:
             try:
-                item = self._ready.get_nowait()
+                item = self._ready.get(timeout=wait_s) if wait_s > 0 and not ready else self._ready.get_nowait()
             except queue.Empty:
                 return ready
             if isinstance(item, BaseException):
@@ -468,11 +469,12 @@ class ParallelRun:
     protocol: Protocol
     sheet: Scoresheet
     observer: Any
-    local: LocalWorker
+    local: LocalWorker | None   # None: `--no-driver-worker`
     ray_workers: RayWorkers
     runs_dir: Path
     max_attempts: int | None = None
     worker_busy_s: float = 0.0
+    record_busy_s: float = 0.0   # the driver's own time writing evidence and appending attempts
     recorded: int = 0
     ran_by: dict[str, int] = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)
@@ -481,12 +483,14 @@ class ParallelRun:
         """The stop key was pressed (any thread, a signal handler included): no trial is submitted again, and
         the driver's own arm takes no further command."""
         self.stopping.set()
-        self.local.worker.shut_gate()
+        if self.local is not None:
+            self.local.worker.shut_gate()
 
     def emergency_stop(self) -> None:
         """Stop every worker's arm; each trial in flight comes back as an emergency-stop void."""
         self.stopping.set()
-        self.local.worker.emergency_stop()
+        if self.local is not None:
+            self.local.worker.emergency_stop()
         self.ray_workers.emergency_stop()
 
     def run(self) -> int:
@@ -497,7 +501,7 @@ class ParallelRun:
         to_submit: deque[int] = deque(order)
         done: dict[int, TrialResult] = {}
         in_flight: dict[Future[TrialResult], tuple[int, Any]] = {}
-        idle: list[Any] = [self.local]
+        idle: list[Any] = [self.local] if self.local is not None else []
 
         def wanted() -> bool:   # --max-trials: start no more trials than there are attempts left to record
             return self.max_attempts is None or self.recorded + len(in_flight) + len(done) < self.max_attempts
@@ -505,7 +509,7 @@ class ParallelRun:
         while order:
             if self.stopping.is_set() and not in_flight:   # stopped between trials: nothing in flight to void
                 raise RunPaused(Void(VoidKind.EMERGENCY_STOP))
-            idle.extend(self.ray_workers.newly_ready())
+            idle.extend(self.ray_workers.newly_ready(wait_s=0 if in_flight else STOP_KEY_POLL_S))
             while idle and to_submit and wanted() and not self.stopping.is_set():
                 worker = idle.pop(0)   # the driver first: its evidence needs no shipping
                 index = to_submit.popleft()
@@ -553,8 +557,10 @@ class ParallelRun:
         trial = self.protocol.trial(result.trial_index)
         done_before = total - len(self.sheet.pending_trials())
         self.observer.trial_started(trial, result.attempt.attempt, done_before, total)
+        started = time.perf_counter()
         attempt = store_evidence(result, self.runs_dir, self.sheet.path.stem)
         recorded = self.sheet.add_attempt(attempt)
+        self.record_busy_s += time.perf_counter() - started
         self.recorded += 1
         self.worker_busy_s += result.worker_s
         self.observer.trial_scored(recorded)
@@ -577,10 +583,15 @@ def run_parallel(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet
 
     workers = args.workers
     address = getattr(args, "address", None)
-    # the driver's worker keeps the serial run's writer lanes only where the other workers leave cores free
-    lanes = None if address or workers < local_cores() else 0
-    local = LocalWorker(TrialWorkerImpl(args, protocol, str(sheet.path), sheet.locked_data, sheet.settings,
-                                        lanes=lanes, parts=parts, policy=policy))
+    local: LocalWorker | None = None
+    if getattr(args, "no_driver_worker", False):
+        if policy is not None:
+            policy.close()   # loaded to check it; each Ray worker loads its own
+    else:   # keeps the serial run's writer lanes only where the other workers leave this machine cores free
+        lanes = None if address or workers < local_cores() else 0
+        local = LocalWorker(TrialWorkerImpl(args, protocol, str(sheet.path), sheet.locked_data, sheet.settings,
+                                            lanes=lanes, parts=parts, policy=policy))
+    on_ray = workers - (local is not None)
     observer = observer or TerminalObserver(operator_scores=False)
     ray_workers: RayWorkers | None = None
     started = time.perf_counter()
@@ -589,10 +600,11 @@ def run_parallel(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet
             RayHost.run(start_ray, address, workers)
         if created:
             sheet.create()
+        here = "this process at once, " if local is not None else ""
         print(f"{sheet.path}: {len(sheet.pending_trials())} of {sheet.locked.trial_count} trials to run "
-              f"({sheet.locked.policy.ref} on {sheet.locked.robot}, {workers} workers: this process at once, "
-              f"{workers - 1} on Ray as they start)", flush=True)
-        ray_workers = RayWorkers(args, protocol, sheet, workers - 1)
+              f"({sheet.locked.policy.ref} on {sheet.locked.robot}, {workers} worker{'s' if workers > 1 else ''}: "
+              f"{here}{on_ray} on Ray as they start)", flush=True)
+        ray_workers = RayWorkers(args, protocol, sheet, on_ray)
         run = ParallelRun(args, protocol, sheet, observer, local, ray_workers, Path(args.runs_dir), args.max_trials)
         try:
             with StopKey(run, lambda: False):
@@ -604,11 +616,12 @@ def run_parallel(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet
                           if ray_workers.ready_after_s else "; no Ray worker was ready before the end")
                 shares = ", ".join(f"{n} by {name}" for name, n in sorted(run.ran_by.items()))
                 print(f"{run.recorded} attempts in {wall:.1f} s on {workers} workers ({shares}; "
-                      f"{run.worker_busy_s / run.recorded:.2f} s of worker time each{joined})",
-                      file=sys.stderr, flush=True)
+                      f"{run.worker_busy_s / run.recorded:.2f} s of worker time each, recording "
+                      f"{run.record_busy_s / run.recorded:.3f} s each{joined})", file=sys.stderr, flush=True)
     finally:
         try:
-            local.close()
+            if local is not None:
+                local.close()
         finally:
             if ray_workers is not None:
                 ray_workers.close()
