@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.app.commands import run as run_command
+from harness.app.run_command import run_from_args
 from harness.cli import build_parser, main
 from harness.models.scoresheet import load_scoresheet
 from harness.models.taxonomy import Label
@@ -87,7 +87,7 @@ def _run_mixed(protocol: Path, tmp_path: Path, name: str) -> None:
         args = build_parser().parse_args(["run", str(protocol), "--headless", "--policy", "expert", "--scoresheet",
                                           str(tmp_path / f"{name}.yaml"), "--runs-dir", str(tmp_path / "runs"),
                                           "--workers", "2"])
-        assert run_command.run_from_args(args, observer=_HoldAfterFirstTrial(joined)) == 0
+        assert run_from_args(args, observer=_HoldAfterFirstTrial(joined)) == 0
     finally:
         parallel_log.removeHandler(handler)
         parallel_log.setLevel(level)
@@ -95,14 +95,14 @@ def _run_mixed(protocol: Path, tmp_path: Path, name: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("where", ["driver-and-ray", "ray-only"])
-def test_parallel_run_records_what_a_serial_run_records(tmp_path: Path, where: str, capsys) -> None:
+def test_parallel_run_records_what_a_serial_run_records(tmp_path: Path, where: str, capfd) -> None:
     protocol = _protocol(tmp_path)
     assert _run(protocol, tmp_path, "serial") == 0
     if where == "ray-only":
         assert _run(protocol, tmp_path, "parallel", "--workers", "2", "--no-driver-worker") == 0
     else:
         _run_mixed(protocol, tmp_path, "parallel")
-    said = capsys.readouterr().err
+    said = capfd.readouterr().err
     assert ("by driver" in said) == (where == "driver-and-ray") and "by ray-1" in said, said
     serial, parallel = _outcomes(tmp_path / "serial.yaml"), _outcomes(tmp_path / "parallel.yaml")
     assert [o[:2] for o in parallel] == [(1, 1), (2, 1), (3, 1), (4, 1)]   # trial order, one attempt each
@@ -118,11 +118,11 @@ def test_parallel_run_records_what_a_serial_run_records(tmp_path: Path, where: s
 
 
 @pytest.mark.slow
-def test_a_run_shorter_than_rays_start_up_is_a_serial_run(tmp_path: Path, capsys) -> None:
+def test_a_run_shorter_than_rays_start_up_is_a_serial_run(tmp_path: Path, capfd) -> None:
     protocol = tmp_path / "p1.yaml"
     assert main(["protocol", "new", "--fixed", "--n", "1", "-o", str(protocol)]) == 0
     assert _run(protocol, tmp_path, "short", "--workers", "4") == 0
-    said = capsys.readouterr().err
+    said = capfd.readouterr().err
     assert "1 by driver" in said and "by ray" not in said, said
     assert [o[:3] for o in _outcomes(tmp_path / "short.yaml")] == [(1, 1, Label.SUCCESS)]
 
