@@ -3,6 +3,7 @@ against them.
 
     .venv/bin/python benchmarks/parallel_bench.py [--protocol protocols/randomized.yaml] [--repeats 3]
         [--workers 2] [--video failures]
+    .venv/bin/python benchmarks/parallel_bench.py --curve docs/images/scaling.png   # the model's curve only
 
 Each round runs the protocol (expert on the simulated arm) once serially, once with `--workers N` for each
 N, and once with `--workers auto`, each into a fresh scoresheet; rounds repeat, and the table shows medians.
@@ -122,7 +123,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, nargs="+", default=[2])
     parser.add_argument("--video", default="failures", choices=["failures", "all", "none"])
+    parser.add_argument("--curve", type=Path, help="print the model's predicted curve, plot it here, run nothing")
     args = parser.parse_args()
+    if args.curve:
+        curve(args.curve)
+        return
     configs = [("serial", []), *[(f"--workers {n}", ["--workers", str(n)]) for n in args.workers],
                ("--workers auto", ["--workers", "auto"])]
     runs: dict[str, list[Run]] = {label: [] for label, _ in configs}
@@ -190,6 +195,52 @@ def _model_check(runs: dict[str, list[Run]], single: Run, trials: int, cores: in
             print(f"  predicted ({label}, K={k:.2f}): {predicted:.1f} s against {measured:.1f} s measured "
                   f"(serial predicted {startup + predicted_s(1, trials, k, costs):.1f}, measured "
                   f"{statistics.median(r.wall_s for r in serial):.1f})")
+
+
+def curve(path: Path) -> None:
+    """`--workers auto` and its predicted wall time for 2-64 local cores and a Ray cluster (the constants of
+    `harness/app/scaling.py`), against serial; plotted to `path`."""
+    from dataclasses import replace
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from harness.app.scaling import MEASURED, auto_workers, predicted_s
+    from harness.run.evidence import VideoMode
+
+    # a cluster that is up already: joining it is a connection, and its daemons' CPU is on other machines
+    cluster = {mode: replace(costs, ray_start_s=1.0, ray_start_cpu_s=0.3) for mode, costs in MEASURED.items()}
+    rows = [(f"{k} cores, local Ray", k, MEASURED) for k in (2, 4, 8, 16, 32, 64)]
+    rows += [(f"Ray cluster, {k} cores", k, cluster) for k in (64, 256)]
+    cases = [(VideoMode.FAILURES, 50), (VideoMode.FAILURES, 1000), (VideoMode.ALL, 50)]
+    print("| machine | " + " | ".join(f"--video {m.value}, {n} trials: auto workers, predicted s (serial s)"
+                                      for m, n in cases) + " |")
+    print("|---|" + "---|" * len(cases))
+    for label, cores, table in rows:
+        cells = []
+        for mode, trials in cases:
+            costs = table[mode]
+            chosen = auto_workers(trials, cores, mode, costs)
+            serial = " (serial)" if chosen == 1 else ""
+            cells.append(f"{chosen}{serial}, {predicted_s(chosen, trials, cores, costs):.1f} "
+                         f"({predicted_s(1, trials, cores, costs):.1f})")
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for axis, trials in zip(axes, (50, 1000), strict=True):
+        for cores in (2, 4, 8, 16, 64):
+            counts = list(range(1, min(trials, 2 * cores, 64) + 1))
+            axis.plot(counts, [predicted_s(w, trials, cores, MEASURED[VideoMode.FAILURES]) for w in counts],
+                      label=f"{cores} cores")
+        axis.set_xscale("log", base=2)
+        axis.set_xlabel("workers (1 = serial)")
+        axis.set_ylabel("predicted wall s (trials only)")
+        axis.set_title(f"{trials} expert trials, --video failures")
+        axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    print(f"\nplot: {path}")
 
 
 if __name__ == "__main__":

@@ -506,14 +506,17 @@ class ParallelRun:
         def wanted() -> bool:   # --max-trials: start no more trials than there are attempts left to record
             return self.max_attempts is None or self.recorded + len(in_flight) + len(done) < self.max_attempts
 
-        while order:
-            if self.stopping.is_set() and not in_flight:   # stopped between trials: nothing in flight to void
-                raise RunPaused(Void(VoidKind.EMERGENCY_STOP))
-            idle.extend(self.ray_workers.newly_ready(wait_s=0 if in_flight else STOP_KEY_POLL_S))
+        def hand_out() -> None:
             while idle and to_submit and wanted() and not self.stopping.is_set():
                 worker = idle.pop(0)   # the driver first: its evidence needs no shipping
                 index = to_submit.popleft()
                 in_flight[worker.submit(index, self.sheet.next_attempt_number(index))] = (index, worker)
+
+        while order:
+            if self.stopping.is_set() and not in_flight:   # stopped between trials: nothing in flight to void
+                raise RunPaused(Void(VoidKind.EMERGENCY_STOP))
+            idle.extend(self.ray_workers.newly_ready(wait_s=0 if in_flight else STOP_KEY_POLL_S))
+            hand_out()
             # short waits: the stop key's signal handler runs only when this thread is back in Python, and a
             # Ray worker that became ready is given a trial within one
             finished, _ = wait(list(in_flight), timeout=STOP_KEY_POLL_S, return_when=FIRST_COMPLETED)
@@ -525,6 +528,7 @@ class ParallelRun:
                     idle.append(worker)
                 done[index] = self._result(future, index)
                 self.ran_by[worker.name] = self.ran_by.get(worker.name, 0) + 1
+            hand_out()   # a freed worker starts its next trial before this thread records the last one
             while order and order[0] in done:
                 head = order[0]
                 result = done.pop(head)
