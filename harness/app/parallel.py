@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 MAX_WORKERS = 256
 CONTROL_GROUP = "control"   # a worker's concurrency group for the emergency stop
 STOP_KEY_POLL_S = 0.05
+CLOSE_TIMEOUT_S = 10.0   # for the Ray workers to release their arms and remove their folders at the end
 
 
 class WorkerFailed(HarnessError):
@@ -243,8 +244,8 @@ def ray_environment(local: bool) -> dict[str, str]:
 
 
 def start_ray(address: str | None, workers: int, dashboard: bool = False) -> None:
-    """A local Ray runtime sized to the workers (CPUs only: no GPU, a small object store, since a trial's
-    result is a few hundred kB), reachable on loopback only, or the cluster at `address`.
+    """A local Ray runtime sized to the workers and the machine (CPUs only: no GPU, a small object store,
+    since a trial's result is a few hundred kB), reachable on loopback only, or the cluster at `address`.
 
     The dashboard is off unless asked for (then on 127.0.0.1). A watchman process (`ray_reaper`) ends
     this run's Ray processes if the driver is killed, since some of Ray's agents outlive it by a minute.
@@ -267,7 +268,9 @@ def start_ray(address: str | None, workers: int, dashboard: bool = False) -> Non
         from harness.app.ray_reaper import start
 
         _reaper = start()
-    ray.init(num_cpus=max(workers, 1), num_gpus=0, object_store_memory=OBJECT_STORE_BYTES,
+    # CPUs for every worker, and at least the machine's: a runtime that outlives this run (a sweep's next cell, a
+    # test's next run) must still fit the actors it asks for, and a killed actor's restart must find a CPU
+    ray.init(num_cpus=max(workers, local_cores()), num_gpus=0, object_store_memory=OBJECT_STORE_BYTES,
              _node_ip_address=LOOPBACK, include_dashboard=dashboard, dashboard_host=LOOPBACK, **quiet)
     node = ray.util.get_node_ip_address()
     if node != LOOPBACK:   # Ray was imported before the environment above was set
@@ -400,12 +403,13 @@ class RayWorkers:
             return
         import ray
 
+        # all closed at once, and not waited for long: a worker that died (or is being restarted) answers never
+        closing = [actor.close.remote() for actor in self._built]   # one still in its set-up is only ended
+        _, unanswered = (ray.wait(closing, num_returns=len(closing), timeout=CLOSE_TIMEOUT_S) if closing
+                         else ([], []))
+        if unanswered:
+            log.debug("%d Ray workers did not close in %.0f s; ended", len(unanswered), CLOSE_TIMEOUT_S)
         for actor in self._actors:
-            if any(actor is built for built in self._built):   # one still in its set-up is only ended, below
-                try:
-                    ray.get(actor.close.remote(), timeout=30)
-                except Exception as exc:   # best effort: a dead worker has nothing left to close
-                    log.debug("worker close failed: %s", exc)
             ray.kill(actor)
         self._actors = []
         self._built = []
