@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,17 +78,16 @@ def run_once(label: str, command: list[str]) -> Run:
     with tempfile.TemporaryFile("w+") as err, subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1) as proc:
         root = psutil.Process(proc.pid)
-        assert proc.stdout is not None
-        os.set_blocking(proc.stdout.fileno(), False)
-        pending = ""
-        while proc.poll() is None or pending:
-            chunk = proc.stdout.read() or ""
-            pending += chunk
-            *lines, pending = pending.split("\n")
-            now = time.perf_counter() - started
-            marks += [now for line in lines if re.match(r"\[\s*\d+/\d+\] trial", line)]
-            if proc.poll() is not None and not chunk:
-                break
+
+        def read_trial_lines() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if re.match(r"\[\s*\d+/\d+\] trial", line):
+                    marks.append(time.perf_counter() - started)
+
+        reader = threading.Thread(target=read_trial_lines, daemon=True)
+        reader.start()
+        while proc.poll() is None:
             try:
                 family = [root, *root.children(recursive=True)]
             except psutil.Error:
@@ -100,6 +100,7 @@ def run_once(label: str, command: list[str]) -> Run:
                 except psutil.Error:
                     continue
             time.sleep(0.1)   # the sampling period
+        reader.join(timeout=10)
         err.seek(0)
         stderr = err.read()
     wall = time.perf_counter() - started
@@ -133,7 +134,7 @@ def main() -> None:
     runs: dict[str, list[Run]] = {label: [] for label, _ in configs}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        one = folder / "one.yaml"
+        one = folder / "protocol-1-trial.yaml"
         subprocess.run([*HARNESS, "protocol", "new", "--fixed", "--n", "1", "-o", str(one)], check=True,
                        stdout=subprocess.DEVNULL)
         single = run_once("serial, 1 trial", harness_run(one, folder, "one", args.video))
@@ -185,7 +186,7 @@ def _model_check(runs: dict[str, list[Run]], single: Run, trials: int, cores: in
                            worker_setup_s=(statistics.median(ready) - statistics.median(ray_up)) if ready and ray_up
                            else 3.0, worker_setup_cpu_s=per_worker,
                            record_s=statistics.median(record) if record else 0.03)
-        effective = max(1.0, cores - statistics.median(r.others_cores for r in rs))
+        effective = max(0.25, cores - statistics.median(r.others_cores for r in rs))
         measured = statistics.median(r.wall_s for r in rs)
         print(f"--workers {n}: Ray up after {costs.ray_start_s:.1f} s ({ray_cpu:.1f} CPU s), a worker ready "
               f"{costs.worker_setup_s:.1f} s later ({per_worker:.1f} CPU s), recording {costs.record_s:.3f} s a trial; "

@@ -620,8 +620,10 @@ def run_parallel(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet
         finally:
             wall = time.perf_counter() - started
             if run.recorded:
-                joined = (f"; Ray workers ready after {', '.join(f'{s:.1f}' for s in ray_workers.ready_after_s)} s"
-                          if ray_workers.ready_after_s else "; no Ray worker was ready before the end")
+                up = (f"; Ray up after {ray_workers.ray_up_after_s:.1f} s"
+                      if ray_workers.ray_up_after_s is not None else "")
+                joined = up + (f", Ray workers ready after {', '.join(f'{s:.1f}' for s in ray_workers.ready_after_s)} s"
+                               if ray_workers.ready_after_s else ", no Ray worker was ready before the end")
                 shares = ", ".join(f"{n} by {name}" for name, n in sorted(run.ran_by.items()))
                 print(f"{run.recorded} attempts in {wall:.1f} s on {workers} workers ({shares}; "
                       f"{run.worker_busy_s / run.recorded:.2f} s of worker time each, recording "

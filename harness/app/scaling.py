@@ -38,11 +38,11 @@ MARGIN = 0.9   # parallel is chosen only where predicted at most 90 % of serial:
 class TrialCosts:
     wall_s: float                  # w: one trial alone, serial engine (writer lanes included)
     cpu_s: float                   # C: CPU seconds per trial, every process
-    ray_start_s: float = 3.0       # S: wall until the local Ray runtime answers, cores free
-    ray_start_cpu_s: float = 3.4   # S_cpu: CPU of Ray's own processes (GCS, raylet, agents, monitors, driver)
-    worker_setup_s: float = 3.0    # s: one Ray worker from its process to its first trial, cores free
-    worker_setup_cpu_s: float = 3.2   # s_cpu: that worker's CPU for it (imports, simulator, policy, renderer)
-    record_s: float = 0.03         # d: the driver's recording per trial
+    ray_start_s: float = 3.5       # S: wall until the local Ray runtime answers, cores free (its CPU on one core)
+    ray_start_cpu_s: float = 3.5   # S_cpu: CPU of Ray's own processes (GCS, raylet, agents, monitors, reaper)
+    worker_setup_s: float = 3.1    # s: one Ray worker from its process to its first trial, cores free
+    worker_setup_cpu_s: float = 3.1   # s_cpu: that worker's CPU for it (imports, simulator, policy, renderer)
+    record_s: float = 0.04         # d: the driver's recording per trial (evidence written and synced, appended)
 
 
 # measured on the 2-core machine of docs/benchmarks.md (expert on the simulated arm, randomized protocol)
