@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 
@@ -38,8 +39,9 @@ def _engine(tmp_path, writer: EvidenceWriter, dropout_at=None) -> tuple[RunEngin
 
 
 @pytest.mark.slow
-def test_a_trial_is_recorded_only_with_its_complete_evidence(tmp_path) -> None:
-    writer = EvidenceWriter(SimWorld().geometry, control_fps=30)
+@pytest.mark.parametrize("lanes", [None, 0], ids=["lane-processes", "inline"])
+def test_a_trial_is_recorded_only_with_its_complete_evidence(tmp_path, lanes) -> None:
+    writer = EvidenceWriter(SimWorld().geometry, control_fps=30, lanes=lanes)
     try:
         engine, sheet = _engine(tmp_path, writer)
         engine.run()
@@ -54,8 +56,9 @@ def test_a_trial_is_recorded_only_with_its_complete_evidence(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_a_camera_frozen_in_the_rendered_evidence_voids_the_trial_and_pauses(tmp_path) -> None:
-    writer = EvidenceWriter(SimWorld().geometry, control_fps=30)
+@pytest.mark.parametrize("lanes", [None, 0], ids=["lane-processes", "inline"])
+def test_a_camera_frozen_in_the_rendered_evidence_voids_the_trial_and_pauses(tmp_path, lanes) -> None:
+    writer = EvidenceWriter(SimWorld().geometry, control_fps=30, lanes=lanes)
     try:
         engine, sheet = _engine(tmp_path, writer, dropout_at=(1, 30))
         with pytest.raises(RunPaused):
@@ -65,3 +68,33 @@ def test_a_camera_frozen_in_the_rendered_evidence_voids_the_trial_and_pauses(tmp
     attempt = sheet.attempts[0]
     assert attempt.outcome == "void"
     assert attempt.void_reason.startswith("camera dropout: top repeated the same frame")
+
+
+@pytest.mark.slow
+def test_evidence_drawn_inline_is_what_the_lane_processes_draw_and_starts_no_process(tmp_path) -> None:
+    import os
+
+    import psutil
+
+    def children() -> set[int]:
+        return {p.pid for p in psutil.Process().children(recursive=True)}
+
+    finals = {}
+    for lanes in (2, 0):
+        before = children()
+        writer = EvidenceWriter(SimWorld().geometry, control_fps=30, lanes=lanes)
+        try:
+            started = children() - before
+            if lanes:
+                assert len(writer.pids) == 2 and set(writer.pids) <= started
+            else:
+                assert writer.pids == [os.getpid()] and not started
+            folder = tmp_path / f"lanes{lanes}"
+            folder.mkdir()
+            engine, sheet = _engine(folder, writer)
+            engine.run()
+        finally:
+            writer.close()
+        artifacts = sheet.attempts[0].artifacts
+        finals[lanes] = {name: Path(artifacts[name]).read_bytes() for name in ("final_top.png", "final_wrist.png")}
+    assert finals[0] == finals[2]

@@ -1,7 +1,9 @@
-"""`harness run --workers N` on Ray: the same scoresheet and evidence as a serial run, faults included."""
+"""`harness run --workers N` (the driver at once, Ray workers as they start): the same scoresheet and evidence
+as a serial run, faults included."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -12,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness.app.run_command import run_from_args
+from harness.cli import build_parser, main
 from harness.models.scoresheet import load_scoresheet
 from harness.models.taxonomy import Label
+from harness.run.terminal import TerminalObserver
 from tests.helpers import wait_until
 
 PROTOCOL_ARGS = ["protocol", "new", "--randomized", "--n", "4", "--radius-cm", "4", "--min-spacing-cm", "1.2",
@@ -47,11 +51,59 @@ def test_workers_refused_before_anything_is_written(tmp_path: Path, flags: list[
     assert not (tmp_path / "refused.yaml").exists()
 
 
+class _HoldAfterFirstTrial(TerminalObserver):
+    """Plain mode's observer that, once trial 1 is recorded, holds the driver's recording until a Ray worker
+    has joined (its log line), so the next trials go to both the driver's own worker and the Ray worker."""
+
+    def __init__(self, joined: threading.Event) -> None:
+        super().__init__(operator_scores=False)
+        self.joined = joined
+
+    def trial_scored(self, attempt) -> None:
+        super().trial_scored(attempt)
+        if attempt.trial_index == 1:
+            wait_until(self.joined.is_set, 600, "a Ray worker to join the run")
+
+
+class _JoinedLog(logging.Handler):
+    def __init__(self, joined: threading.Event) -> None:
+        super().__init__(logging.INFO)
+        self.joined = joined
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.name == "harness.app.parallel" and record.msg.startswith("Ray worker %d ready"):
+            self.joined.set()
+
+
+def _run_mixed(protocol: Path, tmp_path: Path, name: str) -> None:
+    """`--workers 2` with the driver's own worker and one Ray worker both given trials."""
+    joined = threading.Event()
+    handler = _JoinedLog(joined)
+    parallel_log = logging.getLogger("harness.app.parallel")
+    level = parallel_log.level
+    parallel_log.addHandler(handler)
+    parallel_log.setLevel(logging.INFO)
+    try:
+        args = build_parser().parse_args(["run", str(protocol), "--headless", "--policy", "expert", "--scoresheet",
+                                          str(tmp_path / f"{name}.yaml"), "--runs-dir", str(tmp_path / "runs"),
+                                          "--workers", "2"])
+        assert run_from_args(args, observer=_HoldAfterFirstTrial(joined)) == 0
+    finally:
+        parallel_log.removeHandler(handler)
+        parallel_log.setLevel(level)
+
+
 @pytest.mark.slow
-def test_parallel_run_records_what_a_serial_run_records(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["driver-and-ray", "ray-only"])
+def test_parallel_run_records_what_a_serial_run_records(tmp_path: Path, where: str, capfd) -> None:
     protocol = _protocol(tmp_path)
     assert _run(protocol, tmp_path, "serial") == 0
-    assert _run(protocol, tmp_path, "parallel", "--workers", "2") == 0
+    if where == "ray-only":
+        assert _run(protocol, tmp_path, "parallel", "--workers", "2", "--no-driver-worker") == 0
+    else:
+        _run_mixed(protocol, tmp_path, "parallel")
+    said = capfd.readouterr().err
+    assert ("by driver" in said) == (where == "driver-and-ray") and "by ray-1" in said, said
     serial, parallel = _outcomes(tmp_path / "serial.yaml"), _outcomes(tmp_path / "parallel.yaml")
     assert [o[:2] for o in parallel] == [(1, 1), (2, 1), (3, 1), (4, 1)]   # trial order, one attempt each
     assert parallel == serial
@@ -63,6 +115,16 @@ def test_parallel_run_records_what_a_serial_run_records(tmp_path: Path) -> None:
     sheet = load_scoresheet(tmp_path / "parallel.yaml")
     for attempt in sheet.attempts:   # the evidence the scoresheet points at is where it says
         assert all(Path(p).is_file() for p in attempt.artifacts.values())
+
+
+@pytest.mark.slow
+def test_a_run_shorter_than_rays_start_up_is_a_serial_run(tmp_path: Path, capfd) -> None:
+    protocol = tmp_path / "p1.yaml"
+    assert main(["protocol", "new", "--fixed", "--n", "1", "-o", str(protocol)]) == 0
+    assert _run(protocol, tmp_path, "short", "--workers", "4") == 0
+    said = capfd.readouterr().err
+    assert "1 by driver" in said and "by ray" not in said, said
+    assert [o[:3] for o in _outcomes(tmp_path / "short.yaml")] == [(1, 1, Label.SUCCESS)]
 
 
 def _kill_first_busy_worker(killed: list[int], stop: threading.Event) -> None:
@@ -87,8 +149,8 @@ def test_a_worker_killed_mid_trial_voids_nothing_and_its_trial_is_retried(tmp_pa
     stop = threading.Event()
     killer = threading.Thread(target=_kill_first_busy_worker, args=(killed, stop), daemon=True)
     killer.start()
-    try:
-        assert _run(protocol, tmp_path, "killed", "--workers", "2") == 0
+    try:   # every trial on Ray: the driver's own worker would run some of them where no one kills it
+        assert _run(protocol, tmp_path, "killed", "--workers", "2", "--no-driver-worker") == 0
     finally:
         stop.set()
         killer.join(timeout=5)

@@ -55,7 +55,7 @@ def driver(tmp_path_factory) -> Iterator[tuple[subprocess.Popen[str], list[psuti
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(protocol), "--headless", "--policy",
                                 "expert", "--no-video", "--scoresheet", str(folder / "s.yaml"), "--runs-dir",
-                                str(folder / "runs"), "--workers", "2"],
+                                str(folder / "runs"), "--workers", "2", "--no-driver-worker"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=folder)
     try:
         family = _wait_for(lambda: (f := _family(process.pid)) and sum(

@@ -216,11 +216,13 @@ def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
                               robot_type=SO101_ROBOT_TYPE, options=recording_options(args, protocol.fps))
     writer = None
     # Frames rendered (sim) and encoded in other processes, off the control loop; without video a
-    # simulated run still hands them its final frames and the dropout watch's frames to draw.
+    # simulated run still hands them its final frames and the dropout watch's frames to draw. A parallel
+    # run's worker sets `evidence_lanes` (0: drawn inline, its cores are the other workers').
     if not args.no_video or is_sim:
         from harness.run.evidence_writer import EvidenceWriter
 
-        writer = EvidenceWriter(robot.world.geometry if is_sim else None, control_fps=protocol.fps)
+        writer = EvidenceWriter(robot.world.geometry if is_sim else None, control_fps=protocol.fps,
+                                lanes=getattr(args, "evidence_lanes", None))
     options = RunOptions(runs_dir=Path(args.runs_dir), paced=not is_sim, video=video_mode(args, sheet.locked.robot),
                          video_fps=args.video_fps, video_size=video_size, max_attempts=args.max_trials,
                          dataset=dataset, evidence_writer=writer)

@@ -1,12 +1,19 @@
-"""`harness run --workers N`: the trials of one simulated run on Ray workers, recorded in trial order
-by one writer, so the scoresheet, the evidence and the report are those of a serial run.
+"""`harness run --workers N`: the trials of one simulated run on N workers, recorded in trial order by
+one writer, so the scoresheet, the evidence and the report are those of a serial run.
 
-Each worker is a Ray actor that builds exactly what a serial `harness run` builds (`prepare_run`:
-its own simulator, renderer, policy and engine) around a `DetachedSheet`, a stand-in that numbers
-attempts as the driver says and hands each finished attempt back instead of writing it. Evidence is
-written in the worker's own temporary folder and shipped back as bytes, so workers on other
-machines of a Ray cluster need no shared disk. The driver (this process) is the only writer of the
-scoresheet and the runs folder; it appends attempts strictly in the order a serial run would have.
+The first worker is the driver itself: it builds what a serial run builds and starts trials at once,
+on a thread of its own, while Ray and the other N-1 workers start in the background; each of those
+joins as soon as it is ready. A trial goes to whichever worker is free next (the next trial not yet
+started), so Ray's start-up and each worker's set-up are hidden behind trials the driver runs anyway,
+and a run that ends before they are ready is simply a serial run.
+
+Each worker builds exactly what a serial `harness run` builds (`prepare_run`: its own simulator,
+policy and engine) around a `DetachedSheet`, a stand-in that numbers attempts as the driver says and
+hands each finished attempt back instead of writing it. A worker draws its evidence inline (no writer
+lane processes: it has one core, and the other cores are the other workers'). Evidence is written in
+the worker's own temporary folder and shipped back as bytes, so workers on other machines of a Ray
+cluster need no shared disk. The driver's main thread is the only writer of the scoresheet and the
+runs folder; it appends attempts strictly in the order a serial run would have.
 
 Faults: a worker process that dies is restarted by Ray and its trial retried (nothing was recorded
 for it); a void that would pause a serial run pauses this one at the same place, and the results of
@@ -16,8 +23,10 @@ later trials are discarded unrecorded (they are run again on resume).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
+import queue
 import shutil
 import socket
 import sys
@@ -25,6 +34,8 @@ import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +52,7 @@ log = logging.getLogger(__name__)
 MAX_WORKERS = 256
 CONTROL_GROUP = "control"   # a worker's concurrency group for the emergency stop
 STOP_KEY_POLL_S = 0.05
+CLOSE_TIMEOUT_S = 10.0   # for the Ray workers to release their arms and remove their folders at the end
 
 
 class WorkerFailed(HarnessError):
@@ -93,32 +105,45 @@ class TrialResult:
     worker_s: float = 0.0
 
 
-def worker_arguments(args: argparse.Namespace, runs_dir: Path) -> argparse.Namespace:
-    """The run's own arguments, with evidence going to the worker's folder and one process per trial."""
+def worker_arguments(args: argparse.Namespace, runs_dir: Path, lanes: int | None = 0) -> argparse.Namespace:
+    """The run's own arguments, with evidence going to the worker's folder, one trial at a time, and the
+    evidence drawn inline (`lanes=0`) or by that many writer lanes (None: the serial default)."""
     values = dict(vars(args))
-    values.update(runs_dir=str(runs_dir), workers=1, headless=True, record_dataset=None, realtime=False)
+    values.update(runs_dir=str(runs_dir), workers=1, headless=True, record_dataset=None, realtime=False,
+                  evidence_lanes=lanes)
     return argparse.Namespace(**values)
 
 
 class TrialWorkerImpl:
-    """The body of a Ray actor: one simulator, one policy, one engine, many trials."""
+    """A worker: one simulator, one policy, one engine, many trials. The body of a Ray actor, and of the
+    driver's own worker (given the policy the driver loaded already, and its `Parts`)."""
 
     def __init__(self, args: argparse.Namespace, protocol: Protocol, sheet_path: str, locked_data: dict[str, Any],
-                 settings: RunSettings) -> None:
+                 settings: RunSettings, lanes: int | None = 0, parts: Any = None, policy: Any = None) -> None:
         from harness.app.build import FrontEnd, prepare_run
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         self.tmp = Path(tempfile.mkdtemp(prefix="harness-worker-"))
         self.sheet = DetachedSheet(Path(sheet_path), locked_data, settings)
         self.protocol = protocol
-        self.setup = prepare_run(worker_arguments(args, self.tmp), protocol, self.sheet, FrontEnd.PLAIN)
+        try:
+            self.setup = prepare_run(worker_arguments(args, self.tmp, lanes), protocol, self.sheet, FrontEnd.PLAIN,
+                                     parts, policy)
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
 
     def pid(self) -> int:
         return os.getpid()
 
+    def shut_gate(self) -> None:
+        """The stop key's first half (no lock, safe in a signal handler): no motion command passes."""
+        self.setup.robot.shut_gate()
+
     def emergency_stop(self) -> None:
-        """Called in the actor's `control` concurrency group, beside a `run_trial` in flight: the trial
-        in flight comes back as an emergency-stop void and this worker moves its arm no more."""
+        """Called in the actor's `control` concurrency group (or from the driver's stop thread), beside a
+        `run_trial` in flight: the trial in flight comes back as an emergency-stop void and this worker
+        moves its arm no more."""
         self.setup.robot.emergency_stop()
 
     def run_trial(self, trial_index: int, attempt_number: int) -> TrialResult:
@@ -175,7 +200,7 @@ def check_workers(args: argparse.Namespace, robot: RobotKind) -> None:
     workers = getattr(args, "workers", 1)
     if not 1 <= workers <= MAX_WORKERS:
         raise HarnessInputError(None, "--workers", f"{workers}: must be within 1..{MAX_WORKERS}")
-    if workers == 1 and not getattr(args, "address", None):
+    if workers == 1 and not getattr(args, "address", None) and not getattr(args, "no_driver_worker", False):
         return
     if getattr(args, "address", None):
         check_address(args.address)
@@ -190,6 +215,7 @@ def check_workers(args: argparse.Namespace, robot: RobotKind) -> None:
 
 LOOPBACK = "127.0.0.1"
 ADDRESS_TIMEOUT_S = 5.0
+OBJECT_STORE_BYTES = 100 * 1024 * 1024   # Ray's floor is 75 MiB; its default, 30 % of memory, is never used here
 _reaper: Any = None
 
 
@@ -224,7 +250,8 @@ def ray_environment(local: bool) -> dict[str, str]:
 
 
 def start_ray(address: str | None, workers: int, dashboard: bool = False) -> None:
-    """A local Ray runtime sized to the workers, reachable on loopback only, or the cluster at `address`.
+    """A local Ray runtime sized to the workers and the machine (CPUs only: no GPU, a small object store,
+    since a trial's result is a few hundred kB), reachable on loopback only, or the cluster at `address`.
 
     The dashboard is off unless asked for (then on 127.0.0.1). A watchman process (`ray_reaper`) ends
     this run's Ray processes if the driver is killed, since some of Ray's agents outlive it by a minute.
@@ -247,99 +274,271 @@ def start_ray(address: str | None, workers: int, dashboard: bool = False) -> Non
         from harness.app.ray_reaper import start
 
         _reaper = start()
-    ray.init(num_cpus=max(workers, 1), _node_ip_address=LOOPBACK, include_dashboard=dashboard,
-             dashboard_host=LOOPBACK, **quiet)
+    # CPUs for every worker, and at least the machine's: a runtime that outlives this run (a sweep's next cell, a
+    # test's next run) must still fit the actors it asks for, and a killed actor's restart must find a CPU
+    ray.init(num_cpus=max(workers, local_cores()), num_gpus=0, object_store_memory=OBJECT_STORE_BYTES,
+             _node_ip_address=LOOPBACK, include_dashboard=dashboard, dashboard_host=LOOPBACK, **quiet)
     node = ray.util.get_node_ip_address()
     if node != LOOPBACK:   # Ray was imported before the environment above was set
         ray.shutdown()
         raise HarnessError(f"the local Ray runtime came up on {node}, not on loopback; refusing to run on it")
 
 
+class LocalWorker:
+    """The driver's own worker: the serial run's engine, started before Ray, its trials on one thread so the
+    driver's main thread stays free to record attempts and to take the stop key."""
+
+    name = "driver"
+
+    def __init__(self, worker: TrialWorkerImpl) -> None:
+        self.worker = worker
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="harness-driver-trials")
+        self._running: Future[TrialResult] | None = None
+
+    def submit(self, index: int, attempt: int) -> Future[TrialResult]:
+        self._running = self._thread.submit(self.worker.run_trial, index, attempt)
+        return self._running
+
+    def close(self) -> None:
+        """A trial still running (the run ended elsewhere, or a second Ctrl+C) is stopped, not waited out."""
+        if self._running is not None and not self._running.done():
+            self.worker.shut_gate()
+            self.worker.emergency_stop()
+        self._thread.shutdown(wait=True)
+        self.worker.close()
+
+
+class RayWorker:
+    """A Ray actor that finished its set-up."""
+
+    def __init__(self, actor: Any, number: int) -> None:
+        self.actor = actor
+        self.name = f"ray-{number}"
+
+    def submit(self, index: int, attempt: int) -> Future[TrialResult]:
+        return self.actor.run_trial.remote(index, attempt).future()
+
+
+class RayWorkers:
+    """Ray and `count` actors, started on a thread of their own while the driver runs trials: each actor is
+    handed over (`ready`) once it is built and connected; a failure is handed over as the exception."""
+
+    def __init__(self, args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet, count: int,
+                 clock: Any = time.perf_counter) -> None:
+        self.args = args
+        self.protocol = protocol
+        self.sheet = sheet
+        self.count = count
+        self.clock = clock
+        self.started = clock()
+        self.ready_after_s: list[float] = []
+        self.ray_up_after_s: float | None = None
+        self._ready: queue.Queue[RayWorker | BaseException] = queue.Queue()
+        self._actors: list[Any] = []
+        self._built: list[Any] = []   # actors whose set-up finished: the ones with an arm to stop and a close
+        self._lock = threading.Lock()
+        self._cancelled = threading.Event()
+        self._thread = threading.Thread(target=self._start, name="harness-ray-start", daemon=True)
+        if count > 0:
+            self._thread.start()
+
+    def _start(self) -> None:
+        try:
+            RayHost.run(start_ray, getattr(self.args, "address", None), self.count,
+                        getattr(self.args, "ray_dashboard", False))
+            self.ray_up_after_s = self.clock() - self.started
+            log.info("Ray up after %.1f s", self.ray_up_after_s)
+            if self._cancelled.is_set():
+                return
+            import ray
+
+            # `control` runs beside the default group's one thread (the simulator and its renderer stay on it),
+            # so an emergency stop reaches a worker in the middle of a trial
+            remote = ray.remote(num_cpus=1, max_restarts=3, max_task_retries=3,
+                                concurrency_groups={CONTROL_GROUP: 1})(TrialWorkerImpl)
+            with self._lock:
+                self._actors = [remote.remote(self.args, self.protocol, str(self.sheet.path), self.sheet.locked_data,
+                                              self.sheet.settings) for _ in range(self.count)]
+                setting_up = {actor.pid.remote(): actor for actor in self._actors}
+            while setting_up and not self._cancelled.is_set():
+                built, _ = ray.wait(list(setting_up), num_returns=1, timeout=STOP_KEY_POLL_S)
+                for ref in built:
+                    actor = setting_up.pop(ref)
+                    ray.get(ref)   # built and connected, or raises here
+                    with self._lock:
+                        self._built.append(actor)
+                    self.ready_after_s.append(self.clock() - self.started)
+                    self._ready.put(RayWorker(actor, len(self.ready_after_s)))
+                    log.info("Ray worker %d ready after %.1f s", len(self.ready_after_s), self.ready_after_s[-1])
+        except BaseException as exc:   # handed to the driver's main thread, which ends the run with it
+            self._ready.put(exc)
+
+    def newly_ready(self, wait_s: float = 0.0) -> list[RayWorker]:
+        """Workers ready since the last call (waiting up to `wait_s` for one); raises what stopped Ray or a
+        worker from starting."""
+        ready = []
+        while True:
+            try:
+                item = self._ready.get(timeout=wait_s) if wait_s > 0 and not ready else self._ready.get_nowait()
+            except queue.Empty:
+                return ready
+            if isinstance(item, BaseException):
+                if isinstance(item, HarnessError):
+                    raise item
+                raise WorkerFailed(f"Ray or a Ray worker failed to start ({type(item).__name__}: {item}); "
+                                   "nothing was recorded for it: run again with --resume") from item
+            ready.append(item)
+
+    def emergency_stop(self, timeout_s: float = 10.0) -> None:
+        """Stop every actor's arm (those still starting have none moving)."""
+        with self._lock:
+            actors = list(self._built)
+        if not actors:
+            return
+        import ray
+
+        stops = [actor.emergency_stop.options(concurrency_group=CONTROL_GROUP).remote() for actor in actors]
+        ray.wait(stops, num_returns=len(stops), timeout=timeout_s)
+
+    def close(self) -> None:
+        """End the actors; a start-up still under way is cancelled (after `ray.init`, which cannot be)."""
+        self._cancelled.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        if not self._actors:
+            return
+        import ray
+
+        # all closed at once, and not waited for long: a worker that died (or is being restarted) answers never
+        closing = [actor.close.remote() for actor in self._built]   # one still in its set-up is only ended
+        _, unanswered = (ray.wait(closing, num_returns=len(closing), timeout=CLOSE_TIMEOUT_S) if closing
+                         else ([], []))
+        if unanswered:
+            log.debug("%d Ray workers did not close in %.0f s; ended", len(unanswered), CLOSE_TIMEOUT_S)
+        for actor in self._actors:
+            ray.kill(actor)
+        self._actors = []
+        self._built = []
+
+
+class RayHost:
+    """The one thread that starts the local Ray runtime, parked for the life of the process.
+
+    Why a thread of its own that never ends: Ray ties the processes it starts (GCS server, raylet, agents)
+    to the *thread* that started them (`PR_SET_PDEATHSIG` fires when that thread ends, not the process), so
+    a start-up thread that finished would take the runtime with it. Started on this thread, the runtime
+    lives until the process ends, for every run of a sweep, while the driver's main thread goes on.
+    """
+
+    _instance: RayHost | None = None
+    _guard = threading.Lock()
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue[tuple[Any, tuple[Any, ...], Future[Any]]] = queue.Queue()
+        threading.Thread(target=self._serve, name="harness-ray-host", daemon=True).start()
+
+    @classmethod
+    def run(cls, function: Any, *args: Any) -> Any:
+        """`function(*args)` on the host thread; waits for it and returns its result or raises its error."""
+        with cls._guard:
+            if cls._instance is None:
+                cls._instance = RayHost()
+            host = cls._instance
+        future: Future[Any] = Future()
+        host._jobs.put((function, args, future))
+        return future.result()
+
+    def _serve(self) -> None:
+        while True:
+            function, args, future = self._jobs.get()
+            try:
+                with quiet_ray_init():
+                    future.set_result(function(*args))
+            except BaseException as exc:
+                future.set_exception(exc)
+
+
+@contextlib.contextmanager
+def quiet_ray_init() -> Iterator[None]:
+    """`ray.init` off the main thread warns that it set no SIGTERM handler: the harness keeps its own there
+    (SIGTERM ends a run as Ctrl+C does), so the warning says nothing to act on."""
+    ray_worker_log = logging.getLogger("ray._private.worker")
+    level = ray_worker_log.level
+    ray_worker_log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        ray_worker_log.setLevel(level)
+
+
 @dataclass
 class ParallelRun:
-    """Drives N workers over the pending trials of one locked scoresheet."""
+    """Drives the driver's own worker and the Ray workers over the pending trials of one locked scoresheet."""
 
     args: argparse.Namespace
     protocol: Protocol
     sheet: Scoresheet
     observer: Any
-    workers: int
+    local: LocalWorker | None   # None: `--no-driver-worker`
+    ray_workers: RayWorkers
     runs_dir: Path
     max_attempts: int | None = None
     worker_busy_s: float = 0.0
+    record_busy_s: float = 0.0   # the driver's own time writing evidence and appending attempts
     recorded: int = 0
-    _actors: list[Any] = field(default_factory=list)
+    ran_by: dict[str, int] = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)
 
-    def start(self) -> None:
-        import ray
-
-        # `control` runs beside the default group's one thread (the simulator and its renderer stay on it),
-        # so an emergency stop reaches a worker in the middle of a trial
-        remote = ray.remote(num_cpus=1, max_restarts=3, max_task_retries=3,
-                            concurrency_groups={CONTROL_GROUP: 1})(TrialWorkerImpl)
-        self._actors = [remote.remote(self.args, self.protocol, str(self.sheet.path), self.sheet.locked_data,
-                                      self.sheet.settings) for _ in range(self.workers)]
-        ray.get([actor.pid.remote() for actor in self._actors])   # built and connected, or raises here
-
-    def close(self) -> None:
-        import ray
-
-        for actor in self._actors:
-            try:
-                ray.get(actor.close.remote(), timeout=30)
-            except Exception as exc:   # best effort: a dead worker has nothing left to close
-                log.debug("worker close failed: %s", exc)
-            ray.kill(actor)
-        self._actors = []
-
     def shut_gate(self) -> None:
-        """The stop key was pressed (any thread, a signal handler included): no trial is submitted again."""
+        """The stop key was pressed (any thread, a signal handler included): no trial is submitted again, and
+        the driver's own arm takes no further command."""
         self.stopping.set()
+        if self.local is not None:
+            self.local.worker.shut_gate()
 
     def emergency_stop(self) -> None:
         """Stop every worker's arm; each trial in flight comes back as an emergency-stop void."""
-        import ray
-
         self.stopping.set()
-        stops = [actor.emergency_stop.options(concurrency_group=CONTROL_GROUP).remote() for actor in self._actors]
-        ray.wait(stops, num_returns=len(stops), timeout=10)
+        if self.local is not None:
+            self.local.worker.emergency_stop()
+        self.ray_workers.emergency_stop()
 
     def run(self) -> int:
         """Run every pending trial; returns how many attempts were recorded. Raises `RunPaused` where a
         serial run would have paused, and on the stop key once the trials in flight are recorded."""
-        import ray
-
         total = self.sheet.locked.trial_count
         order: deque[int] = deque(self.sheet.pending_trials())
         to_submit: deque[int] = deque(order)
-        attempt_of: dict[int, int] = {}
         done: dict[int, TrialResult] = {}
-        in_flight: dict[Any, tuple[int, Any]] = {}
-        idle = list(self._actors)
+        in_flight: dict[Future[TrialResult], tuple[int, Any]] = {}
+        idle: list[Any] = [self.local] if self.local is not None else []
 
-        def submit(index: int) -> None:
-            actor = idle.pop()
-            attempt_of[index] = self.sheet.next_attempt_number(index)
-            in_flight[actor.run_trial.remote(index, attempt_of[index])] = (index, actor)
+        def wanted() -> bool:   # --max-trials: start no more trials than there are attempts left to record
+            return self.max_attempts is None or self.recorded + len(in_flight) + len(done) < self.max_attempts
+
+        def hand_out() -> None:
+            while idle and to_submit and wanted() and not self.stopping.is_set():
+                worker = idle.pop(0)   # the driver first: its evidence needs no shipping
+                index = to_submit.popleft()
+                in_flight[worker.submit(index, self.sheet.next_attempt_number(index))] = (index, worker)
 
         while order:
             if self.stopping.is_set() and not in_flight:   # stopped between trials: nothing in flight to void
                 raise RunPaused(Void(VoidKind.EMERGENCY_STOP))
-            while idle and to_submit and not self.stopping.is_set():
-                submit(to_submit.popleft())
-            # short waits: the stop key's signal handler runs only when this thread is back in Python
-            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=STOP_KEY_POLL_S)
-            if not ready:
-                continue
-            index, actor = in_flight.pop(ready[0])
-            idle.append(actor)
-            try:
-                done[index] = ray.get(ready[0])
-            except ray.exceptions.RayError as exc:
-                raise WorkerFailed(f"a Ray worker failed on trial {index} and was retried without success "
-                                   f"({type(exc).__name__}); nothing was recorded for it: run again with --resume"
-                                   ) from None
+            idle.extend(self.ray_workers.newly_ready(wait_s=0 if in_flight else STOP_KEY_POLL_S))
+            hand_out()
+            # short waits: the stop key's signal handler runs only when this thread is back in Python, and a
+            # Ray worker that became ready is given a trial within one
+            finished, _ = wait(list(in_flight), timeout=STOP_KEY_POLL_S, return_when=FIRST_COMPLETED)
+            for future in finished:
+                index, worker = in_flight.pop(future)
+                if worker is self.local:
+                    idle.insert(0, worker)
+                else:
+                    idle.append(worker)
+                done[index] = self._result(future, index)
+                self.ran_by[worker.name] = self.ran_by.get(worker.name, 0) + 1
+            hand_out()   # a freed worker starts its next trial before this thread records the last one
             while order and order[0] in done:
                 head = order[0]
                 result = done.pop(head)
@@ -355,42 +554,90 @@ class ParallelRun:
                 to_submit.appendleft(head)   # a void that does not pause: try the trial again, in its place
         return self.recorded
 
+    @staticmethod
+    def _result(future: Future[TrialResult], index: int) -> TrialResult:
+        exception = future.exception()
+        if exception is None:
+            return future.result()
+        import ray
+
+        if isinstance(exception, ray.exceptions.RayError):
+            raise WorkerFailed(f"a Ray worker failed on trial {index} and was retried without success "
+                               f"({type(exception).__name__}); nothing was recorded for it: run again with --resume"
+                               ) from None
+        raise exception
+
     def _record(self, result: TrialResult, total: int) -> None:
         trial = self.protocol.trial(result.trial_index)
         done_before = total - len(self.sheet.pending_trials())
         self.observer.trial_started(trial, result.attempt.attempt, done_before, total)
+        started = time.perf_counter()
         attempt = store_evidence(result, self.runs_dir, self.sheet.path.stem)
         recorded = self.sheet.add_attempt(attempt)
+        self.record_busy_s += time.perf_counter() - started
         self.recorded += 1
         self.worker_busy_s += result.worker_s
         self.observer.trial_scored(recorded)
 
 
+def local_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:   # not on Linux
+        return os.cpu_count() or 1
+
+
 def run_parallel(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet, created: bool,
-                 observer: Any = None) -> int:
-    """The parallel counterpart of the engine's run: build workers, write the new sheet once they are up,
-    record every pending trial in order (told to `observer`, by default one line per trial). Returns the
+                 observer: Any = None, parts: Any = None, policy: Any = None) -> int:
+    """The parallel counterpart of the engine's run: build the driver's own worker (with `policy`, loaded
+    already, which it then owns), write the new sheet, start Ray and the other workers in the background,
+    and record every pending trial in order (told to `observer`, by default one line per trial). Returns the
     attempts recorded."""
     from harness.run.terminal import StopKey, TerminalObserver
 
     workers = args.workers
+    address = getattr(args, "address", None)
+    local: LocalWorker | None = None
+    if getattr(args, "no_driver_worker", False):
+        if policy is not None:
+            policy.close()   # loaded to check it; each Ray worker loads its own
+    else:   # keeps the serial run's writer lanes only where the other workers leave this machine cores free
+        lanes = None if address or workers < local_cores() else 0
+        local = LocalWorker(TrialWorkerImpl(args, protocol, str(sheet.path), sheet.locked_data, sheet.settings,
+                                            lanes=lanes, parts=parts, policy=policy))
+    on_ray = workers - (local is not None)
     observer = observer or TerminalObserver(operator_scores=False)
-    print(f"{sheet.path}: {len(sheet.pending_trials())} of {sheet.locked.trial_count} trials to run "
-          f"({sheet.locked.policy.ref} on {sheet.locked.robot}, {workers} Ray worker{'s' if workers > 1 else ''})",
-          flush=True)
-    start_ray(getattr(args, "address", None), workers, getattr(args, "ray_dashboard", False))
-    run = ParallelRun(args, protocol, sheet, observer, workers,
-                      Path(args.runs_dir), args.max_trials)
+    ray_workers: RayWorkers | None = None
     started = time.perf_counter()
     try:
-        run.start()
+        if address:   # a cluster that refuses is bad input: found out before the sheet is written
+            RayHost.run(start_ray, address, workers)
         if created:
             sheet.create()
-        with StopKey(run, lambda: False):
-            return run.run()
+        here = "this process at once, " if local is not None else ""
+        print(f"{sheet.path}: {len(sheet.pending_trials())} of {sheet.locked.trial_count} trials to run "
+              f"({sheet.locked.policy.ref} on {sheet.locked.robot}, {workers} worker{'s' if workers > 1 else ''}: "
+              f"{here}{on_ray} on Ray as they start)", flush=True)
+        ray_workers = RayWorkers(args, protocol, sheet, on_ray)
+        run = ParallelRun(args, protocol, sheet, observer, local, ray_workers, Path(args.runs_dir), args.max_trials)
+        try:
+            with StopKey(run, lambda: False):
+                return run.run()
+        finally:
+            wall = time.perf_counter() - started
+            if run.recorded:
+                up = (f"; Ray up after {ray_workers.ray_up_after_s:.1f} s"
+                      if ray_workers.ray_up_after_s is not None else "")
+                joined = up + (f", Ray workers ready after {', '.join(f'{s:.1f}' for s in ray_workers.ready_after_s)} s"
+                               if ray_workers.ready_after_s else ", no Ray worker was ready before the end")
+                shares = ", ".join(f"{n} by {name}" for name, n in sorted(run.ran_by.items()))
+                print(f"{run.recorded} attempts in {wall:.1f} s on {workers} workers ({shares}; "
+                      f"{run.worker_busy_s / run.recorded:.2f} s of worker time each, recording "
+                      f"{run.record_busy_s / run.recorded:.3f} s each{joined})", file=sys.stderr, flush=True)
     finally:
-        run.close()
-        wall = time.perf_counter() - started
-        if run.recorded:
-            print(f"{run.recorded} attempts in {wall:.1f} s on {workers} workers "
-                  f"({run.worker_busy_s / run.recorded:.2f} s of worker time each)", file=sys.stderr, flush=True)
+        try:
+            if local is not None:
+                local.close()
+        finally:
+            if ray_workers is not None:
+                ray_workers.close()

@@ -46,9 +46,9 @@ def wants_tui(args: argparse.Namespace) -> bool:
 
 
 def parallel(args: argparse.Namespace) -> bool:
-    """`--workers` above one, or a Ray cluster named: the trials go to Ray workers."""
+    """`--workers` above one, or a Ray cluster named: the trials go to parallel workers."""
     return (getattr(args, "workers", 1) > 1 or bool(getattr(args, "address", None))
-            or getattr(args, "on_ray", False))
+            or getattr(args, "on_ray", False) or getattr(args, "no_driver_worker", False))
 
 
 def run_from_args(args: argparse.Namespace, parts: Parts | None = None, observer: Any = None) -> int:
@@ -125,8 +125,7 @@ def _run_locked(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
     setup: RunSetup | None = None
     try:
         if parallel(args):
-            policy.close()   # loaded to check it; each worker loads its own
-            run_parallel(args, protocol, sheet, created, observer)
+            run_parallel(args, protocol, sheet, created, observer, parts, policy)   # the driver's worker owns it
             print()
             print(format_summary(summarize(sheet)))
             return 0

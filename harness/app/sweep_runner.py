@@ -120,7 +120,7 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
     """Run every cell not yet scored, then write the sweep report. Returns the process exit code."""
     from tqdm import tqdm
 
-    from harness.app.parallel import check_address, start_ray
+    from harness.app.parallel import check_address
     from harness.app.run_command import run_from_args
 
     sweep = load_sweep(path, scoresheets_dir)
@@ -148,7 +148,6 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
           f"trials scored; scoresheets in {sweep.folder}/", flush=True)
     for key, why in skipped.items():
         print(f"{key}: not applicable ({why})", flush=True)
-    start_ray(address, sweep.spec.workers)
     with tqdm(total=total, initial=done, desc="sweep", unit="trial", position=0, file=sys.stderr) as overall:
         for number, (cell, args) in enumerate(arguments, start=1):
             sheet = sheet_of(sweep, cell)

@@ -13,7 +13,9 @@ a frame however small), more than the loop's own. The writer therefore runs one 
 encodes and writes that camera's files; the last lane (the simulator's wrist camera, cheaper to
 draw than the top view) also writes the trajectory and the judge's trace. All lanes write into
 the trial's one `.partial` folder, which this side creates and, once every lane has reported its
-part done, renames into place. On a machine with one core there is one lane.
+part done, renames into place. On a machine with one core there is one lane. A process that shares its
+cores with others doing the same work (a worker of a parallel run) asks for none (`lanes=0`): it draws
+and writes inline, and starts no process.
 
 Each lane's queue is bounded. A lock-step simulation has no deadline, so it waits for room (every
 frame is kept); a paced loop never waits: a frame that finds the queue full is dropped,
@@ -168,32 +170,99 @@ class _Lane:
                                        name=f"harness-evidence-writer-{index}", daemon=True)
         self.process.start()
 
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    def why_gone(self) -> str:
+        return f"evidence writer process {self.index} exited (code {self.process.exitcode})"
+
+    def put(self, message: Any, timeout: float | None) -> None:
+        """Queue a message (raises `queue.Full` once `timeout` has passed; None: never waits)."""
+        if timeout is None:
+            self.requests.put_nowait(message)
+        else:
+            self.requests.put(message, timeout=timeout)
+
+    def stop(self, timeout_s: float) -> None:
+        if self.process.is_alive():
+            with contextlib.suppress(queue.Full):
+                self.requests.put(_Stop(), timeout=timeout_s)
+        self.process.join(timeout_s)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(1.0)
+        self.requests.close()
+
+
+class _InlineLane:
+    """A lane in the caller's own process (`lanes=0`): each message handled as it is handed on, so a frame is
+    drawn and written before `put` returns. For a process that already shares its cores with others doing
+    the same work (a parallel run's Ray worker), where lane processes would add start-up and copies but no
+    speed."""
+
+    index = 0
+
+    def __init__(self, results: Any, abandoned: Any, scene: Any | None, control_fps: int) -> None:
+        self.work = _LaneWork(self.index, results, abandoned, scene, control_fps)
+
+    @property
+    def pid(self) -> int:
+        return os.getpid()
+
+    def alive(self) -> bool:
+        return True
+
+    def why_gone(self) -> str:
+        return "the inline evidence lane is closed"
+
+    def put(self, message: Any, timeout: float | None) -> None:
+        self.work.handle(message)
+
+    def stop(self, timeout_s: float) -> None:
+        self.work.close()
+
+
+class _Flag:
+    """The abandoned-trial mark of an inline lane (a lane process shares a `multiprocessing.Value`)."""
+
+    value = 0
+
 
 class EvidenceWriter:
     """The writer's lanes, reused by every trial of a run.
 
     `scene` is the `SceneGeometry` of the simulated table (None on a real arm): each lane
     builds its own world from it the first time it is asked to draw a frame. `lanes`: how many
-    processes (default: one per core, at most two).
+    processes (default: one per core, at most two); 0: no process, the caller draws and writes inline.
     """
 
     def __init__(self, scene: Any | None = None, control_fps: int = 30, queue_frames: int = QUEUE_FRAMES,
                  lanes: int | None = None) -> None:
-        context = mp.get_context("spawn")  # a fresh interpreter: no inherited GL context or threads
-        self._results = context.Queue()
-        self._abandoned = context.Value("q", 0, lock=False)  # lanes skip frames of trials up to this one
-        self._lanes = [_Lane(context, index, self._results, self._abandoned, scene, control_fps, queue_frames)
-                       for index in range(lanes or default_lanes())]
+        self._lanes: list[_Lane | _InlineLane]
+        if lanes == 0:
+            self._results: Any = queue.Queue()
+            self._abandoned: Any = _Flag()
+            self._lanes = [_InlineLane(self._results, self._abandoned, scene, control_fps)]
+        else:
+            context = mp.get_context("spawn")  # a fresh interpreter: no inherited GL context or threads
+            self._results = context.Queue()
+            self._abandoned = context.Value("q", 0, lock=False)  # lanes skip frames of trials up to this one
+            self._lanes = [_Lane(context, index, self._results, self._abandoned, scene, control_fps, queue_frames)
+                           for index in range(lanes or default_lanes())]
         self._seq = 0
         self._folder: Path | None = None
-        self._route: dict[str, _Lane] = {}
-        self._active: list[_Lane] = []
+        self._route: dict[str, _Lane | _InlineLane] = {}
+        self._active: list[_Lane | _InlineLane] = []
         self._dropout: str | None = None
         self._written: dict[str, int] = {}
 
     @property
     def pids(self) -> list[int]:
-        return [lane.process.pid for lane in self._lanes]
+        return [lane.pid for lane in self._lanes]
 
     # --- the loop's side ---------------------------------------------------
     def begin(self, folder: Path, cameras: list[str], video_fps: float, video_size: tuple[int, int],
@@ -270,10 +339,10 @@ class EvidenceWriter:
         """Discard the trial in flight: the lanes skip its remaining frames and close their files, then its
         partial folder is removed. Never raises: it runs while another error is on its way out."""
         self._abandoned.value = self._seq
-        alive = [lane for lane in self._active if lane.process.is_alive()]
+        alive = [lane for lane in self._active if lane.alive()]
         for lane in alive:
             with contextlib.suppress(queue.Full, ValueError, OSError):
-                lane.requests.put(_Abandon(self._seq), timeout=10.0)
+                lane.put(_Abandon(self._seq), timeout=10.0)
         waiting = {lane.index for lane in alive}
         idle_polls = round(ABANDON_WAIT_S / POLL_S)   # a hung lane must not hold up the run's way out
         while waiting and idle_polls > 0:
@@ -281,7 +350,7 @@ class EvidenceWriter:
                 result = self._results.get(timeout=POLL_S)
             except queue.Empty:
                 idle_polls -= 1
-                waiting = {index for index in waiting if self._lanes[index].process.is_alive()}
+                waiting = {index for index in waiting if self._lanes[index].alive()}
                 continue
             if isinstance(result, _Abandoned) and result.seq == self._seq:
                 waiting.discard(result.lane)
@@ -291,29 +360,22 @@ class EvidenceWriter:
 
     def close(self, timeout_s: float = 10.0) -> None:
         for lane in self._lanes:
-            if lane.process.is_alive():
-                with contextlib.suppress(queue.Full):
-                    lane.requests.put(_Stop(), timeout=timeout_s)
-        for lane in self._lanes:
-            lane.process.join(timeout_s)
-            if lane.process.is_alive():
-                lane.process.terminate()
-                lane.process.join(1.0)
-            lane.requests.close()
-        self._results.close()
+            lane.stop(timeout_s)
+        if not isinstance(self._results, queue.Queue):   # a lane process's queue has a feeder thread to end
+            self._results.close()
 
     # --- plumbing ----------------------------------------------------------
-    def _put(self, lane: _Lane, message: Any, block: bool) -> bool:
+    def _put(self, lane: _Lane | _InlineLane, message: Any, block: bool) -> bool:
         if not block:
             try:
-                lane.requests.put_nowait(message)
+                lane.put(message, timeout=None)
             except queue.Full:
                 return False
             return True
         while True:
             self._check_alive()
             try:
-                lane.requests.put(message, timeout=POLL_S)
+                lane.put(message, timeout=POLL_S)
                 return True
             except queue.Full:
                 continue
@@ -350,23 +412,104 @@ class EvidenceWriter:
 
     def _check_alive(self) -> None:
         for lane in self._active or self._lanes:
-            if not lane.process.is_alive():
-                raise EvidenceWriterError(
-                    f"evidence writer process {lane.index} exited (code {lane.process.exitcode})")
+            if not lane.alive():
+                raise EvidenceWriterError(lane.why_gone())
+
+
+class _LaneWork:
+    """What one lane does with the loop's messages: its cameras of one trial at a time, in the order the loop
+    sent them. Runs in the lane's process, or in the caller's own (`lanes=0`)."""
+
+    def __init__(self, index: int, results: Any, abandoned: Any, scene: Any | None, control_fps: int) -> None:
+        self.index = index
+        self.results = results
+        self.abandoned = abandoned
+        self.scene = scene
+        self.control_fps = control_fps
+        self.world: Any = None
+        self.files: Any = None
+        self.watch: Any = None
+        self.folder: Path | None = None
+        self.seq = 0
+        self.reported = False
+
+    def handle(self, message: Any) -> None:
+        try:
+            self._handle(message)
+        except Exception as exc:  # reported to the loop, which voids nothing silently
+            if self.files is not None:
+                self.files.abandon(remove=False)
+                self.files = None
+            self.results.put(_Failed(message.seq if isinstance(message, _Request) else self.seq, self.index,
+                                      f"{type(exc).__name__}: {exc}"))
+
+    def _handle(self, message: Any) -> None:
+        from harness.run.camera_watch import CameraWatch
+        from harness.run.evidence import EvidenceFiles
+
+        index, results = self.index, self.results
+        if isinstance(message, _Begin):
+            if self.files is not None:
+                self.files.abandon(remove=False)
+            self.seq = message.seq
+            self.folder = message.folder
+            self.files = EvidenceFiles(message.folder, message.video_fps, message.video_size, fresh=False)
+            self.watch = CameraWatch(message.cameras, message.dropout)
+            self.reported = False
+        elif isinstance(message, _Abandon):
+            if self.files is not None:
+                self.files.abandon(remove=False)
+            self.files = None
+            results.put(_Abandoned(message.seq, index))
+        elif isinstance(message, _Frame):
+            if self.files is None or message.seq != self.seq or message.seq <= self.abandoned.value:
+                return
+            frame = message.frame
+            if not isinstance(frame, np.ndarray):
+                frame = self._draw(frame)
+                self.watch.see(message.camera, frame, message.t)
+                reason = self.watch.dropout(message.t)
+                if reason and not self.reported:
+                    results.put(_Dropout(self.seq, index, reason))
+                    self.reported = True
+            if message.encode:
+                self.files.add_video_frame(message.camera, frame)
+        elif isinstance(message, _Finish) and (self.files is None or message.seq != self.seq):
+            results.put(_Failed(message.seq, index, "this trial's evidence was already lost (see the error before)"))
+        elif isinstance(message, _Finish):
+            finals = {cam: self._draw(final) if final is not None and not isinstance(final, np.ndarray) else final
+                      for cam, final in message.finals.items()}
+            written = self.files.write_part(finals, message.rows, message.judge_trace, message.trajectory)
+            self.files = None
+            results.put(_PartWritten(self.seq, index, written))
+        elif isinstance(message, _Videos):
+            if message.seq != self.seq or message.seq <= self.abandoned.value or self.folder is None:
+                return
+            self.files = EvidenceFiles(self.folder, message.video_fps, message.video_size, fresh=False)
+            for camera, camera_requests in message.requests.items():
+                for _, request in camera_requests:
+                    self.files.add_video_frame(camera, self._draw(request))
+            written = self.files.write_part({}, None, None)
+            self.files = None
+            results.put(_VideosWritten(self.seq, index, written))
+
+    def _draw(self, request: Any) -> Any:
+        self.world = self.world or _world(self.scene, self.control_fps)
+        return self.world.render_request(request)
+
+    def close(self) -> None:
+        if self.files is not None:
+            self.files.abandon(remove=False)
+            self.files = None
+        if self.world is not None:
+            self.world.close()
+            self.world = None
 
 
 def _serve(index: int, requests: Any, results: Any, abandoned: Any, scene: Any | None, control_fps: int) -> None:
-    """One lane: its cameras of one trial at a time, in the order the loop sent its messages."""
+    """One lane's process: its messages handled in order until told to stop or the run is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle; it tells us to stop
-    from harness.run.camera_watch import CameraWatch
-    from harness.run.evidence import EvidenceFiles
-
-    world = None
-    files: EvidenceFiles | None = None
-    watch: CameraWatch | None = None
-    folder: Path | None = None
-    seq = 0
-    reported = False
+    work = _LaneWork(index, results, abandoned, scene, control_fps)
     parent = mp.parent_process()
     while True:
         try:
@@ -377,68 +520,8 @@ def _serve(index: int, requests: Any, results: Any, abandoned: Any, scene: Any |
             continue
         if isinstance(message, _Stop):
             break
-        try:
-            if isinstance(message, _Begin):
-                if files is not None:
-                    files.abandon(remove=False)
-                seq = message.seq
-                folder = message.folder
-                files = EvidenceFiles(message.folder, message.video_fps, message.video_size, fresh=False)
-                watch = CameraWatch(message.cameras, message.dropout)
-                reported = False
-            elif isinstance(message, _Abandon):
-                if files is not None:
-                    files.abandon(remove=False)
-                files = None
-                results.put(_Abandoned(message.seq, index))
-            elif isinstance(message, _Frame):
-                if files is None or message.seq != seq or message.seq <= abandoned.value:
-                    continue
-                frame = message.frame
-                if not isinstance(frame, np.ndarray):
-                    world = world or _world(scene, control_fps)
-                    frame = world.render_request(frame)
-                    watch.see(message.camera, frame, message.t)
-                    reason = watch.dropout(message.t)
-                    if reason and not reported:
-                        results.put(_Dropout(seq, index, reason))
-                        reported = True
-                if message.encode:
-                    files.add_video_frame(message.camera, frame)
-            elif isinstance(message, _Finish) and (files is None or message.seq != seq):
-                results.put(_Failed(message.seq, index, "this trial's evidence was already lost (see the error "
-                                                        "before)"))
-            elif isinstance(message, _Finish):
-                finals = {}
-                for cam, final in message.finals.items():
-                    if final is not None and not isinstance(final, np.ndarray):
-                        world = world or _world(scene, control_fps)
-                        final = world.render_request(final)
-                    finals[cam] = final
-                written = files.write_part(finals, message.rows, message.judge_trace, message.trajectory)
-                files = None
-                results.put(_PartWritten(seq, index, written))
-            elif isinstance(message, _Videos):
-                if message.seq != seq or message.seq <= abandoned.value or folder is None:
-                    continue
-                world = world or _world(scene, control_fps)
-                files = EvidenceFiles(folder, message.video_fps, message.video_size, fresh=False)
-                for camera, camera_requests in message.requests.items():
-                    for _, request in camera_requests:
-                        files.add_video_frame(camera, world.render_request(request))
-                written = files.write_part({}, None, None)
-                files = None
-                results.put(_VideosWritten(seq, index, written))
-        except Exception as exc:  # reported to the loop, which voids nothing silently
-            if files is not None:
-                files.abandon(remove=False)
-                files = None
-            results.put(_Failed(message.seq if isinstance(message, _Request) else seq, index,
-                                f"{type(exc).__name__}: {exc}"))
-    if files is not None:
-        files.abandon(remove=False)
-    if world is not None:
-        world.close()
+        work.handle(message)
+    work.close()
 
 
 def _world(scene: Any | None, control_fps: int) -> Any:

@@ -87,9 +87,13 @@ def register(sub: Any) -> None:
     register_async_flags(parser)
     register_rtc_flags(parser)
     parser.add_argument("--workers", type=_workers, default=1, metavar="N|auto",
-                        help="simulated arm only: run trials in parallel on this many Ray workers; the scoresheet "
-                             "is written in trial order, as a serial run writes it (default 1; auto: the count a "
-                             "model of the run's costs predicts fastest, serial when parallel would not win)")
+                        help="simulated arm only: run this many trials at a time: this process at once, the "
+                             "other N-1 on Ray workers as they start; the scoresheet is written in trial order, as "
+                             "a serial run writes it (default 1; auto: the count a model of the run's costs "
+                             "predicts fastest, serial when parallel would not win)")
+    parser.add_argument("--no-driver-worker", action="store_true",
+                        help="with --workers: all N workers on Ray, this process only records (a cluster whose "
+                             "driver machine should run no trials)")
     parser.add_argument("--address", help="an existing Ray cluster to run --workers on (default: a local Ray runtime "
                                           "on loopback only); see docs/sweeps.md for what must protect a cluster")
     parser.add_argument("--ray-dashboard", action="store_true",

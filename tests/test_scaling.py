@@ -1,0 +1,36 @@
+"""`--workers auto`: the model's choice never loses to serial, and parallel is chosen where it wins."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.app.scaling import MARGIN, MEASURED, TrialCosts, auto_workers, predicted_s
+from harness.run.evidence import VideoMode
+
+
+@pytest.mark.parametrize("mode", list(VideoMode))
+def test_auto_never_picks_a_count_predicted_slower_than_serial(mode: VideoMode) -> None:
+    costs = MEASURED[mode]
+    for cores in (1, 2, 3, 4, 8, 16, 64):
+        for trials in (1, 5, 20, 50, 200, 1000):
+            chosen = auto_workers(trials, cores, mode)
+            serial = predicted_s(1, trials, cores, costs)
+            assert 1 <= chosen <= max(1, min(trials, 2 * cores))
+            assert chosen == 1 or predicted_s(chosen, trials, cores, costs) <= MARGIN * serial, (cores, trials)
+
+
+def test_two_cores_and_the_50_trial_job_run_serially() -> None:
+    # the start-up's CPU (Ray, one worker) against a serial run that already keeps 1.3 cores busy
+    assert auto_workers(50, 2, VideoMode.FAILURES) == 1
+    assert auto_workers(2, 64, VideoMode.FAILURES) == 1   # over before any Ray worker could join
+
+
+def test_parallel_is_chosen_where_cores_and_trials_are_plenty() -> None:
+    assert auto_workers(50, 8, VideoMode.FAILURES) > 2
+    assert auto_workers(1000, 2, VideoMode.FAILURES) == 2   # long enough to pay for the start-up on two cores
+    assert auto_workers(50, 4, VideoMode.ALL) >= 2   # every video: CPU-bound, so no more workers than cores
+
+
+def test_more_workers_than_the_driver_can_record_for_are_not_predicted_faster() -> None:
+    costs = TrialCosts(wall_s=0.2, cpu_s=0.2, record_s=0.05)   # the driver records 20 trials a second at most
+    assert predicted_s(64, 10_000, 64, costs) >= 10_000 * costs.record_s
