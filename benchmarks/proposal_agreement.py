@@ -278,7 +278,8 @@ def markdown(results: list[Compared], sheets: list[Sheet]) -> str:
     lines = []
     for s in sheets:
         lines.append(f"- `{s.path}`: policy `{s.sheet.locked.policy.ref}`, protocol `{s.protocol_path}`, "
-                     f"{len(s.scored)} scored attempts compared, {s.voids} void not compared")
+                     f"{len(s.scored)} scored attempt{'s' * (len(s.scored) != 1)} compared, "
+                     f"{s.voids} void{'s' * (s.voids != 1)} not compared")
     lines += ["", "| judge \\ proposed | " + " | ".join(labels) + " | agreement |",
               "|---|" + "---:|" * (len(labels) + 1)]
     for judge in labels:
