@@ -277,8 +277,11 @@ def markdown(results: list[Compared], sheets: list[Sheet]) -> str:
     confusion = Counter((r.judge, r.proposed) for r in results)
     lines = []
     for s in sheets:
+        planned = len(s.sheet.locked.trials)
+        done = "" if s.sheet.complete else f" (the run is not finished: {planned - len(s.sheet.pending_trials())} " \
+                                            f"of {planned} trials scored)"
         lines.append(f"- `{s.path}`: policy `{s.sheet.locked.policy.ref}`, protocol `{s.protocol_path}`, "
-                     f"{len(s.scored)} scored attempt{'s' * (len(s.scored) != 1)} compared, "
+                     f"{len(s.scored)} scored attempt{'s' * (len(s.scored) != 1)}{done} compared, "
                      f"{s.voids} void{'s' * (s.voids != 1)} not compared")
     lines += ["", "| judge \\ proposed | " + " | ".join(labels) + " | agreement |",
               "|---|" + "---:|" * (len(labels) + 1)]
