@@ -184,6 +184,23 @@ class Trajectory:
                                                   int(self.frame_noise[i, c]), bool(self.frame_frozen[i, c])))
                 for i, row in enumerate(self.frame_row)]
 
+    @property
+    def qpos(self) -> np.ndarray:
+        """Each logged step's configuration after the step, (S, nq): the full physics state holds the time
+        first, then qpos."""
+        nq = self.posed_qpos.shape[1]
+        return self.physics[:, 1:1 + nq]
+
+    def final_request(self, camera: str, size: tuple[int, int] | None = None) -> FrameRequest:
+        """The request of `camera`'s final frame (at `size`, default the recorded final size): drawn by
+        `SimWorld.render_request` it is the evidence folder's `final_<camera>.png` at that size."""
+        c = self.cameras.index(camera)
+        width, height = size or tuple(self.meta.get("final_size") or self.video_size)
+        if np.isnan(self.final_qpos[c]).any():
+            raise HarnessInputError(self.path, "final_qpos", f"no final frame of {camera} was recorded")
+        return FrameRequest(camera, int(width), int(height), self.final_qpos[c], int(self.final_noise[c]),
+                            bool(self.final_frozen[c]))
+
     def rows_at(self, fps: float) -> list[int]:
         """Step rows for a video at `fps` (the first step at or after each frame's time, as the recorder
         picks them)."""
