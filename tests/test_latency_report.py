@@ -58,6 +58,8 @@ def test_runs_at_several_latencies_show_success_against_latency(tmp_path: Path) 
     assert [row[:3] for row in table.rows] == [["lock-step, sync", "1", "2/3"], ["0 ms, sync", "1", "3/3"],
                                                ["500 ms, sync", "1", "1/3"]]
     assert table.rows[2][4] == "500"
+    runs = _table_after(report_blocks([slow, fast, lock_step]), "Comparison")
+    assert [row[0] for row in runs.rows] == ["expert (slow)", "expert (fast)", "expert (lock)"]   # one policy, three runs
 
 
 @pytest.mark.slow

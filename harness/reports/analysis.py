@@ -470,11 +470,14 @@ def _outcomes(sheet: Scoresheet) -> dict[int, bool]:
 
 
 def intervals(sheets: list[Scoresheet]) -> list[IntervalRow]:
+    """One row per run; runs of one policy (a latency sweep) are told apart by their scoresheet's name."""
+    labels = [policy_label(sheet) for sheet in sheets]
     rows = []
-    for sheet in sheets:
+    for sheet, label in zip(sheets, labels, strict=True):
         out = _outcomes(sheet)
         k, n = sum(out.values()), len(out)
-        rows.append(IntervalRow(policy_label=policy_label(sheet), k=k, n=n, wilson95=wilson_interval(k, n)))
+        name = f"{label} ({sheet.path.stem})" if labels.count(label) > 1 else label
+        rows.append(IntervalRow(policy_label=name, k=k, n=n, wilson95=wilson_interval(k, n)))
     return rows
 
 
@@ -538,14 +541,15 @@ def latency_groups(sheets: list[Scoresheet]) -> list[LatencyGroup]:
     if len(groups) < 2:
         return []
     rows = []
-    for (label, key), members in sorted(groups.items(), key=lambda item: item[0][1]):
+    for (label, key), members in groups.items():
         scored = [a for s in members for a in s.scored_attempts()]
         k, n = sum(a.label is Label.SUCCESS for a in scored), len(scored)
         seen = sorted(a.loop.obs_to_action_ms_p50 for a in scored if a.loop.obs_to_action_ms_p50 is not None)
         rows.append(LatencyGroup(latency=label, sort_key=key if math.isfinite(key) else 1e12, runs=len(members),
                                  k=k, n=n, wilson95=wilson_interval(k, n) if n else None,
                                  seen_obs_to_action_ms_p50=seen[len(seen) // 2] if seen else None))
-    return rows
+    # fixed latencies by their value; a server's (or a real arm's) own after them, by the latency the arm saw
+    return sorted(rows, key=lambda row: (row.sort_key, row.seen_obs_to_action_ms_p50 or 0.0))
 
 
 class ReportJson(_Frozen):
