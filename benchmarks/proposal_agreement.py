@@ -256,7 +256,8 @@ def compare(sheets: list[Sheet], workdir: Path, out: Any = sys.stderr) -> list[C
             frame, source = final_top_frame(folder, trajectory, world)
             proposal = proposer.propose(trace, frame)
             result = Compared(s.path.stem, a.trial_index, a.attempt, a.label, proposal.label.value,
-                              [r.value for r in proposal.reasons], str((a.judge or {}).get("detail", "")), source,
+                              [r.value for r in proposal.reasons],
+                              a.judge.detail if a.judge is not None else "", source,
                               len(joints))
             results.append(result)
             proposing_s += time.perf_counter() - t0

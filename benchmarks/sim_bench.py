@@ -384,7 +384,7 @@ def latency_trial(protocol, trial, robot, plans) -> str:
     started = world.time
     while world.time - started < protocol.episode_time_limit_s and not world.judge.finished:
         robot.send_action(policy.select_action(robot.get_observation()))
-    return world.judge.verdict(world.data)["label"]
+    return world.judge.verdict(world.data).label.value
 
 
 def latency_section(n: int) -> None:

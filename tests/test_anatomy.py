@@ -134,7 +134,7 @@ def test_grasp_points_from_kinematics_sit_where_the_simulated_gripper_was(expert
 def test_phases_land_within_two_control_steps_of_the_judges_events(expert) -> None:
     compared = 0
     for attempt in expert.attempts:
-        events = {e["event"]: e["t"] for e in attempt.judge["events"]}
+        events = {e.event: e.t for e in attempt.judge.events}
         anatomy = attempt.anatomy
         for ours, theirs in ((anatomy.closed_at_s, "grasp"), (anatomy.lifted_at_s, "lift"),
                              (anatomy.released_at_s, "release")):

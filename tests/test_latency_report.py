@@ -59,7 +59,7 @@ def test_runs_at_several_latencies_show_success_against_latency(tmp_path: Path) 
                                                ["500 ms, sync", "1", "1/3"]]
     assert table.rows[2][4] == "500"
     runs = _table_after(report_blocks([slow, fast, lock_step]), "Comparison")
-    assert [row[0] for row in runs.rows] == ["expert (slow)", "expert (fast)", "expert (lock)"]   # one policy, three runs
+    assert [row[0] for row in runs.rows] == ["expert (slow)", "expert (fast)", "expert (lock)"]   # one policy
 
 
 @pytest.mark.slow

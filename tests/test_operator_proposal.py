@@ -142,7 +142,7 @@ def test_the_operator_stage_proposes_from_its_observations_and_records_the_propo
     assert stage.attempt_fields()["proposal"]["label"] == "success"
     # the operator's success: its placement error, measured on the final frame, is the attempt's own
     fields = stage.attempt_fields(Label.SUCCESS)
-    truth = world.judge.verdict(world.data)["true_placement_error_cm"]
+    truth = world.judge.verdict(world.data).true_placement_error_cm
     assert fields["placement_error_cm"] == fields["proposal"]["placement_error_cm"]
     assert abs(fields["placement_error_cm"] - truth) <= max(0.5, fields["proposal"]["uncertainty_cm"])
     assert "placement_error_cm" not in stage.attempt_fields(Label.WRONG_PLACEMENT)   # only a success has one

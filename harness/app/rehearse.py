@@ -163,7 +163,7 @@ def fresh_frame(camera: Any, frames: int = 3) -> np.ndarray:
 
 
 def photograph_desk(rig: Any, protocol: Protocol, camera_source: str, files: RehearsalFiles,
-                    out: Any = sys.stdout) -> None:
+                    out: Any = None) -> None:
     """Steps 1-2 of a desk: the arm at its start pose (LeRobot's follower, as `harness run` connects it), a top
     photo of the cleared table and one with the cube on its trained spot. Torque is off again on every way out."""
     from harness.robots.so101 import make_so101_follower
@@ -192,11 +192,12 @@ def photograph_desk(rig: Any, protocol: Protocol, camera_source: str, files: Reh
         with suppress(Exception):
             robot.disconnect()
     print(f"photographed the empty table ({files.empty_table}) and the cube on its trained spot "
-          f"({files.trained_spot})", file=out, flush=True)
+          f"({files.trained_spot})", file=out or sys.stdout, flush=True)
 
 
-def say_command(argv: Sequence[str], out: Any = sys.stdout) -> None:
-    print("$ harness " + shlex.join(argv), file=out, flush=True)
+def say_command(argv: Sequence[str], out: Any = None) -> None:
+    """`out` is looked up when called (None: the stdout of that moment), never bound when this module loads."""
+    print("$ harness " + shlex.join(argv), file=out or sys.stdout, flush=True)
 
 
 @dataclass(frozen=True)
@@ -273,8 +274,9 @@ def _operator_factory(plan: Rehearsal, rig: Any) -> Callable[[Any, bool], Any]:
     return make
 
 
-def rehearse(plan: Rehearsal, out: Any = sys.stdout) -> int:
+def rehearse(plan: Rehearsal, out: Any = None) -> int:
     """Bring up the emulated arm, make the desk's files, run the trials, measure them (module docstring)."""
+    out = out or sys.stdout
     from harness.app.measure_command import run_measure
     from harness.app.parts import Parts
     from harness.app.rehearse_operator import CONSOLE_HINT
