@@ -234,3 +234,11 @@ def test_the_label_check_catches_a_literal_but_not_a_docstring_or_a_named_except
         "def verdict(held):\n    \"\"\"success\"\"\"\n    return \"success\" if held else f\"{'no_grasp'}\"\n")
     assert label_literals(root) == ["harness/data/acceptance.py:4 'void'", "harness/data/judge.py:3 'success'",
                                     "harness/data/judge.py:3 'no_grasp'"]
+
+
+def test_every_module_is_named_in_the_architecture_doc() -> None:
+    """A newcomer finds each module's job in docs/architecture.md (command modules are named by their command)."""
+    text = DOC.read_text()
+    unnamed = [str(path.relative_to(REPO)) for path in sorted(PACKAGE.rglob("*.py"))
+               if path.name != "__init__.py" and path.parent.name != "commands" and f"`{path.name}`" not in text]
+    assert not unnamed, f"modules docs/architecture.md does not mention: {unnamed}"
