@@ -239,6 +239,10 @@ def test_the_label_check_catches_a_literal_but_not_a_docstring_or_a_named_except
 def test_every_module_is_named_in_the_architecture_doc() -> None:
     """A newcomer finds each module's job in docs/architecture.md (command modules are named by their command)."""
     text = DOC.read_text()
+
+    def named(path: Path) -> bool:
+        return f"`{path.name}`" in text or f"`{path.relative_to(REPO)}`" in text
+
     unnamed = [str(path.relative_to(REPO)) for path in sorted(PACKAGE.rglob("*.py"))
-               if path.name != "__init__.py" and path.parent.name != "commands" and f"`{path.name}`" not in text and f"`{path.relative_to(REPO)}`" not in text]
+               if path.name != "__init__.py" and path.parent.name != "commands" and not named(path)]
     assert not unnamed, f"modules docs/architecture.md does not mention: {unnamed}"
