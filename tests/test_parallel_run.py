@@ -134,12 +134,15 @@ def _kill_first_busy_worker(killed: list[int], stop: threading.Event) -> None:
         return next((proc.info["pid"] for proc in psutil.process_iter(["pid", "cmdline"])
                      if "TrialWorkerImpl.run_trial" in " ".join(proc.info["cmdline"] or [])), None)
 
-    found = wait_until(lambda: stop.is_set() or busy_worker(), 600, "a worker running a trial", poll_s=0.2)
-    if found is True:            # the run ended first: the test says no worker was seen
-        return
-    time.sleep(1.0)   # behaviour: the kill lands well inside the trial, not at its first step
-    os.kill(found, signal.SIGKILL)
-    killed.append(found)
+    while not stop.is_set():   # a trial lasts about a second on a quiet machine: catch a worker inside one
+        found = wait_until(lambda: stop.is_set() or busy_worker(), 600, "a worker running a trial", poll_s=0.05)
+        if found is True:            # the run ended first: the test says no worker was seen
+            return
+        time.sleep(0.2)   # behaviour: the kill lands inside the trial, not at its first step
+        if busy_worker() == found:   # still on a trial (not between two): kill it there
+            os.kill(found, signal.SIGKILL)
+            killed.append(found)
+            return
 
 
 @pytest.mark.slow
