@@ -107,14 +107,12 @@ def locked_protocol(sheet: Scoresheet, sheet_path: Path, override: Path | None) 
 
 def check_scene(protocol: Protocol, protocol_path: Path, geometry: SceneGeometry) -> None:
     """The proposer measures against the protocol's bowl and cube; the trajectory's table must have them."""
-    scene = protocol.scene
-    pairs = (("scene.bowl_xy_cm", scene.bowl_xy_cm, (geometry.bowl_xy[0] * 100, geometry.bowl_xy[1] * 100)),
-             ("scene.bowl_diameter_cm", (scene.bowl_diameter_cm,), (geometry.bowl_rim_diameter * 100,)),
-             ("scene.cube_edge_cm", (scene.cube_edge_cm,), (geometry.cube_edge * 100,)))
-    for field, asked, there in pairs:
-        if any(abs(a - b) > 0.05 for a, b in zip(asked, there, strict=True)):
-            shown = ", ".join(f"{v:g}" for v in there)
-            raise HarnessInputError(protocol_path, field, f"the run's simulated table has {shown} cm")
+    from harness.sim.scene import scene_mismatch
+
+    mismatch = scene_mismatch(protocol.scene, geometry)
+    if mismatch is not None:
+        field, shown = mismatch
+        raise HarnessInputError(protocol_path, field, f"the run's simulated table has {shown} cm")
 
 
 def trial_trajectory(folder: Path) -> Trajectory:

@@ -126,18 +126,13 @@ def policy_cameras(policy: Path) -> list[str]:
 def check_scene(protocol: Protocol, protocol_path: Path) -> None:
     """The emulated table is the simulator's default one; a protocol laid out differently cannot be rehearsed
     on it (its guide and proposals would measure against a bowl where there is none)."""
-    from harness.sim.scene import SceneGeometry
+    from harness.sim.scene import SceneGeometry, scene_mismatch
 
-    table = SceneGeometry()
-    scene = protocol.scene
-    pairs = (("scene.bowl_xy_cm", scene.bowl_xy_cm, (table.bowl_xy[0] * 100, table.bowl_xy[1] * 100)),
-             ("scene.bowl_diameter_cm", (scene.bowl_diameter_cm,), (table.bowl_rim_diameter * 100,)),
-             ("scene.cube_edge_cm", (scene.cube_edge_cm,), (table.cube_edge * 100,)))
-    for field, asked, there in pairs:
-        if any(abs(a - b) > 0.05 for a, b in zip(asked, there, strict=True)):
-            shown = ", ".join(f"{v:g}" for v in there)
-            raise HarnessInputError(protocol_path, field, f"the emulated table has {shown} cm; a rehearsal needs "
-                                                          "the protocol's scene to match it")
+    mismatch = scene_mismatch(protocol.scene, SceneGeometry())
+    if mismatch is not None:
+        field, shown = mismatch
+        raise HarnessInputError(protocol_path, field, f"the emulated table has {shown} cm; a rehearsal needs "
+                                                      "the protocol's scene to match it")
 
 
 def move_to_pose(robot: Any, pose: dict[str, float], fps: int, seconds: float = 2.0,

@@ -15,6 +15,7 @@ import mujoco
 import numpy as np
 
 from harness.errors import MissingComponent
+from harness.models.protocol import Scene
 from harness.sim.meshes import decimated
 
 PHYSICS_DT = 1.0 / 300.0
@@ -207,3 +208,15 @@ def _add_surface_variants(spec: mujoco.MjSpec) -> None:
 
 def build_model(geometry: SceneGeometry | None = None, fast_meshes: bool = True) -> mujoco.MjModel:
     return build_spec(geometry or SceneGeometry(), fast_meshes).compile()
+
+
+def scene_mismatch(scene: Scene, table: SceneGeometry) -> tuple[str, str] | None:
+    """The first protocol scene field the simulated table does not have (within 0.5 mm), with the table's
+    value in cm; None when they agree. Callers word the refusal for their own table (emulated, recorded)."""
+    pairs = (("scene.bowl_xy_cm", scene.bowl_xy_cm, (table.bowl_xy[0] * 100, table.bowl_xy[1] * 100)),
+             ("scene.bowl_diameter_cm", (scene.bowl_diameter_cm,), (table.bowl_rim_diameter * 100,)),
+             ("scene.cube_edge_cm", (scene.cube_edge_cm,), (table.cube_edge * 100,)))
+    for field, asked, there in pairs:
+        if any(abs(a - b) > 0.05 for a, b in zip(asked, there, strict=True)):
+            return field, ", ".join(f"{v:g}" for v in there)
+    return None
