@@ -29,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, NoReturn
@@ -39,6 +39,7 @@ from PIL import Image
 
 from harness.errors import HarnessInputError
 from harness.models.protocol import JOINT_NAMES, Protocol, load_protocol
+from harness.models.reality_gap import RealityGap, parse_gap
 from harness.models.run_settings import RobotKind
 
 ROBOT_ID = "emulated_follower"   # the emulated arm's calibration (calibration/emulated_follower.json)
@@ -212,6 +213,7 @@ class Rehearsal:
     max_trials: int | None
     device: str | None
     inference: tuple[str, ...] = ()   # `harness run`'s --inference and --rtc-* flags, passed on as given
+    gap: RealityGap = field(default_factory=RealityGap)   # how the emulated arm differs from the twin (`--gap`)
 
 
 def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
@@ -235,7 +237,8 @@ def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
     operator = OperatorKind(args.operator)
     if operator is OperatorKind.PERSON and not sys.stdin.isatty():
         raise HarnessInputError(None, "--operator", "person needs a terminal to type at; use --operator scripted")
-    name = f"{protocol_path.stem}-{_slug(str(policy))}-rehearsal"
+    gap = parse_gap(getattr(args, "gap", None))
+    name = f"{protocol_path.stem}-{_slug(str(policy))}-rehearsal" + (f"-gap-{gap.slug()}" if not gap.none else "")
     scoresheet = Path("scoresheets") / f"{name}.yaml"
     if scoresheet.exists():
         raise HarnessInputError(scoresheet, None, "this rehearsal already has a scoresheet; move it away to "
@@ -244,7 +247,7 @@ def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
     if folder.exists() and not folder.is_dir():
         raise HarnessInputError(folder, "--rehearsal-dir", "is a file, not a folder")
     return Rehearsal(protocol_path, protocol, policy, operator, RehearsalFiles(folder), scoresheet, Path("runs"),
-                     size, error, args.seed, args.max_trials, args.device, inference_flags(args))
+                     size, error, args.seed, args.max_trials, args.device, inference_flags(args), gap)
 
 
 def inference_flags(args: argparse.Namespace) -> tuple[str, ...]:
@@ -283,7 +286,7 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
     bowl = [f"--bowl-cm={protocol.scene.bowl_diameter_cm:g}", f"--cube-cm={protocol.scene.cube_edge_cm:g}"]
     with tempfile.TemporaryDirectory(prefix="harness-rehearse-") as tmp:
         socket = Path(tmp) / "cameras.sock"
-        with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
+        with open_rig(default_scenario(), sim=True, camera_socket=socket, gap=plan.gap) as rig:
             rig.cube_origin_cm = protocol.scene.trained_cube_xy_cm
             print(f"Emulated STS3215 bus on {rig.port}; simulated cameras on {socket}", file=out, flush=True)
             source = f"sim:{socket}@{width}x{height}"
@@ -302,7 +305,11 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
             say_command(run, out)
             if plan.operator is OperatorKind.PERSON:
                 print(CONSOLE_HINT, file=out, flush=True)
-            code = run_from_args(command_arguments(run), Parts(observer=_operator_factory(plan, rig)))
+            if not plan.gap.none:
+                print(f"reality gap (recorded in the scoresheet): {plan.gap.describe()}", file=out, flush=True)
+            run_args = command_arguments(run)
+            run_args.provenance = {"rehearsal": {"gap": plan.gap.declared()}}   # locked: `LockedRehearsal`
+            code = run_from_args(run_args, Parts(observer=_operator_factory(plan, rig)))
             if code != 0:
                 return code
     measure_run = ["measure", str(plan.runs_dir / plan.scoresheet.stem), *bowl, f"--calibration={files.calibration}"]

@@ -160,5 +160,8 @@ def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: P
                            latency_ms=latency, **({"inference": threads} if threads is not None else {}))
     optional = {"latency_ms": latency,
                 "inference": async_block or {"engine": engine.value, **(rtc_block or {})}}
+    # what the sheet is, set by the command that builds the run (never a `harness run` flag): a rehearsal on the
+    # emulated arm (`app.rehearse`) or a twin of another sheet (`app.twin`)
+    optional.update(getattr(args, "provenance", None) or {})
     sheet = new_scoresheet(path, build_locked(protocol, protocol_path, policy_ref, robot, optional), settings)
     return (sheet.create() if create else sheet), True

@@ -27,6 +27,7 @@ from harness.bus import packets as p
 from harness.bus.emulator import ADDR_HOMING_OFFSET, Faults, Firmware, Servo, ServoChain, encode_sign_magnitude
 from harness.bus.hands import Finished
 from harness.errors import HarnessError, HarnessInputError
+from harness.models.reality_gap import RealityGap
 
 SO101_NAMES = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
 DEFAULT_CUBE_ORIGIN_CM = (22.0, -5.0)  # the protocol's default trained cube position
@@ -231,9 +232,10 @@ def load_assembly(path: str | Path) -> dict[str, Any]:
 
 @contextmanager
 def open_rig(scenario: Scenario | None = None, sim: bool = False, assembly: str | Path = DEFAULT_ASSEMBLY,
-             camera_socket: str | Path | None = None) -> Iterator[Rig]:
+             camera_socket: str | Path | None = None, gap: RealityGap | None = None) -> Iterator[Rig]:
     """What `harness emulate-bus` serves, as an object for scripts and tests: the chain on a pseudo-terminal;
-    with `sim` the MuJoCo arm the servos drive; with a `camera_socket` too, the simulated cameras."""
+    with `sim` the MuJoCo arm the servos drive; with a `camera_socket` too, the simulated cameras. `gap`: the
+    declared reality gap the simulated arm, its table and its cameras differ from the twin by."""
     from harness.bus.pty_port import PtyBus
 
     scenario = scenario or default_scenario()
@@ -242,11 +244,14 @@ def open_rig(scenario: Scenario | None = None, sim: bool = False, assembly: str 
     if sim:
         import harness.sim  # noqa: F401  (headless GL before mujoco)
         from harness.bus.sim_coupling import SimCoupledChain
+        from harness.sim.scene import gapped_geometry
         from harness.sim.world import SimWorld
 
+        gap = gap or RealityGap()
         calibration = load_assembly(assembly)
-        world = SimWorld()
-        chain = SimCoupledChain(chain.servos, world, calibration, chain.faults)
+        world = SimWorld(gapped_geometry(gap))
+        chain = SimCoupledChain(chain.servos, world, calibration, chain.faults, gain=gap.servo_gain,
+                                backlash_deg=gap.servo_backlash_deg)
     try:
         with PtyBus(chain, wire_timing=scenario.wire_timing) as bus:
             if world is not None and camera_socket is not None:

@@ -54,8 +54,13 @@ def units_to_ticks(name: str, value: float, cal: JointCalibration) -> float:
 
 class SimCoupledChain(ServoChain):
     def __init__(self, servos: list[Servo], world: object, calibration: dict[str, JointCalibration],
-                 faults: Faults | None = None) -> None:
+                 faults: Faults | None = None, gain: float = 1.0, backlash_deg: float = 0.0) -> None:
+        """`gain` (times the model's position gain) and `backlash_deg` (play either way in each joint's gears)
+        are reality-gap knobs (`models.reality_gap`): 1 and 0 are the twin's servos."""
         super().__init__(servos, faults)
+        self.gain_scale = gain
+        self.backlash_rad = math.radians(backlash_deg)
+        self._geared: list[float | None] = [None] * len(JOINT_NAMES)   # where the gears leave each joint's target
         for servo in servos:
             servo.load_protection = False   # the MuJoCo actuators' force cap is not the servo's torque limit
         self.world = world
@@ -87,8 +92,8 @@ class SimCoupledChain(ServoChain):
         for i, name in enumerate(JOINT_NAMES):
             servo = self.servo(name)
             if servo.torque_enabled:
-                target = present[i] if servo.jammed else to_sim(
-                    name, ticks_to_units(name, servo.raw_goal(), self.calibration[name]))
+                target = present[i] if servo.jammed else self._through_gears(i, to_sim(
+                    name, ticks_to_units(name, servo.raw_goal(), self.calibration[name])))
             elif name in held:
                 target = math.radians(held[name])
             else:
@@ -98,12 +103,27 @@ class SimCoupledChain(ServoChain):
             mujoco.mj_step(self.world.model, self.world.data)
         self._sync_from_world(elapsed)
 
+    def _through_gears(self, index: int, target_rad: float) -> float:
+        """Backlash: the joint follows the motor only once the motor has taken up the play, so a reversal moves
+        the joint `backlash` later than the command (a play operator); without backlash the target itself."""
+        if self.backlash_rad <= 0.0:
+            return target_rad
+        geared = self._geared[index]
+        if geared is None:
+            geared = target_rad
+        elif target_rad > geared + self.backlash_rad:
+            geared = target_rad - self.backlash_rad
+        elif target_rad < geared - self.backlash_rad:
+            geared = target_rad + self.backlash_rad
+        self._geared[index] = geared
+        return geared
+
     def _drive(self, index: int, target_rad: float | None) -> None:
         """Position-control joint `index` toward `target_rad`, or switch its actuator off (limp)."""
         model, actuator = self.world.model, self._actuators[index]
         on = target_rad is not None
-        model.actuator_gainprm[actuator, 0] = self._gain[index] if on else 0.0
-        model.actuator_biasprm[actuator, 1:3] = self._bias[index] if on else 0.0
+        model.actuator_gainprm[actuator, 0] = self._gain[index] * self.gain_scale if on else 0.0
+        model.actuator_biasprm[actuator, 1:3] = self._bias[index] * self.gain_scale if on else 0.0
         self.world.data.ctrl[actuator] = target_rad if on else 0.0
 
     def _sync_from_world(self, elapsed: float) -> None:

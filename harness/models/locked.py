@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from harness.models.protocol import StoppingRule, Trial
+from harness.models.reality_gap import RealityGap
 from harness.models.run_settings import InferenceEngine, RobotKind
 
 
@@ -38,6 +39,23 @@ class LockedInference(BaseModel):
     queue_threshold: int | None = None          # start an inference at this many queued actions or fewer
 
 
+class LockedRehearsal(BaseModel):
+    """A sheet recorded on the emulated arm (`harness rehearse`), not a real one, with the reality gap it was
+    given (`models.reality_gap`; the knobs left at the twin's value are not written)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    gap: RealityGap = RealityGap()
+
+
+class LockedTwin(BaseModel):
+    """A twin sheet (`harness twin`): the real sheet it mirrors, by path and by the lock hash it had, so a
+    resume against another sheet at that path is refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    real_sheet: str
+    real_lock_sha256: str
+
+
 class LockedBlock(BaseModel):
     """Fields in the order `harness.models.scoresheet.LOCKED_FIELDS` lists them, then the optional ones
     (`OPTIONAL_LOCKED_FIELDS`), which sheets locked before they existed lack."""
@@ -55,3 +73,5 @@ class LockedBlock(BaseModel):
     stopping_rule: StoppingRule
     latency_ms: float | Literal["measured"] | None = None   # None: lock-step (or a sheet older than the field)
     inference: LockedInference | None = None
+    rehearsal: LockedRehearsal | None = None   # recorded on the emulated arm (`harness rehearse`)
+    twin_of: LockedTwin | None = None          # the simulated twin of another sheet (`harness twin`)

@@ -67,6 +67,8 @@ LOCKED_FIELDS: tuple[str, ...] = (
 OPTIONAL_LOCKED_FIELDS: tuple[str, ...] = (
     "latency_ms",         # the latency model: milliseconds, "measured", or null (lock-step)
     "inference",          # the inference engine: {"engine": "sync" | "rtc" | "async", ...}
+    "rehearsal",          # a rehearsal on the emulated arm: {"gap": {knob: value}} (absent: not a rehearsal)
+    "twin_of",            # a twin sheet: {"real_sheet": path, "real_lock_sha256": hash} (absent: not a twin)
 )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import mujoco
@@ -16,6 +16,7 @@ import numpy as np
 
 from harness.errors import MissingComponent
 from harness.models.protocol import Scene
+from harness.models.reality_gap import RealityGap
 from harness.sim.meshes import decimated
 
 PHYSICS_DT = 1.0 / 300.0
@@ -38,6 +39,8 @@ class SceneGeometry:
     top_camera_fovy: float = 45.0
     top_camera_tilt_deg: float = 0.0
     light_intensity: float = 0.6
+    exposure: float = 1.0        # every light (the sun and the headlight) times this: a reality-gap knob
+    cube_friction: float = 1.0   # the cube's sliding friction coefficient: a reality-gap knob
     # Extra table materials, a glossy bowl material and a shadow map, switched per frame by the
     # measurement stress set (harness/sim/stress_set.py); off for ordinary runs, where they cost nothing.
     surface_variants: bool = False
@@ -79,12 +82,12 @@ def build_spec(geometry: SceneGeometry, fast_meshes: bool = True) -> mujoco.MjSp
     spec.option.timestep = PHYSICS_DT
     spec.visual.quality.offsamples = 0
     spec.visual.quality.shadowsize = 0
-    spec.visual.headlight.ambient = [0.25, 0.25, 0.25]
-    spec.visual.headlight.diffuse = [0.3, 0.3, 0.3]
+    spec.visual.headlight.ambient = [0.25 * geometry.exposure] * 3
+    spec.visual.headlight.diffuse = [0.3 * geometry.exposure] * 3
     world = spec.worldbody
 
     world.add_light(name="sun", pos=[0.2, 0.0, 1.5], dir=[0, 0, -1], castshadow=False,
-                    diffuse=[geometry.light_intensity] * 3)
+                    diffuse=[geometry.light_intensity * geometry.exposure] * 3)
     table = world.add_geom(name="table", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[1.0, 1.0, 0.01],
                            rgba=[0.52, 0.42, 0.32, 1])
     table.friction = [1.0, 0.005, 0.0001]
@@ -94,7 +97,11 @@ def build_spec(geometry: SceneGeometry, fast_meshes: bool = True) -> mujoco.MjSp
     cube_body.add_freejoint(name="cube_joint")
     cube = cube_body.add_geom(name="cube", type=mujoco.mjtGeom.mjGEOM_BOX, size=[half] * 3,
                               rgba=[0.85, 0.1, 0.1, 1], mass=geometry.cube_mass, condim=4)
-    cube.friction = [1.0, 0.005, 0.0001]
+    cube.friction = [geometry.cube_friction, 0.005, 0.0001]
+    if geometry.cube_friction != 1.0:
+        # MuJoCo takes the larger friction of two touching geoms unless one has priority: a slippery cube must
+        # have it, or the gripper's pads would decide. The twin's cube (1.0) is built exactly as it always was.
+        cube.priority = 1
 
     _add_bowl(world, geometry)
     if geometry.surface_variants:
@@ -208,6 +215,13 @@ def _add_surface_variants(spec: mujoco.MjSpec) -> None:
 
 def build_model(geometry: SceneGeometry | None = None, fast_meshes: bool = True) -> mujoco.MjModel:
     return build_spec(geometry or SceneGeometry(), fast_meshes).compile()
+
+
+def gapped_geometry(gap: RealityGap, base: SceneGeometry | None = None) -> SceneGeometry:
+    """The emulated arm's table with a declared reality gap: the scene's knobs (cube friction and mass, the top
+    camera's tilt, exposure); the servos' knobs are `bus.sim_coupling`'s."""
+    return replace(base or SceneGeometry(), cube_friction=gap.cube_friction, cube_mass=gap.cube_mass_g / 1000,
+                   top_camera_tilt_deg=gap.camera_tilt_deg, exposure=gap.exposure)
 
 
 def scene_mismatch(scene: Scene, table: SceneGeometry) -> tuple[str, str] | None:

@@ -33,6 +33,11 @@ def register(sub: Any) -> None:
     parser.add_argument("--camera-size", default="640x480", metavar="WxH",
                         help="simulated cameras' frame size (default 640x480, a real arm's)")
     parser.add_argument("--max-trials", type=int, help="stop after this many attempts")
+    parser.add_argument("--gap", action="append", metavar="NAME=VALUE",
+                        help="a declared reality gap, repeatable: the emulated arm differs from the simulated twin "
+                             "(`harness twin`) in this knob, recorded in the scoresheet: cube_friction (twin 1.0), "
+                             "cube_mass_g (30), servo_gain (1.0), servo_backlash_deg (0), camera_tilt_deg (0), "
+                             "exposure (1.0); docs/twin.md")
     parser.add_argument("--device", help="torch device for the policy (default: cuda if available)")
     parser.add_argument("--inference", choices=["sync", "rtc"],
                         help="LeRobot inference engine for the run: sync (default) or rtc (Real-Time Chunking beside "
