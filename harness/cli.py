@@ -30,6 +30,7 @@ from harness.app.commands import (
     run,
     smolvla,
     sweep,
+    twin,
     vision,
 )
 from harness.errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INTERRUPTED, HarnessError
@@ -38,7 +39,7 @@ FILE_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, 
                          errno.EFBIG, errno.EROFS, errno.ENAMETOOLONG, errno.EEXIST, errno.EDQUOT})
 EXIT_BROKEN_PIPE = 141   # 128 + SIGPIPE: what a shell reports for a Unix tool whose reader went away
 
-COMMANDS = (protocol, report, plan, vision, data, bus, run, replay, sweep, collect, rehearse, smolvla)
+COMMANDS = (protocol, report, plan, vision, data, bus, run, replay, sweep, collect, rehearse, twin, smolvla)
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -28,6 +28,7 @@ from harness.models.stats import (
     wilson_interval,
 )
 from harness.models.taxonomy import TAXONOMY, Label
+from harness.reports.fidelity import FidelityReport, fidelity_report
 from harness.reports.summary import REPORT_SCHEMA, RunSummary, _Frozen, summarize
 from harness.reports.timing import Culprit, time_split
 from harness.reports.trials import TrialRow, trial_rows
@@ -562,6 +563,9 @@ class ReportJson(_Frozen):
     intervals: list[IntervalRow] | None = Field(None, description="more than two runs: intervals only, no test")
     success_by_latency: list[LatencyGroup] = Field(
         default_factory=list, description="runs grouped by latency model and engine (when more than one)")
+    twin_fidelity: FidelityReport | None = Field(
+        None, description="twin sheets among the runs (`harness twin`): each against the real sheet it mirrors, "
+                          "and across twins Pearson r, MMRV and the ranking")
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, indent=2)
@@ -575,4 +579,11 @@ def analyze_report(sheets: list[Scoresheet],
         comparison=compare_two(*sheets) if len(sheets) == 2 else None,
         intervals=intervals(sheets) if len(sheets) > 2 else None,
         success_by_latency=latency_groups(sheets) if len(sheets) > 1 else [],
+        twin_fidelity=twin_report(sheets),
     )
+
+
+def twin_report(sheets: list[Scoresheet]) -> FidelityReport | None:
+    """The twin sheets' fidelity (`reports.fidelity`), or None when no run is a twin."""
+    twins = [sheet for sheet in sheets if sheet.locked.twin_of is not None]
+    return fidelity_report(twins) if twins else None

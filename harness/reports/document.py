@@ -13,8 +13,10 @@ from harness.reports.analysis import (
     compare_two,
     intervals,
     success_fit,
+    twin_report,
 )
 from harness.reports.blocks import Block, Figure, Heading, Para, Table
+from harness.reports.fidelity import fidelity_blocks
 from harness.reports.latency import experienced_blocks, latency_text, success_by_latency
 from harness.reports.operator import operator_blocks
 from harness.reports.timing import time_split, timing_paragraphs
@@ -238,6 +240,9 @@ def report_blocks(sheets: list[Scoresheet],
     if len(sheets) > 1:
         blocks += comparison_blocks(sheets)
         blocks += success_by_latency(sheets)
+    twins = twin_report(sheets)
+    if twins is not None:
+        blocks += fidelity_blocks(twins)
     for i, sheet in enumerate(sheets):
         prefix = f"Run {i + 1}: " if len(sheets) > 1 else ""
         blocks += run_blocks(sheet, f"run{i + 1}", prefix, training_starts[i] if training_starts else None)

@@ -1,0 +1,31 @@
+"""`harness twin`: a real-arm run's scored attempts again in the simulated arm (see `harness.app.twin`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def twin(args: argparse.Namespace) -> int:
+    from harness.app.twin import twin_from_args
+
+    return twin_from_args(args)
+
+
+def register(sub: Any) -> None:
+    from harness.app.commands.run import _workers
+
+    parser = sub.add_parser("twin", help="re-run every scored attempt of a real-arm (or rehearsed) scoresheet in "
+                                         "the simulated arm, from each attempt's measured start, into a twin "
+                                         "scoresheet; `harness report --twin` says how well the twin predicts")
+    parser.add_argument("real_sheet", help="the real run's scoresheet (--robot so101, or harness rehearse's)")
+    parser.add_argument("--scoresheet", help="the twin's scoresheet (default: beside the real one, <name>-twin.yaml)")
+    parser.add_argument("--runs-dir", default="runs", help="where the twin's per-trial evidence goes (default runs/)")
+    parser.add_argument("--twins-dir", default="twins",
+                        help="where the twin's protocol (the real starts as trials) is written (default twins/)")
+    parser.add_argument("--resume", action="store_true", help="continue the twin's scoresheet where it stopped")
+    parser.add_argument("--workers", type=_workers, default=1, metavar="N|auto",
+                        help="run the twin's trials on N Ray workers, as `harness run --workers` does")
+    parser.add_argument("--device", help="torch device for the policy (default: cuda if available)")
+    parser.add_argument("--max-trials", type=int, help="stop after this many attempts (the twin stays resumable)")
+    parser.set_defaults(func=twin)

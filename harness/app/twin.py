@@ -1,0 +1,243 @@
+"""`harness twin REAL_SHEET`: every scored attempt of a real-arm run, run again in the simulated arm.
+
+The twin runs the same policy (checked by its fingerprint), the same protocol (its scene checked against the
+table the real run stood on), the same inference engine and settings, from each attempt's measured cube start
+(the planned one where none was measured), with the simulated arm's latency model on `measured`: the arm holds
+its last command while the policy computes, as the paced real arm did. Nothing here runs a trial: the twin is a
+protocol of its own (one trial per scored real attempt, the same trial numbers) handed to `harness run --robot
+sim`, parsed by that command's own parser, so locking, resume, evidence and `--workers` on Ray are the run's.
+The twin sheet's locked `twin_of` names the real sheet and its lock hash; `reports.fidelity` pairs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.errors import HarnessInputError, StaleRunError
+from harness.models.locked import LockedInference
+from harness.models.protocol import Protocol, Trial, file_sha256, load_protocol, parse_protocol, workspace_problem
+from harness.models.run_settings import BuiltinPolicy, InferenceEngine, RobotKind
+from harness.models.scoresheet import Attempt, Scoresheet, load_scoresheet, policy_fingerprint
+
+
+class StartSource(StrEnum):
+    """Where a twin trial's cube start came from."""
+
+    MEASURED = "measured"   # the top camera's reading at the real trial's start
+    PLANNED = "planned"     # the protocol's planned start (nothing measured, e.g. an operator's override)
+    PLANNED_OUT_OF_REACH = "planned (the measured start is outside the workspace)"
+
+
+@dataclass(frozen=True)
+class TwinStart:
+    trial: Trial
+    source: StartSource
+
+
+def twin_start(attempt: Attempt, protocol: Protocol) -> TwinStart:
+    """The cube start a twin trial uses for a real attempt."""
+    planned = protocol.trial(attempt.trial_index)
+    measured = attempt.measured_start or {}
+    dx, dy = measured.get("dx_cm"), measured.get("dy_cm")
+    if not isinstance(dx, int | float) or not isinstance(dy, int | float):
+        return TwinStart(planned, StartSource.PLANNED)
+    if workspace_problem(protocol.scene, float(dx), float(dy)) is not None:
+        return TwinStart(planned, StartSource.PLANNED_OUT_OF_REACH)
+    yaw = measured.get("yaw_deg")
+    yaw = float(yaw) if isinstance(yaw, int | float) else planned.yaw_deg
+    yaw = (yaw + 180.0) % 360.0 - 180.0
+    return TwinStart(Trial(index=attempt.trial_index, dx_cm=float(dx), dy_cm=float(dy), yaw_deg=yaw),
+                     StartSource.MEASURED)
+
+
+def twin_protocol(real: Scoresheet, protocol: Protocol) -> Protocol:
+    """The real protocol with one trial per scored real attempt, at its start; every trial run (no early stop:
+    the twin mirrors the attempts there are)."""
+    trials = [twin_start(attempt, protocol).trial for attempt in real.scored_attempts()]
+    data = protocol.model_dump(mode="json")
+    data.update(name=f"{protocol.name} (twin of {real.path.name})"[:200], generator=None, trials=trials,
+                stopping_rule={"kind": "fixed"}, run={"robot": RobotKind.SIM.value, "policy": real.locked.policy.ref})
+    return Protocol.model_validate(data)
+
+
+def protocol_text(protocol: Protocol) -> str:
+    return ("# Written by `harness twin`: the real run's protocol, one trial per scored real attempt at its measured\n"
+            "# start (docs/twin.md). Locked by the twin scoresheet: do not edit.\n"
+            + yaml.safe_dump(protocol.model_dump(mode="json", exclude_none=True), sort_keys=False))
+
+
+def inference_flags(inference: LockedInference) -> list[str]:
+    """`harness run` flags that ask for the engine and settings the real sheet locked."""
+    if inference.engine is InferenceEngine.RTC:
+        from harness.app.rtc_inference import RTC_FLAGS
+
+        return ["--inference=rtc", *(f"{flag}={getattr(inference, name)}" for name, flag in RTC_FLAGS.items()
+                                     if getattr(inference, name) is not None)]
+    if inference.engine is InferenceEngine.ASYNC:
+        flags = {"server": "--policy-server", "actions_per_chunk": "--actions-per-chunk",
+                 "chunk_size_threshold": "--chunk-size-threshold", "aggregate_fn": "--aggregate-fn"}
+        return [f"{flag}={getattr(inference, name)}" for name, flag in flags.items()
+                if getattr(inference, name) is not None]
+    return []
+
+
+@dataclass(frozen=True)
+class TwinPlan:
+    """A twin run, every input checked; nothing written yet."""
+
+    real: Scoresheet
+    protocol: Protocol
+    twin: Protocol
+    twin_protocol_path: Path
+    scoresheet: Path
+    runs_dir: Path
+    resume: bool
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        return {"twin_of": {"real_sheet": str(self.real.path), "real_lock_sha256": self.real.lock["sha256"]}}
+
+
+def check_real_sheet(real: Scoresheet) -> None:
+    """The refusals of a sheet that cannot be mirrored (module docstring), each one line naming the field."""
+    locked = real.locked
+    if locked.twin_of is not None:
+        raise HarnessInputError(real.path, "locked.twin_of", f"already a twin (of {locked.twin_of.real_sheet}); "
+                                                             "give the real sheet it mirrors")
+    if locked.robot.simulated:
+        raise HarnessInputError(real.path, "locked.robot", "a simulated run: there is no real arm to mirror "
+                                                           "(give a sheet of --robot so101 or of harness rehearse)")
+    policy = locked.policy
+    if BuiltinPolicy.named(policy.ref) is not None:
+        raise HarnessInputError(real.path, "locked.policy.ref", f"'{policy.ref}' is a built-in; a real run's "
+                                                                "policy is a checkpoint folder")
+    if not Path(policy.ref).is_dir():
+        raise HarnessInputError(real.path, "locked.policy.ref", f"the policy folder {policy.ref} is gone: the twin "
+                                                                "must run the checkpoint the real run ran")
+    if policy_fingerprint(policy.ref) != policy.fingerprint:
+        raise StaleRunError(real.path, "locked.policy.fingerprint", f"the files of {policy.ref} changed since the "
+                                                                    "real run: the twin would run another policy")
+    if not real.scored_attempts():
+        raise HarnessInputError(real.path, "attempts", "no scored attempt to mirror")
+
+
+def check_twin_table(real: Scoresheet, protocol: Protocol, protocol_path: Path) -> None:
+    """The twin builds its table from the protocol's scene. A rehearsal stood on the emulated arm's table: a
+    protocol laid out otherwise would put the twin's bowl where the rehearsed one was not."""
+    if real.locked.rehearsal is None:
+        return
+    from harness.sim.scene import SceneGeometry, scene_mismatch
+
+    mismatch = scene_mismatch(protocol.scene, SceneGeometry())
+    if mismatch is not None:
+        field, shown = mismatch
+        raise HarnessInputError(protocol_path, field, f"the rehearsed table has {shown} cm; the twin's table "
+                                                      "(from this protocol) does not match it")
+
+
+def plan_twin(args: argparse.Namespace) -> TwinPlan:
+    """Every check before anything is written: bad input is one line and exit 2."""
+    real_path = Path(args.real_sheet)
+    if not real_path.is_file():
+        raise HarnessInputError(real_path, None, "no such scoresheet")
+    real = load_scoresheet(real_path)
+    check_real_sheet(real)
+    protocol_path = Path(real.locked.protocol_file)
+    if not protocol_path.is_file():
+        raise HarnessInputError(real.path, "locked.protocol_file", f"{protocol_path} is gone: the twin runs the "
+                                                                   "real run's protocol")
+    if file_sha256(protocol_path) != real.locked.protocol_sha256:
+        raise StaleRunError(protocol_path, "protocol_sha256", f"changed since {real.path} was locked")
+    protocol = load_protocol(protocol_path)
+    check_twin_table(real, protocol, protocol_path)
+    twin = twin_protocol(real, protocol)
+    stem = real_path.stem
+    scoresheet = Path(args.scoresheet) if args.scoresheet else real_path.with_name(f"{stem}-twin.yaml")
+    if scoresheet.resolve() == real_path.resolve():
+        raise HarnessInputError(scoresheet, "--scoresheet", "is the real sheet itself")
+    twin_path = Path(args.twins_dir) / f"{scoresheet.stem}.protocol.yaml"
+    plan = TwinPlan(real, protocol, twin, twin_path, scoresheet, Path(args.runs_dir), args.resume)
+    if scoresheet.exists():
+        if not args.resume:
+            raise HarnessInputError(scoresheet, None, "this twin already has a scoresheet; add --resume to continue it")
+        check_resumed_twin(plan)
+    elif twin_path.exists() and twin_path.read_text() != protocol_text(twin):
+        raise HarnessInputError(twin_path, None, "a different twin protocol is already here (another twin's?); "
+                                                 "move it or give --twins-dir")
+    return plan
+
+
+def check_resumed_twin(plan: TwinPlan) -> None:
+    """A twin is resumed only against the real sheet, and the real attempts, it was locked with."""
+    sheet = load_scoresheet(plan.scoresheet)
+    mirrored = sheet.locked.twin_of
+    if mirrored is None:
+        raise HarnessInputError(plan.scoresheet, "locked.twin_of", "not a twin scoresheet")
+    if Path(mirrored.real_sheet).resolve() != plan.real.path.resolve():
+        raise StaleRunError(plan.scoresheet, "locked.twin_of.real_sheet", f"mirrors {mirrored.real_sheet}, not "
+                                                                          f"{plan.real.path}")
+    if mirrored.real_lock_sha256 != plan.real.lock["sha256"]:
+        raise StaleRunError(plan.scoresheet, "locked.twin_of.real_lock_sha256", "the real sheet at that path is "
+                                                                                "another run than the one mirrored")
+    if not plan.twin_protocol_path.is_file() or plan.twin_protocol_path.read_text() != protocol_text(plan.twin):
+        raise StaleRunError(plan.twin_protocol_path, "trials", f"the real sheet's scored attempts changed since "
+                                                               f"the twin was locked ({sheet.locked.trial_count} "
+                                                               "mirrored); start a new twin (--scoresheet)")
+
+
+def run_arguments(plan: TwinPlan, args: argparse.Namespace) -> list[str]:
+    """`harness run` as the twin runs it."""
+    real = plan.real
+    workers = [f"--workers={args.workers}"] if args.workers != 1 else []
+    return ["run", str(plan.twin_protocol_path), "--robot=sim", f"--policy={real.locked.policy.ref}",
+            f"--scoresheet={plan.scoresheet}", f"--runs-dir={plan.runs_dir}", "--headless",
+            *(["--latency=measured"] if not plan.resume else []),
+            *([f"--rename-map={_json(real.settings.rename_map)}"] if real.settings.rename_map else []),
+            *inference_flags(real.inference), *workers, *(["--resume"] if plan.resume else []),
+            *([f"--device={args.device}"] if args.device else []),
+            *([f"--max-trials={args.max_trials}"] if args.max_trials else [])]
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, sort_keys=True)
+
+
+def run_twin(plan: TwinPlan, args: argparse.Namespace, out: Any = None) -> int:
+    from harness.app.rehearse import command_arguments, say_command
+    from harness.app.run_command import run_from_args
+
+    out = out or sys.stdout
+    wrote_protocol = not plan.twin_protocol_path.exists()
+    argv = run_arguments(plan, args)
+    run_args = command_arguments(argv)   # refused here, before anything is written, if a flag is wrong
+    if wrote_protocol:
+        plan.twin_protocol_path.parent.mkdir(parents=True, exist_ok=True)
+        parse_protocol(protocol_text(plan.twin), plan.twin_protocol_path)
+        plan.twin_protocol_path.write_text(protocol_text(plan.twin))
+    real = plan.real
+    sources = [twin_start(a, plan.protocol).source for a in real.scored_attempts()]
+    measured = sum(1 for s in sources if s is StartSource.MEASURED)
+    gap = real.locked.rehearsal.gap.describe() if real.locked.rehearsal is not None else None
+    print(f"twin of {real.path} ({'rehearsal, ' + gap if gap else 'real arm'}): {len(sources)} scored attempts, "
+          f"{measured} from their measured start, {len(sources) - measured} from the planned one", file=out,
+          flush=True)
+    say_command(argv, out)
+    run_args.provenance = plan.provenance
+    try:
+        return run_from_args(run_args)
+    finally:
+        if wrote_protocol and not plan.scoresheet.exists():   # refused before the twin was locked: leave nothing
+            plan.twin_protocol_path.unlink(missing_ok=True)
+
+
+def twin_from_args(args: argparse.Namespace) -> int:
+    return run_twin(plan_twin(args), args)
