@@ -227,7 +227,7 @@ def twin_blocks(result: TwinFidelity, anchor: str) -> list[Block]:
         Para(f"Real sheet {result.real_sheet} ({what}); twin {result.twin_sheet}. {result.paired} scored real "
              f"attempts paired with the twin's run from the same start" +
              (f"; {result.pending} not run by the twin yet." if result.pending else ".")),
-        Table(["", "real", "twin"], [["success", _pct(result.real_success), _pct(result.twin_success)],
+        Table(["", "real", "twin"], [[Label.SUCCESS.title, _pct(result.real_success), _pct(result.twin_success)],
                                      ["tracking slope", _slope(result.tracking_real), _slope(result.tracking_twin)]]),
         Para(f"Same label on {_pct(result.label_agreement)} of attempts (Cohen's kappa {_num(result.kappa)}); same "
              f"outcome on {_pct(result.outcome_agreement)} (kappa {_num(result.outcome_kappa)}). Kappa is agreement "
