@@ -2,8 +2,9 @@
 
 The twin runs the same policy (checked by its fingerprint), the same protocol (its scene checked against the
 table the real run stood on), the same inference engine and settings, from each attempt's measured cube start
-(the planned one where none was measured), with the simulated arm's latency model on `measured`: the arm holds
-its last command while the policy computes, as the paced real arm did. Nothing here runs a trial: the twin is a
+(the planned one where none was measured), with the simulated arm's latency model set to the latency the real arm saw
+(the median observation-to-action time its attempts recorded): the arm holds its last command that long, as the
+paced real arm did, and the twin is reproducible whatever the load here. Nothing here runs a trial: the twin is a
 protocol of its own (one trial per scored real attempt, the same trial numbers) handed to `harness run --robot
 sim`, parsed by that command's own parser, so locking, resume, evidence and `--workers` on Ray are the run's.
 The twin sheet's locked `twin_of` names the real sheet and its lock hash; `reports.fidelity` pairs them.
@@ -71,6 +72,19 @@ def protocol_text(protocol: Protocol) -> str:
     return ("# Written by `harness twin`: the real run's protocol, one trial per scored real attempt at its measured\n"
             "# start (docs/twin.md). Locked by the twin scoresheet: do not edit.\n"
             + yaml.safe_dump(protocol.model_dump(mode="json", exclude_none=True), sort_keys=False))
+
+
+def twin_latency(real: Scoresheet) -> float | str:
+    """The latency the twin's arm is given: the median of what the real arm saw (each scored attempt's
+    observation-to-action p50, wall clock), so the twin holds each command as long as the real arm did, whatever
+    this machine's load; "measured" (the policy's own compute time here) where the real sheet recorded none."""
+    seen = sorted(a.loop.obs_to_action_ms_p50 for a in real.scored_attempts()
+                  if a.loop.obs_to_action_ms_p50 is not None and a.loop.obs_to_action_clock == "wall")
+    if not seen:
+        return "measured"
+    middle = len(seen) // 2
+    median = seen[middle] if len(seen) % 2 else (seen[middle - 1] + seen[middle]) / 2
+    return round(median, 1)
 
 
 def inference_flags(inference: LockedInference) -> list[str]:
@@ -198,11 +212,15 @@ def run_arguments(plan: TwinPlan, args: argparse.Namespace) -> list[str]:
     workers = [f"--workers={args.workers}"] if args.workers != 1 else []
     return ["run", str(plan.twin_protocol_path), "--robot=sim", f"--policy={real.locked.policy.ref}",
             f"--scoresheet={plan.scoresheet}", f"--runs-dir={plan.runs_dir}", "--headless",
-            *(["--latency=measured"] if not plan.resume else []),
+            *(_latency_flag(twin_latency(real)) if not plan.resume else []),
             *([f"--rename-map={_json(real.settings.rename_map)}"] if real.settings.rename_map else []),
             *inference_flags(real.inference), *workers, *(["--resume"] if plan.resume else []),
             *([f"--device={args.device}"] if args.device else []),
             *([f"--max-trials={args.max_trials}"] if args.max_trials else [])]
+
+
+def _latency_flag(latency: float | str) -> list[str]:
+    return ["--latency=measured"] if latency == "measured" else [f"--latency-ms={latency:g}"]
 
 
 def _json(value: Any) -> str:
