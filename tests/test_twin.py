@@ -120,6 +120,7 @@ def test_the_twin_runs_each_real_attempt_from_its_measured_start_and_resume_and_
         assert other.locked.trials == serial.locked.trials and other.locked.twin_of == serial.locked.twin_of
         assert outcomes(other) == outcomes(serial), name
 
+    capsys.readouterr()
     assert main(["report", "--json", "scoresheets/serial.yaml"]) == 0
     import json
 

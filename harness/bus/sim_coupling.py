@@ -55,8 +55,8 @@ def units_to_ticks(name: str, value: float, cal: JointCalibration) -> float:
 class SimCoupledChain(ServoChain):
     def __init__(self, servos: list[Servo], world: object, calibration: dict[str, JointCalibration],
                  faults: Faults | None = None, gain: float = 1.0, backlash_deg: float = 0.0) -> None:
-        """`gain` (times the model's position gain) and `backlash_deg` (play either way in each joint's gears)
-        are reality-gap knobs (`models.reality_gap`): 1 and 0 are the twin's servos."""
+        """`gain` (times the model's position gain and torque limit) and `backlash_deg` (play either way in each
+        joint's gears) are reality-gap knobs (`models.reality_gap`): 1 and 0 are the twin's servos."""
         super().__init__(servos, faults)
         self.gain_scale = gain
         self.backlash_rad = math.radians(backlash_deg)
@@ -70,6 +70,8 @@ class SimCoupledChain(ServoChain):
         self._actuators = [model.actuator(name).id for name in JOINT_NAMES]
         self._gain = model.actuator_gainprm[self._actuators, 0].copy()
         self._bias = model.actuator_biasprm[self._actuators, 1:3].copy()
+        if gain != 1.0:   # a weaker (or stronger) servo: its stiffness and its torque limit alike
+            model.actuator_forcerange[self._actuators] *= gain
         self._force_cap = np.abs(model.actuator_forcerange[self._actuators]).max(axis=1)
         self._sync_from_world(0.0)
 

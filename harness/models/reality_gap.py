@@ -22,7 +22,7 @@ class GapKnob(StrEnum):
 
     CUBE_FRICTION = "cube_friction"          # sliding friction coefficient of the cube (twin: 1.0)
     CUBE_MASS_G = "cube_mass_g"              # grams (twin: 30)
-    SERVO_GAIN = "servo_gain"                # the servos' position gain, times the twin's (twin: 1.0)
+    SERVO_GAIN = "servo_gain"                # the servos' position gain and torque limit, times the twin's (1.0)
     SERVO_BACKLASH_DEG = "servo_backlash_deg"   # play in every joint's gears, degrees either way (twin: 0)
     CAMERA_TILT_DEG = "camera_tilt_deg"      # the top camera tilted toward +x, degrees (twin: 0)
     EXPOSURE = "exposure"                    # every light times this (twin: 1.0): a brighter or darker image
