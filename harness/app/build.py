@@ -147,11 +147,14 @@ def video_mode(args: argparse.Namespace, robot: RobotKind) -> VideoMode:
     return VideoMode.FAILURES if RobotKind(robot).simulated else VideoMode.ALL
 
 
-def check_policy_fits_robot(policy_ref: str, robot: RobotKind) -> None:
+def check_policy_fits_robot(policy_ref: str, robot: RobotKind, emulated_truth: bool = False) -> None:
     """The scripted built-ins plan in the simulator (`expert` from the true cube pose, `replay` through the
     simulated arm's kinematics and clock), which a real arm does not have: refused in one line before
-    anything is locked or connected. A LeRobot checkpoint runs."""
+    anything is locked or connected. A LeRobot checkpoint runs. `emulated_truth`: the arm is `harness
+    rehearse`'s emulated one, whose simulator knows the cube's true pose, so the expert may run on it."""
     builtin = BuiltinPolicy.named(policy_ref)
+    if builtin is BuiltinPolicy.EXPERT and emulated_truth:
+        return
     if builtin is not None and not RobotKind(robot).simulated:
         what = ("plans from the simulator's true cube pose, which a real arm cannot know"
                 if builtin is BuiltinPolicy.EXPERT

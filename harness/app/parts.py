@@ -110,3 +110,6 @@ class Parts:
     # (front end, operator scores) -> the engine's observer; None: the front end's own (`harness rehearse`
     # puts its scripted or console-driven operator here)
     observer: Callable[[Any, bool], Any] | None = None
+    # `harness rehearse`: the emulated arm's simulator. Only there may the built-in expert run on an so101 sheet,
+    # planning from the emulated cube's true pose (a real arm has no such truth); None everywhere else.
+    emulated_truth: Any | None = None

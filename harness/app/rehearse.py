@@ -224,9 +224,9 @@ def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
     protocol_path = Path(args.protocol)
     protocol = load_protocol(protocol_path)
     check_scene(protocol, protocol_path)
-    check_policy_fits_robot(args.policy, RobotKind.SO101)
+    check_policy_fits_robot(args.policy, RobotKind.SO101, emulated_truth=True)   # the expert reads the emulator
     policy = Path(args.policy)
-    if not policy.is_dir():
+    if not policy.is_dir() and not is_expert(args.policy):
         raise HarnessInputError(policy, "--policy", "not a folder (a LeRobot pretrained_model folder)")
     size = _size(args.camera_size)
     error = args.placement_error_cm
@@ -261,6 +261,24 @@ def inference_flags(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(flags)
 
 
+def is_expert(policy: str | Path) -> bool:
+    from harness.models.run_settings import BuiltinPolicy
+
+    return BuiltinPolicy.named(str(policy)) is BuiltinPolicy.EXPERT
+
+
+def _parts(plan: Rehearsal, rig: Any) -> Any:
+    """The run's parts: the rehearsal's operator, and the emulated arm's simulator, so the built-in expert can
+    plan from the cube's true pose on it (`policies.scripted.EmulatedArmExpert`)."""
+    from harness.app.parts import Parts, make_policy
+    from harness.policies.scripted import EmulatedArmExpert
+
+    def policy(ref: str, *rest: Any) -> Any:
+        return EmulatedArmExpert(rig.world) if is_expert(ref) else make_policy(ref, *rest)
+
+    return Parts(policy=policy, observer=_operator_factory(plan, rig), emulated_truth=rig.world)
+
+
 def _operator_factory(plan: Rehearsal, rig: Any) -> Callable[[Any, bool], Any]:
     from harness.app.rehearse_operator import ConsoleOperator, ScriptedOperator
 
@@ -276,7 +294,6 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
     """Bring up the emulated arm, make the desk's files, run the trials, measure them (module docstring)."""
     out = out or sys.stdout
     from harness.app.measure_command import run_measure
-    from harness.app.parts import Parts
     from harness.app.rehearse_operator import CONSOLE_HINT
     from harness.app.run_command import run_from_args
     from harness.bus.scenario import default_scenario, open_rig
@@ -309,7 +326,7 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
                 print(f"reality gap (recorded in the scoresheet): {plan.gap.describe()}", file=out, flush=True)
             run_args = command_arguments(run)
             run_args.provenance = {"rehearsal": {"gap": plan.gap.declared()}}   # locked: `LockedRehearsal`
-            code = run_from_args(run_args, Parts(observer=_operator_factory(plan, rig)))
+            code = run_from_args(run_args, _parts(plan, rig))
             if code != 0:
                 return code
     measure_run = ["measure", str(plan.runs_dir / plan.scoresheet.stem), *bowl, f"--calibration={files.calibration}"]

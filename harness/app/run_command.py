@@ -64,7 +64,8 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None, observer
     path = sheet_path(args, protocol, protocol_path)
     sheet, created = resolve_sheet(args, protocol, protocol_path, path, create=False)
     mode = video_mode(args, sheet.locked.robot)   # --video on a real arm: refused before anything is locked
-    check_policy_fits_robot(sheet.locked.policy.ref, sheet.locked.robot)
+    parts = parts or Parts()
+    check_policy_fits_robot(sheet.locked.policy.ref, sheet.locked.robot, parts.emulated_truth is not None)
     if getattr(args, "workers", 1) == "auto":
         from harness.app.scaling import auto_workers
 
@@ -77,7 +78,6 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None, observer
         print(f"{sheet.path}: all {sheet.locked.trial_count} trials are scored.\n")
         print(format_summary(summarize(sheet)))
         return 0
-    parts = parts or Parts()
     policy = parts.policy(sheet.locked.policy.ref, protocol, sheet.settings, args.device, sheet.locked.robot,
                           sheet.inference)
     handed_over = False

@@ -129,10 +129,11 @@ def check_real_sheet(real: Scoresheet) -> None:
         raise HarnessInputError(real.path, "locked.robot", "a simulated run: there is no real arm to mirror "
                                                            "(give a sheet of --robot so101 or of harness rehearse)")
     policy = locked.policy
-    if BuiltinPolicy.named(policy.ref) is not None:
+    builtin = BuiltinPolicy.named(policy.ref)
+    if builtin is not None and not (builtin is BuiltinPolicy.EXPERT and locked.rehearsal is not None):
         raise HarnessInputError(real.path, "locked.policy.ref", f"'{policy.ref}' is a built-in; a real run's "
                                                                 "policy is a checkpoint folder")
-    if not Path(policy.ref).is_dir():
+    if builtin is None and not Path(policy.ref).is_dir():
         raise HarnessInputError(real.path, "locked.policy.ref", f"the policy folder {policy.ref} is gone: the twin "
                                                                 "must run the checkpoint the real run ran")
     if policy_fingerprint(policy.ref) != policy.fingerprint:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -230,3 +231,16 @@ class ReplayPolicy(_PlannedPolicy):
         world = context.world
         x, y = (v / 100 for v in context.protocol.scene.trained_cube_xy_cm)
         return np.array([x, y, world.judge.rest_z]), 0.0
+
+
+class EmulatedArmExpert(ExpertPolicy):
+    """The expert on `harness rehearse`'s emulated arm: it plans from the cube's true pose in the emulator's
+    simulator (which a real arm does not have), and plays the plan on that simulator's clock, so a rehearsal
+    (and the twin of it) has a policy that succeeds, against which a declared reality gap shows."""
+
+    def __init__(self, world: Any, plans: PlanCache | None = None) -> None:
+        super().__init__(plans)
+        self.truth = world
+
+    def reset(self, context: TrialContext) -> None:
+        super().reset(replace(context, world=self.truth))

@@ -1,0 +1,96 @@
+"""Twin fidelity (issue 43): rehearsals on the emulated arm, with no gap and with each declared gap knob, each
+mirrored by `harness twin`; agreement, kappa and the failure modes that moved, and wall times of both runs.
+
+Each step is the user's command in its own process (`harness rehearse --operator scripted --gap ...`, `harness
+twin`, `harness report --json`), in a fresh folder. The protocol is the emulated table with a few cube starts
+around the trained spot (given with --trials), long enough episodes for the expert to settle the cube.
+
+    .venv/bin/python benchmarks/twin_bench.py --policy expert --trials 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+STARTS = [(0.0, 0.0, 0.0), (2.0, -1.5, 10.0), (-1.5, 2.0, -10.0), (1.0, 1.0, 0.0), (-2.0, -1.0, 5.0),
+          (1.5, 2.0, -5.0), (0.0, -2.5, 0.0), (-2.5, 0.0, 15.0)]
+PROTOCOL = """name: twin-bench
+task: Pick up the cube and place it in the bowl.
+scene: {{bowl_diameter_cm: 11.5, cube_edge_cm: 3.0, trained_cube_xy_cm: [22.0, -5.0], bowl_xy_cm: [18.0, 14.0]}}
+start_pose: {{shoulder_pan: 0.0, shoulder_lift: -60.0, elbow_flex: 60.0, wrist_flex: 70.0, wrist_roll: 0.0,
+  gripper: 10.0}}
+fps: 30
+episode_time_limit_s: {episode}
+success_definition: Autonomous grasp, lift and release; the cube comes to rest inside the bowl.
+failure_taxonomy: [success, no_grasp, grasped_then_dropped, wrong_placement]
+trials:
+{trials}
+"""
+GAPS = ["", "cube_friction=0.1", "cube_mass_g=300", "servo_gain=0.3", "servo_backlash_deg=3", "camera_tilt_deg=8",
+        "exposure=1.8"]
+
+
+def harness(argv: list[str], cwd: Path) -> tuple[float, str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "harness.cli", *argv], cwd=cwd, env=env, capture_output=True,
+                          text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"harness {' '.join(argv)} exited {done.returncode}:\n"
+                         f"{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return time.monotonic() - started, done.stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--policy", default="expert")
+    parser.add_argument("--trials", type=int, default=4)
+    parser.add_argument("--episode-s", type=float, default=15.0)
+    parser.add_argument("--gaps", default=",".join(g or "none" for g in GAPS))
+    parser.add_argument("--keep", help="work in this folder (kept) instead of a temporary one")
+    args = parser.parse_args()
+    work = Path(args.keep or tempfile.mkdtemp(prefix="twin-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    trials = "\n".join(f"- {{index: {i + 1}, dx_cm: {dx}, dy_cm: {dy}, yaw_deg: {yaw}}}"
+                       for i, (dx, dy, yaw) in enumerate(STARTS[:args.trials]))
+    (work / "bench.yaml").write_text(PROTOCOL.format(episode=args.episode_s, trials=trials))
+    policy = str(Path(args.policy).resolve()) if Path(args.policy).exists() else args.policy
+    rows = []
+    for gap in [g for g in args.gaps.split(",")]:
+        flags = [] if gap == "none" else ["--gap", gap]
+        folder = work / (gap.replace("=", "") or "none")
+        folder.mkdir(exist_ok=True)
+        (folder / "bench.yaml").write_text((work / "bench.yaml").read_text())
+        real_s, _ = harness(["rehearse", "bench.yaml", "--policy", policy, "--operator", "scripted", *flags], folder)
+        sheet = next((folder / "scoresheets").glob("*rehearsal*.yaml"))
+        twin_s, _ = harness(["twin", str(sheet.relative_to(folder))], folder)
+        twin_sheet = sheet.with_name(f"{sheet.stem}-twin.yaml")
+        _, out = harness(["report", "--json", str(twin_sheet.relative_to(folder))], folder)
+        fidelity = json.loads(out)["twin_fidelity"]["twins"][0]
+        moved = [f"{m['label']} {m['real']}->{m['twin']}" for m in fidelity["modes"] if m["real"] != m["twin"]]
+        rows.append((gap, fidelity, moved, real_s, twin_s))
+        print(f"{gap}: {fidelity['label_agreement']['k']}/{fidelity['label_agreement']['n']} "
+              f"real {real_s:.0f} s twin {twin_s:.0f} s", file=sys.stderr, flush=True)
+    print(f"\npolicy {args.policy}, {args.trials} trials per condition, episodes {args.episode_s:g} s, work {work}\n")
+    print("| gap | real success | twin success | same label | 95 % interval | kappa | modes that moved (real->twin) "
+          "| rehearsal wall (s) | twin wall (s) |")
+    print("|---|---:|---:|---:|---|---:|---|---:|---:|")
+    for gap, f, moved, real_s, twin_s in rows:
+        agree = f["label_agreement"]
+        kappa = "undefined" if f["kappa"] is None else f"{f['kappa']:.2f}"
+        low, high = agree["wilson95"]
+        print(f"| {gap} | {f['real_success']['k']}/{f['real_success']['n']} | {f['twin_success']['k']}/"
+              f"{f['twin_success']['n']} | {agree['k']}/{agree['n']} | {100 * low:.0f}-{100 * high:.0f} % | {kappa} | "
+              f"{', '.join(moved) or 'none'} | {real_s:.0f} | {twin_s:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
