@@ -78,7 +78,7 @@ def test_a_scripted_rehearsal_records_measured_starts_proposals_scores_and_place
 
 
 @pytest.mark.parametrize(("argv", "problem"), [
-    (["--policy", "expert"], "--policy: expert plans from the simulator's true cube pose"),
+    (["--policy", "replay"], "--policy: replay plays a plan made in the simulator"),
     (["--policy", "no_such_folder"], "--policy: not a folder"),
     (["--policy", "act", "--camera-size", "huge"], "--camera-size"),
     (["--policy", "act", "--placement-error-cm", "nan"], "--placement-error-cm"),
