@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -69,7 +70,17 @@ def main() -> None:
         folder = work / (gap.replace("=", "") or "none")
         folder.mkdir(exist_ok=True)
         (folder / "bench.yaml").write_text((work / "bench.yaml").read_text())
-        real_s, _ = harness(["rehearse", "bench.yaml", "--policy", policy, "--operator", "scripted", *flags], folder)
+        for tries in range(3):   # a loaded host can starve the camera process: a paused rehearsal is redone afresh
+            try:
+                real_s, _ = harness(["rehearse", "bench.yaml", "--policy", policy, "--operator", "scripted", *flags],
+                                    folder)
+                break
+            except SystemExit as stopped:
+                print(f"{gap}: rehearsal try {tries + 1} failed: {str(stopped)[:300]}", file=sys.stderr, flush=True)
+                for made in ("scoresheets", "runs", "rehearsals"):
+                    shutil.rmtree(folder / made, ignore_errors=True)
+        else:
+            raise SystemExit(f"{gap}: three rehearsals failed")
         sheet = next((folder / "scoresheets").glob("*rehearsal*.yaml"))
         twin_s, _ = harness(["twin", str(sheet.relative_to(folder))], folder)
         twin_sheet = sheet.with_name(f"{sheet.stem}-twin.yaml")

@@ -314,7 +314,9 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
             if run_measure(command_arguments(measure)) != 0:
                 raise HarnessInputError(files.trained_spot, None, "the cube on its trained spot was not measured")
             run = ["run", str(plan.protocol_path), "--robot=so101", f"--port={rig.port}", f"--robot-id={ROBOT_ID}",
-                   f"--policy={plan.policy}", *(f"--camera={name}={source}" for name in policy_cameras(plan.policy)),
+                   f"--policy={plan.policy}", *(f"--camera={name}={source}" for name in
+                                                              (["top"] if is_expert(plan.policy)
+                                                               else policy_cameras(plan.policy))),
                    f"--bowl-calibration={files.calibration}", f"--trained-spot={files.trained_spot}",
                    f"--scoresheet={plan.scoresheet}", f"--runs-dir={plan.runs_dir}", "--headless",
                    *([f"--max-trials={plan.max_trials}"] if plan.max_trials else []),
