@@ -85,9 +85,12 @@ def test_a_rehearsal_whose_protocol_scene_is_not_the_emulated_table_is_refused_n
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "scene.bowl_xy_cm" in err and "18, 14" in err, err
     _nothing_written(tmp_path)
-    assert main(["twin", "no-such-sheet.yaml"]) == 2
-    capsys.readouterr()
-    _nothing_written(tmp_path)
+    real = _real_sheet(tmp_path, name="good.yaml")
+    for argv in (["no-such-sheet.yaml"], [str(real.path), "--max-trials", "0"], [str(real.path), "--workers", "0"]):
+        assert main(["twin", *argv]) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1, err
+        _nothing_written(tmp_path)
 
 
 @pytest.mark.slow

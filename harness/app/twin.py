@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import suppress
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -159,6 +160,8 @@ def check_twin_table(real: Scoresheet, protocol: Protocol, protocol_path: Path) 
 
 def plan_twin(args: argparse.Namespace) -> TwinPlan:
     """Every check before anything is written: bad input is one line and exit 2."""
+    if args.max_trials is not None and args.max_trials < 1:
+        raise HarnessInputError(None, "--max-trials", f"{args.max_trials}: must be at least 1")
     real_path = Path(args.real_sheet)
     if not real_path.is_file():
         raise HarnessInputError(real_path, None, "no such scoresheet")
@@ -217,7 +220,7 @@ def run_arguments(plan: TwinPlan, args: argparse.Namespace) -> list[str]:
             *([f"--rename-map={_json(real.settings.rename_map)}"] if real.settings.rename_map else []),
             *inference_flags(real.inference), *workers, *(["--resume"] if plan.resume else []),
             *([f"--device={args.device}"] if args.device else []),
-            *([f"--max-trials={args.max_trials}"] if args.max_trials else [])]
+            *([f"--max-trials={args.max_trials}"] if args.max_trials is not None else [])]
 
 
 def _latency_flag(latency: float | str) -> list[str]:
@@ -236,6 +239,7 @@ def run_twin(plan: TwinPlan, args: argparse.Namespace, out: Any = None) -> int:
 
     out = out or sys.stdout
     wrote_protocol = not plan.twin_protocol_path.exists()
+    made_folder = not plan.twin_protocol_path.parent.exists()
     argv = run_arguments(plan, args)
     run_args = command_arguments(argv)   # refused here, before anything is written, if a flag is wrong
     if wrote_protocol:
@@ -256,6 +260,9 @@ def run_twin(plan: TwinPlan, args: argparse.Namespace, out: Any = None) -> int:
     finally:
         if wrote_protocol and not plan.scoresheet.exists():   # refused before the twin was locked: leave nothing
             plan.twin_protocol_path.unlink(missing_ok=True)
+            if made_folder:
+                with suppress(OSError):
+                    plan.twin_protocol_path.parent.rmdir()
 
 
 def twin_from_args(args: argparse.Namespace) -> int:
