@@ -214,9 +214,11 @@ def run_arguments(plan: TwinPlan, args: argparse.Namespace) -> list[str]:
     """`harness run` as the twin runs it."""
     real = plan.real
     workers = [f"--workers={args.workers}"] if args.workers != 1 else []
+    # LeRobot's policy server: the twin's arm waits on the server's real round trips, as the real one did
+    asynchronous = real.inference.engine is InferenceEngine.ASYNC
     return ["run", str(plan.twin_protocol_path), "--robot=sim", f"--policy={real.locked.policy.ref}",
             f"--scoresheet={plan.scoresheet}", f"--runs-dir={plan.runs_dir}", "--headless",
-            *(_latency_flag(twin_latency(real)) if not plan.resume else []),
+            *(_latency_flag(twin_latency(real)) if not plan.resume and not asynchronous else []),
             *([f"--rename-map={_json(real.settings.rename_map)}"] if real.settings.rename_map else []),
             *inference_flags(real.inference), *workers, *(["--resume"] if plan.resume else []),
             *([f"--device={args.device}"] if args.device else []),
