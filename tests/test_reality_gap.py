@@ -146,3 +146,23 @@ def test_scene_knobs_change_the_cube_and_the_top_camera() -> None:
         return np.argwhere(red).mean(axis=0)
 
     assert np.abs(red_centre(tilted) - red_centre(plain)).max() > 3     # the cube moved in the image (pixels)
+
+
+@pytest.mark.slow
+def test_a_rehearsal_with_a_gap_says_so_in_its_locked_sheet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+    from harness.models.scoresheet import load_scoresheet
+    from tests.test_rehearse import PROTOCOL
+    from tests.tiny_policy import save_tiny_act
+
+    monkeypatch.chdir(tmp_path)
+    save_tiny_act(tmp_path / "act", height=480, width=640)
+    (tmp_path / "desk.yaml").write_text((PROTOCOL % "18.0, 14.0").split("- {index: 2")[0])   # one trial
+    assert main(["rehearse", "desk.yaml", "--policy", "act", "--operator", "scripted", "--gap", "exposure=1.3",
+                 "--gap", "servo_backlash_deg=1"]) == 0, capsys.readouterr().out[-2000:]
+    assert "reality gap (recorded in the scoresheet): servo_backlash_deg=1, exposure=1.3" in capsys.readouterr().out
+    sheet = load_scoresheet(tmp_path / "scoresheets" / "desk-act-rehearsal-gap-servo_backlash_deg1-exposure1.3.yaml")
+    assert sheet.locked.robot == "so101" and sheet.locked.rehearsal is not None
+    assert sheet.locked.rehearsal.gap.declared() == {"servo_backlash_deg": 1.0, "exposure": 1.3}
+    assert sheet.locked_data["rehearsal"] == {"gap": {"servo_backlash_deg": 1.0, "exposure": 1.3}}
