@@ -68,6 +68,11 @@ def emulate_bus(args: argparse.Namespace) -> int:
                 factory_fresh_scenario() if args.factory_fresh else default_scenario())
     chain = build_chain(scenario)
     calibration_path = Path(args.calibration).resolve() if args.calibration else DEFAULT_ASSEMBLY
+    from harness.models.reality_gap import parse_gap
+
+    gap = parse_gap(getattr(args, "gap", None))
+    if not gap.none and not args.sim:
+        raise HarnessInputError(None, "--gap", "a reality gap is for the simulated arm: add --sim")
     if args.sim:
         import harness.sim  # noqa: F401  (headless GL before mujoco)
         from harness.bus.sim_coupling import JointCalibration, SimCoupledChain
@@ -78,7 +83,10 @@ def emulate_bus(args: argparse.Namespace) -> int:
             calibration = {name: JointCalibration(c["range_min"], c["range_max"]) for name, c in raw.items()}
         except (OSError, ValueError, KeyError) as exc:
             raise HarnessInputError(calibration_path, None, f"not a LeRobot calibration file ({exc})") from None
-        chain = SimCoupledChain(chain.servos, SimWorld(), calibration, chain.faults)
+        from harness.sim.scene import gapped_geometry
+
+        chain = SimCoupledChain(chain.servos, SimWorld(gapped_geometry(gap)), calibration, chain.faults,
+                                gain=gap.servo_gain, backlash_deg=gap.servo_backlash_deg)
     with PtyBus(chain, wire_timing=scenario.wire_timing) as bus:
         frames = None
         if args.sim and not args.no_cameras:   # the simulated cameras render the world these servos drive
@@ -130,4 +138,8 @@ def register(sub: Any) -> None:
                      help="with --sim: where the simulated cameras (LeRobot camera type harness_sim) are served "
                           "(default: harness-sim-cameras-<uid>.sock in the temp folder)")
     emu.add_argument("--no-cameras", action="store_true", help="with --sim: do not render or serve camera frames")
+    emu.add_argument("--gap", action="append", metavar="NAME=VALUE",
+                     help="with --sim: a declared reality gap, repeatable (cube_friction, cube_mass_g, servo_gain, "
+                          "servo_backlash_deg, camera_tilt_deg, exposure; docs/twin.md). `harness rehearse --gap` "
+                          "also records it in the scoresheet")
     emu.set_defaults(func=emulate_bus)
