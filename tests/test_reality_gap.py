@@ -43,6 +43,15 @@ def test_rehearse_refuses_a_bad_gap_in_one_line_before_the_emulator_starts(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["act", "desk.yaml"]   # nothing written
 
 
+def test_emulate_bus_takes_a_gap_only_for_the_simulated_arm(capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+
+    assert main(["emulate-bus", "--gap", "exposure=2"]) == 2
+    assert "--gap: a reality gap is for the simulated arm: add --sim" in capsys.readouterr().err
+    assert main(["emulate-bus", "--sim", "--gap", "exposure=9"]) == 2   # refused before the emulator starts
+    assert "--gap exposure: 9: must be within 0.2..3" in capsys.readouterr().err
+
+
 def _servo_chain(gap: RealityGap):
     import harness.sim  # noqa: F401
     from harness.bus import packets as p
