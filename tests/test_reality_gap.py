@@ -20,6 +20,9 @@ def test_gap_flags_parse_to_named_knobs_and_bad_ones_are_refused_by_name() -> No
     assert gap.declared() == {"cube_friction": 0.3, "servo_backlash_deg": 2.0}
     assert gap.describe() == "cube_friction=0.3, servo_backlash_deg=2" and not gap.none
     assert parse_gap(None).none and parse_gap([]).describe() == "no gap"
+    from harness.sim.scene import SceneGeometry, gapped_geometry
+
+    assert gapped_geometry(RealityGap()) == SceneGeometry()     # no gap: the emulated table is the twin's
     for bad, field in (("friction=0.3", "--gap"), ("cube_friction", "--gap"), ("cube_friction=nan", "cube_friction"),
                        ("exposure=abc", "exposure"), ("servo_gain=50", "servo_gain")):
         with pytest.raises(HarnessInputError) as caught:
