@@ -17,7 +17,7 @@ def register(sub: Any) -> None:
 
     parser = sub.add_parser("twin", help="re-run every scored attempt of a real-arm (or rehearsed) scoresheet in "
                                          "the simulated arm, from each attempt's measured start, into a twin "
-                                         "scoresheet; `harness report --twin` says how well the twin predicts")
+                                         "scoresheet; `harness report TWIN_SHEET` says how well the twin predicts")
     parser.add_argument("real_sheet", help="the real run's scoresheet (--robot so101, or harness rehearse's)")
     parser.add_argument("--scoresheet", help="the twin's scoresheet (default: beside the real one, <name>-twin.yaml)")
     parser.add_argument("--runs-dir", default="runs", help="where the twin's per-trial evidence goes (default runs/)")
