@@ -30,7 +30,6 @@ import queue
 import shutil
 import socket
 import sys
-import tempfile
 import threading
 import time
 from collections import deque
@@ -46,6 +45,7 @@ from harness.models.protocol import Protocol
 from harness.models.run_settings import InferenceEngine, RobotKind, RunSettings
 from harness.models.scoresheet import Attempt, LockedBlock, Scoresheet, run_inference
 from harness.models.taxonomy import Void, VoidKind
+from harness.scratch import make as make_scratch
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ class TrialWorkerImpl:
         from harness.app.build import FrontEnd, prepare_run
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        self.tmp = Path(tempfile.mkdtemp(prefix="harness-worker-"))
+        self.tmp = make_scratch("worker", remove_at_exit=False)   # removed by close, or at the next start
         self.sheet = DetachedSheet(Path(sheet_path), locked_data, settings)
         self.protocol = protocol
         try:
@@ -311,7 +311,8 @@ def start_ray(address: str | None, workers: int, dashboard: bool = False) -> Non
     # test's next run) must still fit the actors it asks for, and a killed actor's restart must find a CPU
     with environment(no_egress_environment(dict(os.environ))):
         ray.init(num_cpus=max(workers, local_cores()), num_gpus=0, object_store_memory=OBJECT_STORE_BYTES,
-                 _node_ip_address=LOOPBACK, include_dashboard=dashboard, dashboard_host=LOOPBACK, **quiet)
+                 _node_ip_address=LOOPBACK, include_dashboard=dashboard, dashboard_host=LOOPBACK,
+                 _temp_dir=str(make_scratch("ray")), **quiet)   # its sockets and logs: this run's, removed with it
     node = ray.util.get_node_ip_address()
     if node != LOOPBACK:   # Ray was imported before the environment above was set
         ray.shutdown()

@@ -25,7 +25,6 @@ import json
 import math
 import shlex
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
@@ -40,6 +39,8 @@ from PIL import Image
 from harness.errors import HarnessInputError
 from harness.models.protocol import JOINT_NAMES, Protocol, load_protocol
 from harness.models.run_settings import RobotKind
+from harness.scratch import make as make_scratch
+from harness.scratch import remove as remove_scratch
 
 ROBOT_ID = "emulated_follower"   # the emulated arm's calibration (calibration/emulated_follower.json)
 
@@ -281,8 +282,9 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
     protocol, files = plan.protocol, plan.files
     width, height = plan.size
     bowl = [f"--bowl-cm={protocol.scene.bowl_diameter_cm:g}", f"--cube-cm={protocol.scene.cube_edge_cm:g}"]
-    with tempfile.TemporaryDirectory(prefix="harness-rehearse-") as tmp:
-        socket = Path(tmp) / "cameras.sock"
+    tmp = make_scratch("rehearse", remove_at_exit=False)   # removed below, or at the next start if killed
+    try:
+        socket = tmp / "cameras.sock"
         with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
             rig.cube_origin_cm = protocol.scene.trained_cube_xy_cm
             print(f"Emulated STS3215 bus on {rig.port}; simulated cameras on {socket}", file=out, flush=True)
@@ -305,6 +307,8 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
             code = run_from_args(command_arguments(run), Parts(observer=_operator_factory(plan, rig)))
             if code != 0:
                 return code
+    finally:
+        remove_scratch(tmp)
     measure_run = ["measure", str(plan.runs_dir / plan.scoresheet.stem), *bowl, f"--calibration={files.calibration}"]
     say_command(measure_run, out)
     run_measure(command_arguments(measure_run))   # a trial whose cube left the view is "not measured", said
