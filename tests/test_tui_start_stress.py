@@ -62,25 +62,28 @@ def _one_start(tmux: list[str], folder: Path, protocol: Path, start: int) -> Non
     """Start the TUI as a user types it, press Enter at the check screen and at the scoring prompt, q at the end."""
     sheet, log, session = folder / f"s{start}.yaml", folder / f"start{start}.log", f"s{start}"
     command = (f"cd {folder} && PYTHONPATH={REPO} {sys.executable} -m harness.cli run {protocol} --policy "
-               f"expert --no-video --scoresheet {sheet} --runs-dir runs 2>{log}; echo exit=$? >>{log}")
+               f"expert --no-video --scoresheet {sheet} --runs-dir runs; echo exit=$? >{log}; sleep 600")
     subprocess.run([*tmux, "new-session", "-d", "-s", session, "-x", "120", "-y", "40", command], check=True)
 
     def ended() -> bool:
         return log.exists() and "exit=" in log.read_text()
 
+    def screen() -> str:
+        return subprocess.run([*tmux, "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
+
     def shows(text: str) -> bool:
         if ended():
-            raise AssertionError(f"start {start} ended early:\n{log.read_text()[-2000:]}")
-        screen = subprocess.run([*tmux, "capture-pane", "-p", "-t", session], capture_output=True, text=True)
-        return text in screen.stdout
+            raise AssertionError(f"start {start} ended early ({log.read_text().strip()}):\n{screen()}")
+        return text in screen()
 
-    for text, key, within_s in (("Start the run", "Enter", 180), ("Accept verdict", "Enter", 180),
-                                ("Run complete", "q", 60)):
+    for text, key, within_s in (("Nothing moves until you press Enter", "Enter", 300),
+                                ("Accept verdict", "Enter", 300), ("Run complete", "q", 60)):
         wait_until(lambda text=text: shows(text), within_s, f"start {start}: {text!r} on screen", poll_s=0.2)
         subprocess.run([*tmux, "send-keys", "-t", session, key], check=True)
     wait_until(ended, 60, f"start {start}: the TUI exits", poll_s=0.2)
-    said = log.read_text()
-    assert "exit=0" in said and "EGL" not in said and "Traceback" not in said, said[-2000:]
+    left = screen()   # what the terminal shows once the TUI has gone: its exit, and anything it printed
+    assert log.read_text().strip() == "exit=0" and "EGL" not in left and "Traceback" not in left, left
+    subprocess.run([*tmux, "kill-session", "-t", session], capture_output=True)
     (attempt,) = load_scoresheet(sheet).attempts
     assert attempt.outcome != "void", attempt.void_reason
 
