@@ -23,6 +23,7 @@ from lerobot.cameras.camera import Camera
 from lerobot.cameras.configs import ColorMode
 from lerobot.utils.errors import DeviceAlreadyConnectedError, DeviceNotConnectedError
 
+from harness.realtime import CAMERA_PRIORITY, realtime_thread
 from harness.sim.config_sim_camera import SIM_CAMERAS, HarnessSimCameraConfig
 
 logger = logging.getLogger(__name__)
@@ -163,6 +164,10 @@ class HarnessSimCamera(Camera):
             view = view[got:]
 
     def _read_loop(self) -> None:
+        with realtime_thread(priority=CAMERA_PRIORITY):   # the camera driver's thread (harness/realtime.py)
+            self._read_until_stopped()
+
+    def _read_until_stopped(self) -> None:
         sock = self._sock
         assert sock is not None
         header = bytearray(HEADER_SIZE)
