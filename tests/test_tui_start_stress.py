@@ -76,8 +76,8 @@ def _one_start(tmux: list[str], folder: Path, protocol: Path, start: int) -> Non
             raise AssertionError(f"start {start} ended early ({log.read_text().strip()}):\n{screen()}")
         return text in screen()
 
-    for text, key, within_s in (("Nothing moves until you press Enter", "Enter", 300),
-                                ("Accept verdict", "Enter", 300), ("Run complete", "q", 60)):
+    for text, key, within_s in (("Nothing moves until you press Enter", "Enter", 600),   # generous: a hog beside
+                                ("Enter accepts it", "Enter", 600), ("Run complete", "q", 120)):
         wait_until(lambda text=text: shows(text), within_s, f"start {start}: {text!r} on screen", poll_s=0.2)
         subprocess.run([*tmux, "send-keys", "-t", session, key], check=True)
     wait_until(ended, 60, f"start {start}: the TUI exits", poll_s=0.2)
