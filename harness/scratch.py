@@ -27,8 +27,20 @@ from pathlib import Path
 
 import psutil
 
-SYSTEM_ROOT = Path(tempfile.gettempdir())   # as this process found it, before `own_temporary_folder`
 PREFIX = "harness-"
+
+
+def _system_root() -> Path:
+    """The machine's temporary folder, also in a child of a `harness` process (whose TMPDIR is its parent's
+    scratch folder): scratch folders stay side by side there, where the next start looks, and Unix socket
+    paths in them (Ray's, the cameras') stay short."""
+    root = Path(tempfile.gettempdir())
+    while root.name.startswith(PREFIX) and root.parent != root:
+        root = root.parent
+    return root
+
+
+SYSTEM_ROOT = _system_root()
 OWNER = "owner"
 START_SLACK_S = 1.0   # a process's start time, as two reads of it may differ
 
