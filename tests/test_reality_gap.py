@@ -39,11 +39,10 @@ def test_rehearse_refuses_a_bad_gap_in_one_line_before_the_emulator_starts(
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "desk.yaml").write_text(PROTOCOL % "18.0, 14.0")
-    (tmp_path / "act").mkdir()
-    assert main(["rehearse", "desk.yaml", "--policy", "act", "--operator", "scripted", "--gap", "gravity=2"]) == 2
+    assert main(["rehearse", "desk.yaml", "--policy", "expert", "--operator", "scripted", "--gap", "gravity=2"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "gravity" in err and "cube_friction" in err, err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["act", "desk.yaml"]   # nothing written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["desk.yaml"]   # nothing written
 
 
 def test_emulate_bus_takes_a_gap_only_for_the_simulated_arm(capsys: pytest.CaptureFixture[str]) -> None:
