@@ -10,9 +10,10 @@ from pathlib import Path
 from harness.data.acceptance import AcceptMode
 from harness.data.collector import Collector, CollectResult, CollectSettings, check_fps
 from harness.errors import HarnessInputError
+from harness.models.checkpoint import hub_ref
 from harness.models.protocol import file_sha256, load_protocol
 from harness.models.run_settings import SO101_ROBOT_TYPE, BuiltinPolicy, RunSettings
-from harness.models.scoresheet import policy_fingerprint
+from harness.policies.hub import policy_fingerprint
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,10 @@ def collect(request: CollectRequest, progress=print) -> CollectResult:
     fps = request.fps or loaded.fps
     check_fps(fps, PHYSICS_DT)
     protocol = loaded.model_copy(update={"fps": fps})
-    if BuiltinPolicy.named(request.policy) is None and not Path(request.policy).is_dir():
-        raise HarnessInputError(None, "--policy", f"'{request.policy}' is neither a built-in policy nor a folder")
+    if (BuiltinPolicy.named(request.policy) is None and not Path(request.policy).is_dir()
+            and hub_ref(request.policy) is None):
+        raise HarnessInputError(None, "--policy", f"'{request.policy}' is neither a built-in policy, a folder nor a "
+                                                  "Hugging Face Hub id (ORG/NAME[@REVISION])")
     settings = CollectSettings(
         protocol_name=protocol.name, protocol_sha256=file_sha256(request.protocol), policy_ref=request.policy,
         policy_fingerprint=policy_fingerprint(request.policy), accept=request.accept, fps=fps,

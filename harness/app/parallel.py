@@ -122,7 +122,6 @@ class TrialWorkerImpl:
                  settings: RunSettings, lanes: int | None = 0, parts: Any = None, policy: Any = None) -> None:
         from harness.app.build import FrontEnd, prepare_run
 
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         self.tmp = Path(tempfile.mkdtemp(prefix="harness-worker-"))
         self.sheet = DetachedSheet(Path(sheet_path), locked_data, settings)
         self.protocol = protocol

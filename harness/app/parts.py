@@ -31,8 +31,10 @@ def make_policy(ref: str, protocol: Protocol, settings: RunSettings, device: str
         return ExpertPolicy()
     if builtin is BuiltinPolicy.REPLAY:
         return ReplayPolicy()
+    from harness.policies.hub import checkpoint_folder
     from harness.policies.lerobot_policy import LeRobotPolicy
 
+    ref = checkpoint_folder(ref)   # a Hub id (locked runs pass it at its locked commit): its cached snapshot
     inference = inference or LockedInference(engine=InferenceEngine.SYNC)
     engine = inference.engine
     try:

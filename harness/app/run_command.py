@@ -26,6 +26,7 @@ from harness.models.lock import WriterLock
 from harness.models.protocol import Protocol, load_protocol
 from harness.models.scoresheet import Scoresheet
 from harness.policies.base import EvalPolicy
+from harness.policies.hub import pinned_ref
 from harness.reports.summary import format_summary, summarize
 from harness.run.terminal import StopKey, TerminalObserver
 
@@ -78,7 +79,7 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None, observer
         print(format_summary(summarize(sheet)))
         return 0
     parts = parts or Parts()
-    policy = parts.policy(sheet.locked.policy.ref, protocol, sheet.settings, args.device, sheet.locked.robot,
+    policy = parts.policy(pinned_ref(sheet.locked.policy), protocol, sheet.settings, args.device, sheet.locked.robot,
                           sheet.inference)
     handed_over = False
     try:

@@ -14,6 +14,7 @@ from harness.models.checkpoint import checkpoint_name
 from harness.models.protocol import Protocol
 from harness.models.run_settings import BuiltinPolicy, InferenceEngine, InferenceThreads, RobotKind, RunSettings
 from harness.models.scoresheet import Scoresheet, build_locked, check_resumable, load_scoresheet, new_scoresheet
+from harness.policies.hub import hub_ref, policy_fingerprint
 from harness.robots.camera_spec import parse_camera_spec
 
 _BUILTINS = "|".join(BuiltinPolicy)
@@ -122,7 +123,7 @@ def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: P
         if not args.resume:
             raise HarnessInputError(path, None, "this run already has a scoresheet; add --resume to continue it")
         sheet = load_scoresheet(path)
-        check_resumable(sheet, protocol_path, policy_flag)
+        check_resumable(sheet, protocol_path, policy_flag, policy_fingerprint)
         if args.robot and args.robot != sheet.locked.robot:
             raise HarnessInputError(path, "robot", f"locked to '{sheet.locked.robot}', not '{args.robot}'")
         check_same_inference(sheet, args)
@@ -136,8 +137,10 @@ def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: P
         raise HarnessInputError(protocol_path, "run.robot", f"no robot: pass --robot {'|'.join(RobotKind)}")
     robot = RobotKind(args.robot or protocol.run.robot)
     builtin = BuiltinPolicy.named(policy_ref)
-    if builtin is None and not Path(policy_ref).is_dir():
-        raise HarnessInputError(None, "--policy", f"'{policy_ref}' is neither a built-in policy nor a folder")
+    if builtin is None and not Path(policy_ref).is_dir() and hub_ref(policy_ref) is None:
+        raise HarnessInputError(None, "--policy", f"'{policy_ref}' is neither a built-in policy, a folder nor a "
+                                                  "Hugging Face Hub id (ORG/NAME[@REVISION])")
+    fingerprint = policy_fingerprint(policy_ref)   # a Hub id: resolved (cache first, downloaded if allowed) now
     path = path or Path("scoresheets") / f"{protocol_path.stem}-{_slug(policy_ref)}.yaml"
     rename_map = rename_map_from(args, protocol)
     latency = latency_from(args)
@@ -160,5 +163,6 @@ def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: P
                            latency_ms=latency, **({"inference": threads} if threads is not None else {}))
     optional = {"latency_ms": latency,
                 "inference": async_block or {"engine": engine.value, **(rtc_block or {})}}
-    sheet = new_scoresheet(path, build_locked(protocol, protocol_path, policy_ref, robot, optional), settings)
+    sheet = new_scoresheet(path, build_locked(protocol, protocol_path, policy_ref, robot, optional, fingerprint),
+                            settings)
     return (sheet.create() if create else sheet), True

@@ -21,6 +21,7 @@ from harness.models.run_settings import BuiltinPolicy, RobotKind
 from harness.models.scoresheet import Attempt, load_scoresheet
 from harness.models.sweep_spec import Cell, NotApplicable, Sweep, condition_flags, load_sweep
 from harness.models.taxonomy import Label
+from harness.policies.hub import checkpoint_folder
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def not_applicable(cell: Cell) -> NotApplicable | None:
     wants_rtc = cell.condition.get("inference") == "rtc"
     if (wants_rtc or "policy_server" in cell.condition) and builtin:
         return NotApplicable.BUILT_IN
-    if wants_rtc and not policy_supports_rtc(cell.checkpoint.ref):
+    if wants_rtc and not policy_supports_rtc(checkpoint_folder(cell.checkpoint.ref)):
         return NotApplicable.NO_RTC
     return None
 
@@ -237,7 +238,7 @@ def offline_results(sweep: Sweep) -> dict[str, OfflineResult]:
             continue
         episodes = spec.episodes if spec.episodes is not None else every_nth_split(episode_indices(root))["val"]
         try:
-            result = evaluate_checkpoint(Path(checkpoint.ref), root, episodes, spec.frames)
+            result = evaluate_checkpoint(Path(checkpoint_folder(checkpoint.ref)), root, episodes, spec.frames)
             entry = OfflineResult(checkpoint.label, result.val_loss, result.action_mae)
         except ValueError as exc:   # inputs differ from the dataset's: said in the report, not guessed
             entry = OfflineResult(checkpoint.label, None, None, str(exc))

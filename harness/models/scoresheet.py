@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -463,8 +464,9 @@ def _verified_chain(path: Path, section: str, raws: list[Any], model: type[BaseM
 
 
 def build_locked(protocol: Protocol, protocol_path: Path, policy_ref: str, robot: RobotKind | str,
-                 optional: dict[str, Any] | None = None) -> dict[str, Any]:
-    """`optional`: values for `OPTIONAL_LOCKED_FIELDS` (the latency model, the inference engine)."""
+                 optional: dict[str, Any] | None = None, fingerprint: str | None = None) -> dict[str, Any]:
+    """`optional`: values for `OPTIONAL_LOCKED_FIELDS` (the latency model, the inference engine);
+    `fingerprint`: the policy's, when the caller resolved it (a Hub id's commit), else a local folder's."""
     unknown = sorted(set(optional or {}) - set(OPTIONAL_LOCKED_FIELDS))
     if unknown:
         raise ValueError(f"not an optional locked field: {unknown[0]}")
@@ -476,7 +478,7 @@ def build_locked(protocol: Protocol, protocol_path: Path, policy_ref: str, robot
         "trials": [t.model_dump(mode="json") for t in protocol.trials],
         "protocol_file": str(protocol_path),
         "protocol_sha256": file_sha256(protocol_path),
-        "policy": {"ref": policy_ref, "fingerprint": policy_fingerprint(policy_ref)},
+        "policy": {"ref": policy_ref, "fingerprint": fingerprint or policy_fingerprint(policy_ref)},
         "robot": RobotKind(robot).value,
         "stopping_rule": protocol.stopping_rule.model_dump(mode="json"),
         **{name: (optional or {})[name] for name in OPTIONAL_LOCKED_FIELDS if name in (optional or {})},
@@ -565,8 +567,9 @@ class Drift(StrEnum):
     CHECKPOINT_MISSING = "the checkpoint folder is not where the sheet was locked (cannot check it)"
 
 
-def drift(sheet: Scoresheet) -> list[Drift]:
-    """Compare the protocol file and checkpoint on disk now with the hashes the sheet locked."""
+def drift(sheet: Scoresheet, fingerprint_of: Callable[[str], str] = policy_fingerprint) -> list[Drift]:
+    """Compare the protocol file and checkpoint on disk now with the hashes the sheet locked;
+    `fingerprint_of` fingerprints a policy reference now (a Hub id: from the cache, never downloading)."""
     found = []
     protocol = Path(sheet.locked.protocol_file)
     if not protocol.is_file():
@@ -575,15 +578,21 @@ def drift(sheet: Scoresheet) -> list[Drift]:
         found.append(Drift.PROTOCOL_CHANGED)
     locked_policy = sheet.locked.policy
     if not locked_policy.fingerprint.startswith("builtin:"):
-        if not Path(locked_policy.ref).exists():
+        try:
+            now: str | None = fingerprint_of(locked_policy.ref)
+        except HarnessInputError:   # a Hub id no longer in the cache
+            now = None
+        if now is None or now.startswith("builtin:"):   # a folder that is gone fingerprints as a name
             found.append(Drift.CHECKPOINT_MISSING)
-        elif policy_fingerprint(locked_policy.ref) != locked_policy.fingerprint:
+        elif now != locked_policy.fingerprint:
             found.append(Drift.CHECKPOINT_CHANGED)
     return found
 
 
-def check_resumable(sheet: Scoresheet, protocol_path: Path, policy_ref: str | None) -> None:
-    """Refuse to resume when the protocol file or policy checkpoint differs from what was locked."""
+def check_resumable(sheet: Scoresheet, protocol_path: Path, policy_ref: str | None,
+                    fingerprint_of: Callable[[str], str] = policy_fingerprint) -> None:
+    """Refuse to resume when the protocol file or policy checkpoint differs from what was locked (a Hub
+    policy: its cached revision moved to another commit)."""
     if file_sha256(protocol_path) != sheet.locked.protocol_sha256:
         raise StaleRunError(
             protocol_path, "protocol_sha256",
@@ -592,7 +601,9 @@ def check_resumable(sheet: Scoresheet, protocol_path: Path, policy_ref: str | No
     ref = policy_ref or sheet.locked.policy.ref
     if ref != sheet.locked.policy.ref:
         raise StaleRunError(sheet.path, "policy.ref", f"locked to '{sheet.locked.policy.ref}', not '{ref}'")
-    if policy_fingerprint(ref) != sheet.locked.policy.fingerprint:
-        raise StaleRunError(
-            ref, "policy.fingerprint", f"the checkpoint's files changed since {sheet.path} was locked"
-        )
+    now = fingerprint_of(ref)
+    if now != sheet.locked.policy.fingerprint:
+        what = (f"the Hub revision moved to {now.rsplit('@', 1)[-1][:12]} (locked: "
+                f"{sheet.locked.policy.fingerprint.rsplit('@', 1)[-1][:12]})" if now.startswith("hub:")
+                else "the checkpoint's files changed")
+        raise StaleRunError(ref, "policy.fingerprint", f"{what} since {sheet.path} was locked")

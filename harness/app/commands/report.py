@@ -81,7 +81,12 @@ def report(args: argparse.Namespace) -> int:
     caveat = _not_comparable(sheets, args.force_compare) if len(sheets) > 1 else None
     if caveat:
         print(f"warning: {caveat}", file=sys.stderr)
-    drifted = {sheet.path: drift(sheet) for sheet in sheets}
+    from harness.policies.hub import policy_fingerprint
+
+    def cached_fingerprint(ref: str) -> str:   # a report never downloads a Hub policy
+        return policy_fingerprint(ref, offline=True)
+
+    drifted = {sheet.path: drift(sheet, cached_fingerprint) for sheet in sheets}
     for path, found in drifted.items():
         for item in found:
             print(f"warning: {path}: {item}", file=sys.stderr)
