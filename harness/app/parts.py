@@ -85,11 +85,11 @@ def make_sim_robot(protocol: Protocol, policy: EvalPolicy, realtime: bool,
 
 def make_real_robot(settings: RunSettings, protocol: Protocol) -> GuardedRobot:
     """LeRobot's SO-101 follower on the re-locking bus; torque goes off through its bus."""
+    from harness.bus.ports import check_port
     from harness.robots.so101 import make_so101_follower
 
-    if not settings.port:
-        raise HarnessInputError(None, "--port", "a real arm needs --port (e.g. /dev/ttyACM0 or COM4)")
-    robot = make_so101_follower(settings.port, settings.cameras, fps=protocol.fps,
+    port = check_port(settings.port)   # missing or not here: one line naming the serial ports there are
+    robot = make_so101_follower(port, settings.cameras, fps=protocol.fps,
                                 robot_id=settings.robot_id or "harness_follower")
     try:
         robot.connect()
