@@ -99,6 +99,7 @@ def test_the_wheel_installs_beside_lerobot_replacing_nothing_and_runs_two_trials
     assert {"harness", "so101-nexus", *(canonicalize_name(p) for p in PLUGINS)} <= set(installed)
 
     work = tmp_path / "work"
+    (work / "protocols").mkdir(parents=True)
     protocol = small_protocol_copy(work / "protocols")
     run = subprocess.run([venv / "bin" / "harness", "run", protocol, "--policy", "expert", "--robot", "sim",
                           "--headless", "--no-video", "--max-trials", "2"], cwd=work,
