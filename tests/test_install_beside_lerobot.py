@@ -31,22 +31,25 @@ PLUGINS = ("lerobot_robot_harness_sim", "lerobot_camera_harness_sim")
 
 
 def requirement_closure(root: str) -> dict[str, md.Distribution]:
-    """Every installed distribution `root` needs, with its extras, by canonical name."""
+    """Every installed distribution `root` needs, with its extras (LeRobot's name other extras of LeRobot:
+    `lerobot[transformers-dep]`), by canonical name."""
     found: dict[str, md.Distribution] = {}
+    seen: set[tuple[str, frozenset[str]]] = set()
     pending = [Requirement(root)]
     while pending:
         requirement = pending.pop()
         name = canonicalize_name(requirement.name)
-        if name in found:
+        if (name, frozenset(requirement.extras)) in seen:
             continue
+        seen.add((name, frozenset(requirement.extras)))
         try:
-            dist = md.distribution(requirement.name)
+            dist = found.get(name) or md.distribution(requirement.name)
         except md.PackageNotFoundError:
             continue   # an optional platform's dependency, not installed here
         found[name] = dist
+        extras = requirement.extras or {""}
         for text in dist.requires or []:
             nested = Requirement(text)
-            extras = requirement.extras or {""}
             if nested.marker is None or any(nested.marker.evaluate({"extra": extra}) for extra in extras):
                 pending.append(nested)
     return found
