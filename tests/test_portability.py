@@ -44,7 +44,7 @@ def test_every_module_imports_where_posix_only_modules_do_not_exist() -> None:
     assert report["refused"] == []
     every = {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
              for p in (REPO / "harness").rglob("*.py")}
-    assert set(report["imported"]) == every
+    assert set(report["imported"]) == every - {"harness"}   # the package itself: imported to walk it
 
 
 @pytest.mark.slow
