@@ -7,6 +7,7 @@ frames on a local Unix socket (`socket_path`).
 
 from __future__ import annotations
 
+import getpass
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -18,8 +19,10 @@ SIM_CAMERAS = ("top", "wrist")
 
 
 def default_socket_path() -> Path:
-    """Where `emulate-bus --sim` serves camera frames unless told otherwise (one per user)."""
-    return Path(tempfile.gettempdir()) / f"harness-sim-cameras-{os.getuid()}.sock"
+    """Where `emulate-bus --sim` serves camera frames unless told otherwise (one per user; the user's name
+    where the OS has no numeric uid, as Windows)."""
+    user = os.getuid() if hasattr(os, "getuid") else getpass.getuser()
+    return Path(tempfile.gettempdir()) / f"harness-sim-cameras-{user}.sock"
 
 
 @CameraConfig.register_subclass("harness_sim")
