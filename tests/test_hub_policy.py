@@ -123,3 +123,12 @@ def test_a_tiny_act_runs_by_its_hub_id_and_a_moved_revision_refuses_the_resume(w
     line = moved.stderr.strip().splitlines()[-1]
     assert "revision moved" in line and COMMIT_B[:12] in line and COMMIT_A[:12] in line
     assert len(load_scoresheet(workdir / "scoresheets" / "small-act_so101.yaml").scored_attempts()) == 2
+
+
+def test_a_protocol_names_a_hub_policy_in_its_run_section(workdir: Path, capsys) -> None:
+    protocol = small_protocol_copy(workdir / "protocols")
+    protocol.write_text(protocol.read_text().replace("policy: expert", "policy: nobody-here/in-a-protocol"))
+    assert "nobody-here/in-a-protocol" in protocol.read_text()
+    assert main(["run", str(protocol), "--headless"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "hf download nobody-here/in-a-protocol" in err
