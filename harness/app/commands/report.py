@@ -78,9 +78,11 @@ def report(args: argparse.Namespace) -> int:
                 raise HarnessInputError(out, None, "exists; pass --force to overwrite")
     starts = starts_per_sheet(args.training_starts or [], len(args.scoresheets))
     sheets = [load_scoresheet(path) for path in args.scoresheets]
+    warnings = [said for sheet in sheets for said in (sheet.stored.warnings if sheet.stored else [])]   # logged
     caveat = _not_comparable(sheets, args.force_compare) if len(sheets) > 1 else None
     if caveat:
         print(f"warning: {caveat}", file=sys.stderr)
+        warnings.append(caveat)
     from harness.policies.hub import policy_fingerprint
 
     def cached_fingerprint(ref: str) -> str:   # a report never downloads a Hub policy
@@ -90,6 +92,7 @@ def report(args: argparse.Namespace) -> int:
     for path, found in drifted.items():
         for item in found:
             print(f"warning: {path}: {item}", file=sys.stderr)
+            warnings.append(f"{path}: {item}")
     summaries = [summarize(sheet) for sheet in sheets]
     if args.output or args.md:
         from harness.models.atomic import write_text_atomic
@@ -111,7 +114,7 @@ def report(args: argparse.Namespace) -> int:
     if args.json:
         from harness.reports.analysis import analyze_report
 
-        print(analyze_report(sheets, starts).to_json())
+        print(analyze_report(sheets, starts, warnings).to_json())
     else:
         texts = [format_summary(s) + "".join(f"\nChanged     {item}" for item in drifted[sheet.path])
                  for s, sheet in zip(summaries, sheets, strict=True)]
