@@ -92,8 +92,21 @@ def fix_ids_session() -> dict[str, object]:
     def turn(name: str) -> None:
         chain.servo(name).position = (chain.servo(name).position + 400) % 4096
 
-    actions = [lambda: chain.only("gripper"), lambda: turn("gripper"), lambda: chain.plug(*SO101_NAMES),
-               chain.power_cycle, lambda: turn("gripper")]
+    def act(prompt: str) -> None:
+        """What a person does at each prompt of the repair, read from the prompt itself."""
+        if "Connect ONLY the gripper" in prompt:
+            chain.only("gripper")
+        elif "Reconnect the gripper" in prompt:
+            chain.plug(*SO101_NAMES)
+        elif "power-cycle" in prompt:
+            chain.power_cycle()
+        elif "turn the wrist_roll" in prompt:
+            turn("wrist_roll")
+        elif "turn the gripper" in prompt:
+            turn("gripper")
+        else:
+            raise AssertionError(f"no scripted action for: {prompt}")
+
     out = io.StringIO()
 
     class Person(io.TextIOBase):
@@ -104,7 +117,7 @@ def fix_ids_session() -> dict[str, object]:
             if text.rstrip().endswith("[y/N]"):
                 return "y\n"
             with bus.lock:
-                actions.pop(0)()
+                act(text.rsplit(">>> ", 1)[-1])
             return "\n"
 
         def isatty(self) -> bool:
