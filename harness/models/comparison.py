@@ -21,6 +21,7 @@ import hashlib
 import itertools
 import json
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -163,3 +164,41 @@ def replay(
 def run_finished(traces: list[ComparisonTrace]) -> bool:
     """The run stops when every declared comparison has stopped (a decision or its cap)."""
     return all(trace.final.decision.final for trace in traces)
+
+
+def block_outcomes(schedule: list[Slot], success_of: Callable[[int], bool | None]) -> list[dict[str, bool]]:
+    """Each complete block's outcomes by arm, in order, up to the first block not yet complete
+    (`success_of(slot number)`: None while the slot has no scored attempt)."""
+    blocks: dict[int, dict[str, bool]] = {}
+    expected: dict[int, int] = {}
+    for slot in schedule:
+        expected[slot.block] = expected.get(slot.block, 0) + 1
+        outcome = success_of(slot.number)
+        if outcome is not None:
+            blocks.setdefault(slot.block, {})[slot.arm] = outcome
+    complete = []
+    for block in sorted(expected):
+        if len(blocks.get(block, {})) < expected[block]:
+            break
+        complete.append(blocks[block])
+    return complete
+
+
+def decision_text(traces: list[ComparisonTrace]) -> str:
+    """One line per declared comparison, in arm codes only (safe to show while the run is blind)."""
+    lines = []
+    for trace in traces:
+        state = trace.final
+        winner = trace.winner()
+        if winner is not None:
+            loser = trace.second if winner == trace.first else trace.first
+            what = f"{winner} better than {loser}"
+        elif state.decision is Decision.FUTILITY:
+            what = f"{trace.first} vs {trace.second}: no difference of the declared size"
+        elif state.decision is Decision.CAP:
+            what = f"{trace.first} vs {trace.second}: cap reached without a decision"
+        else:
+            what = f"{trace.first} vs {trace.second}: still open"
+        lines.append(f"{what} after {state.pairs} blocks ({state.first_only} pairs only {trace.first} succeeded, "
+                     f"{state.second_only} only {trace.second})")
+    return "; ".join(lines)
