@@ -86,12 +86,13 @@ def report(args: argparse.Namespace) -> int:
         for item in found:
             print(f"warning: {path}: {item}", file=sys.stderr)
     summaries = [summarize(sheet) for sheet in sheets]
+    compared = _comparison_blocks(sheets, args)
     if args.output or args.md:
         from harness.models.atomic import write_text_atomic
         from harness.reports.blocks import to_html, write_markdown
         from harness.reports.document import report_blocks, report_title
 
-        blocks, title = report_blocks(sheets, starts), report_title(sheets)
+        blocks, title = [*compared, *report_blocks(sheets, starts)], report_title(sheets)
         if caveat:
             title = f"{caveat}: {title}"
         if any(drifted.values()):
@@ -110,8 +111,28 @@ def report(args: argparse.Namespace) -> int:
     else:
         texts = [format_summary(s) + "".join(f"\nChanged     {item}" for item in drifted[sheet.path])
                  for s, sheet in zip(summaries, sheets, strict=True)]
+        if compared:
+            from harness.reports.comparison import comparison_text
+
+            texts.insert(0, comparison_text(compared))
         print("\n\n".join(([caveat] if caveat else []) + texts))
     return 0
+
+
+def _comparison_blocks(sheets: list[Any], args: argparse.Namespace) -> list[Any]:
+    """A blind comparison's section (one sheet holds every arm); the arms named only once it may be revealed."""
+    comparisons = [sheet for sheet in sheets if sheet.locked.comparison is not None]
+    if not comparisons:
+        if args.reveal or args.unblind:
+            raise HarnessInputError(sheets[0].path, "--reveal", "not a comparison: there is nothing to reveal")
+        return []
+    if len(sheets) > 1:
+        raise HarnessInputError(comparisons[0].path, None, "a comparison's scoresheet holds every arm: report it "
+                                                           "on its own")
+    from harness.reports.comparison import comparison_blocks, may_reveal
+
+    sheet = comparisons[0]
+    return comparison_blocks(sheet, may_reveal(sheet, args.reveal, args.unblind))
 
 
 def register(sub: Any) -> None:
@@ -128,4 +149,9 @@ def register(sub: Any) -> None:
     parser.add_argument("--force-compare", action="store_true",
                         help="report scoresheets of different tasks or success definitions together (the title "
                              "then says they are not comparable)")
+    parser.add_argument("--reveal", action="store_true",
+                        help="a blind comparison: name the policy behind each arm (refused while the run is open)")
+    parser.add_argument("--unblind", action="store_true",
+                        help="a blind comparison still open: reveal its arms now; the unblinding is recorded beside "
+                             "the scoresheet and every later report says so")
     parser.set_defaults(func=report)
