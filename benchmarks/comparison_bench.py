@@ -7,13 +7,19 @@ difference), the pairs per arm used (mean, 95th percentile) against McNemar's fi
 same alpha and power, and the same numbers from the exact walk over the state distribution (the reference
 the simulation is checked against).
 
-Run: .venv/bin/python benchmarks/comparison_bench.py [--sims 10000]
+With --wall: the wall time of an expert-vs-replay comparison on the simulated arm (as `harness run` with
+two --policy flags, in a fresh process) against two separate runs of the same length (one per policy).
+
+Run: .venv/bin/python benchmarks/comparison_bench.py [--sims 10000] [--wall]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,10 +47,53 @@ def outcomes(rng: np.random.Generator, sims: int, cap: int, p_first: float, p_se
     return rng.random((sims, cap)) < p_first + shift, rng.random((sims, cap)) < p_second + shift
 
 
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _harness(folder: Path, *argv: str) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main(sys.argv[1:]))",
+                    *argv], cwd=folder, check=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def wall() -> None:
+    import yaml
+
+    from harness.models.scoresheet import load_scoresheet
+
+    folder = Path(tempfile.mkdtemp(prefix="comparison-bench-"))
+    data = yaml.safe_load((REPO / "protocols" / "randomized.yaml").read_text())
+    data["trials"] = [t for t in data["trials"] if t["dx_cm"] ** 2 + t["dy_cm"] ** 2 >= 9][:8]
+    data["generator"] = None
+    data["episode_time_limit_s"] = 12.0
+    data["stopping_rule"] = {"kind": "sequential", "alpha": 0.05, "power": 0.8, "min_difference": 0.3,
+                             "max_trials_per_arm": 63}
+    (folder / "cmp.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    common = ["--robot", "sim", "--headless", "--no-video"]
+    compared = _harness(folder, "run", "cmp.yaml", "--policy", "expert", "--policy", "replay", *common)
+    sheet = load_scoresheet(folder / "scoresheets" / "cmp-comparison.yaml")
+    per_arm = len(sheet.scored_attempts()) // 2
+    positions = data["trials"]
+    data["trials"] = [{**positions[i % len(positions)], "index": i + 1} for i in range(per_arm)]
+    data["stopping_rule"] = {"kind": "fixed"}
+    (folder / "fixed.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    separate = [_harness(folder, "run", "fixed.yaml", "--policy", policy, *common) for policy in ("expert", "replay")]
+    print(f"| comparison (expert vs replay, {per_arm} trials per arm, one process) | {compared:.1f} s |")
+    print(f"| two separate runs of {per_arm} trials (expert {separate[0]:.1f} s + replay {separate[1]:.1f} s) | "
+          f"{sum(separate):.1f} s |")
+    print(f"decision: {sheet.stopped_by_rule()}; {os.getloadavg()[0]:.1f} load average")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sims", type=int, default=10_000)
+    parser.add_argument("--wall", action="store_true")
     args = parser.parse_args()
+    if args.wall:
+        wall()
+        return
     rng = np.random.default_rng(20261202)
     print(f"{args.sims} simulated comparisons per setting; alpha {ALPHA}, power {POWER}")
     print("| diff | K | cap | fixed n | setting | rates | positions | P(A better) | P(B better) | futility | "
