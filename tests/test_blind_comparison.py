@@ -170,6 +170,11 @@ def test_bad_comparisons_are_refused_in_one_line_with_nothing_written(workdir, c
         _protocol(workdir, min_difference=float(value))
         _refused([*base, "--policy", "expert", "--policy", "replay"], workdir, capsys)
     _refused([*base, "--policy", "expert", "--policy", "replay", "--workers", "2"], workdir, capsys)
+    listed = _protocol(workdir)
+    data = yaml.safe_load(listed.read_text())
+    data["run"]["policies"] = ["replay", "replay"]   # the protocol's run section lists the arms
+    listed.write_text(yaml.safe_dump(data))
+    assert "given twice" in _refused(base, workdir, capsys)
 
 
 @pytest.mark.slow
@@ -188,6 +193,8 @@ def test_an_open_run_is_revealed_only_by_an_explicit_recorded_unblinding(workdir
     assert "expert" in capsys.readouterr().out
     record = json.loads(SHEET.with_name(SHEET.name + ".unblinded.json").read_text())
     assert record[0]["scored_trials"] == 2
-    # resuming with the policies in another order is refused, naming neither
+    # resuming with the policies in another order, or without them, is refused, naming neither
     line = _refused([*argv[:2], "--policy", "replay", "--policy", "expert", *argv[6:], "--resume"], workdir, capsys)
     assert "another list or order" in line and "expert" not in line
+    line = _refused([*argv[:2], *argv[6:], "--resume"], workdir, capsys)
+    assert "same --policy flags" in line

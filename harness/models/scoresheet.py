@@ -621,6 +621,9 @@ def drift(sheet: Scoresheet) -> list[Drift]:
 
 def check_resumable(sheet: Scoresheet, protocol_path: Path, policy_ref: str | None) -> None:
     """Refuse to resume when the protocol file or policy checkpoint differs from what was locked."""
+    if sheet.locked.comparison is not None:
+        raise StaleRunError(sheet.path, "--policy", "this scoresheet is a blind comparison: resume it with the same "
+                                                    "--policy flags, in the same order")
     if file_sha256(protocol_path) != sheet.locked.protocol_sha256:
         raise StaleRunError(
             protocol_path, "protocol_sha256",
