@@ -197,4 +197,4 @@ def test_an_open_run_is_revealed_only_by_an_explicit_recorded_unblinding(workdir
     line = _refused([*argv[:2], "--policy", "replay", "--policy", "expert", *argv[6:], "--resume"], workdir, capsys)
     assert "another list or order" in line and "expert" not in line
     line = _refused([*argv[:2], *argv[6:], "--resume"], workdir, capsys)
-    assert "same --policy flags" in line
+    assert "two or more --policy flags" in line

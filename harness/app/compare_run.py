@@ -14,6 +14,8 @@ import argparse
 import secrets
 import signal
 import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,7 @@ from harness.models.scoresheet import (
     new_scoresheet,
     policy_fingerprint,
 )
+from harness.models.taxonomy import Label
 from harness.policies.arms import ArmSwitch
 from harness.policies.base import EvalPolicy
 
@@ -185,9 +188,10 @@ def _refuse_unsupported(args: argparse.Namespace) -> None:
                                                    "are not supported with several --policy flags yet)")
 
 
-def run_comparison(args: argparse.Namespace, protocol: Protocol, refs: list[str], parts: Parts | None = None,
-                   observer: Any = None) -> int:
-    from harness.app.run_command import _third_party_output, wants_tui
+def run_comparison(args: argparse.Namespace, protocol: Protocol, refs: list[str], front_end: FrontEnd,
+                   third_party_output: Callable[[argparse.Namespace, Path], AbstractContextManager[object]],
+                   parts: Parts | None = None) -> int:
+    """`front_end` and `third_party_output` come from `run_command`, which owns both choices for every run."""
     from harness.run.terminal import StopKey
 
     _refuse_unsupported(args)
@@ -223,14 +227,13 @@ def run_comparison(args: argparse.Namespace, protocol: Protocol, refs: list[str]
             policy.close()
         raise
     run_protocol = comparison_protocol(protocol, sheet)
-    front_end = FrontEnd.TUI if wants_tui(args) else FrontEnd.PLAIN
     setup = None
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         with WriterLock(path, "harness run") as writer, \
                 WriterLock(Path(args.runs_dir) / path.stem, "harness run", folder=True):
             sheet.hold_writer_lock(writer)
-            with _third_party_output(args, path):
+            with third_party_output(args, path):
                 setup = prepare_run(args, run_protocol, sheet, front_end, parts, switch)
                 if created:
                     sheet.create()
@@ -279,7 +282,7 @@ def decision_lines(sheet: Scoresheet) -> str:
     schedule = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
     for code in sheet.locked.comparison.arms:
         scored = [a for a in sheet.scored_attempts() if schedule.get(a.trial_index) == code]
-        wins = sum(1 for a in scored if a.outcome.value == "success")
+        wins = sum(1 for a in scored if a.label is Label.SUCCESS)
         tally.append(f"{code} {wins}/{len(scored)}")
     head = f"decision: {decision}" if decision else "the comparison is still open (continue with --resume)"
     return f"{head}\nsuccesses per arm: {', '.join(tally)}; reveal with: harness report {sheet.path}"

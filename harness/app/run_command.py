@@ -62,7 +62,8 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None, observer
     protocol = load_protocol(protocol_path)
     refs = comparison_refs(args, protocol)   # two or more policies: a blind comparison (app/compare_run.py)
     if refs is not None:
-        return run_comparison(args, protocol, refs, parts, observer)
+        return run_comparison(args, protocol, refs, FrontEnd.TUI if wants_tui(args) else FrontEnd.PLAIN,
+                              _third_party_output, parts)
     rename_map_from(args, protocol)
     placement_files(args, protocol)   # --bowl-calibration, --trained-spot, --placement-tolerance
     path = sheet_path(args, protocol, protocol_path)
