@@ -198,3 +198,52 @@ def test_an_open_run_is_revealed_only_by_an_explicit_recorded_unblinding(workdir
     assert "another list or order" in line and "expert" not in line
     line = _refused([*argv[:2], *argv[6:], "--resume"], workdir, capsys)
     assert "two or more --policy flags" in line
+
+
+def test_policies_reading_different_cameras_are_refused_before_anything_is_written(workdir, capsys) -> None:
+    from tests.tiny_policy import save_tiny_act
+
+    save_tiny_act(workdir / "ckpt_top")
+    save_tiny_act(workdir / "ckpt_wrist", camera="wrist")
+    protocol = _protocol(workdir)
+    line = _refused(["run", str(protocol), "--robot", "sim", "--headless", "--no-video", "--policy", "ckpt_top",
+                     "--policy", "ckpt_wrist"], workdir, capsys)
+    assert "must read the same cameras" in line
+
+
+REHEARSAL = """name: desk
+task: Pick up the cube and place it in the bowl.
+scene: {bowl_diameter_cm: 11.5, cube_edge_cm: 3.0, trained_cube_xy_cm: [22.0, -5.0], bowl_xy_cm: [18.0, 14.0]}
+start_pose: {shoulder_pan: 0.0, shoulder_lift: -60.0, elbow_flex: 60.0, wrist_flex: 70.0, wrist_roll: 0.0,
+  gripper: 10.0}
+fps: 30
+episode_time_limit_s: 1.5
+success_definition: Autonomous grasp, lift and release; the cube comes to rest inside the bowl.
+failure_taxonomy: [success, no_grasp, grasped_then_dropped, wrong_placement]
+stopping_rule: {kind: sequential, alpha: 0.05, power: 0.8, min_difference: 0.7, max_trials_per_arm: 11}
+trials:
+- {index: 1, dx_cm: 3.0, dy_cm: -2.0, yaw_deg: 15.0}
+- {index: 2, dx_cm: -2.0, dy_cm: 1.5, yaw_deg: -10.0}
+"""
+
+
+@pytest.mark.slow
+def test_a_rehearsed_comparison_on_the_emulated_arm_never_names_a_policy_to_the_operator(workdir, capsys) -> None:
+    from tests.tiny_policy import save_tiny_act
+
+    save_tiny_act(workdir / "ckpt_first", height=480, width=640)
+    save_tiny_act(workdir / "ckpt_second", height=480, width=640, action_mean=[0.0, -60.0, 60.0, 70.0, 0.0, 12.0])
+    protocol = workdir / "desk.yaml"
+    protocol.write_text(REHEARSAL)
+    code = main(["rehearse", str(protocol), "--policy", "ckpt_first", "--policy", "ckpt_second", "--operator",
+                 "scripted", "--max-trials", "2", "--rehearsal-dir", "desk_files"])
+    out = capsys.readouterr()
+    assert code == 0, out.out[-3000:]
+    # the rehearsal echoes the command the operator typed (which names both); nothing after it says which is which
+    after = out.out.split("harness run", 1)[1].split("\n", 1)[1] + out.err
+    assert "ckpt_first" not in after and "ckpt_second" not in after, after[-2000:]
+    sheet = load_scoresheet(Path("scoresheets/desk-comparison-rehearsal.yaml"))
+    assert sheet.locked.robot == "so101" and len(sheet.attempts) == 2
+    assert {slot.arm for slot in sheet.comparison_schedule()[:2]} == {"A", "B"}     # block 1: each arm once
+    for path in [*Path("runs").rglob("*"), Path("scoresheets/desk-comparison-rehearsal.yaml").read_text()]:
+        assert "ckpt_" not in str(path)

@@ -51,7 +51,7 @@ from harness.policies.base import EvalPolicy
 def comparison_refs(args: argparse.Namespace, protocol: Protocol) -> list[str] | None:
     """The policies of a comparison (flags first, else the protocol's `run.policies`), or None for a
     single-policy run, whose `args.policy` is then the one flag (or None)."""
-    flags = list(args.policy or [])
+    flags = [args.policy] if isinstance(args.policy, str) else list(args.policy or [])   # a caller's own string
     refs = flags if len(flags) > 1 else (list(protocol.run.policies or []) if not flags else None)
     if refs is not None and len(refs) > 1:
         return refs
