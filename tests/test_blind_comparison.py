@@ -17,6 +17,7 @@ from harness.app.parts import Parts, make_policy
 from harness.cli import main
 from harness.models.comparison import build_schedule, unseal
 from harness.models.scoresheet import load_scoresheet
+from harness.models.taxonomy import Label
 from tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -247,3 +248,17 @@ def test_a_rehearsed_comparison_on_the_emulated_arm_never_names_a_policy_to_the_
     assert {slot.arm for slot in sheet.comparison_schedule()[:2]} == {"A", "B"}     # block 1: each arm once
     for path in [*Path("runs").rglob("*"), Path("scoresheets/desk-comparison-rehearsal.yaml").read_text()]:
         assert "ckpt_" not in str(path)
+
+
+@pytest.mark.slow
+def test_a_voided_slot_is_run_again_for_its_arm_inside_its_block(workdir) -> None:
+    protocol = _protocol(workdir)
+    argv = ["run", str(protocol), "--policy", "expert", "--policy", "replay", "--robot", "sim", "--headless",
+            "--no-video"]
+    assert main([*argv, "--inject-dropout", "2:30"]) == 3        # a camera dropout voids slot 2 and pauses
+    assert main([*argv, "--resume", "--max-trials", "2"]) == 0
+    sheet = load_scoresheet(SHEET)
+    assert [a.trial_index for a in sheet.attempts[:2]] == [1, 2] and sheet.attempts[1].label is Label.VOID
+    assert [a.trial_index for a in sheet.attempts[2:]] == [2, 3]   # slot 2 again (same arm, same block), then on
+    arm = _arm_of(sheet)
+    assert arm[1] != arm[2]                                        # block 1 still holds each arm once
