@@ -188,6 +188,9 @@ def test_an_open_run_is_revealed_only_by_an_explicit_recorded_unblinding(workdir
     assert main(["report", str(SHEET)]) == 0
     blind = capsys.readouterr().out
     assert "(sealed)" in blind and "expert" not in blind and "replay" not in blind
+    assert main(["report", str(SHEET), "--json"]) == 0
+    sealed = json.loads(capsys.readouterr().out)["blind_comparison"]
+    assert [arm["policy"] for arm in sealed["arms"]] == [None, None] and not sealed["ended"]
     line = _refused(["report", str(SHEET), "--reveal"], workdir, capsys)
     assert "--unblind" in line
     assert main(["report", str(SHEET), "--unblind"]) == 0

@@ -28,6 +28,7 @@ from harness.models.stats import (
     wilson_interval,
 )
 from harness.models.taxonomy import TAXONOMY, Label
+from harness.reports.comparison import BlindComparisonJson
 from harness.reports.summary import REPORT_SCHEMA, RunSummary, _Frozen, summarize
 from harness.reports.timing import Culprit, time_split
 from harness.reports.trials import TrialRow, trial_rows
@@ -562,6 +563,8 @@ class ReportJson(_Frozen):
     intervals: list[IntervalRow] | None = Field(None, description="more than two runs: intervals only, no test")
     success_by_latency: list[LatencyGroup] = Field(
         default_factory=list, description="runs grouped by latency model and engine (when more than one)")
+    blind_comparison: BlindComparisonJson | None = Field(
+        None, description="a blind comparison's scoresheet: its decision, arms (named once revealed) and test")
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, indent=2)

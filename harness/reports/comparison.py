@@ -14,6 +14,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import HarnessInputError
 from harness.models.atomic import write_text_atomic
@@ -137,3 +138,74 @@ def comparison_text(blocks: list[Block]) -> str:
             lines.append("  ".join(f"{h:<12}" for h in block.headers))
             lines += ["  ".join(f"{c:<12}" for c in row) for row in block.rows]
     return "\n".join(lines)
+
+
+class ArmJson(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    code: str
+    policy: str | None = Field(description="the policy's path or built-in name; null while the mapping is sealed")
+    fingerprint: str | None = Field(None, description="the policy's files' hash; null while sealed")
+    successes: int
+    scored: int
+    voids: int
+
+
+class DeclaredComparisonJson(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    first: str
+    second: str
+    decision: str = Field(description="continue, first better, second better, no difference of that size, or cap "
+                                      "reached without a decision")
+    winner: str | None
+    blocks: int = Field(description="blocks (pairs) this comparison used")
+    first_only: int = Field(description="pairs where only the first arm succeeded")
+    second_only: int
+    log_e_first: list[float] = Field(description="log e-value for 'first better' after each block")
+    log_e_second: list[float]
+
+
+class BlindComparisonJson(BaseModel):
+    """A blind comparison's decision, arms and test (`harness report --json` on a comparison's scoresheet)."""
+
+    model_config = ConfigDict(frozen=True)
+    ended: bool
+    revealed: bool
+    unblinded_early: bool = Field(description="an explicit, recorded unblinding happened while the run was open")
+    commitment: str = Field(description="sha256 commitment of the sealed arm mapping, locked before trial 1")
+    alpha: float
+    power: float
+    min_difference: float
+    max_trials_per_arm: int
+    fixed_sample_trials_per_arm: int = Field(description="McNemar's fixed-sample design at the same alpha and power")
+    log_efficacy_bound: float
+    log_futility_bound: float
+    arms: list[ArmJson]
+    comparisons: list[DeclaredComparisonJson]
+
+
+def comparison_json(sheet: Scoresheet, revealed: bool) -> BlindComparisonJson:
+    comparison = sheet.locked.comparison
+    design = _design(sheet)
+    schedule = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    mapping = unseal(comparison.sealed) if revealed else {}
+    arms = []
+    for code in comparison.arms:
+        scored = [a for a in sheet.scored_attempts() if schedule.get(a.trial_index) == code]
+        arms.append(ArmJson(
+            code=code, policy=mapping[code].ref if revealed else None,
+            fingerprint=mapping[code].fingerprint if revealed else None,
+            successes=sum(1 for a in scored if a.label is Label.SUCCESS), scored=len(scored),
+            voids=sum(1 for a in sheet.attempts if a.label is Label.VOID and schedule.get(a.trial_index) == code)))
+    declared = [DeclaredComparisonJson(
+        first=trace.first, second=trace.second, decision=trace.final.decision.value, winner=trace.winner(),
+        blocks=trace.final.pairs, first_only=trace.final.first_only, second_only=trace.final.second_only,
+        log_e_first=[round(state.log_e(design)[0], 6) for state in trace.states],
+        log_e_second=[round(state.log_e(design)[1], 6) for state in trace.states])
+        for trace in sheet.comparison_traces()]
+    return BlindComparisonJson(
+        ended=sheet.complete, revealed=revealed, unblinded_early=bool(unblindings(sheet)),
+        commitment=comparison.sealed.commitment, alpha=design.alpha, power=design.power,
+        min_difference=design.min_difference, max_trials_per_arm=design.cap,
+        fixed_sample_trials_per_arm=comparison.design.fixed_sample_pairs,
+        log_efficacy_bound=design.log_efficacy_bound, log_futility_bound=design.log_futility_bound,
+        arms=arms, comparisons=declared)

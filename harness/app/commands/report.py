@@ -86,7 +86,7 @@ def report(args: argparse.Namespace) -> int:
         for item in found:
             print(f"warning: {path}: {item}", file=sys.stderr)
     summaries = [summarize(sheet) for sheet in sheets]
-    compared = _comparison_blocks(sheets, args)
+    revealed, compared = _comparison_blocks(sheets, args)
     if args.output or args.md:
         from harness.models.atomic import write_text_atomic
         from harness.reports.blocks import to_html, write_markdown
@@ -107,7 +107,12 @@ def report(args: argparse.Namespace) -> int:
     if args.json:
         from harness.reports.analysis import analyze_report
 
-        print(analyze_report(sheets, starts).to_json())
+        analysis = analyze_report(sheets, starts)
+        if compared:
+            from harness.reports.comparison import comparison_json
+
+            analysis = analysis.model_copy(update={"blind_comparison": comparison_json(sheets[0], revealed)})
+        print(analysis.to_json())
     else:
         texts = [format_summary(s) + "".join(f"\nChanged     {item}" for item in drifted[sheet.path])
                  for s, sheet in zip(summaries, sheets, strict=True)]
@@ -119,20 +124,22 @@ def report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _comparison_blocks(sheets: list[Any], args: argparse.Namespace) -> list[Any]:
-    """A blind comparison's section (one sheet holds every arm); the arms named only once it may be revealed."""
+def _comparison_blocks(sheets: list[Any], args: argparse.Namespace) -> tuple[bool, list[Any]]:
+    """A blind comparison's section (one sheet holds every arm), and whether its arms may be named (only
+    once it may be revealed); no blocks for any other sheet."""
     comparisons = [sheet for sheet in sheets if sheet.locked.comparison is not None]
     if not comparisons:
         if args.reveal or args.unblind:
             raise HarnessInputError(sheets[0].path, "--reveal", "not a comparison: there is nothing to reveal")
-        return []
+        return False, []
     if len(sheets) > 1:
         raise HarnessInputError(comparisons[0].path, None, "a comparison's scoresheet holds every arm: report it "
                                                            "on its own")
     from harness.reports.comparison import comparison_blocks, may_reveal
 
     sheet = comparisons[0]
-    return comparison_blocks(sheet, may_reveal(sheet, args.reveal, args.unblind))
+    revealed = may_reveal(sheet, args.reveal, args.unblind)
+    return revealed, comparison_blocks(sheet, revealed)
 
 
 def register(sub: Any) -> None:
