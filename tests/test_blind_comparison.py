@@ -74,7 +74,9 @@ def test_expert_against_replay_stops_early_blind_and_the_report_reveals_expert(w
     assert traces[0].winner() == expert
     assert traces[0].final.pairs < sheet.locked.comparison.design.fixed_sample_pairs   # stopped early
     # blind while it ran: no surface names a policy
-    surfaces = [live.out, live.err, SHEET.read_text(), *(str(p) for p in Path("runs").rglob("*"))]
+    evidence = list(Path("runs").rglob("*"))
+    surfaces = [live.out, live.err, SHEET.read_text(), *(str(p) for p in evidence),
+                *(p.read_text() for p in evidence if p.suffix in (".json", ".log", ".yaml", ".txt"))]
     for surface in surfaces:
         surface = surface.replace(str(workdir), "").lower()   # the test's own folder is named after it
         assert "expert" not in surface and "replay" not in surface

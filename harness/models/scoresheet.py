@@ -5,7 +5,8 @@ On disk (YAML, `harness.models.journal` has the byte layout):
     format: harness.scoresheet/2
     locked:   task, success_definition, taxonomy, trial_count, trials,
               protocol_file, protocol_sha256, policy, robot, stopping_rule,
-              then (sheets locked since they existed) latency_ms, inference
+              then (sheets locked since they existed) latency_ms, inference, and for a
+              blind comparison `comparison` (arms, seed, schedule, test, sealed mapping)
     lock:     sha256 (over the canonical JSON of `locked`), field_sha256 (one per
               locked field, so a refusal can name the field), locked_at
     settings: unlocked run settings (cameras, port, rename map) used by --resume
