@@ -6,17 +6,19 @@ among the discordant ones, theta = P(only A succeeded | exactly one did) is 1/2 
 arms succeed equally often at every start position, whatever that rate is (McNemar's argument).
 
 The test is a two-sided sequential probability ratio test on the discordant pairs (Wald 1945),
-with its boundaries set by Ville's inequality instead of Wald's approximations, so that it is a
-test *martingale* and may be looked at after every block, forever, without inflating the error
+with its boundaries set by exact calculation and Ville's inequality instead of Wald's approximations:
+its statistic is a test *martingale*, looked at after every block without inflating the error
 (Ramdas, Gruenwald, Vovk and Shafer, "Game-theoretic statistics and safe anytime-valid inference",
-Statistical Science 2023, section 3; the discordant-pair reduction is the mSPRT on a Bernoulli
-stream of Johari, Koomen, Pekelis and Walsh, "Always valid inference", Operations Research 2022):
+Statistical Science 2023, section 3; a point-alternative relative of the mixture SPRT of Johari,
+Koomen, Pekelis and Walsh, "Always valid inference", Operations Research 2022):
 
 * ``e_A = prod (2 theta1)^x (2 (1 - theta1))^(1 - x)`` over discordant pairs (x = 1 when only A
   succeeded) is a non-negative martingale with mean 1 when theta = 1/2, so
   ``P(sup e_A >= 2 K / alpha) <= alpha / (2 K)``; likewise ``e_B`` with theta1 and 1 - theta1
-  swapped. "A better" when ``e_A`` crosses, "B better" when ``e_B`` does: the two-sided error is at
-  most alpha / K per comparison, at most alpha over K declared comparisons (Bonferroni).
+  swapped. "A better" when ``e_A`` crosses the efficacy bound, "B better" when ``e_B`` does. The
+  bound is calibrated to the cap (:func:`design`): the lowest whose two-sided error, looked at after
+  every pair up to the cap, is at most alpha / K even if every pair were discordant; never above
+  Ville's, which holds with no cap. At most alpha over K declared comparisons (Bonferroni).
 * Futility ("no difference of that size"): ``1 / e_A`` is a martingale when theta = theta1, so
   ``P(inf e_A <= gamma) <= gamma``; the run stops for futility once both ``e_A`` and ``e_B`` are at
   most gamma. When the better arm really leads by the declared difference, futility is wrongly
