@@ -249,6 +249,13 @@ def run_comparison(args: argparse.Namespace, protocol: Protocol, refs: list[str]
     except KeyboardInterrupt:
         print("harness: interrupted; scored trials are saved. Continue with --resume.", file=sys.stderr)
         return 130
+    except OSError as exc:   # as a single run says it: a full disk or a size limit, found while writing
+        if created and not path.exists():
+            (Path(args.runs_dir) / path.stem / "third_party.log").unlink(missing_ok=True)
+        if isinstance(exc, BrokenPipeError) or exc.filename is not None:
+            raise
+        raise HarnessInputError(path, None, f"cannot write ({exc.strerror or exc}): the disk is full or a file-size "
+                                            "limit was reached; attempts recorded before it are kept") from None
     finally:
         if setup is not None:
             setup.close()
