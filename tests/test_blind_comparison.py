@@ -16,6 +16,8 @@ import yaml
 from harness.app.parts import Parts, make_policy
 from harness.cli import main
 from harness.models.comparison import build_schedule, unseal
+from harness.models.protocol import load_protocol
+from harness.models.run_settings import RunSettings
 from harness.models.scoresheet import load_scoresheet
 from harness.models.taxonomy import Label
 from tests.helpers import wait_until
@@ -206,15 +208,25 @@ def test_an_open_run_is_revealed_only_by_an_explicit_recorded_unblinding(workdir
     assert "two or more --policy flags" in line
 
 
-def test_policies_reading_different_cameras_are_refused_before_anything_is_written(workdir, capsys) -> None:
+def test_policies_reading_cameras_at_different_sizes_are_refused_before_anything_is_written(workdir, capsys) -> None:
+    """The robot renders every camera any arm reads (an arm that reads none, like the expert, fits any), at
+    one size."""
+    from harness.policies.arms import ArmSwitch
+    from harness.policies.scripted import ExpertPolicy
     from tests.tiny_policy import save_tiny_act
 
-    save_tiny_act(workdir / "ckpt_top")
-    save_tiny_act(workdir / "ckpt_wrist", camera="wrist")
+    save_tiny_act(workdir / "ckpt_small")
+    save_tiny_act(workdir / "ckpt_large", camera="wrist", height=480, width=640)
     protocol = _protocol(workdir)
-    line = _refused(["run", str(protocol), "--robot", "sim", "--headless", "--no-video", "--policy", "ckpt_top",
-                     "--policy", "ckpt_wrist"], workdir, capsys)
-    assert "must read the same cameras" in line
+    line = _refused(["run", str(protocol), "--robot", "sim", "--headless", "--no-video", "--policy", "ckpt_small",
+                     "--policy", "ckpt_large"], workdir, capsys)
+    assert "different sizes" in line and "arm A at 128x96" in line and "arm B at 640x480" in line
+    small = make_policy(str(workdir / "ckpt_small"), load_protocol(protocol), RunSettings(), None)
+    try:
+        switch = ArmSwitch({"A": ExpertPolicy(), "B": small}, lambda index: "A")
+        assert switch.camera_keys == ("top",) and switch.image_size == small.image_size
+    finally:
+        small.close()
 
 
 REHEARSAL = """name: desk

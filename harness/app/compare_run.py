@@ -1,7 +1,7 @@
 """`harness run PROTOCOL --policy A --policy B [...]`: a blind, interleaved comparison in one scoresheet.
 
 Everything that can be wrong is checked before anything is written: the policies (two or more,
-none twice, each one that the robot can run, all reading the same cameras), the stopping rule (a
+none twice, each one that the robot can run, all reading their cameras at one size), the stopping rule (a
 sequential one whose cap reaches its power; otherwise the cap that would is named), and, on
 `--resume`, the same policies in the same order as the sealed mapping. The sheet locks the schedule's
 seed, the calibrated test and the sealed mapping; the engine runs the schedule's slots in order through

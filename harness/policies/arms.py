@@ -23,14 +23,16 @@ class ArmSwitch:
         self.arm_of = arm_of
         self.name = "blind comparison: arms " + ", ".join(self.arms)
         first = next(iter(self.arms.values()))
-        for code, policy in self.arms.items():
-            if sorted(policy.camera_keys) != sorted(first.camera_keys) or policy.image_size != first.image_size:
-                raise HarnessInputError(None, "--policy", f"arm {code} reads cameras {sorted(policy.camera_keys)} at "
-                                        f"{policy.image_size or 'the robot default'}, arm {next(iter(self.arms))} "
-                                        f"{sorted(first.camera_keys)} at {first.image_size or 'the robot default'}: "
-                                        "a comparison's policies must read the same cameras at the same size")
-        self.camera_keys = tuple(first.camera_keys)
-        self.image_size = first.image_size
+        # the robot renders every camera any arm reads, at one size: arms that read cameras must agree on it
+        readers = {code: policy for code, policy in self.arms.items() if policy.camera_keys}
+        sizes = {code: policy.image_size for code, policy in readers.items()}
+        if len(set(sizes.values())) > 1:
+            named = ", ".join(f"arm {code} at {size[0]}x{size[1]}" if size else f"arm {code} at the robot's default"
+                              for code, size in sizes.items())
+            raise HarnessInputError(None, "--policy", f"the policies read their cameras at different sizes ({named}): "
+                                                      "a comparison's arms share the robot's cameras at one size")
+        self.camera_keys = tuple(dict.fromkeys(key for policy in readers.values() for key in policy.camera_keys))
+        self.image_size = next(iter(sizes.values()), None)
         self.current: EvalPolicy = first
 
     def warm_up(self, observation: dict[str, Any], runs: int = 3) -> float | None:
