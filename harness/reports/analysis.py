@@ -563,6 +563,9 @@ class ReportJson(_Frozen):
     intervals: list[IntervalRow] | None = Field(None, description="more than two runs: intervals only, no test")
     success_by_latency: list[LatencyGroup] = Field(
         default_factory=list, description="runs grouped by latency model and engine (when more than one)")
+    warnings: list[str] = Field(
+        default_factory=list, description="what the terminal report prints as warnings: a torn or damaged "
+                                          "scoresheet or chain witness, drift since locking, runs not comparable")
     blind_comparison: BlindComparisonJson | None = Field(
         None, description="a blind comparison's scoresheet: its decision, arms (named once revealed) and test")
 
@@ -571,9 +574,11 @@ class ReportJson(_Frozen):
 
 
 def analyze_report(sheets: list[Scoresheet],
-                   training_starts: list[list[tuple[float, float]] | None] | None = None) -> ReportJson:
+                   training_starts: list[list[tuple[float, float]] | None] | None = None,
+                   warnings: list[str] | None = None) -> ReportJson:
     """`training_starts`: per sheet, in order (None where a sheet has none)."""
     return ReportJson(
+        warnings=list(warnings or []),
         runs=[analyze_run(sheet, training_starts[i] if training_starts else None) for i, sheet in enumerate(sheets)],
         comparison=compare_two(*sheets) if len(sheets) == 2 else None,
         intervals=intervals(sheets) if len(sheets) > 2 else None,

@@ -33,6 +33,9 @@ def register(sub: Any) -> None:
                              "rehearsals/<protocol>-<policy>-rehearsal)")
     parser.add_argument("--camera-size", default="640x480", metavar="WxH",
                         help="simulated cameras' frame size (default 640x480, a real arm's)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue a paused or interrupted rehearsal: its scoresheet, with the desk's photos and "
+                             "bowl calibration it already made (same protocol, policy and --rehearsal-dir)")
     parser.add_argument("--max-trials", type=int, help="stop after this many attempts")
     parser.add_argument("--device", help="torch device for the policy (default: cuda if available)")
     parser.add_argument("--inference", choices=["sync", "rtc"],

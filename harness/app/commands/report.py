@@ -78,13 +78,16 @@ def report(args: argparse.Namespace) -> int:
                 raise HarnessInputError(out, None, "exists; pass --force to overwrite")
     starts = starts_per_sheet(args.training_starts or [], len(args.scoresheets))
     sheets = [load_scoresheet(path) for path in args.scoresheets]
+    warnings = [said for sheet in sheets for said in (sheet.stored.warnings if sheet.stored else [])]   # logged
     caveat = _not_comparable(sheets, args.force_compare) if len(sheets) > 1 else None
     if caveat:
         print(f"warning: {caveat}", file=sys.stderr)
+        warnings.append(caveat)
     drifted = {sheet.path: drift(sheet) for sheet in sheets}
     for path, found in drifted.items():
         for item in found:
             print(f"warning: {path}: {item}", file=sys.stderr)
+            warnings.append(f"{path}: {item}")
     summaries = [summarize(sheet) for sheet in sheets]
     revealed, compared = _comparison_blocks(sheets, args)
     if args.output or args.md:
@@ -107,7 +110,7 @@ def report(args: argparse.Namespace) -> int:
     if args.json:
         from harness.reports.analysis import analyze_report
 
-        analysis = analyze_report(sheets, starts)
+        analysis = analyze_report(sheets, starts, warnings)
         if compared:
             from harness.reports.comparison import comparison_json
 
