@@ -28,6 +28,7 @@ from harness.models.stats import (
     wilson_interval,
 )
 from harness.models.taxonomy import TAXONOMY, Label
+from harness.reports.comparison import BlindComparisonJson
 from harness.reports.summary import REPORT_SCHEMA, RunSummary, _Frozen, summarize
 from harness.reports.timing import Culprit, time_split
 from harness.reports.trials import TrialRow, trial_rows
@@ -565,6 +566,8 @@ class ReportJson(_Frozen):
     warnings: list[str] = Field(
         default_factory=list, description="what the terminal report prints as warnings: a torn or damaged "
                                           "scoresheet or chain witness, drift since locking, runs not comparable")
+    blind_comparison: BlindComparisonJson | None = Field(
+        None, description="a blind comparison's scoresheet: its decision, arms (named once revealed) and test")
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, indent=2)
