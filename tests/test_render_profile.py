@@ -76,3 +76,96 @@ def test_coarse_frames_stay_close_to_the_full_meshes(size):
     for cam, values in scores.items():
         assert min(values) > 0.85, (cam, values)
         assert min(values) < 1.0, (cam, values)
+
+
+# --- the profile is locked with a run, recorded with a dataset, and a mismatch is stated ---------------------
+
+def _run(protocol, tmp_path, *extra: str) -> int:
+    from harness.cli import main
+
+    return main(["run", str(protocol), "--headless", "--no-video", "--scoresheet", str(tmp_path / "s.yaml"),
+                 "--runs-dir", str(tmp_path / "runs"), *extra])
+
+
+@pytest.mark.slow
+def test_a_run_locks_its_render_profile_and_a_resume_is_held_to_it(tmp_path, capsys):
+    from harness.models.scoresheet import load_scoresheet
+    from tests.helpers import small_protocol_copy
+
+    protocol = small_protocol_copy(tmp_path)
+    assert _run(protocol, tmp_path, "--max-trials", "1") == 0
+    sheet = load_scoresheet(tmp_path / "s.yaml")
+    assert sheet.locked.render_profile is RenderProfile.SIZED and sheet.render_profile is RenderProfile.SIZED
+    assert "render_profile" in sheet.lock["field_sha256"]   # hashed: an edit by hand is caught
+    before = (tmp_path / "s.yaml").read_bytes()
+    capsys.readouterr()
+    assert _run(protocol, tmp_path, "--resume", "--render-profile", "full-v1") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "locked.render_profile" in err[0] and "sized-v1" in err[0]
+    assert (tmp_path / "s.yaml").read_bytes() == before   # nothing written
+    assert _run(protocol, tmp_path, "--resume", "--max-trials", "1", "--render-profile", "sized-v1") == 0
+    assert len(load_scoresheet(tmp_path / "s.yaml").attempts) == 2
+
+
+def test_a_sheet_locked_before_profiles_draws_full_meshes_and_refuses_another(tmp_path):
+    import argparse
+
+    from harness.app.sheet import check_same_render_profile
+    from harness.errors import StaleRunError
+    from harness.models.protocol import load_protocol
+    from harness.models.scoresheet import build_locked, load_scoresheet, lock_scoresheet
+    from tests.helpers import small_protocol_copy
+
+    path = small_protocol_copy(tmp_path)
+    lock_scoresheet(tmp_path / "old.yaml", build_locked(load_protocol(path), path, "expert", "sim"), {})
+    old = load_scoresheet(tmp_path / "old.yaml")
+    assert "render_profile" not in old.locked_data and old.render_profile is RenderProfile.FULL
+    check_same_render_profile(old, argparse.Namespace(render_profile="full-v1"))
+    with pytest.raises(StaleRunError):
+        check_same_render_profile(old, argparse.Namespace(render_profile="sized-v1"))
+
+
+def _checkpoint(tmp_path, recorded: str | None, size: tuple[int, int] = (96, 72)):
+    """A checkpoint's two config files (no weights: the statement reads configs only) over a dataset's
+    provenance recorded with `recorded` (None: a dataset collected before profiles existed)."""
+    import json
+
+    data = tmp_path / "data"
+    (data / "meta").mkdir(parents=True)
+    recording = {"cameras": ["top"], "image_size_wh": list(size)}
+    if recorded is not None:
+        recording["render_profile"] = recorded
+    (data / "meta" / "provenance.json").write_text(json.dumps({"recording": recording}))
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "train_config.json").write_text(json.dumps({"dataset": {"root": str(data)}}))
+    features = {"observation.state": {"type": "STATE", "shape": [6]},
+                "observation.images.top": {"type": "VISUAL", "shape": [3, size[1], size[0]]}}
+    (ckpt / "config.json").write_text(json.dumps({"type": "act", "input_features": features}))
+    return ckpt
+
+
+def test_a_policy_trained_on_other_frames_is_stated(tmp_path):
+    from harness.data.render_provenance import profile_statement, training_render_profile
+
+    legacy = _checkpoint(tmp_path / "a", None)
+    assert training_render_profile(legacy)[0] is RenderProfile.FULL
+    said = profile_statement(RenderProfile.SIZED, legacy)
+    assert said and "full-v1" in said and "sized-v1" in said and "96x72" in said
+    assert profile_statement(RenderProfile.FULL, legacy) is None
+    sized = _checkpoint(tmp_path / "b", "sized-v1")
+    assert profile_statement(RenderProfile.SIZED, sized) is None
+    assert "sized-v1" in profile_statement(RenderProfile.FULL, sized)
+    big = _checkpoint(tmp_path / "c", None, (640, 480))   # both profiles draw 640x480 from the full meshes
+    assert profile_statement(RenderProfile.SIZED, big) is None
+    assert training_render_profile(tmp_path / "nowhere") == (None, None)
+
+
+def test_a_collection_records_its_profile_and_old_journals_still_resume():
+    from harness.data.acceptance import AcceptMode
+    from harness.data.collector import CollectSettings
+
+    base = dict(protocol_name="p", protocol_sha256="x", policy_ref="expert", policy_fingerprint="builtin:expert",
+                accept=AcceptMode.STRICT, fps=30, cameras=("top",), image_size=(96, 72))
+    assert "render_profile" not in CollectSettings(**base).locked()   # as journals were before profiles
+    assert CollectSettings(**base, render_profile=RenderProfile.SIZED).locked()["render_profile"] == "sized-v1"

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from harness.models.protocol import StoppingRule, Trial
+from harness.models.render_profile import RenderProfile
 from harness.models.run_settings import InferenceEngine, RobotKind
 
 
@@ -55,3 +56,4 @@ class LockedBlock(BaseModel):
     stopping_rule: StoppingRule
     latency_ms: float | Literal["measured"] | None = None   # None: lock-step (or a sheet older than the field)
     inference: LockedInference | None = None
+    render_profile: RenderProfile | None = None   # None: a real arm, or a sheet older than the field (legacy)

@@ -5,7 +5,7 @@ On disk (YAML, `harness.models.journal` has the byte layout):
     format: harness.scoresheet/2
     locked:   task, success_definition, taxonomy, trial_count, trials,
               protocol_file, protocol_sha256, policy, robot, stopping_rule,
-              then (sheets locked since they existed) latency_ms, inference
+              then (sheets locked since they existed) latency_ms, inference, render_profile
     lock:     sha256 (over the canonical JSON of `locked`), field_sha256 (one per
               locked field, so a refusal can name the field), locked_at
     settings: unlocked run settings (cameras, port, rename map) used by --resume
@@ -44,6 +44,7 @@ from harness.models.anatomy import TrialAnatomy
 from harness.models.lock import WriterLock
 from harness.models.locked import LockedBlock, LockedInference
 from harness.models.protocol import Protocol, file_sha256
+from harness.models.render_profile import LEGACY_PROFILE, RenderProfile
 from harness.models.run_settings import InferenceEngine, RobotKind, RunSettings
 from harness.models.stats import wilson_interval
 from harness.models.taxonomy import ALL_LABELS, FAILURE_MODES, Label, Outcome
@@ -67,6 +68,7 @@ LOCKED_FIELDS: tuple[str, ...] = (
 OPTIONAL_LOCKED_FIELDS: tuple[str, ...] = (
     "latency_ms",         # the latency model: milliseconds, "measured", or null (lock-step)
     "inference",          # the inference engine: {"engine": "sync" | "rtc" | "async", ...}
+    "render_profile",     # simulated arm: how the policy's frames are drawn (harness.models.render_profile)
 )
 
 
@@ -287,6 +289,12 @@ class Scoresheet:
     @property
     def inference(self) -> LockedInference:
         return run_inference(self.locked)
+
+    @property
+    def render_profile(self) -> RenderProfile:
+        """The profile the simulated arm draws the policy's frames with; a sheet locked before profiles existed
+        was drawn with the legacy one."""
+        return self.locked.render_profile or LEGACY_PROFILE
 
     @property
     def inference_engine(self) -> InferenceEngine:
