@@ -37,6 +37,22 @@ def test_coarse_meshes_leave_physics_bit_identical():
     np.testing.assert_array_equal(_trajectory(with_coarse), _trajectory(without))   # ... and moves nothing
 
 
+def test_full_profile_frames_are_the_frames_drawn_before_profiles_existed():
+    """The coarse set is hidden from a full frame: the bytes are those of a model without it."""
+    model = build_model()
+    plain = build_model(coarse_meshes=False)
+    frames = []
+    for m in (model, plain):
+        data = mujoco.MjData(m)
+        data.qpos[:6] = [0.3, -0.5, 0.7, 0.2, 0.4, 0.3]
+        mujoco.mj_forward(m, data)
+        renderer = mujoco.Renderer(m, 72, 96)
+        renderer.update_scene(data, camera="top")
+        frames.append(renderer.render().copy())
+        renderer.close()
+    np.testing.assert_array_equal(frames[0], frames[1])
+
+
 def test_profile_picks_meshes_by_frame_size():
     assert RenderProfile.SIZED.detail_for(96, 72) is MeshDetail.COARSE
     assert RenderProfile.SIZED.detail_for(160, 120) is MeshDetail.COARSE
