@@ -2,7 +2,7 @@
 
 CPU rendering is bound by the arm's triangles, not by pixels, so a 96x72 frame from the full visual
 meshes costs almost what a 640x480 one does. The `sized` profile draws small frames from a coarse mesh
-set (vertices merged on a 2 mm grid, under a pixel of the top camera at 160x120) and larger frames
+set (vertices merged on a 3 mm grid, under a pixel of the top camera at 160x120: 3.9 mm) and larger frames
 from the full set. A policy trained on one profile's frames and run on another's sees slightly
 different pixels, so the profile is part of what a scoresheet locks and of a dataset's card
 (validated against the full meshes in docs/benchmarks.md, issue 42).
@@ -20,7 +20,7 @@ class MeshDetail(StrEnum):
     COARSE = "coarse"    # vertex-clustered on COARSE_CELL_MM (harness.sim.meshes.clustered)
 
 
-COARSE_CELL_MM = 2.0
+COARSE_CELL_MM = 3.0
 COARSE_MAX_EDGE = 160   # frames whose longer edge is at most this many pixels use the coarse set
 
 
