@@ -187,7 +187,7 @@ def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
             latency = None
         robot = (parts.sim_robot(protocol, policy, args.realtime, **({"latency_ms": latency} if latency is not None
                                                                      else {}),
-                                 **({"render_profile": sheet.render_profile} if sheet.locked.render_profile
+                                 **({"render_profile": sheet.locked.render_profile} if sheet.locked.render_profile
                                     else {}))
                  if is_sim else parts.real_robot(settings, protocol))
     except BaseException:
