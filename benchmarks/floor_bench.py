@@ -71,7 +71,7 @@ def cpu_tree() -> float:
 
 
 def harness_trials(protocol: Path, policy: str, trials: int, work: Path, profile: str | None,
-                   extra: list[str]) -> dict:
+                   extra: list[str], where: int = 0) -> dict:
     """`harness run` as a user runs it (its own parser, `run_from_args`), in this process, with an observer
     that notes wall and CPU (this process and its children) when each trial starts and is recorded."""
     from harness.app.parts import Parts
@@ -97,9 +97,20 @@ def harness_trials(protocol: Path, policy: str, trials: int, work: Path, profile
     if profile:
         argv += ["--render-profile", profile]
     args = build_parser().parse_args(argv)
+    profiler = None
+    if where:   # this process's CPU by function (the evidence writer's lanes are processes of their own)
+        import cProfile
+
+        profiler = cProfile.Profile(timer=time.process_time)
+        profiler.enable()
     cpu0, t0 = cpu_tree(), time.perf_counter()
     code = run_from_args(args, Parts(observer=lambda front, scores: TimedObserver(scores, out=io.StringIO())))
     wall, cpu = time.perf_counter() - t0, cpu_tree() - cpu0
+    if profiler is not None:
+        import pstats
+
+        profiler.disable()
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(where)
     if code != 0:
         sys.exit(f"harness run exited {code}")
     locked = load_scoresheet(sheet).locked
@@ -180,9 +191,11 @@ def main() -> None:
     parser.add_argument("--label", default="")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--extra", default="", help="more `harness run` arguments, space-separated")
+    parser.add_argument("--where", type=int, default=0, help="print the N functions the run spent most CPU in")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="floor-bench-") as tmp:
-        run = harness_trials(args.protocol, args.policy, args.trials, Path(tmp), args.profile, args.extra.split())
+        run = harness_trials(args.protocol, args.policy, args.trials, Path(tmp), args.profile, args.extra.split(),
+                             args.where)
     floor = floor_trials(args.protocol, args.policy, run["attempts"], run["profile"])
     steps = sum(a["steps"] for a in run["attempts"])
     floor_ms = sum(v["wall_ms"] for v in floor["per_step"].values())
