@@ -185,3 +185,18 @@ def test_a_collection_records_its_profile_and_old_journals_still_resume():
                 accept=AcceptMode.STRICT, fps=30, cameras=("top",), image_size=(96, 72))
     assert "render_profile" not in CollectSettings(**base).locked()   # as journals were before profiles
     assert CollectSettings(**base, render_profile=RenderProfile.SIZED).locked()["render_profile"] == "sized-v1"
+
+
+def test_a_real_arm_refuses_a_render_profile_and_a_sim_run_defaults_to_sized():
+    import argparse
+
+    from harness.app.sheet import render_profile_from
+    from harness.errors import HarnessInputError
+    from harness.models.run_settings import RobotKind
+
+    with pytest.raises(HarnessInputError) as refused:
+        render_profile_from(argparse.Namespace(render_profile="sized-v1"), RobotKind.SO101, None)
+    assert refused.value.field == "--render-profile"
+    assert render_profile_from(argparse.Namespace(render_profile=None), RobotKind.SO101, None) is None
+    assert render_profile_from(argparse.Namespace(render_profile=None), RobotKind.SIM, None) is RenderProfile.SIZED
+    assert render_profile_from(argparse.Namespace(render_profile="full-v1"), RobotKind.SIM, None) is RenderProfile.FULL
