@@ -200,3 +200,22 @@ def test_a_real_arm_refuses_a_render_profile_and_a_sim_run_defaults_to_sized():
     assert render_profile_from(argparse.Namespace(render_profile=None), RobotKind.SO101, None) is None
     assert render_profile_from(argparse.Namespace(render_profile=None), RobotKind.SIM, None) is RenderProfile.SIZED
     assert render_profile_from(argparse.Namespace(render_profile="full-v1"), RobotKind.SIM, None) is RenderProfile.FULL
+
+
+def test_a_run_of_a_checkpoint_trained_on_full_meshes_says_so_once(tmp_path, caplog):
+    import argparse
+    import logging
+
+    from harness.app.sheet import render_profile_from
+    from harness.models.run_settings import RobotKind
+
+    ckpt = _checkpoint(tmp_path, None)   # its dataset was collected before profiles: full-v1
+    with caplog.at_level(logging.WARNING, logger="harness.app.sheet"):
+        chosen = render_profile_from(argparse.Namespace(render_profile=None), RobotKind.SIM, str(ckpt))
+    assert chosen is RenderProfile.SIZED
+    said = [r.getMessage() for r in caplog.records if "render profile" in r.getMessage()]
+    assert len(said) == 1 and "--render-profile full-v1" in said[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="harness.app.sheet"):
+        render_profile_from(argparse.Namespace(render_profile="full-v1"), RobotKind.SIM, str(ckpt))
+    assert not [r for r in caplog.records if "render profile" in r.getMessage()]
