@@ -161,6 +161,11 @@ def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: P
         check_same_render_profile(sheet, args)
         hold_to_locked_async(sheet, args)
         hold_to_locked_rtc(sheet, args)
+        # How this machine reaches the arm is not locked: a resume after a replug (another serial port, or a
+        # rehearsal's new emulator and camera socket) runs on what it is given, for this session.
+        reach = {"port": getattr(args, "port", None), "cameras": parse_cameras(getattr(args, "camera", None) or [])}
+        if reach := {key: value for key, value in reach.items() if value}:
+            sheet.settings = sheet.settings.model_copy(update=reach)
         return sheet, False
     policy_ref = policy_flag or protocol.run.policy
     if not policy_ref:
