@@ -5,8 +5,9 @@ On disk (YAML, `harness.models.journal` has the byte layout):
     format: harness.scoresheet/2
     locked:   task, success_definition, taxonomy, trial_count, trials,
               protocol_file, protocol_sha256, policy, robot, stopping_rule,
-              then (sheets locked since they existed) latency_ms, inference, and for a
-              blind comparison `comparison` (arms, seed, schedule, test, sealed mapping)
+              then (sheets locked since they existed) latency_ms, inference, for a
+              blind comparison `comparison` (arms, seed, schedule, test, sealed mapping),
+              and for a simulated arm render_profile
     lock:     sha256 (over the canonical JSON of `locked`), field_sha256 (one per
               locked field, so a refusal can name the field), locked_at
     settings: unlocked run settings (cameras, port, rename map) used by --resume
@@ -55,6 +56,7 @@ from harness.models.comparison import (
 from harness.models.lock import WriterLock
 from harness.models.locked import LockedBlock, LockedInference
 from harness.models.protocol import Protocol, file_sha256
+from harness.models.render_profile import LEGACY_PROFILE, RenderProfile
 from harness.models.run_settings import InferenceEngine, RobotKind, RunSettings
 from harness.models.sequential import SequentialDesign
 from harness.models.stats import wilson_interval
@@ -80,6 +82,7 @@ OPTIONAL_LOCKED_FIELDS: tuple[str, ...] = (
     "latency_ms",         # the latency model: milliseconds, "measured", or null (lock-step)
     "inference",          # the inference engine: {"engine": "sync" | "rtc" | "async", ...}
     "comparison",         # a blind comparison: arms, seed, schedule, test, sealed mapping (`LockedComparison`)
+    "render_profile",     # simulated arm: how the policy's frames are drawn (harness.models.render_profile)
 )
 
 
@@ -300,6 +303,12 @@ class Scoresheet:
     @property
     def inference(self) -> LockedInference:
         return run_inference(self.locked)
+
+    @property
+    def render_profile(self) -> RenderProfile:
+        """The profile the simulated arm draws the policy's frames with; a sheet locked before profiles existed
+        was drawn with the legacy one."""
+        return self.locked.render_profile or LEGACY_PROFILE
 
     @property
     def inference_engine(self) -> InferenceEngine:

@@ -20,12 +20,22 @@ import numpy as np
 
 from harness.errors import CameraRenderFailed
 from harness.models.protocol import JOINT_NAMES
+from harness.models.render_profile import MeshDetail, RenderProfile
 from harness.sim.judge import Judge, JudgeThresholds
-from harness.sim.scene import PHYSICS_DT, SceneGeometry, build_model
+from harness.sim.scene import COARSE_VISUAL_GROUP, FULL_VISUAL_GROUP, PHYSICS_DT, SceneGeometry, build_model
 from harness.sim.units import to_sim
 
 CAMERA_NAMES = {"top": "top", "wrist": "wrist_cam"}
 NOISE_PATTERNS = 7
+COARSE_SLICES = 8   # slices and stacks of the bowl's capsules and cylinder in a coarse frame (MuJoCo's default: 28, 16)
+
+
+def _scene_option(detail: MeshDetail) -> mujoco.MjvOption:
+    """MuJoCo's default geom groups with one visual mesh set drawn."""
+    option = mujoco.MjvOption()
+    option.geomgroup[FULL_VISUAL_GROUP] = detail is MeshDetail.FULL
+    option.geomgroup[COARSE_VISUAL_GROUP] = detail is MeshDetail.COARSE
+    return option
 
 
 @dataclass(frozen=True)
@@ -42,14 +52,18 @@ class FrameRequest:
     qpos: np.ndarray
     noise_index: int
     frozen: bool
+    detail: MeshDetail = MeshDetail.FULL
 
 
 class SimWorld:
     """Owns the MuJoCo model and data. Time only moves in `step_control` (lock-step)."""
 
     def __init__(self, geometry: SceneGeometry | None = None, control_fps: int = 30,
-                 judge_thresholds: JudgeThresholds | None = None) -> None:
+                 judge_thresholds: JudgeThresholds | None = None,
+                 render_profile: RenderProfile = RenderProfile.FULL) -> None:
+        """`render_profile` decides the mesh set of each frame `render` and `frame_request` draw, by its size."""
         self.geometry = geometry or SceneGeometry()
+        self.render_profile = RenderProfile(render_profile)
         self.model = build_model(self.geometry)
         self.data = mujoco.MjData(self.model)
         mujoco.mj_forward(self.model, self.data)  # valid poses (and camera frames) before the first step
@@ -62,7 +76,9 @@ class SimWorld:
         g = self.geometry
         self.judge = Judge(self.model, g.bowl_xy, g.bowl_rim_radius, bowl_floor_z=0.004,
                            bowl_height=g.bowl_height, cube_edge=g.cube_edge, thresholds=judge_thresholds)
-        self._renderers: dict[threading.Thread, dict[tuple[int, int], mujoco.Renderer]] = {}   # per drawing thread
+        # per drawing thread, by size and mesh set
+        self._renderers: dict[threading.Thread, dict[tuple[int, int, MeshDetail], mujoco.Renderer]] = {}
+        self._scene_options = {detail: _scene_option(detail) for detail in MeshDetail}
         self._stranded: list[mujoco.Renderer] = []   # of threads that ended holding them: never current again
         self._noise_bank: dict[tuple[int, int], np.ndarray] = {}
         self._render_count = 0
@@ -166,7 +182,8 @@ class SimWorld:
             noise_index = self._render_count % NOISE_PATTERNS
         if frozen:
             self._frozen_requested.add(camera)
-        return FrameRequest(camera, width, height, self._posed_qpos.copy(), noise_index, frozen)
+        return FrameRequest(camera, width, height, self._posed_qpos.copy(), noise_index, frozen,
+                            self.render_profile.detail_for(width, height))
 
     def render_request(self, request: FrameRequest) -> np.ndarray:
         """Draw a frame from a request; a frozen camera repeats the first frame it froze on (a request with
@@ -177,8 +194,9 @@ class SimWorld:
         if not np.array_equal(request.qpos, self._posed_qpos):
             self._pose(request.qpos)
         with _drawing(request.camera):
-            renderer = self._renderer(request.width, request.height)
-            renderer.update_scene(self.data, camera=CAMERA_NAMES.get(request.camera, request.camera))
+            renderer = self._renderer(request.width, request.height, request.detail)
+            renderer.update_scene(self.data, camera=CAMERA_NAMES.get(request.camera, request.camera),
+                                  scene_option=self._scene_options[request.detail])
             drawn = renderer.render()
         frame = drawn ^ self._noise_bank_for(request.width, request.height)[request.noise_index]
         if request.frozen:
@@ -197,21 +215,30 @@ class SimWorld:
         grasp = self.data.site_xpos[self.model.site("grasp_point").id]
         camera.lookat[:] = (grasp + self.data.xpos[self.cube_body]) / 2
         with _drawing("free view"):
-            renderer = self._renderer(width, height)
-            renderer.update_scene(self.data, camera=camera)
+            renderer = self._renderer(width, height, MeshDetail.FULL)
+            renderer.update_scene(self.data, camera=camera, scene_option=self._scene_options[MeshDetail.FULL])
             return renderer.render()
 
-    def _renderer(self, width: int, height: int) -> mujoco.Renderer:
-        """The calling thread's renderer at this size (module docstring: GL contexts belong to threads)."""
+    def _renderer(self, width: int, height: int, detail: MeshDetail) -> mujoco.Renderer:
+        """The calling thread's renderer at this size and mesh set (module docstring: GL contexts belong to
+        threads). A coarse one's context is made with fewer slices for the bowl's round primitives: MuJoCo
+        builds those shapes into the context when it is made."""
         thread = threading.current_thread()
         own = self._renderers.get(thread)
         if own is None:
             for ended in [t for t in self._renderers if not t.is_alive()]:
                 self._stranded.extend(self._renderers.pop(ended).values())   # kept: closing needs their thread
             own = self._renderers[thread] = {}
-        renderer = own.get((width, height))
+        renderer = own.get((width, height, detail))
         if renderer is None:
-            renderer = own[(width, height)] = mujoco.Renderer(self.model, height, width)
+            quality = self.model.vis.quality
+            slices, stacks = quality.numslices, quality.numstacks
+            if detail is MeshDetail.COARSE:
+                quality.numslices, quality.numstacks = min(slices, COARSE_SLICES), min(stacks, COARSE_SLICES)
+            try:
+                renderer = own[(width, height, detail)] = mujoco.Renderer(self.model, height, width)
+            finally:
+                quality.numslices, quality.numstacks = slices, stacks
         return renderer
 
     def _pose(self, qpos: np.ndarray) -> None:

@@ -24,6 +24,7 @@ def _workers(text: str) -> int | str:
 def register(sub: Any) -> None:
     from harness.app.async_inference import register_flags as register_async_flags
     from harness.app.rtc_inference import register_flags as register_rtc_flags
+    from harness.models.render_profile import RenderProfile
     from harness.models.run_settings import InferenceEngine, RobotKind
 
     parser = sub.add_parser("run", help="run a protocol, trial by trial (resumable)")
@@ -84,6 +85,10 @@ def register(sub: Any) -> None:
     parser.add_argument("--latency-ms", type=float, metavar="N",
                         help="simulated arm: each action lands N ms of simulated time after its observation, the "
                              "arm executing its last command meanwhile (default: lock-step); locked with the run")
+    parser.add_argument("--render-profile", choices=[p.value for p in RenderProfile],
+                        help="simulated arm: how the policy's camera frames are drawn: sized-v1 (default: frames up "
+                             "to 160 px from coarse meshes, 3x cheaper, validated in docs/benchmarks.md) or full-v1 "
+                             "(the full meshes at every size, as before); locked with the run")
     parser.add_argument("--latency", choices=["measured"],
                         help="simulated arm: the latency model with each action's own measured policy time")
     parser.add_argument("--inference", choices=[InferenceEngine.SYNC.value, InferenceEngine.RTC.value],
