@@ -1,0 +1,86 @@
+"""Failure anatomy against the simulator judge's contact truth, per policy (issue 37).
+
+For every scored (non-void) final attempt of each simulated scoresheet: the anatomy recomputed with the
+current rules from the attempt's recorded trace (`harness.run.reanalyze`: the evidence folder's
+`trajectory.parquet`, the gripper's load from `sim_state.npz` where the trace predates it), compared with the
+judge's first `grasp` and `release` events (`harness.run.anatomy_agreement`: present or absent alike, and
+within one control step when both). `--stored` compares the anatomy stored in the sheet instead (what a sheet
+recorded with older rules says; needs no trace). Prints one markdown row per sheet, then each disagreeing
+attempt.
+
+Run: .venv/bin/python benchmarks/anatomy_agreement.py SHEET[=RUNS_FOLDER] ... [--stored] [--label NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from harness.models.scoresheet import load_scoresheet  # noqa: E402
+from harness.models.taxonomy import Label  # noqa: E402
+from harness.run.anatomy import GraspPoints  # noqa: E402
+from harness.run.anatomy_agreement import trial_agreement  # noqa: E402
+from harness.run.reanalyze import reanalyze  # noqa: E402
+
+
+def sheet_agreement(spec: str, stored: bool, fk: GraspPoints | None) -> tuple[dict, list[str]]:
+    path, _, runs = spec.partition("=")
+    sheet = load_scoresheet(path)
+    note = "stored anatomy"
+    if not stored:
+        result = reanalyze(sheet, Path(runs) if runs else None, fk)
+        sheet, note = result.sheet, result.describe()
+    period = 1.0 / float(sheet.locked_data.get("fps") or 30)
+    rows: dict = {"sheet": Path(path).name, "n": 0, "grasps": 0, "releases": 0, "grasp_ok": 0, "release_ok": 0,
+                  "both_ok": 0, "no_anatomy": 0, "note": note}
+    lines = []
+    for index in sheet.trial_indices:
+        attempt = sheet.final_attempt(index)
+        if attempt is None or attempt.label is Label.VOID or attempt.judge is None:
+            continue
+        if attempt.anatomy is None:
+            rows["no_anatomy"] += 1
+            continue
+        agreement = trial_agreement(attempt.anatomy, attempt.judge, period)
+        rows["n"] += 1
+        rows["grasps"] += agreement.grasp.judge_s is not None
+        rows["releases"] += agreement.release.judge_s is not None
+        rows["grasp_ok"] += agreement.grasp.agrees
+        rows["release_ok"] += agreement.release.agrees
+        rows["both_ok"] += agreement.agrees
+        if not agreement.agrees:
+            lines.append(f"- {Path(path).name} trial {index} ({attempt.label.value}): {agreement.describe()}; "
+                         f"anatomy: {attempt.anatomy.summary}")
+    return rows, lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sheets", nargs="+", help="SHEET or SHEET=RUNS_FOLDER (the run's evidence folders)")
+    parser.add_argument("--stored", action="store_true", help="the anatomy stored in each sheet, not recomputed")
+    parser.add_argument("--label", action="append", help="a name per sheet for the table (default: file name)")
+    args = parser.parse_args()
+    fk = None if args.stored else GraspPoints()
+    print("| policy (sheet) | attempts | judge grasps | judge releases | grasp agrees | release agrees | "
+          "both agree |")
+    print("|---|---|---|---|---|---|---|")
+    details = []
+    for i, spec in enumerate(args.sheets):
+        row, lines = sheet_agreement(spec, args.stored, fk)
+        name = args.label[i] if args.label and i < len(args.label) else row["sheet"]
+        n = max(row["n"], 1)
+        print(f"| {name} | {row['n']} | {row['grasps']} | {row['releases']} | {row['grasp_ok']}/{row['n']} | "
+              f"{row['release_ok']}/{row['n']} | **{row['both_ok']}/{row['n']} = {100 * row['both_ok'] / n:.0f} %** |")
+        details.append(f"{row['note']}" + (f"; {row['no_anatomy']} without anatomy" if row["no_anatomy"] else ""))
+        details += lines
+    print()
+    print("\n".join(details))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
