@@ -8,14 +8,21 @@ within one control step when both). `--stored` compares the anatomy stored in th
 recorded with older rules says; needs no trace). Prints one markdown row per sheet, then each disagreeing
 attempt.
 
+`--export DIR --per-sheet N` also writes the first N scored attempts' traces of each sheet, with the judge's
+verdict and the cube's start, as `DIR/<label>.npz` (`tests/data/anatomy/`: the held-out test's fixtures).
+
 Run: .venv/bin/python benchmarks/anatomy_agreement.py SHEET[=RUNS_FOLDER] ... [--stored] [--label NAME ...]
+     [--export DIR --per-sheet N]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -24,7 +31,37 @@ from harness.models.scoresheet import load_scoresheet  # noqa: E402
 from harness.models.taxonomy import Label  # noqa: E402
 from harness.run.anatomy import GraspPoints  # noqa: E402
 from harness.run.anatomy_agreement import trial_agreement  # noqa: E402
-from harness.run.reanalyze import reanalyze  # noqa: E402
+from harness.run.reanalyze import evidence_folder, reanalyze, trace_rows  # noqa: E402
+
+COLUMNS = ["t", *(f"obs.{j}.pos" for j in ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex",
+                                             "wrist_roll", "gripper")), "action.gripper.pos", "obs.gripper.load"]
+
+
+def export(spec: str, label: str, out: Path, per_sheet: int) -> int:
+    """The first `per_sheet` scored attempts' traces (the columns anatomy reads, float32) with the judge's
+    verdict, the cube's planned start and the label, in one compressed file."""
+    path, _, runs = spec.partition("=")
+    sheet = load_scoresheet(path)
+    planned = {t.index: (t.dx_cm, t.dy_cm) for t in sheet.locked.trials}
+    arrays: dict[str, np.ndarray] = {"columns": np.array(COLUMNS)}
+    meta = []
+    for index in sheet.trial_indices:
+        attempt = sheet.final_attempt(index)
+        if attempt is None or attempt.label is Label.VOID or attempt.judge is None:
+            continue
+        folder = evidence_folder(sheet, attempt, Path(runs) if runs else None)
+        if folder is None:
+            continue
+        rows, _ = trace_rows(folder)
+        arrays[f"trial{index}"] = np.array([[r[c] for c in COLUMNS] for r in rows], dtype=np.float32)
+        meta.append({"trial": index, "label": attempt.label.value, "cube_start_cm": planned[index],
+                     "judge": attempt.judge.model_dump(mode="json")})
+        if len(meta) >= per_sheet:
+            break
+    arrays["meta"] = np.array(json.dumps({"policy": label, "sheet": Path(path).name, "attempts": meta}))
+    out.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(out / f"{label}.npz", **arrays)
+    return len(meta)
 
 
 def sheet_agreement(spec: str, stored: bool, fk: GraspPoints | None) -> tuple[dict, list[str]]:
@@ -63,6 +100,8 @@ def main() -> int:
     parser.add_argument("sheets", nargs="+", help="SHEET or SHEET=RUNS_FOLDER (the run's evidence folders)")
     parser.add_argument("--stored", action="store_true", help="the anatomy stored in each sheet, not recomputed")
     parser.add_argument("--label", action="append", help="a name per sheet for the table (default: file name)")
+    parser.add_argument("--export", type=Path, metavar="DIR", help="write each sheet's first traces as fixtures")
+    parser.add_argument("--per-sheet", type=int, default=4, help="attempts per sheet to export (default 4)")
     args = parser.parse_args()
     fk = None if args.stored else GraspPoints()
     print("| policy (sheet) | attempts | judge grasps | judge releases | grasp agrees | release agrees | "
@@ -77,6 +116,9 @@ def main() -> int:
               f"{row['release_ok']}/{row['n']} | **{row['both_ok']}/{row['n']} = {100 * row['both_ok'] / n:.0f} %** |")
         details.append(f"{row['note']}" + (f"; {row['no_anatomy']} without anatomy" if row["no_anatomy"] else ""))
         details += lines
+        if args.export:
+            count = export(spec, name.replace(" ", "-"), args.export, args.per_sheet)
+            details.append(f"exported {count} attempts of {name} to {args.export}")
     print()
     print("\n".join(details))
     return 0
