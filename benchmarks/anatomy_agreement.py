@@ -8,11 +8,15 @@ within one control step when both). `--stored` compares the anatomy stored in th
 recorded with older rules says; needs no trace). Prints one markdown row per sheet, then each disagreeing
 attempt.
 
+`--slopes` adds, per sheet, the stored tracking slope beside the slope with each judged grasp's point replaced
+by where the judge saw the cube held (its `grasp` event's cube position: where a gripper that holds it is),
+which re-checks a slope from sheets whose traces were not kept.
+
 `--export DIR --per-sheet N` also writes the first N scored attempts' traces of each sheet, with the judge's
 verdict and the cube's start, as `DIR/<label>.npz` (`tests/data/anatomy/`: the held-out test's fixtures).
 
 Run: .venv/bin/python benchmarks/anatomy_agreement.py SHEET[=RUNS_FOLDER] ... [--stored] [--label NAME ...]
-     [--export DIR --per-sheet N]
+     [--slopes] [--export DIR --per-sheet N]
 """
 
 from __future__ import annotations
@@ -95,11 +99,42 @@ def sheet_agreement(spec: str, stored: bool, fk: GraspPoints | None) -> tuple[di
     return rows, lines
 
 
+def slopes(spec: str) -> str:
+    """The stored tracking slope, and the same with judged grasps placed where the judge saw the cube held."""
+    from harness.models.anatomy import tracking_fit
+    from harness.models.protocol import Scene
+    from harness.models.verdict import EventKind
+
+    sheet = load_scoresheet(spec.partition("=")[0])
+    trained = Scene().trained_cube_xy_cm
+    stored, judged, moved = [], [], []
+    for index in sheet.trial_indices:
+        attempt = sheet.final_attempt(index)
+        if attempt is None or attempt.anatomy is None or attempt.anatomy.grasp_point_cm is None:
+            continue
+        a = attempt.anatomy
+        stored.append((a.cube_start_cm, a.grasp_point_cm))
+        grasp = next((e for e in (attempt.judge.events if attempt.judge else []) if e.event is EventKind.GRASP), None)
+        point = a.grasp_point_cm if grasp is None else (100 * grasp.cube[0] - trained[0],
+                                                         100 * grasp.cube[1] - trained[1])
+        if grasp is not None:
+            moved.append(float(np.hypot(point[0] - a.grasp_point_cm[0], point[1] - a.grasp_point_cm[1])))
+        judged.append((a.cube_start_cm, point))
+
+    def fit(pairs: list) -> str:
+        f = tracking_fit([c for c, _ in pairs], [g for _, g in pairs]) if pairs else None
+        return "n/a (one spot or under 3)" if f is None else f"{f.slope:.2f} ({f.slope95[0]:.2f} to {f.slope95[1]:.2f})"
+
+    shift = f"; judged grasps moved median {np.median(moved):.2f} cm, max {max(moved):.2f} cm" if moved else ""
+    return f"- {Path(sheet.path).name}: slope stored {fit(stored)}, judge-placed {fit(judged)}{shift}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sheets", nargs="+", help="SHEET or SHEET=RUNS_FOLDER (the run's evidence folders)")
     parser.add_argument("--stored", action="store_true", help="the anatomy stored in each sheet, not recomputed")
     parser.add_argument("--label", action="append", help="a name per sheet for the table (default: file name)")
+    parser.add_argument("--slopes", action="store_true", help="re-check each sheet's tracking slope (above)")
     parser.add_argument("--export", type=Path, metavar="DIR", help="write each sheet's first traces as fixtures")
     parser.add_argument("--per-sheet", type=int, default=4, help="attempts per sheet to export (default 4)")
     args = parser.parse_args()
@@ -116,6 +151,8 @@ def main() -> int:
               f"{row['release_ok']}/{row['n']} | **{row['both_ok']}/{row['n']} = {100 * row['both_ok'] / n:.0f} %** |")
         details.append(f"{row['note']}" + (f"; {row['no_anatomy']} without anatomy" if row["no_anatomy"] else ""))
         details += lines
+        if args.slopes:
+            details.append(slopes(spec))
         if args.export:
             count = export(spec, name.replace(" ", "-"), args.export, args.per_sheet)
             details.append(f"exported {count} attempts of {name} to {args.export}")
