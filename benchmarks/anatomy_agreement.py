@@ -77,7 +77,7 @@ def sheet_agreement(spec: str, stored: bool, fk: GraspPoints | None) -> tuple[di
         sheet, note = result.sheet, result.describe()
     period = 1.0 / float(sheet.locked_data.get("fps") or 30)
     rows: dict = {"sheet": Path(path).name, "n": 0, "grasps": 0, "releases": 0, "grasp_ok": 0, "release_ok": 0,
-                  "both_ok": 0, "no_anatomy": 0, "note": note}
+                  "both_ok": 0, "no_anatomy": 0, "lift_seen": 0, "lifts": 0, "note": note}
     lines = []
     for index in sheet.trial_indices:
         attempt = sheet.final_attempt(index)
@@ -93,6 +93,8 @@ def sheet_agreement(spec: str, stored: bool, fk: GraspPoints | None) -> tuple[di
         rows["grasp_ok"] += agreement.grasp.agrees
         rows["release_ok"] += agreement.release.agrees
         rows["both_ok"] += agreement.agrees
+        rows["lifts"] += agreement.lift.judge_s is not None
+        rows["lift_seen"] += (agreement.lift.judge_s is None) == (agreement.lift.anatomy_s is None)
         if not agreement.agrees:
             lines.append(f"- {Path(path).name} trial {index} ({attempt.label.value}): {agreement.describe()}; "
                          f"anatomy: {attempt.anatomy.summary}")
@@ -140,15 +142,16 @@ def main() -> int:
     args = parser.parse_args()
     fk = None if args.stored else GraspPoints()
     print("| policy (sheet) | attempts | judge grasps | judge releases | grasp agrees | release agrees | "
-          "both agree |")
-    print("|---|---|---|---|---|---|---|")
+          "both agree | lift seen alike (judge lifts) |")
+    print("|---|---|---|---|---|---|---|---|")
     details = []
     for i, spec in enumerate(args.sheets):
         row, lines = sheet_agreement(spec, args.stored, fk)
         name = args.label[i] if args.label and i < len(args.label) else row["sheet"]
         n = max(row["n"], 1)
         print(f"| {name} | {row['n']} | {row['grasps']} | {row['releases']} | {row['grasp_ok']}/{row['n']} | "
-              f"{row['release_ok']}/{row['n']} | **{row['both_ok']}/{row['n']} = {100 * row['both_ok'] / n:.0f} %** |")
+              f"{row['release_ok']}/{row['n']} | **{row['both_ok']}/{row['n']} = {100 * row['both_ok'] / n:.0f} %** | "
+              f"{row['lift_seen']}/{row['n']} ({row['lifts']}) |")
         details.append(f"{row['note']}" + (f"; {row['no_anatomy']} without anatomy" if row["no_anatomy"] else ""))
         details += lines
         if args.slopes:

@@ -27,6 +27,7 @@ class EventAgreement:
 class TrialAgreement:
     grasp: EventAgreement
     release: EventAgreement
+    lift: EventAgreement      # reported beside, not part of `agrees`: the judge lifts the cube, the anatomy the gripper
 
     @property
     def agrees(self) -> bool:
@@ -54,4 +55,5 @@ def trial_agreement(anatomy: TrialAnatomy, verdict: JudgeVerdict, period_s: floa
 
     grasp_s = anatomy.closed_at_s if anatomy.holding else None
     return TrialAgreement(_event(first(EventKind.GRASP), grasp_s, period_s),
-                          _event(first(EventKind.RELEASE), anatomy.released_at_s, period_s))
+                          _event(first(EventKind.RELEASE), anatomy.released_at_s, period_s),
+                          _event(first(EventKind.LIFT), anatomy.lifted_at_s, period_s))
