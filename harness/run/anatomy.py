@@ -35,6 +35,8 @@ LOAD_HOLD = 500.0            # gripper servo pushing towards closed at least thi
 #                              squeezing something. Physics, not a fit: a free gripper at rest reads under 20 % and
 #                              a squeezing one saturates (the servo's error a fraction of a unit), so mid-scale.
 SLIP = 1.5                   # gripper units below where it held: closing past the cube (slipped out)
+SHUT = 2.0                   # gripper units: at its closed end nothing is between the jaws, whatever the load (a
+#                              jerky command slams it into the end stop; a 3 cm cube holds it near 18)
 STILL = 0.6                  # gripper units per step below which the gripper is not moving
 GRASP_HOLD_S = 0.25          # the judge's grasp_hold_s
 LIFT_CM = 2.0                # the judge's lift_min_m
@@ -127,7 +129,7 @@ def _anatomy(t: np.ndarray, q: np.ndarray, command: np.ndarray, load: np.ndarray
             hold_steps = round(GRASP_HOLD_S / dt)
             shut = _first(still & after & (gripper - command <= HOLD_GAP) & (command < opened_so_far - CLOSING))
             if load is not None:
-                squeezing = -load >= LOAD_HOLD
+                squeezing = (-load >= LOAD_HOLD) & (gripper > SHUT)
                 hold = _held_for(squeezing & still & after, hold_steps)
                 holding = hold is not None
             else:
