@@ -77,7 +77,7 @@ def sheet_agreement(spec: str, stored: bool, fk: GraspPoints | None) -> tuple[di
         sheet, note = result.sheet, result.describe()
     period = 1.0 / float(sheet.locked_data.get("fps") or 30)
     rows: dict = {"sheet": Path(path).name, "n": 0, "grasps": 0, "releases": 0, "grasp_ok": 0, "release_ok": 0,
-                  "both_ok": 0, "no_anatomy": 0, "lift_seen": 0, "lifts": 0, "note": note}
+                  "both_ok": 0, "no_anatomy": 0, "lift_seen": 0, "lifts": 0, "note": note, "dt_ms": []}
     lines = []
     for index in sheet.trial_indices:
         attempt = sheet.final_attempt(index)
@@ -94,6 +94,9 @@ def sheet_agreement(spec: str, stored: bool, fk: GraspPoints | None) -> tuple[di
         rows["release_ok"] += agreement.release.agrees
         rows["both_ok"] += agreement.agrees
         rows["lifts"] += agreement.lift.judge_s is not None
+        for event in (agreement.grasp, agreement.release):
+            if event.judge_s is not None and event.anatomy_s is not None:
+                rows["dt_ms"].append(1000 * (event.anatomy_s - event.judge_s))
         rows["lift_seen"] += (agreement.lift.judge_s is None) == (agreement.lift.anatomy_s is None)
         if not agreement.agrees:
             lines.append(f"- {Path(path).name} trial {index} ({attempt.label.value}): {agreement.describe()}; "
@@ -152,7 +155,11 @@ def main() -> int:
         print(f"| {name} | {row['n']} | {row['grasps']} | {row['releases']} | {row['grasp_ok']}/{row['n']} | "
               f"{row['release_ok']}/{row['n']} | **{row['both_ok']}/{row['n']} = {100 * row['both_ok'] / n:.0f} %** | "
               f"{row['lift_seen']}/{row['n']} ({row['lifts']}) |")
-        details.append(f"{row['note']}" + (f"; {row['no_anatomy']} without anatomy" if row["no_anatomy"] else ""))
+        timing = (f"; anatomy minus judge over {len(row['dt_ms'])} events both saw: median "
+                  f"{np.median(row['dt_ms']):+.0f} ms, range {min(row['dt_ms']):+.0f} to {max(row['dt_ms']):+.0f} ms"
+                  if row["dt_ms"] else "")
+        details.append(f"{row['note']}" + (f"; {row['no_anatomy']} without anatomy" if row["no_anatomy"] else "")
+                       + timing)
         details += lines
         if args.slopes:
             details.append(slopes(spec))
