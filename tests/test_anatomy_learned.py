@@ -47,13 +47,16 @@ def _rows(arrays: dict[str, np.ndarray], trial: int, with_load: bool = True) -> 
     return rows
 
 
-def _agreements(policies: set[str] | None, with_load: bool = True) -> list[tuple[str, int, bool]]:
+def _agreements(policies: set[str] | None, with_load: bool = True,
+                grasped_only: bool = False) -> list[tuple[str, int, bool]]:
     fk, scene = GraspPoints(), Scene()
     results = []
     for policy, (meta, arrays) in _fixtures().items():
         if policies is not None and policy not in policies:
             continue
         for attempt in meta["attempts"]:
+            if grasped_only and not attempt["judge"]["grasped"]:
+                continue
             anatomy = anatomy_from_rows(_rows(arrays, attempt["trial"], with_load), fk, scene.trained_cube_xy_cm,
                                         tuple(attempt["cube_start_cm"]), scene.bowl_xy_cm, 5.0)
             assert anatomy is not None
@@ -79,10 +82,10 @@ def test_grasp_and_release_agree_with_the_judge_on_held_out_learned_policies() -
 
 
 def test_without_the_load_the_old_rule_misses_a_learned_policys_grasps() -> None:
-    """The same traces through rules 1's sign (the gripper stopped short of its command): what the stored
-    anatomy of the coverage experiment showed; the check above would fail on it."""
-    results = _agreements(None, with_load=False)
-    assert sum(ok for _, _, ok in results) / len(results) < HELD_OUT_TARGET
+    """The held-out attempts the judge saw grasped, through rules 1's sign (the gripper stopped short of its
+    command): what the stored anatomy of the coverage experiment showed; the check above would fail on it."""
+    results = _agreements(set(_fixtures()) - TUNING, with_load=False, grasped_only=True)
+    assert results and sum(ok for _, _, ok in results) / len(results) < 0.5
 
 
 def test_an_anatomy_says_its_rules_and_signal() -> None:

@@ -34,7 +34,11 @@ HOLD_GAP = 4.0               # rules 1: reported gripper this far above a closin
 LOAD_HOLD = 500.0            # gripper servo pushing towards closed at least this (0.1 % of full torque), still:
 #                              squeezing something. Physics, not a fit: a free gripper at rest reads under 20 % and
 #                              a squeezing one saturates (the servo's error a fraction of a unit), so mid-scale.
-SLIP = 1.5                   # gripper units below where it held: closing past the cube (slipped out)
+GRIP_STILL = 2.0             # gripper units a step: at most this while squeezing counts as holding (a cube
+#                              settling between the jaws creeps them 1-2 units; a free close runs 4-6 a step)
+RELEASE_STEP = 1.0           # gripper units a step: a holding gripper moving this much has let go (a held cube
+#                              rotating in the jaws moves them a few tenths)
+# GRIP_STILL, RELEASE_STEP and SHUT were set on the tuning policies' attempts (docs/benchmarks.md, issue 37).
 SHUT = 2.0                   # gripper units: at its closed end nothing is between the jaws, whatever the load (a
 #                              jerky command slams it into the end stop; a 3 cm cube holds it near 18)
 STILL = 0.6                  # gripper units per step below which the gripper is not moving
@@ -124,13 +128,14 @@ def _anatomy(t: np.ndarray, q: np.ndarray, command: np.ndarray, load: np.ndarray
         closing = _first((opened_so_far - gripper > CLOSING) & (np.arange(n) >= first))
         if closing is not None:
             enter(Phase.CLOSE, float(t[closing]))
-            still = np.abs(np.diff(gripper, prepend=gripper[0])) < STILL
+            step = np.diff(gripper, prepend=gripper[0])
+            still = np.abs(step) < STILL
             after = np.arange(n) > closing
             hold_steps = round(GRASP_HOLD_S / dt)
             shut = _first(still & after & (gripper - command <= HOLD_GAP) & (command < opened_so_far - CLOSING))
             if load is not None:
                 squeezing = (-load >= LOAD_HOLD) & (gripper > SHUT)
-                hold = _held_for(squeezing & still & after, hold_steps)
+                hold = _held_for(squeezing & (np.abs(step) < GRIP_STILL) & after, hold_steps)
                 holding = hold is not None
             else:
                 hold = _held_for((gripper - command > HOLD_GAP) & still & after, hold_steps)
@@ -143,8 +148,8 @@ def _anatomy(t: np.ndarray, q: np.ndarray, command: np.ndarray, load: np.ndarray
             if holding and closed is not None:
                 held = gripper[closed]
                 later = np.arange(n) > closed
-                if load is not None:     # the squeeze ends: opened, or closed past the cube
-                    reopened = _first(later & ((-load < LOAD_HOLD) | (gripper < held - SLIP)))
+                if load is not None:     # the squeeze ends: the gripper moves (opens, or closes past the cube)
+                    reopened = _first(later & ~(squeezing & (np.abs(step) < RELEASE_STEP)))
                 else:
                     reopened = _first(later & (gripper > held + REOPEN))
                 end = reopened if reopened is not None else n
