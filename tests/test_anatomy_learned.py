@@ -23,7 +23,7 @@ from tests.helpers import REPO, fake_attempt, locked_sheet
 
 FIXTURES = REPO / "tests" / "data" / "anatomy"
 # The rules' thresholds were looked at on these policies' attempts only (benchmarks/anatomy_agreement.py):
-TUNING = {"toy-act-300", "smolvla-1500"}
+TUNING = {"toy-act-300", "toy-act-600", "smolvla-1500", "ref-act-500-fixed", "ref-act-500-rand"}
 # ... and are judged once on these (docs/benchmarks.md, "Failure anatomy on learned policies").
 HELD_OUT_TARGET = 0.95
 PERIOD_S = 1 / 30
