@@ -103,9 +103,8 @@ def test_an_anatomy_says_its_rules_and_signal() -> None:
 
 def _sheet_with_a_recorded_trace(tmp_path: Path) -> Path:
     """A locked sheet whose one attempt stored a rules-1 anatomy, its trace in `runs/<sheet>/trial-001-a1`."""
-    policy = next(p for p in sorted(_fixtures()) if p not in TUNING)
-    meta, arrays = _fixtures()[policy]
-    attempt = next(a for a in meta["attempts"] if a["judge"]["grasped"])
+    arrays, attempt = next((arrays, a) for m, arrays in _fixtures().values() for a in m["attempts"]
+                           if a["judge"]["grasped"])
     rows = _rows(arrays, attempt["trial"])
     sheet = locked_sheet(tmp_path)
     fk, scene = GraspPoints(), Scene()
