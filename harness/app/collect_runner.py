@@ -11,6 +11,7 @@ from harness.data.acceptance import AcceptMode
 from harness.data.collector import Collector, CollectResult, CollectSettings, check_fps
 from harness.errors import HarnessInputError
 from harness.models.protocol import file_sha256, load_protocol
+from harness.models.render_profile import DEFAULT_PROFILE, RenderProfile
 from harness.models.run_settings import SO101_ROBOT_TYPE, BuiltinPolicy, RunSettings
 from harness.models.scoresheet import policy_fingerprint
 
@@ -29,6 +30,7 @@ class CollectRequest:
     max_attempts: int | None = None
     checkpoint_every: int = 10
     device: str | None = None
+    render_profile: RenderProfile = DEFAULT_PROFILE   # how the recorded frames are drawn; on the dataset's card
 
 
 def default_output(protocol: Path, policy: str) -> Path:
@@ -74,7 +76,7 @@ def collect(request: CollectRequest, progress=print) -> CollectResult:
         protocol_name=protocol.name, protocol_sha256=file_sha256(request.protocol), policy_ref=request.policy,
         policy_fingerprint=policy_fingerprint(request.policy), accept=request.accept, fps=fps,
         cameras=request.cameras, image_size=request.image_size, seed=request.seed,
-        checkpoint_every=request.checkpoint_every,
+        checkpoint_every=request.checkpoint_every, render_profile=request.render_profile,
     )
     progress(f"{request.output}: collecting {request.episodes} accepted episodes ({request.accept.value}) with "
              f"{request.policy} on {request.protocol} at {fps} Hz")
@@ -83,7 +85,7 @@ def collect(request: CollectRequest, progress=print) -> CollectResult:
     av.logging.set_libav_level(av.logging.ERROR)  # LeRobot hands libav back its default callback: x264 stats
     policy = make_policy(request.policy, protocol, RunSettings(), request.device)
     try:
-        robot = make_sim_robot(protocol, policy, realtime=False)
+        robot = make_sim_robot(protocol, policy, realtime=False, render_profile=request.render_profile)
     except BaseException:
         policy.close()
         raise

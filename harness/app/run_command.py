@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.app.build import FrontEnd, RunSetup, check_policy_fits_robot, check_run_flags, prepare_run, video_mode
+from harness.app.compare_run import comparison_refs, run_comparison
 from harness.app.operator_parts import placement_files
 from harness.app.parallel import check_workers, run_parallel
 from harness.app.parts import Parts
@@ -59,6 +60,10 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None, observer
     check_run_flags(args)
     protocol_path = Path(args.protocol)
     protocol = load_protocol(protocol_path)
+    refs = comparison_refs(args, protocol)   # two or more policies: a blind comparison (app/compare_run.py)
+    if refs is not None:
+        return run_comparison(args, protocol, refs, FrontEnd.TUI if wants_tui(args) else FrontEnd.PLAIN,
+                              _third_party_output, parts)
     rename_map_from(args, protocol)
     placement_files(args, protocol)   # --bowl-calibration, --trained-spot, --placement-tolerance
     path = sheet_path(args, protocol, protocol_path)

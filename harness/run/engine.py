@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from harness.errors import EmergencyStopped, PolicyFailed, RobotFault, RunPaused, ServoBusFault
+from harness.errors import CameraRenderFailed, EmergencyStopped, PolicyFailed, RobotFault, RunPaused, ServoBusFault
 from harness.models.anatomy import TrialAnatomy
 from harness.models.protocol import JOINT_NAMES, Trial
 from harness.models.protocol import Protocol as EvalProtocol
@@ -81,6 +81,8 @@ def robot_fault_void(exc: BaseException) -> Void:
     """The void for a robot that failed mid-trial, its kind from the error's type (never its text)."""
     if isinstance(exc, ServoBusFault):
         return Void(VoidKind.ARM_POWER_CYCLED if exc.reset else VoidKind.ROBOT_IO_ERROR, exc.detail)
+    if isinstance(exc, CameraRenderFailed):
+        return Void(VoidKind.CAMERA_DROPOUT, exc.detail)
     first_line = (str(exc).strip().splitlines() or [""])[0][:160]
     return Void(VoidKind.ROBOT_IO_ERROR, f"{type(exc).__name__}: {first_line}")
 

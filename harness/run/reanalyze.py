@@ -120,7 +120,8 @@ def reanalyze(sheet: Scoresheet, runs: Path | None = None, fk: GraspPoints | Non
         result.recomputed += 1
         result.loads_from_state += from_state
         attempts.append(attempt.model_copy(update={"anatomy": anatomy}))
-    result.sheet = Sheet(sheet.path, sheet.locked_data, sheet.lock, sheet.settings, attempts, sheet.measurements)
+    result.sheet = Sheet(sheet.path, sheet.locked_data, sheet.lock, sheet.settings, attempts, sheet.measurements,
+                         sheet.stored)
     return result
 
 

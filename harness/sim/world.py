@@ -1,20 +1,41 @@
-"""One simulated table-top: physics, the judge, and cameras rendered on demand."""
+"""One simulated table-top: physics, the judge, and cameras rendered on demand.
+
+GL contexts belong to threads: an EGL context is current in at most one thread, and one left current in
+a thread (or in a thread that has ended) cannot be made current in another (EGL_BAD_ACCESS). A world is
+drawn from more than one thread (the TUI measures the cameras on one thread and runs the engine on
+another), so each thread that draws gets renderers of its own (`_renderer`), and `release_renderers`
+frees the calling thread's. A failure to draw is a `CameraRenderFailed`, which a trial records as a void.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import mujoco
 import numpy as np
 
+from harness.errors import CameraRenderFailed
 from harness.models.protocol import JOINT_NAMES
+from harness.models.render_profile import MeshDetail, RenderProfile
 from harness.sim.judge import Judge, JudgeThresholds
-from harness.sim.scene import PHYSICS_DT, SceneGeometry, build_model
+from harness.sim.scene import COARSE_VISUAL_GROUP, FULL_VISUAL_GROUP, PHYSICS_DT, SceneGeometry, build_model
 from harness.sim.units import to_sim
 
 CAMERA_NAMES = {"top": "top", "wrist": "wrist_cam"}
 NOISE_PATTERNS = 7
+COARSE_SLICES = 8   # slices and stacks of the bowl's capsules and cylinder in a coarse frame (MuJoCo's default: 28, 16)
+
+
+def _scene_option(detail: MeshDetail) -> mujoco.MjvOption:
+    """MuJoCo's default geom groups with one visual mesh set drawn."""
+    option = mujoco.MjvOption()
+    option.geomgroup[FULL_VISUAL_GROUP] = detail is MeshDetail.FULL
+    option.geomgroup[COARSE_VISUAL_GROUP] = detail is MeshDetail.COARSE
+    return option
 
 
 def actuator_loads(model: mujoco.MjModel, actuator_force: np.ndarray, actuator_ids: np.ndarray) -> np.ndarray:
@@ -37,14 +58,18 @@ class FrameRequest:
     qpos: np.ndarray
     noise_index: int
     frozen: bool
+    detail: MeshDetail = MeshDetail.FULL
 
 
 class SimWorld:
     """Owns the MuJoCo model and data. Time only moves in `step_control` (lock-step)."""
 
     def __init__(self, geometry: SceneGeometry | None = None, control_fps: int = 30,
-                 judge_thresholds: JudgeThresholds | None = None) -> None:
+                 judge_thresholds: JudgeThresholds | None = None,
+                 render_profile: RenderProfile = RenderProfile.FULL) -> None:
+        """`render_profile` decides the mesh set of each frame `render` and `frame_request` draw, by its size."""
         self.geometry = geometry or SceneGeometry()
+        self.render_profile = RenderProfile(render_profile)
         self.model = build_model(self.geometry)
         self.data = mujoco.MjData(self.model)
         mujoco.mj_forward(self.model, self.data)  # valid poses (and camera frames) before the first step
@@ -58,7 +83,10 @@ class SimWorld:
         g = self.geometry
         self.judge = Judge(self.model, g.bowl_xy, g.bowl_rim_radius, bowl_floor_z=0.004,
                            bowl_height=g.bowl_height, cube_edge=g.cube_edge, thresholds=judge_thresholds)
-        self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
+        # per drawing thread, by size and mesh set
+        self._renderers: dict[threading.Thread, dict[tuple[int, int, MeshDetail], mujoco.Renderer]] = {}
+        self._scene_options = {detail: _scene_option(detail) for detail in MeshDetail}
+        self._stranded: list[mujoco.Renderer] = []   # of threads that ended holding them: never current again
         self._noise_bank: dict[tuple[int, int], np.ndarray] = {}
         self._render_count = 0
         self.frozen_cameras: set[str] = set()
@@ -167,7 +195,8 @@ class SimWorld:
             noise_index = self._render_count % NOISE_PATTERNS
         if frozen:
             self._frozen_requested.add(camera)
-        return FrameRequest(camera, width, height, self._posed_qpos.copy(), noise_index, frozen)
+        return FrameRequest(camera, width, height, self._posed_qpos.copy(), noise_index, frozen,
+                            self.render_profile.detail_for(width, height))
 
     def render_request(self, request: FrameRequest) -> np.ndarray:
         """Draw a frame from a request; a frozen camera repeats the first frame it froze on (a request with
@@ -175,15 +204,14 @@ class SimWorld:
         evidence writer's does, never repeats an earlier trial's frozen frame)."""
         if request.frozen and request.noise_index < 0 and request.camera in self._frozen_frames:
             return self._frozen_frames[request.camera]
-        key = (request.width, request.height)
-        renderer = self._renderers.get(key)
-        if renderer is None:
-            renderer = mujoco.Renderer(self.model, request.height, request.width)
-            self._renderers[key] = renderer
         if not np.array_equal(request.qpos, self._posed_qpos):
             self._pose(request.qpos)
-        renderer.update_scene(self.data, camera=CAMERA_NAMES.get(request.camera, request.camera))
-        frame = renderer.render() ^ self._noise_bank_for(request.width, request.height)[request.noise_index]
+        with _drawing(request.camera):
+            renderer = self._renderer(request.width, request.height, request.detail)
+            renderer.update_scene(self.data, camera=CAMERA_NAMES.get(request.camera, request.camera),
+                                  scene_option=self._scene_options[request.detail])
+            drawn = renderer.render()
+        frame = drawn ^ self._noise_bank_for(request.width, request.height)[request.noise_index]
         if request.frozen:
             self._frozen_frames[request.camera] = frame
         return frame
@@ -192,11 +220,6 @@ class SimWorld:
         """A frame from a MuJoCo free camera (azimuth and elevation in degrees, distance in m) looking at the
         point between the gripper's grasp point and the cube, in a recorded configuration: angles no mounted
         camera has. No sensor noise: no sensor sees it."""
-        key = (width, height)
-        renderer = self._renderers.get(key)
-        if renderer is None:
-            renderer = mujoco.Renderer(self.model, height, width)
-            self._renderers[key] = renderer
         if not np.array_equal(qpos, self._posed_qpos):
             self._pose(qpos)
         camera = mujoco.MjvCamera()
@@ -204,8 +227,32 @@ class SimWorld:
         camera.azimuth, camera.elevation, camera.distance = view
         grasp = self.data.site_xpos[self.model.site("grasp_point").id]
         camera.lookat[:] = (grasp + self.data.xpos[self.cube_body]) / 2
-        renderer.update_scene(self.data, camera=camera)
-        return renderer.render()
+        with _drawing("free view"):
+            renderer = self._renderer(width, height, MeshDetail.FULL)
+            renderer.update_scene(self.data, camera=camera, scene_option=self._scene_options[MeshDetail.FULL])
+            return renderer.render()
+
+    def _renderer(self, width: int, height: int, detail: MeshDetail) -> mujoco.Renderer:
+        """The calling thread's renderer at this size and mesh set (module docstring: GL contexts belong to
+        threads). A coarse one's context is made with fewer slices for the bowl's round primitives: MuJoCo
+        builds those shapes into the context when it is made."""
+        thread = threading.current_thread()
+        own = self._renderers.get(thread)
+        if own is None:
+            for ended in [t for t in self._renderers if not t.is_alive()]:
+                self._stranded.extend(self._renderers.pop(ended).values())   # kept: closing needs their thread
+            own = self._renderers[thread] = {}
+        renderer = own.get((width, height, detail))
+        if renderer is None:
+            quality = self.model.vis.quality
+            slices, stacks = quality.numslices, quality.numstacks
+            if detail is MeshDetail.COARSE:
+                quality.numslices, quality.numstacks = min(slices, COARSE_SLICES), min(stacks, COARSE_SLICES)
+            try:
+                renderer = own[(width, height, detail)] = mujoco.Renderer(self.model, height, width)
+            finally:
+                quality.numslices, quality.numstacks = slices, stacks
+        return renderer
 
     def _pose(self, qpos: np.ndarray) -> None:
         """Put this (rendering-only) world in a recorded configuration."""
@@ -228,11 +275,29 @@ class SimWorld:
         return bank
 
     def release_renderers(self) -> None:
-        """Free the GL contexts. An EGL context belongs to the thread that made it, so a caller
-        that rendered on one thread releases them before another thread renders."""
-        for renderer in self._renderers.values():
+        """Free the calling thread's GL contexts (only the thread that drew with them can); another thread's
+        are its own to free, and are never touched from here."""
+        for renderer in self._renderers.pop(threading.current_thread(), {}).values():
             renderer.close()
-        self._renderers.clear()
 
     def close(self) -> None:
         self.release_renderers()
+
+
+
+@contextlib.contextmanager
+def _drawing(camera: str) -> Iterator[None]:
+    """A GL failure while drawing `camera` as `CameraRenderFailed` (typed: the engine voids the trial)."""
+    try:
+        yield
+    except mujoco.FatalError as error:
+        raise CameraRenderFailed(camera, _said(error)) from error
+    except Exception as error:
+        if type(error).__module__.split(".")[0] != "OpenGL":   # PyOpenGL's EGL/OSMesa errors; anything else is a bug
+            raise
+        raise CameraRenderFailed(camera, _said(error)) from error
+
+
+def _said(error: BaseException) -> str:
+    text = (str(error).strip().splitlines() or [""])[0][:160]
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
