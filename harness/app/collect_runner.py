@@ -39,8 +39,23 @@ def default_output(protocol: Path, policy: str) -> Path:
     return Path("datasets") / f"{protocol.stem}-{name}"
 
 
+def _quiet_datasets() -> None:
+    """No `Map` progress bar per saved episode from Hugging Face `datasets`: its environment switch, set before
+    the library loads, is the one LeRobot's `SuppressProgressBars` cannot undo (it re-enables the bars on exit,
+    which switched off `datasets.disable_progress_bars()` after the first episodes)."""
+    import os
+    import sys
+    import warnings
+
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    warnings.filterwarnings("ignore", message="Cannot enable progress bars")   # LeRobot's re-enable, refused
+    if "datasets" in sys.modules:   # loaded already: at least off until something turns them on
+        sys.modules["datasets"].disable_progress_bars()
+
+
 def collect(request: CollectRequest, progress=print) -> CollectResult:
     """Collect until `episodes` are accepted; safe to rerun after any interruption."""
+    _quiet_datasets()
     from harness.app.build import release_torque
     from harness.app.parts import make_policy, make_sim_robot
     from harness.data.collect_meta import provenance_record, write_collection_files
@@ -69,9 +84,7 @@ def collect(request: CollectRequest, progress=print) -> CollectResult:
     progress(f"{request.output}: collecting {request.episodes} accepted episodes ({request.accept.value}) with "
              f"{request.policy} on {request.protocol} at {fps} Hz")
     import av
-    import datasets
 
-    datasets.disable_progress_bars()  # one "Map" bar per saved episode otherwise
     av.logging.set_libav_level(av.logging.ERROR)  # LeRobot hands libav back its default callback: x264 stats
     policy = make_policy(request.policy, protocol, RunSettings(), request.device)
     try:

@@ -20,7 +20,7 @@ from harness.app.compare_run import comparison_refs, run_comparison
 from harness.app.operator_parts import placement_files
 from harness.app.parallel import check_workers, run_parallel
 from harness.app.parts import Parts
-from harness.app.sheet import rename_map_from, resolve_sheet, sheet_path
+from harness.app.sheet import rename_map_from, resolve_sheet, sheet_path, trials_to_run
 from harness.app.third_party_log import third_party_output_to
 from harness.errors import HarnessInputError
 from harness.models.lock import WriterLock
@@ -146,8 +146,7 @@ def _run_locked(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
             return code if isinstance(code, int) else 0
         for warning in setup.robot.connect_warnings:   # the TUI shows these on its check screen
             print(f"warning: {warning}", file=sys.stderr, flush=True)
-        pending = len(sheet.pending_trials())
-        print(f"{sheet.path}: {pending} of {sheet.locked.trial_count} trials to run "
+        print(f"{sheet.path}: {trials_to_run(sheet, args.max_trials)} "
               f"({sheet.locked.policy.ref} on {sheet.locked.robot})", flush=True)
         if setup.dataset is not None:
             width, height = setup.dataset.size
@@ -165,3 +164,4 @@ def _run_locked(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
     print()
     print(format_summary(summarize(sheet)))
     return 0
+

@@ -207,3 +207,12 @@ def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: P
     sheet = new_scoresheet(path, build_locked(protocol, protocol_path, policy_ref, robot, optional, fingerprint),
                             settings)
     return (sheet.create() if create else sheet), True
+
+
+def trials_to_run(sheet: Scoresheet, max_trials: int | None) -> str:
+    """What this run will do, in words: `--max-trials` stops it short of the protocol's pending trials."""
+    pending = len(sheet.pending_trials())
+    if max_trials is None or max_trials >= pending:
+        return f"{pending} of {sheet.locked.trial_count} trials to run"
+    return (f"{max_trials} trials to run (--max-trials; {pending} of the protocol's {sheet.locked.trial_count} "
+            "pending)")

@@ -38,6 +38,12 @@ def _scene_option(detail: MeshDetail) -> mujoco.MjvOption:
     return option
 
 
+def actuator_loads(model: mujoco.MjModel, actuator_force: np.ndarray, actuator_ids: np.ndarray) -> np.ndarray:
+    """Actuator forces in Present_Load units: 0.1 % of each actuator's force cap, signed, within +-1000."""
+    cap = np.abs(model.actuator_forcerange[actuator_ids]).max(axis=1)
+    return np.clip(np.asarray(actuator_force)[actuator_ids] / cap * 1000.0, -1000.0, 1000.0)
+
+
 @dataclass(frozen=True)
 class FrameRequest:
     """Everything a frame of this world depends on, so another process can render it later.
@@ -71,6 +77,7 @@ class SimWorld:
         self.substeps = round(1.0 / (control_fps * PHYSICS_DT))
         self.qpos_idx = np.array([self.model.joint(j).qposadr[0] for j in JOINT_NAMES])
         self.dof_idx = np.array([self.model.joint(j).dofadr[0] for j in JOINT_NAMES])
+        self.actuator_ids = np.array([self.model.actuator(j).id for j in JOINT_NAMES])
         self.cube_qpos = self.model.joint("cube_joint").qposadr[0]
         self.cube_body = self.model.body("cube").id
         g = self.geometry
@@ -161,6 +168,12 @@ class SimWorld:
 
     def joint_positions_rad(self) -> np.ndarray:
         return self.data.qpos[self.qpos_idx].copy()
+
+    def servo_loads(self) -> np.ndarray:
+        """Each joint's actuator force as an STS3215 reports its Present_Load: signed, in 0.1 % of the
+        servo's full torque (here the actuator's force cap), so +-1000 is a stalled servo pushing its hardest.
+        The emulator's `--sim` servos report the same numbers on the wire (`bus.sim_coupling`)."""
+        return actuator_loads(self.model, self.data.actuator_force, self.actuator_ids)
 
     def cube_pose(self) -> tuple[np.ndarray, float]:
         """True cube centre (m) and yaw (rad): what the scripted expert is allowed to read."""
