@@ -203,7 +203,7 @@ class Rehearsal:
 
     protocol_path: Path
     protocol: Protocol
-    policy: Path
+    policies: tuple[Path, ...]   # two or more: a blind comparison, rehearsed as the operator will see it
     operator: OperatorKind
     files: RehearsalFiles
     scoresheet: Path
@@ -226,10 +226,12 @@ def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
     protocol_path = Path(args.protocol)
     protocol = load_protocol(protocol_path)
     check_scene(protocol, protocol_path)
-    check_policy_fits_robot(args.policy, RobotKind.SO101, emulated_truth=True)   # the expert reads the emulator
-    policy = Path(args.policy)
-    if not policy.is_dir() and not is_expert(args.policy):
-        raise HarnessInputError(policy, "--policy", "not a folder (a LeRobot pretrained_model folder)")
+    refs = [args.policy] if isinstance(args.policy, str) else list(args.policy)
+    for ref in refs:
+        check_policy_fits_robot(ref, RobotKind.SO101, emulated_truth=True)   # the expert reads the emulator
+        if not Path(ref).is_dir() and not is_expert(ref):
+            raise HarnessInputError(ref, "--policy", "not a folder (a LeRobot pretrained_model folder)")
+    policies = tuple(Path(ref) for ref in refs)
     size = _size(args.camera_size)
     error = args.placement_error_cm
     if not (math.isfinite(error) and 0.0 <= error <= 5.0):
@@ -239,10 +241,13 @@ def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
     operator = OperatorKind(args.operator)
     if operator is OperatorKind.PERSON and not sys.stdin.isatty():
         raise HarnessInputError(None, "--operator", "person needs a terminal to type at; use --operator scripted")
-    if not is_expert(args.policy):
-        check_policy_folder(policy)
+    for policy in policies:
+        if not is_expert(policy):
+            check_policy_folder(policy)
     gap = parse_gap(getattr(args, "gap", None))
-    name = f"{protocol_path.stem}-{_slug(str(policy))}-rehearsal" + (f"-gap-{gap.slug()}" if not gap.none else "")
+    # a comparison's names say only that it is one: its sheet and folders must not name a policy
+    name = f"{protocol_path.stem}-{'comparison' if len(policies) > 1 else _slug(str(policies[0]))}-rehearsal"
+    name += f"-gap-{gap.slug()}" if not gap.none else ""
     scoresheet = Path("scoresheets") / f"{name}.yaml"
     folder = Path(args.rehearsal_dir) if args.rehearsal_dir else Path("rehearsals") / name
     if folder.exists() and not folder.is_dir():
@@ -259,9 +264,8 @@ def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
         if missing:
             raise HarnessInputError(folder, "--resume", f"the desk's {', '.join(missing)} is missing: the rehearsal "
                                                         "it resumes made it; pass the same --rehearsal-dir")
-    return Rehearsal(protocol_path, protocol, policy, operator, files, scoresheet, Path("runs"),
-                     size, error, args.seed, args.max_trials, args.device, inference_flags(args), resume,
-                     gap)
+    return Rehearsal(protocol_path, protocol, policies, operator, files, scoresheet, Path("runs"),
+                     size, error, args.seed, args.max_trials, args.device, inference_flags(args), resume, gap)
 
 
 def check_policy_folder(policy: Path) -> None:
@@ -301,6 +305,13 @@ def inference_flags(args: argparse.Namespace) -> tuple[str, ...]:
     flags += [f"{flag}={getattr(args, name)}" for name, flag in RTC_FLAGS.items()
               if getattr(args, name, None) is not None]
     return tuple(flags)
+
+
+def run_cameras(policies: tuple[Path, ...]) -> list[str]:
+    """The cameras the run connects: the first checkpoint's (`policy_cameras`), or only the top one when every
+    policy is the expert (it reads no camera; the placement guide and the proposals watch the top one)."""
+    learned = [policy for policy in policies if not is_expert(policy)]
+    return policy_cameras(learned[0]) if learned else ["top"]
 
 
 def is_expert(policy: str | Path) -> bool:
@@ -361,9 +372,8 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
                 if run_measure(command_arguments(measure)) != 0:
                     raise HarnessInputError(files.trained_spot, None, "the cube on its trained spot was not measured")
             run = ["run", str(plan.protocol_path), "--robot=so101", f"--port={rig.port}", f"--robot-id={ROBOT_ID}",
-                   f"--policy={plan.policy}", *(f"--camera={name}={source}" for name in
-                                                              (["top"] if is_expert(plan.policy)
-                                                               else policy_cameras(plan.policy))),
+                   *(f"--policy={policy}" for policy in plan.policies),
+                   *(f"--camera={name}={source}" for name in run_cameras(plan.policies)),
                    f"--bowl-calibration={files.calibration}", f"--trained-spot={files.trained_spot}",
                    f"--scoresheet={plan.scoresheet}", f"--runs-dir={plan.runs_dir}", "--headless",
                    *([f"--max-trials={plan.max_trials}"] if plan.max_trials else []),
