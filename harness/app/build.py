@@ -186,7 +186,9 @@ def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
         if sheet.inference_engine is InferenceEngine.RTC:   # its chunks land after the latency; the arm never waits
             latency = None
         robot = (parts.sim_robot(protocol, policy, args.realtime, **({"latency_ms": latency} if latency is not None
-                                                                     else {}))
+                                                                     else {}),
+                                 **({"render_profile": sheet.locked.render_profile} if sheet.locked.render_profile
+                                    else {}))
                  if is_sim else parts.real_robot(settings, protocol))
     except BaseException:
         policy.close()

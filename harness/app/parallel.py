@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.app.sheet import trials_to_run
 from harness.errors import EXIT_PAUSED, HarnessError, HarnessInputError, RunPaused
 from harness.models.locked import LockedInference
 from harness.models.protocol import Protocol
@@ -650,7 +651,7 @@ def run_parallel(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet
         if created:
             sheet.create()
         here = "this process at once, " if local is not None else ""
-        print(f"{sheet.path}: {len(sheet.pending_trials())} of {sheet.locked.trial_count} trials to run "
+        print(f"{sheet.path}: {trials_to_run(sheet, args.max_trials)} "
               f"({sheet.locked.policy.ref} on {sheet.locked.robot}, {workers} worker{'s' if workers > 1 else ''}: "
               f"{here}{on_ray} on Ray as they start)", flush=True)
         ray_workers = RayWorkers(args, protocol, sheet, on_ray)

@@ -202,7 +202,7 @@ class Rehearsal:
 
     protocol_path: Path
     protocol: Protocol
-    policy: Path
+    policies: tuple[Path, ...]   # two or more: a blind comparison, rehearsed as the operator will see it
     operator: OperatorKind
     files: RehearsalFiles
     scoresheet: Path
@@ -224,10 +224,12 @@ def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
     protocol_path = Path(args.protocol)
     protocol = load_protocol(protocol_path)
     check_scene(protocol, protocol_path)
-    check_policy_fits_robot(args.policy, RobotKind.SO101)
-    policy = Path(args.policy)
-    if not policy.is_dir():
-        raise HarnessInputError(policy, "--policy", "not a folder (a LeRobot pretrained_model folder)")
+    refs = [args.policy] if isinstance(args.policy, str) else list(args.policy)
+    for ref in refs:
+        check_policy_fits_robot(ref, RobotKind.SO101)
+        if not Path(ref).is_dir():
+            raise HarnessInputError(ref, "--policy", "not a folder (a LeRobot pretrained_model folder)")
+    policies = tuple(Path(ref) for ref in refs)
     size = _size(args.camera_size)
     error = args.placement_error_cm
     if not (math.isfinite(error) and 0.0 <= error <= 5.0):
@@ -237,8 +239,10 @@ def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
     operator = OperatorKind(args.operator)
     if operator is OperatorKind.PERSON and not sys.stdin.isatty():
         raise HarnessInputError(None, "--operator", "person needs a terminal to type at; use --operator scripted")
-    check_policy_folder(policy)
-    name = f"{protocol_path.stem}-{_slug(str(policy))}-rehearsal"
+    for policy in policies:
+        check_policy_folder(policy)
+    # a comparison's names say only that it is one: its sheet and folders must not name a policy
+    name = f"{protocol_path.stem}-{'comparison' if len(policies) > 1 else _slug(str(policies[0]))}-rehearsal"
     scoresheet = Path("scoresheets") / f"{name}.yaml"
     folder = Path(args.rehearsal_dir) if args.rehearsal_dir else Path("rehearsals") / name
     if folder.exists() and not folder.is_dir():
@@ -255,7 +259,7 @@ def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
         if missing:
             raise HarnessInputError(folder, "--resume", f"the desk's {', '.join(missing)} is missing: the rehearsal "
                                                         "it resumes made it; pass the same --rehearsal-dir")
-    return Rehearsal(protocol_path, protocol, policy, operator, files, scoresheet, Path("runs"),
+    return Rehearsal(protocol_path, protocol, policies, operator, files, scoresheet, Path("runs"),
                      size, error, args.seed, args.max_trials, args.device, inference_flags(args), resume)
 
 
@@ -339,7 +343,8 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
                 if run_measure(command_arguments(measure)) != 0:
                     raise HarnessInputError(files.trained_spot, None, "the cube on its trained spot was not measured")
             run = ["run", str(plan.protocol_path), "--robot=so101", f"--port={rig.port}", f"--robot-id={ROBOT_ID}",
-                   f"--policy={plan.policy}", *(f"--camera={name}={source}" for name in policy_cameras(plan.policy)),
+                   *(f"--policy={policy}" for policy in plan.policies),
+                   *(f"--camera={name}={source}" for name in policy_cameras(plan.policies[0])),
                    f"--bowl-calibration={files.calibration}", f"--trained-spot={files.trained_spot}",
                    f"--scoresheet={plan.scoresheet}", f"--runs-dir={plan.runs_dir}", "--headless",
                    *([f"--max-trials={plan.max_trials}"] if plan.max_trials else []),

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.app.build import FrontEnd, RunSetup, check_policy_fits_robot, check_run_flags, prepare_run, video_mode
+from harness.app.compare_run import comparison_refs, run_comparison
 from harness.app.operator_parts import placement_files
 from harness.app.parallel import check_workers, run_parallel
 from harness.app.parts import Parts
-from harness.app.sheet import rename_map_from, resolve_sheet, sheet_path
+from harness.app.sheet import rename_map_from, resolve_sheet, sheet_path, trials_to_run
 from harness.app.third_party_log import third_party_output_to
 from harness.errors import HarnessInputError
 from harness.models.lock import WriterLock
@@ -59,6 +60,10 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None, observer
     check_run_flags(args)
     protocol_path = Path(args.protocol)
     protocol = load_protocol(protocol_path)
+    refs = comparison_refs(args, protocol)   # two or more policies: a blind comparison (app/compare_run.py)
+    if refs is not None:
+        return run_comparison(args, protocol, refs, FrontEnd.TUI if wants_tui(args) else FrontEnd.PLAIN,
+                              _third_party_output, parts)
     rename_map_from(args, protocol)
     placement_files(args, protocol)   # --bowl-calibration, --trained-spot, --placement-tolerance
     path = sheet_path(args, protocol, protocol_path)
@@ -140,8 +145,7 @@ def _run_locked(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
             return code if isinstance(code, int) else 0
         for warning in setup.robot.connect_warnings:   # the TUI shows these on its check screen
             print(f"warning: {warning}", file=sys.stderr, flush=True)
-        pending = len(sheet.pending_trials())
-        print(f"{sheet.path}: {pending} of {sheet.locked.trial_count} trials to run "
+        print(f"{sheet.path}: {trials_to_run(sheet, args.max_trials)} "
               f"({sheet.locked.policy.ref} on {sheet.locked.robot})", flush=True)
         if setup.dataset is not None:
             width, height = setup.dataset.size
@@ -159,3 +163,4 @@ def _run_locked(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
     print()
     print(format_summary(summarize(sheet)))
     return 0
+

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 from pathlib import Path
 
@@ -12,9 +13,12 @@ from harness.app.rtc_inference import hold_to_locked_rtc, rtc_record
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models.checkpoint import checkpoint_name
 from harness.models.protocol import Protocol
+from harness.models.render_profile import DEFAULT_PROFILE, RenderProfile
 from harness.models.run_settings import BuiltinPolicy, InferenceEngine, InferenceThreads, RobotKind, RunSettings
 from harness.models.scoresheet import Scoresheet, build_locked, check_resumable, load_scoresheet, new_scoresheet
 from harness.robots.camera_spec import parse_camera_spec
+
+log = logging.getLogger(__name__)
 
 _BUILTINS = "|".join(BuiltinPolicy)
 
@@ -90,6 +94,34 @@ def check_same_inference(sheet: Scoresheet, args: argparse.Namespace) -> None:
                                                             f"{sheet.inference_engine}, not {engine}")
 
 
+def render_profile_from(args: argparse.Namespace, robot: RobotKind, checkpoint: str | None) -> RenderProfile | None:
+    """The profile a new simulated run locks (`--render-profile`, else the default); a checkpoint trained on
+    frames drawn otherwise is stated in one line on stderr. None for a real arm, whose cameras draw nothing."""
+    asked = getattr(args, "render_profile", None)
+    if not robot.simulated:
+        if asked:
+            raise HarnessInputError(None, "--render-profile", "the render profile is for the simulated arm's "
+                                                              "cameras; a real arm's cameras are real")
+        return None
+    profile = RenderProfile(asked) if asked else DEFAULT_PROFILE
+    if checkpoint is not None:
+        from harness.data.render_provenance import profile_statement
+
+        statement = profile_statement(profile, checkpoint)
+        if statement:
+            log.warning("%s", statement)
+    return profile
+
+
+def check_same_render_profile(sheet: Scoresheet, args: argparse.Namespace) -> None:
+    """A resume draws the policy's frames as the sheet locked; asking for another profile is refused."""
+    asked = getattr(args, "render_profile", None)
+    if asked and RenderProfile(asked) is not sheet.render_profile:
+        field = "locked.render_profile" if "render_profile" in sheet.locked_data else "locked"
+        raise StaleRunError(sheet.path, field, f"this run draws with render profile {sheet.render_profile.value}, "
+                                               f"not {asked}; start a new scoresheet to change it")
+
+
 def latency_text(latency: float | str | None) -> str:
     if latency is None:
         return "lock-step (none)"
@@ -126,6 +158,7 @@ def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: P
         if args.robot and args.robot != sheet.locked.robot:
             raise HarnessInputError(path, "robot", f"locked to '{sheet.locked.robot}', not '{args.robot}'")
         check_same_inference(sheet, args)
+        check_same_render_profile(sheet, args)
         hold_to_locked_async(sheet, args)
         hold_to_locked_rtc(sheet, args)
         # How this machine reaches the arm is not locked: a resume after a replug (another serial port, or a
@@ -165,5 +198,17 @@ def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: P
                            latency_ms=latency, **({"inference": threads} if threads is not None else {}))
     optional = {"latency_ms": latency,
                 "inference": async_block or {"engine": engine.value, **(rtc_block or {})}}
+    profile = render_profile_from(args, robot, policy_ref if builtin is None else None)
+    if profile is not None:
+        optional["render_profile"] = profile.value
     sheet = new_scoresheet(path, build_locked(protocol, protocol_path, policy_ref, robot, optional), settings)
     return (sheet.create() if create else sheet), True
+
+
+def trials_to_run(sheet: Scoresheet, max_trials: int | None) -> str:
+    """What this run will do, in words: `--max-trials` stops it short of the protocol's pending trials."""
+    pending = len(sheet.pending_trials())
+    if max_trials is None or max_trials >= pending:
+        return f"{pending} of {sheet.locked.trial_count} trials to run"
+    return (f"{max_trials} trials to run (--max-trials; {pending} of the protocol's {sheet.locked.trial_count} "
+            "pending)")

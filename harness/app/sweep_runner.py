@@ -122,6 +122,7 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
 
     from harness.app.parallel import check_address
     from harness.app.run_command import run_from_args
+    from harness.app.worker_cache import WorkerCache
 
     sweep = load_sweep(path, scoresheets_dir)
     if sweep.folder.exists() and any(sweep.folder.glob("*.yaml")) and not resume:
@@ -148,18 +149,22 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
           f"trials scored; scoresheets in {sweep.folder}/", flush=True)
     for key, why in skipped.items():
         print(f"{key}: not applicable ({why})", flush=True)
-    with tqdm(total=total, initial=done, desc="sweep", unit="trial", position=0, file=sys.stderr) as overall:
-        for number, (cell, args) in enumerate(arguments, start=1):
-            sheet = sheet_of(sweep, cell)
-            name = f"[{number}/{len(arguments)}] {cell.key}"
-            if sheet.exists() and load_scoresheet(sheet).complete:
-                overall.write(f"{name}: scored already, skipped")
-                continue
-            pending = _planned(cell) - _scored(sheet)
-            with tqdm(total=pending, desc=name, unit="trial", position=1, leave=False, file=sys.stderr) as bar, \
-                    _served(sweep, cell, servers[cell.key]):
-                run_from_args(args, observer=CellProgress(bar, overall, cell.key))
-            overall.write(f"{name}: {_summary_line(sheet)}")
+    kept = WorkerCache()   # this process's policies and simulators, loaded once for every cell that runs here
+    try:
+        with tqdm(total=total, initial=done, desc="sweep", unit="trial", position=0, file=sys.stderr) as overall:
+            for number, (cell, args) in enumerate(arguments, start=1):
+                sheet = sheet_of(sweep, cell)
+                name = f"[{number}/{len(arguments)}] {cell.key}"
+                if sheet.exists() and load_scoresheet(sheet).complete:
+                    overall.write(f"{name}: scored already, skipped")
+                    continue
+                pending = _planned(cell) - _scored(sheet)
+                with tqdm(total=pending, desc=name, unit="trial", position=1, leave=False, file=sys.stderr) as bar, \
+                        _served(sweep, cell, servers[cell.key]):
+                    run_from_args(args, kept.parts(), observer=CellProgress(bar, overall, cell.key))
+                overall.write(f"{name}: {_summary_line(sheet)}")
+    finally:
+        kept.close()
     offline = offline_results(sweep)
     write_sweep_report(sweep, offline)
     return 0

@@ -24,6 +24,7 @@ def _workers(text: str) -> int | str:
 def register(sub: Any) -> None:
     from harness.app.async_inference import register_flags as register_async_flags
     from harness.app.rtc_inference import register_flags as register_rtc_flags
+    from harness.models.render_profile import RenderProfile
     from harness.models.run_settings import InferenceEngine, RobotKind
 
     parser = sub.add_parser("run", help="run a protocol, trial by trial (resumable)")
@@ -40,7 +41,11 @@ def register(sub: Any) -> None:
                         help="real camera: top=0 or wrist=/dev/video2, optionally sized, paced and formatted: "
                              "top=0@1280x720,fps=30,fourcc=MJPG (default 640x480 at the control rate); simulated "
                              "(emulate-bus --sim): top=sim or top=sim@320x240 (repeatable)")
-    parser.add_argument("--policy", help="LeRobot pretrained folder, or a built-in: expert, replay")
+    parser.add_argument("--policy", action="append",
+                        help="LeRobot pretrained folder, or a built-in: expert, replay; two or more: a blind, "
+                             "interleaved comparison with sequential stopping (docs/comparisons.md)")
+    parser.add_argument("--no-blind", action="store_true",
+                        help="a comparison that shows which arm is which policy while it runs (simulation)")
     parser.add_argument("--rename-map", help='JSON map of camera keys, e.g. \'{"top": "camera1"}\'')
     parser.add_argument("--scoresheet", help="scoresheet path (default scoresheets/<protocol>-<policy>.yaml)")
     parser.add_argument("--runs-dir", default="runs", help="where per-trial evidence goes (default runs/)")
@@ -79,6 +84,10 @@ def register(sub: Any) -> None:
     parser.add_argument("--latency-ms", type=float, metavar="N",
                         help="simulated arm: each action lands N ms of simulated time after its observation, the "
                              "arm executing its last command meanwhile (default: lock-step); locked with the run")
+    parser.add_argument("--render-profile", choices=[p.value for p in RenderProfile],
+                        help="simulated arm: how the policy's camera frames are drawn: sized-v1 (default: frames up "
+                             "to 160 px from coarse meshes, 3x cheaper, validated in docs/benchmarks.md) or full-v1 "
+                             "(the full meshes at every size, as before); locked with the run")
     parser.add_argument("--latency", choices=["measured"],
                         help="simulated arm: the latency model with each action's own measured policy time")
     parser.add_argument("--inference", choices=[InferenceEngine.SYNC.value, InferenceEngine.RTC.value],
