@@ -16,6 +16,7 @@ pytestmark = pytest.mark.slow   # two real-time trials on the emulated arm behin
 
 def test_u_at_the_next_cube_prompt_rescores_the_last_trial(workdir: Path) -> None:
     from harness.app.build import FrontEnd, prepare_run
+    from harness.app.compare_run import comparison_refs
     from harness.app.sheet import resolve_sheet
     from harness.app.tui_run import make_app
     from harness.cli import build_parser
@@ -34,6 +35,7 @@ def test_u_at_the_next_cube_prompt_rescores_the_last_trial(workdir: Path) -> Non
                                           "--robot-id", "emulated_follower", "--policy", str(checkpoint),
                                           "--camera", f"top=sim:{socket}@128x96", "--no-video"])
         protocol = load_protocol(protocol_path)
+        assert comparison_refs(args, protocol) is None   # one --policy: a single run, as `harness run` decides
         sheet, _ = resolve_sheet(args, protocol, protocol_path)
         setup = prepare_run(args, protocol, sheet, FrontEnd.TUI)
         app = make_app(setup, undo_s=0.0)
