@@ -210,6 +210,7 @@ def test_one_real_arm_trial_through_the_tui_with_a_scripted_operator(workdir: Pa
     """The operator's side in the TUI (Textual's pilot): start on the check screen, place the cube where the
     prompt says (the emulator's hands), score with a key; evidence and scoresheet as on a real arm."""
     from harness.app.build import FrontEnd, prepare_run
+    from harness.app.compare_run import comparison_refs
     from harness.app.sheet import resolve_sheet
     from harness.app.tui_run import make_app
     from harness.cli import build_parser
@@ -228,6 +229,7 @@ def test_one_real_arm_trial_through_the_tui_with_a_scripted_operator(workdir: Pa
                                           "--robot-id", "emulated_follower", "--policy", str(checkpoint),
                                           "--camera", f"top=sim:{socket}@128x96", "--no-video"])
         protocol = load_protocol(protocol_path)
+        assert comparison_refs(args, protocol) is None   # one --policy: a single run, as `harness run` decides
         sheet, _ = resolve_sheet(args, protocol, protocol_path)
         setup = prepare_run(args, protocol, sheet, FrontEnd.TUI)
         app = make_app(setup, undo_s=0.0)

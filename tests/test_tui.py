@@ -224,3 +224,47 @@ def test_overriding_the_judge_asks_for_a_note_that_lands_in_the_scoresheet(workd
     setup.close()
     rows = [(a.label, a.scored_by, a.note) for a in load_scoresheet(setup.sheet.path).attempts]
     assert rows == [("wrong_placement", "operator", "bowl was moved")]
+
+
+def test_undo_after_the_score_is_recorded_rescores_until_the_next_trial_starts(workdir) -> None:
+    """Long after the score's own window: `u` re-opens scoring of the last trial while the next one has not started
+    (here: the run paused between trials), and after the run's last trial; each re-score is a superseding record."""
+    setup = _setup(workdir, "--max-trials", "2")
+    app = make_app(setup, undo_s=0.0)
+
+    async def drive() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.press("enter")
+            await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen))
+            app.action_toggle_pause()   # p on the run screen: the engine waits before the next trial
+            await pilot.press("enter")   # the judge's verdict, recorded at once
+            await _wait_for(pilot, lambda: app.state.paused and app.state.undo_trial == 1)
+            assert load_scoresheet(setup.sheet.path).attempts[0].label == "success"
+            await pilot.press("u")
+            await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen) and app.screen.reopened)
+            await pilot.press("n")   # overriding the judge again takes a note
+            await _wait_for(pilot, lambda: isinstance(app.screen, TextPrompt))
+            await pilot.press(*"never closed on it", "enter")
+            await _wait_for(pilot, lambda: app.state.tally.failures["no_grasp"] == 1)
+            assert app.state.tally.success == 0 and app.state.undo_trial == 1
+            await pilot.press("p")   # resume: trial 2 starts, and trial 1's score is final
+            await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen) and app.state.position == 2)
+            assert app.state.undo_trial is None
+            await pilot.press("enter")
+            await _wait_for(pilot, lambda: app.finished and app.state.undo_trial is not None)
+            await pilot.press("u")   # the last trial of the run: until the app is closed
+            await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen) and app.screen.reopened)
+            await pilot.press("v")
+            await _wait_for(pilot, lambda: isinstance(app.screen, TextPrompt))
+            await pilot.press(*"cube was bumped", "enter")
+            await _wait_for(pilot, lambda: app.state.tally.voids == 1)
+            await pilot.press("q")
+
+    _run(drive())
+    setup.close()
+    sheet = load_scoresheet(setup.sheet.path)   # every link and the witness verified
+    assert [(r.trial_index, r.attempt, r.label, bool(r.supersedes)) for r in sheet.records] == [
+        (1, 1, "success", False), (1, 1, "no_grasp", True), (2, 1, "success", False), (2, 1, "void", True)]
+    assert [(a.label, a.note, a.void_reason) for a in sheet.attempts] == [
+        ("no_grasp", "never closed on it", None), ("void", None, "cube was bumped")]
+    assert sheet.pending_trials() == [2, 3]   # resume runs trial 2 again

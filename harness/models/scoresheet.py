@@ -160,13 +160,17 @@ class Attempt(BaseModel):
     measured_start: dict[str, Any] | None = None   # real arm: where the top camera saw the cube at the start
     proposal: dict[str, Any] | None = None         # real arm: the label proposed from evidence, with reasons
     anatomy: TrialAnatomy | None = None            # what the joint trace says: first motion, grasp point, phases
+    # A re-score (the operator's undo): the chain hash of the record of this same attempt that this one replaces.
+    # The replaced record stays in the sheet; summaries, reports and resume count this one.
+    supersedes: str | None = None
+    rescored_at: str | None = None                 # when the operator re-scored it (the original keeps its times)
 
     @model_serializer(mode="wrap")
     def _omit_unmeasured(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """An attempt without a measured start, a proposal or an anatomy stores, and hashes, exactly as before
-        they existed."""
+        """An attempt without a measured start, a proposal, an anatomy or a re-score stores, and hashes, exactly
+        as before they existed."""
         data = handler(self)
-        for name in ("measured_start", "proposal", "anatomy"):
+        for name in ("measured_start", "proposal", "anatomy", "supersedes", "rescored_at"):
             if data.get(name) is None:
                 data.pop(name, None)
         return data
@@ -254,10 +258,14 @@ def run_inference(locked: LockedBlock) -> LockedInference:
 
 
 class Scoresheet:
-    """A locked scoresheet bound to its file. All mutation goes through `add_attempt`.
+    """A locked scoresheet bound to its file. All mutation goes through `add_attempt` and `supersede`.
 
     `locked` is the typed view of the locked block; `locked_data` is that block exactly as it was
     hashed and is written back, so a file from an older version keeps verifying.
+
+    `records` is the attempt chain as written (append-only, every re-scored original kept);
+    `attempts` is what counts: each attempt's latest record, in the place of its first one, so
+    summaries, reports and resume see a re-scored attempt once, with its new label.
     """
 
     def __init__(self, path: Path, locked: dict[str, Any], lock: dict[str, Any],
@@ -269,20 +277,52 @@ class Scoresheet:
         self.locked = LockedBlock.model_validate(locked)
         self.lock = lock
         self.settings = settings
-        self.attempts = attempts
+        self.records: list[Attempt] = []
+        self.attempts: list[Attempt] = []
+        self.superseded: list[Attempt] = []   # records replaced by a re-score (kept in the file, not counted)
         self.measurements = measurements or []
         self.stored = stored
         self.writer: WriterLock | None = None
         self._trial_set = {t.index for t in self.locked.trials}
         self._final: dict[int, Attempt] = {}
         self._tries: dict[int, int] = {}
-        for attempt in attempts:
+        self._highest: dict[int, int] = {}   # each trial's highest attempt number
+        self._position: dict[tuple[int, int], int] = {}   # (trial, attempt) -> its place in `attempts`
+        for position, attempt in enumerate(attempts):
+            problem = self._replacement_problem(attempt)
+            if problem:
+                raise StaleRunError(path, f"attempts[{position}].supersedes", problem)
             self._index(attempt)
 
+    def _replacement_problem(self, attempt: Attempt) -> str | None:
+        """Why `attempt` cannot stand where it is in the chain (None: it can)."""
+        key = (attempt.trial_index, attempt.attempt)
+        if attempt.supersedes is None:
+            return None
+        current = self.attempts[self._position[key]] if key in self._position else None
+        if current is None or current.chain_sha256 != attempt.supersedes:
+            return (f"re-scores trial {key[0]} attempt {key[1]}, but that attempt's latest record is not the one "
+                    f"it names ({attempt.supersedes[:12]})")
+        if self._highest.get(key[0], 0) > key[1]:
+            return f"re-scores trial {key[0]} attempt {key[1]} after the trial was tried again"
+        return None
+
     def _index(self, attempt: Attempt) -> None:
-        self._tries[attempt.trial_index] = self._tries.get(attempt.trial_index, 0) + 1
-        if attempt.label is not Label.VOID:
-            self._final.setdefault(attempt.trial_index, attempt)
+        self.records.append(attempt)
+        key = (attempt.trial_index, attempt.attempt)
+        if attempt.supersedes is not None:
+            old = self.attempts[self._position[key]]
+            self.superseded.append(old)
+            self.attempts[self._position[key]] = attempt
+            if self._final.get(attempt.trial_index) is old:
+                del self._final[attempt.trial_index]
+        else:
+            self._position[key] = len(self.attempts)
+            self.attempts.append(attempt)
+            self._tries[attempt.trial_index] = self._tries.get(attempt.trial_index, 0) + 1
+            self._highest[attempt.trial_index] = max(attempt.attempt, self._highest.get(attempt.trial_index, 0))
+        if attempt.label is not Label.VOID and attempt.trial_index not in self._final:
+            self._final[attempt.trial_index] = attempt
 
     # --- the one writer ----------------------------------------------------
     def hold_writer_lock(self, lock: WriterLock | None = None, command: str | None = None) -> WriterLock:
@@ -385,9 +425,36 @@ class Scoresheet:
             raise HarnessInputError(self.path, "trial_index", f"{attempt.trial_index} is not in the locked trial list")
         if self.final_attempt(attempt.trial_index) is not None:
             raise HarnessInputError(self.path, "trial_index", f"trial {attempt.trial_index} is already scored")
-        chained = _chained(attempt, self.attempts[-1].chain_sha256 if self.attempts else self.lock["sha256"])
-        self._append([("attempt", chained, len(self.attempts) + 1)])
-        self.attempts.append(chained)
+        if attempt.supersedes is not None:
+            raise HarnessInputError(self.path, "supersedes", "a re-score is recorded with `supersede`")
+        return self._add_record(attempt)
+
+    def supersede(self, original: Attempt, label: Label, note: str | None = None,
+                  void_reason: str | None = None) -> Attempt:
+        """Re-score a recorded attempt (the operator's undo): a new record of the same attempt with the new
+        label, naming the record it replaces by its chain hash. The original stays in the file and the chain;
+        only the latest record of an attempt counts. Refused once the trial has been tried again."""
+        fields = original.model_dump(exclude={"chain_sha256", "outcome", "failure_mode", "void_reason", "note",
+                                              "scored_by", "placement_error_cm", "supersedes", "rescored_at"})
+        fields["judge"] = original.judge
+        fields["anatomy"] = original.anatomy
+        fields["loop"] = original.loop
+        if Label(label) is Label.SUCCESS and original.judge is not None:
+            fields["placement_error_cm"] = original.judge.true_placement_error_cm
+        elif Label(label) is not Label.VOID:
+            fields["placement_error_cm"] = original.placement_error_cm
+        judged = original.judge is not None and original.judge.label is Label(label)
+        replacement = attempt_from_label(Label(label), **fields, void_reason=void_reason, note=note,
+                                         scored_by="judge" if judged else "operator",
+                                         supersedes=original.chain_sha256, rescored_at=now_iso())
+        return self._add_record(replacement)
+
+    def _add_record(self, attempt: Attempt) -> Attempt:
+        problem = self._replacement_problem(attempt)
+        if problem:
+            raise HarnessInputError(self.path, "supersedes" if attempt.supersedes else "attempt", problem)
+        chained = _chained(attempt, self.records[-1].chain_sha256 if self.records else self.lock["sha256"])
+        self._append([("attempt", chained, len(self.records) + 1)])
         self._index(chained)
         return chained
 
@@ -396,7 +463,7 @@ class Scoresheet:
 
     def add_measurements(self, measurements: list[PlacementMeasurement]) -> list[PlacementMeasurement]:
         """Record several measurements with one write (what one `harness measure` command does)."""
-        recorded = {(a.trial_index, a.attempt) for a in self.attempts}
+        recorded = {(a.trial_index, a.attempt) for a in self.records}
         previous = self.measurements[-1].chain_sha256 if self.measurements else self.lock["sha256"]
         chained = []
         for measurement in measurements:
@@ -418,7 +485,7 @@ class Scoresheet:
         with (self.writer if held else WriterLock(self.path)):
             raws = [(kind, record.model_dump(mode="json"), count) for kind, record, count in entries]
             if self.stored is None or not self.stored.canonical or self.stored.format != FORMAT:
-                records = [("attempt", a.model_dump(mode="json")) for a in self.attempts]
+                records = [("attempt", a.model_dump(mode="json")) for a in self.records]
                 records += [("measurement", m.model_dump(mode="json")) for m in self.measurements]
                 records += [(kind, raw) for kind, raw, _ in raws]
                 self.stored = journal.write_all(self.path, self._header(), records)
@@ -461,12 +528,12 @@ class Scoresheet:
 
     def save(self) -> None:
         """Rewrite the whole sheet and its witness atomically (creation and format conversion only)."""
-        records = [("attempt", a.model_dump(mode="json")) for a in self.attempts]
+        records = [("attempt", a.model_dump(mode="json")) for a in self.records]
         records += [("measurement", m.model_dump(mode="json")) for m in self.measurements]
         self.stored = journal.write_all(self.path, self._header(), records)
 
     def to_yaml(self) -> str:
-        records = [("attempt", a.model_dump(mode="json")) for a in self.attempts]
+        records = [("attempt", a.model_dump(mode="json")) for a in self.records]
         records += [("measurement", m.model_dump(mode="json")) for m in self.measurements]
         body = journal.header_bytes(self._header()) + b"".join(journal.record_line(k, r) for k, r in records)
         return body.decode()

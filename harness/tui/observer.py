@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from PIL import Image
 
+from harness.errors import HarnessError
 from harness.models.protocol import Trial
-from harness.models.scoresheet import Attempt
+from harness.models.scoresheet import Attempt, Scoresheet
 from harness.models.taxonomy import Label, Void, VoidKind
 from harness.models.verdict import JudgeVerdict
 from harness.run.engine import ScoreDecision
@@ -73,6 +74,13 @@ class TuiObserver:
         self._answers = threading.Lock()     # the placement answers typed on the UI thread, taken here
         self._override: str | None = None    # a reason to start the trial with the cube where it is
         self._scene_note: str | None = None  # a note accepting what is in view
+        # The operator's undo: the last attempt the operator scored may be scored again (a superseding record in
+        # `sheet`, written on the engine's thread, the sheet's one writer) until the next trial's policy starts.
+        self.sheet: Scoresheet | None = None
+        self._undoable: Attempt | None = None
+        self._operator_scored: ScoreDecision | None = None   # the operator's answer for the trial being scored
+        self._undo = threading.Event()
+        self._rescoring = False
 
     # --- the app's side (UI thread) -------------------------------------------
     @property
@@ -97,6 +105,19 @@ class TuiObserver:
         with self._answers:
             self._scene_note = note
 
+    @property
+    def can_undo(self) -> bool:
+        return self._undoable is not None and not self._rescoring
+
+    def last_scored(self) -> Attempt | None:
+        """The attempt `u` would re-score (None: none may be)."""
+        return self._undoable
+
+    def request_undo(self) -> None:
+        """The operator pressed u: the engine's thread re-opens scoring of the last trial at its next wait."""
+        if self.can_undo:
+            self._undo.set()
+
     def emergency_stop(self) -> None:
         """After the guard has stopped the arm: a prompt the engine is waiting on (the cube placed, the score)
         ends now; the engine then voids the trial in flight as an emergency stop."""
@@ -113,14 +134,19 @@ class TuiObserver:
         self.link.post(_update_state, **changes)
 
     def trial_started(self, trial: Trial, attempt: int, done: int, total: int) -> None:
+        if self._undoable is not None and self._undoable.trial_index == trial.index:
+            self._close_undo()   # the same trial tried again: that attempt's score is final now
         self._loop_t0 = time.perf_counter()
         self._missed = 0
         self._ui(position=done + 1, trial_index=trial.index, attempt=attempt, dx_cm=trial.dx_cm, dy_cm=trial.dy_cm,
                  yaw_deg=trial.yaw_deg, step=0, missed=0, banner=None)
 
     def phase(self, name: str) -> None:
+        self.serve_undo()
         if name == "placing cube":   # a new placement: answers typed for an earlier one do not carry over
             self._take_answers()
+        if name == "running":   # the next trial starts: the last score is final
+            self._close_undo()
         self._ui(phase=name, placement=None)
 
     def step(self, step: int, timing: dict[str, float]) -> None:
@@ -145,6 +171,7 @@ class TuiObserver:
     def placement(self, trial: Trial, reading: PlacementReading, frame: np.ndarray) -> str | None:
         """Show the frame and the reading; the operator's typed reason, once given, starts the trial anyway."""
         self._ui(placement=LivePlacement(frame, reading))
+        self.serve_undo()
         if self.stopped.is_set():
             return "emergency stop while placing the cube"   # the engine voids the trial as an emergency stop
         if self.abort.is_set() or self.link.closing.is_set():
@@ -155,6 +182,7 @@ class TuiObserver:
     def unexpected(self, trial: Trial, objects: list[Unexpected], frame: np.ndarray) -> str | None:
         """Show what is in view that should not be; the operator clears it or accepts it with a typed note."""
         self._ui(placement=LivePlacement(frame, None, tuple(objects)))
+        self.serve_undo()
         if self.stopped.is_set():
             return "emergency stop while placing the cube"
         if self.abort.is_set() or self.link.closing.is_set():
@@ -177,8 +205,15 @@ class TuiObserver:
         return taken
 
     def score(self, trial: Trial, verdict: JudgeVerdict | None, void: Void | None) -> ScoreDecision:
+        self._operator_scored = None
         if void is not None:
             return ScoreDecision(Label.VOID, void)
+        decision = self._score(trial, verdict)
+        if decision.void is None or decision.void.kind is VoidKind.OPERATOR_VOID:
+            self._operator_scored = decision   # the operator's own answer: one they may take back
+        return decision
+
+    def _score(self, trial: Trial, verdict: JudgeVerdict | None) -> ScoreDecision:
         text = f"trial #{trial.index} (dx {trial.dx_cm:+.1f}, dy {trial.dy_cm:+.1f} cm)"
         proposal, self._proposal = self._proposal, None
         if verdict is None and proposal is not None:   # a real arm: the proposal is the default, never auto-accepted
@@ -208,31 +243,81 @@ class TuiObserver:
 
         self.link.post(push, done)
         while not answered.wait(0.05):
+            self.serve_undo()
             if self.stopped.is_set():
                 return ScoreDecision(Label.VOID, Void(VoidKind.EMERGENCY_STOP))
             if self.link.closing.is_set():
                 return ScoreDecision(Label.VOID, Void(VoidKind.UI_CLOSED))
         return box[0]
 
+    # --- the undo (engine thread) -------------------------------------------------------------------------
+    def serve_undo(self) -> None:
+        """Re-open scoring of the last trial if the operator asked: called wherever the engine waits before the
+        next trial's policy starts (between trials, the start-pose move, the cube prompt, the placement guide)."""
+        if not self._undo.is_set() or self._rescoring:
+            return
+        self._undo.clear()
+        original, sheet = self._undoable, self.sheet
+        if original is None or sheet is None or self.stopped.is_set() or self.link.closing.is_set():
+            return
+        self._rescoring = True
+        try:
+            decision = self._ask(lambda app, done: app.push_screen(rescore_screen(original), done))
+            self.record_rescore(decision)
+        finally:
+            self._rescoring = False
+
+    def record_rescore(self, decision: ScoreDecision | None) -> None:
+        """Write the operator's new score for the last trial as a record superseding the old one. On the engine's
+        thread while the run goes on; on the UI thread once the engine has finished (then the only writer)."""
+        original, sheet = self._undoable, self.sheet
+        if original is None or sheet is None or decision is None:
+            return   # kept (Escape)
+        if decision.void is not None and decision.void.kind is not VoidKind.OPERATOR_VOID:
+            return   # the run is stopping (an emergency stop, the app closing): the recorded score stands
+        if decision.label is original.label and decision.note == original.note \
+                and decision.void_reason == original.void_reason:
+            return
+        try:
+            replaced = sheet.supersede(original, decision.label, decision.note, decision.void_reason)
+        except HarnessError as err:
+            self._ui(banner=f"Not re-scored: {err.one_line()}")
+            return
+        self._undoable = replaced
+        log.info("trial %d attempt %d re-scored: %s -> %s", original.trial_index, original.attempt, original.label,
+                 replaced.label)
+        self.link.post(_rescored, original.label, replaced.label, _shown(replaced))
+
+    def _close_undo(self) -> None:
+        self._undoable = None
+        self._undo.clear()
+        self._ui(undo_trial=None)
+
     def trial_scored(self, attempt: Attempt) -> None:
+        decided, self._operator_scored = self._operator_scored, None
+        if decided is not None and decided.label is attempt.label and self.sheet is not None:
+            self._undoable = attempt
+        else:
+            self._undoable = None   # the engine's own void (a fault, a stop): not the operator's to take back
         preview = None
         path = attempt.artifacts.get("final_top.png")
         if path:
             preview = np.asarray(Image.open(path).convert("RGB"))
-        void = attempt.label is Label.VOID
-        label = f"{attempt.label.value} ({attempt.void_reason})" if void else attempt.label.value
         anatomy = attempt.anatomy
-        self.link.post(_record_score, attempt.label, label, preview, anatomy.summary if anatomy else None,
+        self.link.post(_record_score, attempt.label, _shown(attempt), preview, anatomy.summary if anatomy else None,
                        bool(anatomy and anatomy.stalled))
+        self._ui(undo_trial=attempt.trial_index if self._undoable is not None else None)
 
     def stop_requested(self) -> bool:
         return self.abort.is_set()
 
     def wait_if_paused(self) -> bool:
+        self.serve_undo()
         if self._pause.is_set():
             self._ui(paused=True, phase="paused")
             while self._pause.is_set() and not self.abort.is_set():
                 self._resume.wait(0.1)
+                self.serve_undo()
             self._ui(paused=False, pause_requested=False)
         return not self.abort.is_set()
 
@@ -244,3 +329,29 @@ def _update_state(app: RunApp, **changes: Any) -> None:
 def _record_score(app: RunApp, label: Label, shown: str, preview: np.ndarray | None, anatomy: str | None,
                   stalled: bool) -> None:
     app.record_score(label, shown, preview, anatomy, stalled)
+
+
+def _shown(attempt: Attempt) -> str:
+    """An attempt's label as the tally's last line shows it: a void with its reason."""
+    if attempt.label is Label.VOID:
+        return f"{attempt.label.value} ({attempt.void_reason})"
+    return attempt.label.value
+
+
+def rescore_screen(attempt: Attempt) -> ScoreScreen:
+    """Scoring of a recorded attempt re-opened: the judge's verdict (or the real arm's proposal) is again the
+    default, so overriding it again takes a note; Escape keeps the recorded score."""
+    default = None
+    if attempt.judge is not None:
+        default = Suggestion(attempt.judge.label, attempt.judge.detail)
+    elif attempt.proposal and attempt.proposal.get("label") in {label.value for label in Label}:
+        default = Suggestion(Label(attempt.proposal["label"]), "proposed from evidence")
+    recorded = _shown(attempt)
+    text = f"trial #{attempt.trial_index} again (recorded: {recorded}; Escape keeps it)"
+    return ScoreScreen(text, default, 0.0, False, source="Simulator judge" if attempt.judge else
+                       "Proposed from evidence", reopened=True)
+
+
+def _rescored(app: RunApp, old: Label, new: Label, shown: str) -> None:
+    app.update_state(tally=app.state.tally.remove(old).add(new), last_label=shown, last_outcome=new)
+    app.notify(f"Re-scored: {old.value} -> {new.value} (the original stays in the scoresheet)")

@@ -19,7 +19,7 @@ from harness.errors import HarnessError, RunPaused
 from harness.models.taxonomy import Label, VoidKind
 from harness.run.engine import RunEngine
 from harness.run.safety import GuardedRobot
-from harness.tui.observer import TuiObserver
+from harness.tui.observer import TuiObserver, rescore_screen
 from harness.tui.screens import CheckReport, CheckScreen, RunScreen, TextPrompt
 from harness.tui.state import RunState
 
@@ -56,6 +56,7 @@ class RunApp(App[int]):
         Binding("a", "toggle_auto_accept", "Auto-accept judge"),
         Binding("o", "start_anyway", "Start anyway (reason)"),
         Binding("n", "accept_scene", "Accept what is in view (note)"),
+        Binding("u", "undo_last", "Re-score the last trial"),
         Binding("q", "quit_when_done", "Quit", show=False),
     ]
 
@@ -65,6 +66,7 @@ class RunApp(App[int]):
         super().__init__()
         self.engine = engine
         self.observer = observer
+        observer.sheet = engine.sheet   # the undo's superseding records go to the engine's sheet
         self.guard = guard
         self.check = check
         self.state = state
@@ -114,10 +116,10 @@ class RunApp(App[int]):
 
     # --- UI thread ---------------------------------------------------------
     def update_state(self, **changes: Any) -> None:
-        keys_before = self._placement_keys()
+        keys_before = (self._placement_keys(), self.state.undo_trial)
         self.state = replace(self.state, **changes)
-        if self._placement_keys() != keys_before:
-            self.refresh_bindings()   # the placement keys come and go with the placement view
+        if (self._placement_keys(), self.state.undo_trial) != keys_before:
+            self.refresh_bindings()   # the placement keys come and go with the placement view, u with the undo
         if getattr(self, "run_screen", None) is not None and self.run_screen.is_mounted:
             self.run_screen.show(self.state)
 
@@ -165,7 +167,21 @@ class RunApp(App[int]):
             return self._placement_keys()[0]
         if action == "accept_scene":
             return self._placement_keys()[1]
+        if action == "undo_last":
+            return self.state.undo_trial is not None
         return True
+
+    def action_undo_last(self) -> None:
+        """Re-open scoring of the last trial: the engine's thread does it at its next wait, before the next trial's
+        policy starts; once the run has finished, it is done here (the engine no longer writes)."""
+        last = self.observer.last_scored()
+        if last is None or not self.observer.can_undo:
+            return
+        if self.finished:
+            self.push_screen(rescore_screen(last), self.observer.record_rescore)
+            return
+        self.observer.request_undo()
+        self.notify("Re-opening scoring of the last trial (before the next trial starts)")
 
     def action_start_anyway(self) -> None:
         self.push_screen(TextPrompt("Why start this trial with the cube where it is? (recorded with the trial; "

@@ -132,12 +132,15 @@ class ScoreScreen(ModalScreen[ScoreDecision]):
         Binding("enter", "accept_default", "Accept verdict"),
         Binding("o", "note", "Note"),
         Binding("u", "undo", "Undo"),
+        Binding("escape", "keep", "Keep the recorded score"),
         Binding("space", "app.emergency_stop", "E-STOP"),   # a modal screen would otherwise keep it from the app
     ]
 
     def __init__(self, trial_text: str, verdict: Suggestion | None, undo_s: float,
-                 auto_accept: bool = False, source: str = "Simulator judge") -> None:
+                 auto_accept: bool = False, source: str = "Simulator judge", reopened: bool = False) -> None:
+        """`reopened`: scoring an already recorded attempt again (the operator's undo); Escape keeps its score."""
         super().__init__()
+        self.reopened = reopened
         self.trial_text = trial_text
         self.verdict = verdict
         self.source = source   # who gave the default: the simulator's judge, or a real arm's evidence
@@ -245,6 +248,13 @@ class ScoreScreen(ModalScreen[ScoreDecision]):
         self._left = max(0.0, self._left - 1.0)
         self._draw()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.reopened if action == "keep" else True
+
+    def action_keep(self) -> None:
+        if self.reopened:
+            self.dismiss(None)
+
     def action_undo(self) -> None:
         self.pending = None
         for timer in self._timers_running:
@@ -279,7 +289,8 @@ class TextPrompt(ModalScreen[str | None]):
 
 
 class PlaceCubeScreen(ModalScreen[bool]):
-    BINDINGS = [Binding("enter", "placed", "Cube placed"), Binding("space", "app.emergency_stop", "E-STOP")]
+    BINDINGS = [Binding("enter", "placed", "Cube placed"), Binding("space", "app.emergency_stop", "E-STOP"),
+                Binding("u", "app.undo_last", "Re-score the last trial")]
 
     def __init__(self, message: str) -> None:
         super().__init__()

@@ -35,6 +35,14 @@ class Tally:
             return replace(self, voids=self.voids + 1)
         return replace(self, failures={**self.failures, label: self.failures.get(label, 0) + 1})
 
+    def remove(self, label: Label) -> Tally:
+        """A re-scored attempt's old label taken back out."""
+        if label is Label.SUCCESS:
+            return replace(self, success=max(0, self.success - 1))
+        if label is Label.VOID:
+            return replace(self, voids=max(0, self.voids - 1))
+        return replace(self, failures={**self.failures, label: max(0, self.failures.get(label, 0) - 1)})
+
 
 @dataclass(frozen=True)
 class LivePlacement:
@@ -76,6 +84,7 @@ class RunState:
     last_outcome: Label | None = None  # ... and its label, which decides the colour
     last_anatomy: str | None = None    # what the last trial's joint trace says (first motion, where it closed)
     last_stalled: bool = False
+    undo_trial: int | None = None      # the trial whose last score `u` re-scores (until the next trial starts)
     banner: str | None = None
     preview: np.ndarray | None = None
     placement: LivePlacement | None = None   # set only while a guided placement is in progress

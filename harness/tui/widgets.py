@@ -124,6 +124,8 @@ class TallyPanel(Static):
         if s.last_label:
             text.append("last: ", style="dim")
             text.append(s.last_label, style=label_style(s.last_outcome))
+        if s.undo_trial is not None:
+            text.append(f"\nu re-scores trial #{s.undo_trial} until the next trial starts", style="yellow")
         if s.last_anatomy:
             text.append("\n" + ("STALLED: " if s.last_stalled else ""), style="bold red")
             text.append(s.last_anatomy, style="red" if s.last_stalled else "dim")

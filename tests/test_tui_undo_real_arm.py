@@ -1,0 +1,81 @@
+"""The operator's undo on the emulated real arm: the next trial waits for the cube, and until it is placed `u`
+re-scores the last trial (a superseding record; the original stays in the sheet and its chain)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from harness.bus.scenario import default_scenario, open_rig
+from tests.test_real_arm_path import TWO_TRIALS, _until
+
+pytestmark = pytest.mark.slow   # two real-time trials on the emulated arm behind the app
+
+
+def test_u_at_the_next_cube_prompt_rescores_the_last_trial(workdir: Path) -> None:
+    from harness.app.build import FrontEnd, prepare_run
+    from harness.app.compare_run import comparison_refs
+    from harness.app.sheet import resolve_sheet
+    from harness.app.tui_run import make_app
+    from harness.cli import build_parser
+    from harness.models.protocol import load_protocol
+    from harness.models.scoresheet import load_scoresheet
+    from harness.reports.summary import summarize
+    from harness.tui.screens import PlaceCubeScreen, ScoreScreen
+    from tests.tiny_policy import save_tiny_act
+
+    checkpoint = save_tiny_act(workdir / "act")
+    protocol_path = workdir / "protocols" / "desk.yaml"
+    protocol_path.write_text(TWO_TRIALS)
+    socket = workdir / "cams.sock"
+    with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
+        args = build_parser().parse_args(["run", str(protocol_path), "--robot", "so101", "--port", rig.port,
+                                          "--robot-id", "emulated_follower", "--policy", str(checkpoint),
+                                          "--camera", f"top=sim:{socket}@128x96", "--no-video"])
+        protocol = load_protocol(protocol_path)
+        assert comparison_refs(args, protocol) is None   # one --policy: a single run, as `harness run` decides
+        sheet, _ = resolve_sheet(args, protocol, protocol_path)
+        setup = prepare_run(args, protocol, sheet, FrontEnd.TUI)
+        app = make_app(setup, undo_s=0.0)
+        trials = {t.index: t for t in protocol.trials}
+
+        async def operator() -> None:
+            async with app.run_test(size=(100, 30)) as pilot:
+                await pilot.press("enter")
+                await _until(pilot, lambda: isinstance(app.screen, PlaceCubeScreen), 120)
+                rig.place_cube(trials[1].dx_cm, trials[1].dy_cm, trials[1].yaw_deg)
+                await pilot.press("enter")
+                await _until(pilot, lambda: isinstance(app.screen, ScoreScreen), 120)
+                await pilot.press("n")   # recorded at once (no undo window)
+                await _until(pilot, lambda: isinstance(app.screen, PlaceCubeScreen) and app.state.position == 2, 120)
+                assert [a.label for a in load_scoresheet(setup.sheet.path).attempts] == ["no_grasp"]
+                assert app.state.undo_trial == 1
+                await pilot.press("u")   # the next trial waits for its cube: trial 1 may still be re-scored
+                await _until(pilot, lambda: isinstance(app.screen, ScoreScreen) and app.screen.reopened, 60)
+                await pilot.press("w")
+                await _until(pilot, lambda: isinstance(app.screen, PlaceCubeScreen), 60)
+                await _until(pilot, lambda: app.state.tally.failures["wrong_placement"] == 1, 30)
+                assert app.state.tally.failures["no_grasp"] == 0
+                rig.place_cube(trials[2].dx_cm, trials[2].dy_cm, trials[2].yaw_deg)
+                await pilot.press("enter")
+                await _until(pilot, lambda: app.state.phase == "running", 60)
+                assert app.state.undo_trial is None   # trial 2's policy started: trial 1's score is final
+                await _until(pilot, lambda: isinstance(app.screen, ScoreScreen), 120)
+                await pilot.press("n")
+                await _until(pilot, lambda: app.finished, 60)
+                await pilot.press("q")
+
+        try:
+            asyncio.run(operator())
+        finally:
+            setup.close()
+    recorded = load_scoresheet(setup.sheet.path)
+    assert [(r.trial_index, r.label, r.supersedes is not None) for r in recorded.records] == [
+        (1, "no_grasp", False), (1, "wrong_placement", True), (2, "no_grasp", False)]
+    assert recorded.records[1].supersedes == recorded.records[0].chain_sha256
+    assert recorded.records[1].artifacts == recorded.records[0].artifacts   # the same attempt, its evidence
+    summary = summarize(recorded)
+    assert summary.failure_modes == {"no_grasp": 1, "grasped_then_dropped": 0, "wrong_placement": 1}
+    assert not any(s.torque_enabled for s in rig.chain.servos)
