@@ -10,8 +10,9 @@ on the run's folder. A rehearsal does exactly that, on `harness emulate-bus --si
    pose; its top camera photographs the empty table and the cube on its trained spot;
 3. `harness measure --auto` (its own parser and handler) calibrates the rim on the empty table and
    measures the trained spot, writing the calibration into the rehearsal's folder;
-4. `harness run --robot so101` (its own parser and `run_from_args`) runs the trials: guided placement,
-   the policy, the proposal, the score, written to a normal locked scoresheet and runs folder;
+4. `harness run --robot so101` (its `RunRequest`: the rehearsal's run flags with the desk's robot, port,
+   cameras and files over them, run by `run_request`) runs the trials: guided placement, the policy, the
+   proposal, the score, written to a normal locked scoresheet and runs folder;
 5. `harness measure` on that runs folder records each trial's final placement in the scoresheet.
 
 Only the operator is the rehearsal's own (`app.rehearse_operator`): a person typing the emulator's
@@ -39,9 +40,14 @@ from PIL import Image
 
 from harness.errors import HarnessInputError
 from harness.models.protocol import JOINT_NAMES, Protocol, load_protocol
+from harness.models.run_request import RunRequest, WorkersRequest
 from harness.models.run_settings import RobotKind
 
 ROBOT_ID = "emulated_follower"   # the emulated arm's calibration (calibration/emulated_follower.json)
+# the `harness run` settings a rehearsal decides itself (the emulated desk's); it takes every other run flag
+REHEARSAL_OWNS = ("protocol", "policy", "robot", "port", "robot_id", "camera", "bowl_calibration", "trained_spot",
+                  "scoresheet", "runs_dir", "resume", "headless", "realtime", "inject_dropout", "workers",
+                  "no_driver_worker", "address", "ray_dashboard")
 
 
 class OperatorKind(StrEnum):
@@ -78,12 +84,11 @@ class _CommandParser(argparse.ArgumentParser):
 
 
 def command_arguments(argv: Sequence[str]) -> argparse.Namespace:
-    """`harness run ...` or `harness measure ...`, parsed by that command's own parser (`app.commands`)."""
-    from harness.app.commands import run, vision
+    """`harness measure ...`, parsed by that command's own parser (`app.commands`)."""
+    from harness.app.commands import vision
 
     parser = _CommandParser(prog="harness")
     sub = parser.add_subparsers(parser_class=_CommandParser)
-    run.register(sub)
     vision.register(sub)
     return parser.parse_args(list(argv))
 
@@ -209,14 +214,12 @@ class Rehearsal:
     size: tuple[int, int]
     placement_error_cm: float
     seed: int
-    max_trials: int | None
-    device: str | None
-    inference: tuple[str, ...] = ()   # `harness run`'s --inference and --rtc-* flags, passed on as given
+    run: RunRequest   # the rehearsal's run flags; `desk_request` puts the desk's own settings over them
 
 
 def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
     """Every flag checked, nothing written: bad input is one line and exit 2."""
-    from harness.app.build import check_policy_fits_robot
+    from harness.app.build import check_policy_fits_robot, check_run_request
     from harness.app.sheet import _slug
 
     protocol_path = Path(args.protocol)
@@ -230,8 +233,9 @@ def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
     error = args.placement_error_cm
     if not (math.isfinite(error) and 0.0 <= error <= 5.0):
         raise HarnessInputError(None, "--placement-error-cm", f"{error}: must be within 0..5 cm")
-    if args.max_trials is not None and args.max_trials < 1:
-        raise HarnessInputError(None, "--max-trials", f"{args.max_trials}: must be at least 1")
+    run = RunRequest.from_flags({dest: value for dest, value in vars(args).items() if dest not in REHEARSAL_OWNS}
+                                | {"protocol": protocol_path})
+    check_run_request(run)
     operator = OperatorKind(args.operator)
     if operator is OperatorKind.PERSON and not sys.stdin.isatty():
         raise HarnessInputError(None, "--operator", "person needs a terminal to type at; use --operator scripted")
@@ -244,18 +248,28 @@ def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
     if folder.exists() and not folder.is_dir():
         raise HarnessInputError(folder, "--rehearsal-dir", "is a file, not a folder")
     return Rehearsal(protocol_path, protocol, policy, operator, RehearsalFiles(folder), scoresheet, Path("runs"),
-                     size, error, args.seed, args.max_trials, args.device, inference_flags(args))
+                     size, error, args.seed, run)
 
 
-def inference_flags(args: argparse.Namespace) -> tuple[str, ...]:
-    """The run's `--inference` and `--rtc-*` flags as given (`harness run` checks them before anything is locked)."""
-    from harness.app.rtc_inference import RTC_FLAGS
+def desk_request(plan: Rehearsal, port: str, camera_source: str) -> RunRequest:
+    """The run on the emulated desk: the rehearsal's run flags with what the rehearsal decides over them."""
+    return plan.run.updated(
+        protocol=plan.protocol_path, policies=(str(plan.policy),), scoresheet=plan.scoresheet, runs_dir=plan.runs_dir,
+        headless=True, resume=False, realtime=False, inject_dropout=None, workers=WorkersRequest().model_dump(),
+        robot={"kind": RobotKind.SO101, "port": port, "robot_id": ROBOT_ID,
+               "cameras": {name: camera_source for name in policy_cameras(plan.policy)}},
+        placement={"bowl_calibration": plan.files.calibration, "trained_spot": plan.files.trained_spot})
 
-    engine = getattr(args, "inference", None)
-    flags = [f"--inference={engine}"] if engine else []
-    flags += [f"{flag}={getattr(args, name)}" for name, flag in RTC_FLAGS.items()
-              if getattr(args, name, None) is not None]
-    return tuple(flags)
+
+def run_command_line(request: RunRequest) -> list[str]:
+    """What a desk would type for the same run (shown, never parsed): the settings a rehearsal decides."""
+    robot = request.robot
+    return ["run", str(request.protocol), f"--robot={robot.kind}", f"--port={robot.port}",
+            f"--robot-id={robot.robot_id}", f"--policy={request.policy}",
+            *(f"--camera={name}={source}" for name, source in robot.cameras.items()),
+            f"--bowl-calibration={request.placement.bowl_calibration}",
+            f"--trained-spot={request.placement.trained_spot}", f"--scoresheet={request.scoresheet}",
+            f"--runs-dir={request.runs_dir}", "--headless"]
 
 
 def _operator_factory(plan: Rehearsal, rig: Any) -> Callable[[Any, bool], Any]:
@@ -275,7 +289,7 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
     from harness.app.measure_command import run_measure
     from harness.app.parts import Parts
     from harness.app.rehearse_operator import CONSOLE_HINT
-    from harness.app.run_command import run_from_args
+    from harness.app.run_command import run_request
     from harness.bus.scenario import default_scenario, open_rig
 
     protocol, files = plan.protocol, plan.files
@@ -293,16 +307,11 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
             say_command(measure, out)
             if run_measure(command_arguments(measure)) != 0:
                 raise HarnessInputError(files.trained_spot, None, "the cube on its trained spot was not measured")
-            run = ["run", str(plan.protocol_path), "--robot=so101", f"--port={rig.port}", f"--robot-id={ROBOT_ID}",
-                   f"--policy={plan.policy}", *(f"--camera={name}={source}" for name in policy_cameras(plan.policy)),
-                   f"--bowl-calibration={files.calibration}", f"--trained-spot={files.trained_spot}",
-                   f"--scoresheet={plan.scoresheet}", f"--runs-dir={plan.runs_dir}", "--headless",
-                   *([f"--max-trials={plan.max_trials}"] if plan.max_trials else []),
-                   *([f"--device={plan.device}"] if plan.device else []), *plan.inference]
-            say_command(run, out)
+            request = desk_request(plan, rig.port, source)
+            say_command(run_command_line(request), out)
             if plan.operator is OperatorKind.PERSON:
                 print(CONSOLE_HINT, file=out, flush=True)
-            code = run_from_args(command_arguments(run), Parts(observer=_operator_factory(plan, rig)))
+            code = run_request(request, Parts(observer=_operator_factory(plan, rig)))
             if code != 0:
                 return code
     measure_run = ["measure", str(plan.runs_dir / plan.scoresheet.stem), *bowl, f"--calibration={files.calibration}"]

@@ -32,12 +32,10 @@ def register(sub: Any) -> None:
                              "rehearsals/<protocol>-<policy>-rehearsal)")
     parser.add_argument("--camera-size", default="640x480", metavar="WxH",
                         help="simulated cameras' frame size (default 640x480, a real arm's)")
-    parser.add_argument("--max-trials", type=int, help="stop after this many attempts")
-    parser.add_argument("--device", help="torch device for the policy (default: cuda if available)")
-    parser.add_argument("--inference", choices=["sync", "rtc"],
-                        help="LeRobot inference engine for the run: sync (default) or rtc (Real-Time Chunking beside "
-                             "the paced arm, in wall time); with rtc, the --rtc-* flags as `harness run` takes them")
-    from harness.app.rtc_inference import register_flags as register_rtc_flags
+    from harness.app.commands.run import add_run_flags
+    from harness.app.rehearse import REHEARSAL_OWNS
 
-    register_rtc_flags(parser)
+    # the run's own flags (--max-trials, --device, --inference and --rtc-*, --video-*, ...), passed on to it
+    # as given; those the rehearsal decides (robot, port, cameras, files, scoresheet) are its own
+    add_run_flags(parser, skip=REHEARSAL_OWNS)
     parser.set_defaults(func=rehearse)
