@@ -40,7 +40,7 @@ from PIL import Image
 
 from harness.errors import HarnessInputError
 from harness.models.protocol import JOINT_NAMES, Protocol, load_protocol
-from harness.models.run_request import RunRequest, WorkersRequest
+from harness.models.run_request import RUN_FLAGS, RunRequest, WorkersRequest
 from harness.models.run_settings import RobotKind
 
 ROBOT_ID = "emulated_follower"   # the emulated arm's calibration (calibration/emulated_follower.json)
@@ -215,6 +215,7 @@ class Rehearsal:
     placement_error_cm: float
     seed: int
     run: RunRequest   # the rehearsal's run flags; `desk_request` puts the desk's own settings over them
+    run_flags: tuple[str, ...] = ()   # ... as typed, for the command line shown
 
 
 def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
@@ -233,8 +234,8 @@ def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
     error = args.placement_error_cm
     if not (math.isfinite(error) and 0.0 <= error <= 5.0):
         raise HarnessInputError(None, "--placement-error-cm", f"{error}: must be within 0..5 cm")
-    run = RunRequest.from_flags({dest: value for dest, value in vars(args).items() if dest not in REHEARSAL_OWNS}
-                                | {"protocol": protocol_path})
+    passed = {dest: value for dest, value in vars(args).items() if dest in RUN_FLAGS and dest not in REHEARSAL_OWNS}
+    run = RunRequest.from_flags(passed | {"protocol": protocol_path})
     check_run_request(run)
     operator = OperatorKind(args.operator)
     if operator is OperatorKind.PERSON and not sys.stdin.isatty():
@@ -248,7 +249,32 @@ def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
     if folder.exists() and not folder.is_dir():
         raise HarnessInputError(folder, "--rehearsal-dir", "is a file, not a folder")
     return Rehearsal(protocol_path, protocol, policy, operator, RehearsalFiles(folder), scoresheet, Path("runs"),
-                     size, error, args.seed, run)
+                     size, error, args.seed, run, typed_flags(passed, run))
+
+
+def typed_flags(passed: dict[str, Any], run: RunRequest) -> tuple[str, ...]:
+    """The run flags a person gave the rehearsal, as they would type them for `harness run` (those that
+    change the request from its defaults)."""
+    default = RunRequest(protocol=run.protocol)
+    shown: list[str] = []
+    for dest, value in passed.items():
+        spec = RUN_FLAGS[dest]
+        if all(_field(run, path) == _field(default, path) for path in spec.fields):
+            continue
+        if value is True:
+            shown.append(spec.flag)
+        elif isinstance(value, list):
+            shown += [f"{spec.flag}={item}" for item in value]
+        elif value is not None:
+            shown.append(f"{spec.flag}={value}")
+    return tuple(shown)
+
+
+def _field(request: RunRequest, path: str) -> Any:
+    value: Any = request
+    for name in path.split("."):
+        value = getattr(value, name)
+    return value
 
 
 def desk_request(plan: Rehearsal, port: str, camera_source: str) -> RunRequest:
@@ -261,15 +287,16 @@ def desk_request(plan: Rehearsal, port: str, camera_source: str) -> RunRequest:
         placement={"bowl_calibration": plan.files.calibration, "trained_spot": plan.files.trained_spot})
 
 
-def run_command_line(request: RunRequest) -> list[str]:
-    """What a desk would type for the same run (shown, never parsed): the settings a rehearsal decides."""
+def run_command_line(request: RunRequest, typed: Sequence[str] = ()) -> list[str]:
+    """What a desk would type for the same run (shown, never parsed): the settings a rehearsal decides, then
+    the run flags given to the rehearsal."""
     robot = request.robot
     return ["run", str(request.protocol), f"--robot={robot.kind}", f"--port={robot.port}",
             f"--robot-id={robot.robot_id}", f"--policy={request.policy}",
             *(f"--camera={name}={source}" for name, source in robot.cameras.items()),
             f"--bowl-calibration={request.placement.bowl_calibration}",
             f"--trained-spot={request.placement.trained_spot}", f"--scoresheet={request.scoresheet}",
-            f"--runs-dir={request.runs_dir}", "--headless"]
+            f"--runs-dir={request.runs_dir}", "--headless", *typed]
 
 
 def _operator_factory(plan: Rehearsal, rig: Any) -> Callable[[Any, bool], Any]:
@@ -308,7 +335,7 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
             if run_measure(command_arguments(measure)) != 0:
                 raise HarnessInputError(files.trained_spot, None, "the cube on its trained spot was not measured")
             request = desk_request(plan, rig.port, source)
-            say_command(run_command_line(request), out)
+            say_command(run_command_line(request, plan.run_flags), out)
             if plan.operator is OperatorKind.PERSON:
                 print(CONSOLE_HINT, file=out, flush=True)
             code = run_request(request, Parts(observer=_operator_factory(plan, rig)))
