@@ -190,7 +190,8 @@ def prepare_run(request: RunRequest | argparse.Namespace, protocol: Protocol, sh
     if not request.evidence.no_video or is_sim:
         from harness.run.evidence_writer import EvidenceWriter
 
-        writer = EvidenceWriter(robot.world.geometry if is_sim else None, control_fps=protocol.fps,
+        world = robot.world if is_sim else None
+        writer = EvidenceWriter(world.geometry if world is not None else None, control_fps=protocol.fps,
                                 lanes=request.evidence.lanes)
     options = RunOptions(runs_dir=request.runs_dir, paced=not is_sim, video=video_mode(request, sheet.locked.robot),
                          video_fps=request.evidence.video_fps, video_size=request.evidence.video_size,

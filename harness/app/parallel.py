@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from harness.errors import EXIT_PAUSED, HarnessError, HarnessInputError, RunPaused
 from harness.models.locked import LockedInference
@@ -124,7 +124,9 @@ class TrialWorkerImpl:
         self.sheet = DetachedSheet(Path(sheet_path), locked_data, settings)
         self.protocol = protocol
         try:
-            self.setup = prepare_run(worker_request(request, self.tmp, lanes), protocol, self.sheet, FrontEnd.PLAIN,
+            # the stand-in has every member of a scoresheet the engine reads
+            self.setup = prepare_run(worker_request(request, self.tmp, lanes), protocol,
+                                     cast("Scoresheet", self.sheet), FrontEnd.PLAIN,
                                      parts, policy)
         except BaseException:
             shutil.rmtree(self.tmp, ignore_errors=True)
@@ -371,7 +373,7 @@ class RayWorkers:
     def newly_ready(self, wait_s: float = 0.0) -> list[RayWorker]:
         """Workers ready since the last call (waiting up to `wait_s` for one); raises what stopped Ray or a
         worker from starting."""
-        ready = []
+        ready: list[RayWorker] = []
         while True:
             try:
                 item = self._ready.get(timeout=wait_s) if wait_s > 0 and not ready else self._ready.get_nowait()

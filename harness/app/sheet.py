@@ -97,9 +97,10 @@ def resolve_sheet(request: RunRequest | argparse.Namespace, protocol: Protocol, 
     policy_ref = policy_flag or protocol.run.policy
     if not policy_ref:
         raise HarnessInputError(protocol_path, "run.policy", f"no policy: pass --policy PATH|{_BUILTINS}")
-    if not (asked_robot or protocol.run.robot):
+    kind = asked_robot or protocol.run.robot
+    if kind is None:
         raise HarnessInputError(protocol_path, "run.robot", f"no robot: pass --robot {'|'.join(RobotKind)}")
-    robot = RobotKind(asked_robot or protocol.run.robot)
+    robot = RobotKind(kind)
     builtin = BuiltinPolicy.named(policy_ref)
     if builtin is None and not Path(policy_ref).is_dir():
         raise HarnessInputError(None, "--policy", f"'{policy_ref}' is neither a built-in policy nor a folder")

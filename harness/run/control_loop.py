@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, cast
 
 import numpy as np
 
@@ -36,6 +36,7 @@ from harness.run.safety import GuardedRobot
 from harness.run.stages import TrialStage
 
 log = logging.getLogger(__name__)
+ClockName = Literal["simulated", "wall"]
 
 
 class LoopObserver(Protocol):
@@ -167,7 +168,7 @@ class ControlLoop:
                 watch.see(cam, observation.get(cam), sim_t)
             captured = recorder.record_step(step, sim_t, observation, sent, timing)
             if self.settings.dataset is not None:
-                self._record_dataset_frame(observation, sent)
+                self._record_dataset_frame(self.settings.dataset, observation, sent)
             for cam, frame in captured.items():
                 watch.see(cam, frame, sim_t)
             if unwatched and step % watch_every == 0:   # no video frames to inspect: look anyway
@@ -222,8 +223,7 @@ class ControlLoop:
                                "(nothing recorded for that trial; run with -v for its traceback; fix the "
                                "policy, then --resume)") from exc
 
-    def _record_dataset_frame(self, observation: dict[str, Any], action: dict[str, float]) -> None:
-        sink = self.settings.dataset
+    def _record_dataset_frame(self, sink: DatasetSink, observation: dict[str, Any], action: dict[str, Any]) -> None:
         if not sink.due():   # --record-fps below the control rate: nothing to render
             sink.add(observation, action, {})
             return
@@ -250,7 +250,8 @@ class ControlLoop:
             obs_to_action_ms_p50=round(percentile(e.obs_to_action_ms, 50), 3) if e.obs_to_action_ms else None,
             obs_to_action_ms_p95=round(percentile(e.obs_to_action_ms, 95), 3) if e.obs_to_action_ms else None,
             obs_to_action_ms_max=round(max(e.obs_to_action_ms), 3) if e.obs_to_action_ms else None,
-            obs_to_action_clock=e.obs_to_action_clock if e.obs_to_action_ms else None,
+            # "wall" or "simulated", as the policy's own `InferenceStats.clock` says (the model checks it)
+            obs_to_action_clock=cast(ClockName, e.obs_to_action_clock) if e.obs_to_action_ms else None,
             queue_underruns=e.queue_underruns if e.queue_underruns is not None
             else sum(ms > 1000 * self.period + 1e-6 for ms in e.obs_to_action_ms) if e.obs_to_action_ms else None,
             chunk_switches=e.chunk_switches,
