@@ -27,6 +27,17 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.fixture(scope="module")
+def world():
+    """One simulated scene per test module (tests reset it as they need)."""
+    import harness.sim  # noqa: F401  (headless GL before mujoco)
+    from harness.sim.world import SimWorld
+
+    w = SimWorld()
+    yield w
+    w.close()
+
+
 _exit_status: list[int] = []
 
 

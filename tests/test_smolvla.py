@@ -19,7 +19,7 @@ import harness.sim  # noqa: F401  (headless GL before mujoco)
 from harness.cli import main
 from harness.models.protocol import JOINT_NAMES
 from harness.models.scoresheet import load_scoresheet
-from tests.helpers import REPO, small_protocol_copy
+from tests.helpers import REPO, short_protocol_copy, small_protocol_copy
 from tests.policy_server import PolicyServerProcess, free_port
 
 TASK = "Pick up the cube and place it in the bowl."
@@ -104,9 +104,7 @@ def _run(protocol: Path, folder: Path, *extra: str) -> int:
 
 
 def _short_protocol(folder: Path, seconds: float = 1.0) -> Path:
-    path = small_protocol_copy(folder)
-    path.write_text(path.read_text().replace("episode_time_limit_s: 12.0", f"episode_time_limit_s: {seconds}"))
-    return path
+    return short_protocol_copy(folder, seconds)
 
 
 @pytest.mark.slow
