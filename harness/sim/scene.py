@@ -39,7 +39,7 @@ class SceneGeometry:
     top_camera_tilt_deg: float = 0.0
     light_intensity: float = 0.6
     # Extra table materials, a glossy bowl material and a shadow map, switched per frame by the
-    # measurement stress set (harness/sim/stress_set.py); off for ordinary runs, where they cost nothing.
+    # measurement stress set (tests/generators/stress_set.py); off for ordinary runs, where they cost nothing.
     surface_variants: bool = False
 
     @property
