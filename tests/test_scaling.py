@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.app.scaling import MARGIN, MEASURED, TrialCosts, auto_workers, predicted_s
+from harness.app.parallel.scaling import MARGIN, MEASURED, TrialCosts, auto_workers, predicted_s
 from harness.run.evidence import VideoMode
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from harness.app.build import FrontEnd, RunSetup, check_policy_fits_robot, check_run_request, prepare_run, video_mode
 from harness.app.operator_parts import placement_files
-from harness.app.parallel import check_workers, run_parallel
+from harness.app.parallel.runs import check_workers, run_parallel
 from harness.app.parts import Parts
 from harness.app.request import as_request
 from harness.app.sheet import resolve_sheet, sheet_path
@@ -68,7 +68,7 @@ def run_request(request: RunRequest, parts: Parts | None = None, observer: Any =
     mode = video_mode(request, sheet.locked.robot)   # --video on a real arm: refused before anything is locked
     check_policy_fits_robot(sheet.locked.policy.ref, sheet.locked.robot)
     if request.workers.count == "auto":
-        from harness.app.scaling import auto_workers
+        from harness.app.parallel.scaling import auto_workers
 
         pending = len(sheet.pending_trials())
         count = auto_workers(pending, mode=mode) if sheet.locked.robot.simulated else 1

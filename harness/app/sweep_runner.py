@@ -54,7 +54,7 @@ def local_server_address(sweep: Sweep, cell: Cell) -> str | None:
         inference = load_scoresheet(sheet).locked.inference
         if inference is not None and inference.server:
             return inference.server
-    from harness.app.local_policy_server import free_loopback_port
+    from harness.app.parallel.local_policy_server import free_loopback_port
 
     return f"127.0.0.1:{free_loopback_port()}"
 
@@ -99,7 +99,7 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
     """Run every cell not yet scored, then write the sweep report. Returns the process exit code."""
     from tqdm import tqdm
 
-    from harness.app.parallel import check_address
+    from harness.app.parallel.runs import check_address
     from harness.app.run_command import run_request
 
     sweep = load_sweep(path, scoresheets_dir)
@@ -153,7 +153,7 @@ def _served(sweep: Sweep, cell: Cell, server: str | None) -> Any:
 
     if server is None:
         return nullcontext()
-    from harness.app.local_policy_server import LocalPolicyServer
+    from harness.app.parallel.local_policy_server import LocalPolicyServer
     from harness.models.protocol import load_protocol
 
     return LocalPolicyServer(server, sweep.folder / f"{cell.key}.server.log", fps=load_protocol(cell.protocol).fps)
@@ -161,7 +161,7 @@ def _served(sweep: Sweep, cell: Cell, server: str | None) -> Any:
 
 def _check_cell(request: RunRequest) -> None:
     from harness.app.build import check_run_request
-    from harness.app.parallel import check_workers
+    from harness.app.parallel.runs import check_workers
     from harness.models.protocol import load_protocol
 
     check_run_request(request)

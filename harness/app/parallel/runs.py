@@ -269,7 +269,7 @@ def start_ray(address: str | None, workers: int, dashboard: bool = False) -> Non
             raise HarnessInputError(None, "--address", f"cannot join the Ray cluster at {address}: {exc}") from None
         return
     if _reaper is None or _reaper.poll() is not None:
-        from harness.app.ray_reaper import start
+        from harness.app.parallel.ray_reaper import start
 
         _reaper = start()
     # CPUs for every worker, and at least the machine's: a runtime that outlives this run (a sweep's next cell, a
