@@ -16,8 +16,8 @@ from harness.cli import main
 from harness.models.protocol import JOINT_NAMES
 from harness.models.scoresheet import load_scoresheet
 from harness.models.taxonomy import VoidKind
-from harness.policies.async_client import PolicyServerLost, ServerAddress
-from harness.policies.async_policy import AsyncServerPolicy, AsyncSettings
+from harness.policies.inference.async_client import PolicyServerLost, ServerAddress
+from harness.policies.inference.async_policy import AsyncServerPolicy, AsyncSettings
 from harness.run.clock import ManualClock
 from tests.helpers import short_protocol_copy, small_protocol_copy
 from tests.policy_server import PolicyServerProcess, free_port

@@ -48,7 +48,7 @@ def _queue_flags_given(request: RunRequest) -> list[str]:
 
 
 def _server(text: str) -> str:
-    from harness.policies.async_client import ServerAddress
+    from harness.policies.inference.async_client import ServerAddress
 
     try:
         return str(ServerAddress.parse(text))
@@ -89,7 +89,7 @@ def async_record(request: RunRequest, policy_ref: str, robot: RobotKind) -> dict
     _refuse_combinations(request, policy_ref)
     from lerobot.async_inference.configs import AGGREGATE_FUNCTIONS
 
-    from harness.policies.async_policy import DEFAULT_AGGREGATE, DEFAULT_THRESHOLD, default_actions_per_chunk
+    from harness.policies.inference.async_policy import DEFAULT_AGGREGATE, DEFAULT_THRESHOLD, default_actions_per_chunk
 
     actions = asked.actions_per_chunk if asked.actions_per_chunk is not None else default_actions_per_chunk(policy_ref)
     if not 1 <= actions <= 10_000:

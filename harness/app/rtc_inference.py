@@ -56,14 +56,14 @@ def rtc_record(request: RunRequest, engine: InferenceEngine, policy_ref: str,
                robot: RobotKind) -> dict[str, Any] | None:
     """RTC's settings for a new sheet run with `--inference rtc` (None for another engine), on either arm: the
     simulated one replays RTC's engine in simulated time, a real one runs it beside the paced loop in wall time
-    (`policies.rtc_wall`). Bad input is one line (exit 2). A policy without chunks or RTC support is refused when
-    it loads, also before the lock."""
+    (`policies.inference.rtc_wall`). Bad input is one line (exit 2). A policy without chunks or RTC support is
+    refused when it loads, also before the lock."""
     given = _given(request)
     if engine is not InferenceEngine.RTC:
         if given:
             raise HarnessInputError(None, RTC_FLAGS[next(iter(given))], "only with --inference rtc")
         return None
-    from harness.policies.rtc_policy import RtcSettings
+    from harness.policies.inference.rtc_policy import RtcSettings
 
     chunk = _chunk_size(policy_ref)
     if chunk is None:   # no chunk_size: not a chunked policy; the loader names what it lacks

@@ -23,8 +23,8 @@ from harness.models.protocol import Trial
 from harness.models.scoresheet import LoopStats
 from harness.models.stats import percentile
 from harness.models.taxonomy import Void, VoidKind
-from harness.policies.async_client import PolicyServerLost
 from harness.policies.base import EvalPolicy
+from harness.policies.inference.async_client import PolicyServerLost
 from harness.realtime import realtime_thread
 from harness.run.arm_motion import ArmMotion
 from harness.run.camera_watch import CameraWatch, DropoutPolicy
