@@ -147,7 +147,7 @@ def calibrated_proposer(world: SimWorld, protocol: Protocol, folder: Path) -> Pr
     `harness run --bowl-calibration ... --trained-spot ...` builds from its files."""
     from harness.app.measure_command import run_measure
     from harness.app.operator_parts import placement_files
-    from harness.app.rehearse import RehearsalFiles, command_arguments
+    from harness.app.rehearse_command import RehearsalFiles, command_arguments
     from harness.app.rehearse_operator import OFF_TABLE_CM
 
     files = RehearsalFiles(folder)

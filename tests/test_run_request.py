@@ -138,7 +138,7 @@ def test_bad_values_are_one_input_error_naming_the_flag(flags: dict[str, Any], f
 def test_every_run_flag_reaches_a_sweep_cell(tmp_path: Path) -> None:
     """A flag the sweep does not decide itself is a condition; a cell's request carries it as `harness run`
     would; a flag the sweep decides is refused as a condition and set by the sweep."""
-    from harness.app.sweep_runner import cell_request, sheet_of
+    from harness.app.sweep_command import cell_request, sheet_of
     from harness.models.sweep_spec import CONDITION_KEYS, SWEEP_OWNS, load_sweep
 
     protocol = small_protocol_copy(tmp_path)
@@ -167,7 +167,7 @@ def test_every_run_flag_reaches_a_sweep_cell(tmp_path: Path) -> None:
 def test_every_run_flag_reaches_a_rehearsal(tmp_path: Path) -> None:
     """`harness rehearse` takes every run flag it does not decide itself and hands it to its run; those it
     decides (the emulated desk's robot, port, cameras, files, scoresheet) are set by the rehearsal."""
-    from harness.app.rehearse import REHEARSAL_OWNS, desk_request, plan_rehearsal
+    from harness.app.rehearse_command import REHEARSAL_OWNS, desk_request, plan_rehearsal
 
     protocol = desk_protocol(tmp_path)
     (tmp_path / "act").mkdir()

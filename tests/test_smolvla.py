@@ -29,7 +29,7 @@ SIZE = (128, 96)
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
     """Backbone and base (the harness command), two collected episodes, two training steps (LeRobot's own)."""
-    from harness.app.collect_runner import CollectRequest, collect
+    from harness.app.collect_command import CollectRequest, collect
     from harness.data.acceptance import AcceptMode
     from harness.data.dataset_card import rename_map_for_smolvla
 

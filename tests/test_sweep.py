@@ -124,7 +124,7 @@ def test_a_bad_latency_condition_is_one_line(tmp_path: Path, capsys, condition: 
 
 
 def test_rtc_applies_only_to_a_policy_that_supports_it(tmp_path: Path) -> None:
-    from harness.app.sweep_runner import not_applicable
+    from harness.app.sweep_command import not_applicable
     from harness.models.sweep_spec import Cell, Checkpoint, NotApplicable
 
     act = save_tiny_act(tmp_path / "act")

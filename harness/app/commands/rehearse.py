@@ -1,4 +1,4 @@
-"""`harness rehearse`: the real-arm flow end to end on the emulated arm (see `harness.app.rehearse`)."""
+"""`harness rehearse`: the real-arm flow end to end on the emulated arm (see `harness.app.rehearse_command`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 
 def rehearse(args: argparse.Namespace) -> int:
-    from harness.app.rehearse import rehearse_from_args
+    from harness.app.rehearse_command import rehearse_from_args
 
     return rehearse_from_args(args)
 
@@ -33,7 +33,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--camera-size", default="640x480", metavar="WxH",
                         help="simulated cameras' frame size (default 640x480, a real arm's)")
     from harness.app.commands.run import add_run_flags
-    from harness.app.rehearse import REHEARSAL_OWNS
+    from harness.app.rehearse_command import REHEARSAL_OWNS
 
     # the run's own flags (--max-trials, --device, --inference and --rtc-*, --video-*, ...), passed on to it
     # as given; those the rehearsal decides (robot, port, cameras, files, scoresheet) are its own
