@@ -243,8 +243,7 @@ def test_act_against_smolvla_under_each_latency_condition_in_one_sweep(trained: 
     from tests.tiny_policy import save_tiny_act
 
     act = save_tiny_act(tmp_path / "act")
-    protocol = _short_protocol(tmp_path)
-    protocol.write_text(protocol.read_text().split("- {index: 3")[0])   # two trials
+    protocol = short_protocol_copy(tmp_path, seconds=1.0, trials=2)
     spec = tmp_path / "cmp.yaml"
     conditions = [{}, {"latency": "measured"}, {"inference": "rtc", "latency": "measured"}, {"policy_server": "local"}]
     spec.write_text(yaml.safe_dump({"name": "cmp", "checkpoints": [str(act), str(trained)],
