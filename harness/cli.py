@@ -33,6 +33,7 @@ from harness.app.commands import (
     vision,
 )
 from harness.errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_INTERRUPTED, HarnessError
+from harness.scratch import own_temporary_folder, remove_orphans
 
 FILE_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR, errno.ENOSPC,
                          errno.EFBIG, errno.EROFS, errno.ENAMETOOLONG, errno.EEXIST, errno.EDQUOT})
@@ -72,6 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ["HF_HUB_OFFLINE"] = "1"
     args = build_parser().parse_args(argv)   # a bad flag: one line, SystemExit(2)
     configure_logging(args.verbose)
+    remove_orphans()   # the scratch folders of runs that were killed (harness/scratch.py)
+    own_temporary_folder()   # what libraries leave in the temporary folder goes with this process
     return run_parsed(args)
 
 

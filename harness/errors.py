@@ -86,6 +86,16 @@ class EmergencyStopped(RobotFault):
     """Motion was refused because the emergency stop was pressed."""
 
 
+class CameraRenderFailed(RobotFault):
+    """The simulator could not draw a camera's frame (its GL context failed): for the trial in flight, a camera
+    that gave no frame, so the engine voids it as a camera dropout, with its record."""
+
+    def __init__(self, camera: str, detail: str) -> None:
+        self.camera = camera
+        self.detail = f"{camera}: the simulator could not draw a frame ({detail})"
+        super().__init__(self.detail)
+
+
 class ServoBusFault(RobotFault):
     """Servos of the arm stopped answering (`silent`) or came back reset by a power cycle, torque off
     (`reset`). The names let the engine pick the void kind and the operator find the cable, without

@@ -22,6 +22,12 @@ LOOP_PRIORITY = 10   # low among real-time priorities: above every normal thread
 # port) can never hold the emulator's thread off the core it woke on. With equal priorities it did, for
 # the whole 50 ms reply window, and LeRobot reported a servo missing.
 DEVICE_PRIORITY = 20
+# The simulated cameras (`emulate-bus --sim`, `harness rehearse`) stand in for cameras, which deliver frames
+# whatever the host does: their rendering and delivery run above every normal thread (a policy's inference
+# included), below the loop and the servo bus. A desk's cameras cost the host nothing; these cost a core, which
+# under load comes out of the policy's time (slower inference, as a slower machine), never out of the frames'
+# age, whose limit voids a real arm's trial.
+CAMERA_PRIORITY = 5
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,13 @@ class ScriptedOperator:
         return True
 
     def instruct(self, message: str) -> None:
+        """The next scripted action; "Check it: now turn the X" (fix-ids' check that the servo on the bus stays
+        still while the other joint it could be is turned) is done as asked, without a scripted action."""
         self.instructions.append(message)
         with self.bus.lock:
+            if message.startswith("Check it"):
+                turn(self.bus.chain, next(name for name in SO101_NAMES if f"now turn the {name}" in message))
+                return
             self.actions.pop(0)()
 
     @property
@@ -69,6 +74,8 @@ class Person(ScriptedOperator):
                 chain.only(self.holding)
             elif message.startswith("Identify it"):
                 turn(chain, self.holding)
+            elif message.startswith("Check it"):   # the other joint named: it moves only if it is the one held
+                turn(chain, next(name for name in SO101_NAMES if f"now turn the {name}" in message))
             elif message.startswith("Reconnect"):
                 chain.plug(*SO101_NAMES)
             elif message.startswith("Now power-cycle"):

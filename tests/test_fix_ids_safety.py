@@ -245,3 +245,55 @@ def test_an_unsure_diagnosis_is_never_acted_on() -> None:
     assert "How sure: unsure" in operator.transcript
     assert "Not repairing on a diagnosis this unsure" in operator.transcript
     assert operator.instructions == [] and all(s.eeprom_writes == 0 for s in chain.servos)
+
+
+# --- issue 40: no calibration file, the wrong servo connected and its own joint turned -----------------
+
+@pytest.mark.slow
+def test_without_calibration_wrist_roll_turned_at_the_gripper_prompt_is_refused_by_the_other_joints_check() -> None:
+    """Only wrist_roll connected at the gripper prompt, and the person turns the joint in hand (wrist_roll): it
+    follows, so movement alone would call it the gripper; turning the wrist_roll then moves it too, so it is
+    refused and never written. The gripper, connected next, stays still when the wrist_roll is turned."""
+    from tests.bus_people import Person
+
+    chain = arm(ids={"gripper": 5})
+    with PtyBus(chain) as bus:
+        person = Person(bus, chain, ["wrist_roll", "gripper"])
+        assert fix_ids(bus.port, person, open_port) == 0
+    said = person.transcript
+    assert "it moved when you turned the wrist_roll: this is the wrist_roll servo, not the gripper" in said
+    assert "Programmed the gripper servo as ID 6" in said and said.index("Refusing") < said.index("Programmed")
+    assert chain.servo("wrist_roll").current_id == 5 and chain.servo("gripper").current_id == 6
+    assert chain.servo("wrist_roll").eeprom_writes == 0
+
+
+@pytest.mark.slow
+def test_without_calibration_a_calibrated_servo_is_never_written() -> None:
+    """A servo whose EEPROM holds a joint's calibration (not the factory's) cannot be told apart from another
+    joint's by movement without the arm's calibration file: refused, with what to do."""
+    chain = arm(ids={"gripper": 5})
+    gripper = chain.servo("gripper")
+    gripper.eeprom[9:11], gripper.eeprom[11:13] = (1900).to_bytes(2, "little"), (3400).to_bytes(2, "little")
+    gripper.power_cycle()
+    with PtyBus(chain) as bus:
+        operator = ScriptedOperator(bus, [lambda: chain.only("gripper")] * 3)
+        assert fix_ids(bus.port, operator, open_port) == 1
+    said = operator.transcript
+    assert "its EEPROM holds a joint's calibration (limits 1900-3400, homing offset 0)" in said
+    assert "--robot-id" in said and all(s.eeprom_writes == 0 for s in chain.servos)
+
+
+@pytest.mark.slow
+def test_a_failed_final_proof_puts_the_old_id_back() -> None:
+    chain = arm(ids={"gripper": 5})
+    with PtyBus(chain) as bus:
+        operator = ScriptedOperator(bus, [
+            lambda: chain.only("gripper"), lambda: turn(chain, "gripper"),
+            lambda: chain.plug(*ALL), chain.power_cycle,
+            lambda: None,   # the final check: nothing turned, so ID 6 is not proven
+            lambda: chain.only("gripper"), lambda: chain.plug(*ALL)])   # alone to put its ID back, then back in
+        assert fix_ids(bus.port, operator, open_port) == 1
+    said = operator.transcript
+    assert "Not proven: ID 6 did not move" in said
+    assert "is ID 5 again, as before this session" in said
+    assert chain.servo("gripper").current_id == 5 and chain.servo("gripper").eeprom[p.ADDR_ID] == 5

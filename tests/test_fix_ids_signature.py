@@ -36,6 +36,10 @@ ARMS = {   # scenario, the arm's calibration file, the gripper's and wrist_roll'
                  "limits 1900-3400, homing offset 0", "limits 0-4095, homing offset 0"),
     "desk": (lambda: load_scenario(DATA / "desk_arm_scenario.yaml"), DATA / "desk_arm_calibration.json",
              "limits 2030-3480, homing offset 1140", "limits 0-4095, homing offset 1340"),
+    # the project's own scenario file, with the robot id docs/emulator.md gives (`--robot-id emulated_follower`)
+    "shipped scenario": (lambda: load_scenario(REPO / "scripts" / "scenarios" / "id5_collision.yaml"),
+                         REPO / "calibration" / "emulated_follower.json",
+                         "limits 1900-3400, homing offset 0", "limits 0-4095, homing offset 0"),
 }
 
 

@@ -224,3 +224,76 @@ def test_a_person_places_the_cube_with_the_console_commands_typed_at_the_prompts
     assert attempt.note == "placed by hand" and attempt.label == attempt.proposal["label"]
     start = attempt.measured_start
     assert start["within_tolerance"] is True and abs(start["dx_cm"] - 3.0) <= 0.5, start
+
+
+def _config(folder: Path, config: dict | str | None, weights: bool = True) -> None:
+    import json
+
+    folder.mkdir()
+    if config is not None:
+        (folder / "config.json").write_text(config if isinstance(config, str) else json.dumps(config))
+    if weights:
+        (folder / "model.safetensors").write_bytes(b"")
+
+
+@pytest.mark.parametrize(("config", "weights", "problem"), [
+    (None, False, "not a LeRobot policy folder (no config.json)"),
+    ("{not json", True, "config.json: type: not a LeRobot policy config"),
+    ({"type": "no_such_policy"}, True, "'no_such_policy' is not a policy type LeRobot knows"),
+    ({"type": "act"}, False, "no model.safetensors"),
+    ({"type": "smolvla", "input_features": {"observation.images.camera1": {"type": "VISUAL", "shape": [3, 480, 640]}}},
+     True, "reads camera camera1, which the emulated arm does not have"),
+])
+def test_a_folder_that_is_not_a_policy_for_this_arm_is_refused_before_anything_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], config, weights: bool,
+        problem: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    _config(tmp_path / "folder", config, weights)
+    protocol = _protocol(tmp_path)
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    assert main(["rehearse", str(protocol), "--policy", "folder", "--operator", "scripted",
+                 "--inference", "rtc"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and problem in err, err
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
+def test_resume_needs_a_rehearsal_to_resume_and_a_second_rehearsal_is_told_about_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.tiny_policy import save_tiny_act
+
+    monkeypatch.chdir(tmp_path)
+    save_tiny_act(tmp_path / "act", height=480, width=640)
+    protocol = _protocol(tmp_path)
+    capsys.readouterr()
+    assert main(["rehearse", str(protocol), "--policy", "act", "--operator", "scripted", "--resume"]) == 2
+    assert "no scoresheet to resume" in capsys.readouterr().err
+    (tmp_path / "scoresheets").mkdir()
+    (tmp_path / "scoresheets" / "desk-act-rehearsal.yaml").write_text("held\n")
+    assert main(["rehearse", str(protocol), "--policy", "act", "--operator", "scripted"]) == 2
+    assert "pass --resume to continue it" in capsys.readouterr().err
+    assert main(["rehearse", str(protocol), "--policy", "act", "--operator", "scripted", "--resume"]) == 2
+    assert "bowl_top.yaml, trained_spot.png is missing" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_rehearsal_stopped_after_one_trial_resumes_to_the_end_with_its_desk_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.models.scoresheet import load_scoresheet
+    from tests.tiny_policy import save_tiny_act
+
+    monkeypatch.chdir(tmp_path)
+    save_tiny_act(tmp_path / "act", height=480, width=640)
+    protocol = _protocol(tmp_path)
+    argv = ["rehearse", str(protocol), "--policy", "act", "--operator", "scripted"]
+    assert main([*argv, "--max-trials", "1"]) == 0, capsys.readouterr().out[-3000:]
+    sheet_path = tmp_path / "scoresheets" / "desk-act-rehearsal.yaml"
+    assert [a.trial_index for a in load_scoresheet(sheet_path).attempts] == [1]
+    calibration = (tmp_path / "rehearsals" / "desk-act-rehearsal" / "bowl_top.yaml").read_bytes()
+    capsys.readouterr()
+    assert main([*argv, "--resume"]) == 0, capsys.readouterr().out[-3000:]
+    out = capsys.readouterr().out
+    assert "resuming with the desk's files" in out and "--resume" in out
+    sheet = load_scoresheet(sheet_path)
+    assert sheet.complete and [a.trial_index for a in sheet.attempts] == [1, 2]
+    assert (tmp_path / "rehearsals" / "desk-act-rehearsal" / "bowl_top.yaml").read_bytes() == calibration

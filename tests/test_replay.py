@@ -93,6 +93,55 @@ def test_a_trajectory_recorded_on_other_model_files_is_refused(tmp_path, capsys)
     assert not out.exists() and not list(tmp_path.glob("out*"))
 
 
+def _damaged(data: bytes, how: str) -> bytes:
+    if how.startswith("cut"):
+        return data[: int(len(data) * float(how.split()[1]))]
+    if how == "flipped bytes":
+        middle = bytearray(data)
+        for at in range(len(middle) // 3, len(middle) // 3 + 64):
+            middle[at] ^= 0xFF
+        return bytes(middle)
+    return b""
+
+
+def _rewritten(data: bytes, how: str, folder: Path) -> bytes:
+    """The trajectory with one array or meta field made inconsistent, saved as a valid npz."""
+    source = folder / "source.npz"
+    source.write_bytes(data)
+    with np.load(source) as loaded:
+        arrays = {name: loaded[name] for name in loaded.files}
+    meta = json.loads(str(arrays["meta"]))
+    if how == "frame rows past the end":
+        arrays["frame_row"] = arrays["frame_row"] + 1000
+    elif how == "a short physics array":
+        arrays["physics"] = arrays["physics"][:2]
+    elif how == "no video size":
+        del meta["video_size"]
+    elif how == "meta a list":
+        meta = [1, 2]
+    arrays["meta"] = np.array(json.dumps(meta))
+    target = folder / "rewritten.npz"
+    np.savez_compressed(target, **arrays)
+    return target.read_bytes()
+
+
+@pytest.mark.parametrize("how", ["cut 0.5", "cut 0.9", "cut 0.02", "empty", "flipped bytes", "frame rows past the end",
+                                 "a short physics array", "no video size", "meta a list"])
+def test_a_damaged_trajectory_is_one_line_exit_2(tmp_path, capsys, how: str) -> None:
+    trial = tmp_path / "trial-001-a1"
+    _eager_trial(trial, steps=6)
+    path = trial / TRAJECTORY_FILE
+    data = path.read_bytes()
+    path.write_bytes(_damaged(data, how) if how.startswith("cut") or how in ("empty", "flipped bytes")
+                     else _rewritten(data, how, tmp_path))
+    capsys.readouterr()
+    out = tmp_path / "out.mp4"
+    assert main(["replay", str(trial), "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and TRAJECTORY_FILE in err[0], err
+    assert not list(tmp_path.glob("out*"))
+
+
 @pytest.mark.slow
 def test_video_failures_draws_videos_for_exactly_the_failed_and_voided_attempts(workdir) -> None:
     """replay succeeds at the trained position (trial 1) and misses 3-4 cm away (trials 2, 3); a camera

@@ -26,7 +26,6 @@ import json
 import math
 import shlex
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
@@ -42,6 +41,8 @@ from harness.errors import HarnessInputError
 from harness.models.protocol import JOINT_NAMES, Protocol, load_protocol
 from harness.models.run_request import RUN_FLAGS, RunRequest, WorkersRequest
 from harness.models.run_settings import RobotKind
+from harness.scratch import make as make_scratch
+from harness.scratch import remove as remove_scratch
 
 ROBOT_ID = "emulated_follower"   # the emulated arm's calibration (calibration/emulated_follower.json)
 # the `harness run` settings a rehearsal decides itself (the emulated desk's); it takes every other run flag
@@ -84,11 +85,12 @@ class _CommandParser(argparse.ArgumentParser):
 
 
 def command_arguments(argv: Sequence[str]) -> argparse.Namespace:
-    """`harness measure ...`, parsed by that command's own parser (`app.commands`)."""
-    from harness.app.commands import vision
+    """`harness measure ...` (or a comparison's `harness run ...`), parsed by that command's own parser."""
+    from harness.app.commands import run, vision
 
     parser = _CommandParser(prog="harness")
     sub = parser.add_subparsers(parser_class=_CommandParser)
+    run.register(sub)
     vision.register(sub)
     return parser.parse_args(list(argv))
 
@@ -206,7 +208,7 @@ class Rehearsal:
 
     protocol_path: Path
     protocol: Protocol
-    policy: Path
+    policies: tuple[Path, ...]   # two or more: a blind comparison, rehearsed as the operator will see it
     operator: OperatorKind
     files: RehearsalFiles
     scoresheet: Path
@@ -216,6 +218,7 @@ class Rehearsal:
     seed: int
     run: RunRequest   # the rehearsal's run flags; `desk_request` puts the desk's own settings over them
     run_flags: tuple[str, ...] = ()   # ... as typed, for the command line shown
+    resume: bool = False   # continue the rehearsal's scoresheet with the desk's files it already made
 
 
 def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
@@ -226,10 +229,12 @@ def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
     protocol_path = Path(args.protocol)
     protocol = load_protocol(protocol_path)
     check_scene(protocol, protocol_path)
-    check_policy_fits_robot(args.policy, RobotKind.SO101)
-    policy = Path(args.policy)
-    if not policy.is_dir():
-        raise HarnessInputError(policy, "--policy", "not a folder (a LeRobot pretrained_model folder)")
+    refs = [args.policy] if isinstance(args.policy, str) else list(args.policy)
+    for ref in refs:
+        check_policy_fits_robot(ref, RobotKind.SO101)
+        if not Path(ref).is_dir():
+            raise HarnessInputError(ref, "--policy", "not a folder (a LeRobot pretrained_model folder)")
+    policies = tuple(Path(ref) for ref in refs)
     size = _size(args.camera_size)
     error = args.placement_error_cm
     if not (math.isfinite(error) and 0.0 <= error <= 5.0):
@@ -240,16 +245,56 @@ def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
     operator = OperatorKind(args.operator)
     if operator is OperatorKind.PERSON and not sys.stdin.isatty():
         raise HarnessInputError(None, "--operator", "person needs a terminal to type at; use --operator scripted")
-    name = f"{protocol_path.stem}-{_slug(str(policy))}-rehearsal"
+    for policy in policies:
+        check_policy_folder(policy)
+    # a comparison's names say only that it is one: its sheet and folders must not name a policy
+    name = f"{protocol_path.stem}-{'comparison' if len(policies) > 1 else _slug(str(policies[0]))}-rehearsal"
     scoresheet = Path("scoresheets") / f"{name}.yaml"
-    if scoresheet.exists():
-        raise HarnessInputError(scoresheet, None, "this rehearsal already has a scoresheet; move it away to "
-                                                  "rehearse again")
     folder = Path(args.rehearsal_dir) if args.rehearsal_dir else Path("rehearsals") / name
     if folder.exists() and not folder.is_dir():
         raise HarnessInputError(folder, "--rehearsal-dir", "is a file, not a folder")
-    return Rehearsal(protocol_path, protocol, policy, operator, RehearsalFiles(folder), scoresheet, Path("runs"),
-                     size, error, args.seed, run, typed_flags(passed, run))
+    files = RehearsalFiles(folder)
+    resume = bool(getattr(args, "resume", False))
+    if scoresheet.exists() and not resume:
+        raise HarnessInputError(scoresheet, None, "this rehearsal already has a scoresheet; pass --resume to "
+                                                  "continue it, or move it away to rehearse again")
+    if resume:
+        if not scoresheet.exists():
+            raise HarnessInputError(scoresheet, "--resume", "no scoresheet to resume: rehearse without --resume")
+        missing = [p.name for p in (files.calibration, files.trained_spot) if not p.is_file()]
+        if missing:
+            raise HarnessInputError(folder, "--resume", f"the desk's {', '.join(missing)} is missing: the rehearsal "
+                                                        "it resumes made it; pass the same --rehearsal-dir")
+    return Rehearsal(protocol_path, protocol, policies, operator, files, scoresheet, Path("runs"),
+                     size, error, args.seed, run, typed_flags(passed, run), resume)
+
+
+def check_policy_folder(policy: Path) -> None:
+    """A LeRobot pretrained_model folder, and one whose cameras the emulated arm has, refused in one line before
+    anything starts or is written: its config.json names a policy type LeRobot knows, its weights are there."""
+    from harness.sim.config_sim_camera import SIM_CAMERAS
+
+    config_path = policy / "config.json"
+    try:
+        config = json.loads(config_path.read_text())
+        kind = config["type"]
+    except FileNotFoundError:
+        raise HarnessInputError(policy, "--policy", "not a LeRobot policy folder (no config.json)") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise HarnessInputError(config_path, "type", f"not a LeRobot policy config ({type(exc).__name__})") from None
+    from lerobot.policies.factory import get_policy_class
+
+    try:
+        get_policy_class(kind)
+    except (ValueError, ImportError, NotImplementedError, TypeError):
+        raise HarnessInputError(config_path, "type", f"{kind!r} is not a policy type LeRobot knows") from None
+    if not (policy / "model.safetensors").is_file():
+        raise HarnessInputError(policy, "--policy", "no model.safetensors: not a saved LeRobot policy")
+    unknown = [name for name in policy_cameras(policy) if name not in SIM_CAMERAS]
+    if unknown:
+        raise HarnessInputError(policy, "input_features", f"reads camera {', '.join(unknown)}, which the emulated arm "
+                                f"does not have ({', '.join(SIM_CAMERAS)}); a checkpoint trained with a rename map "
+                                "(lerobot-train --rename_map) names the robot's cameras")
 
 
 def typed_flags(passed: dict[str, Any], run: RunRequest) -> tuple[str, ...]:
@@ -280,10 +325,11 @@ def _field(request: RunRequest, path: str) -> Any:
 def desk_request(plan: Rehearsal, port: str, camera_source: str) -> RunRequest:
     """The run on the emulated desk: the rehearsal's run flags with what the rehearsal decides over them."""
     return plan.run.updated(
-        protocol=plan.protocol_path, policies=(str(plan.policy),), scoresheet=plan.scoresheet, runs_dir=plan.runs_dir,
-        headless=True, resume=False, realtime=False, inject_dropout=None, workers=WorkersRequest().model_dump(),
+        protocol=plan.protocol_path, policies=tuple(str(p) for p in plan.policies), scoresheet=plan.scoresheet,
+        runs_dir=plan.runs_dir, headless=True, resume=plan.resume, realtime=False, inject_dropout=None,
+        workers=WorkersRequest().model_dump(),
         robot={"kind": RobotKind.SO101, "port": port, "robot_id": ROBOT_ID,
-               "cameras": {name: camera_source for name in policy_cameras(plan.policy)}},
+               "cameras": {name: camera_source for name in policy_cameras(plan.policies[0])}},
         placement={"bowl_calibration": plan.files.calibration, "trained_spot": plan.files.trained_spot})
 
 
@@ -292,11 +338,11 @@ def run_command_line(request: RunRequest, typed: Sequence[str] = ()) -> list[str
     the run flags given to the rehearsal."""
     robot = request.robot
     return ["run", str(request.protocol), f"--robot={robot.kind}", f"--port={robot.port}",
-            f"--robot-id={robot.robot_id}", f"--policy={request.policy}",
+            f"--robot-id={robot.robot_id}", *(f"--policy={policy}" for policy in request.policies),
             *(f"--camera={name}={source}" for name, source in robot.cameras.items()),
             f"--bowl-calibration={request.placement.bowl_calibration}",
             f"--trained-spot={request.placement.trained_spot}", f"--scoresheet={request.scoresheet}",
-            f"--runs-dir={request.runs_dir}", "--headless", *typed]
+            f"--runs-dir={request.runs_dir}", "--headless", *typed, *(["--resume"] if request.resume else [])]
 
 
 def _operator_factory(plan: Rehearsal, rig: Any) -> Callable[[Any, bool], Any]:
@@ -315,32 +361,43 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
     out = out or sys.stdout
     from harness.app.measure_command import run_measure
     from harness.app.parts import Parts
-    from harness.app.rehearse_operator import CONSOLE_HINT
-    from harness.app.run_command import run_request
+    from harness.app.rehearse_operator import CONSOLE_HINT, OFF_TABLE_CM
+    from harness.app.run_command import run_from_args, run_request
     from harness.bus.scenario import default_scenario, open_rig
 
     protocol, files = plan.protocol, plan.files
     width, height = plan.size
     bowl = [f"--bowl-cm={protocol.scene.bowl_diameter_cm:g}", f"--cube-cm={protocol.scene.cube_edge_cm:g}"]
-    with tempfile.TemporaryDirectory(prefix="harness-rehearse-") as tmp:
-        socket = Path(tmp) / "cameras.sock"
+    tmp = make_scratch("rehearse", remove_at_exit=False)   # removed below, or at the next start if killed
+    try:
+        socket = tmp / "cameras.sock"
         with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
             rig.cube_origin_cm = protocol.scene.trained_cube_xy_cm
             print(f"Emulated STS3215 bus on {rig.port}; simulated cameras on {socket}", file=out, flush=True)
             source = f"sim:{socket}@{width}x{height}"
-            photograph_desk(rig, protocol, source, files, out)
-            measure = ["measure", str(files.trained_spot), "--auto", f"--calibrate-on={files.empty_table}",
-                       *bowl, f"--calibration={files.calibration}"]
-            say_command(measure, out)
-            if run_measure(command_arguments(measure)) != 0:
-                raise HarnessInputError(files.trained_spot, None, "the cube on its trained spot was not measured")
+            if plan.resume:   # the desk's files are the ones its first session made, as on a real desk
+                rig.place_cube(*OFF_TABLE_CM)
+                print(f"resuming with the desk's files in {files.folder}", file=out, flush=True)
+            else:
+                photograph_desk(rig, protocol, source, files, out)
+                measure = ["measure", str(files.trained_spot), "--auto", f"--calibrate-on={files.empty_table}",
+                           *bowl, f"--calibration={files.calibration}"]
+                say_command(measure, out)
+                if run_measure(command_arguments(measure)) != 0:
+                    raise HarnessInputError(files.trained_spot, None, "the cube on its trained spot was not measured")
             request = desk_request(plan, rig.port, source)
-            say_command(run_command_line(request, plan.run_flags), out)
+            shown = run_command_line(request, plan.run_flags)
+            say_command(shown, out)
             if plan.operator is OperatorKind.PERSON:
                 print(CONSOLE_HINT, file=out, flush=True)
-            code = run_request(request, Parts(observer=_operator_factory(plan, rig)))
+            parts = Parts(observer=_operator_factory(plan, rig))
+            # a comparison (two or more policies) still runs from its parsed command line (`app/compare_run.py`)
+            code = (run_from_args(command_arguments(shown), parts) if len(plan.policies) > 1
+                    else run_request(request, parts))
             if code != 0:
                 return code
+    finally:
+        remove_scratch(tmp)
     measure_run = ["measure", str(plan.runs_dir / plan.scoresheet.stem), *bowl, f"--calibration={files.calibration}"]
     say_command(measure_run, out)
     run_measure(command_arguments(measure_run))   # a trial whose cube left the view is "not measured", said

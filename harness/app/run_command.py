@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.app.build import FrontEnd, RunSetup, check_policy_fits_robot, check_run_request, prepare_run, video_mode
+from harness.app.compare_run import comparison_refs, run_comparison
 from harness.app.operator_parts import placement_files
 from harness.app.parallel.runs import check_workers, run_parallel
 from harness.app.parts import Parts
@@ -48,7 +49,15 @@ def wants_tui(request: RunRequest) -> bool:
 
 
 def run_from_args(args: argparse.Namespace, parts: Parts | None = None, observer: Any = None) -> int:
-    """`harness run`'s handler: the command line becomes a `RunRequest`, once (a bad flag is one line)."""
+    """`harness run`'s handler: the command line becomes a `RunRequest`, once (a bad flag is one line). Two or
+    more policies are a blind comparison (`app/compare_run.py`, which still reads the parsed arguments)."""
+    request = as_request(args)
+    check_run_request(request)
+    protocol = load_protocol(request.protocol)
+    refs = comparison_refs(args, protocol)   # flags or the protocol's run.policies; else `args.policy` is one flag
+    if refs is not None:
+        return run_comparison(args, protocol, refs, FrontEnd.TUI if wants_tui(request) else FrontEnd.PLAIN,
+                              lambda parsed, path: _third_party_output(as_request(parsed), path), parts)
     return run_request(as_request(args), parts, observer)
 
 

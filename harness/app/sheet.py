@@ -64,6 +64,28 @@ def check_same_inference(sheet: Scoresheet, request: RunRequest) -> None:
                                                             f"{sheet.inference_engine}, not {engine}")
 
 
+def parse_cameras(items: list[str] | None) -> dict[str, str]:
+    """`--camera NAME=SOURCE` values, each spec checked (for `app/compare_run.py`, which reads parsed arguments;
+    a run's own cameras come in its `RunRequest`)."""
+    from harness.robots.camera_spec import parse_camera_spec
+
+    cameras = RunRequest.from_flags({"protocol": "-", "camera": items or []}).robot.cameras
+    for source in cameras.values():
+        parse_camera_spec(source)
+    return cameras
+
+
+def latency_from(args: argparse.Namespace) -> float | str | None:
+    """The latency model asked for on a parsed command line (`app/compare_run.py`)."""
+    return as_request(args).latency
+
+
+def rename_map_from(args: argparse.Namespace, protocol: Protocol) -> dict[str, str]:
+    """The rename map asked for on a parsed command line, else the protocol's (`app/compare_run.py`)."""
+    asked = as_request(args).rename_map
+    return asked if asked is not None else dict(protocol.run.rename_map)
+
+
 def latency_text(latency: float | str | None) -> str:
     if latency is None:
         return "lock-step (none)"
@@ -93,6 +115,11 @@ def resolve_sheet(request: RunRequest | argparse.Namespace, protocol: Protocol, 
         check_same_inference(sheet, request)
         hold_to_locked_async(sheet, request)
         hold_to_locked_rtc(sheet, request)
+        # How this machine reaches the arm is not locked: a resume after a replug (another serial port, or a
+        # rehearsal's new emulator and camera socket) runs on what it is given, for this session.
+        reach = {"port": request.robot.port, "cameras": dict(request.robot.cameras)}
+        if reach := {key: value for key, value in reach.items() if value}:
+            sheet.settings = sheet.settings.model_copy(update=reach)
         return sheet, False
     policy_ref = policy_flag or protocol.run.policy
     if not policy_ref:

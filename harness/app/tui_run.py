@@ -13,7 +13,18 @@ from harness.tui.state import RunState, Tally
 
 
 def check_report(setup: RunSetup) -> CheckReport:
-    """What the TUI's check screen shows, measured now: nothing here moves the arm."""
+    """What the TUI's check screen shows, measured now: nothing here moves the arm. The simulator's GL contexts
+    this thread makes (the cameras' rate, the policy's warm-up observation) are freed here, on this thread: the
+    engine draws from its own (`sim.world`)."""
+    world = setup.robot.world
+    try:
+        return _measured_check(setup)
+    finally:
+        if world is not None:
+            world.release_renderers()
+
+
+def _measured_check(setup: RunSetup) -> CheckReport:
     robot, policy, sheet = setup.robot, setup.policy, setup.sheet
     cameras: list[tuple[str, float | None]] = []
     world = robot.world
@@ -24,7 +35,6 @@ def check_report(setup: RunSetup) -> CheckReport:
             for _ in range(5):
                 world.render(cam, 640, 480)
             cameras.append((cam, 5 / (time.perf_counter() - t0)))
-        world.release_renderers()  # the engine renders from its own thread
     else:
         for name, camera in getattr(robot.robot, "cameras", {}).items():
             t0, frames = time.perf_counter(), 0

@@ -40,6 +40,7 @@ __all__ = ["SO101_IDS", "Finding", "Operator", "TerminalOperator", "describe_sca
            "quick_scan"]
 
 MOVED_TICKS = 60          # ~5 degrees: a deliberate turn by hand, well above encoder jitter
+FACTORY = sig.Signature(0, 4095, 0)   # a servo's EEPROM as it leaves the factory: limits 0-4095, no homing offset
 BUS_FAULTS = (ConnectionError, RuntimeError, OSError, BusError)   # what LeRobot, scservo and pyserial raise
 
 
@@ -175,6 +176,18 @@ def moves_with_the_joint(port: str, lone: Lone, name: str, operator: Operator,
     return before is not None and after is not None and abs(after - before) >= MOVED_TICKS
 
 
+def follows_another_joint(port: str, lone: Lone, other: str, name: str, operator: Operator,
+                          open_serial: Callable[[str], object]) -> bool:
+    """The movement only the asked-for joint makes: the servo on the bus stays still while the person turns the
+    other joint it could be (the two servos of a collision are told apart by which joint they follow)."""
+    before = _on_port(port, open_serial, lambda wire: _position(wire, lone))
+    joint = "gripper jaw" if other == "gripper" else f"{other} joint"
+    operator.instruct(f"Check it: now turn the {joint} by hand to a clearly different position, and leave the "
+                      f"{name} where it is.")
+    after = _on_port(port, open_serial, lambda wire: _position(wire, lone))
+    return before is not None and after is not None and abs(after - before) >= MOVED_TICKS
+
+
 def _position(wire: Wire, lone: Lone) -> int | None:
     wire.set_baud(lone.baud)
     return read_details(wire, lone.servo_id).position
@@ -194,11 +207,20 @@ def identify(port: str, name: str, target_id: int, scan: Scan, operator: Operato
     operator.say(f"Found {lone.describe()}.\n{knew}")
     identity = sig.identify(lone.details.signature, name, expected, candidates)
     refusal, what_to_do = None, f"Unplug it and connect only the {name} servo."
+    signature = lone.details.signature
     if lone.details.model != p.STS3215_MODEL:
         refusal = (f"it reports model {lone.details.model}, not an STS3215 ({p.STS3215_MODEL}); an SO-101 "
                    "needs STS3215s")
     elif owner is not None:
         refusal = f"this is the {owner} servo, not the {name}"
+    elif expected is None and (signature is None or signature != FACTORY):
+        # Without the arm's calibration, movement is the only other evidence, and it proves only that the person
+        # turned whichever joint this servo sits in: a calibrated servo could be any joint's.
+        refusal = ("its EEPROM could not be read" if signature is None else
+                   f"its EEPROM holds a joint's calibration ({signature.describe()}), and without the arm's "
+                   "calibration file nothing says which joint's")
+        what_to_do = (f"Run fix-ids with --robot-id (the arm's calibration file) to identify it by its EEPROM, or "
+                      f"connect only the {name} servo if it is a new one (factory EEPROM).")
     elif identity.refused:
         refusal = identity.describe(expected.source if expected else None).rstrip(".")
         what_to_do = (f"Unplug it and connect only the {name} servo (a new servo fitted as the {name}: run "
@@ -208,6 +230,13 @@ def identify(port: str, name: str, target_id: int, scan: Scan, operator: Operato
         if not moves_with_the_joint(port, lone, name, operator, open_serial):
             refusal = (f"the servo on the bus did not move when you turned the {name}, so it is not the {name} "
                        "(or its cable is not the one plugged in)")
+        elif identity.verdict is not sig.Verdict.THIS_JOINT:
+            # Following a turned joint proves only that the person turned this servo's joint; when its EEPROM does
+            # not settle which joint that is, the joints the diagnosis says it could also be must leave it still.
+            followed = next((other for other in candidates if other != name
+                             and follows_another_joint(port, lone, other, name, operator, open_serial)), None)
+            if followed:
+                refusal = f"it moved when you turned the {followed}: this is the {followed} servo, not the {name}"
     if refusal:
         operator.say(f"Refusing to program it: {refusal}. Nothing was written. {what_to_do}")
         return None
@@ -275,7 +304,9 @@ def _load_lerobot(operator: Operator) -> None:
 
 
 def repair_missing(port: str, finding: Finding, scan: Scan, operator: Operator,
-                   open_serial: Callable[[str], object], attempts: int = 3, expected: Expected | None = None) -> bool:
+                   open_serial: Callable[[str], object], attempts: int = 3,
+                   expected: Expected | None = None) -> Lone | None:
+    """The servo renamed to the missing ID, as it was before (its old ID, for `restore_id`), or None."""
     name, target_id = SO101_IDS[finding.servo_id], finding.servo_id
     for _ in range(attempts):
         operator.instruct(f"Connect ONLY the {name} servo to the controller board: unplug the chain and plug "
@@ -293,10 +324,10 @@ def repair_missing(port: str, finding: Finding, scan: Scan, operator: Operator,
             continue
         operator.say(f"Programmed the {name} servo as ID {target_id}: unlocked, written, re-locked, read back.")
         operator.instruct(f"Reconnect the {name} servo to the chain as it was.")
-        return True
+        return lone
     operator.say(f"Gave up on the {name} after {attempts} attempts. Nothing else was written; run fix-ids again "
                  "once the bus is steady.")
-    return False
+    return None
 
 
 def _report(operator: Operator, title: str, findings: list[Finding]) -> None:
@@ -349,9 +380,12 @@ def _fix_ids(port: str, operator: Operator, open_serial: Callable[[str], object]
     missing = [f for f in findings if f.kind is FindingKind.MISSING]
     if missing:
         _load_lerobot(operator)
+    renamed: dict[int, Lone] = {}   # new ID -> the servo as it was
     for finding in missing:
-        if not repair_missing(port, finding, scan, operator, open_serial, expected=expected):
+        lone = repair_missing(port, finding, scan, operator, open_serial, expected=expected)
+        if lone is None:
             return 1
+        renamed[finding.servo_id] = lone
     after = _on_port(port, open_serial, quick_scan)
     operator.say(describe_scan(after))
     if remaining := diagnose(after, expected):
@@ -368,13 +402,38 @@ def _fix_ids(port: str, operator: Operator, open_serial: Callable[[str], object]
         operator.say("The IDs look right, but the line is too noisy to be sure: check the cable, then run "
                      "fix-ids again to confirm.")
         return 1
-    renamed = [finding.servo_id for finding in missing]
-    if not all(prove(port, servo_id, proof, operator, open_serial, expected) for servo_id in renamed):
-        return 1
+    for servo_id, was in renamed.items():
+        if not prove(port, servo_id, proof, operator, open_serial, expected):
+            restore_id(port, servo_id, was, operator, open_serial)
+            return 1
     proven = "".join(f"; the {SO101_IDS[i]} proven at ID {i} by its EEPROM and by movement" if expected else
                      f"; the {SO101_IDS[i]} proven at ID {i} by movement" for i in renamed)
     operator.say(f"Fixed: all six IDs answer after a power cycle, EEPROM locked{proven}.")
     return 0
+
+
+def restore_id(port: str, servo_id: int, was: Lone, operator: Operator,
+               open_serial: Callable[[str], object]) -> None:
+    """A renamed servo the final check did not prove gets its old ID back, so a wrong rename never outlives the
+    session. Written alone on the bus, as every ID is, and only to the servo that is at the new ID with the
+    EEPROM it had when it was renamed."""
+    operator.instruct(f"Putting the old ID back: connect ONLY the servo that was renamed to ID {servo_id} (the one "
+                      "you connected at its prompt) straight to the board. Keep the power on.")
+    state = _on_port(port, open_serial, census)
+    lone = state.lone
+    if lone is None or lone.servo_id != servo_id or lone.details.signature != was.details.signature:
+        operator.say(f"Not put back: {state.describe()} That is not the servo renamed to ID {servo_id}, so nothing "
+                     f"was written; it was ID {was.servo_id} before this session. Run fix-ids again.")
+        return
+    try:
+        program_alone(port, f"servo at ID {servo_id}", was.servo_id, lone)
+    except BUS_FAULTS as err:
+        operator.say(f"Could not put the old ID back ({type(err).__name__}): the servo at ID {servo_id} was ID "
+                     f"{was.servo_id} before this session. Run fix-ids again.")
+        return
+    operator.say(f"Put the old ID back: the servo renamed to ID {servo_id} is ID {was.servo_id} again, as before "
+                 "this session.")
+    operator.instruct("Reconnect it to the chain as it was.")
 
 
 def prove(port: str, servo_id: int, proof: Scan, operator: Operator, open_serial: Callable[[str], object],

@@ -98,6 +98,7 @@ class Contents:
     backlog: list[bytes] = field(default_factory=list)   # witness lines still to write (killed writer)
     needs_newline: bool = False   # the last record line lost only its newline
     bodies: list[bytes | None] = field(default_factory=list)   # each record's canonical bytes, as on disk
+    warnings: list[str] = field(default_factory=list)   # what a reader should be told (torn tail, damaged witness)
 
 
 def _split_header(raw: bytes, path: Path) -> tuple[str, int | None]:
@@ -186,14 +187,15 @@ def read(path: Path) -> Contents:
     bodies: list[bytes | None] = []
     offset = records_at
     canonical = True
+    torn: str | None = None
     while offset < len(raw):
         newline = raw.find(b"\n", offset)
         line = raw[offset:] if newline < 0 else raw[offset:newline]
         parsed = _parse_line(line)
         if parsed is None:
             if newline < 0:   # a torn final line: never acknowledged, skipped, and said so
-                log.warning("%s: the last %d bytes (from byte %d) are not a complete record and are ignored; "
-                            "the next append overwrites them", path, len(raw) - offset, offset)
+                torn = (f"{path}: the last {len(raw) - offset} bytes (from byte {offset}) are not a complete record "
+                        "and are ignored; the next append overwrites them")
                 break
             canonical = False
             break
@@ -208,6 +210,9 @@ def read(path: Path) -> Contents:
     else:
         contents = Contents(FORMAT, header, records, canonical=True, size=len(raw), end=offset,
                             needs_newline=needs_newline, bodies=bodies)
+        if torn:
+            log.warning("%s", torn)
+            contents.warnings.append(torn)
     return _witnessed(contents, witness_raw, path)
 
 
@@ -230,11 +235,15 @@ def _witnessed(contents: Contents, witness_raw: bytes | None, path: Path) -> Con
     complete = witness_raw[: witness_raw.rfind(b"\n") + 1]
     contents.witness_size, contents.witness_end = len(witness_raw), len(complete)
     lines = complete.decode("ascii", errors="replace").splitlines()
+    damaged = len(complete) < len(witness_raw)   # a torn last line
+    for position, text in enumerate(lines):
+        if not _witness_line_shape(text):   # damaged from here on: kept up to here, rebuilt from the sheet
+            lines, damaged = lines[:position], True
+            contents.witness_end = sum(len(line) + 1 for line in lines)
+            break
     counts = dict.fromkeys(KINDS, 0)
     for position, text in enumerate(lines):
         parts = text.split(" ")
-        if len(parts) != 3 or parts[0] not in KINDS or not parts[1].isdigit():
-            raise StaleRunError(witness, f"line {position + 1}", "not a chain witness line (edited by hand?)")
         kind, count, chain = parts[0], int(parts[1]), parts[2]
         counts[kind] += 1
         if position >= len(contents.records):
@@ -251,7 +260,18 @@ def _witnessed(contents: Contents, witness_raw: bytes | None, path: Path) -> Con
     for kind, record in contents.records[len(lines):]:   # durable, not yet witnessed: a writer killed in
         counts[kind] += 1                                 # between, or one appending while this read
         contents.backlog.append(witness_line(kind, counts[kind], str(record.get("chain_sha256"))))
+    if damaged or len(contents.backlog) > 1:   # more than one append's worth, or a torn line: not just a kill
+        said = (f"{witness}: damaged or cut short (it names {len(lines)} of the {len(contents.records)} records); "
+                "the sheet's own hashes prove the records, and the witness is rebuilt from them on the next append")
+        log.warning("%s", said)
+        contents.warnings.append(said)
     return contents
+
+
+def _witness_line_shape(text: str) -> bool:
+    parts = text.split(" ")
+    return (len(parts) == 3 and parts[0] in KINDS and parts[1].isdigit() and len(parts[2]) == 64
+            and all(c in "0123456789abcdef" for c in parts[2]))
 
 
 def _pretty(value: Any, pad: str) -> str:

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from harness.models.comparison import SealedMapping
 from harness.models.protocol import StoppingRule, Trial
 from harness.models.run_settings import InferenceEngine, RobotKind
 
@@ -55,3 +56,35 @@ class LockedBlock(BaseModel):
     stopping_rule: StoppingRule
     latency_ms: float | Literal["measured"] | None = None   # None: lock-step (or a sheet older than the field)
     inference: LockedInference | None = None
+    comparison: LockedComparison | None = None   # a blind comparison of two or more policies
+
+
+class LockedDesign(BaseModel):
+    """The sequential test's numbers, as calibrated at the lock (`harness.models.sequential.SequentialDesign`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    alpha: float
+    power: float
+    min_difference: float
+    comparisons: int
+    cap: int                      # pairs per comparison: trials per arm at most
+    log_efficacy_bound: float
+    fixed_sample_pairs: int       # McNemar's fixed-sample design at the same alpha and power, per arm
+
+
+class LockedComparison(BaseModel):
+    """A blind comparison: the arms by code, the schedule's seed, the declared comparisons, the test and
+    the sealed mapping (its commitment proves the mapping was fixed before trial 1)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    arms: list[str]                          # codes, A, B, ...
+    seed: int
+    positions: list[int]                     # the protocol's trial indices, block b runs positions[b % len]
+    blocks: int
+    comparisons: list[tuple[str, str]]
+    design: LockedDesign
+    sealed: SealedMapping
+    blind: bool = True
+
+
+LockedBlock.model_rebuild()

@@ -9,11 +9,19 @@ from __future__ import annotations
 import hashlib
 import math
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from harness.errors import HarnessInputError
 from harness.models.run_settings import RobotKind
@@ -92,18 +100,49 @@ class Generator(_Strict):
     max_yaw_deg: Annotated[float, Field(ge=0, le=180.0)] = 0.0
 
 
-class StoppingRule(_Strict):
-    """Decided before the run: when it may stop early. `fixed` runs every trial."""
+SEQUENTIAL_FIELDS = ("alpha", "power", "min_difference", "max_trials_per_arm", "comparisons")
+ArmCode = Annotated[str, Field(pattern=r"^[A-J]$")]
 
-    kind: Literal["fixed", "wilson_width"] = "fixed"
+
+class StoppingRule(_Strict):
+    """Decided before the run: when it may stop early. `fixed` runs every trial; `sequential` is a blind
+    comparison's anytime-valid test (`harness.models.sequential`, docs/comparisons.md)."""
+
+    kind: Literal["fixed", "wilson_width", "sequential"] = "fixed"
     max_width: Annotated[float, Field(gt=0, lt=1)] | None = None   # stop once the 95% interval is this narrow
     min_trials: Annotated[int, Field(ge=1)] = 20
+    # sequential: error rates, the smallest difference in success rate worth detecting, the cap, and the
+    # comparisons declared up front (pairs of arm codes; default every pair)
+    alpha: Annotated[float, Field(gt=0, le=0.5)] = 0.05
+    power: Annotated[float, Field(ge=0.5, lt=1)] = 0.8
+    min_difference: Annotated[float, Field(gt=0, lt=1)] | None = None
+    max_trials_per_arm: Annotated[int, Field(ge=1, le=2000)] | None = None
+    comparisons: list[tuple[ArmCode, ArmCode]] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> StoppingRule:
         if self.kind == "wilson_width" and self.max_width is None:
             raise ValueError("stopping_rule.max_width: required for kind wilson_width")
+        if self.kind == "sequential":
+            for name in ("min_difference", "max_trials_per_arm"):
+                if getattr(self, name) is None:
+                    raise ValueError(f"stopping_rule.{name}: required for kind sequential")
+            for first, second in self.comparisons or []:
+                if first == second:
+                    raise ValueError(f"stopping_rule.comparisons: {first} against itself")
+        elif any(name in self.model_fields_set for name in SEQUENTIAL_FIELDS):
+            raise ValueError("stopping_rule: alpha, power, min_difference, max_trials_per_arm and comparisons "
+                             "are for kind sequential")
         return self
+
+    @model_serializer(mode="wrap")
+    def _omit_sequential(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A non-sequential rule stores, and hashes, exactly as before the sequential fields existed."""
+        data = handler(self)
+        if self.kind != "sequential":
+            for name in SEQUENTIAL_FIELDS:
+                data.pop(name, None)
+        return data
 
 
 class RunDefaults(_Strict):
@@ -111,6 +150,15 @@ class RunDefaults(_Strict):
 
     robot: RobotKind | None = None
     policy: str | None = None
+    policies: list[str] | None = None   # a blind comparison's policies, in arm order (two or more)
+
+    @model_serializer(mode="wrap")
+    def _omit_policies(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Without a comparison's policies, the section writes exactly as before they existed."""
+        data = handler(self)
+        if data.get("policies") is None:
+            data.pop("policies", None)
+        return data
     port: str | None = None
     cameras: dict[str, str] = Field(default_factory=dict)
     rename_map: dict[str, str] = Field(default_factory=dict)

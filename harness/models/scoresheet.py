@@ -5,7 +5,8 @@ On disk (YAML, `harness.models.journal` has the byte layout):
     format: harness.scoresheet/2
     locked:   task, success_definition, taxonomy, trial_count, trials,
               protocol_file, protocol_sha256, policy, robot, stopping_rule,
-              then (sheets locked since they existed) latency_ms, inference
+              then (sheets locked since they existed) latency_ms, inference, and for a
+              blind comparison `comparison` (arms, seed, schedule, test, sealed mapping)
     lock:     sha256 (over the canonical JSON of `locked`), field_sha256 (one per
               locked field, so a refusal can name the field), locked_at
     settings: unlocked run settings (cameras, port, rename map) used by --resume
@@ -41,10 +42,20 @@ from pydantic import (
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models import journal
 from harness.models.anatomy import TrialAnatomy
+from harness.models.comparison import (
+    ComparisonTrace,
+    Slot,
+    block_outcomes,
+    build_schedule,
+    decision_text,
+    replay,
+    run_finished,
+)
 from harness.models.lock import WriterLock
 from harness.models.locked import LockedBlock, LockedInference
 from harness.models.protocol import Protocol, file_sha256
 from harness.models.run_settings import InferenceEngine, RobotKind, RunSettings
+from harness.models.sequential import SequentialDesign
 from harness.models.stats import wilson_interval
 from harness.models.taxonomy import ALL_LABELS, FAILURE_MODES, Label, Outcome
 from harness.models.verdict import JudgeVerdict
@@ -67,6 +78,7 @@ LOCKED_FIELDS: tuple[str, ...] = (
 OPTIONAL_LOCKED_FIELDS: tuple[str, ...] = (
     "latency_ms",         # the latency model: milliseconds, "measured", or null (lock-step)
     "inference",          # the inference engine: {"engine": "sync" | "rtc" | "async", ...}
+    "comparison",         # a blind comparison: arms, seed, schedule, test, sealed mapping (`LockedComparison`)
 )
 
 
@@ -309,6 +321,9 @@ class Scoresheet:
     def stopped_by_rule(self) -> str | None:
         """Why the locked stopping rule ended the run early, or None. Derived, never stored."""
         rule = self.locked.stopping_rule
+        if rule.kind == "sequential" and self.locked.comparison is not None:
+            traces = self.comparison_traces()
+            return decision_text(traces) if traces[0].states and run_finished(traces) else None
         if rule.kind != "wilson_width" or rule.max_width is None:
             return None
         scored = self.scored_attempts()
@@ -320,6 +335,27 @@ class Scoresheet:
             return (f"95% Wilson interval {high - low:.3f} wide after {len(scored)} trials "
                     f"(rule: at most {rule.max_width} after at least {rule.min_trials})")
         return None
+
+    def comparison_schedule(self) -> list[Slot]:
+        """A blind comparison's schedule, slot number = trial index (empty for any other run)."""
+        comparison = self.locked.comparison
+        if comparison is None:
+            return []
+        return build_schedule(comparison.seed, tuple(comparison.arms), comparison.positions, comparison.blocks)
+
+    def comparison_traces(self) -> list[ComparisonTrace]:
+        """Each declared comparison replayed over the complete blocks recorded so far."""
+        comparison = self.locked.comparison
+        if comparison is None:
+            return []
+
+        def success_of(number: int) -> bool | None:
+            attempt = self.final_attempt(number)
+            return None if attempt is None else attempt.label is Label.SUCCESS
+
+        outcomes = block_outcomes(self.comparison_schedule(), success_of)
+        design = SequentialDesign(**comparison.design.model_dump(exclude={"fixed_sample_pairs"}))
+        return replay(design, tuple(comparison.comparisons), outcomes)
 
     def scored_attempts(self) -> list[Attempt]:
         return [a for a in self.attempts if a.label is not Label.VOID]
@@ -574,6 +610,8 @@ def drift(sheet: Scoresheet) -> list[Drift]:
     elif file_sha256(protocol) != sheet.locked.protocol_sha256:
         found.append(Drift.PROTOCOL_CHANGED)
     locked_policy = sheet.locked.policy
+    if sheet.locked.comparison is not None:   # each arm's checkpoint is sealed; checked when revealed
+        return found
     if not locked_policy.fingerprint.startswith("builtin:"):
         if not Path(locked_policy.ref).exists():
             found.append(Drift.CHECKPOINT_MISSING)
@@ -584,6 +622,9 @@ def drift(sheet: Scoresheet) -> list[Drift]:
 
 def check_resumable(sheet: Scoresheet, protocol_path: Path, policy_ref: str | None) -> None:
     """Refuse to resume when the protocol file or policy checkpoint differs from what was locked."""
+    if sheet.locked.comparison is not None:
+        raise StaleRunError(sheet.path, "--policy", "this scoresheet is a blind comparison: resume it with the same "
+                                                    "--policy flags, in the same order")
     if file_sha256(protocol_path) != sheet.locked.protocol_sha256:
         raise StaleRunError(
             protocol_path, "protocol_sha256",

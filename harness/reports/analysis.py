@@ -28,6 +28,7 @@ from harness.models.stats import (
     wilson_interval,
 )
 from harness.models.taxonomy import TAXONOMY, Label
+from harness.reports.comparison import BlindComparisonJson
 from harness.reports.summary import REPORT_SCHEMA, RunSummary, _Frozen, summarize
 from harness.reports.timing import Culprit, time_split
 from harness.reports.trials import TrialRow, trial_rows
@@ -562,15 +563,22 @@ class ReportJson(_Frozen):
     intervals: list[IntervalRow] | None = Field(None, description="more than two runs: intervals only, no test")
     success_by_latency: list[LatencyGroup] = Field(
         default_factory=list, description="runs grouped by latency model and engine (when more than one)")
+    warnings: list[str] = Field(
+        default_factory=list, description="what the terminal report prints as warnings: a torn or damaged "
+                                          "scoresheet or chain witness, drift since locking, runs not comparable")
+    blind_comparison: BlindComparisonJson | None = Field(
+        None, description="a blind comparison's scoresheet: its decision, arms (named once revealed) and test")
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, indent=2)
 
 
 def analyze_report(sheets: list[Scoresheet],
-                   training_starts: list[list[tuple[float, float]] | None] | None = None) -> ReportJson:
+                   training_starts: list[list[tuple[float, float]] | None] | None = None,
+                   warnings: list[str] | None = None) -> ReportJson:
     """`training_starts`: per sheet, in order (None where a sheet has none)."""
     return ReportJson(
+        warnings=list(warnings or []),
         runs=[analyze_run(sheet, training_starts[i] if training_starts else None) for i, sheet in enumerate(sheets)],
         comparison=compare_two(*sheets) if len(sheets) == 2 else None,
         intervals=intervals(sheets) if len(sheets) > 2 else None,

@@ -20,7 +20,7 @@ from lerobot.cameras.opencv import OpenCVCameraConfig
 from lerobot.robots.so_follower import SO101Follower, SO101FollowerConfig
 
 from harness.bus.relocking_bus import EepromLocks, RelockingFeetechBus
-from harness.errors import ServoBusFault
+from harness.errors import HarnessInputError, ServoBusFault
 from harness.robots.camera_spec import parse_camera_spec
 
 REPO_CALIBRATION = Path(__file__).resolve().parents[2] / "calibration"
@@ -203,8 +203,12 @@ def camera_config(name: str, source: str, fps: int) -> CameraConfig:
     if spec.simulated:
         from harness.sim.config_sim_camera import HarnessSimCameraConfig, default_socket_path
 
-        return HarnessSimCameraConfig(camera=name, socket_path=spec.socket or str(default_socket_path()),
-                                      fps=spec.fps or fps, width=spec.width, height=spec.height)
+        try:
+            socket_path = spec.socket or str(default_socket_path())
+        except ValueError as exc:
+            raise HarnessInputError(None, "--camera", f"{name}={source}: {exc}") from None
+        return HarnessSimCameraConfig(camera=name, socket_path=socket_path, fps=spec.fps or fps, width=spec.width,
+                                      height=spec.height)
     where = int(spec.source) if spec.source.isdigit() else Path(spec.source)
     return OpenCVCameraConfig(index_or_path=where, fps=spec.fps or fps, width=spec.width, height=spec.height,
                               fourcc=spec.fourcc)

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from harness.errors import HarnessError
+from harness.lifeline import exit_with_multiprocessing_parent
 from harness.models.verdict import JudgeVerdict
 from harness.run.evidence import complete_folder, fresh_partial, partial_folder
 
@@ -509,6 +510,7 @@ class _LaneWork:
 def _serve(index: int, requests: Any, results: Any, abandoned: Any, scene: Any | None, control_fps: int) -> None:
     """One lane's process: its messages handled in order until told to stop or the run is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle; it tells us to stop
+    exit_with_multiprocessing_parent()   # a killed run: gone at once, whatever it is drawing or waiting on
     work = _LaneWork(index, results, abandoned, scene, control_fps)
     parent = mp.parent_process()
     while True:

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.realtime import CAMERA_PRIORITY, realtime_thread
 from harness.sim.scene import SceneGeometry
 from harness.sim.world import CAMERA_NAMES, NOISE_PATTERNS, FrameRequest, SimWorld
 
@@ -185,6 +186,10 @@ class FrameService:
         self._send_loop(sub)
 
     def _send_loop(self, sub: _Subscriber) -> None:
+        with realtime_thread(priority=CAMERA_PRIORITY):
+            self._send_until_dropped(sub)
+
+    def _send_until_dropped(self, sub: _Subscriber) -> None:
         while sub.alive:
             with sub.ready:
                 while sub.mailbox is None and sub.alive:
@@ -211,6 +216,10 @@ class FrameService:
 
     # --- rendering ------------------------------------------------------------------
     def _render_loop(self) -> None:
+        with realtime_thread(priority=CAMERA_PRIORITY):   # a camera delivers whatever the host does (realtime.py)
+            self._render_until_stopped()
+
+    def _render_until_stopped(self) -> None:
         try:
             while not self._stop.is_set():
                 now = time.monotonic()

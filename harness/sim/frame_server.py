@@ -22,7 +22,8 @@ from typing import Any
 
 from harness.errors import HarnessError, HarnessInputError
 from harness.realtime import DEVICE_PRIORITY, realtime_thread
-from harness.sim.config_sim_camera import SIM_CAMERAS, default_socket_path
+from harness.scratch import remove
+from harness.sim.config_sim_camera import SIM_CAMERAS, new_socket_path
 from harness.sim.frame_render import HEADER, MAGIC, READY, CameraFault, PoseLink, geometry_argument
 
 __all__ = ["HEADER", "MAGIC", "CameraFault", "FrameServer", "FrameServerError"]
@@ -38,7 +39,8 @@ class FrameServer:
     def __init__(self, world: Any, lock: Any, socket_path: str | Path | None = None) -> None:
         self.world = world
         self.lock = lock
-        self.socket_path = Path(socket_path or default_socket_path())
+        self._own_folder = socket_path is None   # a scratch folder of its own, removed at close
+        self.socket_path = Path(socket_path or new_socket_path())
         self.faults: dict[str, CameraFault] = {name: CameraFault.OK for name in SIM_CAMERAS}
         self._stop = threading.Event()
         _check_socket_path(self.socket_path)
@@ -117,6 +119,8 @@ class FrameServer:
             self._link.sock.close()
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()
+        if self._own_folder:
+            remove(self.socket_path.parent)
 
 
 def _env_finding_this_package() -> dict[str, str]:

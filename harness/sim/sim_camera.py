@@ -23,7 +23,8 @@ from lerobot.cameras.camera import Camera
 from lerobot.cameras.configs import ColorMode
 from lerobot.utils.errors import DeviceAlreadyConnectedError, DeviceNotConnectedError
 
-from harness.sim.config_sim_camera import SIM_CAMERAS, HarnessSimCameraConfig, default_socket_path
+from harness.realtime import CAMERA_PRIORITY, realtime_thread
+from harness.sim.config_sim_camera import SIM_CAMERAS, HarnessSimCameraConfig
 
 logger = logging.getLogger(__name__)
 
@@ -64,11 +65,12 @@ class HarnessSimCamera(Camera):
 
     @staticmethod
     def find_cameras() -> list[dict[str, Any]]:
-        path = default_socket_path()
-        if not path.exists():
-            return []
+        from harness.scratch import live_folders
+        from harness.sim.config_sim_camera import EMULATOR_SCRATCH, SOCKET_NAME
+
+        paths = [folder / SOCKET_NAME for folder in live_folders(EMULATOR_SCRATCH) if (folder / SOCKET_NAME).exists()]
         return [{"name": f"harness sim {name}", "type": "harness_sim", "id": name, "socket_path": str(path)}
-                for name in SIM_CAMERAS]
+                for path in paths for name in SIM_CAMERAS]
 
     # --- lifecycle ---------------------------------------------------------------------
     def connect(self, warmup: bool = True) -> None:
@@ -162,6 +164,10 @@ class HarnessSimCamera(Camera):
             view = view[got:]
 
     def _read_loop(self) -> None:
+        with realtime_thread(priority=CAMERA_PRIORITY):   # the camera driver's thread (harness/realtime.py)
+            self._read_until_stopped()
+
+    def _read_until_stopped(self) -> None:
         sock = self._sock
         assert sock is not None
         header = bytearray(HEADER_SIZE)

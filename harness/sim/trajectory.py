@@ -230,14 +230,47 @@ def load_trajectory(path: Path) -> Trajectory:
         with np.load(path, allow_pickle=False) as data:
             arrays = {name: data[name] for name in data.files}
         meta = json.loads(str(arrays.pop("meta")))
-    except (OSError, ValueError, KeyError) as exc:
+    except Exception as exc:   # a damaged file fails in zipfile, zlib, numpy or json, each its own way
         raise HarnessInputError(path, "sim_state", f"not a readable trajectory file ({type(exc).__name__})") from None
+    if not isinstance(meta, dict):
+        raise HarnessInputError(path, "meta", "not a JSON object")
     if meta.get("format") != FORMAT:
         raise HarnessInputError(path, "format", f"{meta.get('format')!r}: this harness reads {FORMAT}")
     try:
-        return Trajectory(path, meta, **arrays)
+        trajectory = Trajectory(path, meta, **arrays)
     except TypeError as exc:
         raise HarnessInputError(path, "sim_state", f"missing or unknown arrays ({exc})") from None
+    _check_shapes(trajectory)
+    return trajectory
+
+
+def _check_shapes(trajectory: Trajectory) -> None:
+    """Arrays and meta that agree with each other, so a damaged file is refused here in one line rather than
+    failing half-way through drawing a replay."""
+    meta = trajectory.meta
+    try:
+        cameras = [str(name) for name in meta["cameras"]]
+        width, height = (int(v) for v in meta["video_size"])
+        fps = (float(meta["control_fps"]), float(meta["video_fps"]))
+        trajectory.geometry   # noqa: B018  (the scene must rebuild)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise HarnessInputError(trajectory.path, "meta", f"damaged ({type(exc).__name__}: {exc})") from None
+    steps, frames = len(trajectory.t), len(trajectory.frame_row)
+    t = trajectory
+    problems = [
+        (t.step.shape != (steps,), "step"),
+        (t.posed_qpos.ndim != 2 or len(t.posed_qpos) != steps, "posed_qpos"),
+        (t.physics.ndim != 2 or len(t.physics) != steps or t.physics.shape[1] < 1 + t.posed_qpos.shape[-1], "physics"),
+        (t.frame_noise.shape != (frames, len(cameras)) or t.frame_frozen.shape != (frames, len(cameras)),
+         "frame_noise"),
+        (frames and (t.frame_row.min() < 0 or t.frame_row.max() >= steps), "frame_row"),
+        (len(t.final_qpos) != len(cameras) or len(t.final_noise) != len(cameras), "final_qpos"),
+        (not (width > 0 and height > 0 and all(np.isfinite(fps)) and min(fps) > 0), "video_size"),
+        (not np.isfinite(t.t).all(), "t"),
+    ]
+    for bad, field in problems:
+        if bad:
+            raise HarnessInputError(trajectory.path, field, "damaged: its shape or values disagree with the rest")
 
 
 def parse_view(text: str) -> tuple[float, float, float]:

@@ -1,13 +1,24 @@
-"""One simulated table-top: physics, the judge, and cameras rendered on demand."""
+"""One simulated table-top: physics, the judge, and cameras rendered on demand.
+
+GL contexts belong to threads: an EGL context is current in at most one thread, and one left current in
+a thread (or in a thread that has ended) cannot be made current in another (EGL_BAD_ACCESS). A world is
+drawn from more than one thread (the TUI measures the cameras on one thread and runs the engine on
+another), so each thread that draws gets renderers of its own (`_renderer`), and `release_renderers`
+frees the calling thread's. A failure to draw is a `CameraRenderFailed`, which a trial records as a void.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import mujoco
 import numpy as np
 
+from harness.errors import CameraRenderFailed
 from harness.models.protocol import JOINT_NAMES
 from harness.sim.judge import Judge, JudgeThresholds
 from harness.sim.scene import PHYSICS_DT, SceneGeometry, build_model
@@ -51,7 +62,8 @@ class SimWorld:
         g = self.geometry
         self.judge = Judge(self.model, g.bowl_xy, g.bowl_rim_radius, bowl_floor_z=0.004,
                            bowl_height=g.bowl_height, cube_edge=g.cube_edge, thresholds=judge_thresholds)
-        self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
+        self._renderers: dict[threading.Thread, dict[tuple[int, int], mujoco.Renderer]] = {}   # per drawing thread
+        self._stranded: list[mujoco.Renderer] = []   # of threads that ended holding them: never current again
         self._noise_bank: dict[tuple[int, int], np.ndarray] = {}
         self._render_count = 0
         self.frozen_cameras: set[str] = set()
@@ -162,15 +174,13 @@ class SimWorld:
         evidence writer's does, never repeats an earlier trial's frozen frame)."""
         if request.frozen and request.noise_index < 0 and request.camera in self._frozen_frames:
             return self._frozen_frames[request.camera]
-        key = (request.width, request.height)
-        renderer = self._renderers.get(key)
-        if renderer is None:
-            renderer = mujoco.Renderer(self.model, request.height, request.width)
-            self._renderers[key] = renderer
         if not np.array_equal(request.qpos, self._posed_qpos):
             self._pose(request.qpos)
-        renderer.update_scene(self.data, camera=CAMERA_NAMES.get(request.camera, request.camera))
-        frame = renderer.render() ^ self._noise_bank_for(request.width, request.height)[request.noise_index]
+        with _drawing(request.camera):
+            renderer = self._renderer(request.width, request.height)
+            renderer.update_scene(self.data, camera=CAMERA_NAMES.get(request.camera, request.camera))
+            drawn = renderer.render()
+        frame = drawn ^ self._noise_bank_for(request.width, request.height)[request.noise_index]
         if request.frozen:
             self._frozen_frames[request.camera] = frame
         return frame
@@ -179,11 +189,6 @@ class SimWorld:
         """A frame from a MuJoCo free camera (azimuth and elevation in degrees, distance in m) looking at the
         point between the gripper's grasp point and the cube, in a recorded configuration: angles no mounted
         camera has. No sensor noise: no sensor sees it."""
-        key = (width, height)
-        renderer = self._renderers.get(key)
-        if renderer is None:
-            renderer = mujoco.Renderer(self.model, height, width)
-            self._renderers[key] = renderer
         if not np.array_equal(qpos, self._posed_qpos):
             self._pose(qpos)
         camera = mujoco.MjvCamera()
@@ -191,8 +196,23 @@ class SimWorld:
         camera.azimuth, camera.elevation, camera.distance = view
         grasp = self.data.site_xpos[self.model.site("grasp_point").id]
         camera.lookat[:] = (grasp + self.data.xpos[self.cube_body]) / 2
-        renderer.update_scene(self.data, camera=camera)
-        return renderer.render()
+        with _drawing("free view"):
+            renderer = self._renderer(width, height)
+            renderer.update_scene(self.data, camera=camera)
+            return renderer.render()
+
+    def _renderer(self, width: int, height: int) -> mujoco.Renderer:
+        """The calling thread's renderer at this size (module docstring: GL contexts belong to threads)."""
+        thread = threading.current_thread()
+        own = self._renderers.get(thread)
+        if own is None:
+            for ended in [t for t in self._renderers if not t.is_alive()]:
+                self._stranded.extend(self._renderers.pop(ended).values())   # kept: closing needs their thread
+            own = self._renderers[thread] = {}
+        renderer = own.get((width, height))
+        if renderer is None:
+            renderer = own[(width, height)] = mujoco.Renderer(self.model, height, width)
+        return renderer
 
     def _pose(self, qpos: np.ndarray) -> None:
         """Put this (rendering-only) world in a recorded configuration."""
@@ -215,11 +235,29 @@ class SimWorld:
         return bank
 
     def release_renderers(self) -> None:
-        """Free the GL contexts. An EGL context belongs to the thread that made it, so a caller
-        that rendered on one thread releases them before another thread renders."""
-        for renderer in self._renderers.values():
+        """Free the calling thread's GL contexts (only the thread that drew with them can); another thread's
+        are its own to free, and are never touched from here."""
+        for renderer in self._renderers.pop(threading.current_thread(), {}).values():
             renderer.close()
-        self._renderers.clear()
 
     def close(self) -> None:
         self.release_renderers()
+
+
+
+@contextlib.contextmanager
+def _drawing(camera: str) -> Iterator[None]:
+    """A GL failure while drawing `camera` as `CameraRenderFailed` (typed: the engine voids the trial)."""
+    try:
+        yield
+    except mujoco.FatalError as error:
+        raise CameraRenderFailed(camera, _said(error)) from error
+    except Exception as error:
+        if type(error).__module__.split(".")[0] != "OpenGL":   # PyOpenGL's EGL/OSMesa errors; anything else is a bug
+            raise
+        raise CameraRenderFailed(camera, _said(error)) from error
+
+
+def _said(error: BaseException) -> str:
+    text = (str(error).strip().splitlines() or [""])[0][:160]
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__

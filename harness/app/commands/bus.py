@@ -128,6 +128,7 @@ def register(sub: Any) -> None:
                           "default: the packaged calibration/emulated_follower.json, from any folder)")
     emu.add_argument("--camera-socket",
                      help="with --sim: where the simulated cameras (LeRobot camera type harness_sim) are served "
-                          "(default: harness-sim-cameras-<uid>.sock in the temp folder)")
+                          "(default: cameras.sock in a harness-emulator-* folder of its own in the temp folder, "
+                          "printed at start; LeRobot's tools find it when it is the only emulator running)")
     emu.add_argument("--no-cameras", action="store_true", help="with --sim: do not render or serve camera frames")
     emu.set_defaults(func=emulate_bus)

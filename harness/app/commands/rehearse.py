@@ -17,8 +17,9 @@ def register(sub: Any) -> None:
                                              "calibration, trained spot, guided placement, policy, proposals, "
                                              "measured placement, score")
     parser.add_argument("protocol", help="protocol YAML (its scene must be the emulated table's)")
-    parser.add_argument("--policy", required=True, metavar="PATH",
-                        help="LeRobot pretrained_model folder (the scripted built-ins do not run on an arm)")
+    parser.add_argument("--policy", required=True, metavar="PATH", action="append",
+                        help="LeRobot pretrained_model folder (the scripted built-ins do not run on an arm); two or "
+                             "more: a blind comparison (the protocol's stopping rule must be sequential)")
     parser.add_argument("--operator", choices=["person", "scripted"], default="person",
                         help="person (default): you place the cube by typing the emulator's `cube DX DY YAW` at "
                              "the prompts and score; scripted: the cube is moved for you and each proposal "
@@ -32,6 +33,9 @@ def register(sub: Any) -> None:
                              "rehearsals/<protocol>-<policy>-rehearsal)")
     parser.add_argument("--camera-size", default="640x480", metavar="WxH",
                         help="simulated cameras' frame size (default 640x480, a real arm's)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue a paused or interrupted rehearsal: its scoresheet, with the desk's photos and "
+                             "bowl calibration it already made (same protocol, policy and --rehearsal-dir)")
     from harness.app.commands.run import add_run_flags
     from harness.app.rehearse_command import REHEARSAL_OWNS
 

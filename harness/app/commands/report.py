@@ -78,20 +78,24 @@ def report(args: argparse.Namespace) -> int:
                 raise HarnessInputError(out, None, "exists; pass --force to overwrite")
     starts = starts_per_sheet(args.training_starts or [], len(args.scoresheets))
     sheets = [load_scoresheet(path) for path in args.scoresheets]
+    warnings = [said for sheet in sheets for said in (sheet.stored.warnings if sheet.stored else [])]   # logged
     caveat = _not_comparable(sheets, args.force_compare) if len(sheets) > 1 else None
     if caveat:
         print(f"warning: {caveat}", file=sys.stderr)
+        warnings.append(caveat)
     drifted = {sheet.path: drift(sheet) for sheet in sheets}
     for path, found in drifted.items():
         for item in found:
             print(f"warning: {path}: {item}", file=sys.stderr)
+            warnings.append(f"{path}: {item}")
     summaries = [summarize(sheet) for sheet in sheets]
+    revealed, compared = _comparison_blocks(sheets, args)
     if args.output or args.md:
         from harness.models.atomic import write_text_atomic
         from harness.reports.blocks import to_html, write_markdown
         from harness.reports.document import report_blocks, report_title
 
-        blocks, title = report_blocks(sheets, starts), report_title(sheets)
+        blocks, title = [*compared, *report_blocks(sheets, starts)], report_title(sheets)
         if caveat:
             title = f"{caveat}: {title}"
         if any(drifted.values()):
@@ -106,12 +110,39 @@ def report(args: argparse.Namespace) -> int:
     if args.json:
         from harness.reports.analysis import analyze_report
 
-        print(analyze_report(sheets, starts).to_json())
+        analysis = analyze_report(sheets, starts, warnings)
+        if compared:
+            from harness.reports.comparison import comparison_json
+
+            analysis = analysis.model_copy(update={"blind_comparison": comparison_json(sheets[0], revealed)})
+        print(analysis.to_json())
     else:
         texts = [format_summary(s) + "".join(f"\nChanged     {item}" for item in drifted[sheet.path])
                  for s, sheet in zip(summaries, sheets, strict=True)]
+        if compared:
+            from harness.reports.comparison import comparison_text
+
+            texts.insert(0, comparison_text(compared))
         print("\n\n".join(([caveat] if caveat else []) + texts))
     return 0
+
+
+def _comparison_blocks(sheets: list[Any], args: argparse.Namespace) -> tuple[bool, list[Any]]:
+    """A blind comparison's section (one sheet holds every arm), and whether its arms may be named (only
+    once it may be revealed); no blocks for any other sheet."""
+    comparisons = [sheet for sheet in sheets if sheet.locked.comparison is not None]
+    if not comparisons:
+        if args.reveal or args.unblind:
+            raise HarnessInputError(sheets[0].path, "--reveal", "not a comparison: there is nothing to reveal")
+        return False, []
+    if len(sheets) > 1:
+        raise HarnessInputError(comparisons[0].path, None, "a comparison's scoresheet holds every arm: report it "
+                                                           "on its own")
+    from harness.reports.comparison import comparison_blocks, may_reveal
+
+    sheet = comparisons[0]
+    revealed = may_reveal(sheet, args.reveal, args.unblind)
+    return revealed, comparison_blocks(sheet, revealed)
 
 
 def register(sub: Any) -> None:
@@ -128,4 +159,9 @@ def register(sub: Any) -> None:
     parser.add_argument("--force-compare", action="store_true",
                         help="report scoresheets of different tasks or success definitions together (the title "
                              "then says they are not comparable)")
+    parser.add_argument("--reveal", action="store_true",
+                        help="a blind comparison: name the policy behind each arm (refused while the run is open)")
+    parser.add_argument("--unblind", action="store_true",
+                        help="a blind comparison still open: reveal its arms now; the unblinding is recorded beside "
+                             "the scoresheet and every later report says so")
     parser.set_defaults(func=report)

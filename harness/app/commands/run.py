@@ -62,7 +62,11 @@ def add_run_flags(target: argparse.ArgumentParser, skip: Collection[str] = ()) -
                         help="real camera: top=0 or wrist=/dev/video2, optionally sized, paced and formatted: "
                              "top=0@1280x720,fps=30,fourcc=MJPG (default 640x480 at the control rate); simulated "
                              "(emulate-bus --sim): top=sim or top=sim@320x240 (repeatable)")
-    parser.add_argument("--policy", help="LeRobot pretrained folder, or a built-in: expert, replay")
+    parser.add_argument("--policy", action="append",
+                        help="LeRobot pretrained folder, or a built-in: expert, replay; two or more: a blind, "
+                             "interleaved comparison with sequential stopping (docs/comparisons.md)")
+    parser.add_argument("--no-blind", action="store_true",
+                        help="a comparison that shows which arm is which policy while it runs (simulation)")
     parser.add_argument("--rename-map", help='JSON map of camera keys, e.g. \'{"top": "camera1"}\'')
     parser.add_argument("--scoresheet", help="scoresheet path (default scoresheets/<protocol>-<policy>.yaml)")
     parser.add_argument("--runs-dir", default="runs", help="where per-trial evidence goes (default runs/)")

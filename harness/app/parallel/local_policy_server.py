@@ -1,9 +1,13 @@
 """LeRobot's policy server (`python -m lerobot.async_inference.policy_server`) started by `harness sweep` for a
 `policy_server: local` cell: a child process on 127.0.0.1 that loads the cell's checkpoint when the run asks,
-its output in a log file beside the cell's scoresheet, stopped when the cell ends, however it ends."""
+its output in a log file beside the cell's scoresheet, stopped when the cell ends, however it ends, and gone
+when the sweep is gone (SIGKILL included): the child runs LeRobot's server module behind this module's own
+`__main__`, which first ties its life to a lifeline on stdin (`harness.lifeline`)."""
 
 from __future__ import annotations
 
+import os
+import runpy
 import socket
 import subprocess
 import sys
@@ -38,9 +42,10 @@ class LocalPolicyServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:   # the child keeps its own descriptor
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "lerobot.async_inference.policy_server", f"--host={self.host}",
+                [sys.executable, "-m", "harness.app.parallel.local_policy_server", f"--host={self.host}",
                  f"--port={self.port}", f"--fps={self.fps}"],
-                cwd=self.log_path.parent, stdout=log, stderr=subprocess.STDOUT)
+                cwd=self.log_path.parent, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                env=_env_finding_this_package())
         try:
             self._wait_listening()
         except BaseException:
@@ -69,6 +74,8 @@ class LocalPolicyServer:
         if process is None or process.poll() is not None:
             return
         process.terminate()
+        if process.stdin is not None:
+            process.stdin.close()
         try:
             process.wait(STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -78,3 +85,17 @@ class LocalPolicyServer:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
         self.stop()
+
+
+def _env_finding_this_package() -> dict[str, str]:
+    """This `harness` first on the child's path, installed or not, whatever folder the child runs in."""
+    root = str(Path(__file__).resolve().parents[2])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+
+
+if __name__ == "__main__":
+    from harness.lifeline import exit_when_closed
+
+    exit_when_closed(sys.stdin.fileno())
+    sys.argv = ["lerobot.async_inference.policy_server", *sys.argv[1:]]
+    runpy.run_module("lerobot.async_inference.policy_server", run_name="__main__", alter_sys=True)

@@ -29,7 +29,6 @@ import queue
 import shutil
 import socket
 import sys
-import tempfile
 import threading
 import time
 from collections import deque
@@ -46,6 +45,7 @@ from harness.models.run_request import RunRequest, WorkersRequest
 from harness.models.run_settings import InferenceEngine, RobotKind, RunSettings
 from harness.models.scoresheet import Attempt, LockedBlock, Scoresheet, run_inference
 from harness.models.taxonomy import Void, VoidKind
+from harness.scratch import make as make_scratch
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class TrialWorkerImpl:
         from harness.app.build import FrontEnd, prepare_run
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        self.tmp = Path(tempfile.mkdtemp(prefix="harness-worker-"))
+        self.tmp = make_scratch("worker", remove_at_exit=False)   # removed by close, or at the next start
         self.sheet = DetachedSheet(Path(sheet_path), locked_data, settings)
         self.protocol = protocol
         try:
@@ -247,6 +247,39 @@ def ray_environment(local: bool) -> dict[str, str]:
     return env
 
 
+PROXY_SINK = "http://127.0.0.1:9"   # a loopback port: a request sent there never leaves the machine
+LOOPBACK_NAMES = "127.0.0.1,localhost,::1"
+
+
+def no_egress_environment(current: dict[str, str]) -> dict[str, str]:
+    """The proxy settings a local Ray runtime is started with, so that none of its processes reaches past
+    loopback over HTTP. Why: Ray 2.60's API-server process (started even without a dashboard, to load its
+    usage-statistics module) asks the cloud metadata services who hosts the machine (169.254.169.254 and
+    a DNS lookup of metadata.google.internal) whether or not usage statistics are enabled, and Ray has no
+    switch for it; `requests` honours these variables, so the probes go to a closed loopback port and fail
+    at once. gRPC reads the same variables: `grpc_proxy` keeps what the user had for it ("" means none), so
+    a policy server the user names is reached exactly as before."""
+    grpc = current.get("grpc_proxy", current.get("https_proxy", current.get("http_proxy", "")))
+    return {"http_proxy": PROXY_SINK, "https_proxy": PROXY_SINK, "HTTP_PROXY": PROXY_SINK,
+            "HTTPS_PROXY": PROXY_SINK, "no_proxy": LOOPBACK_NAMES, "NO_PROXY": LOOPBACK_NAMES, "grpc_proxy": grpc}
+
+
+@contextlib.contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """`values` in this process's environment while Ray starts its processes (they inherit it), and the
+    previous values back afterwards, so the driver's own connections are the user's."""
+    previous = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def start_ray(address: str | None, workers: int, dashboard: bool = False) -> None:
     """A local Ray runtime sized to the workers and the machine (CPUs only: no GPU, a small object store,
     since a trial's result is a few hundred kB), reachable on loopback only, or the cluster at `address`.
@@ -274,8 +307,10 @@ def start_ray(address: str | None, workers: int, dashboard: bool = False) -> Non
         _reaper = start()
     # CPUs for every worker, and at least the machine's: a runtime that outlives this run (a sweep's next cell, a
     # test's next run) must still fit the actors it asks for, and a killed actor's restart must find a CPU
-    ray.init(num_cpus=max(workers, local_cores()), num_gpus=0, object_store_memory=OBJECT_STORE_BYTES,
-             _node_ip_address=LOOPBACK, include_dashboard=dashboard, dashboard_host=LOOPBACK, **quiet)
+    with environment(no_egress_environment(dict(os.environ))):
+        ray.init(num_cpus=max(workers, local_cores()), num_gpus=0, object_store_memory=OBJECT_STORE_BYTES,
+                 _node_ip_address=LOOPBACK, include_dashboard=dashboard, dashboard_host=LOOPBACK,
+                 _temp_dir=str(make_scratch("ray")), **quiet)   # its sockets and logs: this run's, removed with it
     node = ray.util.get_node_ip_address()
     if node != LOOPBACK:   # Ray was imported before the environment above was set
         ray.shutdown()

@@ -1,0 +1,295 @@
+"""`harness run PROTOCOL --policy A --policy B [...]`: a blind, interleaved comparison in one scoresheet.
+
+Everything that can be wrong is checked before anything is written: the policies (two or more,
+none twice, each one that the robot can run, all reading their cameras at one size), the stopping rule (a
+sequential one whose cap reaches its power; otherwise the cap that would is named), and, on
+`--resume`, the same policies in the same order as the sealed mapping. The sheet locks the schedule's
+seed, the calibrated test and the sealed mapping; the engine runs the schedule's slots in order through
+`ArmSwitch`, which hands each slot to its arm, and stops when every declared comparison has.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import signal
+import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from harness.app.build import FrontEnd, check_policy_fits_robot, prepare_run
+from harness.app.parts import Parts
+from harness.app.sheet import latency_from, parse_cameras, rename_map_from
+from harness.errors import HarnessInputError, StaleRunError
+from harness.models import sequential
+from harness.models.comparison import (
+    ArmIdentity,
+    SealBroken,
+    arm_codes,
+    build_schedule,
+    default_comparisons,
+    seal,
+    unseal,
+)
+from harness.models.lock import WriterLock
+from harness.models.protocol import Protocol, Trial, file_sha256
+from harness.models.run_settings import BuiltinPolicy, InferenceEngine, RobotKind, RunSettings
+from harness.models.scoresheet import (
+    Scoresheet,
+    build_locked,
+    load_scoresheet,
+    new_scoresheet,
+    policy_fingerprint,
+)
+from harness.models.taxonomy import Label
+from harness.policies.arms import ArmSwitch
+from harness.policies.base import EvalPolicy
+
+
+def comparison_refs(args: argparse.Namespace, protocol: Protocol) -> list[str] | None:
+    """The policies of a comparison (flags first, else the protocol's `run.policies`), or None for a
+    single-policy run, whose `args.policy` is then the one flag (or None)."""
+    flags = [args.policy] if isinstance(args.policy, str) else list(args.policy or [])   # a caller's own string
+    refs = flags if len(flags) > 1 else (list(protocol.run.policies or []) if not flags else None)
+    if refs is not None and len(refs) > 1:
+        return refs
+    if protocol.stopping_rule.kind == "sequential":
+        raise HarnessInputError(args.protocol, "stopping_rule.kind", "sequential is a comparison's rule: give two "
+                                "or more --policy flags (or run.policies)")
+    args.policy = flags[0] if flags else None
+    return None
+
+
+def comparison_protocol(protocol: Protocol, sheet_or_slots: Scoresheet | list[Trial]) -> Protocol:
+    """The protocol as the engine runs it: one trial per scheduled slot, at its start position."""
+    trials = sheet_or_slots.locked.trials if isinstance(sheet_or_slots, Scoresheet) else sheet_or_slots
+    return protocol.model_copy(update={"trials": list(trials)})
+
+
+def _check_refs(refs: list[str], robot: RobotKind) -> list[ArmIdentity]:
+    if len(refs) > 10:
+        raise HarnessInputError(None, "--policy", f"{len(refs)} policies: a comparison takes at most 10")
+    identities = []
+    for ref in refs:
+        if BuiltinPolicy.named(ref) is None and not Path(ref).is_dir():
+            raise HarnessInputError(None, "--policy", f"'{ref}' is neither a built-in policy nor a folder")
+        check_policy_fits_robot(ref, robot)
+        identities.append(ArmIdentity(ref=ref, fingerprint=policy_fingerprint(ref)))
+    seen: dict[str, str] = {}
+    for arm in identities:
+        twin = seen.get(arm.fingerprint)
+        if twin is not None:
+            same = "given twice" if twin == arm.ref else f"the same files as '{twin}'"
+            raise HarnessInputError(None, "--policy", f"'{arm.ref}' is {same}: a comparison needs different policies")
+        seen[arm.fingerprint] = arm.ref
+    return identities
+
+
+def _design(protocol: Protocol, protocol_path: Path, codes: tuple[str, ...]) -> tuple[sequential.SequentialDesign,
+                                                                                      list[tuple[str, str]]]:
+    rule = protocol.stopping_rule
+    if rule.kind != "sequential" or rule.min_difference is None or rule.max_trials_per_arm is None:
+        raise HarnessInputError(protocol_path, "stopping_rule.kind", "a comparison needs a sequential rule, e.g. "
+                                "{kind: sequential, alpha: 0.05, power: 0.8, min_difference: 0.2, "
+                                "max_trials_per_arm: 170}")
+    comparisons = [tuple(pair) for pair in (rule.comparisons or default_comparisons(codes))]
+    for pair in comparisons:
+        for code in pair:
+            if code not in codes:
+                raise HarnessInputError(protocol_path, "stopping_rule.comparisons",
+                                        f"arm {code} is not one of the {len(codes)} arms ({', '.join(codes)})")
+    if len(set(comparisons)) != len(comparisons):
+        raise HarnessInputError(protocol_path, "stopping_rule.comparisons", "a comparison is declared twice")
+    cap = rule.max_trials_per_arm
+    design = sequential.design(rule.alpha, rule.power, rule.min_difference, len(comparisons), cap)
+    if sequential.power_at_least_favourable(design) < rule.power:
+        needed = sequential.minimum_cap(rule.alpha, rule.power, rule.min_difference, len(comparisons))
+        would = (f"max_trials_per_arm: {needed} would" if needed is not None
+                 else f"no cap up to {sequential.MAX_PAIRS_SEARCHED} would; declare a larger min_difference")
+        raise HarnessInputError(protocol_path, "stopping_rule.max_trials_per_arm",
+                                f"{cap} cannot reach power {rule.power} for a difference of {rule.min_difference} "
+                                f"at alpha {rule.alpha} over {len(comparisons)} comparison(s); {would}")
+    return design, comparisons
+
+
+def default_sheet_path(args: argparse.Namespace, protocol_path: Path) -> Path:
+    """Named by the protocol only: a comparison's file name must not say which policies it holds."""
+    return Path(args.scoresheet) if args.scoresheet else Path("scoresheets") / f"{protocol_path.stem}-comparison.yaml"
+
+
+def _new_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: Path, path: Path,
+               identities: list[ArmIdentity], robot: RobotKind) -> Scoresheet:
+    codes = arm_codes(len(identities))
+    design, comparisons = _design(protocol, protocol_path, codes)
+    seed = secrets.randbits(63)
+    positions = [t.index for t in protocol.trials]
+    slots = build_schedule(seed, codes, positions, design.cap)
+    trials = [protocol.trial(slot.position).model_copy(update={"index": slot.number}) for slot in slots]
+    sealed = seal(dict(zip(codes, identities, strict=True)))
+    latency = latency_from(args)
+    if latency is not None and not robot.simulated:
+        raise HarnessInputError(None, "--latency-ms", "the latency model is for the simulated arm")
+    comparison = {
+        "arms": list(codes), "seed": seed, "positions": positions, "blocks": design.cap,
+        "comparisons": [list(pair) for pair in comparisons],
+        "design": {"alpha": design.alpha, "power": design.power, "min_difference": design.min_difference,
+                   "comparisons": design.comparisons, "cap": design.cap,
+                   "log_efficacy_bound": design.log_efficacy_bound,
+                   "fixed_sample_pairs": design.fixed_sample_pairs()},
+        "sealed": sealed.model_dump(), "blind": not args.no_blind,
+    }
+    locked = build_locked(comparison_protocol(protocol, trials), protocol_path, "comparison", robot,
+                          {"latency_ms": latency, "inference": {"engine": InferenceEngine.SYNC.value},
+                           "comparison": comparison})
+    locked["policy"] = {"ref": f"blind comparison of arms {', '.join(codes)}",
+                        "fingerprint": f"sealed:{sealed.commitment}"}
+    settings = RunSettings(port=args.port or protocol.run.port, robot_id=args.robot_id,
+                           cameras=parse_cameras(args.camera) or dict(protocol.run.cameras),
+                           rename_map=rename_map_from(args, protocol), latency_ms=latency)
+    return new_scoresheet(path, locked, settings)
+
+
+def _resumed_sheet(args: argparse.Namespace, protocol_path: Path, path: Path,
+                   identities: list[ArmIdentity]) -> Scoresheet:
+    sheet = load_scoresheet(path)
+    if sheet.locked.comparison is None:
+        raise StaleRunError(path, "locked.comparison", "this scoresheet is a single policy's run, not a comparison")
+    if file_sha256(protocol_path) != sheet.locked.protocol_sha256:
+        raise StaleRunError(protocol_path, "protocol_sha256", f"the protocol changed since {path} was locked")
+    try:
+        mapping = unseal(sheet.locked.comparison.sealed)
+    except SealBroken:
+        raise StaleRunError(path, "locked.comparison.sealed", "the sealed arm mapping was edited") from None
+    locked_refs = [mapping[code].ref for code in sheet.locked.comparison.arms]
+    if locked_refs != [arm.ref for arm in identities]:
+        # never says which policy is which arm: only that the list differs
+        raise StaleRunError(path, "--policy", f"this comparison was locked with {len(locked_refs)} policies in "
+                                              "another list or order; give the same --policy flags in the same "
+                                              "order")
+    for code, arm in zip(sheet.locked.comparison.arms, identities, strict=True):
+        if mapping[code].fingerprint != arm.fingerprint:
+            raise StaleRunError(path, "--policy", f"'{arm.ref}': its files changed since {path} was locked")
+    if args.robot and args.robot != sheet.locked.robot:
+        raise HarnessInputError(path, "robot", f"locked to '{sheet.locked.robot}', not '{args.robot}'")
+    if args.no_blind and sheet.locked.comparison.blind:
+        raise StaleRunError(path, "--no-blind", "this comparison was locked blind; it stays blind until it ends")
+    return sheet
+
+
+def _refuse_unsupported(args: argparse.Namespace) -> None:
+    if getattr(args, "policy_server", None) or getattr(args, "inference", None) == InferenceEngine.RTC.value:
+        raise HarnessInputError(None, "--policy", "a comparison runs LeRobot's synchronous engine; "
+                                                  "--policy-server and --inference rtc are not supported with it yet")
+    if (getattr(args, "workers", 1) not in (1, None) or getattr(args, "address", None)
+            or getattr(args, "no_driver_worker", False)):
+        raise HarnessInputError(None, "--workers", "a comparison runs its schedule serially (parallel workers "
+                                                   "are not supported with several --policy flags yet)")
+
+
+def run_comparison(args: argparse.Namespace, protocol: Protocol, refs: list[str], front_end: FrontEnd,
+                   third_party_output: Callable[[argparse.Namespace, Path], AbstractContextManager[object]],
+                   parts: Parts | None = None) -> int:
+    """`front_end` and `third_party_output` come from `run_command`, which owns both choices for every run."""
+    from harness.run.terminal import StopKey
+
+    _refuse_unsupported(args)
+    protocol_path = Path(args.protocol)
+    path = default_sheet_path(args, protocol_path)
+    if path.exists() and not args.resume:
+        raise HarnessInputError(path, None, "this comparison already has a scoresheet; add --resume to continue it")
+    if args.resume and not path.exists():
+        raise HarnessInputError(path, None, "no comparison to resume here")
+    if args.resume:
+        robot = load_scoresheet(path).locked.robot
+    else:
+        if not (args.robot or protocol.run.robot):
+            raise HarnessInputError(protocol_path, "run.robot", f"no robot: pass --robot {'|'.join(RobotKind)}")
+        robot = RobotKind(args.robot or protocol.run.robot)
+    identities = _check_refs(refs, robot)
+    sheet = (_resumed_sheet(args, protocol_path, path, identities) if args.resume
+             else _new_sheet(args, protocol, protocol_path, path, identities, robot))
+    created = not args.resume
+    if sheet.complete:
+        print(f"{sheet.path}: the comparison has ended: {sheet.stopped_by_rule() or 'every block run'}")
+        return 0
+    parts = parts or Parts()
+    schedule = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    policies: dict[str, EvalPolicy] = {}
+    try:   # every arm loaded before the first trial
+        for code, arm in zip(sheet.locked.comparison.arms, identities, strict=True):
+            policies[code] = parts.policy(arm.ref, protocol, sheet.settings, args.device, sheet.locked.robot,
+                                          sheet.inference)
+        switch = ArmSwitch(policies, schedule.__getitem__)
+    except BaseException:
+        for policy in policies.values():
+            policy.close()
+        raise
+    run_protocol = comparison_protocol(protocol, sheet)
+    setup = None
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with WriterLock(path, "harness run") as writer, \
+                WriterLock(Path(args.runs_dir) / path.stem, "harness run", folder=True):
+            sheet.hold_writer_lock(writer)
+            with third_party_output(args, path):
+                setup = prepare_run(args, run_protocol, sheet, front_end, parts, switch)
+                if created:
+                    sheet.create()
+                if front_end is FrontEnd.TUI:
+                    from harness.app.tui_run import make_app
+
+                    make_app(setup).run()   # the check screen warms every arm
+                else:
+                    switch.warm_up(setup.robot.get_observation())
+                    _print_start(sheet)
+                    with StopKey(setup.robot, lambda: getattr(setup.observer, "asking", False)):
+                        setup.engine.run()
+    except KeyboardInterrupt:
+        print("harness: interrupted; scored trials are saved. Continue with --resume.", file=sys.stderr)
+        return 130
+    except OSError as exc:   # as a single run says it: a full disk or a size limit, found while writing
+        if created and not path.exists():
+            (Path(args.runs_dir) / path.stem / "third_party.log").unlink(missing_ok=True)
+        if isinstance(exc, BrokenPipeError) or exc.filename is not None:
+            raise
+        raise HarnessInputError(path, None, f"cannot write ({exc.strerror or exc}): the disk is full or a file-size "
+                                            "limit was reached; attempts recorded before it are kept") from None
+    finally:
+        if setup is not None:
+            setup.close()
+        else:
+            switch.close()
+        signal.signal(signal.SIGTERM, previous)
+    print(decision_lines(sheet))
+    return 0
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _print_start(sheet: Scoresheet) -> None:
+    comparison = sheet.locked.comparison
+    design = comparison.design
+    done = len({a.trial_index for a in sheet.scored_attempts()})
+    print(f"{sheet.path}: blind comparison of arms {', '.join(comparison.arms)}, "
+          f"{'blind' if comparison.blind else 'NOT blind (--no-blind)'}; at most {design.cap} trials per arm "
+          f"({design.fixed_sample_pairs} for a fixed-sample design); {done} trials scored so far", flush=True)
+    if not comparison.blind:
+        mapping = unseal(comparison.sealed)
+        print("arms: " + ", ".join(f"{code} = {mapping[code].ref}" for code in comparison.arms), flush=True)
+
+
+def decision_lines(sheet: Scoresheet) -> str:
+    """What the run says when it stops (arm codes only) and its per-arm tally."""
+    decision = sheet.stopped_by_rule()
+    tally = []
+    schedule = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    for code in sheet.locked.comparison.arms:
+        scored = [a for a in sheet.scored_attempts() if schedule.get(a.trial_index) == code]
+        wins = sum(1 for a in scored if a.label is Label.SUCCESS)
+        tally.append(f"{code} {wins}/{len(scored)}")
+    head = f"decision: {decision}" if decision else "the comparison is still open (continue with --resume)"
+    return f"{head}\nsuccesses per arm: {', '.join(tally)}; reveal with: harness report {sheet.path}"

@@ -1,0 +1,204 @@
+"""A blind comparison of two or more policies: the pre-registered schedule, the sealed arm mapping
+and the sequential decision, all pure functions of what the scoresheet locked and recorded.
+
+* The schedule is a pure function of the seed: block b runs the protocol's start position
+  ``b mod P`` once per arm, the arms' order inside the block drawn from a generator seeded with
+  (seed, b), so the schedule of a block never depends on how many blocks there are or on what
+  happened before (a resumed run continues the exact same schedule).
+* The mapping from arm codes (A, B, ...) to policies is sealed: encoded under a keystream from a
+  random salt (so that no `cat`, `grep` or YAML viewer shows a policy's path or name by accident;
+  it is not a secret from someone who runs this module), with a SHA-256 commitment over the salt and
+  the mapping in the locked block. The lock hash covers the commitment, so the mapping provably
+  existed, unchanged, before trial 1.
+* After each complete block every declared comparison gains one pair; `harness.models.sequential`
+  decides.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import itertools
+import json
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from harness.models.sequential import ComparisonState, Decision, SequentialDesign, advance
+
+ARM_CODES = "ABCDEFGHIJ"
+SEAL_CONTEXT = b"harness.comparison.seal/1"
+
+
+def arm_codes(count: int) -> tuple[str, ...]:
+    if not 2 <= count <= len(ARM_CODES):
+        raise ValueError(f"{count} arms: a comparison takes 2..{len(ARM_CODES)} policies")
+    return tuple(ARM_CODES[:count])
+
+
+def default_comparisons(codes: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """Every pair, declared up front: the error is controlled over all of them."""
+    return tuple(itertools.combinations(codes, 2))
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One scheduled trial: which block, which arm, which start position (a protocol trial index)."""
+
+    number: int          # 1-based, the trial index the scoresheet records
+    block: int           # 0-based
+    arm: str             # the arm's code
+    position: int        # the protocol trial index whose start position this slot uses
+
+
+def block_order(seed: int, block: int, codes: tuple[str, ...]) -> tuple[str, ...]:
+    """The arms' order inside one block: a permutation drawn from a generator seeded with (seed, block)."""
+    rng = np.random.default_rng([seed, block])
+    return tuple(codes[i] for i in rng.permutation(len(codes)))
+
+
+def build_schedule(seed: int, codes: tuple[str, ...], positions: list[int], blocks: int) -> list[Slot]:
+    """Every slot of `blocks` blocks, in run order."""
+    if not positions:
+        raise ValueError("a schedule needs at least one start position")
+    slots = []
+    for block in range(blocks):
+        for arm in block_order(seed, block, codes):
+            slots.append(Slot(len(slots) + 1, block, arm, positions[block % len(positions)]))
+    return slots
+
+
+class ArmIdentity(BaseModel):
+    """What the seal hides: the policy behind a code."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    ref: str           # a built-in name or a checkpoint folder
+    fingerprint: str   # as `scoresheet.policy_fingerprint` makes it
+
+
+class SealedMapping(BaseModel):
+    """The arm mapping as the locked block stores it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    salt: str          # hex
+    sealed: str        # base64 of the mapping's JSON under the salt's keystream
+    commitment: str    # sha256(context + salt + mapping JSON), hex
+
+
+def _mapping_bytes(mapping: dict[str, ArmIdentity]) -> bytes:
+    plain = {code: arm.model_dump() for code, arm in sorted(mapping.items())}
+    return json.dumps(plain, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _keystream(salt: bytes, length: int) -> bytes:
+    return hashlib.shake_256(SEAL_CONTEXT + salt).digest(length)
+
+
+def seal(mapping: dict[str, ArmIdentity], salt: bytes | None = None) -> SealedMapping:
+    salt = salt if salt is not None else secrets.token_bytes(32)
+    plain = _mapping_bytes(mapping)
+    masked = bytes(a ^ b for a, b in zip(plain, _keystream(salt, len(plain)), strict=True))
+    commitment = hashlib.sha256(SEAL_CONTEXT + salt + plain).hexdigest()
+    return SealedMapping(salt=salt.hex(), sealed=base64.b64encode(masked).decode(), commitment=commitment)
+
+
+class SealBroken(ValueError):
+    """The sealed mapping does not match its commitment: edited after the lock."""
+
+
+def unseal(sealed: SealedMapping) -> dict[str, ArmIdentity]:
+    salt = bytes.fromhex(sealed.salt)
+    masked = base64.b64decode(sealed.sealed, validate=True)
+    plain = bytes(a ^ b for a, b in zip(masked, _keystream(salt, len(masked)), strict=True))
+    if hashlib.sha256(SEAL_CONTEXT + salt + plain).hexdigest() != sealed.commitment:
+        raise SealBroken("the sealed arm mapping does not match its commitment")
+    raw = json.loads(plain)
+    return {code: ArmIdentity.model_validate(arm) for code, arm in raw.items()}
+
+
+@dataclass(frozen=True)
+class ComparisonTrace:
+    """One declared comparison replayed block by block: its state after each complete block."""
+
+    first: str
+    second: str
+    states: tuple[ComparisonState, ...]
+
+    @property
+    def final(self) -> ComparisonState:
+        return self.states[-1] if self.states else ComparisonState()
+
+    def winner(self) -> str | None:
+        decision = self.final.decision
+        if decision is Decision.FIRST_BETTER:
+            return self.first
+        if decision is Decision.SECOND_BETTER:
+            return self.second
+        return None
+
+
+def replay(
+    design: SequentialDesign,
+    comparisons: tuple[tuple[str, str], ...],
+    block_outcomes: list[dict[str, bool]],
+) -> list[ComparisonTrace]:
+    """Each declared comparison's states after each complete block (`block_outcomes[b][code]`:
+    whether that arm's scored trial in block b succeeded). A comparison that has stopped gains no
+    more pairs: later blocks (run for the comparisons still open) do not change its decision."""
+    traces = []
+    for first, second in comparisons:
+        states: list[ComparisonState] = []
+        state = ComparisonState()
+        for outcomes in block_outcomes:
+            if state.decision.final:
+                break
+            state = advance(design, state, outcomes[first], outcomes[second], design.cap)
+            states.append(state)
+        traces.append(ComparisonTrace(first, second, tuple(states)))
+    return traces
+
+
+def run_finished(traces: list[ComparisonTrace]) -> bool:
+    """The run stops when every declared comparison has stopped (a decision or its cap)."""
+    return all(trace.final.decision.final for trace in traces)
+
+
+def block_outcomes(schedule: list[Slot], success_of: Callable[[int], bool | None]) -> list[dict[str, bool]]:
+    """Each complete block's outcomes by arm, in order, up to the first block not yet complete
+    (`success_of(slot number)`: None while the slot has no scored attempt)."""
+    blocks: dict[int, dict[str, bool]] = {}
+    expected: dict[int, int] = {}
+    for slot in schedule:
+        expected[slot.block] = expected.get(slot.block, 0) + 1
+        outcome = success_of(slot.number)
+        if outcome is not None:
+            blocks.setdefault(slot.block, {})[slot.arm] = outcome
+    complete = []
+    for block in sorted(expected):
+        if len(blocks.get(block, {})) < expected[block]:
+            break
+        complete.append(blocks[block])
+    return complete
+
+
+def decision_text(traces: list[ComparisonTrace]) -> str:
+    """One line per declared comparison, in arm codes only (safe to show while the run is blind)."""
+    lines = []
+    for trace in traces:
+        state = trace.final
+        winner = trace.winner()
+        if winner is not None:
+            loser = trace.second if winner == trace.first else trace.first
+            what = f"{winner} better than {loser}"
+        elif state.decision is Decision.FUTILITY:
+            what = f"{trace.first} vs {trace.second}: no difference of the declared size"
+        elif state.decision is Decision.CAP:
+            what = f"{trace.first} vs {trace.second}: cap reached without a decision"
+        else:
+            what = f"{trace.first} vs {trace.second}: still open"
+        lines.append(f"{what} after {state.pairs} blocks ({state.first_only} pairs only {trace.first} succeeded, "
+                     f"{state.second_only} only {trace.second})")
+    return "; ".join(lines)

@@ -1,0 +1,211 @@
+"""A blind comparison's report: each declared comparison's e-values against their boundaries per block,
+the decision, the trials used against the fixed-sample design, and, once the run has ended (or after an
+explicit, recorded unblinding), which policy each arm code was.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.errors import HarnessInputError
+from harness.models.atomic import write_text_atomic
+from harness.models.comparison import ComparisonTrace, decision_text, unseal
+from harness.models.scoresheet import Scoresheet
+from harness.models.sequential import SequentialDesign
+from harness.models.taxonomy import Label
+from harness.reports.blocks import Block, Figure, Heading, Para, Table
+
+
+def unblinding_path(sheet: Scoresheet) -> Path:
+    return sheet.path.with_name(sheet.path.name + ".unblinded.json")
+
+
+def unblindings(sheet: Scoresheet) -> list[dict[str, object]]:
+    path = unblinding_path(sheet)
+    if not path.exists():
+        return []
+    try:
+        records = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise HarnessInputError(path, None, f"unreadable unblinding record ({exc})") from None
+    return records if isinstance(records, list) else []
+
+
+def may_reveal(sheet: Scoresheet, reveal: bool, unblind: bool) -> bool:
+    """Whether the arms may be named: the run has ended, it was not blind, it was unblinded before, or
+    `unblind` asks for it now (recorded beside the sheet before anything is shown). `reveal` on a run still
+    open and blind, without `unblind`, is refused."""
+    comparison = sheet.locked.comparison
+    ended = sheet.complete
+    if ended or not comparison.blind or unblindings(sheet):
+        return True
+    if unblind:
+        scored = len(sheet.scored_attempts())
+        record = {"at": datetime.now(UTC).isoformat(timespec="seconds"), "scored_trials": scored,
+                  "note": "unblinded early with harness report --unblind, while the run was open"}
+        write_text_atomic(unblinding_path(sheet), json.dumps([*unblindings(sheet), record], indent=1) + "\n")
+        return True
+    if reveal:
+        raise HarnessInputError(sheet.path, "--reveal", "the comparison is still open and blind: its arms are "
+                                "revealed when it ends; pass --unblind to unblind it now (recorded)")
+    return False
+
+
+def _design(sheet: Scoresheet) -> SequentialDesign:
+    return SequentialDesign(**sheet.locked.comparison.design.model_dump(exclude={"fixed_sample_pairs"}))
+
+
+def statistic_plot(sheet: Scoresheet, traces: list[ComparisonTrace]) -> bytes:
+    design = _design(sheet)
+    fig, axes = plt.subplots(len(traces), 1, figsize=(6.8, 2.8 * len(traces)), squeeze=False)
+    for ax, trace in zip(axes[:, 0], traces, strict=True):
+        blocks = [0] + [state.pairs for state in trace.states]
+        first = [0.0] + [state.log_e(design)[0] for state in trace.states]
+        second = [0.0] + [state.log_e(design)[1] for state in trace.states]
+        ax.plot(blocks, first, marker=".", color="#1f77b4", label=f"log e: {trace.first} better")
+        ax.plot(blocks, second, marker=".", color="#d62728", label=f"log e: {trace.second} better")
+        ax.axhline(design.log_efficacy_bound, color="#2ca02c", linestyle="--", label="decide (efficacy bound)")
+        ax.axhline(design.log_futility_bound, color="#7f7f7f", linestyle=":", label="direction closes (futility)")
+        ax.axvline(design.cap, color="#444", linewidth=0.8, label=f"cap ({design.cap} blocks)")
+        ax.set_xlabel("block (one trial per arm)")
+        ax.set_ylabel("log e-value")
+        winner = trace.winner()
+        ax.set_title(f"{trace.first} vs {trace.second}: " + (f"{winner} better" if winner else
+                                                             trace.final.decision.value))
+        for closed, values, colour in (("closed_first", first, "#1f77b4"), ("closed_second", second, "#d62728")):
+            at = next((i for i, state in enumerate(trace.states) if getattr(state, closed)), None)
+            if at is not None:
+                ax.plot([blocks[at + 1]], [values[at + 1]], marker="x", markersize=9, color=colour)
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+        ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def comparison_blocks(sheet: Scoresheet, revealed: bool) -> list[Block]:
+    comparison = sheet.locked.comparison
+    traces = sheet.comparison_traces()
+    schedule = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    rows = []
+    mapping = unseal(comparison.sealed) if revealed else {}
+    for code in comparison.arms:
+        scored = [a for a in sheet.scored_attempts() if schedule.get(a.trial_index) == code]
+        voids = sum(1 for a in sheet.attempts if a.label is Label.VOID and schedule.get(a.trial_index) == code)
+        wins = sum(1 for a in scored if a.label is Label.SUCCESS)
+        rows.append([code, mapping[code].ref if revealed else "(sealed)", f"{wins}/{len(scored)}", str(voids)])
+    design = comparison.design
+    used = max((trace.final.pairs for trace in traces), default=0)
+    status = sheet.stopped_by_rule() or ("ended: every block run" if sheet.complete else "still open")
+    blocks: list[Block] = [
+        Heading("Blind comparison"),
+        Para(f"Decision: {decision_text(traces) if traces and traces[0].states else status}. "
+             f"{'Ended' if sheet.complete else 'Still open'}; {used} blocks used of at most {design.cap}: "
+             f"{used * len(comparison.arms)} trials, against {design.fixed_sample_pairs * len(comparison.arms)} for "
+             f"McNemar's fixed-sample design at alpha {design.alpha} and power {design.power} for a difference of "
+             f"{design.min_difference} ({len(comparison.comparisons)} declared comparison(s), error controlled "
+             "over all of them)."),
+        Table(["arm", "policy", "successes", "voids (re-run)"], rows),
+        Para(f"Mapping sealed at the lock, commitment sha256 {comparison.sealed.commitment[:16]}...; "
+             + ("revealed (" + ("the run has ended" if sheet.complete else
+                                "not blind" if not comparison.blind else "unblinded early, recorded") + ")."
+                if revealed else "sealed until the run ends (harness report --unblind reveals it now, recorded).")),
+    ]
+    if traces and traces[0].states:
+        blocks.append(Figure("comparison_statistic", statistic_plot(sheet, traces),
+                             "Each direction's log e-value per block against the efficacy bound (a decision) and "
+                             "the futility bound (that direction closes; both closed: no difference of that size)."))
+    return blocks
+
+
+def comparison_text(blocks: list[Block]) -> str:
+    lines = []
+    for block in blocks:
+        if isinstance(block, Heading | Para):
+            lines.append(block.text)
+        elif isinstance(block, Table):
+            lines.append("  ".join(f"{h:<12}" for h in block.headers))
+            lines += ["  ".join(f"{c:<12}" for c in row) for row in block.rows]
+    return "\n".join(lines)
+
+
+class ArmJson(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    code: str
+    policy: str | None = Field(description="the policy's path or built-in name; null while the mapping is sealed")
+    fingerprint: str | None = Field(None, description="the policy's files' hash; null while sealed")
+    successes: int
+    scored: int
+    voids: int
+
+
+class DeclaredComparisonJson(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    first: str
+    second: str
+    decision: str = Field(description="continue, first better, second better, no difference of that size, or cap "
+                                      "reached without a decision")
+    winner: str | None
+    blocks: int = Field(description="blocks (pairs) this comparison used")
+    first_only: int = Field(description="pairs where only the first arm succeeded")
+    second_only: int
+    log_e_first: list[float] = Field(description="log e-value for 'first better' after each block")
+    log_e_second: list[float]
+
+
+class BlindComparisonJson(BaseModel):
+    """A blind comparison's decision, arms and test (`harness report --json` on a comparison's scoresheet)."""
+
+    model_config = ConfigDict(frozen=True)
+    ended: bool
+    revealed: bool
+    unblinded_early: bool = Field(description="an explicit, recorded unblinding happened while the run was open")
+    commitment: str = Field(description="sha256 commitment of the sealed arm mapping, locked before trial 1")
+    alpha: float
+    power: float
+    min_difference: float
+    max_trials_per_arm: int
+    fixed_sample_trials_per_arm: int = Field(description="McNemar's fixed-sample design at the same alpha and power")
+    log_efficacy_bound: float
+    log_futility_bound: float
+    arms: list[ArmJson]
+    comparisons: list[DeclaredComparisonJson]
+
+
+def comparison_json(sheet: Scoresheet, revealed: bool) -> BlindComparisonJson:
+    comparison = sheet.locked.comparison
+    design = _design(sheet)
+    schedule = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    mapping = unseal(comparison.sealed) if revealed else {}
+    arms = []
+    for code in comparison.arms:
+        scored = [a for a in sheet.scored_attempts() if schedule.get(a.trial_index) == code]
+        arms.append(ArmJson(
+            code=code, policy=mapping[code].ref if revealed else None,
+            fingerprint=mapping[code].fingerprint if revealed else None,
+            successes=sum(1 for a in scored if a.label is Label.SUCCESS), scored=len(scored),
+            voids=sum(1 for a in sheet.attempts if a.label is Label.VOID and schedule.get(a.trial_index) == code)))
+    declared = [DeclaredComparisonJson(
+        first=trace.first, second=trace.second, decision=trace.final.decision.value, winner=trace.winner(),
+        blocks=trace.final.pairs, first_only=trace.final.first_only, second_only=trace.final.second_only,
+        log_e_first=[round(state.log_e(design)[0], 6) for state in trace.states],
+        log_e_second=[round(state.log_e(design)[1], 6) for state in trace.states])
+        for trace in sheet.comparison_traces()]
+    return BlindComparisonJson(
+        ended=sheet.complete, revealed=revealed, unblinded_early=bool(unblindings(sheet)),
+        commitment=comparison.sealed.commitment, alpha=design.alpha, power=design.power,
+        min_difference=design.min_difference, max_trials_per_arm=design.cap,
+        fixed_sample_trials_per_arm=comparison.design.fixed_sample_pairs,
+        log_efficacy_bound=design.log_efficacy_bound, log_futility_bound=design.log_futility_bound,
+        arms=arms, comparisons=declared)

@@ -1,0 +1,123 @@
+"""Per-run scratch folders in the temporary folder, removed when the run ends and, if the run was
+killed, at the next start of any `harness` command.
+
+Why: a run's workers, rehearsals and emulators need temporary files (a worker's evidence before it is
+shipped back, the rehearsal's desk, the simulated cameras' socket, Ray's session). Each gets a folder
+of its own (so any number of runs, emulators and rehearsals can run at once on one machine), named
+`harness-<kind>-<random>`, holding an `owner` file with the pid and start time of the process that
+made it. A folder whose owner is no longer running (the pid is gone or now names a younger process)
+is left over from a killed run, and `remove_orphans` deletes it; one still owned is never touched.
+
+Every `harness` command also makes its process's temporary folder a scratch folder of its own
+(`own_temporary_folder`: `tempfile.tempdir` and TMPDIR, which its children inherit), because libraries
+leave files behind there: LeRobot's `PreTrainedConfig.from_pretrained` writes a `tmp*.json` on every
+policy load and never removes it. Scratch folders themselves are always made in the machine's
+temporary folder (`SYSTEM_ROOT`), short enough for Unix socket paths and where the next start looks.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import psutil
+
+PREFIX = "harness-"
+
+
+def _system_root() -> Path:
+    """The machine's temporary folder, also in a child of a `harness` process (whose TMPDIR is its parent's
+    scratch folder): scratch folders stay side by side there, where the next start looks, and Unix socket
+    paths in them (Ray's, the cameras') stay short."""
+    root = Path(tempfile.gettempdir())
+    while root.name.startswith(PREFIX) and root.parent != root:
+        root = root.parent
+    return root
+
+
+SYSTEM_ROOT = _system_root()
+OWNER = "owner"
+START_SLACK_S = 1.0   # a process's start time, as two reads of it may differ
+
+
+def _start_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def make(kind: str, remove_at_exit: bool = True) -> Path:
+    """A new scratch folder `harness-<kind>-XXXXXXXX` owned by this process (and removed when it exits
+    normally, unless told otherwise)."""
+    folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{kind}-", dir=SYSTEM_ROOT))
+    pid = os.getpid()
+    (folder / OWNER).write_text(json.dumps({"pid": pid, "started": _start_time(pid)}))
+    if remove_at_exit:
+        atexit.register(remove, folder)
+    return folder
+
+
+def remove(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def owner_alive(folder: Path) -> bool | None:
+    """Whether the process that made `folder` still runs; None when the folder has no readable owner
+    (not a scratch folder, or one whose owner file is still being written)."""
+    try:
+        owner = json.loads((folder / OWNER).read_text())
+        pid, started = int(owner["pid"]), owner["started"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    now = _start_time(pid)
+    if now is None:
+        return False
+    return started is None or abs(now - float(started)) <= START_SLACK_S
+
+
+def scratch_folders(kind: str | None = None, root: Path | None = None) -> list[Path]:
+    """This user's scratch folders (of one kind, or all) in the temporary folder."""
+    root = root or SYSTEM_ROOT
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    pattern = f"{PREFIX}{kind}-*" if kind else f"{PREFIX}*"
+    found = []
+    with contextlib.suppress(OSError):
+        for path in root.glob(pattern):
+            with contextlib.suppress(OSError):
+                if path.is_dir() and not path.is_symlink() and uid in (None, path.stat().st_uid):
+                    found.append(path)
+    return sorted(found)
+
+
+def remove_orphans(root: Path | None = None) -> list[Path]:
+    """Delete the scratch folders whose owner is gone (killed runs); return them."""
+    removed = []
+    for folder in scratch_folders(root=root):
+        if owner_alive(folder) is False:
+            remove(folder)
+            removed.append(folder)
+    return removed
+
+
+def live_folders(kind: str) -> list[Path]:
+    """This user's scratch folders of `kind` whose owners still run (say, the emulators serving cameras)."""
+    return [folder for folder in scratch_folders(kind) if owner_alive(folder)]
+
+
+_process_folder: Path | None = None
+
+
+def own_temporary_folder() -> Path:
+    """This process's temporary folder, and its children's, a scratch folder of its own (made once)."""
+    global _process_folder
+    if _process_folder is None:
+        _process_folder = make("tmp")
+        os.environ["TMPDIR"] = str(_process_folder)
+        tempfile.tempdir = str(_process_folder)
+    return _process_folder

@@ -1,0 +1,141 @@
+"""SIGKILL each kind of harness process once its children are up: serial run (evidence-writer lanes and
+their resource tracker), `--workers` run (Ray and its reaper), sweep (LeRobot's policy server for a
+`policy_server: local` cell), rehearsal (the simulated cameras' render process, the run's lanes) and
+`emulate-bus --sim`. Five seconds later no process it started may be alive, and the next start of any
+`harness` command removes every temporary folder it left. Each runs with a temporary folder of its own
+(TMPDIR), so what is left there is what it left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from harness.cli import main
+from harness.scratch import PREFIX, SYSTEM_ROOT, make, owner_alive, remove_orphans, scratch_folders
+from tests.helpers import REPO, wait_until
+from tests.test_rehearse import _protocol
+from tests.tiny_policy import save_tiny_act
+
+GONE_WITHIN_S = 5.0
+UP_WITHIN_S = 240.0
+
+
+def _family(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _commands(pid: int) -> list[str]:
+    found = []
+    for member in _family(pid):
+        try:
+            found.append(" ".join(member.cmdline()))
+        except psutil.Error:
+            continue
+    return found
+
+
+def _protocol_file(folder: Path) -> Path:
+    path = folder / "p.yaml"
+    assert main(["protocol", "new", "--fixed", "--n", "30", "-o", str(path)]) == 0
+    return path
+
+
+def _serial(folder: Path) -> tuple[list[str], list[str]]:
+    return (["run", str(_protocol_file(folder)), "--headless", "--policy", "expert", "--scoresheet",
+             str(folder / "s.yaml"), "--runs-dir", str(folder / "runs")], ["multiprocessing.spawn"])
+
+
+def _workers(folder: Path) -> tuple[list[str], list[str]]:
+    return (["run", str(_protocol_file(folder)), "--headless", "--policy", "expert", "--no-video", "--scoresheet",
+             str(folder / "s.yaml"), "--runs-dir", str(folder / "runs"), "--workers", "2", "--no-driver-worker"],
+            ["TrialWorker", "ray_reaper", "raylet"])
+
+
+def _sweep(folder: Path) -> tuple[list[str], list[str]]:
+    protocol = _protocol_file(folder)
+    save_tiny_act(folder / "act")
+    spec = folder / "sweep.yaml"
+    spec.write_text(yaml.safe_dump({"name": "k", "checkpoints": ["act"], "protocols": [protocol.name],
+                                    "conditions": [{"policy_server": "local"}]}))
+    return (["sweep", str(spec), "--scoresheets-dir", str(folder / "sheets"), "--runs-dir", str(folder / "runs")],
+            ["local_policy_server", "multiprocessing.spawn"])
+
+
+def _rehearse(folder: Path) -> tuple[list[str], list[str]]:
+    save_tiny_act(folder / "act", height=480, width=640)
+    return (["rehearse", str(_protocol(folder)), "--policy", "act", "--operator", "scripted"],
+            ["frame_render", "multiprocessing.spawn"])
+
+
+def _emulator(folder: Path) -> tuple[list[str], list[str]]:
+    return ["emulate-bus", "--sim"], ["frame_render"]
+
+
+KINDS = {"serial": _serial, "workers": _workers, "sweep": _sweep, "rehearse": _rehearse, "emulate-bus": _emulator}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_killed_harness_leaves_no_process_and_no_temporary_folder(kind: str, tmp_path: Path) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="k", dir="/tmp" if os.path.isdir("/tmp") else None))   # short: socket paths
+    try:
+        args, children = KINDS[kind](tmp_path)
+        env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp)}
+        process = subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=tmp_path, env=env,
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_until(lambda: process.poll() is not None or all(
+                any(name in command for command in _commands(process.pid)) for name in children),
+                UP_WITHIN_S, f"{kind}: {children} started", poll_s=0.2)
+            assert process.poll() is None, f"{kind} ended (exit {process.returncode}) before it was killed"
+            family = _family(process.pid)
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout=30)
+            wait_until(lambda: not [p for p in family if _alive(p)], GONE_WITHIN_S,
+                       f"every process of the killed {kind} gone", poll_s=0.1)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        next_start = subprocess.run([sys.executable, "-m", "harness.cli", "protocol", "new", "--fixed", "--n", "1",
+                                     "-o", str(tmp_path / "next.yaml")], env=env, capture_output=True, text=True)
+        assert next_start.returncode == 0, next_start.stderr
+        assert sorted(p.name for p in tmp.iterdir()) == [], f"{kind} left temporary folders"
+    finally:
+        subprocess.run(["rm", "-rf", str(tmp)], check=False)
+
+
+def test_a_scratch_folder_is_removed_once_its_owner_is_gone_and_never_before(tmp_path: Path) -> None:
+    mine = make("test", remove_at_exit=False)
+    try:
+        dead = subprocess.run([sys.executable, "-c", "from harness.scratch import make; print(make('test', False))"],
+                              env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(SYSTEM_ROOT)},
+                              capture_output=True, text=True, check=True)
+        left = Path(dead.stdout.strip())
+        assert left.is_dir() and left.name.startswith(f"{PREFIX}test-") and owner_alive(left) is False
+        assert owner_alive(mine) is True
+        stranger = tmp_path / f"{PREFIX}stranger"   # no owner file: not ours to judge
+        stranger.mkdir()
+        assert left in remove_orphans() and not left.exists() and mine.is_dir()
+        assert remove_orphans(tmp_path) == [] and stranger.is_dir()
+        assert mine in scratch_folders("test")
+    finally:
+        subprocess.run(["rm", "-rf", str(mine)], check=False)

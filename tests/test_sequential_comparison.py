@@ -1,0 +1,147 @@
+"""The blind comparison's statistics and schedule: error rates, power, the cap check, the seal."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from harness.models import sequential as sq
+from harness.models.comparison import (
+    ArmIdentity,
+    SealBroken,
+    SealedMapping,
+    arm_codes,
+    block_order,
+    build_schedule,
+    default_comparisons,
+    replay,
+    run_finished,
+    seal,
+    unseal,
+)
+from harness.models.sequential import ComparisonState, Decision, advance, design, discordance, operating_characteristics
+
+# d = 0.3 keeps every cap small (tens of pairs) so these tests stay fast on a loaded machine.
+ALPHA, POWER, DIFF = 0.05, 0.8, 0.3
+
+
+@pytest.fixture(scope="module")
+def cap() -> int:
+    found = sq.minimum_cap(ALPHA, POWER, DIFF, 1)
+    assert found is not None
+    return found
+
+
+def test_boundaries_are_villes_and_the_design_point_is_least_favourable(cap):
+    rule = design(ALPHA, POWER, DIFF, 1, cap)
+    # Ville's inequality: a test martingale crosses 1/a with probability at most a; two directions, alpha/2 each
+    assert rule.log_ville_bound == pytest.approx(math.log(2 / ALPHA))
+    assert 0 < rule.log_efficacy_bound <= rule.log_ville_bound
+    assert rule.log_futility_bound == pytest.approx(math.log(1 - POWER))
+    # 0.65 against 0.35: P(only the better | one) = 0.65^2 / (0.65^2 + 0.35^2)
+    assert rule.theta1 == pytest.approx(0.4225 / (0.4225 + 0.1225))
+    # any other rates with the same difference give larger discordant odds
+    for low in (0.05, 0.2, 0.5, 0.65):
+        first_only, second_only = discordance(low + DIFF, low)
+        assert first_only / (first_only + second_only) >= rule.theta1 - 1e-12
+
+
+def test_fixed_sample_mcnemar_reaches_its_power_by_exact_enumeration():
+    n = sq.mcnemar_fixed_pairs(ALPHA, POWER, 0.65, 0.35)
+    # exact power of the exact McNemar test at n pairs, by the distribution of discordant counts
+    from harness.models.stats import mcnemar_exact
+    b_p, c_p = discordance(0.65, 0.35)
+    power = 0.0
+    for b in range(n + 1):
+        for c in range(n + 1 - b):
+            if mcnemar_exact(b, c) <= ALPHA and b > c:
+                power += (math.comb(n, b) * math.comb(n - b, c) * b_p**b * c_p**c * (1 - b_p - c_p) ** (n - b - c))
+    assert 0.75 <= power <= 0.9, (n, power)
+
+
+def test_exact_walk_simulation_and_state_machine_agree(cap):
+    rule = design(ALPHA, POWER, DIFF, 1, cap)
+    rng = np.random.default_rng(7)
+    first = rng.random((4000, cap)) < 0.65
+    second = rng.random((4000, cap)) < 0.35
+    code, used = sq.simulate(rule, first, second, cap)
+    for row in range(60):   # the state machine, one pair at a time, decides the same at the same pair
+        state = ComparisonState()
+        while not state.decision.final:
+            state = advance(rule, state, bool(first[row, state.pairs]), bool(second[row, state.pairs]), cap)
+        expected = {Decision.FIRST_BETTER: 1, Decision.SECOND_BETTER: -1, Decision.FUTILITY: 0, Decision.CAP: 2}
+        assert (expected[state.decision], state.pairs) == (code[row], used[row])
+    exact = operating_characteristics(rule, *discordance(0.65, 0.35), cap)
+    assert np.mean(code == 1) == pytest.approx(exact.first_better, abs=0.03)
+    assert np.mean(used) == pytest.approx(exact.expected_pairs, rel=0.05)
+    assert exact.first_better >= POWER
+
+
+@pytest.mark.parametrize("rate", [0.3, 0.5, 0.8])
+def test_type_one_error_at_most_alpha_in_simulation(cap, rate):
+    rule = design(ALPHA, POWER, DIFF, 1, cap)
+    rng = np.random.default_rng(int(rate * 100))
+    runs = 3000
+    code, _ = sq.simulate(rule, rng.random((runs, cap)) < rate, rng.random((runs, cap)) < rate, cap)
+    errors = np.mean(np.abs(code) == 1)
+    assert errors <= ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / runs)
+    assert sq.worst_case_type_one_error(rule) <= ALPHA
+
+
+def test_a_cap_too_small_for_the_power_is_found_and_the_minimum_is_tight(cap):
+    assert sq.power_at_least_favourable(design(ALPHA, POWER, DIFF, 1, cap)) >= POWER
+    assert sq.power_at_least_favourable(design(ALPHA, POWER, DIFF, 1, cap - 1)) < POWER
+    # more declared comparisons (Bonferroni) need more pairs
+    assert sq.minimum_cap(ALPHA, POWER, DIFF, 3) > cap
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, float("nan"), float("inf"), -0.1, True])
+def test_design_refuses_nonsense_numbers(bad):
+    with pytest.raises(ValueError):
+        design(bad, POWER, DIFF, 1, 50)
+    with pytest.raises(ValueError):
+        design(ALPHA, POWER, bad, 1, 50)
+
+
+def test_schedule_is_a_pure_function_of_the_seed_and_balanced():
+    codes = arm_codes(3)
+    positions = [4, 9, 2]
+    first = build_schedule(11, codes, positions, 12)
+    assert first == build_schedule(11, codes, positions, 12)
+    assert build_schedule(11, codes, positions, 5) == first[:15]    # a prefix: resuming never reshuffles
+    assert first != build_schedule(12, codes, positions, 12)
+    for block in range(12):
+        slots = [s for s in first if s.block == block]
+        assert sorted(s.arm for s in slots) == list(codes)           # every arm once per block
+        assert {s.position for s in slots} == {positions[block % 3]}  # at one start position
+    orders = {block_order(11, b, codes) for b in range(40)}
+    assert len(orders) > 3                                           # the order inside a block is randomized
+    assert [s.number for s in first] == list(range(1, 37))
+
+
+def test_seal_hides_the_policies_and_detects_tampering():
+    mapping = {"A": ArmIdentity(ref="outputs/act_cube/checkpoints/001500", fingerprint="sha256:ab"),
+               "B": ArmIdentity(ref="expert", fingerprint="builtin:expert")}
+    sealed = seal(mapping)
+    text = sealed.model_dump_json()
+    for word in ("act_cube", "001500", "expert", "builtin"):
+        assert word not in text
+    assert unseal(sealed) == mapping
+    assert seal(mapping).commitment != sealed.commitment           # a fresh salt each time
+    flipped = bytearray(__import__("base64").b64decode(sealed.sealed))
+    flipped[3] ^= 1
+    tampered = SealedMapping(salt=sealed.salt, sealed=__import__("base64").b64encode(bytes(flipped)).decode(),
+                             commitment=sealed.commitment)
+    with pytest.raises(SealBroken):
+        unseal(tampered)
+
+
+def test_replay_stops_each_comparison_and_the_run_when_all_have(cap):
+    rule = design(ALPHA, POWER, DIFF, 1, cap)
+    blocks = [{"A": True, "B": False} for _ in range(cap)]
+    traces = replay(rule, default_comparisons(("A", "B")), blocks)
+    assert traces[0].winner() == "A" and run_finished(traces)
+    assert len(traces[0].states) < cap
+    assert not run_finished(replay(rule, (("A", "B"),), blocks[:1]))
