@@ -30,6 +30,7 @@ SAMPLES: dict[str, list[str]] = {
     "camera": ["--camera", "top=0@1280x720"],
     "policy": ["--policy", "replay"],
     "rename_map": ["--rename-map", '{"top": "camera1"}'],
+    "no_blind": ["--no-blind"],
     "scoresheet": ["--scoresheet", "elsewhere.yaml"],
     "runs_dir": ["--runs-dir", "other_runs"],
     "headless": ["--headless"],
@@ -167,10 +168,11 @@ def test_every_run_flag_reaches_a_sweep_cell(tmp_path: Path) -> None:
 def test_every_run_flag_reaches_a_rehearsal(tmp_path: Path) -> None:
     """`harness rehearse` takes every run flag it does not decide itself and hands it to its run; those it
     decides (the emulated desk's robot, port, cameras, files, scoresheet) are set by the rehearsal."""
-    from harness.app.rehearse_command import REHEARSAL_OWNS, desk_request, plan_rehearsal
+    from harness.app.rehearse_command import REHEARSAL_OWNS, desk_request, plan_rehearsal, policy_cameras
+    from tests.tiny_policy import save_tiny_act
 
     protocol = desk_protocol(tmp_path)
-    (tmp_path / "act").mkdir()
+    save_tiny_act(tmp_path / "act", height=480, width=640)
     base = ["rehearse", str(protocol), "--policy", str(tmp_path / "act"), "--operator", "scripted",
             "--rehearsal-dir", str(tmp_path / "desk")]
     for dest in _run_flags():
@@ -185,7 +187,7 @@ def test_every_run_flag_reaches_a_rehearsal(tmp_path: Path) -> None:
         assert request.robot.kind == "so101" and request.robot.port == "/dev/pts/99" and request.headless
         assert request.placement.bowl_calibration == plan.files.calibration
         assert request.placement.trained_spot == plan.files.trained_spot
-        assert request.robot.cameras == {"top": "sim:/tmp/cams.sock@640x480", "wrist": "sim:/tmp/cams.sock@640x480"}
+        assert request.robot.cameras == dict.fromkeys(policy_cameras(tmp_path / "act"), "sim:/tmp/cams.sock@640x480")
         assert request.policy == str(tmp_path / "act") and request.scoresheet == plan.scoresheet
 
 

@@ -145,6 +145,7 @@ class RunRequest(_Part):
 
     protocol: Path
     policies: tuple[str, ...] = ()        # a checkpoint folder or a built-in; empty: the protocol's run.policy
+    blind: bool = True                    # a comparison (two or more policies) hides which arm ran
     resume: bool = False
     scoresheet: Path | None = None        # None: scoresheets/<protocol>-<policy>.yaml
     runs_dir: Path = Path("runs")
@@ -385,6 +386,7 @@ RUN_FLAGS: dict[str, RunFlag] = {
     "camera": RunFlag("--camera", ("robot.cameras",), _cameras),
     "policy": RunFlag("--policy", ("policies",), _policies),
     "rename_map": RunFlag("--rename-map", ("rename_map",), _rename_map),
+    "no_blind": RunFlag("--no-blind", ("blind",), _not),
     "scoresheet": RunFlag("--scoresheet", ("scoresheet",), _path),
     "runs_dir": RunFlag("--runs-dir", ("runs_dir",), _path),
     "headless": RunFlag("--headless", ("headless",)),

@@ -30,7 +30,7 @@ SWEEP_MAX_BYTES = 256 * 1024
 # checkpoint without RTC support: the cell is not applicable); `policy_server: local` LeRobot's policy server,
 # started by the sweep on loopback for the cell (or HOST:PORT of one you run).
 SWEEP_OWNS = ("protocol", "policy", "robot", "scoresheet", "runs_dir", "resume", "headless", "workers",
-              "no_driver_worker", "address", "ray_dashboard")
+              "no_driver_worker", "address", "ray_dashboard", "no_blind")
 CONDITION_KEYS = tuple(dest for dest in RUN_FLAGS if dest not in SWEEP_OWNS)
 LOCAL_SERVER = "local"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
