@@ -69,8 +69,6 @@ def configure_logging(verbosity: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # Nothing in this project reaches the network: LeRobot and the Hub must not try to download.
-    os.environ["HF_HUB_OFFLINE"] = "1"
     args = build_parser().parse_args(argv)   # a bad flag: one line, SystemExit(2)
     configure_logging(args.verbose)
     remove_orphans()   # the scratch folders of runs that were killed (harness/scratch.py)

@@ -10,6 +10,9 @@ import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
+# The harness leaves HF_HUB_OFFLINE to its user; its tests never reach the Hub (a Hub id is tested on a
+# Hub cache laid out locally), and every command a test starts inherits this.
+os.environ["HF_HUB_OFFLINE"] = "1"
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -170,6 +170,11 @@ def test_a_two_trial_real_arm_run_with_a_saved_act_and_simulated_cameras(tmp_pat
     assert [a.label for a in sheet.attempts] == ["no_grasp", "no_grasp"]
     assert all(a.loop.steps >= 60 for a in sheet.attempts)      # ~3 s of the 30 Hz loop each
     assert all(a.loop.realtime is not None for a in sheet.attempts)   # whether the paced loop ran at SCHED_FIFO
+    import pandas as pd  # the gripper servo's Present_Load read each step, for failure anatomy (issue 37)
+
+    traces = sorted((tmp_path / "runs" / "desk-act").glob("trial-*/trajectory.parquet"))
+    assert len(traces) == 2 and all(pd.read_parquet(t)["obs.gripper.load"].notna().all() for t in traces)
+    assert all(a.anatomy is not None and a.anatomy.grasp_signal == "load" for a in sheet.attempts)
     finals = sorted((tmp_path / "runs" / "desk-act").glob("trial-*/*top*.png"))
     assert len(finals) == 2, sorted(p.name for p in (tmp_path / "runs" / "desk-act").rglob("*"))
     assert not any(s.torque_enabled for s in rig.chain.servos)

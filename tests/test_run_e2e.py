@@ -169,8 +169,8 @@ def test_torque_is_released_on_interrupts_and_crashes_and_nothing_half_written(w
 
     robots = []
 
-    def keep_robot(*args):
-        robots.append(make_sim_robot(*args))
+    def keep_robot(*args, **kwargs):
+        robots.append(make_sim_robot(*args, **kwargs))
         return robots[-1]
 
     class FailingExpert(ExpertPolicy):

@@ -34,3 +34,18 @@ def test_parallel_is_chosen_where_cores_and_trials_are_plenty() -> None:
 def test_more_workers_than_the_driver_can_record_for_are_not_predicted_faster() -> None:
     costs = TrialCosts(wall_s=0.2, cpu_s=0.2, record_s=0.05)   # the driver records 20 trials a second at most
     assert predicted_s(64, 10_000, 64, costs) >= 10_000 * costs.record_s
+
+
+def test_a_learned_policy_sweep_scales_with_cores_until_the_driver_records_at_its_limit() -> None:
+    from harness.app.scaling import SweepCosts, best_sweep_workers, predicted_sweep_s
+
+    costs = SweepCosts(TrialCosts(wall_s=8.0, cpu_s=9.0), policy_load_s=2.0, scene_build_s=3.0)
+    serial = predicted_sweep_s(10, 50, 1, 2, costs)
+    assert serial == pytest.approx(10 * (2.0 + 50 * 8.0) + 3.0)   # the scene built once, each checkpoint loaded
+    times = [best_sweep_workers(10, 50, cores, costs)[1] for cores in (2, 8, 32, 64)]
+    assert times == sorted(times, reverse=True) and times[0] <= serial
+    assert times[-1] < serial / 10   # 64 cores: far faster, yet never below each cell's own load and first trial
+    assert times[-1] >= 10 * (2.0 + 8.0)
+    cluster = best_sweep_workers(10, 50, 64, costs, cluster=True)[1]
+    assert cluster <= times[-1]   # a cluster's runtime is up already
+    assert predicted_sweep_s(10, 50, 1, 2, costs, kept=False) > serial   # a scene built per cell costs more

@@ -13,7 +13,7 @@ from lerobot.utils.errors import DeviceNotConnectedError
 from lerobot.utils.import_utils import register_third_party_plugins
 
 import harness.sim  # noqa: F401
-from harness.sim.units import JOINT_LIMITS, from_sim, to_sim
+from harness.sim.units import GRIPPER_LOAD_KEY, JOINT_LIMITS, from_sim, to_sim
 
 
 @pytest.fixture
@@ -35,7 +35,9 @@ def test_features_match_the_real_so101_follower(robot, tmp_path) -> None:
     assert {k for k, v in robot.observation_features.items() if v is float} == motor_keys
     assert robot.observation_features["top"] == (240, 320, 3)
     obs = robot.get_observation()
-    assert set(obs) == set(robot.observation_features)
+    # the gripper servo's load rides beside the features, as the real follower's does (robots.so101)
+    assert set(obs) == set(robot.observation_features) | {GRIPPER_LOAD_KEY}
+    assert -1000.0 <= obs[GRIPPER_LOAD_KEY] <= 1000.0
     assert obs["top"].shape == (240, 320, 3) and obs["top"].dtype == np.uint8
     assert obs["wrist"].std() > 1.0, "the wrist camera should see a scene, not a blank image"
 

@@ -22,9 +22,9 @@ OFFLINE = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:
 
 def _run(out: Path, steps: int) -> str:
     env = {**os.environ, **OFFLINE, "PYTHONPATH": str(REPO), "PYTHON_BIN": str(Path(sys.executable).parent),
-           "STEPS": str(steps), "SAVE_FREQ": "2"}
-    done = subprocess.run(["bash", str(REPO / "scripts" / "train_reference"), "--quick", str(out)],
-                          capture_output=True, text=True, timeout=900, env=env)
+           "SAVE_FREQ": "2"}
+    done = subprocess.run(["bash", str(REPO / "scripts" / "train_reference"), "--quick", "--steps", str(steps),
+                           str(out)], capture_output=True, text=True, timeout=900, env=env)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
     assert "Traceback" not in output, output[output.index("Traceback") - 2000:][:4000]
@@ -40,6 +40,16 @@ def test_quick_reference_training_resumes_offline_without_tracebacks(tmp_path) -
     config = json.loads((run / "checkpoints" / "000002" / "pretrained_model" / "config.json").read_text())
     assert config["pretrained_backbone_weights"] is None and config["device"] == "cpu"
     assert "resuming" not in first
+    # quiet: stage times on the terminal, the datasets library's bars and the training configuration in the logs
+    assert "stage collect: " in first and " min " in first.split("stage collect: ")[-1].splitlines()[0]
+    assert "stage train: " in first and "total: " in first
+    assert "Map:" not in first and '"dataset"' not in first and len(first.splitlines()) < 40, first
+    assert "2 accepted of 2 attempts" in (out / "collect-fixed.log").read_text()
+    assert "Start offline training" in (out / "train-act-fixed.log").read_text()
+    # the folder docs/results.md tells the user to cd into, with what its commands name
+    for name in ("protocols/fixed.yaml", "protocols/randomized.yaml", "curve.yaml", "fixed8.yaml"):
+        assert (out / "eval" / name).is_file(), name
+    assert (out / "eval" / "scoresheets").is_dir() and (out / "eval" / "runs").is_dir()
 
     second = _run(out, steps=4)  # raising the steps continues the same run
     assert "resuming train/act-fixed from step 2" in second
@@ -49,4 +59,28 @@ def test_quick_reference_training_resumes_offline_without_tracebacks(tmp_path) -
     assert (run / "checkpoints" / "000002").is_dir()  # the earlier checkpoint was kept, not retrained
 
     third = _run(out, steps=4)
-    assert "stage train: done (4 steps)" in third and "Start offline training" not in third
+    assert "stage train: done (4 steps)" in third and "stage train: 4 steps" not in third
+
+
+def test_the_recipe_refuses_a_steps_flag_that_is_not_a_count(tmp_path) -> None:
+    done = subprocess.run(["bash", str(REPO / "scripts" / "train_reference"), "--steps", "lots", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--steps needs a positive whole number" in done.stderr
+    assert not any(tmp_path.iterdir())
+
+
+def test_the_recipe_stops_at_the_documented_checkpoint_by_default(tmp_path) -> None:
+    """docs/results.md evaluates step 1,000: the default run must not train ten times longer (issue 37). Its
+    tools stand in by ones that fail at once, so only the plan it announces is seen."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    for tool in ("harness", "lerobot-train"):
+        (bin_dir / tool).write_text("#!/bin/sh\nexit 1\n")
+        (bin_dir / tool).chmod(0o755)
+    env = {**os.environ, "PYTHON_BIN": str(bin_dir), "DEVICE": "cpu"}
+    env.pop("STEPS", None)
+    done = subprocess.run(["bash", str(REPO / "scripts" / "train_reference"), str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert "for 1000 steps" in done.stdout, done.stdout + done.stderr
+    assert done.returncode != 0 and not (tmp_path / "out" / "train" / "act-fixed").exists()

@@ -106,7 +106,7 @@ def test_undo_window_lets_the_operator_change_a_score(workdir) -> None:
     assert [a.label for a in load_scoresheet(setup.sheet.path).attempts] == ["success"]
 
 
-@pytest.mark.parametrize("key", ["space", "ctrl+e"])
+@pytest.mark.parametrize("key", ["space", "ctrl+e", "ctrl+c"])
 def test_emergency_stop_releases_torque_from_the_run_screen(workdir, key) -> None:
     setup = _setup(workdir, "--realtime")  # at the real arm's pace, so the key lands mid-trial
     app = make_app(setup, undo_s=0.0)
@@ -128,7 +128,7 @@ def test_emergency_stop_releases_torque_from_the_run_screen(workdir, key) -> Non
     setup.close()
 
 
-@pytest.mark.parametrize("key", ["space", "ctrl+e"])
+@pytest.mark.parametrize("key", ["space", "ctrl+e", "ctrl+c"])
 def test_emergency_stop_while_the_scoring_prompt_is_open_voids_the_trial(workdir, key) -> None:
     setup = _setup(workdir)
     app = make_app(setup, undo_s=0.0)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models.run_settings import BuiltinPolicy, InferenceEngine, RobotKind
+from harness.policies.hub import checkpoint_folder
 
 if TYPE_CHECKING:
     from harness.models.run_request import RunRequest
@@ -91,7 +92,8 @@ def async_record(request: RunRequest, policy_ref: str, robot: RobotKind) -> dict
 
     from harness.policies.inference.async_policy import DEFAULT_AGGREGATE, DEFAULT_THRESHOLD, default_actions_per_chunk
 
-    actions = asked.actions_per_chunk if asked.actions_per_chunk is not None else default_actions_per_chunk(policy_ref)
+    actions = (asked.actions_per_chunk if asked.actions_per_chunk is not None
+               else default_actions_per_chunk(checkpoint_folder(policy_ref)))
     if not 1 <= actions <= 10_000:
         raise HarnessInputError(None, "--actions-per-chunk", f"{actions}: must be within 1..10000")
     threshold = asked.chunk_size_threshold if asked.chunk_size_threshold is not None else DEFAULT_THRESHOLD

@@ -19,6 +19,7 @@ from harness.models.run_request import RunRequest
 from harness.models.run_settings import SO101_ROBOT_TYPE, BuiltinPolicy, InferenceEngine, RobotKind
 from harness.models.scoresheet import Scoresheet, run_latency
 from harness.policies.base import EvalPolicy
+from harness.policies.hub import pinned_ref
 from harness.run.clock import MonotonicClock
 from harness.run.dataset_sink import RecordingOptions
 from harness.run.engine import RunEngine, RunObserver, RunOptions
@@ -148,14 +149,16 @@ def prepare_run(request: RunRequest | argparse.Namespace, protocol: Protocol, sh
     parts = parts or Parts()
     settings = sheet.settings
     is_sim = sheet.locked.robot.simulated
-    policy = policy or parts.policy(sheet.locked.policy.ref, protocol, settings, request.device, sheet.locked.robot,
-                                    sheet.inference)
+    policy = policy or parts.policy(pinned_ref(sheet.locked.policy), protocol, settings, request.device,
+                                    sheet.locked.robot, sheet.inference)
     try:
         latency = run_latency(sheet.locked, settings)   # locked (older sheets: their settings)
         if sheet.inference_engine is InferenceEngine.RTC:   # its chunks land after the latency; the arm never waits
             latency = None
         robot = (parts.sim_robot(protocol, policy, request.realtime, **({"latency_ms": latency} if latency is not None
-                                                                     else {}))
+                                                                     else {}),
+                                 **({"render_profile": sheet.locked.render_profile} if sheet.locked.render_profile
+                                    else {}))
                  if is_sim else parts.real_robot(settings, protocol))
     except BaseException:
         policy.close()

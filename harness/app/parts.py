@@ -13,6 +13,7 @@ from typing import Any
 from harness.errors import HarnessError, HarnessInputError, RunPaused, ServoBusFault
 from harness.models.locked import LockedInference
 from harness.models.protocol import Protocol
+from harness.models.render_profile import LEGACY_PROFILE, RenderProfile
 from harness.models.run_settings import BuiltinPolicy, InferenceEngine, RobotKind, RunSettings
 from harness.models.taxonomy import Void, VoidKind
 from harness.policies.base import EvalPolicy
@@ -31,8 +32,10 @@ def make_policy(ref: str, protocol: Protocol, settings: RunSettings, device: str
         return ExpertPolicy()
     if builtin is BuiltinPolicy.REPLAY:
         return ReplayPolicy()
+    from harness.policies.hub import checkpoint_folder
     from harness.policies.lerobot_policy import LeRobotPolicy
 
+    ref = checkpoint_folder(ref)   # a Hub id (locked runs pass it at its locked commit): its cached snapshot
     inference = inference or LockedInference(engine=InferenceEngine.SYNC)
     engine = inference.engine
     try:
@@ -61,9 +64,11 @@ def make_policy(ref: str, protocol: Protocol, settings: RunSettings, device: str
 
 
 def make_sim_robot(protocol: Protocol, policy: EvalPolicy, realtime: bool,
-                   latency_ms: float | str | None = None) -> GuardedRobot:
-    """The simulated SO-101 in the protocol's scene, rendering the cameras the policy reads; `latency_ms`
-    (milliseconds or "measured") turns on its latency model, None keeps lock-step."""
+                   latency_ms: float | str | None = None,
+                   render_profile: RenderProfile = LEGACY_PROFILE, world: Any = None) -> GuardedRobot:
+    """The simulated SO-101 in the protocol's scene, rendering the cameras the policy reads (and only those) with
+    `render_profile`'s meshes; `latency_ms` (milliseconds or "measured") turns on its latency model, None keeps
+    lock-step. `world`: one kept from an earlier run (`app.worker_cache`), else a new one."""
     from harness.sim.config_sim_so101 import SimSO101Config
     from harness.sim.scene import SceneGeometry
     from harness.sim.sim_so101 import SimSO101
@@ -72,7 +77,8 @@ def make_sim_robot(protocol: Protocol, policy: EvalPolicy, realtime: bool,
     scene = protocol.scene
     geometry = SceneGeometry(bowl_xy=(scene.bowl_xy_cm[0] / 100, scene.bowl_xy_cm[1] / 100),
                              bowl_rim_diameter=scene.bowl_diameter_cm / 100, cube_edge=scene.cube_edge_cm / 100)
-    world = SimWorld(geometry, control_fps=protocol.fps)
+    if world is None:
+        world = SimWorld(geometry, control_fps=protocol.fps, render_profile=render_profile)
     width, height = policy.image_size or (640, 480)
     config = SimSO101Config(id="harness_sim", render_cameras=list(policy.camera_keys), camera_width=width,
                             camera_height=height, fps=protocol.fps, realtime=realtime, latency_ms=latency_ms)
@@ -83,11 +89,11 @@ def make_sim_robot(protocol: Protocol, policy: EvalPolicy, realtime: bool,
 
 def make_real_robot(settings: RunSettings, protocol: Protocol) -> GuardedRobot:
     """LeRobot's SO-101 follower on the re-locking bus; torque goes off through its bus."""
+    from harness.bus.ports import check_port
     from harness.robots.so101 import make_so101_follower
 
-    if not settings.port:
-        raise HarnessInputError(None, "--port", "a real arm needs --port (e.g. /dev/ttyACM0 or COM4)")
-    robot = make_so101_follower(settings.port, settings.cameras, fps=protocol.fps,
+    port = check_port(settings.port)   # missing or not here: one line naming the serial ports there are
+    robot = make_so101_follower(port, settings.cameras, fps=protocol.fps,
                                 robot_id=settings.robot_id or "harness_follower")
     try:
         robot.connect()

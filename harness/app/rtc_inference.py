@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models.run_settings import InferenceEngine, RobotKind
+from harness.policies.hub import checkpoint_folder
 
 if TYPE_CHECKING:
     from harness.models.run_request import RunRequest
@@ -46,7 +47,7 @@ def _given(request: RunRequest) -> dict[str, Any]:
 
 def _chunk_size(policy_ref: str) -> int | None:
     try:
-        value = json.loads((Path(policy_ref) / "config.json").read_text()).get("chunk_size")
+        value = json.loads((Path(checkpoint_folder(policy_ref)) / "config.json").read_text()).get("chunk_size")
     except (OSError, ValueError, AttributeError):
         return None
     return value if isinstance(value, int) and value > 0 else None

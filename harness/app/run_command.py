@@ -21,7 +21,7 @@ from harness.app.operator_parts import placement_files
 from harness.app.parallel.runs import check_workers, run_parallel
 from harness.app.parts import Parts
 from harness.app.request import as_request
-from harness.app.sheet import resolve_sheet, sheet_path
+from harness.app.sheet import resolve_sheet, sheet_path, trials_to_run
 from harness.app.third_party_log import third_party_output_to
 from harness.errors import HarnessInputError
 from harness.models.lock import WriterLock
@@ -29,6 +29,7 @@ from harness.models.protocol import Protocol, load_protocol
 from harness.models.run_request import RunRequest
 from harness.models.scoresheet import Scoresheet
 from harness.policies.base import EvalPolicy
+from harness.policies.hub import pinned_ref
 from harness.reports.summary import format_summary, summarize
 from harness.run.terminal import StopKey, TerminalObserver
 
@@ -90,7 +91,8 @@ def run_request(request: RunRequest, parts: Parts | None = None, observer: Any =
         print(format_summary(summarize(sheet)))
         return 0
     parts = parts or Parts()
-    policy = parts.policy(sheet.locked.policy.ref, protocol, sheet.settings, request.device, sheet.locked.robot,
+    policy = parts.policy(pinned_ref(sheet.locked.policy), protocol, sheet.settings, request.device,
+                          sheet.locked.robot,
                           sheet.inference)
     handed_over = False
     try:
@@ -152,8 +154,7 @@ def _run_locked(request: RunRequest, protocol: Protocol, sheet: Scoresheet, crea
             return code if isinstance(code, int) else 0
         for warning in setup.robot.connect_warnings:   # the TUI shows these on its check screen
             print(f"warning: {warning}", file=sys.stderr, flush=True)
-        pending = len(sheet.pending_trials())
-        print(f"{sheet.path}: {pending} of {sheet.locked.trial_count} trials to run "
+        print(f"{sheet.path}: {trials_to_run(sheet, request.max_trials)} "
               f"({sheet.locked.policy.ref} on {sheet.locked.robot})", flush=True)
         if setup.dataset is not None:
             width, height = setup.dataset.size
@@ -171,3 +172,4 @@ def _run_locked(request: RunRequest, protocol: Protocol, sheet: Scoresheet, crea
     print()
     print(format_summary(summarize(sheet)))
     return 0
+

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
+from typing import Any
 
 from harness.app.async_inference import async_record, hold_to_locked_async
 from harness.app.request import as_request
@@ -11,9 +13,13 @@ from harness.app.rtc_inference import hold_to_locked_rtc, rtc_record
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models.checkpoint import checkpoint_name
 from harness.models.protocol import Protocol
+from harness.models.render_profile import DEFAULT_PROFILE, RenderProfile
 from harness.models.run_request import RunRequest
 from harness.models.run_settings import BuiltinPolicy, InferenceEngine, InferenceThreads, RobotKind, RunSettings
 from harness.models.scoresheet import Scoresheet, build_locked, check_resumable, load_scoresheet, new_scoresheet
+from harness.policies.hub import checkpoint_folder, hub_ref, policy_fingerprint
+
+log = logging.getLogger(__name__)
 
 _BUILTINS = "|".join(BuiltinPolicy)
 
@@ -86,6 +92,35 @@ def rename_map_from(args: argparse.Namespace, protocol: Protocol) -> dict[str, s
     return asked if asked is not None else dict(protocol.run.rename_map)
 
 
+def render_profile_from(args: RunRequest | argparse.Namespace, robot: RobotKind,
+                        checkpoint: str | None) -> RenderProfile | None:
+    """The profile a new simulated run locks (`--render-profile`, else the default); a checkpoint trained on
+    frames drawn otherwise is stated in one line on stderr. None for a real arm, whose cameras draw nothing."""
+    asked = getattr(args, "render_profile", None)
+    if not robot.simulated:
+        if asked:
+            raise HarnessInputError(None, "--render-profile", "the render profile is for the simulated arm's "
+                                                              "cameras; a real arm's cameras are real")
+        return None
+    profile = RenderProfile(asked) if asked else DEFAULT_PROFILE
+    if checkpoint is not None:
+        from harness.data.render_provenance import profile_statement
+
+        statement = profile_statement(profile, checkpoint)
+        if statement:
+            log.warning("%s", statement)
+    return profile
+
+
+def check_same_render_profile(sheet: Scoresheet, args: RunRequest | argparse.Namespace) -> None:
+    """A resume draws the policy's frames as the sheet locked; asking for another profile is refused."""
+    asked = getattr(args, "render_profile", None)
+    if asked and RenderProfile(asked) is not sheet.render_profile:
+        field = "locked.render_profile" if "render_profile" in sheet.locked_data else "locked"
+        raise StaleRunError(sheet.path, field, f"this run draws with render profile {sheet.render_profile.value}, "
+                                               f"not {asked}; start a new scoresheet to change it")
+
+
 def latency_text(latency: float | str | None) -> str:
     if latency is None:
         return "lock-step (none)"
@@ -109,10 +144,11 @@ def resolve_sheet(request: RunRequest | argparse.Namespace, protocol: Protocol, 
         if not request.resume:
             raise HarnessInputError(path, None, "this run already has a scoresheet; add --resume to continue it")
         sheet = load_scoresheet(path)
-        check_resumable(sheet, protocol_path, policy_flag)
+        check_resumable(sheet, protocol_path, policy_flag, policy_fingerprint)
         if asked_robot and asked_robot != sheet.locked.robot:
             raise HarnessInputError(path, "robot", f"locked to '{sheet.locked.robot}', not '{asked_robot}'")
         check_same_inference(sheet, request)
+        check_same_render_profile(sheet, request)
         hold_to_locked_async(sheet, request)
         hold_to_locked_rtc(sheet, request)
         # How this machine reaches the arm is not locked: a resume after a replug (another serial port, or a
@@ -129,8 +165,10 @@ def resolve_sheet(request: RunRequest | argparse.Namespace, protocol: Protocol, 
         raise HarnessInputError(protocol_path, "run.robot", f"no robot: pass --robot {'|'.join(RobotKind)}")
     robot = RobotKind(kind)
     builtin = BuiltinPolicy.named(policy_ref)
-    if builtin is None and not Path(policy_ref).is_dir():
-        raise HarnessInputError(None, "--policy", f"'{policy_ref}' is neither a built-in policy nor a folder")
+    if builtin is None and not Path(policy_ref).is_dir() and hub_ref(policy_ref) is None:
+        raise HarnessInputError(None, "--policy", f"'{policy_ref}' is neither a built-in policy, a folder nor a "
+                                                  "Hugging Face Hub id (ORG/NAME[@REVISION])")
+    fingerprint = policy_fingerprint(policy_ref)   # a Hub id: resolved (cache first, downloaded if allowed) now
     path = path or Path("scoresheets") / f"{protocol_path.stem}-{_slug(policy_ref)}.yaml"
     rename_map = request.rename_map if request.rename_map is not None else dict(protocol.run.rename_map)
     latency = request.latency
@@ -152,7 +190,20 @@ def resolve_sheet(request: RunRequest | argparse.Namespace, protocol: Protocol, 
     settings = RunSettings(port=request.robot.port or protocol.run.port, robot_id=request.robot.robot_id,
                            cameras=dict(request.robot.cameras) or dict(protocol.run.cameras), rename_map=rename_map,
                            latency_ms=latency, **({"inference": threads} if threads is not None else {}))
-    optional = {"latency_ms": latency,
+    optional: dict[str, Any] = {"latency_ms": latency,
                 "inference": async_block or {"engine": engine.value, **(rtc_block or {})}}
-    sheet = new_scoresheet(path, build_locked(protocol, protocol_path, policy_ref, robot, optional), settings)
+    profile = render_profile_from(request, robot, checkpoint_folder(policy_ref) if builtin is None else None)
+    if profile is not None:
+        optional["render_profile"] = profile.value
+    sheet = new_scoresheet(path, build_locked(protocol, protocol_path, policy_ref, robot, optional, fingerprint),
+                            settings)
     return (sheet.create() if create else sheet), True
+
+
+def trials_to_run(sheet: Scoresheet, max_trials: int | None) -> str:
+    """What this run will do, in words: `--max-trials` stops it short of the protocol's pending trials."""
+    pending = len(sheet.pending_trials())
+    if max_trials is None or max_trials >= pending:
+        return f"{pending} of {sheet.locked.trial_count} trials to run"
+    return (f"{max_trials} trials to run (--max-trials; {pending} of the protocol's {sheet.locked.trial_count} "
+            "pending)")

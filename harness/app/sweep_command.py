@@ -22,6 +22,7 @@ from harness.models.run_settings import BuiltinPolicy, RobotKind
 from harness.models.scoresheet import Attempt, load_scoresheet
 from harness.models.sweep_spec import Cell, NotApplicable, Sweep, condition_settings, load_sweep
 from harness.models.taxonomy import Label
+from harness.policies.hub import checkpoint_folder
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ def not_applicable(cell: Cell) -> NotApplicable | None:
     wants_rtc = cell.condition.get("inference") == "rtc"
     if (wants_rtc or "policy_server" in cell.condition) and builtin:
         return NotApplicable.BUILT_IN
-    if wants_rtc and not policy_supports_rtc(cell.checkpoint.ref):
+    if wants_rtc and not policy_supports_rtc(checkpoint_folder(cell.checkpoint.ref)):
         return NotApplicable.NO_RTC
     return None
 
@@ -101,6 +102,7 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
 
     from harness.app.parallel.runs import check_address
     from harness.app.run_command import run_request
+    from harness.app.worker_cache import WorkerCache
 
     sweep = load_sweep(path, scoresheets_dir)
     if sweep.folder.exists() and any(sweep.folder.glob("*.yaml")) and not resume:
@@ -130,18 +132,22 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
           f"trials scored; scoresheets in {sweep.folder}/", flush=True)
     for key, why in skipped.items():
         print(f"{key}: not applicable ({why})", flush=True)
-    with tqdm(total=total, initial=done, desc="sweep", unit="trial", position=0, file=sys.stderr) as overall:
-        for number, (cell, request) in enumerate(requests, start=1):
-            sheet = sheet_of(sweep, cell)
-            name = f"[{number}/{len(requests)}] {cell.key}"
-            if sheet.exists() and load_scoresheet(sheet).complete:
-                overall.write(f"{name}: scored already, skipped")
-                continue
-            pending = _planned(cell) - _scored(sheet)
-            with tqdm(total=pending, desc=name, unit="trial", position=1, leave=False, file=sys.stderr) as bar, \
-                    _served(sweep, cell, servers[cell.key]):
-                run_request(request, observer=CellProgress(bar, overall, cell.key))
-            overall.write(f"{name}: {_summary_line(sheet)}")
+    kept = WorkerCache()   # this process's policies and simulators, loaded once for every cell that runs here
+    try:
+        with tqdm(total=total, initial=done, desc="sweep", unit="trial", position=0, file=sys.stderr) as overall:
+            for number, (cell, request) in enumerate(requests, start=1):
+                sheet = sheet_of(sweep, cell)
+                name = f"[{number}/{len(requests)}] {cell.key}"
+                if sheet.exists() and load_scoresheet(sheet).complete:
+                    overall.write(f"{name}: scored already, skipped")
+                    continue
+                pending = _planned(cell) - _scored(sheet)
+                with tqdm(total=pending, desc=name, unit="trial", position=1, leave=False, file=sys.stderr) as bar, \
+                        _served(sweep, cell, servers[cell.key]):
+                    run_request(request, kept.parts(), observer=CellProgress(bar, overall, cell.key))
+                overall.write(f"{name}: {_summary_line(sheet)}")
+    finally:
+        kept.close()
     offline = offline_results(sweep)
     write_sweep_report(sweep, offline)
     return 0
@@ -217,7 +223,7 @@ def offline_results(sweep: Sweep) -> dict[str, OfflineResult]:
             continue
         episodes = spec.episodes if spec.episodes is not None else every_nth_split(episode_indices(root))["val"]
         try:
-            result = evaluate_checkpoint(Path(checkpoint.ref), root, episodes, spec.frames)
+            result = evaluate_checkpoint(Path(checkpoint_folder(checkpoint.ref)), root, episodes, spec.frames)
             entry = OfflineResult(checkpoint.label, result.val_loss, result.action_mae)
         except ValueError as exc:   # inputs differ from the dataset's: said in the report, not guessed
             entry = OfflineResult(checkpoint.label, None, None, str(exc))

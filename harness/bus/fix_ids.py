@@ -12,8 +12,8 @@ traceback.
 
 from __future__ import annotations
 
+import contextlib
 import sys
-import termios
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, TextIO
@@ -53,12 +53,24 @@ class Operator(Protocol):
     def confirm(self, question: str) -> bool: ...
 
 
-def flush_typed_ahead(stream: TextIO) -> None:
-    """Drop keys pressed while the tool was busy, so an early Enter never answers a later prompt."""
+def flush_typed_ahead(stream: TextIO, platform: str = sys.platform) -> None:
+    """Drop keys pressed while the tool was busy, so an early Enter never answers a later prompt: the
+    terminal's input queue on Linux and macOS (termios), the console's key buffer on Windows (msvcrt).
+    Each module is imported here, on the platform that has it."""
     try:
-        if stream.isatty():
-            termios.tcflush(stream.fileno(), termios.TCIFLUSH)
-    except (OSError, ValueError, termios.error):
+        if not stream.isatty():
+            return
+        if platform == "win32":
+            import msvcrt
+
+            while msvcrt.kbhit():
+                msvcrt.getwch()
+        else:
+            import termios
+
+            with contextlib.suppress(termios.error):
+                termios.tcflush(stream.fileno(), termios.TCIFLUSH)
+    except (OSError, ValueError, ImportError):
         pass
 
 

@@ -25,6 +25,7 @@ import numpy as np
 from harness.bus.emulator import TICKS, Faults, Servo, ServoChain
 from harness.models.protocol import JOINT_NAMES
 from harness.sim.units import from_sim, to_sim
+from harness.sim.world import actuator_loads
 
 LEROBOT_MAX_RES = TICKS - 1  # LeRobot's degrees use 360 / 4095 per tick
 MAX_STEPS_PER_TICK = 30
@@ -65,7 +66,6 @@ class SimCoupledChain(ServoChain):
         self._actuators = [model.actuator(name).id for name in JOINT_NAMES]
         self._gain = model.actuator_gainprm[self._actuators, 0].copy()
         self._bias = model.actuator_biasprm[self._actuators, 1:3].copy()
-        self._force_cap = np.abs(model.actuator_forcerange[self._actuators]).max(axis=1)
         self._sync_from_world(0.0)
 
     def joint_degrees(self) -> dict[str, float]:
@@ -108,7 +108,7 @@ class SimCoupledChain(ServoChain):
 
     def _sync_from_world(self, elapsed: float) -> None:
         q = self.world.joint_positions_rad()
-        force = self.world.data.actuator_force[self._actuators]
+        loads = actuator_loads(self.world.model, self.world.data.actuator_force, np.asarray(self._actuators))
         for i, name in enumerate(JOINT_NAMES):
             servo = self.servo(name)
             ticks = float(np.clip(units_to_ticks(name, from_sim(name, float(q[i])), self.calibration[name]),
@@ -116,8 +116,7 @@ class SimCoupledChain(ServoChain):
             servo.velocity = (ticks - servo.position) / elapsed if elapsed > 0 else 0.0
             servo.position = ticks
             if servo.torque_enabled:
-                servo.load = 1000.0 if servo.jammed else float(np.clip(force[i] / self._force_cap[i] * 1000, -1000,
-                                                                                1000))
+                servo.load = 1000.0 if servo.jammed else float(loads[i])
             else:
                 servo.load = 0.0
             servo.sense(elapsed)

@@ -23,6 +23,7 @@ import os
 import select
 
 import scservo_sdk as scs
+import serial
 
 from harness.bus.lerobot_private import patch_setPacketTimeout
 
@@ -37,6 +38,19 @@ class WaitingPortHandler(scs.PortHandler):
         super().__init__(port_name)
         self.stale_bytes_dropped = 0
 
+    def setupPort(self, cflag_baud: int) -> bool:
+        """The SDK's port set-up, and for a pyserial URL (`emulated://`, `socket://`, `rfc2217://`) pyserial's
+        `serial_for_url` where the SDK would open a device path."""
+        if "://" not in self.port_name:
+            return super().setupPort(cflag_baud)
+        if self.is_open:
+            self.closePort()
+        self.ser = serial.serial_for_url(self.port_name, baudrate=self.baudrate, bytesize=serial.EIGHTBITS, timeout=0)
+        self.is_open = True
+        self.ser.reset_input_buffer()
+        self.tx_time_per_byte = (1000.0 / self.baudrate) * 10.0
+        return True
+
     def writePort(self, packet: list[int] | bytes) -> int:
         stale = self.ser.in_waiting
         if stale:
@@ -47,7 +61,7 @@ class WaitingPortHandler(scs.PortHandler):
 
     def readPort(self, length: int) -> bytes:
         data = self.ser.read(length)
-        if data or not CAN_WAIT:
+        if data or not CAN_WAIT or "://" in self.port_name:   # a URL port has no descriptor to wait on
             return data
         left_ms = self.packet_timeout - self.getTimeSinceStart()
         if left_ms > 0:

@@ -127,6 +127,8 @@ def provenance_record(protocol: EvalProtocol, protocol_path: Path, settings: Col
         "judge_thresholds": asdict(world.judge.t),
         "units": units_mapping(),
         "recording": {"cameras": list(settings.cameras), "image_size_wh": list(settings.image_size),
+                      "render_profile": settings.render_profile.value,
+                      "meshes": settings.render_profile.detail_for(*settings.image_size).value,
                       "control_fps": settings.fps, "action": "joint targets sent to the arm (after clamping)",
                       "action_hold": f"each action is held for {world.substeps} physics steps of "
                                      f"{PHYSICS_DT:.6f} s ({round(1 / PHYSICS_DT)} physics steps per second)"},

@@ -26,6 +26,7 @@ from harness.data.collect_journal import Journal, drop_old_snapshots, roll_back,
 from harness.errors import HarnessInputError
 from harness.models.protocol import Protocol as EvalProtocol
 from harness.models.protocol import Trial
+from harness.models.render_profile import LEGACY_PROFILE, RenderProfile
 from harness.policies.base import EvalPolicy, TrialContext
 
 SUPPORTED_FPS = (30, 60)
@@ -60,6 +61,7 @@ class CollectSettings:
     seed: int = 0
     after_verdict_s: float = 1.5
     checkpoint_every: int = 10
+    render_profile: RenderProfile = LEGACY_PROFILE   # how the recorded frames are drawn (issue 42)
 
     def locked(self) -> dict[str, Any]:
         data = asdict(self)
@@ -67,6 +69,9 @@ class CollectSettings:
         data["cameras"] = list(self.cameras)
         data["image_size"] = list(self.image_size)
         data.pop("checkpoint_every")
+        data["render_profile"] = self.render_profile.value
+        if self.render_profile is LEGACY_PROFILE:   # a journal from before profiles: the same header, resumable
+            data.pop("render_profile")
         return data
 
 

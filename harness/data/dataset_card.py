@@ -208,6 +208,9 @@ def render_card(root: Path, info: dict[str, Any], splits: dict[str, Any], select
         "",
         "- Simulation only: rendered images (decimated meshes, no shadows, flat lighting, no motion blur, "
         "one cube colour, one table) will look different from a real camera.",
+        f"- Render profile `{_profile(provenance)}`: the frames were drawn from the "
+        f"{provenance['recording'].get('meshes', 'full')} visual meshes. `harness run` states it when a policy "
+        "trained here is evaluated with another profile (`--render-profile`).",
         f"- Scripted motions (`{provenance['policy']['ref']}`): one smooth, fast, collision-free plan per "
         "position, no hesitation, no recovery from a failed grasp, no human variability.",
         "- Fixed lighting and a fixed camera pose; one bowl position; cube yaw only as the protocol drew it.",
@@ -223,6 +226,10 @@ def render_card(root: Path, info: dict[str, Any], splits: dict[str, Any], select
         "",
     ]
     return "\n".join(lines)
+
+
+def _profile(provenance: dict[str, Any]) -> str:
+    return provenance.get("recording", {}).get("render_profile", "full-v1")
 
 
 def write_card(root: Path, splits: dict[str, Any], selection: dict[str, Any], provenance: dict[str, Any]) -> Path:

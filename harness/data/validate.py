@@ -125,8 +125,9 @@ def _decode_all(paths: list[str], processes: int, progress: Any) -> Iterator[Dec
                 progress.update(1)
         return iter(results)
     # forkserver, not fork: this process already runs threads (pyarrow, torch, tqdm), and a forked
-    # child can inherit a lock some thread held at that instant and deadlock.
-    with ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("forkserver")) as pool:
+    # child can inherit a lock some thread held at that instant and deadlock. Windows has neither: spawn.
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    with ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context(method)) as pool:
         results = []
         for result in pool.map(decode_file, paths):
             results.append(result)

@@ -14,7 +14,19 @@ import math
 from enum import StrEnum
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+
+# The rules that made a stored anatomy. 1 (stored without a `rules` field): holding was "the gripper stopped
+# short of a closing command", blind to a learned policy that commands the position it reaches (issue 37).
+# 2: holding is the gripper servo's load, sustained with the gripper still (`harness.run.anatomy`).
+ANATOMY_RULES = 2
+
+
+class GraspSignal(StrEnum):
+    """What a trace's holding was read from."""
+
+    LOAD = "load"            # the gripper servo's Present_Load (rules 2)
+    COMMAND = "command"      # the gripper stopped short of its command: a trace without the load (rules 1)
 
 
 class Phase(StrEnum):
@@ -52,7 +64,8 @@ class TrialAnatomy(BaseModel):
     grasp_point_cm: tuple[float, float] | None = Field(description="the gripper's grasp point on the table when it "
                                                                    "closed")
     grasp_height_cm: float | None = Field(None, description="grasp point above the table when it closed")
-    holding: bool = Field(description="the gripper stopped short of its command: something between the jaws")
+    holding: bool = Field(description="something between the jaws: the gripper servo loaded, the gripper still "
+                                      "(rules 2), or stopped short of its command (rules 1)")
     max_lift_cm: float = Field(0.0, description="grasp point's highest rise above where it closed, while holding")
     lifted_at_s: float | None = Field(None, description="when the grasp point had risen 2 cm while holding")
     released_at_s: float | None = None
@@ -61,6 +74,23 @@ class TrialAnatomy(BaseModel):
     phases: list[PhaseSpan] = Field(default_factory=list)
     ended_in: Phase = Field(description="the last phase the trial reached")
     summary: str = Field(description="one line: what the trace says happened")
+    rules: int | None = Field(None, description="the anatomy rules' version that computed this record; null: 1, "
+                                                "the rules before the version was stored")
+    grasp_signal: GraspSignal | None = Field(None, description="what holding was read from; null: the command gap "
+                                                               "(rules 1)")
+
+    @model_serializer(mode="wrap")
+    def _omit_unversioned(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        """A record from before the rules were versioned stores, and hashes, exactly as it did."""
+        data = handler(self)
+        for name in ("rules", "grasp_signal"):
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
+
+    @property
+    def rules_version(self) -> int:
+        return self.rules or 1
 
     @property
     def grasp_offset_cm(self) -> tuple[float, float] | None:

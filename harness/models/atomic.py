@@ -32,6 +32,7 @@ def write_bytes_atomic(path: str | Path, data: bytes, durable: bool = True) -> N
     except OSError as exc:
         raise HarnessInputError(path, None, f"cannot write here: {exc.strerror or exc}") from None
     try:
+        os.fchmod(fd, file_mode(path))   # mkstemp's 0600 would make every report and sheet private
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -46,6 +47,29 @@ def write_bytes_atomic(path: str | Path, data: bytes, durable: bool = True) -> N
         raise
     if durable:
         fsync_folder(path.parent)
+
+
+def file_mode(path: Path) -> int:
+    """The mode a written file gets: an existing file's own, else what `open()` would give a new one (0666 less
+    the process's umask), as any other program's output."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~current_umask()
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where the OS says (Linux: /proc/self/status), else set and
+    restored at once."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def fsync_folder(folder: str | Path, platform: str = os.name) -> bool:

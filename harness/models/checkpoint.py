@@ -9,12 +9,41 @@ instead, so two checkpoints of one run never share a scoresheet or a table row l
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.models.run_settings import BuiltinPolicy
+
 PRETRAINED_DIR = "pretrained_model"     # lerobot.utils.constants.PRETRAINED_MODEL_DIR
 CHECKPOINTS_DIR = "checkpoints"         # lerobot.utils.constants.CHECKPOINTS_DIR
+# A Hugging Face Hub model id (user or organisation, a name) and an optional revision: branch, tag or commit.
+_HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95})(?:@(?P<revision>[\w./-]{1,200}))?$")
+
+
+@dataclass(frozen=True)
+class HubRef:
+    """A policy named on the Hub (`ORG/NAME[@REVISION]`); `harness.policies.hub` resolves it to a folder."""
+
+    repo_id: str
+    revision: str | None   # None: the repository's default branch
+
+    @property
+    def download_command(self) -> str:
+        """What a user types to fill the cache (huggingface_hub's own CLI)."""
+        return f"hf download {self.repo_id}" + (f" --revision {self.revision}" if self.revision else "")
+
+
+def hub_ref(ref: str) -> HubRef | None:
+    """The Hub id a policy reference names, or None: a built-in, an existing path, or not an id's shape.
+    A path that exists wins over a Hub id spelled the same (`outputs/act` is a folder when there is one)."""
+    if BuiltinPolicy.named(ref) is not None or Path(ref).exists():
+        return None
+    match = _HUB_ID.match(ref)
+    if match is None or ".." in ref:
+        return None
+    return HubRef(match["repo"], match["revision"])
 
 
 @dataclass(frozen=True)
@@ -32,6 +61,10 @@ def checkpoint_name(path: str | Path) -> CheckpointName:
     """Name a policy folder. `runs/act/checkpoints/000300/pretrained_model` -> act, step 300; the
     `last` link resolves to its step; elsewhere the step comes from training_state/training_step.json
     when there is one."""
+    hub = hub_ref(str(path))
+    if hub is not None:   # a Hub id: its name, and a revision when one is named
+        name = hub.repo_id.split("/")[1]
+        return CheckpointName(f"{name}@{hub.revision}" if hub.revision else name, None)
     path = Path(str(path).rstrip("/"))
     folder = path.parent if path.name == PRETRAINED_DIR else path
     if folder.parent.name == CHECKPOINTS_DIR:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from harness.models.comparison import SealedMapping
 from harness.models.protocol import StoppingRule, Trial
+from harness.models.render_profile import RenderProfile
 from harness.models.run_settings import InferenceEngine, RobotKind
 
 
@@ -57,6 +58,7 @@ class LockedBlock(BaseModel):
     latency_ms: float | Literal["measured"] | None = None   # None: lock-step (or a sheet older than the field)
     inference: LockedInference | None = None
     comparison: LockedComparison | None = None   # a blind comparison of two or more policies
+    render_profile: RenderProfile | None = None   # None: a real arm, or a sheet older than the field (legacy)
 
 
 class LockedDesign(BaseModel):

@@ -146,6 +146,7 @@ class RunRequest(_Part):
     protocol: Path
     policies: tuple[str, ...] = ()        # a checkpoint folder or a built-in; empty: the protocol's run.policy
     blind: bool = True                    # a comparison (two or more policies) hides which arm ran
+    render_profile: str | None = None     # how the simulated cameras draw (`models.render_profile`); None: default
     resume: bool = False
     scoresheet: Path | None = None        # None: scoresheets/<protocol>-<policy>.yaml
     runs_dir: Path = Path("runs")
@@ -387,6 +388,7 @@ RUN_FLAGS: dict[str, RunFlag] = {
     "policy": RunFlag("--policy", ("policies",), _policies),
     "rename_map": RunFlag("--rename-map", ("rename_map",), _rename_map),
     "no_blind": RunFlag("--no-blind", ("blind",), _not),
+    "render_profile": RunFlag("--render-profile", ("render_profile",)),
     "scoresheet": RunFlag("--scoresheet", ("scoresheet",), _path),
     "runs_dir": RunFlag("--runs-dir", ("runs_dir",), _path),
     "headless": RunFlag("--headless", ("headless",)),

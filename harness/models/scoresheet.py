@@ -5,8 +5,9 @@ On disk (YAML, `harness.models.journal` has the byte layout):
     format: harness.scoresheet/2
     locked:   task, success_definition, taxonomy, trial_count, trials,
               protocol_file, protocol_sha256, policy, robot, stopping_rule,
-              then (sheets locked since they existed) latency_ms, inference, and for a
-              blind comparison `comparison` (arms, seed, schedule, test, sealed mapping)
+              then (sheets locked since they existed) latency_ms, inference, for a
+              blind comparison `comparison` (arms, seed, schedule, test, sealed mapping),
+              and for a simulated arm render_profile
     lock:     sha256 (over the canonical JSON of `locked`), field_sha256 (one per
               locked field, so a refusal can name the field), locked_at
     settings: unlocked run settings (cameras, port, rename map) used by --resume
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -54,6 +56,7 @@ from harness.models.comparison import (
 from harness.models.lock import WriterLock
 from harness.models.locked import LockedBlock, LockedInference
 from harness.models.protocol import Protocol, file_sha256
+from harness.models.render_profile import LEGACY_PROFILE, RenderProfile
 from harness.models.run_settings import InferenceEngine, RobotKind, RunSettings
 from harness.models.sequential import SequentialDesign
 from harness.models.stats import wilson_interval
@@ -79,6 +82,7 @@ OPTIONAL_LOCKED_FIELDS: tuple[str, ...] = (
     "latency_ms",         # the latency model: milliseconds, "measured", or null (lock-step)
     "inference",          # the inference engine: {"engine": "sync" | "rtc" | "async", ...}
     "comparison",         # a blind comparison: arms, seed, schedule, test, sealed mapping (`LockedComparison`)
+    "render_profile",     # simulated arm: how the policy's frames are drawn (harness.models.render_profile)
 )
 
 
@@ -301,6 +305,12 @@ class Scoresheet:
         return run_inference(self.locked)
 
     @property
+    def render_profile(self) -> RenderProfile:
+        """The profile the simulated arm draws the policy's frames with; a sheet locked before profiles existed
+        was drawn with the legacy one."""
+        return self.locked.render_profile or LEGACY_PROFILE
+
+    @property
     def inference_engine(self) -> InferenceEngine:
         return self.inference.engine
 
@@ -499,8 +509,9 @@ def _verified_chain(path: Path, section: str, raws: list[Any], model: type[BaseM
 
 
 def build_locked(protocol: Protocol, protocol_path: Path, policy_ref: str, robot: RobotKind | str,
-                 optional: dict[str, Any] | None = None) -> dict[str, Any]:
-    """`optional`: values for `OPTIONAL_LOCKED_FIELDS` (the latency model, the inference engine)."""
+                 optional: dict[str, Any] | None = None, fingerprint: str | None = None) -> dict[str, Any]:
+    """`optional`: values for `OPTIONAL_LOCKED_FIELDS` (the latency model, the inference engine);
+    `fingerprint`: the policy's, when the caller resolved it (a Hub id's commit), else a local folder's."""
     unknown = sorted(set(optional or {}) - set(OPTIONAL_LOCKED_FIELDS))
     if unknown:
         raise ValueError(f"not an optional locked field: {unknown[0]}")
@@ -512,7 +523,7 @@ def build_locked(protocol: Protocol, protocol_path: Path, policy_ref: str, robot
         "trials": [t.model_dump(mode="json") for t in protocol.trials],
         "protocol_file": str(protocol_path),
         "protocol_sha256": file_sha256(protocol_path),
-        "policy": {"ref": policy_ref, "fingerprint": policy_fingerprint(policy_ref)},
+        "policy": {"ref": policy_ref, "fingerprint": fingerprint or policy_fingerprint(policy_ref)},
         "robot": RobotKind(robot).value,
         "stopping_rule": protocol.stopping_rule.model_dump(mode="json"),
         **{name: (optional or {})[name] for name in OPTIONAL_LOCKED_FIELDS if name in (optional or {})},
@@ -601,8 +612,9 @@ class Drift(StrEnum):
     CHECKPOINT_MISSING = "the checkpoint folder is not where the sheet was locked (cannot check it)"
 
 
-def drift(sheet: Scoresheet) -> list[Drift]:
-    """Compare the protocol file and checkpoint on disk now with the hashes the sheet locked."""
+def drift(sheet: Scoresheet, fingerprint_of: Callable[[str], str] = policy_fingerprint) -> list[Drift]:
+    """Compare the protocol file and checkpoint on disk now with the hashes the sheet locked;
+    `fingerprint_of` fingerprints a policy reference now (a Hub id: from the cache, never downloading)."""
     found = []
     protocol = Path(sheet.locked.protocol_file)
     if not protocol.is_file():
@@ -613,15 +625,21 @@ def drift(sheet: Scoresheet) -> list[Drift]:
     if sheet.locked.comparison is not None:   # each arm's checkpoint is sealed; checked when revealed
         return found
     if not locked_policy.fingerprint.startswith("builtin:"):
-        if not Path(locked_policy.ref).exists():
+        try:
+            now: str | None = fingerprint_of(locked_policy.ref)
+        except HarnessInputError:   # a Hub id no longer in the cache
+            now = None
+        if now is None or now.startswith("builtin:"):   # a folder that is gone fingerprints as a name
             found.append(Drift.CHECKPOINT_MISSING)
-        elif policy_fingerprint(locked_policy.ref) != locked_policy.fingerprint:
+        elif now != locked_policy.fingerprint:
             found.append(Drift.CHECKPOINT_CHANGED)
     return found
 
 
-def check_resumable(sheet: Scoresheet, protocol_path: Path, policy_ref: str | None) -> None:
-    """Refuse to resume when the protocol file or policy checkpoint differs from what was locked."""
+def check_resumable(sheet: Scoresheet, protocol_path: Path, policy_ref: str | None,
+                    fingerprint_of: Callable[[str], str] = policy_fingerprint) -> None:
+    """Refuse to resume when the protocol file or policy checkpoint differs from what was locked (a Hub
+    policy: its cached revision moved to another commit)."""
     if sheet.locked.comparison is not None:
         raise StaleRunError(sheet.path, "--policy", "this scoresheet is a blind comparison: resume it with the same "
                                                     "--policy flags, in the same order")
@@ -633,7 +651,9 @@ def check_resumable(sheet: Scoresheet, protocol_path: Path, policy_ref: str | No
     ref = policy_ref or sheet.locked.policy.ref
     if ref != sheet.locked.policy.ref:
         raise StaleRunError(sheet.path, "policy.ref", f"locked to '{sheet.locked.policy.ref}', not '{ref}'")
-    if policy_fingerprint(ref) != sheet.locked.policy.fingerprint:
-        raise StaleRunError(
-            ref, "policy.fingerprint", f"the checkpoint's files changed since {sheet.path} was locked"
-        )
+    now = fingerprint_of(ref)
+    if now != sheet.locked.policy.fingerprint:
+        what = (f"the Hub revision moved to {now.rsplit('@', 1)[-1][:12]} (locked: "
+                f"{sheet.locked.policy.fingerprint.rsplit('@', 1)[-1][:12]})" if now.startswith("hub:")
+                else "the checkpoint's files changed")
+        raise StaleRunError(ref, "policy.fingerprint", f"{what} since {sheet.path} was locked")

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from harness.errors import HarnessInputError
-from harness.models.checkpoint import CHECKPOINTS_DIR, PRETRAINED_DIR, checkpoint_labels
+from harness.models.checkpoint import CHECKPOINTS_DIR, PRETRAINED_DIR, checkpoint_labels, hub_ref
 from harness.models.run_request import RUN_FLAGS
 from harness.models.run_settings import BuiltinPolicy
 from harness.models.safe_yaml import decode_text, load_yaml_text, read_limited
@@ -136,10 +136,10 @@ def expand_checkpoints(entries: list[str], base: Path) -> list[Checkpoint]:
     """Built-ins as they are; a training output folder as all its checkpoints; a policy folder as itself."""
     refs: list[str] = []
     for entry in entries:
-        if BuiltinPolicy.named(entry) is not None:
-            refs.append(entry)
-            continue
         path = (base / entry) if not Path(entry).is_absolute() else Path(entry)
+        if BuiltinPolicy.named(entry) is not None or (not path.exists() and hub_ref(entry) is not None):
+            refs.append(entry)   # a built-in, or a Hub id (ORG/NAME[@REVISION]) resolved when its cell runs
+            continue
         if (path / CHECKPOINTS_DIR).is_dir():
             steps = sorted(p for p in (path / CHECKPOINTS_DIR).iterdir()
                            if p.name.isdigit() and (p / PRETRAINED_DIR).is_dir())
@@ -151,7 +151,8 @@ def expand_checkpoints(entries: list[str], base: Path) -> list[Checkpoint]:
             refs.append(str(path))
         else:
             raise HarnessInputError(path, "checkpoints", "neither a built-in policy, a LeRobot pretrained folder "
-                                                         "(config.json) nor a training output folder (checkpoints/)")
+                                                         "(config.json), a training output folder (checkpoints/) "
+                                                         "nor a Hub id (ORG/NAME[@REVISION])")
     if len(set(refs)) != len(refs):
         raise HarnessInputError(None, "checkpoints", "a checkpoint is named twice")
     labels = checkpoint_labels(refs)

@@ -199,6 +199,29 @@ class RunAnatomy(_Frozen):
     first_motion: FirstMotion | None
     failures_by_phase: dict[str, int] = Field(description="failures per phase they ended in")
     failures: list[FailureAnatomy]
+    rules: dict[str, int] = Field(default_factory=dict, description="attempts per anatomy rules version that "
+                                  "computed them (`1`: before the gripper's load, blind to a learned policy's grasp)")
+
+    def lines(self) -> list[str]:
+        """The plain report's few lines: tracking slope, first motion, the phases failures ended in."""
+        out = []
+        fit = self.tracking
+        if fit is not None:
+            out.append(f"Tracking    slope {fit.slope:.2f} (95% {fit.slope95[0]:.2f} to {fit.slope95[1]:.2f}) over "
+                       f"{fit.n} grasp points: 1 follows the cube, 0 goes to one place")
+        first = self.first_motion
+        if first is not None:
+            stalled = f", {len(first.stalled_trials)} stalled" if first.stalled_trials else ""
+            out.append(f"First move  median {first.median_s:.2f} s, p95 {first.p95_s:.2f} s, max {first.max_s:.2f} s"
+                       f"{stalled}")
+        if self.failures_by_phase:
+            out.append("Failed in   " + ", ".join(f"{phase} {n}" for phase, n in
+                                                 sorted(self.failures_by_phase.items(), key=lambda kv: -kv[1])))
+        versions = ", ".join(f"rules {v}: {n}" for v, n in sorted(self.rules.items()))
+        old = " (rules 1 cannot see a learned policy's grasp: harness report --reanalyze)" if "1" in self.rules \
+            else ""
+        out.append(f"Anatomy     {versions}{old}")
+        return out
 
 
 class RunAnalysis(RunSummary):
@@ -305,7 +328,10 @@ def run_anatomy(sheet: Scoresheet) -> RunAnatomy | None:
     by_phase: dict[str, int] = {}
     for f in failures:
         by_phase[f.ended_in] = by_phase.get(f.ended_in, 0) + 1
-    return RunAnatomy(tracking=fit, first_motion=first, failures_by_phase=by_phase, failures=failures)
+    rules: dict[str, int] = {}
+    for a in finals:
+        rules[str(a.anatomy.rules_version)] = rules.get(str(a.anatomy.rules_version), 0) + 1
+    return RunAnatomy(tracking=fit, first_motion=first, failures_by_phase=by_phase, failures=failures, rules=rules)
 
 
 def _evidence_folder(attempt: Attempt) -> str | None:

@@ -22,6 +22,7 @@ from lerobot.robots.so_follower import SO101Follower, SO101FollowerConfig
 from harness.bus.relocking_bus import EepromLocks, RelockingFeetechBus
 from harness.errors import HarnessInputError, ServoBusFault
 from harness.robots.camera_spec import parse_camera_spec
+from harness.sim.units import GRIPPER_LOAD_KEY
 
 REPO_CALIBRATION = Path(__file__).resolve().parents[2] / "calibration"
 BUS_ERRORS = (ConnectionError, RuntimeError, OSError)   # what LeRobot's bus, scservo and pyserial raise
@@ -151,8 +152,17 @@ class BusCheckedSO101Follower(SO101Follower):
                 cam.disconnect()
 
     def get_observation(self) -> dict[str, Any]:
+        """LeRobot's observation, plus the gripper servo's Present_Load (`GRIPPER_LOAD_KEY`, 0.1 % of full
+        torque): what tells a gripper squeezing a cube from one that reached an empty command (failure anatomy).
+        Signed in the direction of LeRobot's units (negative: pushing towards closed), the servo's own sign turned
+        where the calibration inverts the gripper (`drive_mode`), as the simulated arm reports it. One more short
+        read on the bus, the gripper's alone (2 bytes)."""
         try:
-            return super().get_observation()
+            observation = super().get_observation()
+            raw = float(self.bus.read("Present_Load", "gripper", normalize=False))
+            inverted = bool(self.calibration.get("gripper") and self.calibration["gripper"].drive_mode)
+            observation[GRIPPER_LOAD_KEY] = -raw if inverted else raw
+            return observation
         except BUS_ERRORS as exc:
             fault = self._fault("reading the arm", exc)
             if not (fault.silent or fault.reset or fault.tripped):

@@ -1,13 +1,18 @@
-"""A trial's anatomy from its proprioception alone: the joint positions the arm reported and the gripper
-commands it was sent, each step, as a real arm records them too.
+"""A trial's anatomy from its proprioception alone: the joint positions the arm reported, the gripper commands
+it was sent and the gripper servo's present load, each step, as a real arm records them too.
 
 The grasp point comes from forward kinematics of the reported joints through the SO-101 model the
 simulator uses (LeRobot units to radians as the arm's calibration defines them, `sim.units`). The
-events mirror the simulator judge's rules, with what a joint trace can see instead of contact forces:
-the gripper *holding* is the gripper stopped short of a closing command (something is between the
-jaws); holding confirmed after the judge's own 0.25 s; lifted when the grasp point has risen the
-judge's 2 cm; released when the gripper opens again. Constants below are those rules' numbers, not
-tuned on any run.
+events mirror the simulator judge's rules, with what a servo can feel instead of contact forces (rules
+version `models.anatomy.ANATOMY_RULES`): the gripper *holding* is its servo pushing towards closed
+(`GRIPPER_LOAD_KEY`, STS3215 Present_Load, negative towards closed) at `LOAD_HOLD` or more while the gripper
+stands still: something between the jaws. A gripper that reached its own command, which is what a learned
+policy that commands the position it reaches does with or without a cube, has nothing to push against and no
+load. Holding confirmed after the judge's own 0.25 s; lifted when the grasp point has risen the judge's 2 cm;
+released when the squeeze ends (the gripper opens, or closes past where it held: the cube slipped out).
+
+A trace without the load (a real arm's attempt recorded before the load was read) falls back to rules 1's
+sign of holding, the gripper stopped short of a closing command, and says so (`grasp_signal`).
 """
 
 from __future__ import annotations
@@ -18,13 +23,24 @@ from typing import Any
 
 import numpy as np
 
-from harness.models.anatomy import Phase, PhaseSpan, TrialAnatomy
+from harness.models.anatomy import ANATOMY_RULES, GraspSignal, Phase, PhaseSpan, TrialAnatomy
 from harness.models.protocol import JOINT_NAMES
+from harness.sim.units import GRIPPER_LOAD_KEY
 
 FIRST_MOTION_DEG = 2.0       # a body joint this far from where the episode started it: the arm moved
 GRIPPER_MOTION = 5.0         # gripper units (0-100) of travel that count as motion
 CLOSING = 5.0                # the gripper this far below its opening so far: it is closing
-HOLD_GAP = 4.0               # reported gripper this far above a closing command: stopped by something
+HOLD_GAP = 4.0               # rules 1: reported gripper this far above a closing command: stopped by something
+LOAD_HOLD = 500.0            # gripper servo pushing towards closed at least this (0.1 % of full torque), still:
+#                              squeezing something. Physics, not a fit: a free gripper at rest reads under 20 % and
+#                              a squeezing one saturates (the servo's error a fraction of a unit), so mid-scale.
+GRIP_STILL = 2.0             # gripper units a step: at most this while squeezing counts as holding (a cube
+#                              settling between the jaws creeps them 1-2 units; a free close runs 4-6 a step)
+RELEASE_STEP = 1.0           # gripper units a step: a holding gripper moving this much has let go (a held cube
+#                              rotating in the jaws moves them a few tenths)
+# GRIP_STILL, RELEASE_STEP and SHUT were set on the tuning policies' attempts (docs/benchmarks.md, issue 37).
+SHUT = 2.0                   # gripper units: at its closed end nothing is between the jaws, whatever the load (a
+#                              jerky command slams it into the end stop; a 3 cm cube holds it near 18)
 STILL = 0.6                  # gripper units per step below which the gripper is not moving
 GRASP_HOLD_S = 0.25          # the judge's grasp_hold_s
 LIFT_CM = 2.0                # the judge's lift_min_m
@@ -64,14 +80,26 @@ def anatomy_from_rows(rows: Sequence[dict[str, Any]], fk: GraspPoints, trained_x
     t = np.array([float(r["t"]) for r in rows])
     q = np.array([[float(r[f"obs.{n}.pos"]) for n in JOINT_NAMES] for r in rows])
     command = np.array([float(r.get("action.gripper.pos", r["obs.gripper.pos"])) for r in rows])
+    load = _loads(rows)
     points = fk.of(q) * 100.0   # cm
     rel = points[:, :2] - np.asarray(trained_xy_cm)
-    return _anatomy(t, q, command, points, rel, cube_start_cm,
+    return _anatomy(t, q, command, load, points, rel, cube_start_cm,
                     (bowl_xy_cm[0] - trained_xy_cm[0], bowl_xy_cm[1] - trained_xy_cm[1]), stall_limit_s)
 
 
-def _anatomy(t: np.ndarray, q: np.ndarray, command: np.ndarray, points: np.ndarray, rel: np.ndarray,
-             cube: tuple[float, float], bowl: tuple[float, float], stall_limit_s: float) -> TrialAnatomy:
+def _loads(rows: Sequence[dict[str, Any]]) -> np.ndarray | None:
+    """The gripper's load per row; None when any row lacks it (a trace recorded before it was read)."""
+    key = f"obs.{GRIPPER_LOAD_KEY}"
+    values = [r.get(key) for r in rows]
+    if any(v is None for v in values):
+        return None
+    load = np.array(values, dtype=float)
+    return load if np.isfinite(load).all() else None
+
+
+def _anatomy(t: np.ndarray, q: np.ndarray, command: np.ndarray, load: np.ndarray | None, points: np.ndarray,
+             rel: np.ndarray, cube: tuple[float, float], bowl: tuple[float, float],
+             stall_limit_s: float) -> TrialAnatomy:
     n = len(t)
     dt = float(np.median(np.diff(t))) if n > 1 else 1 / 30
     gripper = q[:, 5]
@@ -100,23 +128,30 @@ def _anatomy(t: np.ndarray, q: np.ndarray, command: np.ndarray, points: np.ndarr
         closing = _first((opened_so_far - gripper > CLOSING) & (np.arange(n) >= first))
         if closing is not None:
             enter(Phase.CLOSE, float(t[closing]))
-            still = np.abs(np.diff(gripper, prepend=gripper[0])) < STILL
-            stopped_short = (gripper - command > HOLD_GAP) & still & (np.arange(n) > closing)
-            hold = _held_for(stopped_short, round(GRASP_HOLD_S / dt))
-            shut = _first(still & (np.arange(n) > closing) & (gripper - command <= HOLD_GAP)
-                          & (command < opened_so_far - CLOSING))
-            if hold is not None and (shut is None or hold <= shut + round(GRASP_HOLD_S / dt)):
-                holding = True
-                closed = hold
+            step = np.diff(gripper, prepend=gripper[0])
+            still = np.abs(step) < STILL
+            after = np.arange(n) > closing
+            hold_steps = round(GRASP_HOLD_S / dt)
+            shut = _first(still & after & (gripper - command <= HOLD_GAP) & (command < opened_so_far - CLOSING))
+            if load is not None:
+                squeezing = (-load >= LOAD_HOLD) & (gripper > SHUT)
+                hold = _held_for(squeezing & (np.abs(step) < GRIP_STILL) & after, hold_steps)
+                holding = hold is not None
             else:
-                closed = shut
+                hold = _held_for((gripper - command > HOLD_GAP) & still & after, hold_steps)
+                holding = hold is not None and (shut is None or hold <= shut + hold_steps)
+            closed = hold if holding else shut
             if closed is not None:
                 closed_at = float(t[closed])
                 grasp_point = (round(float(rel[closed, 0]), 3), round(float(rel[closed, 1]), 3))
                 grasp_height = round(float(points[closed, 2]), 3)
             if holding and closed is not None:
                 held = gripper[closed]
-                reopened = _first((gripper > held + REOPEN) & (np.arange(n) > closed))
+                later = np.arange(n) > closed
+                if load is not None:     # the squeeze ends: the gripper moves (opens, or closes past the cube)
+                    reopened = _first(later & ~(squeezing & (np.abs(step) < RELEASE_STEP)))
+                else:
+                    reopened = _first(later & (gripper > held + REOPEN))
                 end = reopened if reopened is not None else n
                 rise = points[closed:end, 2] - points[closed, 2]
                 max_lift = round(float(rise.max()), 3) if len(rise) else 0.0
@@ -146,7 +181,8 @@ def _anatomy(t: np.ndarray, q: np.ndarray, command: np.ndarray, points: np.ndarr
         lifted_at_s=round(lifted_at, 3) if lifted_at is not None else None,
         released_at_s=round(released_at, 3) if released_at is not None else None, release_point_cm=release_point,
         release_height_cm=release_height, phases=[s for s in spans if s.end_s > s.start_s or s is spans[-1]],
-        ended_in=ended, summary="")
+        ended_in=ended, summary="", rules=ANATOMY_RULES,
+        grasp_signal=GraspSignal.LOAD if load is not None else GraspSignal.COMMAND)
     return anatomy.model_copy(update={"summary": describe(anatomy, bowl)})
 
 

@@ -138,7 +138,10 @@ class RunEngine:
 
     def _run(self) -> int:
         recorded = 0
-        total = self.sheet.locked.trial_count
+        pending = len(self.sheet.pending_trials())
+        limit = self.options.max_attempts
+        # progress and time left count what this run will do: a --max-trials run stops short of the protocol
+        total = self.sheet.locked.trial_count - pending + (min(pending, limit) if limit is not None else pending)
         while self.sheet.pending_trials():
             if self.robot.stopped:   # stopped between trials: nothing in flight to void
                 raise RunPaused(Void(VoidKind.EMERGENCY_STOP))
@@ -150,7 +153,8 @@ class RunEngine:
                 raise RunPaused(Void(VoidKind.EMERGENCY_STOP))
             index = self.sheet.pending_trials()[0]
             trial = self.protocol.trial(index)
-            attempt, void = self._run_trial(trial, done=total - len(self.sheet.pending_trials()), total=total)
+            done = self.sheet.locked.trial_count - len(self.sheet.pending_trials())
+            attempt, void = self._run_trial(trial, done=done, total=total)
             recorded += 1
             self.observer.trial_scored(attempt)
             if void is not None and void.kind is VoidKind.OPERATOR_ABORT:

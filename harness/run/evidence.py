@@ -239,7 +239,7 @@ class EvidenceRecorder:
         through `dropout()`.
         """
         row = {"step": step, "t": t}
-        row.update({f"obs.{k}": float(v) for k, v in observation.items() if k.endswith(".pos")})
+        row.update({f"obs.{k}": float(v) for k, v in observation.items() if k.endswith((".pos", ".load"))})
         row.update({f"action.{k}": float(v) for k, v in action.items()})
         row.update(timing)
         self.rows.append(row)

@@ -104,6 +104,37 @@ def replay(folder: Path, settings: ReplaySettings, out: Path) -> int:
     return count
 
 
+def find_scoresheet(run_folder: Path) -> Path:
+    """The scoresheet of a run folder (`runs[/...]/<sheet>`): `<sheet>.yaml` in a `scoresheets` folder (or one below
+    it, `--scoresheet scoresheets/final/x.yaml` runs) here or beside the runs root, whose attempts name this run's
+    evidence folders. One clear error when none or more than one does."""
+    name = run_folder.name
+    roots = [Path.cwd(), *list(run_folder.resolve().parents)[:3]]
+    found: list[Path] = []
+    for root in roots:
+        folder = root / "scoresheets"
+        if folder.is_dir():
+            found += [p.resolve() for p in [folder / f"{name}.yaml", *folder.glob(f"*/{name}.yaml")] if p.is_file()]
+    found = list(dict.fromkeys(found))
+    mine = [p for p in found if _names_run(p, run_folder)]
+    if len(mine) == 1 or (len(found) == 1 and not mine):
+        return (mine or found)[0]
+    if not found:
+        raise HarnessInputError(run_folder, "--scoresheet", f"no scoresheets/{name}.yaml here or beside the runs "
+                                                            "folder: name the run's scoresheet")
+    raise HarnessInputError(run_folder, "--scoresheet", f"{len(mine or found)} scoresheets could be this run's ("
+                            + ", ".join(str(p) for p in (mine or found)) + "): name one")
+
+
+def _names_run(sheet: Path, run_folder: Path) -> bool:
+    """Whether the sheet's records name an evidence folder of this run (`<run>/trial-...`)."""
+    try:
+        text = sheet.read_text(errors="replace")
+    except OSError:
+        return False
+    return f"{run_folder.name}/trial-" in text
+
+
 def replay_failures(run_folder: Path, sheet_path: Path) -> list[Path]:
     """Draw every recorded camera's video that a failed or voided attempt's folder lacks; returns the videos
     written."""

@@ -17,6 +17,7 @@ from harness.models.taxonomy import SCORE_KEYS, Label, Void, VoidKind
 from harness.models.verdict import JudgeVerdict
 from harness.run.engine import ScoreDecision
 
+BREAK = getattr(signal, "SIGBREAK", None)   # Windows' Ctrl+Break; absent elsewhere
 PROMPT = "Score: " + ", ".join(f"[{label.key}] {label.title}" for label in Label) + " > "
 
 
@@ -107,12 +108,7 @@ class TerminalObserver:
 
     def _line_waiting(self) -> bool:
         """A line is ready on stdin (a terminal or pipe); a non-file input (tests) always is."""
-        import select
-
-        try:
-            return bool(select.select([self.stdin], [], [], 0)[0])
-        except (ValueError, OSError, TypeError, io.UnsupportedOperation):
-            return True
+        return line_waiting(self.stdin)
 
     def proposal_ready(self, proposal: Any) -> None:
         """The real arm's proposal for the trial about to be scored (shown in the prompt, Enter confirms)."""
@@ -155,6 +151,27 @@ class TerminalObserver:
 
 
 
+def line_waiting(stdin: TextIO, platform: str = sys.platform) -> bool:
+    """Whether typing is waiting on stdin, without blocking. Windows' select() takes sockets only, so a
+    Windows console is asked through msvcrt (a key pressed: the rest of its line follows); a pipe or a
+    non-file input (tests) always counts as waiting, as before."""
+    if platform == "win32":
+        try:
+            if not stdin.isatty():
+                return True
+            import msvcrt
+
+            return bool(msvcrt.kbhit())
+        except (ImportError, ValueError, OSError, io.UnsupportedOperation):
+            return True
+    import select
+
+    try:
+        return bool(select.select([stdin], [], [], 0)[0])
+    except (ValueError, OSError, TypeError, io.UnsupportedOperation):
+        return True
+
+
 class StopKey:
     """Plain mode's emergency stop: Ctrl+C while a run is going (a second Ctrl+C quits at once, exit 130).
 
@@ -173,11 +190,14 @@ class StopKey:
         self.pressed = threading.Event()
         self.released = threading.Event()
         self._previous: Any = None
+        self._previous_break: Any = None
 
     def __enter__(self) -> StopKey:
         if threading.current_thread() is not threading.main_thread():   # signals reach the main thread only
             return self
         self._previous = signal.signal(signal.SIGINT, self.press)
+        if BREAK is not None:   # Windows: Ctrl+Break would otherwise end the process with the torque on
+            self._previous_break = signal.signal(BREAK, self.press)
         print("Ctrl+C: emergency stop (torque off, the trial in flight void, run paused); twice: quit at once.",
               file=self.out, flush=True)
         return self
@@ -186,6 +206,8 @@ class StopKey:
                  tb: TracebackType | None) -> None:
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
+            if BREAK is not None:
+                signal.signal(BREAK, self._previous_break)
 
     def press(self, signum: int = signal.SIGINT, frame: FrameType | None = None) -> None:
         if self.pressed.is_set():

@@ -16,11 +16,14 @@ import numpy as np
 
 from harness.errors import MissingComponent
 from harness.models.protocol import Scene
-from harness.sim.meshes import decimated
+from harness.models.render_profile import COARSE_CELL_MM
+from harness.sim.meshes import clustered, decimated
 
 PHYSICS_DT = 1.0 / 300.0
 BOWL_WALL_SEGMENTS = 16
 GRASP_POINT_IN_GRIPPER = (0.011, 0.0, -0.085)
+FULL_VISUAL_GROUP = 2     # the Menagerie's visual geoms: drawn by MuJoCo's default geom groups
+COARSE_VISUAL_GROUP = 5   # their coarse copies (issue 42): drawn only when a render profile asks for them
 
 
 @dataclass(frozen=True)
@@ -72,8 +75,38 @@ def _use_decimated_visual_meshes(spec: mujoco.MjSpec, assets: Path) -> None:
         mesh.userface = faces.astype(np.int32).ravel().tolist()
 
 
-def build_spec(geometry: SceneGeometry, fast_meshes: bool = True) -> mujoco.MjSpec:
+def _add_coarse_visual_geoms(spec: mujoco.MjSpec, assets: Path) -> None:
+    """A copy of every visual mesh geom from the coarse mesh set, in its own geom group, massless and without
+    contacts: physics does not change (tests/test_render_profile.py), and a renderer picks one set or the
+    other through its geom groups."""
+    files = {mesh.name: (mesh.file, list(mesh.scale)) for mesh in spec.meshes}
+    made: set[str] = set()
+    for body in spec.bodies:
+        for geom in list(body.geoms):
+            if geom.type != mujoco.mjtGeom.mjGEOM_MESH or geom.contype or geom.conaffinity:
+                continue
+            if geom.group != FULL_VISUAL_GROUP:
+                continue
+            name = f"coarse_{geom.meshname}"
+            if name not in made:
+                file, scale = files[geom.meshname]
+                vertices, faces = clustered(assets / file, COARSE_CELL_MM / 1000 / max(scale))
+                mesh = spec.add_mesh(name=name, scale=scale)
+                mesh.uservert = vertices.astype(np.float64).ravel().tolist()
+                mesh.userface = faces.astype(np.int32).ravel().tolist()
+                made.add(name)
+            copy = body.add_geom(type=mujoco.mjtGeom.mjGEOM_MESH, meshname=name, pos=list(geom.pos),
+                                 quat=list(geom.quat), rgba=list(geom.rgba), group=COARSE_VISUAL_GROUP,
+                                 contype=0, conaffinity=0, mass=0)
+            copy.material = geom.material
+            copy.alt = geom.alt   # some Menagerie geoms are oriented by Euler angles, not a quaternion
+
+
+def build_spec(geometry: SceneGeometry, fast_meshes: bool = True, coarse_meshes: bool = True) -> mujoco.MjSpec:
+    """`coarse_meshes`: add the coarse visual set (render profiles' small frames); physics is the same without."""
     spec = mujoco.MjSpec.from_file(str(menagerie_dir() / "so101.xml"))
+    if coarse_meshes:
+        _add_coarse_visual_geoms(spec, menagerie_dir() / "assets")
     if fast_meshes:
         _use_decimated_visual_meshes(spec, menagerie_dir() / "assets")
     spec.option.timestep = PHYSICS_DT
@@ -206,8 +239,9 @@ def _add_surface_variants(spec: mujoco.MjSpec) -> None:
     glossy.reflectance = 0.0
 
 
-def build_model(geometry: SceneGeometry | None = None, fast_meshes: bool = True) -> mujoco.MjModel:
-    return build_spec(geometry or SceneGeometry(), fast_meshes).compile()
+def build_model(geometry: SceneGeometry | None = None, fast_meshes: bool = True,
+                coarse_meshes: bool = True) -> mujoco.MjModel:
+    return build_spec(geometry or SceneGeometry(), fast_meshes, coarse_meshes).compile()
 
 
 def scene_mismatch(scene: Scene, table: SceneGeometry) -> tuple[str, str] | None:

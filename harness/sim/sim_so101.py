@@ -15,7 +15,7 @@ from lerobot.utils.errors import DeviceAlreadyConnectedError, DeviceNotConnected
 
 from harness.models.protocol import JOINT_NAMES
 from harness.sim.config_sim_so101 import SimSO101Config
-from harness.sim.units import clamp_to_limits, from_sim, to_sim
+from harness.sim.units import GRIPPER_LOAD_KEY, clamp_to_limits, from_sim, to_sim
 from harness.sim.world import SimWorld
 
 
@@ -46,7 +46,8 @@ class LatencyModel:
 
 
 class SimSO101(Robot):
-    """Behaves as `so101_follower` does: same keys, same units, same clamping.
+    """Behaves as `so101_follower` does: same keys, same units, same clamping. Its observation also carries
+    the gripper servo's load (`GRIPPER_LOAD_KEY`), as `robots.so101` reads it from the real servo.
 
     `world` exposes the simulator to the harness (trial setup, judge, evidence
     rendering); LeRobot's own tools only ever use the `Robot` API.
@@ -136,6 +137,7 @@ class SimSO101(Robot):
         if not self._connected:
             raise DeviceNotConnectedError(f"{self} is not connected")
         obs: dict[str, Any] = self.present_position()
+        obs[GRIPPER_LOAD_KEY] = float(self.world.servo_loads()[-1]) if self._torque else 0.0
         for cam in self.config.render_cameras:
             obs[cam] = self.world.render(cam, self.config.camera_width, self.config.camera_height)
         if self.latency is not None:

@@ -201,6 +201,27 @@ class Trajectory:
         return FrameRequest(camera, int(width), int(height), self.final_qpos[c], int(self.final_noise[c]),
                             bool(self.final_frozen[c]))
 
+    def gripper_loads(self) -> np.ndarray:
+        """Each row's gripper load as the arm reported it with that row's observation (`SimSO101`, Present_Load
+        units), for a trajectory recorded before the load was logged: the actuator's force in the state the
+        previous step left (its targets held), the first row's at rest (0). Row k's observation is taken
+        before row k's step, so it sees the state after row k-1's."""
+        from harness.sim.scene import build_model
+        from harness.sim.world import actuator_loads
+
+        model = build_model(self.geometry)
+        data = mujoco.MjData(model)
+        actuator = np.array([model.actuator("gripper").id])
+        nq = self.posed_qpos.shape[1]
+        loads = np.zeros(len(self.t))
+        for row in range(1, len(self.t)):   # the force of the step's last substep: its pose, the step's end speed
+            mujoco.mj_setState(model, data, self.physics[row - 1], STATE_SPEC)
+            data.qpos[:] = self.posed_qpos[row - 1][:nq]
+            data.ctrl[:] = self.ctrl[row - 1]
+            mujoco.mj_forward(model, data)
+            loads[row] = float(actuator_loads(model, data.actuator_force, actuator)[0])
+        return loads
+
     def rows_at(self, fps: float) -> list[int]:
         """Step rows for a video at `fps` (the first step at or after each frame's time, as the recorder
         picks them)."""

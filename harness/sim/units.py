@@ -15,6 +15,10 @@ import math
 from harness.models.protocol import JOINT_NAMES
 
 BODY_JOINTS: tuple[str, ...] = JOINT_NAMES[:5]
+# The gripper servo's Present_Load (0.1 % of full torque, signed), reported beside the joint positions by both
+# the simulated arm and the real one. Not one of the robot's `observation_features`: datasets and policies keep
+# the follower's six-number state, and the evidence recorder keeps this for failure anatomy.
+GRIPPER_LOAD_KEY = "gripper.load"
 GRIPPER_CLOSED_RAD = -0.17453
 GRIPPER_OPEN_RAD = 1.74533
 

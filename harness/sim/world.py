@@ -20,12 +20,28 @@ import numpy as np
 
 from harness.errors import CameraRenderFailed
 from harness.models.protocol import JOINT_NAMES
+from harness.models.render_profile import MeshDetail, RenderProfile
 from harness.sim.judge import Judge, JudgeThresholds
-from harness.sim.scene import PHYSICS_DT, SceneGeometry, build_model
+from harness.sim.scene import COARSE_VISUAL_GROUP, FULL_VISUAL_GROUP, PHYSICS_DT, SceneGeometry, build_model
 from harness.sim.units import to_sim
 
 CAMERA_NAMES = {"top": "top", "wrist": "wrist_cam"}
 NOISE_PATTERNS = 7
+COARSE_SLICES = 8   # slices and stacks of the bowl's capsules and cylinder in a coarse frame (MuJoCo's default: 28, 16)
+
+
+def _scene_option(detail: MeshDetail) -> mujoco.MjvOption:
+    """MuJoCo's default geom groups with one visual mesh set drawn."""
+    option = mujoco.MjvOption()
+    option.geomgroup[FULL_VISUAL_GROUP] = detail is MeshDetail.FULL
+    option.geomgroup[COARSE_VISUAL_GROUP] = detail is MeshDetail.COARSE
+    return option
+
+
+def actuator_loads(model: mujoco.MjModel, actuator_force: np.ndarray, actuator_ids: np.ndarray) -> np.ndarray:
+    """Actuator forces in Present_Load units: 0.1 % of each actuator's force cap, signed, within +-1000."""
+    cap = np.abs(model.actuator_forcerange[actuator_ids]).max(axis=1)
+    return np.clip(np.asarray(actuator_force)[actuator_ids] / cap * 1000.0, -1000.0, 1000.0)
 
 
 @dataclass(frozen=True)
@@ -42,14 +58,18 @@ class FrameRequest:
     qpos: np.ndarray
     noise_index: int
     frozen: bool
+    detail: MeshDetail = MeshDetail.FULL
 
 
 class SimWorld:
     """Owns the MuJoCo model and data. Time only moves in `step_control` (lock-step)."""
 
     def __init__(self, geometry: SceneGeometry | None = None, control_fps: int = 30,
-                 judge_thresholds: JudgeThresholds | None = None) -> None:
+                 judge_thresholds: JudgeThresholds | None = None,
+                 render_profile: RenderProfile = RenderProfile.FULL) -> None:
+        """`render_profile` decides the mesh set of each frame `render` and `frame_request` draw, by its size."""
         self.geometry = geometry or SceneGeometry()
+        self.render_profile = RenderProfile(render_profile)
         self.model = build_model(self.geometry)
         self.data = mujoco.MjData(self.model)
         mujoco.mj_forward(self.model, self.data)  # valid poses (and camera frames) before the first step
@@ -57,12 +77,15 @@ class SimWorld:
         self.substeps = round(1.0 / (control_fps * PHYSICS_DT))
         self.qpos_idx = np.array([self.model.joint(j).qposadr[0] for j in JOINT_NAMES])
         self.dof_idx = np.array([self.model.joint(j).dofadr[0] for j in JOINT_NAMES])
+        self.actuator_ids = np.array([self.model.actuator(j).id for j in JOINT_NAMES])
         self.cube_qpos = self.model.joint("cube_joint").qposadr[0]
         self.cube_body = self.model.body("cube").id
         g = self.geometry
         self.judge = Judge(self.model, g.bowl_xy, g.bowl_rim_radius, bowl_floor_z=0.004,
                            bowl_height=g.bowl_height, cube_edge=g.cube_edge, thresholds=judge_thresholds)
-        self._renderers: dict[threading.Thread, dict[tuple[int, int], mujoco.Renderer]] = {}   # per drawing thread
+        # per drawing thread, by size and mesh set
+        self._renderers: dict[threading.Thread, dict[tuple[int, int, MeshDetail], mujoco.Renderer]] = {}
+        self._scene_options = {detail: _scene_option(detail) for detail in MeshDetail}
         self._stranded: list[mujoco.Renderer] = []   # of threads that ended holding them: never current again
         self._noise_bank: dict[tuple[int, int], np.ndarray] = {}
         self._render_count = 0
@@ -146,6 +169,12 @@ class SimWorld:
     def joint_positions_rad(self) -> np.ndarray:
         return self.data.qpos[self.qpos_idx].copy()
 
+    def servo_loads(self) -> np.ndarray:
+        """Each joint's actuator force as an STS3215 reports its Present_Load: signed, in 0.1 % of the
+        servo's full torque (here the actuator's force cap), so +-1000 is a stalled servo pushing its hardest.
+        The emulator's `--sim` servos report the same numbers on the wire (`bus.sim_coupling`)."""
+        return actuator_loads(self.model, self.data.actuator_force, self.actuator_ids)
+
     def cube_pose(self) -> tuple[np.ndarray, float]:
         """True cube centre (m) and yaw (rad): what the scripted expert is allowed to read."""
         pos = self.data.xpos[self.cube_body].copy()
@@ -166,7 +195,8 @@ class SimWorld:
             noise_index = self._render_count % NOISE_PATTERNS
         if frozen:
             self._frozen_requested.add(camera)
-        return FrameRequest(camera, width, height, self._posed_qpos.copy(), noise_index, frozen)
+        return FrameRequest(camera, width, height, self._posed_qpos.copy(), noise_index, frozen,
+                            self.render_profile.detail_for(width, height))
 
     def render_request(self, request: FrameRequest) -> np.ndarray:
         """Draw a frame from a request; a frozen camera repeats the first frame it froze on (a request with
@@ -177,8 +207,9 @@ class SimWorld:
         if not np.array_equal(request.qpos, self._posed_qpos):
             self._pose(request.qpos)
         with _drawing(request.camera):
-            renderer = self._renderer(request.width, request.height)
-            renderer.update_scene(self.data, camera=CAMERA_NAMES.get(request.camera, request.camera))
+            renderer = self._renderer(request.width, request.height, request.detail)
+            renderer.update_scene(self.data, camera=CAMERA_NAMES.get(request.camera, request.camera),
+                                  scene_option=self._scene_options[request.detail])
             drawn = renderer.render()
         frame = drawn ^ self._noise_bank_for(request.width, request.height)[request.noise_index]
         if request.frozen:
@@ -197,21 +228,30 @@ class SimWorld:
         grasp = self.data.site_xpos[self.model.site("grasp_point").id]
         camera.lookat[:] = (grasp + self.data.xpos[self.cube_body]) / 2
         with _drawing("free view"):
-            renderer = self._renderer(width, height)
-            renderer.update_scene(self.data, camera=camera)
+            renderer = self._renderer(width, height, MeshDetail.FULL)
+            renderer.update_scene(self.data, camera=camera, scene_option=self._scene_options[MeshDetail.FULL])
             return renderer.render()
 
-    def _renderer(self, width: int, height: int) -> mujoco.Renderer:
-        """The calling thread's renderer at this size (module docstring: GL contexts belong to threads)."""
+    def _renderer(self, width: int, height: int, detail: MeshDetail) -> mujoco.Renderer:
+        """The calling thread's renderer at this size and mesh set (module docstring: GL contexts belong to
+        threads). A coarse one's context is made with fewer slices for the bowl's round primitives: MuJoCo
+        builds those shapes into the context when it is made."""
         thread = threading.current_thread()
         own = self._renderers.get(thread)
         if own is None:
             for ended in [t for t in self._renderers if not t.is_alive()]:
                 self._stranded.extend(self._renderers.pop(ended).values())   # kept: closing needs their thread
             own = self._renderers[thread] = {}
-        renderer = own.get((width, height))
+        renderer = own.get((width, height, detail))
         if renderer is None:
-            renderer = own[(width, height)] = mujoco.Renderer(self.model, height, width)
+            quality = self.model.vis.quality
+            slices, stacks = quality.numslices, quality.numstacks
+            if detail is MeshDetail.COARSE:
+                quality.numslices, quality.numstacks = min(slices, COARSE_SLICES), min(stacks, COARSE_SLICES)
+            try:
+                renderer = own[(width, height, detail)] = mujoco.Renderer(self.model, height, width)
+            finally:
+                quality.numslices, quality.numstacks = slices, stacks
         return renderer
 
     def _pose(self, qpos: np.ndarray) -> None:

@@ -48,6 +48,9 @@ class RunApp(App[int]):
     BINDINGS = [
         Binding("space", "emergency_stop", "E-STOP"),
         Binding("ctrl+e", "emergency_stop", "E-STOP", show=False, priority=True),
+        # Ctrl+C stops the arm as in plain mode: Textual reads it as a key on Linux and macOS (raw mode) and on a
+        # Windows console (processed input off), so it is never a signal that could end the TUI with torque on.
+        Binding("ctrl+c", "emergency_stop", "E-STOP", show=False, priority=True),
         Binding("p", "toggle_pause", "Pause/resume"),
         Binding("x", "abort", "Abort (safe pose, torque off)"),
         Binding("a", "toggle_auto_accept", "Auto-accept judge"),

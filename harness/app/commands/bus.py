@@ -18,14 +18,19 @@ def fix_ids(args: argparse.Namespace) -> int:
     import serial
 
     from harness.bus.fix_ids import TerminalOperator, fix_ids
+    from harness.bus.ports import check_port, describe_ports, serial_ports
 
-    def open_serial(port: str) -> serial.Serial:
+    port = check_port(args.port)   # missing or not here: one line naming the ports there are
+
+    def open_serial(name: str) -> serial.SerialBase:
         try:
-            return serial.Serial(port, 1_000_000, timeout=0)
+            return serial.serial_for_url(name, 1_000_000, timeout=0)   # a device, or a URL (emulated://, socket://)
         except (serial.SerialException, ValueError) as exc:
-            raise HarnessInputError(None, "--port", f"cannot open {port}: {exc}") from None
+            detail = " ".join(str(exc).split())
+            raise HarnessInputError(None, "--port", f"cannot open {name}: {detail}; "
+                                                    f"{describe_ports(serial_ports())}") from None
 
-    return fix_ids(args.port, TerminalOperator(assume_yes=args.yes), open_serial,
+    return fix_ids(port, TerminalOperator(assume_yes=args.yes), open_serial,
                    calibration=None if args.ignore_calibration else lambda say: _expected(args.robot_id, say))
 
 
@@ -108,7 +113,8 @@ def emulate_bus(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     fix = sub.add_parser("fix-ids", help="diagnose and repair SO-101 servo IDs (e.g. two servos at ID 5)")
-    fix.add_argument("--port", required=True, help="serial port: /dev/ttyACM0, /dev/tty.usbmodem..., COM4")
+    fix.add_argument("--port", help="serial port: COM4, /dev/ttyACM0, /dev/tty.usbmodem... (without it: the "
+                                    "serial ports this machine has, by name)")
     fix.add_argument("--yes", action="store_true", help="do not ask before programming (physical steps still wait)")
     fix.add_argument("--robot-id", help="the arm's calibration, as for `harness run`: calibration/<id>.json, else "
                                         "LeRobot's calibration folder, or a path to a .json file (default "

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessInputError
+from harness.models.render_profile import DEFAULT_PROFILE, RenderProfile
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -38,6 +39,7 @@ def collect(args: argparse.Namespace) -> int:
         cameras=() if args.no_video else ("top", "wrist"), image_size=_size(args.image_size), seed=args.seed,
         max_attempts=args.max_attempts if args.max_attempts is not None else 4 * args.episodes,
         checkpoint_every=args.checkpoint_every, device=args.device,
+        render_profile=RenderProfile(args.render_profile),
     )
     result = collect(request, progress=lambda line: print(line, flush=True))
     reasons = ", ".join(f"{reason} {n}" for reason, n in sorted(result.rejected.items())) or "none"
@@ -66,6 +68,10 @@ def register(sub: Any) -> None:
     parser.add_argument("-o", "--output", help="dataset folder (default datasets/<protocol>-<policy>); the "
                                                "journal lives beside it in <output>.collect/")
     parser.add_argument("--image-size", default="640x480", help="recorded camera size WxH (default 640x480)")
+    parser.add_argument("--render-profile", default=DEFAULT_PROFILE.value, choices=[p.value for p in RenderProfile],
+                        help="how the recorded frames are drawn (default sized-v1: frames up to 160 px from coarse "
+                             "meshes; full-v1: the full meshes at every size); on the dataset's card, and a run "
+                             "of a policy trained on it with another profile says so")
     parser.add_argument("--no-video", action="store_true", help="record joint states and actions only")
     parser.add_argument("--seed", type=int, default=0, help="base seed of the per-attempt cube jitter")
     parser.add_argument("--max-attempts", type=int, help="give up after this many attempts in all "

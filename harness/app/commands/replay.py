@@ -23,14 +23,16 @@ def _size(text: str | None) -> tuple[int, int] | None:
 
 def replay(args: argparse.Namespace) -> int:
     import harness.sim  # noqa: F401  (selects the headless GL backend before mujoco loads)
-    from harness.run.replay import ReplaySettings, replay, replay_failures
+    from harness.run.replay import ReplaySettings, find_scoresheet, replay, replay_failures
     from harness.sim.trajectory import parse_view
 
     if args.failures:
         if args.trial is not None:
             raise HarnessInputError(args.trial, None, "give either a trial folder or --failures RUN_FOLDER")
         run_folder = Path(args.failures)
-        sheet = Path(args.scoresheet) if args.scoresheet else Path("scoresheets") / f"{run_folder.name}.yaml"
+        if not run_folder.is_dir():
+            raise HarnessInputError(run_folder, None, "no such run folder")
+        sheet = Path(args.scoresheet) if args.scoresheet else find_scoresheet(run_folder)
         written = replay_failures(run_folder, sheet)
         for video in written:
             print(video)
@@ -45,7 +47,7 @@ def replay(args: argparse.Namespace) -> int:
         raise HarnessInputError(None, "--fps", f"{args.fps}: must be within 0.5..120")
     folder = Path(args.trial)
     name = args.camera or ("top" if view is None else "view-" + args.view.replace(",", "_"))
-    out = Path(args.output) if args.output else Path(f"{folder.name}-{name}.mp4")
+    out = Path(args.output) if args.output else folder.parent / f"{folder.name}-{name}.mp4"   # beside the trial
     if out.exists():
         raise HarnessInputError(out, "-o", "exists: nothing is overwritten")
     count = replay(folder, ReplaySettings(args.camera, view, size, args.fps), out)
@@ -64,9 +66,11 @@ def register(sub: Any) -> None:
     parser.add_argument("--size", metavar="WxH", help="frame size (default: the recorded video's)")
     parser.add_argument("--fps", type=float, help="frame rate (default: the recorded video's)")
     parser.add_argument("-o", "--output", metavar="PATH",
-                        help="an .mp4, or a new folder for PNG frames (default ./<trial>-<camera>.mp4)")
+                        help="an .mp4, or a new folder for PNG frames (default <trial>-<camera>.mp4 beside the trial "
+                             "folder, in its run folder)")
     parser.add_argument("--failures", metavar="RUN_FOLDER",
                         help="draw every video the run's failed and voided attempts lack, into their folders")
-    parser.add_argument("--scoresheet", help="with --failures: the run's scoresheet (default "
-                                             "scoresheets/<run folder name>.yaml)")
+    parser.add_argument("--scoresheet", help="with --failures: the run's scoresheet (default: <run folder "
+                                             "name>.yaml in a scoresheets folder here or beside the runs folder, "
+                                             "the one naming this run's trials)")
     parser.set_defaults(func=replay)

@@ -79,11 +79,18 @@ def report(args: argparse.Namespace) -> int:
     starts = starts_per_sheet(args.training_starts or [], len(args.scoresheets))
     sheets = [load_scoresheet(path) for path in args.scoresheets]
     warnings = [said for sheet in sheets for said in (sheet.stored.warnings if sheet.stored else [])]   # logged
+    if args.reanalyze:
+        sheets = _reanalyzed(sheets, Path(args.runs_dir) if args.runs_dir else None)
     caveat = _not_comparable(sheets, args.force_compare) if len(sheets) > 1 else None
     if caveat:
         print(f"warning: {caveat}", file=sys.stderr)
         warnings.append(caveat)
-    drifted = {sheet.path: drift(sheet) for sheet in sheets}
+    from harness.policies.hub import policy_fingerprint
+
+    def cached_fingerprint(ref: str) -> str:   # a report never downloads a Hub policy
+        return policy_fingerprint(ref, offline=True)
+
+    drifted = {sheet.path: drift(sheet, cached_fingerprint) for sheet in sheets}
     for path, found in drifted.items():
         for item in found:
             print(f"warning: {path}: {item}", file=sys.stderr)
@@ -100,13 +107,15 @@ def report(args: argparse.Namespace) -> int:
             title = f"{caveat}: {title}"
         if any(drifted.values()):
             title += " (changed since locking: " + ", ".join(p.name for p, f in drifted.items() if f) + ")"
+        if args.reanalyze:
+            title += " (anatomy re-analysed with the current rules)"
+        written = sys.stderr if args.json else sys.stdout   # with --json, stdout is the JSON alone
         if args.output:
             write_text_atomic(args.output, to_html(title, blocks))
-            print(f"wrote {args.output}")
+            print(f"wrote {args.output}", file=written)
         if args.md:
             write_markdown(Path(args.md), title, blocks)
-            print(f"wrote {args.md}")
-        return 0
+            print(f"wrote {args.md}", file=written)
     if args.json:
         from harness.reports.analysis import analyze_report
 
@@ -116,15 +125,36 @@ def report(args: argparse.Namespace) -> int:
 
             analysis = analysis.model_copy(update={"blind_comparison": comparison_json(sheets[0], revealed)})
         print(analysis.to_json())
-    else:
-        texts = [format_summary(s) + "".join(f"\nChanged     {item}" for item in drifted[sheet.path])
-                 for s, sheet in zip(summaries, sheets, strict=True)]
+    elif not (args.output or args.md):
+        from harness.reports.analysis import run_anatomy
+
+        texts = []
+        for s, sheet in zip(summaries, sheets, strict=True):
+            anatomy = run_anatomy(sheet)
+            texts.append(format_summary(s) + "".join(f"\nChanged     {item}" for item in drifted[sheet.path])
+                         + "".join(f"\n{line}" for line in (anatomy.lines() if anatomy else [])))
         if compared:
             from harness.reports.comparison import comparison_text
 
             texts.insert(0, comparison_text(compared))
         print("\n\n".join(([caveat] if caveat else []) + texts))
     return 0
+
+
+def _reanalyzed(sheets: list[Any], runs: Path | None) -> list[Any]:
+    """Each sheet with its anatomy recomputed from the recorded traces (in memory: the files are not written)."""
+    import sys
+
+    from harness.run.anatomy import GraspPoints
+    from harness.run.reanalyze import reanalyze
+
+    fk = GraspPoints()
+    out = []
+    for sheet in sheets:
+        result = reanalyze(sheet, runs, fk)
+        print(result.describe(), file=sys.stderr)
+        out.append(result.sheet)
+    return out
 
 
 def _comparison_blocks(sheets: list[Any], args: argparse.Namespace) -> tuple[bool, list[Any]]:
@@ -155,6 +185,12 @@ def register(sub: Any) -> None:
     parser.add_argument("--training-starts", metavar="CSV", action="append",
                         help="training episodes' cube offsets (dx_cm,dy_cm per line) to draw on the top-view map; "
                              "once for every scoresheet, or once per scoresheet in order ('none' for one without)")
+    parser.add_argument("--reanalyze", action="store_true",
+                        help="recompute each attempt's failure anatomy from its recorded trace with the current "
+                             "rules (the scoresheet is not changed; attempts without a trace keep what was stored)")
+    parser.add_argument("--runs-dir", metavar="DIR",
+                        help="with --reanalyze: the run folder holding the evidence folders, or the runs root "
+                             "holding one per scoresheet name (default: runs/<sheet> here or beside the sheet)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing -o / --md report")
     parser.add_argument("--force-compare", action="store_true",
                         help="report scoresheets of different tasks or success definitions together (the title "

@@ -46,6 +46,7 @@ def add_run_flags(target: argparse.ArgumentParser, skip: Collection[str] = ()) -
     rehearse` takes the run's flags it does not decide itself, so a new flag reaches rehearsals at once."""
     from harness.app.async_inference import register_flags as register_async_flags
     from harness.app.rtc_inference import register_flags as register_rtc_flags
+    from harness.models.render_profile import RenderProfile
     from harness.models.run_settings import InferenceEngine, RobotKind
 
     parser: Any = _Skipping(target, skip)
@@ -63,8 +64,9 @@ def add_run_flags(target: argparse.ArgumentParser, skip: Collection[str] = ()) -
                              "top=0@1280x720,fps=30,fourcc=MJPG (default 640x480 at the control rate); simulated "
                              "(emulate-bus --sim): top=sim or top=sim@320x240 (repeatable)")
     parser.add_argument("--policy", action="append",
-                        help="LeRobot pretrained folder, or a built-in: expert, replay; two or more: a blind, "
-                             "interleaved comparison with sequential stopping (docs/comparisons.md)")
+                        help="a LeRobot pretrained folder, a Hugging Face Hub id ORG/NAME[@REVISION] (the local cache "
+                             "first; downloaded when HF_HUB_OFFLINE allows), or a built-in: expert, replay; two or "
+                             "more: a blind, interleaved comparison with sequential stopping (docs/comparisons.md)")
     parser.add_argument("--no-blind", action="store_true",
                         help="a comparison that shows which arm is which policy while it runs (simulation)")
     parser.add_argument("--rename-map", help='JSON map of camera keys, e.g. \'{"top": "camera1"}\'')
@@ -105,6 +107,10 @@ def add_run_flags(target: argparse.ArgumentParser, skip: Collection[str] = ()) -
     parser.add_argument("--latency-ms", type=float, metavar="N",
                         help="simulated arm: each action lands N ms of simulated time after its observation, the "
                              "arm executing its last command meanwhile (default: lock-step); locked with the run")
+    parser.add_argument("--render-profile", choices=[p.value for p in RenderProfile],
+                        help="simulated arm: how the policy's camera frames are drawn: sized-v1 (default: frames up "
+                             "to 160 px from coarse meshes, 3x cheaper, validated in docs/benchmarks.md) or full-v1 "
+                             "(the full meshes at every size, as before); locked with the run")
     parser.add_argument("--latency", choices=["measured"],
                         help="simulated arm: the latency model with each action's own measured policy time")
     parser.add_argument("--inference", choices=[InferenceEngine.SYNC.value, InferenceEngine.RTC.value],

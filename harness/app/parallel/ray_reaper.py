@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
 import subprocess
 import sys
+import threading
 
 import psutil
 
@@ -49,11 +49,18 @@ def watch(driver_pid: int, pipe_fd: int = 0) -> int:
     except psutil.Error:
         return 0
     noted: dict[int, psutil.Process] = {}
-    while True:
+    closed = threading.Event()
+
+    def until_end_of_file() -> None:   # a blocking read in a thread: Windows' select() takes no pipe
+        with contextlib.suppress(OSError):
+            while os.read(pipe_fd, 4096):
+                pass
+        closed.set()
+
+    threading.Thread(target=until_end_of_file, name="driver-pipe", daemon=True).start()
+    while not closed.is_set():
         noted.update(_family(driver, me))
-        readable, _, _ = select.select([pipe_fd], [], [], POLL_S)
-        if readable and not os.read(pipe_fd, 4096):
-            break
+        closed.wait(POLL_S)
     alive = [p for p in noted.values() if p.is_running()]   # is_running compares start times: no reused pid
     for process in alive:
         with contextlib.suppress(psutil.Error):

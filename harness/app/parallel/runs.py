@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from harness.app.sheet import trials_to_run
 from harness.errors import EXIT_PAUSED, HarnessError, HarnessInputError, RunPaused
 from harness.models.locked import LockedInference
 from harness.models.protocol import Protocol
@@ -119,7 +120,6 @@ class TrialWorkerImpl:
                  settings: RunSettings, lanes: int | None = 0, parts: Any = None, policy: Any = None) -> None:
         from harness.app.build import FrontEnd, prepare_run
 
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         self.tmp = make_scratch("worker", remove_at_exit=False)   # removed by close, or at the next start
         self.sheet = DetachedSheet(Path(sheet_path), locked_data, settings)
         self.protocol = protocol
@@ -648,7 +648,7 @@ def run_parallel(request: RunRequest, protocol: Protocol, sheet: Scoresheet, cre
         if created:
             sheet.create()
         here = "this process at once, " if local is not None else ""
-        print(f"{sheet.path}: {len(sheet.pending_trials())} of {sheet.locked.trial_count} trials to run "
+        print(f"{sheet.path}: {trials_to_run(sheet, request.max_trials)} "
               f"({sheet.locked.policy.ref} on {sheet.locked.robot}, {workers} worker{'s' if workers > 1 else ''}: "
               f"{here}{on_ray} on Ray as they start)", flush=True)
         ray_workers = RayWorkers(request, protocol, sheet, on_ray)

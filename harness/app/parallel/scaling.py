@@ -89,3 +89,49 @@ def _cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:   # not on Linux
         return os.cpu_count() or 1
+
+
+# --- learned-policy sweeps (issue 42) -------------------------------------------------------------------------
+#
+# A sweep runs its cells one after another (`harness sweep`), each a `harness run --workers W` over N trials
+# of one checkpoint. A learned policy's trial costs far more than the expert's (rendering its cameras and its
+# inference every step), and each worker loads the checkpoint once (`app.worker_cache`: the sweep's own
+# process keeps its policies and its simulator across cells; a Ray worker loads its cell's checkpoint once
+# and runs every trial it is handed with it). Per cell:
+#
+#     T_cell(W) = L + B + T(W)   with s and s_cpu raised by L (each Ray worker loads the checkpoint too)
+#     T_sweep   = M * T_cell(W) - (M - 1) * B   where the sweep's process keeps its simulator (B paid once)
+#
+# M checkpoints, L one checkpoint's load (torch weights and LeRobot's processors), B the scene build
+# (the MuJoCo model with both mesh sets, its renderers). On a Ray cluster (`--address`) the runtime is
+# already up (S = 0, its start-up CPU elsewhere) and K is the cluster's cores.
+
+
+@dataclass(frozen=True)
+class SweepCosts:
+    trial: TrialCosts         # one learned-policy trial (benchmarks/floor_bench.py, docs/benchmarks.md)
+    policy_load_s: float      # L: one checkpoint loaded (CPU about the same)
+    scene_build_s: float      # B: the simulated world built (its model, its first renderers)
+
+
+def predicted_sweep_s(checkpoints: int, trials: int, workers: int, cores: int, costs: SweepCosts,
+                      cluster: bool = False, kept: bool = True) -> float:
+    """The predicted wall time of `checkpoints` cells of `trials` trials each, `workers` per cell, on `cores`
+    cores (a Ray cluster's total with `cluster`); `kept`: the sweep's process keeps its simulator."""
+    trial = costs.trial
+    per_worker = TrialCosts(
+        wall_s=trial.wall_s, cpu_s=trial.cpu_s,
+        ray_start_s=0.0 if cluster else trial.ray_start_s, ray_start_cpu_s=0.0 if cluster else trial.ray_start_cpu_s,
+        worker_setup_s=trial.worker_setup_s + costs.policy_load_s + costs.scene_build_s,
+        worker_setup_cpu_s=trial.worker_setup_cpu_s + costs.policy_load_s + costs.scene_build_s,
+        record_s=trial.record_s)
+    cell = costs.policy_load_s + costs.scene_build_s + predicted_s(workers, trials, cores, per_worker)
+    return checkpoints * cell - ((checkpoints - 1) * costs.scene_build_s if kept else 0.0)
+
+
+def best_sweep_workers(checkpoints: int, trials: int, cores: int, costs: SweepCosts,
+                       cluster: bool = False) -> tuple[int, float]:
+    """(workers per cell, predicted seconds) with the smallest predicted wall time."""
+    options = range(1, max(1, min(trials, 2 * cores)) + 1)
+    best = min(options, key=lambda w: (predicted_sweep_s(checkpoints, trials, w, cores, costs, cluster), w))
+    return best, predicted_sweep_s(checkpoints, trials, best, cores, costs, cluster)
