@@ -31,6 +31,7 @@ SAMPLES: dict[str, list[str]] = {
     "policy": ["--policy", "replay"],
     "rename_map": ["--rename-map", '{"top": "camera1"}'],
     "no_blind": ["--no-blind"],
+    "render_profile": ["--render-profile", "full-v1"],
     "scoresheet": ["--scoresheet", "elsewhere.yaml"],
     "runs_dir": ["--runs-dir", "other_runs"],
     "headless": ["--headless"],
