@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import harness.sim  # noqa: F401  (headless GL before mujoco)
-from harness.app.collect_runner import CollectRequest, collect
+from harness.app.collect_command import CollectRequest, collect
 from harness.data.acceptance import AcceptMode
 
 REPO = Path(__file__).resolve().parents[1]

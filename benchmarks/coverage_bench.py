@@ -8,6 +8,11 @@ Run: .venv/bin/python benchmarks/coverage_bench.py [--trials 24] [--sizes 640x48
 
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))   # the repository: tests.generators
+
 import argparse
 import shutil
 import tempfile
@@ -18,10 +23,10 @@ import numpy as np
 
 import harness.sim  # noqa: F401  (headless GL before mujoco)
 from harness.data.coverage import TableView, check_against_truth, first_frames, locate_starts, truth_from_scoresheet
-from harness.data.truth_dataset import BOWL_HEIGHT_CM, FOVY_DEG, Hardness, make_truth_dataset
 from harness.models.protocol import Protocol, Scene, generate_randomized_trials
 from harness.run.dataset_sink import DatasetSink, RecordingOptions
 from harness.vision.calibration import load_calibration
+from tests.generators.truth_dataset import BOWL_HEIGHT_CM, FOVY_DEG, Hardness, make_truth_dataset
 
 CYCLE = [Hardness.PLAIN, Hardness.PLAIN, Hardness.ARM_OVER, Hardness.WASHED_OUT, Hardness.DIM]
 

@@ -7,6 +7,11 @@ Run: .venv/bin/pip install --no-deps lerobot-doctor==0.2.0   (benchmark only)
 
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))   # the repository: tests.generators
+
 import argparse
 import json
 import shutil
@@ -19,9 +24,9 @@ from pathlib import Path
 
 import av
 
-from harness.data.defects import DEFECTS
-from harness.data.synthetic import make_dataset
 from harness.data.validate import validate_dataset
+from tests.generators.defects import DEFECTS
+from tests.generators.synthetic import make_dataset
 
 
 def plain_decode(path: str) -> int:

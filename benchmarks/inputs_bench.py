@@ -4,7 +4,7 @@ Prints two tables:
 - the generated fuzz suite (tests/test_fuzz_generated.py): its case count and wall time, as CI runs it;
 - Ray start-up (ray.init to the first task's answer, then shutdown) with today's settings before this
   issue (node address picked by Ray, usage stats on) against the loopback settings of
-  `harness.app.parallel.start_ray` (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, _node_ip_address=127.0.0.1,
+  `harness.app.parallel.runs.start_ray` (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, _node_ip_address=127.0.0.1,
   RAY_USAGE_STATS_ENABLED=0), each in a fresh process, median of N.
 
 Run: PYTHONPATH=$PWD .venv/bin/python benchmarks/inputs_bench.py [--repeats 3] [--skip-fuzz]

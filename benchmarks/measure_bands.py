@@ -26,6 +26,11 @@ only once, at the end; `used` are earlier held-out sets, judged once already (do
 
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))   # the repository: tests.generators
+
 import argparse
 import json
 import time
@@ -51,7 +56,7 @@ def band(distance_cm: float, inside: bool) -> str:
 
 def render(sets: str, cache: Path, force: bool = False) -> None:
     """Render the named sets into `cache`/`sets`, one .npz per set; a set already there is kept."""
-    from harness.sim.stress_set import Distribution, stress_frames
+    from tests.generators.stress_set import Distribution, stress_frames
 
     spec = yaml.safe_load(SEEDS.read_text())
     folder = cache / sets

@@ -2,7 +2,7 @@
 
 Three tables:
 1. the clean renders across camera heights, tilts and lighting (the automatic rim per condition);
-2. the stress set (harness/sim/stress_set.py), by bowl/table pair, measured as a user with a
+2. the stress set (tests/generators/stress_set.py), by bowl/table pair, measured as a user with a
    calibrated lens would (`measure_image` undistorts with the known coefficients);
 3. `harness measure --auto` as a user runs it, with and without a lens calibration: images per
    second, and the per-image time split into start-up (process, imports, rim calibration) and work
@@ -15,6 +15,11 @@ Run: .venv/bin/python benchmarks/measure_bench.py [--per-condition 30] [--stress
 """
 
 from __future__ import annotations
+
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))   # the repository: tests.generators
 
 import argparse
 import math
@@ -32,11 +37,11 @@ from PIL import Image
 
 import harness.sim  # noqa: F401
 from harness.sim.scene import SceneGeometry
-from harness.sim.stress_set import camera_matrix, distort, stress_frames
-from harness.sim.truth import FOVY_DEG, truth_frames
 from harness.vision.camera import CameraIntrinsics
 from harness.vision.measure import DetectionError, Geometry, measure_frame, measure_image
 from harness.vision.rim import fit_rim
+from tests.generators.stress_set import camera_matrix, distort, stress_frames
+from tests.generators.truth import FOVY_DEG, truth_frames
 
 CONDITIONS = [  # camera height (m), tilt (deg), light
     (0.75, 0.0, 0.6), (0.65, 0.0, 0.6), (0.85, 0.0, 0.6),

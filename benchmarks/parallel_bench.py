@@ -13,7 +13,7 @@ every 0.1 s: `/usr/bin/time` misses Ray's processes, which are not its children)
 (1-minute average before each run) and the cores other processes used during it are printed with every
 figure: on a shared machine a ratio means something only between runs under the same load.
 
-Then the model (`harness/app/scaling.py`) with constants measured here, in this session: w from the
+Then the model (`harness/app/parallel/scaling.py`) with constants measured here, in this session: w from the
 serial runs' trial lines, C from the serial runs' CPU over a 1-trial run's, Ray's and a worker's start-up
 from the parallel runs' own log lines and their processes' CPU, and its prediction beside the measured
 wall times.
@@ -164,7 +164,7 @@ def main() -> None:
 
 def _model_check(runs: dict[str, list[Run]], single: Run, trials: int, cores: int,
                  args: argparse.Namespace) -> None:
-    from harness.app.scaling import TrialCosts, predicted_s
+    from harness.app.parallel.scaling import TrialCosts, predicted_s
 
     serial = runs["serial"]
     w = statistics.median(r.steady_s() for r in serial)
@@ -200,7 +200,7 @@ def _model_check(runs: dict[str, list[Run]], single: Run, trials: int, cores: in
 
 def curve(path: Path) -> None:
     """`--workers auto` and its predicted wall time for 2-64 local cores and a Ray cluster (the constants of
-    `harness/app/scaling.py`), against serial; plotted to `path`."""
+    `harness/app/parallel/scaling.py`), against serial; plotted to `path`."""
     from dataclasses import replace
 
     import matplotlib
@@ -208,7 +208,7 @@ def curve(path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from harness.app.scaling import MEASURED, auto_workers, predicted_s
+    from harness.app.parallel.scaling import MEASURED, auto_workers, predicted_s
     from harness.run.evidence import VideoMode
 
     # a cluster that is up already: joining it is a connection, and its daemons' CPU is on other machines

@@ -147,7 +147,7 @@ def calibrated_proposer(world: SimWorld, protocol: Protocol, folder: Path) -> Pr
     `harness run --bowl-calibration ... --trained-spot ...` builds from its files."""
     from harness.app.measure_command import run_measure
     from harness.app.operator_parts import placement_files
-    from harness.app.rehearse import RehearsalFiles, command_arguments
+    from harness.app.rehearse_command import RehearsalFiles, command_arguments
     from harness.app.rehearse_operator import OFF_TABLE_CM
 
     files = RehearsalFiles(folder)
@@ -164,9 +164,10 @@ def calibrated_proposer(world: SimWorld, protocol: Protocol, folder: Path) -> Pr
     with contextlib.redirect_stdout(sys.stderr):   # stdout carries the tables
         if run_measure(command_arguments(measure)) != 0:
             raise HarnessInputError(files.trained_spot, None, "the cube on its trained spot was not measured")
-    args = argparse.Namespace(bowl_calibration=str(files.calibration), trained_spot=str(files.trained_spot),
-                              placement_tolerance=None)
-    placement = placement_files(args, protocol)
+    from harness.models.run_request import PlacementRequest
+
+    placement = placement_files(PlacementRequest(bowl_calibration=files.calibration, trained_spot=files.trained_spot),
+                                protocol)
     if placement is None:
         raise HarnessInputError(files.calibration, None, "no bowl calibration was written")
     return Proposer(placement.view, so101_grasp_point())

@@ -15,6 +15,11 @@ Run: .venv/bin/python benchmarks/proposal_bench.py [--trials 100] [--latency 10]
 
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))   # the repository: tests.generators
+
 import argparse
 import math
 import time
@@ -36,11 +41,11 @@ from harness.run.clock import MonotonicClock
 from harness.run.operator_trial import PlacementGuide, Proposer
 from harness.run.placement_guide import TopView, table_axes
 from harness.run.proposal import so101_grasp_point
-from harness.sim.truth import FOVY_DEG
 from harness.sim.units import GRIPPER_CLOSED_RAD, from_sim, to_sim
 from harness.sim.world import SimWorld
 from harness.vision.measure import Geometry
 from harness.vision.rim import fit_rim
+from tests.generators.truth import FOVY_DEG
 
 FPS = 30
 LIMIT_S = 20.0

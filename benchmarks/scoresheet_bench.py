@@ -11,6 +11,11 @@ peak memory.
 
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))   # the repository: tests.generators
+
 import argparse
 import os
 import statistics
@@ -169,7 +174,7 @@ def measure_command(scratch: Path, images: int) -> tuple[float, tuple[float, flo
     import harness.sim  # noqa: F401  (headless GL before mujoco)
     from harness.cli import main as harness_main
     from harness.sim.scene import SceneGeometry
-    from harness.sim.truth import truth_frames
+    from tests.generators.truth import truth_frames
 
     folder = scratch / "measure"
     (folder / "scoresheets").mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""A learned-policy sweep's predicted wall time (issue 42): `harness.app.scaling.predicted_sweep_s` fed with
+"""A learned-policy sweep's predicted wall time (issue 42): `harness.app.parallel.scaling.predicted_sweep_s` fed with
 this machine's measured costs.
 
 Measured here, in this process: one checkpoint's load (`LeRobotPolicy`) and one scene build (`SimWorld`), wall
@@ -16,7 +16,7 @@ import os
 import time
 from pathlib import Path
 
-from harness.app.scaling import SweepCosts, TrialCosts, best_sweep_workers, predicted_sweep_s
+from harness.app.parallel.scaling import SweepCosts, TrialCosts, best_sweep_workers, predicted_sweep_s
 
 
 def measured_loads(policy: str) -> tuple[float, float]:

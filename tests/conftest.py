@@ -30,6 +30,34 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.fixture(scope="module")
+def world():
+    """One simulated scene per test module (tests reset it as they need)."""
+    import harness.sim  # noqa: F401  (headless GL before mujoco)
+    from harness.sim.world import SimWorld
+
+    w = SimWorld()
+    yield w
+    w.close()
+
+
+# Modules whose tests need the machine to themselves: they start Ray (which sizes itself to the cores), run the
+# emulated real arm's wall-time servo and camera threads against deadlines, or kill processes at chosen moments.
+# scripts/test runs every other test on both cores, then these alone (`-m serial`).
+SERIAL_MODULES = frozenset({
+    "test_parallel_run", "test_ray_loopback", "test_sweep", "test_rehearse", "test_real_arm_path",
+    "test_operator_real_arm", "test_operator_tui_placement", "test_async_real_arm", "test_rtc_real_arm",
+    "test_emulator_walkthrough", "test_kill", "test_integrity", "test_emergency_stop", "test_run_bus_faults",
+    "test_realtime",
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.stem in SERIAL_MODULES:
+            item.add_marker(pytest.mark.serial)
+
+
 _exit_status: list[int] = []
 
 

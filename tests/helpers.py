@@ -27,6 +27,36 @@ def wait_until[T](condition: Callable[[], T], timeout_s: float, what: str, poll_
     return value
 
 
+def replace_once(text: str, old: str, new: str) -> str:
+    """`text` with `old` replaced, which must be there exactly once: a builder whose file changed shape fails
+    here, loudly, instead of silently building the unedited file."""
+    found = text.count(old)
+    if found != 1:
+        raise AssertionError(f"expected {old!r} exactly once, found it {found} times: the file changed shape")
+    return text.replace(old, new)
+
+
+def short_protocol_copy(folder: Path, seconds: float | None = None, trials: int | None = None,
+                        **fields: Any) -> Path:
+    """The small protocol in `folder`, its episodes `seconds` long, its first `trials` trials, other top-level
+    fields replaced: edited as YAML, each field required to exist already (a renamed field fails here)."""
+    import yaml
+
+    path = small_protocol_copy(folder)
+    data = yaml.safe_load(path.read_text())
+    changes = {**fields, **({"episode_time_limit_s": seconds} if seconds is not None else {})}
+    missing = sorted(set(changes) - set(data))
+    if missing:
+        raise AssertionError(f"tests/data/small.yaml has no {missing}: the file changed shape")
+    data.update(changes)
+    if trials is not None:
+        if len(data["trials"]) < trials:
+            raise AssertionError(f"tests/data/small.yaml has {len(data['trials'])} trials, not {trials}")
+        data["trials"] = data["trials"][:trials]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
 def small_protocol_copy(folder: Path) -> Path:
     path = folder / "small.yaml"
     path.write_text((REPO / "tests" / "data" / "small.yaml").read_text())

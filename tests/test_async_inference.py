@@ -16,10 +16,10 @@ from harness.cli import main
 from harness.models.protocol import JOINT_NAMES
 from harness.models.scoresheet import load_scoresheet
 from harness.models.taxonomy import VoidKind
-from harness.policies.async_client import PolicyServerLost, ServerAddress
-from harness.policies.async_policy import AsyncServerPolicy, AsyncSettings
+from harness.policies.inference.async_client import PolicyServerLost, ServerAddress
+from harness.policies.inference.async_policy import AsyncServerPolicy, AsyncSettings
 from harness.run.clock import ManualClock
-from tests.helpers import small_protocol_copy
+from tests.helpers import short_protocol_copy, small_protocol_copy
 from tests.policy_server import PolicyServerProcess, free_port
 from tests.tiny_policy import save_tiny_act
 
@@ -167,9 +167,7 @@ def test_bad_async_input_is_one_line_before_anything_is_written(tmp_path: Path, 
 
 def _short_protocol(folder: Path, seconds: float = 2.0) -> Path:
     """The small protocol with short episodes: the tiny ACT never grasps, so every trial runs its time out."""
-    path = small_protocol_copy(folder)
-    path.write_text(path.read_text().replace("episode_time_limit_s: 12.0", f"episode_time_limit_s: {seconds}"))
-    return path
+    return short_protocol_copy(folder, seconds)
 
 
 @pytest.mark.slow

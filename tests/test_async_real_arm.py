@@ -16,9 +16,9 @@ from lerobot.async_inference.helpers import TimedAction
 
 from harness.bus.scenario import default_scenario, open_rig
 from harness.models.protocol import JOINT_NAMES
-from harness.policies.async_client import PolicyServerLost
-from harness.policies.async_policy import AsyncSettings
-from harness.policies.async_wall import WallClockAsyncPolicy
+from harness.policies.inference.async_client import PolicyServerLost
+from harness.policies.inference.async_policy import AsyncSettings
+from harness.policies.inference.async_wall import WallClockAsyncPolicy
 from harness.run.clock import ManualClock
 from tests.lerobot_tool import LeRobotTool
 from tests.policy_server import PolicyServerProcess, free_port

@@ -21,13 +21,6 @@ REPO = Path(__file__).resolve().parents[1]
 PROTOCOL = load_protocol(REPO / "protocols" / "randomized.yaml")
 
 
-@pytest.fixture(scope="module")
-def world() -> SimWorld:
-    w = SimWorld()
-    yield w
-    w.close()
-
-
 def _run(world: SimWorld, policy, trial: Trial) -> dict:
     world.set_arm(PROTOCOL.start_pose)
     SimStage(world, PROTOCOL).place_cube(trial, attempt=1)

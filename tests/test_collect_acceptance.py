@@ -24,13 +24,6 @@ from tests.scripted_world import grasped_and_lifted as _grasped_and_lifted
 from tests.scripted_world import start_joints as _start
 
 
-@pytest.fixture(scope="module")
-def world() -> SimWorld:
-    w = SimWorld()
-    yield w
-    w.close()
-
-
 def _play(world: SimWorld, targets: list[np.ndarray], settle_s: float = 0.0) -> None:
     for q in targets:
         world.step_control(q)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import harness.sim  # noqa: F401  (headless GL before mujoco)
-from harness.app.collect_runner import CollectRequest, collect
+from harness.app.collect_command import CollectRequest, collect
 from harness.data.acceptance import AcceptMode
 from tests.helpers import REPO
 

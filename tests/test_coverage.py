@@ -69,9 +69,9 @@ def recorded(tmp_path_factory):
     protocol's offsets; every fifth first frame has the arm over the cube, every fifth is washed out,
     every fifth dim."""
     import harness.sim  # noqa: F401  (headless GL before mujoco)
-    from harness.data.truth_dataset import Hardness, make_truth_dataset
     from harness.models.protocol import load_protocol
     from harness.run.dataset_sink import DatasetSink
+    from tests.generators.truth_dataset import Hardness, make_truth_dataset
     from tests.helpers import REPO
 
     protocol = load_protocol(REPO / "protocols" / "randomized.yaml")
@@ -85,9 +85,9 @@ def recorded(tmp_path_factory):
 @pytest.mark.slow
 def test_every_start_found_is_within_half_a_centimetre_and_the_unsure_are_not_placed(recorded) -> None:
     from harness.data.coverage import TableView, check_against_truth, first_frames, locate_starts
-    from harness.data.truth_dataset import BOWL_HEIGHT_CM, FOVY_DEG, Hardness
     from harness.models.protocol import Scene
     from harness.vision.calibration import load_calibration
+    from tests.generators.truth_dataset import BOWL_HEIGHT_CM, FOVY_DEG, Hardness
 
     calibration, frame = load_calibration(recorded.calibration)
     view = TableView.from_calibration(calibration.rim, calibration.bowl_cm, (frame.shape[1], frame.shape[0]),

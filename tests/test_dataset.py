@@ -10,10 +10,10 @@ import pytest
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 from harness.cli import main
-from harness.data.defects import DEFECTS
 from harness.data.split import every_nth_split
-from harness.data.synthetic import make_dataset
 from harness.data.validate import validate_dataset
+from tests.generators.defects import DEFECTS
+from tests.generators.synthetic import make_dataset
 
 
 @pytest.fixture(scope="module")

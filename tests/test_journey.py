@@ -4,7 +4,6 @@ checkpoint (its scoresheet named by run and step), offline-eval on the held-out 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -16,6 +15,7 @@ import yaml
 
 from harness.app.sheet import sheet_path
 from harness.models.protocol import load_protocol
+from harness.models.run_request import RunRequest
 from tests.helpers import REPO
 
 
@@ -24,12 +24,12 @@ def test_each_checkpoint_of_a_training_run_gets_its_own_default_scoresheet(tmp_p
     protocol = load_protocol(protocol_path)
     names = []
     for step in ("000150", "000300"):
-        args = argparse.Namespace(scoresheet=None, resume=False,
-                                  policy=str(tmp_path / "outputs/act_demos/checkpoints" / step / "pretrained_model"))
-        names.append(sheet_path(args, protocol, protocol_path).name)
+        request = RunRequest(protocol=protocol_path,
+                             policies=(str(tmp_path / "outputs/act_demos/checkpoints" / step / "pretrained_model"),))
+        names.append(sheet_path(request, protocol, protocol_path).name)
     assert names == ["small-act_demos-step150.yaml", "small-act_demos-step300.yaml"]
-    args = argparse.Namespace(scoresheet=None, resume=False, policy="expert")
-    assert sheet_path(args, protocol, protocol_path).name == "small-expert.yaml"
+    request = RunRequest(protocol=protocol_path, policies=("expert",))
+    assert sheet_path(request, protocol, protocol_path).name == "small-expert.yaml"
 
 
 def _short_protocol(folder: Path, seconds: float, trials: int) -> Path:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pytest
 
 import harness.sim  # noqa: F401  (selects the headless GL backend)
 from harness.models.defaults import DEFAULT_START_POSE
@@ -20,13 +19,6 @@ from harness.sim.world import SimWorld
 from tests.scripted_world import CUBE_XY
 from tests.scripted_world import grasped_and_lifted as _grasped_and_lifted
 from tests.scripted_world import start_joints as _start
-
-
-@pytest.fixture(scope="module")
-def world() -> SimWorld:
-    w = SimWorld()
-    yield w
-    w.close()
 
 
 def _play(world: SimWorld, targets: list[np.ndarray], settle_s: float = 2.0) -> dict:

@@ -33,17 +33,16 @@ def test_a_lerobot_policy_sets_torch_threads_and_says_how_many(tmp_path) -> None
 
 
 def test_the_run_records_its_inference_threads_and_latency(tmp_path) -> None:
-    import argparse
-
     from harness.app.sheet import resolve_sheet
     from harness.models.protocol import load_protocol
+    from harness.models.run_request import RobotRequest, RunRequest
     from tests.helpers import small_protocol_copy
 
     ckpt = save_tiny_act(tmp_path / "tiny_act")
     protocol_path = small_protocol_copy(tmp_path)
-    args = argparse.Namespace(policy=str(ckpt), resume=False, scoresheet=str(tmp_path / "s.yaml"), robot="sim",
-                              port=None, robot_id=None, camera=[], rename_map=None, latency_ms=100.0, latency=None)
-    sheet, created = resolve_sheet(args, load_protocol(protocol_path), protocol_path, create=False)
+    request = RunRequest(protocol=protocol_path, policies=(str(ckpt),), scoresheet=tmp_path / "s.yaml",
+                         robot=RobotRequest(kind="sim", robot_id=None), latency=100.0)
+    sheet, created = resolve_sheet(request, load_protocol(protocol_path), protocol_path, create=False)
     assert created
     assert sheet.settings.latency_ms == 100.0 and sheet.inference.engine == "sync"
     assert sheet.settings.stored()["inference"] == {"cores": available_cores(), "reserved_cores": 1,

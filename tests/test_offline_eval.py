@@ -52,7 +52,7 @@ def test_two_runs_with_the_same_name_are_told_apart(tmp_path) -> None:
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
-    from harness.data.synthetic import make_dataset
+    from tests.generators.synthetic import make_dataset
 
     return make_dataset(tmp_path_factory.mktemp("offline") / "small", episodes=2, frames_per_episode=8)
 

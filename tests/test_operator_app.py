@@ -14,6 +14,7 @@ from harness.app.operator_parts import operator_stage
 from harness.errors import HarnessInputError
 from harness.models.defaults import DEFAULT_START_POSE
 from harness.models.protocol import Protocol, load_protocol
+from harness.models.run_request import PlacementRequest, RunRequest
 from harness.run.terminal import TerminalObserver
 from harness.sim.world import SimWorld
 from harness.vision.calibration import BowlCalibration
@@ -51,9 +52,8 @@ def files(tmp_path_factory):
     return folder, spot
 
 
-def _args(folder, **extra) -> argparse.Namespace:
-    return argparse.Namespace(bowl_calibration=str(folder / "bowl.yaml"), trained_spot=str(folder / "spot.png"),
-                              placement_tolerance="0.5,10", **extra)
+def _placement(folder) -> PlacementRequest:
+    return PlacementRequest(bowl_calibration=folder / "bowl.yaml", trained_spot=folder / "spot.png")
 
 
 def _protocol() -> Protocol:
@@ -63,7 +63,7 @@ def _protocol() -> Protocol:
 def test_calibrated_real_arm_gets_a_guide_and_a_proposer(files) -> None:
     folder, spot = files
     observer = TerminalObserver(operator_scores=True, out=io.StringIO(), stdin=io.StringIO())
-    stage = operator_stage(_args(folder), _protocol(), Arm(spot), observer)
+    stage = operator_stage(_placement(folder), _protocol(), Arm(spot), observer)
     assert stage.guide is not None and stage.proposer is not None
     outcome = stage.guide.place(_protocol().trials[0])   # the cube is on its (zero-offset) target
     assert outcome.reading.within and outcome.override_reason is None
@@ -71,7 +71,7 @@ def test_calibrated_real_arm_gets_a_guide_and_a_proposer(files) -> None:
 
 def test_without_a_calibration_the_stage_is_as_before(files) -> None:
     observer = TerminalObserver(operator_scores=True, out=io.StringIO(), stdin=io.StringIO())
-    stage = operator_stage(argparse.Namespace(), _protocol(), Arm(files[1]), observer)
+    stage = operator_stage(PlacementRequest(), _protocol(), Arm(files[1]), observer)
     assert stage.guide is None and stage.proposer is None
 
 
@@ -79,9 +79,10 @@ def test_without_a_calibration_the_stage_is_as_before(files) -> None:
                                     {"trained_spot": "missing.png"}])
 def test_bad_real_arm_inputs_are_one_clear_input_error(files, change) -> None:
     folder, spot = files
-    args = _args(folder)
-    for key, value in change.items():
-        setattr(args, key, value if key != "trained_spot" else str(folder / value))
-    with pytest.raises(HarnessInputError) as err:
-        operator_stage(args, _protocol(), Arm(spot), TerminalObserver(True, io.StringIO(), io.StringIO()))
+    flags = {"bowl_calibration": str(folder / "bowl.yaml"), "trained_spot": str(folder / "spot.png"), **change}
+    if "trained_spot" in change:
+        flags["trained_spot"] = str(folder / change["trained_spot"])
+    with pytest.raises(HarnessInputError) as err:   # the tolerance is refused with the request, the files here
+        request = RunRequest.from_flags({"protocol": "p.yaml", **flags})
+        operator_stage(request.placement, _protocol(), Arm(spot), TerminalObserver(True, io.StringIO(), io.StringIO()))
     assert err.value.exit_code == 2

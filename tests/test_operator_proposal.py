@@ -21,11 +21,11 @@ from harness.run.operator_trial import Proposer
 from harness.run.placement_guide import TopView, table_axes
 from harness.run.proposal import Reason
 from harness.run.stages import OperatorStage
-from harness.sim.truth import FOVY_DEG
 from harness.sim.units import GRIPPER_CLOSED_RAD, from_sim
 from harness.sim.world import SimWorld
 from harness.vision.measure import Geometry
 from harness.vision.rim import fit_rim
+from tests.generators.truth import FOVY_DEG
 from tests.scripted_world import CUBE_XY
 from tests.scripted_world import grasped_and_lifted as _grasped_and_lifted
 from tests.scripted_world import start_joints as _start

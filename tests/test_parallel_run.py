@@ -71,7 +71,7 @@ class _JoinedLog(logging.Handler):
         self.joined = joined
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.name == "harness.app.parallel" and record.msg.startswith("Ray worker %d ready"):
+        if record.name == "harness.app.parallel.runs" and record.msg.startswith("Ray worker %d ready"):
             self.joined.set()
 
 
@@ -79,7 +79,7 @@ def _run_mixed(protocol: Path, tmp_path: Path, name: str) -> None:
     """`--workers 2` with the driver's own worker and one Ray worker both given trials."""
     joined = threading.Event()
     handler = _JoinedLog(joined)
-    parallel_log = logging.getLogger("harness.app.parallel")
+    parallel_log = logging.getLogger("harness.app.parallel.runs")
     level = parallel_log.level
     parallel_log.addHandler(handler)
     parallel_log.setLevel(logging.INFO)

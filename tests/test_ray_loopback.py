@@ -115,7 +115,7 @@ def test_an_address_where_nothing_answers_is_refused_in_one_line(tmp_path, capsy
 
 
 def test_a_malformed_address_is_refused() -> None:
-    from harness.app.parallel import check_address
+    from harness.app.parallel.runs import check_address
 
     with pytest.raises(HarnessInputError) as err:
         check_address("no-port-here")

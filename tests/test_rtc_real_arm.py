@@ -1,6 +1,6 @@
 """LeRobot's Real-Time Chunking on a paced real arm (`harness run --robot so101 --inference rtc`): RTC's queue and
-inference thread in wall time (`policies.rtc_wall`), exact with a manual clock and the inference driven step by
-step, then on its own thread: started with the episode, joined when it ends, its failure the loop's."""
+inference thread in wall time (`policies.inference.rtc_wall`), exact with a manual clock and the inference driven
+step by step, then on its own thread: started with the episode, joined when it ends, its failure the loop's."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import torch
 
-from harness.policies.rtc_policy import RtcSettings
-from harness.policies.rtc_wall import WallClockRtc
+from harness.policies.inference.rtc_policy import RtcSettings
+from harness.policies.inference.rtc_wall import WallClockRtc
 from harness.run.clock import ManualClock
 from tests.helpers import wait_until
 

@@ -15,7 +15,7 @@ import yaml
 
 from harness.cli import main
 from harness.models.scoresheet import load_scoresheet
-from tests.helpers import REPO, small_protocol_copy, wait_until
+from tests.helpers import REPO, short_protocol_copy, small_protocol_copy, wait_until
 from tests.tiny_policy import save_tiny_act
 
 HARNESS = [sys.executable, "-m", "harness.cli"]
@@ -98,12 +98,7 @@ def test_hand_edited_scoresheet_blocks_resume_with_the_field_name(workdir, capsy
 
 
 def _short_protocol(folder: Path, seconds: float = 1.0, trials: int = 2) -> Path:
-    path = small_protocol_copy(folder)
-    data = yaml.safe_load(path.read_text())
-    data["episode_time_limit_s"] = seconds
-    data["trials"] = data["trials"][:trials]
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+    return short_protocol_copy(folder, seconds, trials)
 
 
 @pytest.mark.slow

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.app.scaling import MARGIN, MEASURED, TrialCosts, auto_workers, predicted_s
+from harness.app.parallel.scaling import MARGIN, MEASURED, TrialCosts, auto_workers, predicted_s
 from harness.run.evidence import VideoMode
 
 
@@ -37,7 +37,7 @@ def test_more_workers_than_the_driver_can_record_for_are_not_predicted_faster() 
 
 
 def test_a_learned_policy_sweep_scales_with_cores_until_the_driver_records_at_its_limit() -> None:
-    from harness.app.scaling import SweepCosts, best_sweep_workers, predicted_sweep_s
+    from harness.app.parallel.scaling import SweepCosts, best_sweep_workers, predicted_sweep_s
 
     costs = SweepCosts(TrialCosts(wall_s=8.0, cpu_s=9.0), policy_load_s=2.0, scene_build_s=3.0)
     serial = predicted_sweep_s(10, 50, 1, 2, costs)

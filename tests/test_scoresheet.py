@@ -13,7 +13,7 @@ from harness.models.scoresheet import (
     load_scoresheet,
     policy_fingerprint,
 )
-from tests.helpers import fake_attempt, locked_sheet
+from tests.helpers import fake_attempt, locked_sheet, replace_once
 
 
 def _rewrite(path, change) -> None:
@@ -90,7 +90,7 @@ def test_void_needs_a_reason_and_labels_stay_in_the_taxonomy() -> None:
 def test_resume_refuses_a_changed_protocol(tmp_path) -> None:
     sheet = locked_sheet(tmp_path)
     protocol = tmp_path / "small.yaml"
-    protocol.write_text(protocol.read_text().replace("episode_time_limit_s: 12.0", "episode_time_limit_s: 30.0"))
+    protocol.write_text(replace_once(protocol.read_text(), "episode_time_limit_s: 12.0", "episode_time_limit_s: 30.0"))
     with pytest.raises(StaleRunError, match="protocol changed"):
         check_resumable(load_scoresheet(sheet.path), protocol, None)
 

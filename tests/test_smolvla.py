@@ -19,7 +19,7 @@ import harness.sim  # noqa: F401  (headless GL before mujoco)
 from harness.cli import main
 from harness.models.protocol import JOINT_NAMES
 from harness.models.scoresheet import load_scoresheet
-from tests.helpers import REPO, small_protocol_copy
+from tests.helpers import REPO, short_protocol_copy, small_protocol_copy
 from tests.policy_server import PolicyServerProcess, free_port
 
 TASK = "Pick up the cube and place it in the bowl."
@@ -29,7 +29,7 @@ SIZE = (128, 96)
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
     """Backbone and base (the harness command), two collected episodes, two training steps (LeRobot's own)."""
-    from harness.app.collect_runner import CollectRequest, collect
+    from harness.app.collect_command import CollectRequest, collect
     from harness.data.acceptance import AcceptMode
     from harness.data.dataset_card import rename_map_for_smolvla
 
@@ -104,9 +104,7 @@ def _run(protocol: Path, folder: Path, *extra: str) -> int:
 
 
 def _short_protocol(folder: Path, seconds: float = 1.0) -> Path:
-    path = small_protocol_copy(folder)
-    path.write_text(path.read_text().replace("episode_time_limit_s: 12.0", f"episode_time_limit_s: {seconds}"))
-    return path
+    return short_protocol_copy(folder, seconds)
 
 
 @pytest.mark.slow
@@ -245,8 +243,7 @@ def test_act_against_smolvla_under_each_latency_condition_in_one_sweep(trained: 
     from tests.tiny_policy import save_tiny_act
 
     act = save_tiny_act(tmp_path / "act")
-    protocol = _short_protocol(tmp_path)
-    protocol.write_text(protocol.read_text().split("- {index: 3")[0])   # two trials
+    protocol = short_protocol_copy(tmp_path, seconds=1.0, trials=2)
     spec = tmp_path / "cmp.yaml"
     conditions = [{}, {"latency": "measured"}, {"inference": "rtc", "latency": "measured"}, {"policy_server": "local"}]
     spec.write_text(yaml.safe_dump({"name": "cmp", "checkpoints": [str(act), str(trained)],

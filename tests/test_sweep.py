@@ -96,14 +96,16 @@ def test_two_checkpoints_by_two_protocols_on_local_ray_then_resume_skips_them(tm
 
 
 def test_the_shipped_act_against_smolvla_sweep_is_a_valid_sweep_file() -> None:
+    from harness.models.run_request import RunRequest
     from harness.models.safe_yaml import load_yaml_text
-    from harness.models.sweep_spec import SweepSpec, condition_flags
+    from harness.models.sweep_spec import SweepSpec, condition_settings
 
     path = REPO / "sweeps" / "act-vs-smolvla.yaml"
     spec = SweepSpec.model_validate(load_yaml_text(path.read_text(), path))
-    assert [condition_flags(c, server="127.0.0.1:8080") for c in spec.conditions] == [
-        [], ["--latency", "measured"], ["--inference", "rtc", "--latency", "measured"],
-        ["--policy-server", "127.0.0.1:8080"]]
+    base = RunRequest(protocol=Path("p.yaml"))
+    requests = [base.with_flags(condition_settings(c, server="127.0.0.1:8080")) for c in spec.conditions]
+    assert [(r.latency, r.inference.engine, r.inference.policy_server) for r in requests] == [
+        (None, None, None), ("measured", None, None), ("measured", "rtc", None), (None, None, "127.0.0.1:8080")]
 
 
 @pytest.mark.parametrize(("condition", "problem"), [
@@ -122,7 +124,7 @@ def test_a_bad_latency_condition_is_one_line(tmp_path: Path, capsys, condition: 
 
 
 def test_rtc_applies_only_to_a_policy_that_supports_it(tmp_path: Path) -> None:
-    from harness.app.sweep_runner import not_applicable
+    from harness.app.sweep_command import not_applicable
     from harness.models.sweep_spec import Cell, Checkpoint, NotApplicable
 
     act = save_tiny_act(tmp_path / "act")

@@ -12,11 +12,11 @@ from harness.cli import main
 from harness.models.scoresheet import load_scoresheet
 from harness.reports.trials import trial_rows
 from harness.sim.scene import SceneGeometry
-from harness.sim.truth import FOVY_DEG, truth_frames
 from harness.vision.calibration import MOVED_PX, camera_shift_px
 from harness.vision.measure import DetectionError, Geometry, measure_frame
 from harness.vision.rim import find_rim, rim_from_clicks
 from harness.vision.scene_check import unexpected_objects
+from tests.generators.truth import FOVY_DEG, truth_frames
 from tests.helpers import small_protocol_copy
 
 FOCAL = 240 / np.tan(np.radians(FOVY_DEG / 2))

@@ -13,9 +13,9 @@ from PIL import Image
 import harness.sim  # noqa: F401
 from harness.cli import main
 from harness.sim.scene import SceneGeometry
-from harness.sim.stress_set import board_images, camera_matrix, distort
-from harness.sim.truth import truth_frames
 from harness.vision.camera import Board, BoardKind, CameraIntrinsics, calibrate, find_board, load_intrinsics
+from tests.generators.stress_set import board_images, camera_matrix, distort
+from tests.generators.truth import truth_frames
 
 LENS = np.array([-0.28, 0.09, 0.0, 0.0, 0.0])   # a strong USB-webcam barrel distortion
 MATRIX = camera_matrix(50.0)

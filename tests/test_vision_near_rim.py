@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 import harness.sim  # noqa: F401
-from harness.sim.stress_set import Distribution, StressFrame, stress_frames
 from harness.vision.measure import DetectionError, FrameResult, Geometry, bowl_shape, measure_frame, measure_image
 from harness.vision.reasons import NotMeasured
 from harness.vision.rim import RimFit, fit_rim
+from tests.generators.stress_set import Distribution, StressFrame, stress_frames
 from tests.helpers import stress_lens
 
 pytestmark = pytest.mark.slow

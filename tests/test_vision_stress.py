@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import harness.sim  # noqa: F401
-from harness.sim.stress_set import StressFrame, stress_frames
 from harness.vision.measure import FrameResult, Geometry, measure_image
 from harness.vision.reasons import NotMeasured
+from tests.generators.stress_set import StressFrame, stress_frames
 from tests.helpers import stress_lens
 
 pytestmark = pytest.mark.slow

@@ -17,9 +17,10 @@ from harness.models.run_settings import BuiltinPolicy, InferenceEngine, RobotKin
 from harness.policies.hub import checkpoint_folder
 
 if TYPE_CHECKING:
+    from harness.models.run_request import RunRequest
     from harness.models.scoresheet import Scoresheet
 
-# the queue settings: argparse destination -> flag
+# the queue settings: `InferenceRequest` field (and argparse destination) -> flag
 QUEUE_FLAGS = {"actions_per_chunk": "--actions-per-chunk", "chunk_size_threshold": "--chunk-size-threshold",
                "aggregate_fn": "--aggregate-fn"}
 ASYNC_FIELDS = ("server", *QUEUE_FLAGS)
@@ -43,12 +44,12 @@ def register_flags(parser: argparse.ArgumentParser) -> None:
                              "weighted_average (default), latest_only, average, conservative; locked")
 
 
-def _queue_flags_given(args: argparse.Namespace) -> list[str]:
-    return [flag for name, flag in QUEUE_FLAGS.items() if getattr(args, name, None) is not None]
+def _queue_flags_given(request: RunRequest) -> list[str]:
+    return [flag for name, flag in QUEUE_FLAGS.items() if getattr(request.inference, name) is not None]
 
 
 def _server(text: str) -> str:
-    from harness.policies.async_client import ServerAddress
+    from harness.policies.inference.async_client import ServerAddress
 
     try:
         return str(ServerAddress.parse(text))
@@ -56,44 +57,49 @@ def _server(text: str) -> str:
         raise HarnessInputError(None, "--policy-server", str(exc)) from None
 
 
-def _refuse_combinations(args: argparse.Namespace, policy_ref: str) -> None:
+def _refuse_combinations(request: RunRequest, policy_ref: str) -> None:
     if BuiltinPolicy.named(policy_ref) is not None:
         raise HarnessInputError(None, "--policy-server", f"the built-in '{policy_ref}' policy runs in the harness; "
                                                          "a policy server needs a LeRobot checkpoint folder")
-    if getattr(args, "inference", None) is not None:
+    if request.inference.engine is not None:
         raise HarnessInputError(None, "--inference", "not with --policy-server, which is LeRobot's asynchronous "
                                                      "engine")
-    if getattr(args, "latency_ms", None) is not None or getattr(args, "latency", None) is not None:
+    if request.latency is not None:
         raise HarnessInputError(None, "--latency-ms", "not with --policy-server: the arm's latency is the server's "
                                                       "own measured round trip")
-    if getattr(args, "workers", 1) > 1 or getattr(args, "address", None):
+    _refuse_workers(request)
+
+
+def _refuse_workers(request: RunRequest) -> None:
+    if request.workers.count != 1 or request.workers.address:
         raise HarnessInputError(None, "--workers", "not with --policy-server: LeRobot's policy server serves one "
                                                    "client")
 
 
-def async_record(args: argparse.Namespace, policy_ref: str, robot: RobotKind) -> dict[str, Any] | None:
+def async_record(request: RunRequest, policy_ref: str, robot: RobotKind) -> dict[str, Any] | None:
     """The locked `inference` block for a new sheet run with `--policy-server`, None without it; bad input is
     one line (exit 2), found before the server is asked anything."""
-    text = getattr(args, "policy_server", None)
+    asked = request.inference
+    text = asked.policy_server
     if text is None:
-        given = _queue_flags_given(args)
+        given = _queue_flags_given(request)
         if given:
             raise HarnessInputError(None, given[0], "only with --policy-server HOST:PORT")
         return None
     server = _server(text)
-    _refuse_combinations(args, policy_ref)
+    _refuse_combinations(request, policy_ref)
     from lerobot.async_inference.configs import AGGREGATE_FUNCTIONS
 
-    from harness.policies.async_policy import DEFAULT_AGGREGATE, DEFAULT_THRESHOLD, default_actions_per_chunk
+    from harness.policies.inference.async_policy import DEFAULT_AGGREGATE, DEFAULT_THRESHOLD, default_actions_per_chunk
 
-    actions = (args.actions_per_chunk if args.actions_per_chunk is not None
+    actions = (asked.actions_per_chunk if asked.actions_per_chunk is not None
                else default_actions_per_chunk(checkpoint_folder(policy_ref)))
     if not 1 <= actions <= 10_000:
         raise HarnessInputError(None, "--actions-per-chunk", f"{actions}: must be within 1..10000")
-    threshold = args.chunk_size_threshold if args.chunk_size_threshold is not None else DEFAULT_THRESHOLD
+    threshold = asked.chunk_size_threshold if asked.chunk_size_threshold is not None else DEFAULT_THRESHOLD
     if not (math.isfinite(threshold) and 0 <= threshold <= 1):
         raise HarnessInputError(None, "--chunk-size-threshold", f"{threshold}: must be within 0..1")
-    aggregate = args.aggregate_fn or DEFAULT_AGGREGATE
+    aggregate = asked.aggregate_fn or DEFAULT_AGGREGATE
     if aggregate not in AGGREGATE_FUNCTIONS:
         raise HarnessInputError(None, "--aggregate-fn", f"'{aggregate}' is not one of LeRobot's: "
                                                         f"{', '.join(AGGREGATE_FUNCTIONS)}")
@@ -101,12 +107,12 @@ def async_record(args: argparse.Namespace, policy_ref: str, robot: RobotKind) ->
             "chunk_size_threshold": threshold, "aggregate_fn": aggregate}
 
 
-def hold_to_locked_async(sheet: Scoresheet, args: argparse.Namespace) -> None:
+def hold_to_locked_async(sheet: Scoresheet, request: RunRequest) -> None:
     """On a resume: asking for another server or queue setting is refused (not asking keeps the locked ones:
     the policy is built from the locked block, `Scoresheet.inference`)."""
     locked = sheet.locked.inference
-    text = getattr(args, "policy_server", None)
-    given = _queue_flags_given(args)
+    text = request.inference.policy_server
+    given = _queue_flags_given(request)
     if locked is None or locked.engine is not InferenceEngine.ASYNC:
         if text is not None or given:
             raise StaleRunError(sheet.path, "locked.inference", f"this run's inference engine is "
@@ -114,12 +120,10 @@ def hold_to_locked_async(sheet: Scoresheet, args: argparse.Namespace) -> None:
                                                                 "(--policy-server); start a new scoresheet")
         return
     asked = {"server": _server(text) if text is not None else None,
-             **{name: getattr(args, name, None) for name in QUEUE_FLAGS}}
+             **{name: getattr(request.inference, name) for name in QUEUE_FLAGS}}
     for name, value in asked.items():
         if value is not None and value != getattr(locked, name):
             flag = "--policy-server" if name == "server" else QUEUE_FLAGS[name]
             raise StaleRunError(sheet.path, "locked.inference", f"this run's {flag} is {getattr(locked, name)}, "
                                                                 f"not {value}; start a new scoresheet to change it")
-    if getattr(args, "workers", 1) > 1 or getattr(args, "address", None):
-        raise HarnessInputError(None, "--workers", "not with --policy-server: LeRobot's policy server serves one "
-                                                   "client")
+    _refuse_workers(request)

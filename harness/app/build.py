@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import sys
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
 from harness.app.operator_parts import operator_stage
 from harness.app.parts import Parts
+from harness.app.request import as_request
 from harness.errors import HarnessInputError
 from harness.models.protocol import Protocol
+from harness.models.run_request import RunRequest
 from harness.models.run_settings import SO101_ROBOT_TYPE, BuiltinPolicy, InferenceEngine, RobotKind
 from harness.models.scoresheet import Scoresheet, run_latency
 from harness.policies.base import EvalPolicy
@@ -71,38 +71,10 @@ def release_torque(robot: GuardedRobot) -> None:
         print(f"warning: could not disconnect the robot cleanly: {exc}", file=sys.stderr)
 
 
-def _video_size(text: str) -> tuple[int, int]:
-    try:
-        width, height = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise HarnessInputError(None, "--video-size", f"'{text}' is not WIDTHxHEIGHT") from None
-    if not (16 <= width <= 4096 and 16 <= height <= 4096) or width % 2 or height % 2:
-        raise HarnessInputError(None, "--video-size", f"'{text}': width and height must be even, 16..4096")
-    return width, height
-
-
-def _dropout(text: str | None) -> tuple[int, int] | None:
-    if not text:
-        return None
-    trial_s, _, step_s = text.partition(":")
-    try:
-        trial, step = int(trial_s), int(step_s or 0)
-    except ValueError:
-        raise HarnessInputError(None, "--inject-dropout", f"'{text}' is not TRIAL:STEP") from None
-    if trial < 1 or step < 0:
-        raise HarnessInputError(None, "--inject-dropout", f"'{text}': TRIAL from 1, STEP from 0")
-    return trial, step
-
-
-def recording_options(args: argparse.Namespace, control_fps: int | None = None) -> RecordingOptions:
+def recording_options(request: RunRequest, control_fps: int | None = None) -> RecordingOptions:
     """`--record-size/--record-codec/--record-fps` as the dataset sink's options; a bad one is one line."""
-    from harness.run.dataset_sink import parse_size
-
-    try:
-        size = parse_size(args.record_size)
-    except ValueError as exc:
-        raise HarnessInputError(None, "--record-size", str(exc)) from None
-    options = RecordingOptions(size=size, vcodec=args.record_codec, fps=args.record_fps)
+    dataset = request.dataset
+    options = RecordingOptions(size=dataset.size, vcodec=dataset.codec, fps=dataset.fps)
     problem = options.problem(control_fps)
     if problem:
         field, why = problem
@@ -111,37 +83,35 @@ def recording_options(args: argparse.Namespace, control_fps: int | None = None) 
     return options
 
 
-def check_run_flags(args: argparse.Namespace) -> None:
-    """Every `harness run` flag that can be wrong, checked before anything is locked, loaded or built."""
-    _video_size(args.video_size)
-    recording_options(args)
-    _dropout(args.inject_dropout)
-    if not (math.isfinite(args.video_fps) and 0.5 <= args.video_fps <= 120):
-        raise HarnessInputError(None, "--video-fps", f"{args.video_fps}: must be within 0.5..120")
-    if args.max_trials is not None and args.max_trials < 1:
-        raise HarnessInputError(None, "--max-trials", f"{args.max_trials}: must be at least 1")
-    if getattr(args, "device", None) is not None:
+def check_run_request(request: RunRequest) -> None:
+    """What the request's own validation cannot see (camera specs, the torch device, the disk), checked
+    before anything is locked, loaded or built."""
+    from harness.robots.camera_spec import parse_camera_spec
+
+    recording_options(request)
+    for source in request.robot.cameras.values():
+        parse_camera_spec(source)      # refused here, before anything is locked or connected
+    if request.device is not None:
         from harness.policies.lerobot_policy import check_device
 
-        check_device(args.device)
-    runs = Path(args.runs_dir)
+        check_device(request.device)
+    runs = request.runs_dir
     if runs.exists() and not runs.is_dir():
         raise HarnessInputError(runs, "--runs-dir", "is a file, not a folder")
-    if args.record_dataset and Path(args.record_dataset).exists() and not Path(args.record_dataset).is_dir():
-        raise HarnessInputError(args.record_dataset, "--record-dataset", "is a file, not a folder")
+    folder = request.dataset.folder
+    if request.dataset.record and folder is not None and folder.exists() and not folder.is_dir():
+        raise HarnessInputError(folder, "--record-dataset", "is a file, not a folder")
 
 
-def video_mode(args: argparse.Namespace, robot: RobotKind) -> VideoMode:
+def video_mode(request: RunRequest, robot: RobotKind) -> VideoMode:
     """`--video failures|all|none` (simulated arm; default failures) and `--no-video` (= `--video none`; on a
     real arm: final frames only, no camera video). A real arm's videos are its cameras' frames, recorded as
     they come: `--video` is refused there, in one line, before anything is locked."""
-    chosen = getattr(args, "video", None)
+    chosen = request.evidence.video
     if chosen is not None and not RobotKind(robot).simulated:
         raise HarnessInputError(None, "--video", "is for the simulated arm: a real arm's videos are recorded from "
                                                  "its cameras (--no-video keeps final frames only)")
-    if args.no_video:
-        if chosen not in (None, VideoMode.NONE.value):
-            raise HarnessInputError(None, "--no-video", f"contradicts --video {chosen}")
+    if request.evidence.no_video:
         return VideoMode.NONE
     if chosen is not None:
         return VideoMode(chosen)
@@ -173,23 +143,22 @@ def _observer(front_end: FrontEnd, operator_scores: bool) -> Any:
     return TerminalObserver(operator_scores=operator_scores)
 
 
-def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
+def prepare_run(request: RunRequest | argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
                 front_end: FrontEnd = FrontEnd.PLAIN, parts: Parts | None = None,
                 policy: EvalPolicy | None = None) -> RunSetup:
     """Policy (unless one built earlier is passed in), robot (behind the safety guard), observer, stage
     and engine for a resolved scoresheet. The returned setup closes the policy either way."""
+    request = as_request(request)
     parts = parts or Parts()
-    video_size = _video_size(args.video_size)
-    dropout = _dropout(args.inject_dropout)
     settings = sheet.settings
     is_sim = sheet.locked.robot.simulated
-    policy = policy or parts.policy(pinned_ref(sheet.locked.policy), protocol, settings, args.device,
+    policy = policy or parts.policy(pinned_ref(sheet.locked.policy), protocol, settings, request.device,
                                     sheet.locked.robot, sheet.inference)
     try:
         latency = run_latency(sheet.locked, settings)   # locked (older sheets: their settings)
         if sheet.inference_engine is InferenceEngine.RTC:   # its chunks land after the latency; the arm never waits
             latency = None
-        robot = (parts.sim_robot(protocol, policy, args.realtime, **({"latency_ms": latency} if latency is not None
+        robot = (parts.sim_robot(protocol, policy, request.realtime, **({"latency_ms": latency} if latency is not None
                                                                      else {}),
                                  **({"render_profile": sheet.locked.render_profile} if sheet.locked.render_profile
                                     else {}))
@@ -207,30 +176,32 @@ def prepare_run(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
                                                   "(or --rename-map for other names)")
     observer = (parts.observer or _observer)(front_end, not is_sim)
     try:   # a real arm's calibration files are read here: a bad one leaves no torque on
-        stage: TrialStage = (SimStage(robot.world, protocol, dropout) if is_sim
-                             else operator_stage(args, protocol, robot, observer))
+        stage: TrialStage = (SimStage(robot.world, protocol, request.inject_dropout) if is_sim
+                             else operator_stage(request.placement, protocol, robot, observer))
     except BaseException:
         release_torque(robot)
         policy.close()
         raise
     dataset = None
-    if args.record_dataset is not None:
+    if request.dataset.record:
         from harness.run.dataset_sink import DatasetSink
 
-        root = Path(args.record_dataset or Path(args.runs_dir) / sheet.path.stem / "dataset")
+        root = request.dataset.folder or request.runs_dir / sheet.path.stem / "dataset"
         dataset = DatasetSink(root, protocol.fps, ["top", "wrist"], None, protocol.task,
-                              robot_type=SO101_ROBOT_TYPE, options=recording_options(args, protocol.fps))
+                              robot_type=SO101_ROBOT_TYPE, options=recording_options(request, protocol.fps))
     writer = None
     # Frames rendered (sim) and encoded in other processes, off the control loop; without video a
     # simulated run still hands them its final frames and the dropout watch's frames to draw. A parallel
-    # run's worker sets `evidence_lanes` (0: drawn inline, its cores are the other workers').
-    if not args.no_video or is_sim:
+    # run's worker sets `request.evidence.lanes` (0: drawn inline, its cores are the other workers').
+    if not request.evidence.no_video or is_sim:
         from harness.run.evidence_writer import EvidenceWriter
 
-        writer = EvidenceWriter(robot.world.geometry if is_sim else None, control_fps=protocol.fps,
-                                lanes=getattr(args, "evidence_lanes", None))
-    options = RunOptions(runs_dir=Path(args.runs_dir), paced=not is_sim, video=video_mode(args, sheet.locked.robot),
-                         video_fps=args.video_fps, video_size=video_size, max_attempts=args.max_trials,
+        world = robot.world if is_sim else None
+        writer = EvidenceWriter(world.geometry if world is not None else None, control_fps=protocol.fps,
+                                lanes=request.evidence.lanes)
+    options = RunOptions(runs_dir=request.runs_dir, paced=not is_sim, video=video_mode(request, sheet.locked.robot),
+                         video_fps=request.evidence.video_fps, video_size=request.evidence.video_size,
+                         max_attempts=request.max_trials,
                          dataset=dataset, evidence_writer=writer)
     if not is_sim:   # a real arm's evidence (and dropout watch) is the cameras it has, not the sim's two
         options.evidence_cameras = sorted(cameras)

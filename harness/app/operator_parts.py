@@ -10,10 +10,7 @@ arm at its start pose before the first trial (the calibration's own frame shows 
 
 from __future__ import annotations
 
-import argparse
-import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,20 +19,9 @@ from PIL import Image
 
 from harness.errors import HarnessInputError
 from harness.models.protocol import Protocol
+from harness.models.run_request import PlacementRequest
 from harness.run.clock import MonotonicClock
 from harness.run.stages import OperatorStage
-
-
-def _tolerance(text: str) -> Any:
-    from harness.run.placement_guide import Tolerance
-
-    try:
-        cm, deg = (float(v) for v in text.split(","))
-    except ValueError:
-        raise HarnessInputError(None, "--placement-tolerance", f"{text!r} is not CM,DEG (e.g. 0.5,10)") from None
-    if not (math.isfinite(cm) and math.isfinite(deg)) or cm <= 0 or deg <= 0:
-        raise HarnessInputError(None, "--placement-tolerance", f"{text!r}: both must be positive numbers")
-    return Tolerance(cm, deg)
 
 
 @dataclass(frozen=True)
@@ -49,30 +35,32 @@ class PlacementFiles:
     guided: bool                # a trained spot was given: placements are guided
 
 
-def placement_files(args: argparse.Namespace, protocol: Protocol) -> PlacementFiles | None:
-    """Read and check the placement flags; None without `--bowl-calibration`. `harness run` calls this before
+def placement_files(request: PlacementRequest, protocol: Protocol) -> PlacementFiles | None:
+    """Read and check the placement files; None without `--bowl-calibration`. `harness run` calls this before
     it locks anything, so a bad value is one line naming the flag, exit 2, and no scoresheet."""
-    tolerance = _tolerance(getattr(args, "placement_tolerance", None) or "0.5,10")
-    calibration_path = getattr(args, "bowl_calibration", None)
-    spot = getattr(args, "trained_spot", None)
+    from harness.run.placement_guide import Tolerance
+
+    tolerance = Tolerance(*request.tolerance)
+    calibration_path = request.bowl_calibration
+    spot = request.trained_spot
     if not calibration_path:
         if spot:
-            raise HarnessInputError(Path(spot), "--trained-spot", "needs --bowl-calibration (the rim gives the scale)")
+            raise HarnessInputError(spot, "--trained-spot", "needs --bowl-calibration (the rim gives the scale)")
         return None
     from harness.run.placement_guide import TopView, table_axes
     from harness.vision.calibration import load_calibration
     from harness.vision.measure import Geometry
     from harness.vision.reasons import DetectionError
 
-    if not Path(calibration_path).is_file():
-        raise HarnessInputError(Path(calibration_path), "--bowl-calibration",
+    if not calibration_path.is_file():
+        raise HarnessInputError(calibration_path, "--bowl-calibration",
                                 "no such file (`harness measure RUN --bowl-cm 11.5 --auto` writes one)")
     try:
-        calibration, empty_scene = load_calibration(Path(calibration_path))
+        calibration, empty_scene = load_calibration(calibration_path)
     except HarnessInputError as err:
-        raise HarnessInputError(Path(calibration_path), "--bowl-calibration", err.problem) from None
+        raise HarnessInputError(calibration_path, "--bowl-calibration", err.problem) from None
     except (yaml.YAMLError, ValueError, AttributeError, UnicodeDecodeError):
-        raise HarnessInputError(Path(calibration_path), "--bowl-calibration",
+        raise HarnessInputError(calibration_path, "--bowl-calibration",
                                 "not a bowl calibration (it needs rim, bowl_cm, method, frame)") from None
     geometry = Geometry(bowl_cm=calibration.bowl_cm, cube_cm=protocol.scene.cube_edge_cm)
     view = TopView(calibration.rim, geometry, protocol.scene, 0.0)
@@ -81,15 +69,15 @@ def placement_files(args: argparse.Namespace, protocol: Protocol) -> PlacementFi
             frame = np.asarray(Image.open(spot).convert("RGB"))
             view = table_axes(calibration.rim, geometry, protocol.scene, frame)
         except OSError as exc:
-            raise HarnessInputError(Path(spot), "--trained-spot", f"not an image ({exc})") from None
+            raise HarnessInputError(spot, "--trained-spot", f"not an image ({exc})") from None
         except DetectionError as err:
-            raise HarnessInputError(Path(spot), "--trained-spot", f"cannot find the table's axes: {err}") from None
+            raise HarnessInputError(spot, "--trained-spot", f"cannot find the table's axes: {err}") from None
     return PlacementFiles(calibration, empty_scene, view, tolerance, bool(spot))
 
 
-def operator_stage(args: argparse.Namespace, protocol: Protocol, robot: Any, observer: Any) -> OperatorStage:
+def operator_stage(request: PlacementRequest, protocol: Protocol, robot: Any, observer: Any) -> OperatorStage:
     show = getattr(observer, "proposal_ready", None)
-    files = placement_files(args, protocol)
+    files = placement_files(request, protocol)
     if files is None:
         return OperatorStage(observer.confirm_cube_placed, show_proposal=show)
     from harness.run.operator_trial import PlacementGuide, Proposer

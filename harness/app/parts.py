@@ -40,15 +40,15 @@ def make_policy(ref: str, protocol: Protocol, settings: RunSettings, device: str
     engine = inference.engine
     try:
         if engine is InferenceEngine.ASYNC:   # LeRobot's policy server runs it; the server is asked to load it now
-            from harness.policies.async_connect import connect_async_policy
-            from harness.policies.async_policy import AsyncSettings
+            from harness.policies.inference.async_connect import connect_async_policy
+            from harness.policies.inference.async_policy import AsyncSettings
             from harness.run.clock import MonotonicClock
 
             queue = AsyncSettings.from_record(inference.model_dump())
             return connect_async_policy(ref, protocol.task, queue, protocol.fps, settings.rename_map, device,
                                         wall_clock=None if RobotKind(robot).simulated else MonotonicClock().now)
         if engine is InferenceEngine.RTC:   # LeRobot's Real-Time Chunking: simulated time, or a paced arm's
-            from harness.policies.rtc_policy import RtcSettings
+            from harness.policies.inference.rtc_policy import RtcSettings
             from harness.run.clock import MonotonicClock
 
             rtc = RtcSettings.from_record(inference.model_dump()) if inference.execution_horizon is not None else None

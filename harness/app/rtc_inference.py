@@ -18,9 +18,10 @@ from harness.models.run_settings import InferenceEngine, RobotKind
 from harness.policies.hub import checkpoint_folder
 
 if TYPE_CHECKING:
+    from harness.models.run_request import RunRequest
     from harness.models.scoresheet import Scoresheet
 
-# argparse destination -> flag
+# `InferenceRequest` field (and argparse destination) -> flag
 RTC_FLAGS = {"execution_horizon": "--rtc-execution-horizon", "max_guidance_weight": "--rtc-max-guidance-weight",
              "attention_schedule": "--rtc-attention-schedule", "queue_threshold": "--rtc-queue-threshold"}
 
@@ -39,8 +40,9 @@ def register_flags(parser: argparse.ArgumentParser) -> None:
                              "LeRobot's 30, half the chunk for chunks under 60); locked")
 
 
-def _given(args: argparse.Namespace) -> dict[str, Any]:
-    return {name: getattr(args, name, None) for name in RTC_FLAGS if getattr(args, name, None) is not None}
+def _given(request: RunRequest) -> dict[str, Any]:
+    asked = request.inference
+    return {name: getattr(asked, name) for name in RTC_FLAGS if getattr(asked, name) is not None}
 
 
 def _chunk_size(policy_ref: str) -> int | None:
@@ -51,18 +53,18 @@ def _chunk_size(policy_ref: str) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-def rtc_record(args: argparse.Namespace, engine: InferenceEngine, policy_ref: str,
+def rtc_record(request: RunRequest, engine: InferenceEngine, policy_ref: str,
                robot: RobotKind) -> dict[str, Any] | None:
     """RTC's settings for a new sheet run with `--inference rtc` (None for another engine), on either arm: the
     simulated one replays RTC's engine in simulated time, a real one runs it beside the paced loop in wall time
-    (`policies.rtc_wall`). Bad input is one line (exit 2). A policy without chunks or RTC support is refused when
-    it loads, also before the lock."""
-    given = _given(args)
+    (`policies.inference.rtc_wall`). Bad input is one line (exit 2). A policy without chunks or RTC support is
+    refused when it loads, also before the lock."""
+    given = _given(request)
     if engine is not InferenceEngine.RTC:
         if given:
             raise HarnessInputError(None, RTC_FLAGS[next(iter(given))], "only with --inference rtc")
         return None
-    from harness.policies.rtc_policy import RtcSettings
+    from harness.policies.inference.rtc_policy import RtcSettings
 
     chunk = _chunk_size(policy_ref)
     if chunk is None:   # no chunk_size: not a chunked policy; the loader names what it lacks
@@ -72,11 +74,11 @@ def rtc_record(args: argparse.Namespace, engine: InferenceEngine, policy_ref: st
     return settings.record()
 
 
-def hold_to_locked_rtc(sheet: Scoresheet, args: argparse.Namespace) -> None:
+def hold_to_locked_rtc(sheet: Scoresheet, request: RunRequest) -> None:
     """On a resume: asking for another RTC setting is refused (not asking keeps the locked ones: the policy is
     built from the locked block, `Scoresheet.inference`)."""
     locked = sheet.locked.inference
-    given = _given(args)
+    given = _given(request)
     if locked is None or locked.engine is not InferenceEngine.RTC:
         if given:
             raise StaleRunError(sheet.path, "locked.inference", f"this run's inference engine is "

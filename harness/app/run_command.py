@@ -15,16 +15,18 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from harness.app.build import FrontEnd, RunSetup, check_policy_fits_robot, check_run_flags, prepare_run, video_mode
+from harness.app.build import FrontEnd, RunSetup, check_policy_fits_robot, check_run_request, prepare_run, video_mode
 from harness.app.compare_run import comparison_refs, run_comparison
 from harness.app.operator_parts import placement_files
-from harness.app.parallel import check_workers, run_parallel
+from harness.app.parallel.runs import check_workers, run_parallel
 from harness.app.parts import Parts
-from harness.app.sheet import rename_map_from, resolve_sheet, sheet_path, trials_to_run
+from harness.app.request import as_request
+from harness.app.sheet import resolve_sheet, sheet_path, trials_to_run
 from harness.app.third_party_log import third_party_output_to
 from harness.errors import HarnessInputError
 from harness.models.lock import WriterLock
 from harness.models.protocol import Protocol, load_protocol
+from harness.models.run_request import RunRequest
 from harness.models.scoresheet import Scoresheet
 from harness.policies.base import EvalPolicy
 from harness.policies.hub import pinned_ref
@@ -43,64 +45,70 @@ def _asking(observer: object) -> Callable[[], bool]:
     return lambda: False
 
 
-def wants_tui(args: argparse.Namespace) -> bool:
-    return not args.headless and sys.stdin.isatty() and sys.stdout.isatty()
-
-
-def parallel(args: argparse.Namespace) -> bool:
-    """`--workers` above one, or a Ray cluster named: the trials go to parallel workers."""
-    return (getattr(args, "workers", 1) > 1 or bool(getattr(args, "address", None))
-            or getattr(args, "on_ray", False) or getattr(args, "no_driver_worker", False))
+def wants_tui(request: RunRequest) -> bool:
+    return not request.headless and sys.stdin.isatty() and sys.stdout.isatty()
 
 
 def run_from_args(args: argparse.Namespace, parts: Parts | None = None, observer: Any = None) -> int:
-    """Check everything that needs no lock first, so bad input leaves nothing behind: flags, the
+    """`harness run`'s handler: the command line becomes a `RunRequest`, once (a bad flag is one line). Two or
+    more policies are a blind comparison (`app/compare_run.py`, which still reads the parsed arguments)."""
+    request = as_request(args)
+    check_run_request(request)
+    protocol = load_protocol(request.protocol)
+    refs = comparison_refs(args, protocol)   # flags or the protocol's run.policies; else `args.policy` is one flag
+    if refs is not None:
+        return run_comparison(args, protocol, refs, FrontEnd.TUI if wants_tui(request) else FrontEnd.PLAIN,
+                              lambda parsed, path: _third_party_output(as_request(parsed), path), parts)
+    return run_request(as_request(args), parts, observer)
+
+
+def run_request(request: RunRequest, parts: Parts | None = None, observer: Any = None) -> int:
+    """Check everything that needs no lock first, so bad input leaves nothing behind: the request, the
     protocol, the scoresheet to resume (read and verified), the policy (loaded). Then the writer
     locks (the scoresheet and its runs folder, held to the end, so a second run or a `measure` is
     refused naming this one), the robot and cameras, and only then is a new sheet written."""
-    check_run_flags(args)
-    protocol_path = Path(args.protocol)
+    check_run_request(request)
+    if len(request.policies) > 1:
+        raise HarnessInputError(None, "--policy", "one policy per run")
+    protocol_path = request.protocol
     protocol = load_protocol(protocol_path)
-    refs = comparison_refs(args, protocol)   # two or more policies: a blind comparison (app/compare_run.py)
-    if refs is not None:
-        return run_comparison(args, protocol, refs, FrontEnd.TUI if wants_tui(args) else FrontEnd.PLAIN,
-                              _third_party_output, parts)
-    rename_map_from(args, protocol)
-    placement_files(args, protocol)   # --bowl-calibration, --trained-spot, --placement-tolerance
-    path = sheet_path(args, protocol, protocol_path)
-    sheet, created = resolve_sheet(args, protocol, protocol_path, path, create=False)
-    mode = video_mode(args, sheet.locked.robot)   # --video on a real arm: refused before anything is locked
+    placement_files(request.placement, protocol)   # --bowl-calibration, --trained-spot: read and checked
+    path = sheet_path(request, protocol, protocol_path)
+    sheet, created = resolve_sheet(request, protocol, protocol_path, path, create=False)
+    mode = video_mode(request, sheet.locked.robot)   # --video on a real arm: refused before anything is locked
     parts = parts or Parts()
     check_policy_fits_robot(sheet.locked.policy.ref, sheet.locked.robot, parts.emulated_truth is not None)
-    if getattr(args, "workers", 1) == "auto":
-        from harness.app.scaling import auto_workers
+    if request.workers.count == "auto":
+        from harness.app.parallel.scaling import auto_workers
 
         pending = len(sheet.pending_trials())
-        args.workers = auto_workers(pending, mode=mode) if sheet.locked.robot.simulated else 1
-        print(f"--workers auto: {args.workers} for {pending} trials on {sheet.locked.robot} "
-              f"({'serial' if args.workers == 1 else 'Ray workers'})", file=sys.stderr, flush=True)
-    check_workers(args, sheet.locked.robot)
+        count = auto_workers(pending, mode=mode) if sheet.locked.robot.simulated else 1
+        request = request.updated(workers={"count": count})
+        print(f"--workers auto: {count} for {pending} trials on {sheet.locked.robot} "
+              f"({'serial' if count == 1 else 'Ray workers'})", file=sys.stderr, flush=True)
+    check_workers(request, sheet.locked.robot)
     if sheet.complete:
         print(f"{sheet.path}: all {sheet.locked.trial_count} trials are scored.\n")
         print(format_summary(summarize(sheet)))
         return 0
-    policy = parts.policy(pinned_ref(sheet.locked.policy), protocol, sheet.settings, args.device, sheet.locked.robot,
+    policy = parts.policy(pinned_ref(sheet.locked.policy), protocol, sheet.settings, request.device,
+                          sheet.locked.robot,
                           sheet.inference)
     handed_over = False
     try:
         with WriterLock(path, "harness run") as writer, \
-                WriterLock(Path(args.runs_dir) / path.stem, "harness run", folder=True):
+                WriterLock(request.runs_dir / path.stem, "harness run", folder=True):
             if writer.took_over is not None:
                 print(f"note: {path}: took over the lock of {writer.took_over.describe()}, which is no longer "
                       "running", file=sys.stderr)
             if sheet.changed_on_disk():   # written between the read and the lock: read it again
-                sheet, created = resolve_sheet(args, protocol, protocol_path, path, create=False)
+                sheet, created = resolve_sheet(request, protocol, protocol_path, path, create=False)
             sheet.hold_writer_lock(writer)
             handed_over = True
-            log = Path(args.runs_dir) / path.stem / "third_party.log"
+            log = request.runs_dir / path.stem / "third_party.log"
             try:
-                with _third_party_output(args, path):
-                    return _run_locked(args, protocol, sheet, created, parts, policy, observer)
+                with _third_party_output(request, path):
+                    return _run_locked(request, protocol, sheet, created, parts, policy, observer)
             except BaseException as exc:
                 if created and not path.exists():   # refused before the sheet was written: leave nothing
                     log.unlink(missing_ok=True)
@@ -114,28 +122,28 @@ def run_from_args(args: argparse.Namespace, parts: Parts | None = None, observer
             policy.close()
 
 
-def _third_party_output(args: argparse.Namespace, path: Path) -> AbstractContextManager[object]:
+def _third_party_output(request: RunRequest, path: Path) -> AbstractContextManager[object]:
     """Plain mode: encoder and decoder chatter goes to runs/<sheet>/third_party.log, not the terminal
     (the TUI owns its screen already)."""
-    if wants_tui(args):
+    if wants_tui(request):
         return nullcontext()
-    log = Path(args.runs_dir) / path.stem / "third_party.log"
+    log = request.runs_dir / path.stem / "third_party.log"
     print(f"third-party library output (video encoders, decoders) goes to {log}", flush=True)
     return third_party_output_to(log)
 
 
-def _run_locked(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet, created: bool,
+def _run_locked(request: RunRequest, protocol: Protocol, sheet: Scoresheet, created: bool,
                 parts: Parts, policy: EvalPolicy, observer: Any = None) -> int:
-    front_end = FrontEnd.TUI if wants_tui(args) else FrontEnd.PLAIN
+    front_end = FrontEnd.TUI if wants_tui(request) else FrontEnd.PLAIN
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     setup: RunSetup | None = None
     try:
-        if parallel(args):
-            run_parallel(args, protocol, sheet, created, observer, parts, policy)   # the driver's worker owns it
+        if request.workers.parallel:
+            run_parallel(request, protocol, sheet, created, observer, parts, policy)   # the driver's worker owns it
             print()
             print(format_summary(summarize(sheet)))
             return 0
-        setup = prepare_run(args, protocol, sheet, front_end, parts, policy)
+        setup = prepare_run(request, protocol, sheet, front_end, parts, policy)
         if created:
             sheet.create()   # policy loaded, robot connected, cameras there: now the sheet is locked
         if front_end is FrontEnd.TUI:
@@ -146,7 +154,7 @@ def _run_locked(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
             return code if isinstance(code, int) else 0
         for warning in setup.robot.connect_warnings:   # the TUI shows these on its check screen
             print(f"warning: {warning}", file=sys.stderr, flush=True)
-        print(f"{sheet.path}: {trials_to_run(sheet, args.max_trials)} "
+        print(f"{sheet.path}: {trials_to_run(sheet, request.max_trials)} "
               f"({sheet.locked.policy.ref} on {sheet.locked.robot})", flush=True)
         if setup.dataset is not None:
             width, height = setup.dataset.size

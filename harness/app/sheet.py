@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import math
 from pathlib import Path
+from typing import Any
 
 from harness.app.async_inference import async_record, hold_to_locked_async
+from harness.app.request import as_request
 from harness.app.rtc_inference import hold_to_locked_rtc, rtc_record
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models.checkpoint import checkpoint_name
 from harness.models.protocol import Protocol
 from harness.models.render_profile import DEFAULT_PROFILE, RenderProfile
+from harness.models.run_request import RunRequest
 from harness.models.run_settings import BuiltinPolicy, InferenceEngine, InferenceThreads, RobotKind, RunSettings
 from harness.models.scoresheet import Scoresheet, build_locked, check_resumable, load_scoresheet, new_scoresheet
 from harness.policies.hub import checkpoint_folder, hub_ref, policy_fingerprint
-from harness.robots.camera_spec import parse_camera_spec
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +30,9 @@ def _slug(policy_ref: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
-def _find_sheet(protocol_path: Path, args: argparse.Namespace, policy_ref: str | None) -> Path | None:
-    if args.scoresheet:
-        return Path(args.scoresheet)
+def _find_sheet(protocol_path: Path, request: RunRequest, policy_ref: str | None) -> Path | None:
+    if request.scoresheet:
+        return request.scoresheet
     folder = Path("scoresheets")
     if policy_ref:
         return folder / f"{protocol_path.stem}-{_slug(policy_ref)}.yaml"
@@ -43,21 +43,11 @@ def _find_sheet(protocol_path: Path, args: argparse.Namespace, policy_ref: str |
     return candidates[0] if candidates else None
 
 
-def parse_cameras(items: list[str]) -> dict[str, str]:
-    cameras = {}
-    for item in items:
-        name, sep, source = item.partition("=")
-        if not sep or not name or not source:
-            raise HarnessInputError(None, "--camera", f"'{item}' is not NAME=SOURCE (e.g. top=0)")
-        parse_camera_spec(source)      # refused here, before anything is locked or connected
-        cameras[name] = source
-    return cameras
-
-
-def sheet_path(args: argparse.Namespace, protocol: Protocol, protocol_path: Path) -> Path:
+def sheet_path(request: RunRequest | argparse.Namespace, protocol: Protocol, protocol_path: Path) -> Path:
     """Where this run's scoresheet is (or will be), so its writer lock can be taken before it is read."""
-    policy_flag = args.policy
-    path = _find_sheet(protocol_path, args, policy_flag or (None if args.resume else protocol.run.policy))
+    request = as_request(request)
+    policy_flag = request.policy
+    path = _find_sheet(protocol_path, request, policy_flag or (None if request.resume else protocol.run.policy))
     if path is not None:
         return path
     policy_ref = policy_flag or protocol.run.policy
@@ -66,36 +56,44 @@ def sheet_path(args: argparse.Namespace, protocol: Protocol, protocol_path: Path
     return Path("scoresheets") / f"{protocol_path.stem}-{_slug(policy_ref)}.yaml"
 
 
-def latency_from(args: argparse.Namespace) -> float | str | None:
-    """The latency model asked for: milliseconds, "measured", or None (lock-step)."""
-    fixed, measured = getattr(args, "latency_ms", None), getattr(args, "latency", None)
-    if fixed is not None and measured is not None:
-        raise HarnessInputError(None, "--latency", "give --latency-ms N or --latency measured, not both")
-    if fixed is not None and not (math.isfinite(fixed) and 0 <= fixed <= 10_000):
-        raise HarnessInputError(None, "--latency-ms", f"{fixed}: must be within 0..10000")
-    return measured if measured is not None else fixed
-
-
-def inference_from(args: argparse.Namespace) -> InferenceEngine:
-    """The inference engine asked for (default LeRobot's synchronous one)."""
-    return InferenceEngine(getattr(args, "inference", None) or InferenceEngine.SYNC)
-
-
-def check_same_inference(sheet: Scoresheet, args: argparse.Namespace) -> None:
+def check_same_inference(sheet: Scoresheet, request: RunRequest) -> None:
     """A resume runs with the latency and inference engine the sheet locked; asking for others is refused
     (not asking keeps the locked ones)."""
-    asked, locked = latency_from(args), sheet.latency_ms
+    asked, locked = request.latency, sheet.latency_ms
     field = "locked.latency_ms" if "latency_ms" in sheet.locked_data else "settings.latency_ms"
     if asked is not None and asked != locked:
         raise StaleRunError(sheet.path, field, f"this run's latency is {latency_text(locked)}, not "
                                                f"{latency_text(asked)}; start a new scoresheet to change it")
-    engine = getattr(args, "inference", None)
+    engine = request.inference.engine
     if engine is not None and engine != sheet.inference_engine:
         raise StaleRunError(sheet.path, "locked.inference", f"this run's inference engine is "
                                                             f"{sheet.inference_engine}, not {engine}")
 
 
-def render_profile_from(args: argparse.Namespace, robot: RobotKind, checkpoint: str | None) -> RenderProfile | None:
+def parse_cameras(items: list[str] | None) -> dict[str, str]:
+    """`--camera NAME=SOURCE` values, each spec checked (for `app/compare_run.py`, which reads parsed arguments;
+    a run's own cameras come in its `RunRequest`)."""
+    from harness.robots.camera_spec import parse_camera_spec
+
+    cameras = RunRequest.from_flags({"protocol": "-", "camera": items or []}).robot.cameras
+    for source in cameras.values():
+        parse_camera_spec(source)
+    return cameras
+
+
+def latency_from(args: argparse.Namespace) -> float | str | None:
+    """The latency model asked for on a parsed command line (`app/compare_run.py`)."""
+    return as_request(args).latency
+
+
+def rename_map_from(args: argparse.Namespace, protocol: Protocol) -> dict[str, str]:
+    """The rename map asked for on a parsed command line, else the protocol's (`app/compare_run.py`)."""
+    asked = as_request(args).rename_map
+    return asked if asked is not None else dict(protocol.run.rename_map)
+
+
+def render_profile_from(args: RunRequest | argparse.Namespace, robot: RobotKind,
+                        checkpoint: str | None) -> RenderProfile | None:
     """The profile a new simulated run locks (`--render-profile`, else the default); a checkpoint trained on
     frames drawn otherwise is stated in one line on stderr. None for a real arm, whose cameras draw nothing."""
     asked = getattr(args, "render_profile", None)
@@ -114,7 +112,7 @@ def render_profile_from(args: argparse.Namespace, robot: RobotKind, checkpoint: 
     return profile
 
 
-def check_same_render_profile(sheet: Scoresheet, args: argparse.Namespace) -> None:
+def check_same_render_profile(sheet: Scoresheet, args: RunRequest | argparse.Namespace) -> None:
     """A resume draws the policy's frames as the sheet locked; asking for another profile is refused."""
     asked = getattr(args, "render_profile", None)
     if asked and RenderProfile(asked) is not sheet.render_profile:
@@ -129,65 +127,58 @@ def latency_text(latency: float | str | None) -> str:
     return "measured" if latency == "measured" else f"{latency:g} ms"
 
 
-def rename_map_from(args: argparse.Namespace, protocol: Protocol) -> dict[str, str]:
-    if not args.rename_map:
-        return dict(protocol.run.rename_map)
-    try:
-        value = json.loads(args.rename_map)
-    except ValueError as exc:
-        raise HarnessInputError(None, "--rename-map", f"not JSON: {exc}") from None
-    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise HarnessInputError(None, "--rename-map", "must be a JSON object of names, e.g. '{\"top\": \"camera1\"}'")
-    return value
-
-
-def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: Path, path: Path | None = None,
-                  create: bool = True) -> tuple[Scoresheet, bool]:
-    """Lock a new scoresheet, or load and check the one to resume; True when it is new.
+def resolve_sheet(request: RunRequest | argparse.Namespace, protocol: Protocol, protocol_path: Path,
+                  path: Path | None = None, create: bool = True) -> tuple[Scoresheet, bool]:
+    """Lock a new scoresheet, or load and check the one to resume; True when it is new. What the request
+    leaves unset comes from the protocol's `run:` section (robot, policy, port, cameras, rename map).
 
     `create=False` leaves a new sheet unwritten: `harness run` writes it (`Scoresheet.create`)
     only once the policy has loaded and the robot has connected, so a refused run leaves nothing.
     """
-    policy_flag = args.policy
+    request = as_request(request)
+    policy_flag = request.policy
+    asked_robot = request.robot.kind
     if path is None:
-        path = _find_sheet(protocol_path, args, policy_flag or (None if args.resume else protocol.run.policy))
+        path = _find_sheet(protocol_path, request, policy_flag or (None if request.resume else protocol.run.policy))
     if path is not None and path.exists():
-        if not args.resume:
+        if not request.resume:
             raise HarnessInputError(path, None, "this run already has a scoresheet; add --resume to continue it")
         sheet = load_scoresheet(path)
         check_resumable(sheet, protocol_path, policy_flag, policy_fingerprint)
-        if args.robot and args.robot != sheet.locked.robot:
-            raise HarnessInputError(path, "robot", f"locked to '{sheet.locked.robot}', not '{args.robot}'")
-        check_same_inference(sheet, args)
-        check_same_render_profile(sheet, args)
-        hold_to_locked_async(sheet, args)
-        hold_to_locked_rtc(sheet, args)
+        if asked_robot and asked_robot != sheet.locked.robot:
+            raise HarnessInputError(path, "robot", f"locked to '{sheet.locked.robot}', not '{asked_robot}'")
+        check_same_inference(sheet, request)
+        check_same_render_profile(sheet, request)
+        hold_to_locked_async(sheet, request)
+        hold_to_locked_rtc(sheet, request)
         # How this machine reaches the arm is not locked: a resume after a replug (another serial port, or a
         # rehearsal's new emulator and camera socket) runs on what it is given, for this session.
-        reach = {"port": getattr(args, "port", None), "cameras": parse_cameras(getattr(args, "camera", None) or [])}
+        reach = {"port": request.robot.port, "cameras": dict(request.robot.cameras)}
         if reach := {key: value for key, value in reach.items() if value}:
             sheet.settings = sheet.settings.model_copy(update=reach)
         return sheet, False
     policy_ref = policy_flag or protocol.run.policy
     if not policy_ref:
         raise HarnessInputError(protocol_path, "run.policy", f"no policy: pass --policy PATH|{_BUILTINS}")
-    if not (args.robot or protocol.run.robot):
+    kind = asked_robot or protocol.run.robot
+    if kind is None:
         raise HarnessInputError(protocol_path, "run.robot", f"no robot: pass --robot {'|'.join(RobotKind)}")
-    robot = RobotKind(args.robot or protocol.run.robot)
+    robot = RobotKind(kind)
     builtin = BuiltinPolicy.named(policy_ref)
     if builtin is None and not Path(policy_ref).is_dir() and hub_ref(policy_ref) is None:
         raise HarnessInputError(None, "--policy", f"'{policy_ref}' is neither a built-in policy, a folder nor a "
                                                   "Hugging Face Hub id (ORG/NAME[@REVISION])")
     fingerprint = policy_fingerprint(policy_ref)   # a Hub id: resolved (cache first, downloaded if allowed) now
     path = path or Path("scoresheets") / f"{protocol_path.stem}-{_slug(policy_ref)}.yaml"
-    rename_map = rename_map_from(args, protocol)
-    latency = latency_from(args)
-    async_block = async_record(args, policy_ref, robot)   # --policy-server: LeRobot's async engine
-    engine = InferenceEngine(async_block["engine"]) if async_block else inference_from(args)
+    rename_map = request.rename_map if request.rename_map is not None else dict(protocol.run.rename_map)
+    latency = request.latency
+    async_block = async_record(request, policy_ref, robot)   # --policy-server: LeRobot's async engine
+    engine = (InferenceEngine(async_block["engine"]) if async_block
+              else InferenceEngine(request.inference.engine or InferenceEngine.SYNC))
     if engine is InferenceEngine.RTC and builtin is not None:
         raise HarnessInputError(None, "--inference", f"rtc: the built-in '{policy_ref}' policy has no Real-Time "
                                                      "Chunking (LeRobot's RTC engine needs a policy that supports it)")
-    rtc_block = rtc_record(args, engine, policy_ref, robot)   # --inference rtc: its settings, locked
+    rtc_block = rtc_record(request, engine, policy_ref, robot)   # --inference rtc: its settings, locked
     threads = None
     if builtin is None:   # what inference ran with: torch threads (the engine is locked)
         from harness.policies.lerobot_policy import ThreadPolicy, available_cores
@@ -196,15 +187,15 @@ def resolve_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: P
     if latency is not None and not robot.simulated:
         raise HarnessInputError(None, "--latency-ms", "the latency model is for the simulated arm; a real arm has "
                                                       "its own latency")
-    settings = RunSettings(port=args.port or protocol.run.port, robot_id=args.robot_id,
-                           cameras=parse_cameras(args.camera) or dict(protocol.run.cameras), rename_map=rename_map,
+    settings = RunSettings(port=request.robot.port or protocol.run.port, robot_id=request.robot.robot_id,
+                           cameras=dict(request.robot.cameras) or dict(protocol.run.cameras), rename_map=rename_map,
                            latency_ms=latency, **({"inference": threads} if threads is not None else {}))
-    optional = {"latency_ms": latency,
+    optional: dict[str, Any] = {"latency_ms": latency,
                 "inference": async_block or {"engine": engine.value, **(rtc_block or {})}}
     # what the sheet is, set by the command that builds the run (never a `harness run` flag): a rehearsal on the
-    # emulated arm (`app.rehearse`) or a twin of another sheet (`app.twin`)
-    optional.update(getattr(args, "provenance", None) or {})
-    profile = render_profile_from(args, robot, checkpoint_folder(policy_ref) if builtin is None else None)
+    # emulated arm (`app.rehearse_command`) or a twin of another sheet (`app.twin`)
+    optional.update(request.provenance or {})
+    profile = render_profile_from(request, robot, checkpoint_folder(policy_ref) if builtin is None else None)
     if profile is not None:
         optional["render_profile"] = profile.value
     sheet = new_scoresheet(path, build_locked(protocol, protocol_path, policy_ref, robot, optional, fingerprint),

@@ -236,8 +236,9 @@ def _json(value: Any) -> str:
 
 
 def run_twin(plan: TwinPlan, args: argparse.Namespace, out: Any = None) -> int:
-    from harness.app.rehearse import command_arguments, say_command
-    from harness.app.run_command import run_from_args
+    from harness.app.rehearse_command import command_arguments, say_command
+    from harness.app.request import as_request
+    from harness.app.run_command import run_request
 
     out = out or sys.stdout
     wrote_protocol = not plan.twin_protocol_path.exists()
@@ -256,9 +257,9 @@ def run_twin(plan: TwinPlan, args: argparse.Namespace, out: Any = None) -> int:
           f"{measured} from their measured start, {len(sources) - measured} from the planned one", file=out,
           flush=True)
     say_command(argv, out)
-    run_args.provenance = plan.provenance
+    request = as_request(run_args).updated(provenance=plan.provenance)   # locked: the sheet's `twin_of`
     try:
-        return run_from_args(run_args)
+        return run_request(request)
     finally:
         if wrote_protocol and not plan.scoresheet.exists():   # refused before the twin was locked: leave nothing
             plan.twin_protocol_path.unlink(missing_ok=True)

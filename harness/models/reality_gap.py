@@ -43,13 +43,15 @@ class RealityGap(BaseModel):
     """The knobs' values; defaults are the twin's (no gap)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    cube_friction: float = Field(1.0, ge=LIMITS[GapKnob.CUBE_FRICTION][0], le=LIMITS[GapKnob.CUBE_FRICTION][1])
-    cube_mass_g: float = Field(30.0, ge=LIMITS[GapKnob.CUBE_MASS_G][0], le=LIMITS[GapKnob.CUBE_MASS_G][1])
-    servo_gain: float = Field(1.0, ge=LIMITS[GapKnob.SERVO_GAIN][0], le=LIMITS[GapKnob.SERVO_GAIN][1])
-    servo_backlash_deg: float = Field(0.0, ge=LIMITS[GapKnob.SERVO_BACKLASH_DEG][0],
+    cube_friction: float = Field(default=1.0, ge=LIMITS[GapKnob.CUBE_FRICTION][0],
+                                 le=LIMITS[GapKnob.CUBE_FRICTION][1])
+    cube_mass_g: float = Field(default=30.0, ge=LIMITS[GapKnob.CUBE_MASS_G][0], le=LIMITS[GapKnob.CUBE_MASS_G][1])
+    servo_gain: float = Field(default=1.0, ge=LIMITS[GapKnob.SERVO_GAIN][0], le=LIMITS[GapKnob.SERVO_GAIN][1])
+    servo_backlash_deg: float = Field(default=0.0, ge=LIMITS[GapKnob.SERVO_BACKLASH_DEG][0],
                                       le=LIMITS[GapKnob.SERVO_BACKLASH_DEG][1])
-    camera_tilt_deg: float = Field(0.0, ge=LIMITS[GapKnob.CAMERA_TILT_DEG][0], le=LIMITS[GapKnob.CAMERA_TILT_DEG][1])
-    exposure: float = Field(1.0, ge=LIMITS[GapKnob.EXPOSURE][0], le=LIMITS[GapKnob.EXPOSURE][1])
+    camera_tilt_deg: float = Field(default=0.0, ge=LIMITS[GapKnob.CAMERA_TILT_DEG][0],
+                                   le=LIMITS[GapKnob.CAMERA_TILT_DEG][1])
+    exposure: float = Field(default=1.0, ge=LIMITS[GapKnob.EXPOSURE][0], le=LIMITS[GapKnob.EXPOSURE][1])
 
     def declared(self) -> dict[str, float]:
         """The knobs set away from the twin's value, by name (what a sheet records)."""

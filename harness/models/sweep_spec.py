@@ -18,16 +18,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harness.errors import HarnessInputError
 from harness.models.checkpoint import CHECKPOINTS_DIR, PRETRAINED_DIR, checkpoint_labels, hub_ref
+from harness.models.run_request import RUN_FLAGS
 from harness.models.run_settings import BuiltinPolicy
 from harness.models.safe_yaml import decode_text, load_yaml_text, read_limited
 
 SWEEP_MAX_BYTES = 256 * 1024
-# `harness run` settings a condition may vary; each becomes that run's flag (`latency_ms` -> --latency-ms).
+# What the sweep itself decides for every cell: which protocol, checkpoint, robot and scoresheet, and where the
+# trials run. Every other `harness run` setting (`models.run_request.RUN_FLAGS`, by its argparse destination:
+# `latency_ms` is --latency-ms) a condition may vary, so a flag added to `harness run` is a condition at once.
 # `latency: measured` is the policy's own measured time; `inference: rtc` LeRobot's Real-Time Chunking (a
 # checkpoint without RTC support: the cell is not applicable); `policy_server: local` LeRobot's policy server,
 # started by the sweep on loopback for the cell (or HOST:PORT of one you run).
-CONDITION_KEYS = ("latency_ms", "latency", "inference", "policy_server", "no_video", "video_fps", "video_size",
-                  "camera", "rename_map", "realtime")
+SWEEP_OWNS = ("protocol", "policy", "robot", "scoresheet", "runs_dir", "resume", "headless", "workers",
+              "no_driver_worker", "address", "ray_dashboard", "no_blind")
+CONDITION_KEYS = tuple(dest for dest in RUN_FLAGS if dest not in SWEEP_OWNS)
 LOCAL_SERVER = "local"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -116,24 +120,16 @@ def condition_label(condition: dict[str, Any]) -> str:
     return ",".join(f"{key}={value}" for key, value in sorted(condition.items()))
 
 
-def condition_flags(condition: dict[str, Any], server: str | None = None) -> list[str]:
-    """The `harness run` flags a condition stands for; `server`: the address of the policy server the sweep
-    started for a `policy_server: local` cell."""
-    flags: list[str] = []
-    for key, value in sorted(condition.items()):
-        if key == "policy_server" and value == LOCAL_SERVER:
-            if server is None:
-                continue
-            value = server
-        flag = "--" + key.replace("_", "-")
-        if isinstance(value, bool):
-            flags += [flag] if value else []
-        elif isinstance(value, list):
-            for item in value:
-                flags += [flag, str(item)]
+def condition_settings(condition: dict[str, Any], server: str | None = None) -> dict[str, Any]:
+    """The `harness run` settings a condition stands for, by flag destination (`RunRequest.with_flags` takes
+    them); `server`: the address of the policy server the sweep started for a `policy_server: local` cell."""
+    settings = dict(condition)
+    if settings.get("policy_server") == LOCAL_SERVER:
+        if server is None:
+            del settings["policy_server"]
         else:
-            flags += [flag, str(value)]
-    return flags
+            settings["policy_server"] = server
+    return settings
 
 
 def expand_checkpoints(entries: list[str], base: Path) -> list[Checkpoint]:

@@ -38,7 +38,11 @@ class InferenceStats:
 class EvalPolicy(Protocol):
     name: str
     camera_keys: tuple[str, ...]
-    image_size: tuple[int, int] | None   # (width, height) the cameras render at; None: the robot's default
+
+    @property
+    def image_size(self) -> tuple[int, int] | None:
+        """(width, height) the cameras render at; None: the robot's default."""
+        ...
 
     def reset(self, context: TrialContext) -> None:
         """Forget the previous trial (action queues, hidden state)."""

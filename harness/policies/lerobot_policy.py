@@ -13,8 +13,8 @@ from typing import Any
 from harness.errors import HarnessInputError
 from harness.models.run_settings import InferenceEngine
 from harness.policies.base import BasePolicy, InferenceStats, TrialContext
-from harness.policies.rtc_policy import RtcCall, RtcSettings, SimTimeRtc
-from harness.policies.rtc_wall import WallClockRtc
+from harness.policies.inference.rtc_policy import RtcCall, RtcSettings, SimTimeRtc
+from harness.policies.inference.rtc_wall import WallClockRtc
 
 IMAGE_PREFIX = "observation.images."
 
@@ -288,7 +288,7 @@ class LeRobotPolicy(BasePolicy):
         from lerobot.utils.feature_utils import build_dataset_frame
 
         if self._rtc is not None:
-            from harness.policies.async_policy import next_command
+            from harness.policies.inference.async_policy import next_command
 
             values = self._rtc.next_action(observation)
             self.chunk_switches = self._rtc.chunk_switches

@@ -115,8 +115,9 @@ def real_of(twin: Scoresheet) -> Scoresheet:
 def tracking(sheet: Scoresheet) -> TrackingFit | None:
     """The run's tracking slope, as its failure anatomy reports it (`reports.analysis.run_anatomy`)."""
     finals = [a for i in sheet.trial_indices if (a := sheet.final_attempt(i)) is not None and a.anatomy is not None]
-    grasped = [a.anatomy for a in finals if a.anatomy.grasp_point_cm is not None]
-    return tracking_fit([g.cube_start_cm for g in grasped], [g.grasp_point_cm for g in grasped])
+    anatomies = [a.anatomy for a in finals if a.anatomy is not None]
+    points = [(g.cube_start_cm, g.grasp_point_cm) for g in anatomies if g.grasp_point_cm is not None]
+    return tracking_fit([start for start, _ in points], [grasp for _, grasp in points])
 
 
 def _rate(k: int, n: int) -> Rate:

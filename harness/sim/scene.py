@@ -45,7 +45,7 @@ class SceneGeometry:
     exposure: float = 1.0        # every light (the sun and the headlight) times this: a reality-gap knob
     cube_friction: float = 1.0   # the cube's sliding friction coefficient: a reality-gap knob
     # Extra table materials, a glossy bowl material and a shadow map, switched per frame by the
-    # measurement stress set (harness/sim/stress_set.py); off for ordinary runs, where they cost nothing.
+    # measurement stress set (tests/generators/stress_set.py); off for ordinary runs, where they cost nothing.
     surface_variants: bool = False
 
     @property

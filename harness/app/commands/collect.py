@@ -1,4 +1,4 @@
-"""`harness collect`: the parser; the command itself is `harness.app.collect_runner`."""
+"""`harness collect`: the parser; the command itself is `harness.app.collect_command`."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _size(text: str) -> tuple[int, int]:
 
 
 def collect(args: argparse.Namespace) -> int:
-    from harness.app.collect_runner import CollectRequest, collect, default_output
+    from harness.app.collect_command import CollectRequest, collect, default_output
     from harness.data.acceptance import AcceptMode
 
     if args.max_attempts is not None and args.max_attempts < 1:

@@ -1,4 +1,4 @@
-"""`harness rehearse`: the real-arm flow end to end on the emulated arm (see `harness.app.rehearse`)."""
+"""`harness rehearse`: the real-arm flow end to end on the emulated arm (see `harness.app.rehearse_command`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 
 def rehearse(args: argparse.Namespace) -> int:
-    from harness.app.rehearse import rehearse_from_args
+    from harness.app.rehearse_command import rehearse_from_args
 
     return rehearse_from_args(args)
 
@@ -36,17 +36,15 @@ def register(sub: Any) -> None:
     parser.add_argument("--resume", action="store_true",
                         help="continue a paused or interrupted rehearsal: its scoresheet, with the desk's photos and "
                              "bowl calibration it already made (same protocol, policy and --rehearsal-dir)")
-    parser.add_argument("--max-trials", type=int, help="stop after this many attempts")
     parser.add_argument("--gap", action="append", metavar="NAME=VALUE",
                         help="a declared reality gap, repeatable: the emulated arm differs from the simulated twin "
                              "(`harness twin`) in this knob, recorded in the scoresheet: cube_friction (twin 1.0), "
                              "cube_mass_g (30), servo_gain (1.0), servo_backlash_deg (0), camera_tilt_deg (0), "
                              "exposure (1.0); docs/twin.md")
-    parser.add_argument("--device", help="torch device for the policy (default: cuda if available)")
-    parser.add_argument("--inference", choices=["sync", "rtc"],
-                        help="LeRobot inference engine for the run: sync (default) or rtc (Real-Time Chunking beside "
-                             "the paced arm, in wall time); with rtc, the --rtc-* flags as `harness run` takes them")
-    from harness.app.rtc_inference import register_flags as register_rtc_flags
+    from harness.app.commands.run import add_run_flags
+    from harness.app.rehearse_command import REHEARSAL_OWNS
 
-    register_rtc_flags(parser)
+    # the run's own flags (--max-trials, --device, --inference and --rtc-*, --video-*, ...), passed on to it
+    # as given; those the rehearsal decides (robot, port, cameras, files, scoresheet) are its own
+    add_run_flags(parser, skip=REHEARSAL_OWNS)
     parser.set_defaults(func=rehearse)

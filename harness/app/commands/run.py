@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Collection
 from typing import Any
 
 
@@ -21,13 +22,34 @@ def _workers(text: str) -> int | str:
         raise argparse.ArgumentTypeError(f"'{text}' is not a number or auto") from None
 
 
+class _Skipping:
+    """A parser that adds every flag but those whose destination is in `skip` (what another command decides)."""
+
+    def __init__(self, parser: argparse.ArgumentParser, skip: Collection[str]) -> None:
+        self.parser = parser
+        self.skip = frozenset(skip)
+
+    def add_argument(self, *names: str, **kwargs: Any) -> None:
+        dest = kwargs.get("dest") or next((n for n in names if n.startswith("--")), names[0]).lstrip("-")
+        if dest.replace("-", "_") not in self.skip:
+            self.parser.add_argument(*names, **kwargs)
+
+
 def register(sub: Any) -> None:
+    parser = sub.add_parser("run", help="run a protocol, trial by trial (resumable)")
+    add_run_flags(parser)
+    parser.set_defaults(func=run)
+
+
+def add_run_flags(target: argparse.ArgumentParser, skip: Collection[str] = ()) -> None:
+    """Every `harness run` flag (each a `models.run_request.RUN_FLAGS` entry), but those in `skip`: `harness
+    rehearse` takes the run's flags it does not decide itself, so a new flag reaches rehearsals at once."""
     from harness.app.async_inference import register_flags as register_async_flags
     from harness.app.rtc_inference import register_flags as register_rtc_flags
     from harness.models.render_profile import RenderProfile
     from harness.models.run_settings import InferenceEngine, RobotKind
 
-    parser = sub.add_parser("run", help="run a protocol, trial by trial (resumable)")
+    parser: Any = _Skipping(target, skip)
     parser.add_argument("protocol")
     parser.add_argument("--resume", action="store_true", help="continue the run's scoresheet where it stopped")
     parser.add_argument("--robot", choices=[kind.value for kind in RobotKind],
@@ -108,4 +130,3 @@ def register(sub: Any) -> None:
                                           "on loopback only); see docs/sweeps.md for what must protect a cluster")
     parser.add_argument("--ray-dashboard", action="store_true",
                         help="start Ray's dashboard for a local --workers run (on 127.0.0.1; off by default)")
-    parser.set_defaults(func=run)

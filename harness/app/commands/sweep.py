@@ -1,4 +1,4 @@
-"""`harness sweep`: the parser; the command itself is `harness.app.sweep_runner`."""
+"""`harness sweep`: the parser; the command itself is `harness.app.sweep_command`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 
 def sweep(args: argparse.Namespace) -> int:
-    from harness.app.sweep_runner import report_only, run_sweep
+    from harness.app.sweep_command import report_only, run_sweep
 
     if args.report:
         return report_only(Path(args.spec), Path(args.scoresheets_dir))

@@ -25,9 +25,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from harness.policies.async_client import ANSWER_TIMEOUT_S, PolicyServerLost
-from harness.policies.async_policy import AsyncSettings, ChunkQueue, next_command
 from harness.policies.base import BasePolicy, InferenceStats, TrialContext
+from harness.policies.inference.async_client import ANSWER_TIMEOUT_S, PolicyServerLost
+from harness.policies.inference.async_policy import AsyncSettings, ChunkQueue, next_command
 
 JOIN_TIMEOUT_S = 5.0   # a receiver whose server call cannot be cancelled is left (a daemon) after this
 JOIN_POLL_S = 0.05

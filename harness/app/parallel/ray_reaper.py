@@ -9,7 +9,7 @@ notes the driver's descendants (each by pid and start time, so a reused pid is n
 once the pipe reads end-of-file (the driver exited, cleanly or not), it terminates every noted
 process still alive, then kills what ignored the request within two seconds.
 
-Run as `python -m harness.app.ray_reaper DRIVER_PID` with the pipe on stdin.
+Run as `python -m harness.app.parallel.ray_reaper DRIVER_PID` with the pipe on stdin.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ GRACE_S = 2.0         # between SIGTERM and SIGKILL
 
 def start(driver_pid: int | None = None) -> subprocess.Popen[bytes]:
     """Start the watchman for `driver_pid` (this process by default); it lives until this process does."""
-    return subprocess.Popen([sys.executable, "-m", "harness.app.ray_reaper", str(driver_pid or os.getpid())],
+    return subprocess.Popen([sys.executable, "-m", "harness.app.parallel.ray_reaper", str(driver_pid or os.getpid())],
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)   # out of the terminal's group: Ctrl-C reaches the driver only
 

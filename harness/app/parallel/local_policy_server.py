@@ -42,7 +42,7 @@ class LocalPolicyServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:   # the child keeps its own descriptor
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "harness.app.local_policy_server", f"--host={self.host}",
+                [sys.executable, "-m", "harness.app.parallel.local_policy_server", f"--host={self.host}",
                  f"--port={self.port}", f"--fps={self.fps}"],
                 cwd=self.log_path.parent, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
                 env=_env_finding_this_package())

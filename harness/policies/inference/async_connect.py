@@ -9,9 +9,9 @@ from typing import Any
 
 from harness.errors import HarnessInputError
 from harness.models.protocol import JOINT_NAMES
-from harness.policies.async_client import ANSWER_TIMEOUT_S, PolicyServerClient, ServerAddress
-from harness.policies.async_policy import AsyncServerPolicy, AsyncSettings
-from harness.policies.async_wall import WallClockAsyncPolicy
+from harness.policies.inference.async_client import ANSWER_TIMEOUT_S, PolicyServerClient, ServerAddress
+from harness.policies.inference.async_policy import AsyncServerPolicy, AsyncSettings
+from harness.policies.inference.async_wall import WallClockAsyncPolicy
 from harness.policies.lerobot_policy import (
     IMAGE_PREFIX,
     camera_shapes,

@@ -10,8 +10,9 @@ on the run's folder. A rehearsal does exactly that, on `harness emulate-bus --si
    pose; its top camera photographs the empty table and the cube on its trained spot;
 3. `harness measure --auto` (its own parser and handler) calibrates the rim on the empty table and
    measures the trained spot, writing the calibration into the rehearsal's folder;
-4. `harness run --robot so101` (its own parser and `run_from_args`) runs the trials: guided placement,
-   the policy, the proposal, the score, written to a normal locked scoresheet and runs folder;
+4. `harness run --robot so101` (its `RunRequest`: the rehearsal's run flags with the desk's robot, port,
+   cameras and files over them, run by `run_request`) runs the trials: guided placement, the policy, the
+   proposal, the score, written to a normal locked scoresheet and runs folder;
 5. `harness measure` on that runs folder records each trial's final placement in the scoresheet.
 
 Only the operator is the rehearsal's own (`app.rehearse_operator`): a person typing the emulator's
@@ -39,11 +40,16 @@ from PIL import Image
 from harness.errors import HarnessInputError
 from harness.models.protocol import JOINT_NAMES, Protocol, load_protocol
 from harness.models.reality_gap import RealityGap, parse_gap
+from harness.models.run_request import RUN_FLAGS, RunRequest, WorkersRequest
 from harness.models.run_settings import RobotKind
 from harness.scratch import make as make_scratch
 from harness.scratch import remove as remove_scratch
 
 ROBOT_ID = "emulated_follower"   # the emulated arm's calibration (calibration/emulated_follower.json)
+# the `harness run` settings a rehearsal decides itself (the emulated desk's); it takes every other run flag
+REHEARSAL_OWNS = ("protocol", "policy", "robot", "port", "robot_id", "camera", "bowl_calibration", "trained_spot",
+                  "scoresheet", "runs_dir", "resume", "headless", "realtime", "inject_dropout", "workers",
+                  "no_driver_worker", "address", "ray_dashboard")
 
 
 class OperatorKind(StrEnum):
@@ -80,7 +86,7 @@ class _CommandParser(argparse.ArgumentParser):
 
 
 def command_arguments(argv: Sequence[str]) -> argparse.Namespace:
-    """`harness run ...` or `harness measure ...`, parsed by that command's own parser (`app.commands`)."""
+    """`harness measure ...` (or a comparison's `harness run ...`), parsed by that command's own parser."""
     from harness.app.commands import run, vision
 
     parser = _CommandParser(prog="harness")
@@ -211,16 +217,15 @@ class Rehearsal:
     size: tuple[int, int]
     placement_error_cm: float
     seed: int
-    max_trials: int | None
-    device: str | None
-    inference: tuple[str, ...] = ()   # `harness run`'s --inference and --rtc-* flags, passed on as given
+    run: RunRequest   # the rehearsal's run flags; `desk_request` puts the desk's own settings over them
+    run_flags: tuple[str, ...] = ()   # ... as typed, for the command line shown
     resume: bool = False   # continue the rehearsal's scoresheet with the desk's files it already made
     gap: RealityGap = field(default_factory=RealityGap)   # how the emulated arm differs from the twin (`--gap`)
 
 
 def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
     """Every flag checked, nothing written: bad input is one line and exit 2."""
-    from harness.app.build import check_policy_fits_robot
+    from harness.app.build import check_policy_fits_robot, check_run_request
     from harness.app.sheet import _slug
 
     protocol_path = Path(args.protocol)
@@ -236,8 +241,9 @@ def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
     error = args.placement_error_cm
     if not (math.isfinite(error) and 0.0 <= error <= 5.0):
         raise HarnessInputError(None, "--placement-error-cm", f"{error}: must be within 0..5 cm")
-    if args.max_trials is not None and args.max_trials < 1:
-        raise HarnessInputError(None, "--max-trials", f"{args.max_trials}: must be at least 1")
+    passed = {dest: value for dest, value in vars(args).items() if dest in RUN_FLAGS and dest not in REHEARSAL_OWNS}
+    run = RunRequest.from_flags(passed | {"protocol": protocol_path})
+    check_run_request(run)
     operator = OperatorKind(args.operator)
     if operator is OperatorKind.PERSON and not sys.stdin.isatty():
         raise HarnessInputError(None, "--operator", "person needs a terminal to type at; use --operator scripted")
@@ -265,7 +271,7 @@ def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
             raise HarnessInputError(folder, "--resume", f"the desk's {', '.join(missing)} is missing: the rehearsal "
                                                         "it resumes made it; pass the same --rehearsal-dir")
     return Rehearsal(protocol_path, protocol, policies, operator, files, scoresheet, Path("runs"),
-                     size, error, args.seed, args.max_trials, args.device, inference_flags(args), resume, gap)
+                     size, error, args.seed, run, typed_flags(passed, run), resume, gap)
 
 
 def check_policy_folder(policy: Path) -> None:
@@ -296,15 +302,52 @@ def check_policy_folder(policy: Path) -> None:
                                 "(lerobot-train --rename_map) names the robot's cameras")
 
 
-def inference_flags(args: argparse.Namespace) -> tuple[str, ...]:
-    """The run's `--inference` and `--rtc-*` flags as given (`harness run` checks them before anything is locked)."""
-    from harness.app.rtc_inference import RTC_FLAGS
+def typed_flags(passed: dict[str, Any], run: RunRequest) -> tuple[str, ...]:
+    """The run flags a person gave the rehearsal, as they would type them for `harness run` (those that
+    change the request from its defaults)."""
+    default = RunRequest(protocol=run.protocol)
+    shown: list[str] = []
+    for dest, value in passed.items():
+        spec = RUN_FLAGS[dest]
+        if all(_field(run, path) == _field(default, path) for path in spec.fields):
+            continue
+        if value is True:
+            shown.append(spec.flag)
+        elif isinstance(value, list):
+            shown += [f"{spec.flag}={item}" for item in value]
+        elif value is not None:
+            shown.append(f"{spec.flag}={value}")
+    return tuple(shown)
 
-    engine = getattr(args, "inference", None)
-    flags = [f"--inference={engine}"] if engine else []
-    flags += [f"{flag}={getattr(args, name)}" for name, flag in RTC_FLAGS.items()
-              if getattr(args, name, None) is not None]
-    return tuple(flags)
+
+def _field(request: RunRequest, path: str) -> Any:
+    value: Any = request
+    for name in path.split("."):
+        value = getattr(value, name)
+    return value
+
+
+def desk_request(plan: Rehearsal, port: str, camera_source: str) -> RunRequest:
+    """The run on the emulated desk: the rehearsal's run flags with what the rehearsal decides over them."""
+    return plan.run.updated(
+        protocol=plan.protocol_path, policies=tuple(str(p) for p in plan.policies), scoresheet=plan.scoresheet,
+        runs_dir=plan.runs_dir, headless=True, resume=plan.resume, realtime=False, inject_dropout=None,
+        workers=WorkersRequest().model_dump(),
+        robot={"kind": RobotKind.SO101, "port": port, "robot_id": ROBOT_ID,
+               "cameras": {name: camera_source for name in run_cameras(plan.policies)}},
+        placement={"bowl_calibration": plan.files.calibration, "trained_spot": plan.files.trained_spot})
+
+
+def run_command_line(request: RunRequest, typed: Sequence[str] = ()) -> list[str]:
+    """What a desk would type for the same run (shown, never parsed): the settings a rehearsal decides, then
+    the run flags given to the rehearsal."""
+    robot = request.robot
+    return ["run", str(request.protocol), f"--robot={robot.kind}", f"--port={robot.port}",
+            f"--robot-id={robot.robot_id}", *(f"--policy={policy}" for policy in request.policies),
+            *(f"--camera={name}={source}" for name, source in robot.cameras.items()),
+            f"--bowl-calibration={request.placement.bowl_calibration}",
+            f"--trained-spot={request.placement.trained_spot}", f"--scoresheet={request.scoresheet}",
+            f"--runs-dir={request.runs_dir}", "--headless", *typed, *(["--resume"] if request.resume else [])]
 
 
 def run_cameras(policies: tuple[Path, ...]) -> list[str]:
@@ -348,7 +391,7 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
     out = out or sys.stdout
     from harness.app.measure_command import run_measure
     from harness.app.rehearse_operator import CONSOLE_HINT, OFF_TABLE_CM
-    from harness.app.run_command import run_from_args
+    from harness.app.run_command import run_from_args, run_request
     from harness.bus.scenario import default_scenario, open_rig
 
     protocol, files = plan.protocol, plan.files
@@ -371,22 +414,19 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
                 say_command(measure, out)
                 if run_measure(command_arguments(measure)) != 0:
                     raise HarnessInputError(files.trained_spot, None, "the cube on its trained spot was not measured")
-            run = ["run", str(plan.protocol_path), "--robot=so101", f"--port={rig.port}", f"--robot-id={ROBOT_ID}",
-                   *(f"--policy={policy}" for policy in plan.policies),
-                   *(f"--camera={name}={source}" for name in run_cameras(plan.policies)),
-                   f"--bowl-calibration={files.calibration}", f"--trained-spot={files.trained_spot}",
-                   f"--scoresheet={plan.scoresheet}", f"--runs-dir={plan.runs_dir}", "--headless",
-                   *([f"--max-trials={plan.max_trials}"] if plan.max_trials else []),
-                   *([f"--device={plan.device}"] if plan.device else []), *plan.inference,
-                   *(["--resume"] if plan.resume else [])]
-            say_command(run, out)
+            request = desk_request(plan, rig.port, source)
+            shown = run_command_line(request, plan.run_flags)
+            say_command(shown, out)
             if plan.operator is OperatorKind.PERSON:
                 print(CONSOLE_HINT, file=out, flush=True)
             if not plan.gap.none:
                 print(f"reality gap (recorded in the scoresheet): {plan.gap.describe()}", file=out, flush=True)
-            run_args = command_arguments(run)
-            run_args.provenance = {"rehearsal": {"gap": plan.gap.declared()}}   # locked: `LockedRehearsal`
-            code = run_from_args(run_args, _parts(plan, rig))
+            parts = _parts(plan, rig)
+            # a comparison (two or more policies) still runs from its parsed command line (`app/compare_run.py`)
+            if len(plan.policies) > 1:
+                code = run_from_args(command_arguments(shown), parts)
+            else:
+                code = run_request(request.updated(provenance={"rehearsal": {"gap": plan.gap.declared()}}), parts)
             if code != 0:
                 return code
     finally:

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.models.protocol import JOINT_NAMES
-from harness.policies.async_client import PolicyServerLost
 from harness.policies.base import BasePolicy, InferenceStats, TrialContext
+from harness.policies.inference.async_client import PolicyServerLost
 
 DEFAULT_THRESHOLD = 0.5                  # LeRobot's RobotClientConfig defaults
 DEFAULT_AGGREGATE = "weighted_average"

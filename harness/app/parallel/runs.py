@@ -22,7 +22,6 @@ later trials are discarded unrecorded (they are run again on resume).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 import os
@@ -37,12 +36,13 @@ from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from harness.app.sheet import trials_to_run
 from harness.errors import EXIT_PAUSED, HarnessError, HarnessInputError, RunPaused
 from harness.models.locked import LockedInference
 from harness.models.protocol import Protocol
+from harness.models.run_request import RunRequest, WorkersRequest
 from harness.models.run_settings import InferenceEngine, RobotKind, RunSettings
 from harness.models.scoresheet import Attempt, LockedBlock, Scoresheet, run_inference
 from harness.models.taxonomy import Void, VoidKind
@@ -50,7 +50,6 @@ from harness.scratch import make as make_scratch
 
 log = logging.getLogger(__name__)
 
-MAX_WORKERS = 256
 CONTROL_GROUP = "control"   # a worker's concurrency group for the emergency stop
 STOP_KEY_POLL_S = 0.05
 CLOSE_TIMEOUT_S = 10.0   # for the Ray workers to release their arms and remove their folders at the end
@@ -106,20 +105,18 @@ class TrialResult:
     worker_s: float = 0.0
 
 
-def worker_arguments(args: argparse.Namespace, runs_dir: Path, lanes: int | None = 0) -> argparse.Namespace:
-    """The run's own arguments, with evidence going to the worker's folder, one trial at a time, and the
+def worker_request(request: RunRequest, runs_dir: Path, lanes: int | None = 0) -> RunRequest:
+    """The run's own request, with evidence going to the worker's folder, one trial at a time, and the
     evidence drawn inline (`lanes=0`) or by that many writer lanes (None: the serial default)."""
-    values = dict(vars(args))
-    values.update(runs_dir=str(runs_dir), workers=1, headless=True, record_dataset=None, realtime=False,
-                  evidence_lanes=lanes)
-    return argparse.Namespace(**values)
+    return request.updated(runs_dir=runs_dir, headless=True, realtime=False, workers=WorkersRequest().model_dump(),
+                           dataset={"record": False, "folder": None}, evidence={"lanes": lanes})
 
 
 class TrialWorkerImpl:
     """A worker: one simulator, one policy, one engine, many trials. The body of a Ray actor, and of the
     driver's own worker (given the policy the driver loaded already, and its `Parts`)."""
 
-    def __init__(self, args: argparse.Namespace, protocol: Protocol, sheet_path: str, locked_data: dict[str, Any],
+    def __init__(self, request: RunRequest, protocol: Protocol, sheet_path: str, locked_data: dict[str, Any],
                  settings: RunSettings, lanes: int | None = 0, parts: Any = None, policy: Any = None) -> None:
         from harness.app.build import FrontEnd, prepare_run
 
@@ -127,7 +124,9 @@ class TrialWorkerImpl:
         self.sheet = DetachedSheet(Path(sheet_path), locked_data, settings)
         self.protocol = protocol
         try:
-            self.setup = prepare_run(worker_arguments(args, self.tmp, lanes), protocol, self.sheet, FrontEnd.PLAIN,
+            # the stand-in has every member of a scoresheet the engine reads
+            self.setup = prepare_run(worker_request(request, self.tmp, lanes), protocol,
+                                     cast("Scoresheet", self.sheet), FrontEnd.PLAIN,
                                      parts, policy)
         except BaseException:
             shutil.rmtree(self.tmp, ignore_errors=True)
@@ -195,21 +194,20 @@ def store_evidence(result: TrialResult, runs_dir: Path, stem: str) -> Attempt:
     return attempt.model_copy(update={"artifacts": artifacts})
 
 
-def check_workers(args: argparse.Namespace, robot: RobotKind) -> None:
-    """`--workers` is for the simulated arm, plain mode, no dataset recording: refused before any lock."""
-    workers = getattr(args, "workers", 1)
-    if not 1 <= workers <= MAX_WORKERS:
-        raise HarnessInputError(None, "--workers", f"{workers}: must be within 1..{MAX_WORKERS}")
-    if workers == 1 and not getattr(args, "address", None) and not getattr(args, "no_driver_worker", False):
+def check_workers(request: RunRequest, robot: RobotKind) -> None:
+    """`--workers` is for the simulated arm, plain mode, no dataset recording: refused before any lock (the
+    count's range is the request's own check)."""
+    workers = request.workers
+    if not workers.parallel:
         return
-    if getattr(args, "address", None):
-        check_address(args.address)
+    if workers.address:
+        check_address(workers.address)
     if not RobotKind(robot).simulated:
         raise HarnessInputError(None, "--workers", "parallel trials need the simulated arm (--robot sim)")
-    if args.record_dataset is not None:
+    if request.dataset.record:
         raise HarnessInputError(None, "--record-dataset", "not with --workers (one dataset writer per run): "
                                                           "record with a serial run")
-    if args.inject_dropout:
+    if request.inject_dropout:
         raise HarnessInputError(None, "--inject-dropout", "not with --workers")
 
 
@@ -304,7 +302,7 @@ def start_ray(address: str | None, workers: int, dashboard: bool = False) -> Non
             raise HarnessInputError(None, "--address", f"cannot join the Ray cluster at {address}: {exc}") from None
         return
     if _reaper is None or _reaper.poll() is not None:
-        from harness.app.ray_reaper import start
+        from harness.app.parallel.ray_reaper import start
 
         _reaper = start()
     # CPUs for every worker, and at least the machine's: a runtime that outlives this run (a sweep's next cell, a
@@ -358,9 +356,9 @@ class RayWorkers:
     """Ray and `count` actors, started on a thread of their own while the driver runs trials: each actor is
     handed over (`ready`) once it is built and connected; a failure is handed over as the exception."""
 
-    def __init__(self, args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet, count: int,
+    def __init__(self, request: RunRequest, protocol: Protocol, sheet: Scoresheet, count: int,
                  clock: Any = time.perf_counter) -> None:
-        self.args = args
+        self.request = request
         self.protocol = protocol
         self.sheet = sheet
         self.count = count
@@ -379,8 +377,7 @@ class RayWorkers:
 
     def _start(self) -> None:
         try:
-            RayHost.run(start_ray, getattr(self.args, "address", None), self.count,
-                        getattr(self.args, "ray_dashboard", False))
+            RayHost.run(start_ray, self.request.workers.address, self.count, self.request.workers.ray_dashboard)
             self.ray_up_after_s = self.clock() - self.started
             log.info("Ray up after %.1f s", self.ray_up_after_s)
             if self._cancelled.is_set():
@@ -392,7 +389,7 @@ class RayWorkers:
             remote = ray.remote(num_cpus=1, max_restarts=3, max_task_retries=3,
                                 concurrency_groups={CONTROL_GROUP: 1})(TrialWorkerImpl)
             with self._lock:
-                self._actors = [remote.remote(self.args, self.protocol, str(self.sheet.path), self.sheet.locked_data,
+                self._actors = [remote.remote(self.request, self.protocol, str(self.sheet.path), self.sheet.locked_data,
                                               self.sheet.settings) for _ in range(self.count)]
                 setting_up = {actor.pid.remote(): actor for actor in self._actors}
             while setting_up and not self._cancelled.is_set():
@@ -411,7 +408,7 @@ class RayWorkers:
     def newly_ready(self, wait_s: float = 0.0) -> list[RayWorker]:
         """Workers ready since the last call (waiting up to `wait_s` for one); raises what stopped Ray or a
         worker from starting."""
-        ready = []
+        ready: list[RayWorker] = []
         while True:
             try:
                 item = self._ready.get(timeout=wait_s) if wait_s > 0 and not ready else self._ready.get_nowait()
@@ -510,7 +507,7 @@ def quiet_ray_init() -> Iterator[None]:
 class ParallelRun:
     """Drives the driver's own worker and the Ray workers over the pending trials of one locked scoresheet."""
 
-    args: argparse.Namespace
+    request: RunRequest
     protocol: Protocol
     sheet: Scoresheet
     observer: Any
@@ -622,7 +619,7 @@ def local_cores() -> int:
         return os.cpu_count() or 1
 
 
-def run_parallel(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet, created: bool,
+def run_parallel(request: RunRequest, protocol: Protocol, sheet: Scoresheet, created: bool,
                  observer: Any = None, parts: Any = None, policy: Any = None) -> int:
     """The parallel counterpart of the engine's run: build the driver's own worker (with `policy`, loaded
     already, which it then owns), write the new sheet, start Ray and the other workers in the background,
@@ -630,15 +627,16 @@ def run_parallel(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet
     attempts recorded."""
     from harness.run.terminal import StopKey, TerminalObserver
 
-    workers = args.workers
-    address = getattr(args, "address", None)
+    workers = request.workers.count
+    assert isinstance(workers, int), "--workers auto is resolved before the run starts"
+    address = request.workers.address
     local: LocalWorker | None = None
-    if getattr(args, "no_driver_worker", False):
+    if not request.workers.driver_worker:
         if policy is not None:
             policy.close()   # loaded to check it; each Ray worker loads its own
     else:   # keeps the serial run's writer lanes only where the other workers leave this machine cores free
         lanes = None if address or workers < local_cores() else 0
-        local = LocalWorker(TrialWorkerImpl(args, protocol, str(sheet.path), sheet.locked_data, sheet.settings,
+        local = LocalWorker(TrialWorkerImpl(request, protocol, str(sheet.path), sheet.locked_data, sheet.settings,
                                             lanes=lanes, parts=parts, policy=policy))
     on_ray = workers - (local is not None)
     observer = observer or TerminalObserver(operator_scores=False)
@@ -650,11 +648,12 @@ def run_parallel(args: argparse.Namespace, protocol: Protocol, sheet: Scoresheet
         if created:
             sheet.create()
         here = "this process at once, " if local is not None else ""
-        print(f"{sheet.path}: {trials_to_run(sheet, args.max_trials)} "
+        print(f"{sheet.path}: {trials_to_run(sheet, request.max_trials)} "
               f"({sheet.locked.policy.ref} on {sheet.locked.robot}, {workers} worker{'s' if workers > 1 else ''}: "
               f"{here}{on_ray} on Ray as they start)", flush=True)
-        ray_workers = RayWorkers(args, protocol, sheet, on_ray)
-        run = ParallelRun(args, protocol, sheet, observer, local, ray_workers, Path(args.runs_dir), args.max_trials)
+        ray_workers = RayWorkers(request, protocol, sheet, on_ray)
+        run = ParallelRun(request, protocol, sheet, observer, local, ray_workers, request.runs_dir,
+                          request.max_trials)
         try:
             with StopKey(run, lambda: False):
                 return run.run()

@@ -24,8 +24,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from harness.policies.async_wall import just_below, loop_scheduling
-from harness.policies.rtc_policy import RtcSettings, steps_of
+from harness.policies.inference.async_wall import just_below, loop_scheduling
+from harness.policies.inference.rtc_policy import RtcSettings, steps_of
 
 log = logging.getLogger(__name__)
 

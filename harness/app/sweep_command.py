@@ -1,47 +1,30 @@
 """`harness sweep SPEC.yaml`: every cell (checkpoint x protocol x condition) an ordinary `harness run`
 on Ray workers, each with its own locked scoresheet under `scoresheets/<sweep>/`; then the sweep report.
 
-Every cell's arguments are parsed by `harness run`'s own parser before the first cell starts, so a
-bad condition is refused while nothing is locked. Cells already scored are skipped; a cell stopped
+Every cell is a `RunRequest` (the sweep's own settings, its condition's over them), built and checked as
+`harness run` checks its own before the first cell starts, so a bad condition is refused while nothing is
+locked. Cells already scored are skipped; a cell stopped
 half-way is resumed, so `harness sweep SPEC --resume` after any interruption finishes the sweep.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from harness.errors import HarnessInputError
+from harness.models.run_request import RobotRequest, RunRequest, WorkersRequest
 from harness.models.run_settings import BuiltinPolicy, RobotKind
 from harness.models.scoresheet import Attempt, load_scoresheet
-from harness.models.sweep_spec import Cell, NotApplicable, Sweep, condition_flags, load_sweep
+from harness.models.sweep_spec import Cell, NotApplicable, Sweep, condition_settings, load_sweep
 from harness.models.taxonomy import Label
 from harness.policies.hub import checkpoint_folder
 
 log = logging.getLogger(__name__)
-
-
-class _CellParser(argparse.ArgumentParser):
-    """`harness run`'s parser, with its complaints about a cell raised as bad input in the sweep file."""
-
-    sweep_path: Path = Path("<sweep>")
-
-    def error(self, message: str) -> NoReturn:
-        raise HarnessInputError(self.sweep_path, "conditions", message)
-
-
-def _run_parser(sweep_path: Path) -> argparse.ArgumentParser:
-    from harness.app.commands import run as run_command
-
-    parser = _CellParser(prog="harness")
-    parser.sweep_path = sweep_path
-    run_command.register(parser.add_subparsers(parser_class=_CellParser))
-    return parser
 
 
 def sheet_of(sweep: Sweep, cell: Cell) -> Path:
@@ -72,27 +55,23 @@ def local_server_address(sweep: Sweep, cell: Cell) -> str | None:
         inference = load_scoresheet(sheet).locked.inference
         if inference is not None and inference.server:
             return inference.server
-    from harness.app.local_policy_server import free_loopback_port
+    from harness.app.parallel.local_policy_server import free_loopback_port
 
     return f"127.0.0.1:{free_loopback_port()}"
 
 
-def cell_arguments(sweep: Sweep, cell: Cell, runs_dir: Path, address: str | None,
-                   server: str | None = None) -> argparse.Namespace:
-    """The `harness run` a cell stands for, parsed (and so checked) by that command's own parser. A cell served
-    by LeRobot's policy server runs in this process, with one worker (the server serves one client)."""
+def cell_request(sweep: Sweep, cell: Cell, runs_dir: Path, address: str | None,
+                 server: str | None = None) -> RunRequest:
+    """The `harness run` a cell stands for: what the sweep decides (`SWEEP_OWNS`) with the condition's settings
+    over it. A cell served by LeRobot's policy server runs in this process, with one worker (the server serves
+    one client); every other cell on Ray, even with one worker: the same path, the same evidence shipping."""
     sheet = sheet_of(sweep, cell)
     served = "policy_server" in cell.condition
-    argv = ["run", str(cell.protocol), "--headless", "--policy", cell.checkpoint.ref, "--robot", RobotKind.SIM.value,
-            "--scoresheet", str(sheet), "--runs-dir", str(runs_dir / sweep.spec.name),
-            "--workers", "1" if served else str(sweep.spec.workers), *condition_flags(cell.condition, server)]
-    if address and not served:
-        argv += ["--address", address]
-    if sheet.exists():
-        argv.append("--resume")
-    args = _run_parser(sweep.path).parse_args(argv)
-    args.on_ray = not served   # even one worker runs on Ray: the same path, the same evidence shipping
-    return args
+    base = RunRequest(protocol=cell.protocol, policies=(cell.checkpoint.ref,), robot=RobotRequest(kind=RobotKind.SIM),
+                      scoresheet=sheet, runs_dir=runs_dir / sweep.spec.name, resume=sheet.exists(), headless=True,
+                      workers=WorkersRequest(count=1 if served else sweep.spec.workers,
+                                             address=None if served else address, on_ray=not served))
+    return base.with_flags(condition_settings(cell.condition, server))
 
 
 class CellProgress:
@@ -121,8 +100,8 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
     """Run every cell not yet scored, then write the sweep report. Returns the process exit code."""
     from tqdm import tqdm
 
-    from harness.app.parallel import check_address
-    from harness.app.run_command import run_from_args
+    from harness.app.parallel.runs import check_address
+    from harness.app.run_command import run_request
     from harness.app.worker_cache import WorkerCache
 
     sweep = load_sweep(path, scoresheets_dir)
@@ -130,11 +109,14 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
         raise HarnessInputError(sweep.folder, None, "this sweep has scoresheets already; add --resume to continue it")
     skipped = {cell.key: why for cell in sweep.cells if (why := not_applicable(cell)) is not None}
     servers = {cell.key: local_server_address(sweep, cell) for cell in sweep.cells}
-    arguments = [(cell, cell_arguments(sweep, cell, runs_dir, address, servers[cell.key]))
-                 for cell in sweep.cells if cell.key not in skipped]
-    for cell, args in arguments:   # every cell's protocol and policy checked before anything is locked
+    requests: list[tuple[Cell, RunRequest]] = []
+    for cell in sweep.cells:   # every cell's settings, protocol and policy checked before anything is locked
+        if cell.key in skipped:
+            continue
         try:
-            _check_cell(cell, args)
+            request = cell_request(sweep, cell, runs_dir, address, servers[cell.key])
+            _check_cell(request)
+            requests.append((cell, request))
         except HarnessInputError as exc:
             if exc.file is not None:
                 raise
@@ -142,8 +124,8 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
     if address:
         check_address(address)
     sweep.folder.mkdir(parents=True, exist_ok=True)
-    total = sum(_planned(cell) for cell, _ in arguments)
-    done = sum(_scored(sheet_of(sweep, cell)) for cell, _ in arguments)
+    total = sum(_planned(cell) for cell, _ in requests)
+    done = sum(_scored(sheet_of(sweep, cell)) for cell, _ in requests)
     print(f"sweep {sweep.spec.name}: {len(sweep.cells)} cells ({len(sweep.checkpoints)} checkpoints x "
           f"{len(sweep.spec.protocols)} protocols x {len(sweep.spec.conditions)} conditions"
           f"{f', {len(skipped)} not applicable' if skipped else ''}), {done} of {total} "
@@ -153,16 +135,16 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
     kept = WorkerCache()   # this process's policies and simulators, loaded once for every cell that runs here
     try:
         with tqdm(total=total, initial=done, desc="sweep", unit="trial", position=0, file=sys.stderr) as overall:
-            for number, (cell, args) in enumerate(arguments, start=1):
+            for number, (cell, request) in enumerate(requests, start=1):
                 sheet = sheet_of(sweep, cell)
-                name = f"[{number}/{len(arguments)}] {cell.key}"
+                name = f"[{number}/{len(requests)}] {cell.key}"
                 if sheet.exists() and load_scoresheet(sheet).complete:
                     overall.write(f"{name}: scored already, skipped")
                     continue
                 pending = _planned(cell) - _scored(sheet)
                 with tqdm(total=pending, desc=name, unit="trial", position=1, leave=False, file=sys.stderr) as bar, \
                         _served(sweep, cell, servers[cell.key]):
-                    run_from_args(args, kept.parts(), observer=CellProgress(bar, overall, cell.key))
+                    run_request(request, kept.parts(), observer=CellProgress(bar, overall, cell.key))
                 overall.write(f"{name}: {_summary_line(sheet)}")
     finally:
         kept.close()
@@ -177,22 +159,20 @@ def _served(sweep: Sweep, cell: Cell, server: str | None) -> Any:
 
     if server is None:
         return nullcontext()
-    from harness.app.local_policy_server import LocalPolicyServer
+    from harness.app.parallel.local_policy_server import LocalPolicyServer
     from harness.models.protocol import load_protocol
 
     return LocalPolicyServer(server, sweep.folder / f"{cell.key}.server.log", fps=load_protocol(cell.protocol).fps)
 
 
-def _check_cell(cell: Cell, args: argparse.Namespace) -> None:
-    from harness.app.build import check_run_flags
-    from harness.app.parallel import check_workers
-    from harness.app.sheet import latency_from
+def _check_cell(request: RunRequest) -> None:
+    from harness.app.build import check_run_request
+    from harness.app.parallel.runs import check_workers
     from harness.models.protocol import load_protocol
 
-    check_run_flags(args)
-    latency_from(args)
-    load_protocol(cell.protocol)
-    check_workers(args, RobotKind.SIM)
+    check_run_request(request)
+    load_protocol(request.protocol)
+    check_workers(request, RobotKind.SIM)
 
 
 def _planned(cell: Cell) -> int:

@@ -1,0 +1,3 @@
+"""Everything Ray: `harness run --workers N` (`runs`), the worker count `--workers auto` picks (`scaling`), the
+watchman that ends a local Ray runtime's processes when the driver dies (`ray_reaper`), and LeRobot's policy
+server for a sweep's `policy_server: local` cell (`local_policy_server`)."""

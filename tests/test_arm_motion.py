@@ -1,0 +1,70 @@
+"""`run.arm_motion`: the arm's moves outside the policy, on a manual clock (nothing sleeps)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from harness.errors import RobotFault
+from harness.models.protocol import JOINT_NAMES
+from harness.run.arm_motion import ArmMotion
+from harness.run.clock import ManualClock
+from harness.run.safety import GuardedRobot
+from tests.test_loop_timing import SlowRobot
+
+POSE = {"shoulder_pan": 10.0, "shoulder_lift": -60.0, "elbow_flex": 60.0, "wrist_flex": 70.0, "wrist_roll": -5.0,
+        "gripper": 20.0}
+
+
+class Recorded(SlowRobot):
+    """A robot that keeps every command, and answers `check_ready` from a script of problems."""
+
+    def __init__(self, clock: ManualClock, problems_until: float = 0.0) -> None:
+        super().__init__(clock, 0.002, lambda call: None)
+        self.sent: list[dict[str, float]] = []
+        self.problems_until = problems_until
+
+    def send_action(self, action):
+        self.sent.append(dict(action))
+        return super().send_action(action)
+
+    def check_ready(self, pose) -> list[str]:
+        return ["elbow_flex 30 deg from its start pose"] if self.clock.now() < self.problems_until else []
+
+
+def _motion(robot: Recorded, clock: ManualClock, paced: bool) -> ArmMotion:
+    guard = GuardedRobot(robot, release=robot.disable_torque, check_ready=robot.check_ready)
+    return ArmMotion(guard, 30, clock, paced)
+
+
+@pytest.mark.parametrize("paced", [True, False], ids=["real-arm", "lock-step"])
+def test_the_start_pose_is_reached_smoothly_at_the_control_rate(paced: bool) -> None:
+    clock = ManualClock()
+    robot = Recorded(clock)
+    _motion(robot, clock, paced).move_to(POSE, 2.0)
+    assert len(robot.sent) == 60   # two seconds at 30 Hz
+    assert robot.sent[-1] == {f"{n}.pos": POSE[n] for n in JOINT_NAMES}
+    pan = [step["shoulder_pan.pos"] for step in robot.sent]
+    assert all(b >= a for a, b in itertools.pairwise(pan))   # never back
+    assert pan[0] < 0.01 * POSE["shoulder_pan"] and pan[-1] - pan[-2] < 0.01 * POSE["shoulder_pan"]   # eased
+    # paced: each step holds the period (one read of 1 ms first); lock-step: only the I/O's own time
+    assert clock.now() == pytest.approx(0.001 + 2.0 if paced else 0.001 + 60 * 0.001)
+
+
+def test_an_arm_that_settles_late_passes_and_one_that_never_does_is_a_fault() -> None:
+    clock = ManualClock()
+    _motion(Recorded(clock, problems_until=0.5), clock, paced=True).verify_start_pose(POSE, settle_s=1.0)
+    assert 0.5 <= clock.now() <= 0.55
+    clock = ManualClock()
+    with pytest.raises(RobotFault, match="did not reach its start pose: elbow_flex 30 deg"):
+        _motion(Recorded(clock, problems_until=99), clock, paced=True).verify_start_pose(POSE, settle_s=1.0)
+    assert clock.now() == pytest.approx(1.0, abs=0.06)
+
+
+def test_holding_still_commands_where_the_arm_is() -> None:
+    clock = ManualClock()
+    robot = Recorded(clock)
+    robot.position.update({"gripper.pos": 33.0, "elbow_flex.pos": 12.5})
+    _motion(robot, clock, paced=True).hold_still()
+    assert robot.sent == [{**{f"{n}.pos": 0.0 for n in JOINT_NAMES}, "gripper.pos": 33.0, "elbow_flex.pos": 12.5}]

@@ -1,0 +1,211 @@
+"""`RunRequest`: every `harness run` flag is a field of the one typed request, and reaches sweeps and rehearsals.
+
+The flags are enumerated from `harness run`'s own parser, so a flag added there without a `RUN_FLAGS` entry (or
+without a sample value here) fails the first test, and one that a sweep condition or a rehearsal cannot carry
+fails the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness.cli import build_parser
+from harness.errors import HarnessInputError
+from harness.models.run_request import RUN_FLAGS, RunRequest
+from tests.helpers import small_protocol_copy
+from tests.test_rehearse import _protocol as desk_protocol
+
+# one value unlike the default for every flag, as a person types it
+SAMPLES: dict[str, list[str]] = {
+    "resume": ["--resume"],
+    "robot": ["--robot", "so101"],
+    "port": ["--port", "/dev/ttyACM7"],
+    "robot_id": ["--robot-id", "left_arm"],
+    "camera": ["--camera", "top=0@1280x720"],
+    "policy": ["--policy", "replay"],
+    "rename_map": ["--rename-map", '{"top": "camera1"}'],
+    "no_blind": ["--no-blind"],
+    "render_profile": ["--render-profile", "full-v1"],
+    "scoresheet": ["--scoresheet", "elsewhere.yaml"],
+    "runs_dir": ["--runs-dir", "other_runs"],
+    "headless": ["--headless"],
+    "realtime": ["--realtime"],
+    "video_fps": ["--video-fps", "5"],
+    "video_size": ["--video-size", "160x120"],
+    "video": ["--video", "all"],
+    "no_video": ["--no-video"],
+    "record_dataset": ["--record-dataset", "rollouts"],
+    "record_size": ["--record-size", "64x48"],
+    "record_codec": ["--record-codec", "hevc"],
+    "record_fps": ["--record-fps", "15"],
+    "bowl_calibration": ["--bowl-calibration", "bowl.yaml"],
+    "trained_spot": ["--trained-spot", "spot.png"],
+    "placement_tolerance": ["--placement-tolerance", "1,5"],
+    "device": ["--device", "cpu"],
+    "max_trials": ["--max-trials", "3"],
+    "inject_dropout": ["--inject-dropout", "2:5"],
+    "latency_ms": ["--latency-ms", "50"],
+    "latency": ["--latency", "measured"],
+    "inference": ["--inference", "rtc"],
+    "policy_server": ["--policy-server", "127.0.0.1:9"],
+    "actions_per_chunk": ["--actions-per-chunk", "7"],
+    "chunk_size_threshold": ["--chunk-size-threshold", "0.3"],
+    "aggregate_fn": ["--aggregate-fn", "latest_only"],
+    "execution_horizon": ["--rtc-execution-horizon", "4"],
+    "max_guidance_weight": ["--rtc-max-guidance-weight", "3"],
+    "attention_schedule": ["--rtc-attention-schedule", "EXP"],
+    "queue_threshold": ["--rtc-queue-threshold", "5"],
+    "workers": ["--workers", "3"],
+    "no_driver_worker": ["--no-driver-worker"],
+    "address": ["--address", "127.0.0.1:6379"],
+    "ray_dashboard": ["--ray-dashboard"],
+}
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["run"]
+
+
+def _run_flags() -> list[str]:
+    return [action.dest for action in _run_parser()._actions
+            if not isinstance(action, argparse._HelpAction) and action.dest != "protocol"]
+
+
+def _field(request: RunRequest, path: str) -> Any:
+    value: Any = request
+    for name in path.split("."):
+        value = getattr(value, name)
+    return value
+
+
+def _fields(request: RunRequest, dest: str) -> tuple[Any, ...]:
+    return tuple(_field(request, path) for path in RUN_FLAGS[dest].fields)
+
+
+def _parsed(dest: str) -> tuple[argparse.Namespace, RunRequest]:
+    args = build_parser().parse_args(["run", "p.yaml", *SAMPLES[dest]])
+    return args, RunRequest.from_flags(vars(args))
+
+
+def test_every_run_flag_is_a_request_field_with_a_sample() -> None:
+    flags = _run_flags()
+    assert sorted(set(flags) - set(RUN_FLAGS)) == [], "flags of `harness run` that RunRequest does not know"
+    assert sorted(set(RUN_FLAGS) - set(flags) - {"protocol"}) == [], "RUN_FLAGS entries that are no flag"
+    assert sorted(set(flags) - set(SAMPLES)) == [], "flags without a sample value in this test"
+    for dest in flags:
+        spell = RUN_FLAGS[dest].flag
+        assert spell in SAMPLES[dest], f"{dest}: RUN_FLAGS spells it {spell}"
+
+
+@pytest.mark.parametrize("dest", sorted(SAMPLES))
+def test_each_flag_changes_its_fields_of_the_request(dest: str) -> None:
+    default = RunRequest.from_flags(vars(build_parser().parse_args(["run", "p.yaml"])))
+    _, request = _parsed(dest)
+    assert _fields(request, dest) != _fields(default, dest), f"{dest} did not reach the request"
+
+
+def test_a_request_is_frozen_and_crosses_to_a_ray_worker_as_it_is() -> None:
+    _, request = _parsed("camera")
+    with pytest.raises(Exception, match="frozen"):
+        request.max_trials = 2   # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(request)) == request
+    worker = request.updated(runs_dir=Path("/tmp/w"), evidence={"lanes": 0})
+    assert worker.evidence.lanes == 0 and worker.robot.cameras == {"top": "0@1280x720"}
+    assert request.evidence.lanes is None   # the original is untouched
+
+
+@pytest.mark.parametrize(("flags", "flag"), [
+    ({"video_fps": float("nan")}, "--video-fps"), ({"video_size": "0x0"}, "--video-size"),
+    ({"inject_dropout": "abc"}, "--inject-dropout"), ({"rename_map": "[1, 2]"}, "--rename-map"),
+    ({"max_trials": 0}, "--max-trials"), ({"workers": "many"}, "--workers"), ({"latency_ms": -5}, "--latency-ms"),
+    ({"latency_ms": 5, "latency": "measured"}, "--latency"), ({"no_video": True, "video": "all"}, "--no-video"),
+    ({"placement_tolerance": "nan,10"}, "--placement-tolerance"), ({"camera": ["top"]}, "--camera"),
+    ({"video": "some"}, "--video"),
+])
+def test_bad_values_are_one_input_error_naming_the_flag(flags: dict[str, Any], flag: str) -> None:
+    with pytest.raises(HarnessInputError) as err:
+        RunRequest.from_flags({"protocol": "p.yaml", **flags})
+    assert err.value.field == flag and err.value.exit_code == 2
+    assert len(err.value.cli_message().splitlines()) == 1
+
+
+def test_every_run_flag_reaches_a_sweep_cell(tmp_path: Path) -> None:
+    """A flag the sweep does not decide itself is a condition; a cell's request carries it as `harness run`
+    would; a flag the sweep decides is refused as a condition and set by the sweep."""
+    from harness.app.sweep_command import cell_request, sheet_of
+    from harness.models.sweep_spec import CONDITION_KEYS, SWEEP_OWNS, load_sweep
+
+    protocol = small_protocol_copy(tmp_path)
+    assert sorted({*CONDITION_KEYS, *SWEEP_OWNS}) == sorted({*_run_flags(), "protocol"})
+    conditions = [{dest: vars(_parsed(dest)[0])[dest]} for dest in CONDITION_KEYS]
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(yaml.safe_dump({"name": "all-flags", "checkpoints": ["expert"], "protocols": [protocol.name],
+                                    "conditions": conditions, "workers": 2}))
+    sweep = load_sweep(spec, tmp_path / "sheets")
+    for cell in sweep.cells:
+        (dest,) = cell.condition
+        request = cell_request(sweep, cell, tmp_path / "runs", None, server=None)
+        assert _fields(request, dest) == _fields(_parsed(dest)[1], dest), dest
+        assert request.policy == "expert" and request.robot.kind == "sim" and request.headless
+        assert request.scoresheet == sheet_of(sweep, cell) and request.runs_dir == tmp_path / "runs" / "all-flags"
+        assert request.protocol == protocol
+        served = dest == "policy_server"
+        assert request.workers.on_ray is not served and request.workers.count == (1 if served else 2)
+    for owned in SWEEP_OWNS:
+        spec.write_text(yaml.safe_dump({"name": "x", "checkpoints": ["expert"], "protocols": [protocol.name],
+                                        "conditions": [{owned: "x"}]}))
+        with pytest.raises(HarnessInputError, match="conditions"):
+            load_sweep(spec, tmp_path / "sheets")
+
+
+def test_every_run_flag_reaches_a_rehearsal(tmp_path: Path) -> None:
+    """`harness rehearse` takes every run flag it does not decide itself and hands it to its run; those it
+    decides (the emulated desk's robot, port, cameras, files, scoresheet) are set by the rehearsal."""
+    from harness.app.rehearse_command import REHEARSAL_OWNS, desk_request, plan_rehearsal, policy_cameras
+    from tests.tiny_policy import save_tiny_act
+
+    protocol = desk_protocol(tmp_path)
+    save_tiny_act(tmp_path / "act", height=480, width=640)
+    base = ["rehearse", str(protocol), "--policy", str(tmp_path / "act"), "--operator", "scripted",
+            "--rehearsal-dir", str(tmp_path / "desk")]
+    for dest in _run_flags():
+        if dest in REHEARSAL_OWNS:
+            if dest != "policy":   # the rehearsal's own --policy is a folder, passed on as the run's
+                with pytest.raises((SystemExit, HarnessInputError)):   # (`--camera` abbreviates --camera-size)
+                    plan_rehearsal(build_parser().parse_args([*base, *SAMPLES[dest]]))
+            continue
+        plan = plan_rehearsal(build_parser().parse_args([*base, *SAMPLES[dest]]))
+        request = desk_request(plan, "/dev/pts/99", "sim:/tmp/cams.sock@640x480")
+        assert _fields(request, dest) == _fields(_parsed(dest)[1], dest), dest
+        assert request.robot.kind == "so101" and request.robot.port == "/dev/pts/99" and request.headless
+        assert request.placement.bowl_calibration == plan.files.calibration
+        assert request.placement.trained_spot == plan.files.trained_spot
+        assert request.robot.cameras == dict.fromkeys(policy_cameras(tmp_path / "act"), "sim:/tmp/cams.sock@640x480")
+        assert request.policy == str(tmp_path / "act") and request.scoresheet == plan.scoresheet
+
+
+@pytest.mark.slow   # one simulated trial
+def test_the_documented_python_example_scores_a_run_as_harness_run_would(tmp_path: Path) -> None:
+    import re
+    import types
+
+    from harness.models.scoresheet import load_scoresheet
+    from tests.helpers import REPO
+
+    text = (REPO / "docs" / "programmatic.md").read_text()
+    code = re.search(r"<!-- example: evaluate -->\n```python\n(.*?)```", text, re.S)
+    assert code, "docs/programmatic.md lost its example"
+    example = types.ModuleType("programmatic_example")
+    exec(compile(code.group(1), "docs/programmatic.md", "exec"), example.__dict__)
+    assert example.score(small_protocol_copy(tmp_path), "expert", tmp_path / "out", trials=1) == 0
+    sheet = load_scoresheet(tmp_path / "out" / "scoresheet.yaml")
+    assert sheet.latency_ms == 100.0 and sheet.locked.robot == "sim" and len(sheet.attempts) == 1
+    assert (tmp_path / "out" / "runs" / "scoresheet").is_dir()
