@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -92,3 +93,26 @@ def stress_lens(frame: Any) -> Any:
 
     m = frame.camera_matrix
     return CameraIntrinsics(640, 480, m[0, 0], m[1, 1], m[0, 2], m[1, 2], tuple(frame.distortion))
+
+
+def folder_state(folder: Path) -> dict[str, str]:
+    """Every file below `folder` by its hash (folders as "dir"): equal states mean nothing was written."""
+    return {str(p.relative_to(folder)): "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*"))}
+
+
+def refused(argv: list[str], folder: Path, capsys: Any) -> str:
+    """Run `harness argv`; assert it exits 2 with one line on stderr and leaves `folder` byte-identical; return
+    the line."""
+    from harness.cli import main
+
+    capsys.readouterr()
+    before = folder_state(folder)
+    try:
+        code = main(argv)
+    except SystemExit as exit_:
+        code = exit_.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, (code, err)
+    assert folder_state(folder) == before
+    return err[0]

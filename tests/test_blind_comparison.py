@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -20,7 +19,7 @@ from harness.models.protocol import load_protocol
 from harness.models.run_settings import RunSettings
 from harness.models.scoresheet import load_scoresheet
 from harness.models.taxonomy import Label
-from tests.helpers import wait_until
+from tests.helpers import refused, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 SHEET = Path("scoresheets/cmp-comparison.yaml")
@@ -40,22 +39,6 @@ def _protocol(folder: Path, min_difference: float = 0.6, cap: int = 15, **rule: 
     return path
 
 
-def _state(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*"))}
-
-
-def _refused(argv: list[str], folder: Path, capsys) -> str:
-    capsys.readouterr()
-    before = _state(folder)
-    try:
-        code = main(argv)
-    except SystemExit as exit_:
-        code = exit_.code
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1, (code, err)
-    assert _state(folder) == before
-    return err[0]
 
 
 def _arm_of(sheet) -> dict[int, str]:
@@ -154,32 +137,32 @@ def test_sigkill_mid_run_and_resume_continue_the_exact_schedule(workdir) -> None
 def test_bad_comparisons_are_refused_in_one_line_with_nothing_written(workdir, capsys) -> None:
     protocol = _protocol(workdir)
     base = ["run", str(protocol), "--robot", "sim", "--headless", "--no-video"]
-    line = _refused([*base, "--policy", "expert", "--policy", "expert"], workdir, capsys)
+    line = refused([*base, "--policy", "expert", "--policy", "expert"], workdir, capsys)
     assert "given twice" in line
-    line = _refused([*base, "--policy", "expert", "--policy", "nowhere/ckpt"], workdir, capsys)
+    line = refused([*base, "--policy", "expert", "--policy", "nowhere/ckpt"], workdir, capsys)
     assert "neither a built-in policy nor a folder" in line
     small = _protocol(workdir, min_difference=0.6, cap=8)
-    line = _refused(["run", str(small), "--robot", "sim", "--headless", "--policy", "expert", "--policy", "replay"],
+    line = refused(["run", str(small), "--robot", "sim", "--headless", "--policy", "expert", "--policy", "replay"],
                     workdir, capsys)
     assert "8 cannot reach power 0.8" in line and "max_trials_per_arm: 15 would" in line
-    line = _refused([*base, "--policy", "expert"], workdir, capsys)
+    line = refused([*base, "--policy", "expert"], workdir, capsys)
     assert "sequential is a comparison's rule" in line
-    line = _refused(["run", str(protocol), "--robot", "so101", "--port", "/dev/null", "--headless",
+    line = refused(["run", str(protocol), "--robot", "so101", "--port", "/dev/null", "--headless",
                      "--policy", "expert", "--policy", "replay"], workdir, capsys)
     assert "real arm" in line
     bad = _protocol(workdir, comparisons=[["A", "C"]])
-    line = _refused(["run", str(bad), "--robot", "sim", "--headless", "--policy", "expert", "--policy", "replay"],
+    line = refused(["run", str(bad), "--robot", "sim", "--headless", "--policy", "expert", "--policy", "replay"],
                     workdir, capsys)
     assert "arm C is not one of the 2 arms" in line
     for value in ("0", "nan", "1.5"):
         _protocol(workdir, min_difference=float(value))
-        _refused([*base, "--policy", "expert", "--policy", "replay"], workdir, capsys)
-    _refused([*base, "--policy", "expert", "--policy", "replay", "--workers", "2"], workdir, capsys)
+        refused([*base, "--policy", "expert", "--policy", "replay"], workdir, capsys)
+    refused([*base, "--policy", "expert", "--policy", "replay", "--workers", "2"], workdir, capsys)
     listed = _protocol(workdir)
     data = yaml.safe_load(listed.read_text())
     data["run"]["policies"] = ["replay", "replay"]   # the protocol's run section lists the arms
     listed.write_text(yaml.safe_dump(data))
-    assert "given twice" in _refused(base, workdir, capsys)
+    assert "given twice" in refused(base, workdir, capsys)
 
 
 @pytest.mark.slow
@@ -195,16 +178,16 @@ def test_an_open_run_is_revealed_only_by_an_explicit_recorded_unblinding(workdir
     assert main(["report", str(SHEET), "--json"]) == 0
     sealed = json.loads(capsys.readouterr().out)["blind_comparison"]
     assert [arm["policy"] for arm in sealed["arms"]] == [None, None] and not sealed["ended"]
-    line = _refused(["report", str(SHEET), "--reveal"], workdir, capsys)
+    line = refused(["report", str(SHEET), "--reveal"], workdir, capsys)
     assert "--unblind" in line
     assert main(["report", str(SHEET), "--unblind"]) == 0
     assert "expert" in capsys.readouterr().out
     record = json.loads(SHEET.with_name(SHEET.name + ".unblinded.json").read_text())
     assert record[0]["scored_trials"] == 2
     # resuming with the policies in another order, or without them, is refused, naming neither
-    line = _refused([*argv[:2], "--policy", "replay", "--policy", "expert", *argv[6:], "--resume"], workdir, capsys)
+    line = refused([*argv[:2], "--policy", "replay", "--policy", "expert", *argv[6:], "--resume"], workdir, capsys)
     assert "another list or order" in line and "expert" not in line
-    line = _refused([*argv[:2], *argv[6:], "--resume"], workdir, capsys)
+    line = refused([*argv[:2], *argv[6:], "--resume"], workdir, capsys)
     assert "two or more --policy flags" in line
 
 
@@ -218,7 +201,7 @@ def test_policies_reading_cameras_at_different_sizes_are_refused_before_anything
     save_tiny_act(workdir / "ckpt_small")
     save_tiny_act(workdir / "ckpt_large", camera="wrist", height=480, width=640)
     protocol = _protocol(workdir)
-    line = _refused(["run", str(protocol), "--robot", "sim", "--headless", "--no-video", "--policy", "ckpt_small",
+    line = refused(["run", str(protocol), "--robot", "sim", "--headless", "--no-video", "--policy", "ckpt_small",
                      "--policy", "ckpt_large"], workdir, capsys)
     assert "different sizes" in line and "arm A at 128x96" in line and "arm B at 640x480" in line
     small = make_policy(str(workdir / "ckpt_small"), load_protocol(protocol), RunSettings(), None)

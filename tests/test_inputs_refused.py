@@ -6,7 +6,6 @@ written or left behind (lock files included).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -20,28 +19,11 @@ import yaml
 from harness.cli import main
 from harness.models.lock import WriterBusy, WriterLock
 from harness.models.scoresheet import load_scoresheet
-from tests.helpers import fake_attempt, locked_sheet, small_protocol_copy
+from tests.helpers import fake_attempt, locked_sheet, refused, small_protocol_copy
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _state(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*"))}
-
-
-def _refused(argv: list[str], folder: Path, capsys) -> str:
-    """Run `argv`; assert the refusal's shape and that `folder` is byte-identical; return the line."""
-    capsys.readouterr()
-    before = _state(folder)
-    try:
-        code = main(argv)
-    except SystemExit as exit_:
-        code = exit_.code
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1, (code, err)
-    assert _state(folder) == before
-    return err[0]
 
 
 @pytest.fixture
@@ -68,7 +50,7 @@ def test_a_resume_through_a_symlink_is_refused_before_anything_runs(sheet: Path,
     link = workdir / "link.yaml"
     link.symlink_to(sheet)
     with WriterLock(sheet, "harness run"):
-        line = _refused(["run", str(workdir / "small.yaml"), "--headless", "--resume", "--scoresheet", str(link),
+        line = refused(["run", str(workdir / "small.yaml"), "--headless", "--resume", "--scoresheet", str(link),
                          "--runs-dir", str(workdir / "runs")], workdir, capsys)
     assert "in use by harness run" in line
     assert not (workdir / "runs").exists()
@@ -78,35 +60,35 @@ def test_a_resume_through_a_symlink_is_refused_before_anything_runs(sheet: Path,
 def test_dataset_coverage_with_a_broken_info_json(workdir: Path, info: bytes, capsys) -> None:
     (workdir / "ds" / "meta").mkdir(parents=True)
     (workdir / "ds" / "meta" / "info.json").write_bytes(info)
-    line = _refused(["dataset", "coverage", str(workdir / "ds")], workdir, capsys)
+    line = refused(["dataset", "coverage", str(workdir / "ds")], workdir, capsys)
     assert "info.json" in line
 
 
 def test_dataset_validate_refuses_on_stderr(workdir: Path, capsys) -> None:
     (workdir / "ds" / "meta").mkdir(parents=True)
     (workdir / "ds" / "meta" / "info.json").write_text("garbage")
-    _refused(["dataset", "validate", str(workdir / "ds")], workdir, capsys)
+    refused(["dataset", "validate", str(workdir / "ds")], workdir, capsys)
     assert capsys.readouterr().out == ""
 
 
 @pytest.mark.parametrize("starts", [bytes(range(256)), b"nan,inf\n1,2\n", b"1,2\n3,-inf\n"])
 def test_report_training_starts_binary_or_not_finite(sheet: Path, workdir: Path, starts: bytes, capsys) -> None:
     (workdir / "starts.csv").write_bytes(starts)
-    line = _refused(["report", str(sheet), "--training-starts", str(workdir / "starts.csv"), "-o",
+    line = refused(["report", str(sheet), "--training-starts", str(workdir / "starts.csv"), "-o",
                      str(workdir / "r.html")], workdir, capsys)
     assert "starts.csv" in line
 
 
 def test_report_does_not_overwrite_without_force(sheet: Path, workdir: Path, capsys) -> None:
     (workdir / "r.html").write_text("mine")
-    line = _refused(["report", str(sheet), "-o", str(workdir / "r.html")], workdir, capsys)
+    line = refused(["report", str(sheet), "-o", str(workdir / "r.html")], workdir, capsys)
     assert "--force" in line
     assert main(["report", str(sheet), "-o", str(workdir / "r.html"), "--force"]) == 0
     assert (workdir / "r.html").read_text() != "mine"
 
 
 def test_plan_with_a_zero_delta_says_what_is_wrong(workdir: Path, capsys) -> None:
-    line = _refused(["plan", "--p0", "0.9", "--delta", "0"], workdir, capsys)
+    line = refused(["plan", "--p0", "0.9", "--delta", "0"], workdir, capsys)
     assert "other than 0" in line and "between 0 and 1" not in line
 
 
@@ -115,12 +97,12 @@ def test_run_flags_refused_before_anything_is_written(workdir: Path, flags: list
     protocol = small_protocol_copy(workdir)
     (workdir / "a_file").write_text("x")
     flags = [f.replace("{w}", str(workdir)) for f in flags]
-    _refused(["run", str(protocol), "--headless", "--policy", "expert", *flags], workdir, capsys)
+    refused(["run", str(protocol), "--headless", "--policy", "expert", *flags], workdir, capsys)
 
 
 def test_collect_max_attempts_0(workdir: Path, capsys) -> None:
     protocol = small_protocol_copy(workdir)
-    line = _refused(["collect", str(protocol), "--policy", "expert", "--episodes", "1", "--max-attempts", "0",
+    line = refused(["collect", str(protocol), "--policy", "expert", "--episodes", "1", "--max-attempts", "0",
                      "--output", str(workdir / "ds")], workdir, capsys)
     assert "--max-attempts" in line
 
@@ -130,23 +112,23 @@ def test_a_sweep_cell_with_negative_latency_is_refused_before_anything(workdir: 
     spec = workdir / "sweep.yaml"
     spec.write_text(yaml.safe_dump({"name": "grid", "checkpoints": ["expert"], "protocols": [protocol.name],
                                     "conditions": [{"latency_ms": -5}]}))
-    line = _refused(["sweep", str(spec)], workdir, capsys)
+    line = refused(["sweep", str(spec)], workdir, capsys)
     assert "sweep.yaml" in line and "--latency-ms" in line
 
 
 @pytest.mark.parametrize("length", [240, 300])
 def test_long_protocol_and_output_names(workdir: Path, length: int, capsys) -> None:
     long = workdir / ("p" * length + ".yaml")
-    _refused(["protocol", "new", "--fixed", "--n", "2", "-o", str(long)], workdir, capsys)
+    refused(["protocol", "new", "--fixed", "--n", "2", "-o", str(long)], workdir, capsys)
     protocol = small_protocol_copy(workdir)
     named = workdir / ("q" * min(length, 250) + ".yaml")
     named.write_bytes(protocol.read_bytes())
-    _refused(["run", str(named), "--headless", "--policy", "expert"], workdir, capsys)
+    refused(["run", str(named), "--headless", "--policy", "expert"], workdir, capsys)
     assert not (workdir / "scoresheets").exists()
 
 
 def test_a_5000_character_protocol_name(workdir: Path, capsys) -> None:
-    _refused(["run", "p" * 5000 + ".yaml", "--headless"], workdir, capsys)
+    refused(["run", "p" * 5000 + ".yaml", "--headless"], workdir, capsys)
 
 
 def test_a_torn_binary_tail_is_dropped_with_a_warning_naming_the_bytes(sheet: Path, caplog) -> None:
@@ -161,7 +143,7 @@ def test_a_torn_binary_tail_is_dropped_with_a_warning_naming_the_bytes(sheet: Pa
 def test_a_binary_line_in_a_sheet_is_one_line(sheet: Path, workdir: Path, capsys) -> None:
     with sheet.open("ab") as handle:
         handle.write(b"- {garbage: [\n")
-    _refused(["report", str(sheet)], workdir, capsys)
+    refused(["report", str(sheet)], workdir, capsys)
 
 
 def test_a_closed_pipe_ends_quietly(sheet: Path) -> None:
