@@ -20,6 +20,7 @@ from harness.bus.scan import quick_scan
 from harness.bus.scenario import SO101_NAMES
 from harness.bus.wire import Wire
 from harness.errors import BusSafetyError
+from tests.bus_people import ScriptedOperator, turn
 from tests.helpers import wait_until
 
 GOLDEN = [  # request -> reply, from Feetech's protocol manual and the SDK
@@ -166,29 +167,6 @@ def test_relocking_bus_leaves_eeprom_locked_after_a_session() -> None:
     assert int.from_bytes(elbow.eeprom[9:11], "little") == 100
 
 
-class ScriptedOperator:
-    """A person at the arm: each instruction performs the next physical action on the emulated chain."""
-
-    def __init__(self, bus: PtyBus, actions) -> None:
-        self.bus, self.actions, self.said, self.instructions = bus, list(actions), [], []
-
-    def say(self, message: str) -> None:
-        self.said.append(message)
-
-    def confirm(self, question: str) -> bool:
-        return True
-
-    def instruct(self, message: str) -> None:
-        self.instructions.append(message)
-        with self.bus.lock:
-            self.actions.pop(0)()
-
-
-def turn(chain: ServoChain, name: str, ticks: int = 400) -> None:
-    """A person turns a joint by hand (torque is off): its encoder reads a new position."""
-    chain.servo(name).position = (chain.servo(name).position + ticks) % 4096
-
-
 @pytest.mark.slow   # wire-timed: seconds of emulated bus traffic; the inner loop keeps one repair test
 @pytest.mark.parametrize("firmware", list(Firmware))
 def test_fix_ids_repairs_the_id5_collision_and_it_survives_a_power_cycle(firmware) -> None:
@@ -198,7 +176,8 @@ def test_fix_ids_repairs_the_id5_collision_and_it_survives_a_power_cycle(firmwar
                                           lambda: chain.plug(*SO101_NAMES), chain.power_cycle,
                                           lambda: turn(chain, "gripper")])   # the final check
         assert fix_ids(bus.port, operator, _serial) == 0
-        assert "gripper" in operator.instructions[0] and "power-cycle" in operator.instructions[3]
+        # [1] identify it, [2] check it (the other joint it could be turned), [3] reconnect
+        assert "gripper" in operator.instructions[0] and "power-cycle" in operator.instructions[4]
         assert any("Two servos answer as ID 5" in m and "gripper" in m for m in operator.said)
         FeetechMotorsBus(bus.port, _motors()).connect()  # LeRobot's own handshake now passes
     assert [s.current_id for s in chain.servos] == [1, 2, 3, 4, 5, 6]
@@ -252,6 +231,7 @@ def test_injected_faults_never_crash_the_scan_and_never_leave_torque_on_unreport
 
 def test_so101_follower_drives_the_emulated_arm_through_the_relocking_bus() -> None:
     from harness.robots.so101 import REPO_CALIBRATION, make_so101_follower
+    from harness.sim.units import GRIPPER_LOAD_KEY
 
     chain = _arm()
     gripper = chain.servo("gripper")
@@ -262,7 +242,8 @@ def test_so101_follower_drives_the_emulated_arm_through_the_relocking_bus() -> N
         assert isinstance(robot.bus, RelockingFeetechBus)
         robot.connect()  # calibrated: the file matches what the servos hold, so nothing asks a person
         start = robot.get_observation()
-        assert set(start) == {f"{n}.pos" for n in SO101_NAMES}
+        # the joints LeRobot reports, and the gripper servo's Present_Load that the failure anatomy reads
+        assert set(start) == {f"{n}.pos" for n in SO101_NAMES} | {GRIPPER_LOAD_KEY}
         goal = {**start, "elbow_flex.pos": start["elbow_flex.pos"] + 30.0}
         sent = robot.send_action(goal)
         assert sent["elbow_flex.pos"] == pytest.approx(start["elbow_flex.pos"] + 10.0)  # max_relative_target

@@ -244,7 +244,8 @@ def run_twin(plan: TwinPlan, args: argparse.Namespace, out: Any = None) -> int:
     wrote_protocol = not plan.twin_protocol_path.exists()
     made_folder = not plan.twin_protocol_path.parent.exists()
     argv = run_arguments(plan, args)
-    run_args = command_arguments(argv)   # refused here, before anything is written, if a flag is wrong
+    # refused here, before anything is written, if a flag is wrong; locked with the sheet: its `twin_of`
+    request = as_request(command_arguments(argv)).updated(provenance=plan.provenance)
     if wrote_protocol:
         plan.twin_protocol_path.parent.mkdir(parents=True, exist_ok=True)
         parse_protocol(protocol_text(plan.twin), plan.twin_protocol_path)
@@ -257,7 +258,6 @@ def run_twin(plan: TwinPlan, args: argparse.Namespace, out: Any = None) -> int:
           f"{measured} from their measured start, {len(sources) - measured} from the planned one", file=out,
           flush=True)
     say_command(argv, out)
-    request = as_request(run_args).updated(provenance=plan.provenance)   # locked: the sheet's `twin_of`
     try:
         return run_request(request)
     finally:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from harness.errors import HarnessError
 from harness.models.sequential import ComparisonState, Decision, SequentialDesign, advance
 
 ARM_CODES = "ABCDEFGHIJ"
@@ -105,7 +106,7 @@ def seal(mapping: dict[str, ArmIdentity], salt: bytes | None = None) -> SealedMa
     return SealedMapping(salt=salt.hex(), sealed=base64.b64encode(masked).decode(), commitment=commitment)
 
 
-class SealBroken(ValueError):
+class SealBroken(HarnessError):
     """The sealed mapping does not match its commitment: edited after the lock."""
 
 

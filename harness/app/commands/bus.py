@@ -20,6 +20,8 @@ def fix_ids(args: argparse.Namespace) -> int:
     from harness.bus.fix_ids import TerminalOperator, fix_ids
     from harness.bus.ports import check_port, describe_ports, serial_ports
 
+    if args.robot_id is not None and not args.ignore_calibration:   # a file named on purpose: checked first
+        _calibration_path(args.robot_id, must_exist=True)
     port = check_port(args.port)   # missing or not here: one line naming the ports there are
 
     def open_serial(name: str) -> serial.SerialBase:
@@ -39,19 +41,25 @@ def _expected(robot_id: str | None, say: Any) -> Any:
     Called once fix-ids has spoken (finding it loads LeRobot). A file named on purpose must exist; the
     default one may not (movement alone then tells servos apart, as before)."""
     from harness.bus.signature import load_expected
-    from harness.robots.so101 import calibration_location
 
-    name, folder = calibration_location(robot_id or DEFAULT_ROBOT_ID, None)
-    path = folder / f"{name}.json"
+    path = _calibration_path(robot_id, must_exist=robot_id is not None)
     if not path.is_file():
-        if robot_id is not None:
-            raise HarnessInputError(path, None, "no such calibration file (--robot-id)")
         say(f"No calibration file for --robot-id {DEFAULT_ROBOT_ID} ({path}): servos are told apart by movement "
             "only. Pass --robot-id to compare each servo's EEPROM with the arm's calibration.")
         return None
     expected = load_expected(path)
     say(f"Calibration {path}: each servo's EEPROM (limits, homing offset) is compared with it.")
     return expected
+
+
+def _calibration_path(robot_id: str | None, must_exist: bool) -> Path:
+    from harness.robots.so101 import calibration_location
+
+    name, folder = calibration_location(robot_id or DEFAULT_ROBOT_ID, None)
+    path = folder / f"{name}.json"
+    if must_exist and not path.is_file():
+        raise HarnessInputError(path, None, "no such calibration file (--robot-id)")
+    return path
 
 
 def emulate_bus(args: argparse.Namespace) -> int:
