@@ -84,8 +84,8 @@ def bulk_fill(sheet, attempts) -> None:
     from harness.models.scoresheet import _chained
 
     for attempt in attempts:
-        previous = sheet.attempts[-1].chain_sha256 if sheet.attempts else sheet.lock["sha256"]
-        sheet.attempts.append(_chained(attempt, previous))
+        previous = sheet.records[-1].chain_sha256 if sheet.records else sheet.lock["sha256"]
+        sheet.records.append(_chained(attempt, previous))   # the chain as written; loading indexes it
     sheet.save()
 
 

@@ -216,8 +216,8 @@ def test_appending_at_5000_attempts_keeps_every_guarantee(tmp_path) -> None:
     for index in range(1, 5001):   # built in memory, written once: setup, not the thing under test
         attempt = attempt_from_label("success", trial_index=index, attempt=1, started_at="t0", ended_at="t1",
                                      duration_s=1.0)
-        previous = sheet.attempts[-1].chain_sha256 if sheet.attempts else sheet.lock["sha256"]
-        sheet.attempts.append(attempt.model_copy(update={"chain_sha256": sha256_of(
+        previous = sheet.records[-1].chain_sha256 if sheet.records else sheet.lock["sha256"]
+        sheet.records.append(attempt.model_copy(update={"chain_sha256": sha256_of(
             {"prev": previous, "record": attempt.model_dump(mode="json", exclude={"chain_sha256"})})}))
     sheet.save()
     loaded = load_scoresheet(sheet.path)
