@@ -10,6 +10,7 @@ import re
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from lerobot.motors import Motor, MotorNormMode
@@ -205,16 +206,30 @@ async def _until(pilot, predicate, timeout_s: float) -> None:
         await pilot.pause(0.05)
 
 
-@pytest.mark.slow
-def test_one_real_arm_trial_through_the_tui_with_a_scripted_operator(workdir: Path) -> None:
-    """The operator's side in the TUI (Textual's pilot): start on the check screen, place the cube where the
-    prompt says (the emulator's hands), score with a key; evidence and scoresheet as on a real arm."""
+def tui_desk_run(protocol_path: Path, checkpoint: Path, port: str, socket: Path) -> tuple[Any, Any, Any]:
+    """`harness run --robot so101` on the emulated desk, built for the TUI as its handler builds it: the
+    protocol, the run's set-up and the app (no undo window, so a score is recorded at once)."""
     from harness.app.build import FrontEnd, prepare_run
     from harness.app.compare_run import comparison_refs
     from harness.app.sheet import resolve_sheet
     from harness.app.tui_run import make_app
     from harness.cli import build_parser
     from harness.models.protocol import load_protocol
+
+    args = build_parser().parse_args(["run", str(protocol_path), "--robot", "so101", "--port", port,
+                                      "--robot-id", "emulated_follower", "--policy", str(checkpoint),
+                                      "--camera", f"top=sim:{socket}@128x96", "--no-video"])
+    protocol = load_protocol(protocol_path)
+    assert comparison_refs(args, protocol) is None   # one --policy: a single run, as `harness run` decides
+    sheet, _ = resolve_sheet(args, protocol, protocol_path)
+    setup = prepare_run(args, protocol, sheet, FrontEnd.TUI)
+    return protocol, setup, make_app(setup, undo_s=0.0)
+
+
+@pytest.mark.slow
+def test_one_real_arm_trial_through_the_tui_with_a_scripted_operator(workdir: Path) -> None:
+    """The operator's side in the TUI (Textual's pilot): start on the check screen, place the cube where the
+    prompt says (the emulator's hands), score with a key; evidence and scoresheet as on a real arm."""
     from harness.models.scoresheet import load_scoresheet
     from harness.tui.screens import CheckScreen, PlaceCubeScreen, ScoreScreen
     from tests.tiny_policy import save_tiny_act
@@ -225,14 +240,7 @@ def test_one_real_arm_trial_through_the_tui_with_a_scripted_operator(workdir: Pa
     protocol_path.write_text(one_trial)
     socket = workdir / "cams.sock"
     with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
-        args = build_parser().parse_args(["run", str(protocol_path), "--robot", "so101", "--port", rig.port,
-                                          "--robot-id", "emulated_follower", "--policy", str(checkpoint),
-                                          "--camera", f"top=sim:{socket}@128x96", "--no-video"])
-        protocol = load_protocol(protocol_path)
-        assert comparison_refs(args, protocol) is None   # one --policy: a single run, as `harness run` decides
-        sheet, _ = resolve_sheet(args, protocol, protocol_path)
-        setup = prepare_run(args, protocol, sheet, FrontEnd.TUI)
-        app = make_app(setup, undo_s=0.0)
+        _, setup, app = tui_desk_run(protocol_path, checkpoint, rig.port, socket)
 
         async def operator() -> None:
             async with app.run_test(size=(100, 30)) as pilot:

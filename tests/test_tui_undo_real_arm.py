@@ -9,18 +9,12 @@ from pathlib import Path
 import pytest
 
 from harness.bus.scenario import default_scenario, open_rig
-from tests.test_real_arm_path import TWO_TRIALS, _until
+from tests.test_real_arm_path import TWO_TRIALS, _until, tui_desk_run
 
 pytestmark = pytest.mark.slow   # two real-time trials on the emulated arm behind the app
 
 
 def test_u_at_the_next_cube_prompt_rescores_the_last_trial(workdir: Path) -> None:
-    from harness.app.build import FrontEnd, prepare_run
-    from harness.app.compare_run import comparison_refs
-    from harness.app.sheet import resolve_sheet
-    from harness.app.tui_run import make_app
-    from harness.cli import build_parser
-    from harness.models.protocol import load_protocol
     from harness.models.scoresheet import load_scoresheet
     from harness.reports.summary import summarize
     from harness.tui.screens import PlaceCubeScreen, ScoreScreen
@@ -31,14 +25,7 @@ def test_u_at_the_next_cube_prompt_rescores_the_last_trial(workdir: Path) -> Non
     protocol_path.write_text(TWO_TRIALS)
     socket = workdir / "cams.sock"
     with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
-        args = build_parser().parse_args(["run", str(protocol_path), "--robot", "so101", "--port", rig.port,
-                                          "--robot-id", "emulated_follower", "--policy", str(checkpoint),
-                                          "--camera", f"top=sim:{socket}@128x96", "--no-video"])
-        protocol = load_protocol(protocol_path)
-        assert comparison_refs(args, protocol) is None   # one --policy: a single run, as `harness run` decides
-        sheet, _ = resolve_sheet(args, protocol, protocol_path)
-        setup = prepare_run(args, protocol, sheet, FrontEnd.TUI)
-        app = make_app(setup, undo_s=0.0)
+        protocol, setup, app = tui_desk_run(protocol_path, checkpoint, rig.port, socket)
         trials = {t.index: t for t in protocol.trials}
 
         async def operator() -> None:
