@@ -10,15 +10,12 @@ import numpy as np
 import pytest
 
 from harness.app.parts import Parts, make_policy
-from harness.app.run_command import run_from_args
-from harness.cli import build_parser
 from harness.models.defaults import DEFAULT_START_POSE
 from harness.models.protocol import JOINT_NAMES
-from harness.models.scoresheet import load_scoresheet
 from harness.sim.config_sim_so101 import SimSO101Config
 from harness.sim.sim_so101 import SimSO101
 from harness.sim.world import SimWorld
-from tests.helpers import short_protocol_copy
+from tests.helpers import short_protocol_copy, two_sim_trials
 from tests.tiny_policy import save_tiny_act
 
 
@@ -70,28 +67,14 @@ class AlwaysLooks:
         return True
 
 
-def _run(protocol: Path, policy: Path, work: Path, name: str, parts: Parts | None) -> tuple[list, list]:
-    args = build_parser().parse_args(
-        ["run", str(protocol), "--policy", str(policy), "--headless", "--no-video", "--device", "cpu",
-         "--scoresheet", str(work / f"{name}.yaml"), "--runs-dir", str(work / "runs"), "--max-trials", "2"])
-    assert run_from_args(args, parts) == 0
-    sheet = load_scoresheet(work / f"{name}.yaml")
-    states = []
-    for path in sorted((work / "runs" / name).glob("trial-*/sim_state.npz")):
-        with np.load(path) as npz:
-            states.append(npz["posed_qpos"].copy())
-    outcomes = [(a.trial_index, a.outcome, a.judge.model_dump() if a.judge else None) for a in sheet.attempts]
-    return outcomes, states
-
-
 @pytest.mark.slow
 def test_an_act_that_pops_its_queue_runs_the_same_trials_without_drawing_its_frames(tmp_path: Path) -> None:
     # an image-dependent tiny ACT (10-action chunks) driven away from the start pose: every frame it reads counts
     mean = [DEFAULT_START_POSE[n] + (25.0 if n == "shoulder_pan" else 0.0) for n in JOINT_NAMES]
     policy = save_tiny_act(tmp_path / "ckpt", height=72, width=96, action_mean=mean)
     protocol = short_protocol_copy(tmp_path, seconds=2.0)
-    held = _run(protocol, policy, tmp_path, "held", None)
-    looked = _run(protocol, policy, tmp_path, "every-frame",
+    held = two_sim_trials(protocol, policy, tmp_path, "held", None)
+    looked = two_sim_trials(protocol, policy, tmp_path, "every-frame",
                   Parts(policy=lambda *a, **k: AlwaysLooks(make_policy(*a, **k))))  # type: ignore[arg-type]
     assert held[0] == looked[0]
     assert len(held[1]) == len(looked[1]) == 2
