@@ -106,6 +106,28 @@ RUNNER = "import sys; from harness.cli import main; sys.exit(main(sys.argv[1:]))
 
 
 @pytest.mark.slow
+def test_a_comparison_is_a_run_request_like_any_run_and_its_settings_reach_the_sheet(workdir, capsys) -> None:
+    """No argument list: `harness.run_request` with two policies runs the comparison, and the request's settings
+    (what `harness run`'s flags set) are the ones the comparison locks and runs with."""
+    from harness.app.run_command import run_request
+    from harness.models.run_request import RunRequest
+
+    protocol = _protocol(workdir)
+    sheet_path = workdir / "elsewhere" / "blind.yaml"
+    request = RunRequest(protocol=protocol, policies=("expert", "replay"), robot={"kind": "sim"}, headless=True,
+                         max_trials=2, latency=40.0, scoresheet=sheet_path, runs_dir=workdir / "evidence",
+                         rename_map={"top": "camera1"}, evidence={"no_video": True})
+    assert run_request(request) == 0
+    sheet = load_scoresheet(sheet_path)
+    assert sheet.locked.comparison is not None and sheet.locked.comparison.blind
+    assert len(sheet.attempts) == 2                                   # --max-trials
+    assert sheet.latency_ms == 40.0 and sheet.settings.rename_map == {"top": "camera1"}
+    assert (workdir / "evidence" / "blind").is_dir() and not Path("runs").exists()
+    assert not Path("scoresheets").exists()
+    assert "the comparison is still open" in capsys.readouterr().out
+
+
+@pytest.mark.slow
 def test_sigkill_mid_run_and_resume_continue_the_exact_schedule(workdir) -> None:
     protocol = _protocol(workdir)
     argv = ["run", str(protocol), "--policy", "expert", "--policy", "replay", "--robot", "sim", "--headless",
@@ -245,6 +267,7 @@ def test_a_rehearsed_comparison_on_the_emulated_arm_never_names_a_policy_to_the_
     assert "ckpt_first" not in after and "ckpt_second" not in after, after[-2000:]
     sheet = load_scoresheet(Path("scoresheets/desk-comparison-rehearsal.yaml"))
     assert sheet.locked.robot == "so101" and len(sheet.attempts) == 2
+    assert sheet.locked.rehearsal is not None          # the rehearsal's own request ran it, its provenance locked
     assert {slot.arm for slot in sheet.comparison_schedule()[:2]} == {"A", "B"}     # block 1: each arm once
     for path in [*Path("runs").rglob("*"), Path("scoresheets/desk-comparison-rehearsal.yaml").read_text()]:
         assert "ckpt_" not in str(path)

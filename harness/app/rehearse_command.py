@@ -391,7 +391,7 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
     out = out or sys.stdout
     from harness.app.measure_command import run_measure
     from harness.app.rehearse_operator import CONSOLE_HINT, OFF_TABLE_CM
-    from harness.app.run_command import run_from_args, run_request
+    from harness.app.run_command import run_request
     from harness.bus.scenario import default_scenario, open_rig
 
     protocol, files = plan.protocol, plan.files
@@ -422,11 +422,7 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
             if not plan.gap.none:
                 print(f"reality gap (recorded in the scoresheet): {plan.gap.describe()}", file=out, flush=True)
             parts = _parts(plan, rig)
-            # a comparison (two or more policies) still runs from its parsed command line (`app/compare_run.py`)
-            if len(plan.policies) > 1:
-                code = run_from_args(command_arguments(shown), parts)
-            else:
-                code = run_request(request.updated(provenance={"rehearsal": {"gap": plan.gap.declared()}}), parts)
+            code = run_request(request.updated(provenance={"rehearsal": {"gap": plan.gap.declared()}}), parts)
             if code != 0:
                 return code
     finally:

@@ -70,28 +70,6 @@ def check_same_inference(sheet: Scoresheet, request: RunRequest) -> None:
                                                             f"{sheet.inference_engine}, not {engine}")
 
 
-def parse_cameras(items: list[str] | None) -> dict[str, str]:
-    """`--camera NAME=SOURCE` values, each spec checked (for `app/compare_run.py`, which reads parsed arguments;
-    a run's own cameras come in its `RunRequest`)."""
-    from harness.robots.camera_spec import parse_camera_spec
-
-    cameras = RunRequest.from_flags({"protocol": "-", "camera": items or []}).robot.cameras
-    for source in cameras.values():
-        parse_camera_spec(source)
-    return cameras
-
-
-def latency_from(args: argparse.Namespace) -> float | str | None:
-    """The latency model asked for on a parsed command line (`app/compare_run.py`)."""
-    return as_request(args).latency
-
-
-def rename_map_from(args: argparse.Namespace, protocol: Protocol) -> dict[str, str]:
-    """The rename map asked for on a parsed command line, else the protocol's (`app/compare_run.py`)."""
-    asked = as_request(args).rename_map
-    return asked if asked is not None else dict(protocol.run.rename_map)
-
-
 def render_profile_from(args: RunRequest | argparse.Namespace, robot: RobotKind,
                         checkpoint: str | None) -> RenderProfile | None:
     """The profile a new simulated run locks (`--render-profile`, else the default); a checkpoint trained on
