@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.app.build import FrontEnd, check_policy_fits_robot, prepare_run
+from harness.app.parallel.runs import check_workers, run_parallel
 from harness.app.parts import Parts
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models import sequential
@@ -32,6 +33,7 @@ from harness.models.comparison import (
     unseal,
 )
 from harness.models.lock import WriterLock
+from harness.models.locked import LockedBlock
 from harness.models.protocol import Protocol, Trial, file_sha256
 from harness.models.run_request import RunRequest
 from harness.models.run_settings import BuiltinPolicy, InferenceEngine, RobotKind, RunSettings
@@ -41,6 +43,7 @@ from harness.models.scoresheet import (
     load_scoresheet,
     new_scoresheet,
     policy_fingerprint,
+    run_inference,
 )
 from harness.models.taxonomy import Label
 from harness.policies.arms import ArmSwitch
@@ -134,7 +137,8 @@ def _new_sheet(request: RunRequest, protocol: Protocol, protocol_path: Path, pat
         "comparisons": [list(pair) for pair in comparisons],
         "design": {"alpha": design.alpha, "power": design.power, "min_difference": design.min_difference,
                    "comparisons": design.comparisons, "cap": design.cap,
-                   "log_efficacy_bound": design.log_efficacy_bound,
+                   "log_efficacy_bound": design.log_efficacy_bound, "futility": design.futility.value,
+                   "futility_bet": design.futility_bet,
                    "fixed_sample_pairs": design.fixed_sample_pairs()},
         "sealed": sealed.model_dump(), "blind": request.blind,
     }
@@ -180,12 +184,49 @@ def _resumed_sheet(request: RunRequest, protocol_path: Path, path: Path,
 
 
 def _refuse_unsupported(request: RunRequest) -> None:
+    """LeRobot's policy server serves one checkpoint per client and RTC wraps one policy per engine: a comparison
+    would need one of each per arm, each checked and locked per arm. Until then, refused in one line."""
     if request.inference.policy_server or request.inference.engine is InferenceEngine.RTC:
         raise HarnessInputError(None, "--policy", "a comparison runs LeRobot's synchronous engine; "
                                                   "--policy-server and --inference rtc are not supported with it yet")
-    if request.workers.parallel or request.workers.count != 1:
-        raise HarnessInputError(None, "--workers", "a comparison runs its schedule serially (parallel workers "
-                                                   "are not supported with several --policy flags yet)")
+
+
+def load_arms(locked: LockedBlock, protocol: Protocol, settings: RunSettings, device: str | None,
+              parts: Parts) -> ArmSwitch:
+    """Every arm's policy, loaded before the first trial, behind one `ArmSwitch` that hands each scheduled slot
+    to its arm: the serial run's, and each parallel worker's (which reads the sealed mapping itself and shows
+    it to no one)."""
+    comparison = locked.comparison
+    assert comparison is not None, "a comparison's locked block"
+    mapping = unseal(comparison.sealed)
+    schedule = {slot.number: slot.arm for slot in build_schedule(comparison.seed, tuple(comparison.arms),
+                                                                 comparison.positions, comparison.blocks)}
+    policies: dict[str, EvalPolicy] = {}
+    try:
+        for code in comparison.arms:
+            policies[code] = parts.policy(mapping[code].ref, protocol, settings, device, locked.robot,
+                                          run_inference(locked))
+        return ArmSwitch(policies, schedule.__getitem__)
+    except BaseException:
+        for policy in policies.values():
+            policy.close()
+        raise
+
+
+def _workers(request: RunRequest, sheet: Scoresheet) -> RunRequest:
+    """`--workers`: as a single run takes it (simulated arm, plain mode; `auto` resolved here, once)."""
+    if request.workers.count == "auto":
+        from harness.app.build import video_mode
+        from harness.app.parallel.scaling import auto_workers
+
+        pending = len(sheet.pending_trials())
+        count = (auto_workers(pending, mode=video_mode(request, sheet.locked.robot))
+                 if sheet.locked.robot.simulated else 1)
+        request = request.updated(workers={"count": count})
+        print(f"--workers auto: {count} for at most {pending} trials on {sheet.locked.robot} "
+              f"({'serial' if count == 1 else 'Ray workers'})", file=sys.stderr, flush=True)
+    check_workers(request, sheet.locked.robot)
+    return request
 
 
 def run_comparison(request: RunRequest, protocol: Protocol, refs: list[str], front_end: FrontEnd,
@@ -213,28 +254,25 @@ def run_comparison(request: RunRequest, protocol: Protocol, refs: list[str], fro
     sheet = (_resumed_sheet(request, protocol_path, path, identities) if request.resume
              else _new_sheet(request, protocol, protocol_path, path, identities, robot))
     created = not request.resume
+    request = _workers(request, sheet)
     if sheet.complete:
         print(f"{sheet.path}: the comparison has ended: {sheet.stopped_by_rule() or 'every block run'}")
         return 0
-    schedule = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
-    policies: dict[str, EvalPolicy] = {}
-    try:   # every arm loaded before the first trial
-        for code, arm in zip(sheet.locked.comparison.arms, identities, strict=True):
-            policies[code] = parts.policy(arm.ref, protocol, sheet.settings, request.device, sheet.locked.robot,
-                                          sheet.inference)
-        switch = ArmSwitch(policies, schedule.__getitem__)
-    except BaseException:
-        for policy in policies.values():
-            policy.close()
-        raise
     run_protocol = comparison_protocol(protocol, sheet)
+    switch = load_arms(sheet.locked, run_protocol, sheet.settings, request.device, parts)
     setup = None
+    handed_over = False   # to the parallel run's own worker, which closes it
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         with WriterLock(path, "harness run") as writer, \
                 WriterLock(request.runs_dir / path.stem, "harness run", folder=True):
             sheet.hold_writer_lock(writer)
             with third_party_output(request, path):
+                if request.workers.parallel:   # each slot to the next free worker, recorded in slot order
+                    handed_over = True
+                    run_parallel(request, run_protocol, sheet, created, None, parts, switch)
+                    print(decision_lines(sheet))
+                    return 0
                 setup = prepare_run(request, run_protocol, sheet, front_end, parts, switch)
                 if created:
                     sheet.create()
@@ -260,7 +298,7 @@ def run_comparison(request: RunRequest, protocol: Protocol, refs: list[str], fro
     finally:
         if setup is not None:
             setup.close()
-        else:
+        elif not handed_over:
             switch.close()
         signal.signal(signal.SIGTERM, previous)
     print(decision_lines(sheet))
