@@ -234,6 +234,7 @@ def test_an_open_run_is_revealed_only_by_an_explicit_recorded_unblinding(workdir
     assert "Success     A: " in blind and "\n            B: " in blind and "Success     1/2" not in blind
     assert "placement error, cm (secondary)" in blind and "never a reason to stop" in blind
     assert main(["report", str(SHEET), "--md", "open.md"]) == 0
+    capsys.readouterr()
     written = Path("open.md").read_text()
     assert "Success by arm: A " in written
     written = written.replace(str(workdir), "").replace("harness replay", "")   # the command that replays a trial

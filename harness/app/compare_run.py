@@ -33,7 +33,6 @@ from harness.models.comparison import (
     unseal,
 )
 from harness.models.lock import WriterLock
-from harness.models.locked import LockedBlock
 from harness.models.protocol import Protocol, Trial, file_sha256
 from harness.models.run_request import RunRequest
 from harness.models.run_settings import BuiltinPolicy, InferenceEngine, RobotKind, RunSettings
@@ -43,11 +42,9 @@ from harness.models.scoresheet import (
     load_scoresheet,
     new_scoresheet,
     policy_fingerprint,
-    run_inference,
 )
 from harness.models.taxonomy import Label
-from harness.policies.arms import ArmSwitch
-from harness.policies.base import EvalPolicy
+from harness.policies.arms import load_arms
 
 
 def comparison_refs(request: RunRequest, protocol: Protocol) -> list[str] | None:
@@ -191,28 +188,6 @@ def _refuse_unsupported(request: RunRequest) -> None:
                                                   "--policy-server and --inference rtc are not supported with it yet")
 
 
-def load_arms(locked: LockedBlock, protocol: Protocol, settings: RunSettings, device: str | None,
-              parts: Parts) -> ArmSwitch:
-    """Every arm's policy, loaded before the first trial, behind one `ArmSwitch` that hands each scheduled slot
-    to its arm: the serial run's, and each parallel worker's (which reads the sealed mapping itself and shows
-    it to no one)."""
-    comparison = locked.comparison
-    assert comparison is not None, "a comparison's locked block"
-    mapping = unseal(comparison.sealed)
-    schedule = {slot.number: slot.arm for slot in build_schedule(comparison.seed, tuple(comparison.arms),
-                                                                 comparison.positions, comparison.blocks)}
-    policies: dict[str, EvalPolicy] = {}
-    try:
-        for code in comparison.arms:
-            policies[code] = parts.policy(mapping[code].ref, protocol, settings, device, locked.robot,
-                                          run_inference(locked))
-        return ArmSwitch(policies, schedule.__getitem__)
-    except BaseException:
-        for policy in policies.values():
-            policy.close()
-        raise
-
-
 def _workers(request: RunRequest, sheet: Scoresheet) -> RunRequest:
     """`--workers`: as a single run takes it (simulated arm, plain mode; `auto` resolved here, once)."""
     if request.workers.count == "auto":
@@ -259,7 +234,7 @@ def run_comparison(request: RunRequest, protocol: Protocol, refs: list[str], fro
         print(f"{sheet.path}: the comparison has ended: {sheet.stopped_by_rule() or 'every block run'}")
         return 0
     run_protocol = comparison_protocol(protocol, sheet)
-    switch = load_arms(sheet.locked, run_protocol, sheet.settings, request.device, parts)
+    switch = load_arms(sheet.locked, run_protocol, sheet.settings, request.device, parts.policy)
     setup = None
     handed_over = False   # to the parallel run's own worker, which closes it
     previous = signal.signal(signal.SIGTERM, _interrupt)

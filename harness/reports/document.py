@@ -51,7 +51,7 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
                 f"{_pct(arm.success.wilson95[1])})" if arm.success.rate is not None else "")
             for arm in run.arms) + f". {run.trials_scored} of {run.trials_planned} planned trials scored "
             "(both arms together below). Task: " + run.task))
-        blocks.append(Table(["arm", "success", *run.failure_modes, "voids"],
+        blocks.append(Table(["arm", Label.SUCCESS.value, *run.failure_modes, "voids"],
                             [[arm.code, str(arm.success.k), *(str(c) for c in arm.failure_modes.values()),
                               str(arm.voids)] for arm in run.arms]))
     elif s.n and s.rate is not None:

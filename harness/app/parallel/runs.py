@@ -124,10 +124,10 @@ class TrialWorkerImpl:
         self.sheet = DetachedSheet(Path(sheet_path), locked_data, settings)
         self.protocol = protocol
         if policy is None and self.sheet.locked.comparison is not None:   # a comparison: every arm, by the schedule
-            from harness.app.compare_run import load_arms
             from harness.app.parts import Parts
+            from harness.policies.arms import load_arms
 
-            policy = load_arms(self.sheet.locked, protocol, settings, request.device, parts or Parts())
+            policy = load_arms(self.sheet.locked, protocol, settings, request.device, (parts or Parts()).policy)
         try:
             # the stand-in has every member of a scoresheet the engine reads
             self.setup = prepare_run(worker_request(request, self.tmp, lanes), protocol,
