@@ -377,8 +377,9 @@ class FrameResult:
     rim: Rim | None
     frame: np.ndarray        # the frame measured (undistorted when the lens is known)
 
-    def record(self) -> dict[str, object]:
-        """The JSON record `harness measure --json` prints for this frame."""
+    def record(self, caveats: tuple[Caveat, ...] = ()) -> dict[str, object]:
+        """The JSON record `harness measure --json` prints for this frame, with the caller's own `caveats` (what
+        only it knows, such as a camera moved since calibration) after the frame's."""
         m = self.measurement
         return {
             "measured": m is not None,
@@ -388,10 +389,14 @@ class FrameResult:
             "offset_cm": [round(v, 3) for v in m.offset_cm] if m else None,
             "reasons": [self.reason.value] if self.reason else [],
             "detail": self.detail,
-            "caveats": [c.value for c in self.caveats],
+            "caveats": [c.value for c in (*self.caveats, *caveats)],
             "rim_px": {"cx": round(self.rim.cx, 2), "cy": round(self.rim.cy, 2), "a": round(self.rim.a, 2),
                        "b": round(self.rim.b, 2), "angle_deg": round(self.rim.angle_deg, 2)} if self.rim else None,
         }
+
+    def why_not(self) -> str:
+        """Why there is no measurement, in words: the reason, then its detail."""
+        return f"{self.reason.value.replace('_', ' ')}: {self.detail}" if self.reason else self.detail
 
 
 def bowl_shape(geometry: Geometry) -> BowlShape:
