@@ -195,7 +195,7 @@ def calibrate(images: Sequence[tuple[str, np.ndarray]], board: Board) -> CameraC
         else:
             views.append(view)
             used.append(name)
-    if len(views) < 3:
+    if size is None or len(views) < 3:
         raise HarnessInputError(None, "IMAGES", f"the board was found in {len(views)} image(s), 3 or more are needed "
                                 f"(board {board.kind.value} {board.columns}x{board.rows} squares: check --squares)")
     rms, matrix, dist, rvecs, tvecs = cv2.calibrateCamera(
