@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
@@ -17,6 +18,17 @@ def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tup
     low = 0.0 if successes == 0 else max(0.0, centre - half)
     high = 1.0 if successes == n else min(1.0, centre + half)
     return (low, high)
+
+
+def describe(values: list[float]) -> dict[str, float] | None:
+    if not values:
+        return None
+    return {
+        "n": len(values),
+        "mean": statistics.fmean(values),
+        "median": statistics.median(values),
+        "max": max(values),
+    }
 
 
 def percentile(values: list[float], q: float) -> float:

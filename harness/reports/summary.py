@@ -7,14 +7,13 @@ docs/report-json.md holds its JSON Schema.
 
 from __future__ import annotations
 
-import statistics
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.models.locked import LockedPolicy
 from harness.models.scoresheet import Scoresheet
-from harness.models.stats import wilson_interval
+from harness.models.stats import describe, wilson_interval
 from harness.models.taxonomy import FAILURE_MODES, Label
 
 REPORT_SCHEMA: Final = "harness.report/1"
@@ -66,6 +65,7 @@ def summarize(sheet: Scoresheet) -> RunSummary:
     k = sum(1 for a in scored if a.label is Label.SUCCESS)
     low, high = wilson_interval(k, n)
     errors = [e for a in scored if a.label is Label.SUCCESS and (e := sheet.placement_error(a)) is not None]
+    described = describe(errors)
     locked = sheet.locked
     return RunSummary(
         scoresheet=str(sheet.path),
@@ -76,8 +76,7 @@ def summarize(sheet: Scoresheet) -> RunSummary:
         trials_scored=n,
         success=SuccessRate(k=k, n=n, rate=k / n if n else None, wilson95=(low, high)),
         failure_modes={mode: sum(1 for a in scored if a.failure_mode == mode) for mode in FAILURE_MODES},
-        placement_error_cm=PlacementError(n=len(errors), mean=statistics.fmean(errors),
-                                          median=statistics.median(errors), max=max(errors)) if errors else None,
+        placement_error_cm=PlacementError(**described) if described else None,
         voids=[VoidRow(trial=a.trial_index, attempt=a.attempt, reason=a.void_reason)
                for a in sheet.attempts if a.label is Label.VOID],
         stopped_by_rule=sheet.stopped_by_rule(),
