@@ -171,6 +171,40 @@ def test_only_the_app_layer_reads_command_line_arguments() -> None:
     assert not readers, f"modules below the app layer that parse or read arguments: {readers}"
 
 
+# modules of `app/` that still read a parsed command line below its handler (issue 38): a comparison, and a twin
+# that parses the `harness run` line it shows; `sheet.py` keeps the comparison's helpers until it takes a request
+STILL_PARSED = frozenset({"harness.app.compare_run", "harness.app.twin", "harness.app.sheet"})
+
+
+def namespace_readers(root: Path = PACKAGE) -> list[str]:
+    """Modules that name `argparse.Namespace` other than a command's handler: `cli.py`, `app/commands/`, the
+    `*_command.py` beside them, and `app/request.py`, where a parsed `harness run` becomes its request."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root.parent)
+        module = ".".join(relative.with_suffix("").parts)
+        handler = (module in ("harness.cli", "harness.app.request") or relative.parent.name == "commands"
+                   or path.stem.endswith("_command"))
+        if not handler and "Namespace" in path.read_text():
+            found.append(module)
+    return found
+
+
+def test_below_the_command_handlers_a_run_travels_as_its_request() -> None:
+    """`prepare_run`, `resolve_sheet`, Ray's workers, sweeps and rehearsals take the `RunRequest` (a measure its
+    `MeasureRequest`): a module that names `argparse.Namespace` below the handlers is a second CLI."""
+    readers = [m for m in namespace_readers() if m not in STILL_PARSED and m != "harness.sim.frame_render"]
+    assert not readers, f"modules below the command handlers that read parsed arguments: {readers}"
+
+
+def test_the_namespace_check_finds_a_reader_below_the_handlers(tmp_path: Path) -> None:
+    root = tmp_path / "harness"
+    (root / "app" / "commands").mkdir(parents=True)
+    (root / "app" / "commands" / "run.py").write_text("def run(args: argparse.Namespace): ...\n")
+    (root / "app" / "run_command.py").write_text("def run_from_args(args: argparse.Namespace): ...\n")
+    (root / "app" / "build.py").write_text("def prepare_run(request: argparse.Namespace): ...\n")
+    assert namespace_readers(root) == ["harness.app.build"]
+
 LABEL_VALUES = frozenset(label.value for label in Label)
 TAXONOMY_MODULE = "harness/models/taxonomy.py"
 # Strings equal to a label's value that name something else: `RejectReason` (why a collected attempt is not a
