@@ -221,9 +221,10 @@ def tui_desk_run(protocol_path: Path, checkpoint: Path, port: str, socket: Path)
                                       "--robot-id", "emulated_follower", "--policy", str(checkpoint),
                                       "--camera", f"top=sim:{socket}@128x96", "--no-video"])
     protocol = load_protocol(protocol_path)
-    assert comparison_refs(as_request(args), protocol) is None   # one --policy: a single run, as `harness run` decides
-    sheet, _ = resolve_sheet(args, protocol, protocol_path)
-    setup = prepare_run(args, protocol, sheet, FrontEnd.TUI)
+    request = as_request(args)
+    assert comparison_refs(request, protocol) is None   # one --policy: a single run, as `harness run` decides
+    sheet, _ = resolve_sheet(request, protocol, protocol_path)
+    setup = prepare_run(request, protocol, sheet, FrontEnd.TUI)
     return protocol, setup, make_app(setup, undo_s=0.0)
 
 

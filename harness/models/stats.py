@@ -99,7 +99,7 @@ def newcombe_paired(a: int, b: int, c: int, d: int) -> tuple[float, float]:
     if denom == 0:
         phi = 0.0
     else:
-        num = a * d - b * c
+        num = float(a * d - b * c)
         if num > 0:
             num = max(num - n / 2, 0.0)
         phi = num / math.sqrt(denom)

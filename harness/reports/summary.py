@@ -7,6 +7,8 @@ docs/report-json.md holds its JSON Schema.
 
 from __future__ import annotations
 
+from typing import Final
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.models.locked import LockedPolicy
@@ -14,7 +16,7 @@ from harness.models.scoresheet import Attempt, Scoresheet
 from harness.models.stats import describe, wilson_interval
 from harness.models.taxonomy import FAILURE_MODES, Label
 
-REPORT_SCHEMA = "harness.report/1"
+REPORT_SCHEMA: Final = "harness.report/1"
 
 
 class _Frozen(BaseModel):
