@@ -130,8 +130,18 @@ def harness_trials(protocol: Path, policy: str, trials: int, work: Path, profile
             "profile": profile_locked.value if profile_locked is not None else None}
 
 
+def reads_frames(policy) -> bool:
+    """Whether the policy's next call looks at the frames. Code before issue 42's held frames has no
+    `reads_frames_next`: the floor is the policy's, not the harness's, so it is read off ACT's own queue there."""
+    reads = getattr(policy, "reads_frames_next", None)
+    if reads is not None:
+        return reads()
+    queue = getattr(policy._policy, "_action_queue", None)
+    return queue is None or len(queue) == 0
+
+
 def floor_trials(protocol_path: Path, policy_ref: str, attempts: list[dict], profile: str | None) -> dict:
-    """The same trials with physics, the policy's cameras and its inference only."""
+    """The same trials with physics, the policy's cameras (on the steps it reads them) and its inference only."""
     from harness.policies.lerobot_policy import LeRobotPolicy
     from harness.sim.scene import SceneGeometry
 
@@ -150,6 +160,7 @@ def floor_trials(protocol_path: Path, policy_ref: str, attempts: list[dict], pro
     per_cam = {cam: Meter() for cam in policy.camera_keys}
     steps_total = 0
     qpos_samples: list[np.ndarray] = []
+    last: dict[str, np.ndarray] = {}
     for a in attempts:
         trial = by_index[a["trial"]]
         world.set_arm(protocol.start_pose)
@@ -158,10 +169,12 @@ def floor_trials(protocol_path: Path, policy_ref: str, attempts: list[dict], pro
         for step in range(a["steps"]):
             obs = {f"{n}.pos": from_sim(n, float(v)) for n, v in zip(JOINT_NAMES, world.joint_positions_rad(),
                                                                       strict=True)}
-            with render:
-                for cam in policy.camera_keys:
-                    with per_cam[cam]:
-                        obs[cam] = world.render(cam, width, height)
+            if reads_frames(policy):   # the frames the policy consumes; popping a queued action, it reads none
+                with render:
+                    for cam in policy.camera_keys:
+                        with per_cam[cam]:
+                            last[cam] = world.render(cam, width, height)
+            obs.update(last)
             with inference:
                 action = policy.select_action(obs)
             targets = np.array([to_sim(n, action[f"{n}.pos"]) for n in JOINT_NAMES])

@@ -116,3 +116,25 @@ def refused(argv: list[str], folder: Path, capsys: Any) -> str:
     assert code == 2 and len(err) == 1, (code, err)
     assert folder_state(folder) == before
     return err[0]
+
+
+def two_sim_trials(protocol: Path, policy: Path, work: Path, name: str, parts: Any) -> tuple[list, list]:
+    """`harness run` of a policy's first two trials on the simulated arm (`parts`: substituted factories, or
+    None): each attempt's (trial, outcome, judge) and each trial's posed arm trajectory, for runs that must
+    come out identical."""
+    import numpy as np
+
+    from harness.app.run_command import run_from_args
+    from harness.cli import build_parser
+    from harness.models.scoresheet import load_scoresheet
+
+    args = build_parser().parse_args(
+        ["run", str(protocol), "--policy", str(policy), "--headless", "--no-video", "--device", "cpu",
+         "--scoresheet", str(work / f"{name}.yaml"), "--runs-dir", str(work / "runs"), "--max-trials", "2"])
+    assert run_from_args(args, parts) == 0
+    sheet = load_scoresheet(work / f"{name}.yaml")
+    states = []
+    for path in sorted((work / "runs" / name).glob("trial-*/sim_state.npz")):
+        with np.load(path) as npz:
+            states.append(npz["posed_qpos"].copy())
+    return [(a.trial_index, a.outcome, a.judge.model_dump() if a.judge else None) for a in sheet.attempts], states

@@ -8,13 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.app.run_command import run_from_args
 from harness.app.worker_cache import WorkerCache
-from harness.cli import build_parser
 from harness.models.defaults import DEFAULT_START_POSE
 from harness.models.protocol import JOINT_NAMES
-from harness.models.scoresheet import load_scoresheet
-from tests.helpers import small_protocol_copy
+from tests.helpers import small_protocol_copy, two_sim_trials
 from tests.tiny_policy import save_tiny_act
 
 
@@ -22,19 +19,6 @@ def _protocol(folder: Path) -> Path:
     path = small_protocol_copy(folder)
     path.write_text(path.read_text().replace("episode_time_limit_s: 12.0", "episode_time_limit_s: 2.0"))
     return path
-
-
-def _cell(protocol: Path, policy: Path, work: Path, name: str, parts) -> tuple:
-    args = build_parser().parse_args(
-        ["run", str(protocol), "--policy", str(policy), "--headless", "--no-video", "--device", "cpu",
-         "--scoresheet", str(work / f"{name}.yaml"), "--runs-dir", str(work / "runs"), "--max-trials", "2"])
-    assert run_from_args(args, parts) == 0
-    sheet = load_scoresheet(work / f"{name}.yaml")
-    states = []
-    for path in sorted((work / "runs" / name).glob("trial-*/sim_state.npz")):
-        with np.load(path) as npz:
-            states.append(npz["posed_qpos"].copy())
-    return [(a.trial_index, a.outcome, a.judge.model_dump() if a.judge else None) for a in sheet.attempts], states
 
 
 @pytest.mark.slow
@@ -45,12 +29,12 @@ def test_kept_policy_and_world_give_the_outcomes_of_fresh_loads(tmp_path: Path) 
     protocol = _protocol(tmp_path)
     kept = WorkerCache()
     try:
-        first = _cell(protocol, policy, tmp_path, "cell-1", kept.parts())
-        second = _cell(protocol, policy, tmp_path, "cell-2", kept.parts())
+        first = two_sim_trials(protocol, policy, tmp_path, "cell-1", kept.parts())
+        second = two_sim_trials(protocol, policy, tmp_path, "cell-2", kept.parts())
         assert (kept.policy_loads, kept.world_builds) == (1, 1)   # loaded and built once for both cells
     finally:
         kept.close()
-    fresh = _cell(protocol, policy, tmp_path, "fresh", None)
+    fresh = two_sim_trials(protocol, policy, tmp_path, "fresh", None)
     for reused in (first, second):
         assert reused[0] == fresh[0]
         assert len(reused[1]) == len(fresh[1]) == 2

@@ -52,6 +52,9 @@ class ArmSwitch:
     def select_action(self, observation: dict[str, Any]) -> dict[str, float]:
         return self.current.select_action(observation)
 
+    def reads_frames_next(self) -> bool:
+        return self.current.reads_frames_next()
+
     def end_episode(self) -> None:
         self.current.end_episode()
 

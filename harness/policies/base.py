@@ -60,6 +60,12 @@ class EvalPolicy(Protocol):
     def end_episode(self) -> None:
         """Called on every way out of an episode: stop what runs beside the loop (a client's threads)."""
 
+    def reads_frames_next(self) -> bool:
+        """Whether the next `select_action` looks at the camera frames. False only for a policy that will pop
+        an action it already holds (a chunk's queue) and ignores the observation meanwhile: the simulator then
+        need not draw frames nobody sees."""
+        ...
+
     def inference_stats(self) -> InferenceStats:
         """The trial's inference as the arm experienced it, read once its episode has ended."""
         ...
@@ -76,6 +82,9 @@ class BasePolicy:
 
     def end_episode(self) -> None:
         return None
+
+    def reads_frames_next(self) -> bool:
+        return True
 
     def inference_stats(self) -> InferenceStats:
         return InferenceStats()

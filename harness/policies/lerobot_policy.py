@@ -121,6 +121,18 @@ def saved_rename_map(path: str | Path) -> dict[str, str]:
     return {}
 
 
+def ignores_observation_while_queued(config: Any) -> bool:
+    """Whether a LeRobot policy's `select_action` pops a queued action without looking at the observation:
+    ACT without temporal ensembling (it predicts a chunk only when its queue is empty), SmolVLA with one
+    observation step (its observation queue holds only the latest, which the next prediction replaces).
+    Anything else (diffusion's observation history, ACT's ensembling) looks at every frame."""
+    if config.type == "act":
+        return getattr(config, "temporal_ensemble_coeff", None) is None
+    if config.type == "smolvla":
+        return getattr(config, "n_obs_steps", 1) == 1
+    return False
+
+
 def _chunk_queue(policy: Any) -> Any:
     """The queue of a chunked LeRobot policy's remaining actions (ACT and diffusion keep one as
     `_action_queue`, SmolVLA as `_queues["action"]`; refilled, a new chunk starts), or None when it has none."""
@@ -210,6 +222,7 @@ class LeRobotPolicy(BasePolicy):
         policy.eval()
         self._policy = policy
         self.chunk_switches: int | None = 0 if _chunk_queue(policy) is not None else None
+        self._frames_idle_while_queued = ignores_observation_while_queued(config)
         pre, post = make_pre_post_processors(
             policy_cfg=config, pretrained_path=str(path),
             preprocessor_overrides={
@@ -280,6 +293,12 @@ class LeRobotPolicy(BasePolicy):
         out of an episode."""
         if self._rtc is not None:
             self._rtc.end_episode()
+
+    def reads_frames_next(self) -> bool:
+        if self._rtc is not None or not self._frames_idle_while_queued:
+            return True
+        queue = _chunk_queue(self._policy)
+        return queue is None or len(queue) == 0
 
     def select_action(self, observation: dict[str, Any]) -> dict[str, float]:
         from lerobot.utils.feature_utils import build_dataset_frame

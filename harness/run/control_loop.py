@@ -130,13 +130,17 @@ class ControlLoop:
         landed = self.robot.landed_latencies_s if world is not None else None
         landed_from = len(landed) if landed is not None else 0
         obs_to_action_ms: list[float] = []
+        # a simulated step's frames only for eyes that look: the policy (unless it pops a queued action),
+        # a dataset, an eager evidence recorder
+        frames_for_policy_only = world is not None and self.settings.dataset is None and not recorder.eager
         for step in range(max_steps):
             sim_t = world.time - t_begin if world is not None else step * self.period
             if sim_t >= self.protocol.episode_time_limit_s:
                 break
             t0 = self.clock.now()
             try:
-                observation = self.robot.get_observation()
+                draw_frames = not frames_for_policy_only or self.policy.reads_frames_next()
+                observation = self.robot.get_observation(draw_frames)
                 t1 = self.clock.now()
                 action = self._select_action(observation, trial)
                 t2 = self.clock.now()
@@ -164,7 +168,7 @@ class ControlLoop:
             late = (t3 - t0) > self.period
             missed += late
             timing = {"policy_ms": policy_ms[-1], "io_ms": io_ms[-1], "missed": float(late)}
-            for cam in self.policy.camera_keys:
+            for cam in self.policy.camera_keys if draw_frames else ():
                 watch.see(cam, observation.get(cam), sim_t)
             captured = recorder.record_step(step, sim_t, observation, sent, timing)
             if self.settings.dataset is not None:

@@ -52,6 +52,9 @@ class SimulatedArm(Protocol):
     @property
     def torque_enabled(self) -> bool: ...
 
+    def hold_frames_once(self) -> None:
+        """The next observation repeats the last frames instead of drawing new ones."""
+
 
 class GuardedRobot:
     """`release` turns torque off on this particular robot type; the composition layer passes it
@@ -92,8 +95,12 @@ class GuardedRobot:
     def is_connected(self) -> bool:
         return self.robot.is_connected
 
-    def get_observation(self) -> dict[str, Any]:
+    def get_observation(self, draw_frames: bool = True) -> dict[str, Any]:
+        """`draw_frames=False`: nobody will look at this observation's frames (the policy pops a queued action),
+        so a simulated arm repeats its last ones rather than drawing; a real arm's cameras deliver regardless."""
         with self._lock:
+            if not draw_frames and self.simulated is not None:
+                self.simulated.hold_frames_once()
             return self.robot.get_observation()
 
     def send_action(self, action: dict[str, Any]) -> dict[str, Any]:

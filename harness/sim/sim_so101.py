@@ -68,6 +68,8 @@ class SimSO101(Robot):
         self._now = clock.now if clock is not None else time.perf_counter
         self._observed_at: float | None = None   # the clock when the last observation was handed out
         self.landed_latencies_s: list[float] = []  # per action: simulated observation-to-action delay
+        self._hold_frames = False
+        self._last_frames: dict[str, Any] = {}
 
     # --- features ----------------------------------------------------------
     @property
@@ -138,11 +140,23 @@ class SimSO101(Robot):
             raise DeviceNotConnectedError(f"{self} is not connected")
         obs: dict[str, Any] = self.present_position()
         obs[GRIPPER_LOAD_KEY] = float(self.world.servo_loads()[-1]) if self._torque else 0.0
+        width, height = self.config.camera_width, self.config.camera_height
+        hold = self._hold_frames and all(cam in self._last_frames for cam in self.config.render_cameras)
+        self._hold_frames = False
         for cam in self.config.render_cameras:
-            obs[cam] = self.world.render(cam, self.config.camera_width, self.config.camera_height)
+            if hold:   # the sensor noise advances as if drawn: the next drawn frame is the one it would have been
+                self.world.frame_request(cam, width, height)
+                obs[cam] = self._last_frames[cam]
+            else:
+                obs[cam] = self._last_frames[cam] = self.world.render(cam, width, height)
         if self.latency is not None:
             self._observed_at = self._now()
         return obs
+
+    def hold_frames_once(self) -> None:
+        """The next observation repeats the last frames rather than drawing them: its policy will not look
+        (it pops an action from its queue), and drawing is most of a learned policy's simulated step."""
+        self._hold_frames = True
 
     def send_action(self, action: dict[str, Any]) -> dict[str, Any]:
         """Clamp to joint limits and `max_relative_target`, then advance one control period."""
