@@ -1,7 +1,8 @@
 """Blind comparisons with sequential stopping (issue 39): the decision procedure on simulated comparisons.
 
-For each design (alpha, power, declared difference, declared comparisons) the cap is the smallest that
-reaches the power (`sequential.minimum_cap`); then, per setting, SIMS simulated comparisons (independent
+For each design (alpha, power, declared difference, declared comparisons) and each futility rule (before:
+discordant pairs only; after: paired betting, concordant pairs too) the cap is the smallest that reaches the
+power (`sequential.minimum_cap`); then, per setting, the same SIMS simulated comparisons (independent
 Bernoulli trials, or rates that vary by start position), the type I error (A/A) or power (A better by the
 difference), the pairs per arm used (mean, 95th percentile) against McNemar's fixed-sample design at the
 same alpha and power, and the same numbers from the exact walk over the state distribution (the reference
@@ -69,7 +70,7 @@ def wall() -> None:
     data["generator"] = None
     data["episode_time_limit_s"] = 12.0
     data["stopping_rule"] = {"kind": "sequential", "alpha": 0.05, "power": 0.8, "min_difference": 0.3,
-                             "max_trials_per_arm": 63}
+                             "max_trials_per_arm": 76}
     (folder / "cmp.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     common = ["--robot", "sim", "--headless", "--no-video"]
     compared = _harness(folder, "run", "cmp.yaml", "--policy", "expert", "--policy", "replay", *common)
@@ -95,31 +96,49 @@ def main() -> None:
         wall()
         return
     rng = np.random.default_rng(20261202)
-    print(f"{args.sims} simulated comparisons per setting; alpha {ALPHA}, power {POWER}")
-    print("| diff | K | cap | fixed n | setting | rates | positions | P(A better) | P(B better) | futility | "
-          "cap hit | mean pairs | p95 pairs | exact P(A) | exact mean | saved (mean) |")
+    before, after = sq.FutilityRule.DISCORDANT_SPRT, sq.FutilityRule.PAIRED_BETTING
+    print(f"{args.sims} simulated comparisons per setting; alpha {ALPHA}, power {POWER}; before = futility "
+          f"{before.value}, after = {after.value} (the same simulated outcomes through both)")
+    print("| diff | K | cap before/after | fixed n | setting | rates | positions | P(A better) | P(B better) | "
+          "futility | cap hit | mean pairs before/after | p95 before/after | exact P(A) | exact mean | "
+          "saved before/after |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     started = time.perf_counter()
-    saved_all = []
+    saved: dict[sq.FutilityRule, list[float]] = {before: [], after: []}
+    weakest = []
     for diff, comparisons in ((0.2, 1), (0.3, 1), (0.2, 3)):
-        cap = sq.minimum_cap(ALPHA, POWER, diff, comparisons)
-        rule = sq.design(ALPHA, POWER, diff, comparisons, cap)
-        fixed = rule.fixed_sample_pairs()
+        caps = {rule: sq.minimum_cap(ALPHA, POWER, diff, comparisons, rule) for rule in (before, after)}
+        designs = {rule: sq.design(ALPHA, POWER, diff, comparisons, caps[rule], rule) for rule in (before, after)}
+        fixed = designs[after].fixed_sample_pairs()
+        longest = max(caps.values())
+        # the power at every pair of rates with this difference (exact walk, independent trials)
+        grid = [sq.operating_characteristics(designs[after], *sq.discordance(low + diff, low), caps[after])
+                .first_better for low in np.arange(0.0, 1 - diff + 1e-9, 0.05)]
+        weakest.append((diff, comparisons, min(grid)))
         for name, p_first, p_second in settings(diff):
             for spread in (0.0, 0.15):
-                first, second = outcomes(rng, args.sims, cap, p_first, p_second, spread)
-                code, used = sq.simulate(rule, first, second, cap)
-                exact = (sq.operating_characteristics(rule, *sq.discordance(p_first, p_second), cap)
+                first, second = outcomes(rng, args.sims, longest, p_first, p_second, spread)
+                used, code = {}, None
+                for rule in (before, after):
+                    code, used[rule] = sq.simulate(designs[rule], first, second, caps[rule])
+                    saved[rule].append(1 - used[rule].mean() / fixed)
+                assert code is not None
+                exact = (sq.operating_characteristics(designs[after], *sq.discordance(p_first, p_second), caps[after])
                          if spread == 0 else None)
-                saved = 1 - used.mean() / fixed
-                saved_all.append(saved)
-                print(f"| {diff} | {comparisons} | {cap} | {fixed} | {name} | {p_first:.2f}/{p_second:.2f} | "
-                      f"{'vary' if spread else 'same'} | {np.mean(code == 1):.4f} | {np.mean(code == -1):.4f} | "
-                      f"{np.mean(code == 0):.3f} | {np.mean(code == 2):.3f} | {used.mean():.1f} | "
-                      f"{np.percentile(used, 95):.0f} | {exact.first_better if exact else float('nan'):.4f} | "
-                      f"{exact.expected_pairs if exact else float('nan'):.1f} | {100 * saved:.0f} % |")
-    print(f"\nmean saving over all settings: {100 * np.mean(saved_all):.1f} %; "
-          f"{time.perf_counter() - started:.1f} s wall")
+                print(f"| {diff} | {comparisons} | {caps[before]}/{caps[after]} | {fixed} | {name} | "
+                      f"{p_first:.2f}/{p_second:.2f} | {'vary' if spread else 'same'} | {np.mean(code == 1):.4f} | "
+                      f"{np.mean(code == -1):.4f} | {np.mean(code == 0):.3f} | {np.mean(code == 2):.3f} | "
+                      f"{used[before].mean():.1f}/{used[after].mean():.1f} | "
+                      f"{np.percentile(used[before], 95):.0f}/{np.percentile(used[after], 95):.0f} | "
+                      f"{exact.first_better if exact else float('nan'):.4f} | "
+                      f"{exact.expected_pairs if exact else float('nan'):.1f} | "
+                      f"{100 * saved[before][-1]:.0f} %/{100 * saved[after][-1]:.0f} % |")
+    print(f"\nmean saving over all settings: before {100 * np.mean(saved[before]):.1f} %, after "
+          f"{100 * np.mean(saved[after]):.1f} %; {time.perf_counter() - started:.1f} s wall, load average "
+          f"{os.getloadavg()[0]:.1f}")
+    for diff, comparisons, power in weakest:
+        print(f"after, diff {diff}, K {comparisons}: lowest exact power over success rates 0.00..{1 - diff:.2f} "
+              f"(step 0.05) against {diff:g} less: {power:.4f}")
 
 
 if __name__ == "__main__":

@@ -147,7 +147,7 @@ def calibrated_proposer(world: SimWorld, protocol: Protocol, folder: Path) -> Pr
     `harness run --bowl-calibration ... --trained-spot ...` builds from its files."""
     from harness.app.measure_command import run_measure
     from harness.app.operator_parts import placement_files
-    from harness.app.rehearse_command import RehearsalFiles, command_arguments
+    from harness.app.rehearse_command import RehearsalFiles, desk_measure
     from harness.app.rehearse_operator import OFF_TABLE_CM
 
     files = RehearsalFiles(folder)
@@ -158,11 +158,8 @@ def calibrated_proposer(world: SimWorld, protocol: Protocol, folder: Path) -> Pr
     Image.fromarray(world.render("top", *FINAL_SIZE)).save(files.empty_table)
     world.place_cube((x / 100, y / 100), 0.0)
     Image.fromarray(world.render("top", *FINAL_SIZE)).save(files.trained_spot)
-    bowl = [f"--bowl-cm={protocol.scene.bowl_diameter_cm:g}", f"--cube-cm={protocol.scene.cube_edge_cm:g}"]
-    measure = ["measure", str(files.trained_spot), "--auto", f"--calibrate-on={files.empty_table}", *bowl,
-               f"--calibration={files.calibration}"]
     with contextlib.redirect_stdout(sys.stderr):   # stdout carries the tables
-        if run_measure(command_arguments(measure)) != 0:
+        if run_measure(desk_measure(protocol, files, files.trained_spot, calibrate=True)) != 0:
             raise HarnessInputError(files.trained_spot, None, "the cube on its trained spot was not measured")
     from harness.models.run_request import PlacementRequest
 

@@ -1,4 +1,4 @@
-"""The four worked examples in docs/architecture.md compile and do what the text says."""
+"""The four worked examples in docs/developing.md compile and do what the text says."""
 
 from __future__ import annotations
 
@@ -14,16 +14,16 @@ from harness.policies.base import TrialContext
 from harness.reports.blocks import Table, to_html
 from tests.helpers import REPO, locked_sheet
 
-DOC = REPO / "docs" / "architecture.md"
+DOC = REPO / "docs" / "developing.md"
 NAMES = ("new-robot", "new-policy", "new-report-block", "new-cli-command")
 
 
 def example(name: str) -> types.ModuleType:
     """The example's code block, executed as a module of its own."""
     match = re.search(rf"<!-- example: {name} -->\n```python\n(.*?)```", DOC.read_text(), re.S)
-    assert match, f"docs/architecture.md lost the '{name}' example"
+    assert match, f"docs/developing.md lost the '{name}' example"
     module = types.ModuleType(f"architecture_example_{name.replace('-', '_')}")
-    exec(compile(match.group(1), f"docs/architecture.md#{name}", "exec"), module.__dict__)
+    exec(compile(match.group(1), f"docs/developing.md#{name}", "exec"), module.__dict__)
     return module
 
 

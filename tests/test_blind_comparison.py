@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHEET = Path("scoresheets/cmp-comparison.yaml")
 
 
-def _protocol(folder: Path, min_difference: float = 0.6, cap: int = 15, **rule: object) -> Path:
+def _protocol(folder: Path, min_difference: float = 0.6, cap: int = 17, **rule: object) -> Path:
     """The randomized protocol's first eight start positions at least 3 cm off the trained spot (the
     replay policy, blind to the cube, misses them; the expert does not)."""
     data = yaml.safe_load((REPO / "protocols" / "randomized.yaml").read_text())
@@ -83,7 +83,7 @@ def test_expert_against_an_expert_twin_ends_without_a_winner(workdir, capsys) ->
     twin = workdir / "expert-twin"
     twin.mkdir()
     (twin / "marker.txt").write_text("the same behaviour, other files")
-    protocol = _protocol(workdir, min_difference=0.7, cap=11)
+    protocol = _protocol(workdir, min_difference=0.7, cap=14)
 
     def policy(ref, *rest):
         return make_policy("expert" if ref == str(twin) else ref, *rest)
@@ -103,6 +103,52 @@ def test_expert_against_an_expert_twin_ends_without_a_winner(workdir, capsys) ->
 
 
 RUNNER = "import sys; from harness.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+@pytest.mark.slow
+def test_a_comparison_is_a_run_request_like_any_run_and_its_settings_reach_the_sheet(workdir, capsys) -> None:
+    """No argument list: `harness.run_request` with two policies runs the comparison, and the request's settings
+    (what `harness run`'s flags set) are the ones the comparison locks and runs with."""
+    from harness.app.run_command import run_request
+    from harness.models.run_request import RunRequest
+
+    protocol = _protocol(workdir)
+    sheet_path = workdir / "elsewhere" / "blind.yaml"
+    request = RunRequest(protocol=protocol, policies=("expert", "replay"), robot={"kind": "sim"}, headless=True,
+                         max_trials=2, latency=40.0, scoresheet=sheet_path, runs_dir=workdir / "evidence",
+                         rename_map={"top": "camera1"}, evidence={"no_video": True})
+    assert run_request(request) == 0
+    sheet = load_scoresheet(sheet_path)
+    assert sheet.locked.comparison is not None and sheet.locked.comparison.blind
+    assert len(sheet.attempts) == 2                                   # --max-trials
+    assert sheet.latency_ms == 40.0 and sheet.settings.rename_map == {"top": "camera1"}
+    assert (workdir / "evidence" / "blind").is_dir() and not Path("runs").exists()
+    assert not Path("scoresheets").exists()
+    assert "the comparison is still open" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_comparison_on_two_workers_records_the_serial_schedule_and_stops_where_it_would(workdir, capsys) -> None:
+    """`--workers 2`: each slot to the next free worker, recorded in slot order; the decision is taken on the
+    same complete blocks as a serial run, so the sheet ends at the very block where a serial run stops (a slot
+    a worker ran beyond it is not recorded), and a resume has nothing left to run."""
+    protocol = _protocol(workdir)
+    argv = ["run", str(protocol), "--policy", "expert", "--policy", "replay", "--robot", "sim", "--headless",
+            "--no-video", "--workers", "2"]
+    assert main(argv) == 0
+    live = capsys.readouterr()
+    sheet = load_scoresheet(SHEET)
+    comparison = sheet.locked.comparison
+    assert sheet.comparison_schedule() == build_schedule(comparison.seed, tuple(comparison.arms),
+                                                         comparison.positions, comparison.blocks)
+    assert [a.trial_index for a in sheet.attempts] == list(range(1, len(sheet.attempts) + 1))
+    trace = sheet.comparison_traces()[0]
+    assert trace.final.decision.final and len(sheet.attempts) == 2 * trace.final.pairs   # not one slot more
+    assert trace.winner() == next(code for code, arm in unseal(comparison.sealed).items() if arm.ref == "expert")
+    assert "decision: " in live.out
+    for surface in (live.out, live.err, *(str(p) for p in Path("runs").rglob("*"))):
+        assert "expert" not in surface.replace(str(workdir), "") and "replay" not in surface
+    assert main([*argv, "--resume"]) == 0 and "has ended" in capsys.readouterr().out
 
 
 @pytest.mark.slow
@@ -144,7 +190,7 @@ def test_bad_comparisons_are_refused_in_one_line_with_nothing_written(workdir, c
     small = _protocol(workdir, min_difference=0.6, cap=8)
     line = refused(["run", str(small), "--robot", "sim", "--headless", "--policy", "expert", "--policy", "replay"],
                     workdir, capsys)
-    assert "8 cannot reach power 0.8" in line and "max_trials_per_arm: 15 would" in line
+    assert "8 cannot reach power 0.8" in line and "max_trials_per_arm: 17 would" in line
     line = refused([*base, "--policy", "expert"], workdir, capsys)
     assert "sequential is a comparison's rule" in line
     line = refused(["run", str(protocol), "--robot", "so101", "--port", "/dev/null", "--headless",
@@ -157,7 +203,16 @@ def test_bad_comparisons_are_refused_in_one_line_with_nothing_written(workdir, c
     for value in ("0", "nan", "1.5"):
         _protocol(workdir, min_difference=float(value))
         refused([*base, "--policy", "expert", "--policy", "replay"], workdir, capsys)
-    refused([*base, "--policy", "expert", "--policy", "replay", "--workers", "2"], workdir, capsys)
+    _protocol(workdir, secondary=["placement_error_cm", "placement_error_cm"])
+    assert "declared twice" in refused([*base, "--policy", "expert", "--policy", "replay"], workdir, capsys)
+    _protocol(workdir, secondary=["success_rate"])
+    assert "secondary" in refused([*base, "--policy", "expert", "--policy", "replay"], workdir, capsys)
+    _protocol(workdir)
+    line = refused([*base, "--policy", "expert", "--policy", "replay", "--inference", "rtc"], workdir, capsys)
+    assert "synchronous engine" in line
+    line = refused([*base, "--policy", "expert", "--policy", "replay", "--workers", "2", "--inject-dropout", "1:5"],
+                   workdir, capsys)
+    assert "--inject-dropout" in line
     listed = _protocol(workdir)
     data = yaml.safe_load(listed.read_text())
     data["run"]["policies"] = ["replay", "replay"]   # the protocol's run section lists the arms
@@ -167,7 +222,7 @@ def test_bad_comparisons_are_refused_in_one_line_with_nothing_written(workdir, c
 
 @pytest.mark.slow
 def test_an_open_run_is_revealed_only_by_an_explicit_recorded_unblinding(workdir, capsys) -> None:
-    protocol = _protocol(workdir)
+    protocol = _protocol(workdir, secondary=["placement_error_cm"])
     argv = ["run", str(protocol), "--policy", "expert", "--policy", "replay", "--robot", "sim", "--headless",
             "--no-video"]
     assert main([*argv, "--max-trials", "2"]) == 0
@@ -175,9 +230,23 @@ def test_an_open_run_is_revealed_only_by_an_explicit_recorded_unblinding(workdir
     assert main(["report", str(SHEET)]) == 0
     blind = capsys.readouterr().out
     assert "(sealed)" in blind and "expert" not in blind and "replay" not in blind
+    # the summary's figures per arm, by code, never one success rate over both arms
+    assert "Success     A: " in blind and "\n            B: " in blind and "Success     1/2" not in blind
+    assert "placement error, cm (secondary)" in blind and "never a reason to stop" in blind
+    assert main(["report", str(SHEET), "--md", "open.md"]) == 0
+    capsys.readouterr()
+    written = Path("open.md").read_text()
+    assert "Success by arm: A " in written
+    written = written.replace(str(workdir), "").replace("harness replay", "")   # the command that replays a trial
+    assert "expert" not in written and "replay" not in written
     assert main(["report", str(SHEET), "--json"]) == 0
-    sealed = json.loads(capsys.readouterr().out)["blind_comparison"]
+    raw = json.loads(capsys.readouterr().out)
+    sealed = raw["blind_comparison"]
     assert [arm["policy"] for arm in sealed["arms"]] == [None, None] and not sealed["ended"]
+    assert sealed["secondary"] == ["placement_error_cm"] and sealed["futility"] == "paired-betting"
+    successes = {arm["code"]: arm["successes"] for arm in sealed["arms"]}
+    assert {arm["code"]: arm["placement_error_cm"]["n"] for arm in sealed["arms"]} == successes   # sim truth
+    assert [(arm["code"], arm["success"]["k"]) for arm in raw["runs"][0]["arms"]] == list(successes.items())
     line = refused(["report", str(SHEET), "--reveal"], workdir, capsys)
     assert "--unblind" in line
     assert main(["report", str(SHEET), "--unblind"]) == 0
@@ -221,7 +290,7 @@ fps: 30
 episode_time_limit_s: 1.5
 success_definition: Autonomous grasp, lift and release; the cube comes to rest inside the bowl.
 failure_taxonomy: [success, no_grasp, grasped_then_dropped, wrong_placement]
-stopping_rule: {kind: sequential, alpha: 0.05, power: 0.8, min_difference: 0.7, max_trials_per_arm: 11}
+stopping_rule: {kind: sequential, alpha: 0.05, power: 0.8, min_difference: 0.7, max_trials_per_arm: 14}
 trials:
 - {index: 1, dx_cm: 3.0, dy_cm: -2.0, yaw_deg: 15.0}
 - {index: 2, dx_cm: -2.0, dy_cm: 1.5, yaw_deg: -10.0}
@@ -245,6 +314,7 @@ def test_a_rehearsed_comparison_on_the_emulated_arm_never_names_a_policy_to_the_
     assert "ckpt_first" not in after and "ckpt_second" not in after, after[-2000:]
     sheet = load_scoresheet(Path("scoresheets/desk-comparison-rehearsal.yaml"))
     assert sheet.locked.robot == "so101" and len(sheet.attempts) == 2
+    assert sheet.locked.rehearsal is not None          # the rehearsal's own request ran it, its provenance locked
     assert {slot.arm for slot in sheet.comparison_schedule()[:2]} == {"A", "B"}     # block 1: each arm once
     for path in [*Path("runs").rglob("*"), Path("scoresheets/desk-comparison-rehearsal.yaml").read_text()]:
         assert "ckpt_" not in str(path)

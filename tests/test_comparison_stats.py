@@ -87,3 +87,13 @@ def test_logistic_fit_recovers_a_known_falloff() -> None:
 def test_logistic_fit_stays_finite_on_perfect_separation() -> None:
     fit = fit_logistic([0.5, 1.0, 1.5, 4.0, 5.0, 5.5], [1, 1, 1, 0, 0, 0])
     assert fit is not None and np.isfinite(fit.slope) and fit.slope < 0
+
+
+def test_mean_interval_is_students_t() -> None:
+    from harness.models.stats import mean_interval
+
+    values = [0.4, 1.1, 0.7, 2.0, 0.9]
+    mean, low, high = mean_interval(values)
+    expected = sps.t.interval(0.95, len(values) - 1, loc=np.mean(values), scale=sps.sem(values))
+    assert mean == pytest.approx(np.mean(values)) and (low, high) == pytest.approx(expected)
+    assert mean_interval([1.5]) == (1.5, None, None) and mean_interval([]) is None

@@ -33,6 +33,7 @@ async def _type(pilot, text: str) -> None:
 def test_the_tui_guides_the_cube_onto_its_target_and_records_where_it_started(workdir: Path) -> None:
     from harness.app.build import FrontEnd, prepare_run
     from harness.app.compare_run import comparison_refs
+    from harness.app.request import as_request
     from harness.app.sheet import resolve_sheet
     from harness.app.tui_run import make_app
     from harness.cli import build_parser
@@ -55,9 +56,10 @@ def test_the_tui_guides_the_cube_onto_its_target_and_records_where_it_started(wo
                                           "--bowl-calibration", str(workdir / "bowl.yaml"),
                                           "--trained-spot", str(workdir / "spot.png")])
         protocol = load_protocol(protocol_path)
-        assert comparison_refs(args, protocol) is None   # one --policy: a single run, as `harness run` decides
-        sheet, _ = resolve_sheet(args, protocol, protocol_path)
-        setup = prepare_run(args, protocol, sheet, FrontEnd.TUI)
+        request = as_request(args)
+        assert comparison_refs(request, protocol) is None   # one --policy: a single run, as `harness run` decides
+        sheet, _ = resolve_sheet(request, protocol, protocol_path)
+        setup = prepare_run(request, protocol, sheet, FrontEnd.TUI)
         app = make_app(setup, undo_s=0.0)
         seen: list = []   # the readings the run screen showed, in order
 

@@ -211,6 +211,7 @@ def tui_desk_run(protocol_path: Path, checkpoint: Path, port: str, socket: Path)
     protocol, the run's set-up and the app (no undo window, so a score is recorded at once)."""
     from harness.app.build import FrontEnd, prepare_run
     from harness.app.compare_run import comparison_refs
+    from harness.app.request import as_request
     from harness.app.sheet import resolve_sheet
     from harness.app.tui_run import make_app
     from harness.cli import build_parser
@@ -220,9 +221,10 @@ def tui_desk_run(protocol_path: Path, checkpoint: Path, port: str, socket: Path)
                                       "--robot-id", "emulated_follower", "--policy", str(checkpoint),
                                       "--camera", f"top=sim:{socket}@128x96", "--no-video"])
     protocol = load_protocol(protocol_path)
-    assert comparison_refs(args, protocol) is None   # one --policy: a single run, as `harness run` decides
-    sheet, _ = resolve_sheet(args, protocol, protocol_path)
-    setup = prepare_run(args, protocol, sheet, FrontEnd.TUI)
+    request = as_request(args)
+    assert comparison_refs(request, protocol) is None   # one --policy: a single run, as `harness run` decides
+    sheet, _ = resolve_sheet(request, protocol, protocol_path)
+    setup = prepare_run(request, protocol, sheet, FrontEnd.TUI)
     return protocol, setup, make_app(setup, undo_s=0.0)
 
 

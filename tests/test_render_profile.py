@@ -11,9 +11,15 @@ import numpy as np
 import pytest
 
 from harness.models.render_profile import MeshDetail, RenderProfile
+from harness.models.run_request import RunRequest
 from harness.sim.render_check import profile_ssim, ssim
 from harness.sim.scene import build_model
 from harness.sim.world import SimWorld
+
+
+def _asking(profile: str | None) -> RunRequest:
+    """A run's request asking for `profile` (`--render-profile`; None: not asked)."""
+    return RunRequest(protocol="p.yaml", render_profile=profile)
 
 
 def _trajectory(model: mujoco.MjModel, steps: int = 600) -> np.ndarray:
@@ -124,8 +130,6 @@ def test_a_run_locks_its_render_profile_and_a_resume_is_held_to_it(tmp_path, cap
 
 
 def test_a_sheet_locked_before_profiles_draws_full_meshes_and_refuses_another(tmp_path):
-    import argparse
-
     from harness.app.sheet import check_same_render_profile
     from harness.errors import StaleRunError
     from harness.models.protocol import load_protocol
@@ -136,9 +140,9 @@ def test_a_sheet_locked_before_profiles_draws_full_meshes_and_refuses_another(tm
     lock_scoresheet(tmp_path / "old.yaml", build_locked(load_protocol(path), path, "expert", "sim"), {})
     old = load_scoresheet(tmp_path / "old.yaml")
     assert "render_profile" not in old.locked_data and old.render_profile is RenderProfile.FULL
-    check_same_render_profile(old, argparse.Namespace(render_profile="full-v1"))
+    check_same_render_profile(old, _asking("full-v1"))
     with pytest.raises(StaleRunError):
-        check_same_render_profile(old, argparse.Namespace(render_profile="sized-v1"))
+        check_same_render_profile(old, _asking("sized-v1"))
 
 
 def _checkpoint(tmp_path, recorded: str | None, size: tuple[int, int] = (96, 72)):
@@ -188,22 +192,19 @@ def test_a_collection_records_its_profile_and_old_journals_still_resume():
 
 
 def test_a_real_arm_refuses_a_render_profile_and_a_sim_run_defaults_to_sized():
-    import argparse
-
     from harness.app.sheet import render_profile_from
     from harness.errors import HarnessInputError
     from harness.models.run_settings import RobotKind
 
     with pytest.raises(HarnessInputError) as refused:
-        render_profile_from(argparse.Namespace(render_profile="sized-v1"), RobotKind.SO101, None)
+        render_profile_from(_asking("sized-v1"), RobotKind.SO101, None)
     assert refused.value.field == "--render-profile"
-    assert render_profile_from(argparse.Namespace(render_profile=None), RobotKind.SO101, None) is None
-    assert render_profile_from(argparse.Namespace(render_profile=None), RobotKind.SIM, None) is RenderProfile.SIZED
-    assert render_profile_from(argparse.Namespace(render_profile="full-v1"), RobotKind.SIM, None) is RenderProfile.FULL
+    assert render_profile_from(_asking(None), RobotKind.SO101, None) is None
+    assert render_profile_from(_asking(None), RobotKind.SIM, None) is RenderProfile.SIZED
+    assert render_profile_from(_asking("full-v1"), RobotKind.SIM, None) is RenderProfile.FULL
 
 
 def test_a_run_of_a_checkpoint_trained_on_full_meshes_says_so_once(tmp_path, caplog):
-    import argparse
     import logging
 
     from harness.app.sheet import render_profile_from
@@ -211,11 +212,11 @@ def test_a_run_of_a_checkpoint_trained_on_full_meshes_says_so_once(tmp_path, cap
 
     ckpt = _checkpoint(tmp_path, None)   # its dataset was collected before profiles: full-v1
     with caplog.at_level(logging.WARNING, logger="harness.app.sheet"):
-        chosen = render_profile_from(argparse.Namespace(render_profile=None), RobotKind.SIM, str(ckpt))
+        chosen = render_profile_from(_asking(None), RobotKind.SIM, str(ckpt))
     assert chosen is RenderProfile.SIZED
     said = [r.getMessage() for r in caplog.records if "render profile" in r.getMessage()]
     assert len(said) == 1 and "--render-profile full-v1" in said[0]
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="harness.app.sheet"):
-        render_profile_from(argparse.Namespace(render_profile="full-v1"), RobotKind.SIM, str(ckpt))
+        render_profile_from(_asking("full-v1"), RobotKind.SIM, str(ckpt))
     assert not [r for r in caplog.records if "render profile" in r.getMessage()]

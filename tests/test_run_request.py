@@ -192,6 +192,42 @@ def test_every_run_flag_reaches_a_rehearsal(tmp_path: Path) -> None:
         assert request.policy == str(tmp_path / "act") and request.scoresheet == plan.scoresheet
 
 
+def _measure_parser() -> argparse.ArgumentParser:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["measure"]
+
+
+def test_every_measure_flag_is_a_measure_request_field_with_the_same_default() -> None:
+    """`harness measure` hands its handler a `MeasureRequest` (as a rehearsal does, building one directly): a
+    flag the model does not know would be dropped, and a default that differs would measure otherwise."""
+    from harness.models.measure_request import MeasureRequest
+
+    parsed = vars(build_parser().parse_args(["measure", "runs/x", "--bowl-cm", "11.5"]))
+    request = MeasureRequest.from_flags(parsed)
+    default = MeasureRequest(inputs=("runs/x",), bowl_cm=11.5)
+    dests = [a.dest for a in _measure_parser()._actions if not isinstance(a, argparse._HelpAction)]
+    fields = {"json": "as_json"}
+    assert sorted({fields.get(d, d) for d in dests}) == sorted(MeasureRequest.model_fields)
+    for dest in dests:
+        name = fields.get(dest, dest)
+        value = getattr(request, name)
+        assert value == getattr(default, name), f"--{dest.replace('_', '-')}: the parser's default is not the model's"
+
+
+def test_a_rehearsal_measures_with_the_command_line_it_shows(tmp_path: Path) -> None:
+    """The `harness measure` lines a rehearsal prints are what it runs: parsed, they give its request."""
+    from harness.app.rehearse_command import RehearsalFiles, desk_measure, measure_command_line
+    from harness.models.measure_request import MeasureRequest
+    from harness.models.protocol import load_protocol
+
+    protocol, files = load_protocol(desk_protocol(tmp_path)), RehearsalFiles(tmp_path / "desk")
+    for inputs, calibrate in ((files.trained_spot, True), (tmp_path / "runs" / "desk", False)):
+        request = desk_measure(protocol, files, inputs, calibrate)
+        shown = build_parser().parse_args(measure_command_line(request))
+        assert MeasureRequest.from_flags(vars(shown)) == request
+        assert request.auto is calibrate and request.bowl_cm == protocol.scene.bowl_diameter_cm
+
+
 @pytest.mark.slow   # one simulated trial
 def test_the_documented_python_example_scores_a_run_as_harness_run_would(tmp_path: Path) -> None:
     import re

@@ -48,6 +48,52 @@ def test_boundaries_are_villes_and_the_design_point_is_least_favourable(cap):
         assert first_only / (first_only + second_only) >= rule.theta1 - 1e-12
 
 
+def test_agreeing_arms_reach_futility_in_under_half_the_fixed_sample_trials_and_the_power_holds(cap):
+    """Two policies that both succeed 80 % of the time mostly agree; paired betting learns from the agreement
+    (a test on discordant pairs alone barely saves anything there). At every pair of rates with the declared
+    difference the power stays at least the declared one, and futility is wrongly declared at most 1 - power."""
+    rule = design(ALPHA, POWER, DIFF, 1, cap)
+    assert rule.futility is sq.FutilityRule.PAIRED_BETTING
+    fixed = rule.fixed_sample_pairs()
+    agreeing = operating_characteristics(rule, *discordance(0.8, 0.8), cap)
+    assert agreeing.expected_pairs < fixed / 2 and agreeing.first_better + agreeing.second_better <= ALPHA
+    legacy_cap = sq.minimum_cap(ALPHA, POWER, DIFF, 1, sq.FutilityRule.DISCORDANT_SPRT)
+    legacy = design(ALPHA, POWER, DIFF, 1, legacy_cap, sq.FutilityRule.DISCORDANT_SPRT)
+    assert operating_characteristics(legacy, *discordance(0.8, 0.8), legacy_cap).expected_pairs > 0.9 * fixed
+    for low in np.arange(0.0, 1 - DIFF + 1e-9, 0.1):
+        better = operating_characteristics(rule, *discordance(low + DIFF, low), cap)
+        assert better.first_better >= POWER and better.futility <= 1 - POWER, low
+
+
+def test_the_futility_bet_is_kellys_and_a_supermartingale_under_the_alternative():
+    """lambda maximises the expected log growth when both arms succeed half the time; under "A better by d" each
+    pair's factor has mean at most 1, whatever the rates (the bet is valid for the whole alternative)."""
+    bet = sq.kelly_bet(DIFF)
+
+    def growth(b: float) -> float:
+        return 0.5 * math.log1p(b * DIFF) + 0.25 * math.log1p(b * (DIFF - 1)) + 0.25 * math.log1p(b * (DIFF + 1))
+
+    assert 0 < bet < 1 / (1 - DIFF)
+    assert growth(bet) > max(growth(bet - 0.02), growth(bet + 0.02))
+    for low in np.arange(0.0, 1 - DIFF + 1e-9, 0.05):
+        a_only, b_only = discordance(low + DIFF, low)
+        factor = a_only * (1 + bet * (DIFF - 1)) + b_only * (1 + bet * (DIFF + 1)) + (1 - a_only - b_only) * (
+            1 + bet * DIFF)
+        assert factor <= 1 + 1e-12
+
+
+def test_a_sheet_locked_before_paired_betting_keeps_its_futility_rule():
+    from harness.models.locked import LockedDesign
+
+    old = LockedDesign(alpha=ALPHA, power=POWER, min_difference=DIFF, comparisons=1, cap=63, log_efficacy_bound=3.3,
+                       fixed_sample_pairs=46)
+    rule = sq.SequentialDesign(**old.model_dump(exclude={"fixed_sample_pairs"}))
+    assert rule.futility is sq.FutilityRule.DISCORDANT_SPRT
+    # four agreeing pairs: evidence against a difference for paired betting, nothing for the discordant test
+    assert ComparisonState(pairs=4).log_against(rule) == (0.0, 0.0)
+    assert min(ComparisonState(pairs=4).log_against(design(ALPHA, POWER, DIFF, 1, 76))) > 0
+
+
 def test_fixed_sample_mcnemar_reaches_its_power_by_exact_enumeration():
     n = sq.mcnemar_fixed_pairs(ALPHA, POWER, 0.65, 0.35)
     # exact power of the exact McNemar test at n pairs, by the distribution of discordant counts

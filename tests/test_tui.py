@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.app.build import FrontEnd, prepare_run
+from harness.app.request import as_request
 from harness.app.sheet import resolve_sheet
 from harness.app.tui_run import make_app
 from harness.cli import build_parser
@@ -21,10 +22,10 @@ pytestmark = pytest.mark.slow  # the real engine and simulated arm behind the ap
 
 def _setup(workdir: Path, *extra: str):
     protocol_path = small_protocol_copy(workdir / "protocols")
-    args = build_parser().parse_args(["run", str(protocol_path), "--no-video", *extra])
+    request = as_request(build_parser().parse_args(["run", str(protocol_path), "--no-video", *extra]))
     protocol = load_protocol(protocol_path)
-    sheet, _ = resolve_sheet(args, protocol, protocol_path)
-    return prepare_run(args, protocol, sheet, FrontEnd.TUI)
+    sheet, _ = resolve_sheet(request, protocol, protocol_path)
+    return prepare_run(request, protocol, sheet, FrontEnd.TUI)
 
 
 async def _wait_for(pilot, predicate, timeout: float = 60.0) -> None:

@@ -3,7 +3,6 @@ policy -> robot (behind the guard) -> observer -> stage -> engine."""
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from dataclasses import dataclass
@@ -12,7 +11,6 @@ from typing import Any
 
 from harness.app.operator_parts import operator_stage
 from harness.app.parts import Parts
-from harness.app.request import as_request
 from harness.errors import HarnessInputError
 from harness.models.protocol import Protocol
 from harness.models.run_request import RunRequest
@@ -143,12 +141,11 @@ def _observer(front_end: FrontEnd, operator_scores: bool) -> Any:
     return TerminalObserver(operator_scores=operator_scores)
 
 
-def prepare_run(request: RunRequest | argparse.Namespace, protocol: Protocol, sheet: Scoresheet,
+def prepare_run(request: RunRequest, protocol: Protocol, sheet: Scoresheet,
                 front_end: FrontEnd = FrontEnd.PLAIN, parts: Parts | None = None,
                 policy: EvalPolicy | None = None) -> RunSetup:
     """Policy (unless one built earlier is passed in), robot (behind the safety guard), observer, stage
     and engine for a resolved scoresheet. The returned setup closes the policy either way."""
-    request = as_request(request)
     parts = parts or Parts()
     settings = sheet.settings
     is_sim = sheet.locked.robot.simulated

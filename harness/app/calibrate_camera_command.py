@@ -72,9 +72,9 @@ def run_calibrate_camera(args: argparse.Namespace) -> int:
     for name, rms in zip(result.used, result.per_view_rms_px, strict=True):
         print(f"  {name}: reprojection error {rms:.3f} px")
     k = ", ".join(f"{v:.4f}" for v in cam.distortion)
-    print(f"reprojection error (RMS) {cam.rms_px:.3f} px; focal {cam.fx:.1f} x {cam.fy:.1f} px, principal point "
+    print(f"reprojection error (RMS) {result.rms_px:.3f} px; focal {cam.fx:.1f} x {cam.fy:.1f} px, principal point "
           f"({cam.cx:.1f}, {cam.cy:.1f}), field of view {cam.fovy_deg:.1f} deg vertical; distortion [{k}]")
-    if cam.rms_px > RMS_WARN_PX:
+    if result.rms_px > RMS_WARN_PX:
         print(f"warning: an error above {RMS_WARN_PX:g} px means the board was not flat, the --squares or "
               "--square-mm are wrong, or the photos are blurred: retake them before trusting this")
     print(f"saved {out}; `harness measure` will undistort every frame with it")

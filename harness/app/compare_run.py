@@ -10,7 +10,6 @@ seed, the calibrated test and the sealed mapping; the engine runs the schedule's
 
 from __future__ import annotations
 
-import argparse
 import secrets
 import signal
 import sys
@@ -20,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.app.build import FrontEnd, check_policy_fits_robot, prepare_run
+from harness.app.parallel.runs import check_workers, run_parallel
 from harness.app.parts import Parts
-from harness.app.sheet import latency_from, parse_cameras, rename_map_from
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models import sequential
 from harness.models.comparison import (
@@ -35,6 +34,7 @@ from harness.models.comparison import (
 )
 from harness.models.lock import WriterLock
 from harness.models.protocol import Protocol, Trial, file_sha256
+from harness.models.run_request import RunRequest
 from harness.models.run_settings import BuiltinPolicy, InferenceEngine, RobotKind, RunSettings
 from harness.models.scoresheet import (
     Scoresheet,
@@ -44,21 +44,19 @@ from harness.models.scoresheet import (
     policy_fingerprint,
 )
 from harness.models.taxonomy import Label
-from harness.policies.arms import ArmSwitch
-from harness.policies.base import EvalPolicy
+from harness.policies.arms import load_arms
 
 
-def comparison_refs(args: argparse.Namespace, protocol: Protocol) -> list[str] | None:
-    """The policies of a comparison (flags first, else the protocol's `run.policies`), or None for a
-    single-policy run, whose `args.policy` is then the one flag (or None)."""
-    flags = [args.policy] if isinstance(args.policy, str) else list(args.policy or [])   # a caller's own string
+def comparison_refs(request: RunRequest, protocol: Protocol) -> list[str] | None:
+    """The policies of a comparison (the request's, else the protocol's `run.policies`), or None for a
+    single-policy run (the request's one policy, or none: the protocol's `run.policy`)."""
+    flags = list(request.policies)
     refs = flags if len(flags) > 1 else (list(protocol.run.policies or []) if not flags else None)
     if refs is not None and len(refs) > 1:
         return refs
     if protocol.stopping_rule.kind == "sequential":
-        raise HarnessInputError(args.protocol, "stopping_rule.kind", "sequential is a comparison's rule: give two "
-                                "or more --policy flags (or run.policies)")
-    args.policy = flags[0] if flags else None
+        raise HarnessInputError(request.protocol, "stopping_rule.kind", "sequential is a comparison's rule: give "
+                                "two or more --policy flags (or run.policies)")
     return None
 
 
@@ -68,14 +66,14 @@ def comparison_protocol(protocol: Protocol, sheet_or_slots: Scoresheet | list[Tr
     return protocol.model_copy(update={"trials": list(trials)})
 
 
-def _check_refs(refs: list[str], robot: RobotKind) -> list[ArmIdentity]:
+def _check_refs(refs: list[str], robot: RobotKind, emulated_truth: bool = False) -> list[ArmIdentity]:
     if len(refs) > 10:
         raise HarnessInputError(None, "--policy", f"{len(refs)} policies: a comparison takes at most 10")
     identities = []
     for ref in refs:
         if BuiltinPolicy.named(ref) is None and not Path(ref).is_dir():
             raise HarnessInputError(None, "--policy", f"'{ref}' is neither a built-in policy nor a folder")
-        check_policy_fits_robot(ref, robot)
+        check_policy_fits_robot(ref, robot, emulated_truth)
         identities.append(ArmIdentity(ref=ref, fingerprint=policy_fingerprint(ref)))
     seen: dict[str, str] = {}
     for arm in identities:
@@ -114,12 +112,12 @@ def _design(protocol: Protocol, protocol_path: Path, codes: tuple[str, ...]) -> 
     return design, comparisons
 
 
-def default_sheet_path(args: argparse.Namespace, protocol_path: Path) -> Path:
+def default_sheet_path(request: RunRequest, protocol_path: Path) -> Path:
     """Named by the protocol only: a comparison's file name must not say which policies it holds."""
-    return Path(args.scoresheet) if args.scoresheet else Path("scoresheets") / f"{protocol_path.stem}-comparison.yaml"
+    return request.scoresheet or Path("scoresheets") / f"{protocol_path.stem}-comparison.yaml"
 
 
-def _new_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: Path, path: Path,
+def _new_sheet(request: RunRequest, protocol: Protocol, protocol_path: Path, path: Path,
                identities: list[ArmIdentity], robot: RobotKind) -> Scoresheet:
     codes = arm_codes(len(identities))
     design, comparisons = _design(protocol, protocol_path, codes)
@@ -128,7 +126,7 @@ def _new_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: Path
     slots = build_schedule(seed, codes, positions, design.cap)
     trials = [protocol.trial(slot.position).model_copy(update={"index": slot.number}) for slot in slots]
     sealed = seal(dict(zip(codes, identities, strict=True)))
-    latency = latency_from(args)
+    latency = request.latency
     if latency is not None and not robot.simulated:
         raise HarnessInputError(None, "--latency-ms", "the latency model is for the simulated arm")
     comparison = {
@@ -136,22 +134,25 @@ def _new_sheet(args: argparse.Namespace, protocol: Protocol, protocol_path: Path
         "comparisons": [list(pair) for pair in comparisons],
         "design": {"alpha": design.alpha, "power": design.power, "min_difference": design.min_difference,
                    "comparisons": design.comparisons, "cap": design.cap,
-                   "log_efficacy_bound": design.log_efficacy_bound,
+                   "log_efficacy_bound": design.log_efficacy_bound, "futility": design.futility.value,
+                   "futility_bet": design.futility_bet,
                    "fixed_sample_pairs": design.fixed_sample_pairs()},
-        "sealed": sealed.model_dump(), "blind": not args.no_blind,
+        "sealed": sealed.model_dump(), "blind": request.blind,
     }
-    locked = build_locked(comparison_protocol(protocol, trials), protocol_path, "comparison", robot,
-                          {"latency_ms": latency, "inference": {"engine": InferenceEngine.SYNC.value},
-                           "comparison": comparison})
+    # what the sheet is, as the command that built the request says (a rehearsal's gap): locked with it
+    optional = {"latency_ms": latency, "inference": {"engine": InferenceEngine.SYNC.value}, "comparison": comparison,
+                **(request.provenance or {})}
+    locked = build_locked(comparison_protocol(protocol, trials), protocol_path, "comparison", robot, optional)
     locked["policy"] = {"ref": f"blind comparison of arms {', '.join(codes)}",
                         "fingerprint": f"sealed:{sealed.commitment}"}
-    settings = RunSettings(port=args.port or protocol.run.port, robot_id=args.robot_id,
-                           cameras=parse_cameras(args.camera) or dict(protocol.run.cameras),
-                           rename_map=rename_map_from(args, protocol), latency_ms=latency)
+    rename_map = request.rename_map if request.rename_map is not None else dict(protocol.run.rename_map)
+    settings = RunSettings(port=request.robot.port or protocol.run.port, robot_id=request.robot.robot_id,
+                           cameras=dict(request.robot.cameras) or dict(protocol.run.cameras),
+                           rename_map=rename_map, latency_ms=latency)
     return new_scoresheet(path, locked, settings)
 
 
-def _resumed_sheet(args: argparse.Namespace, protocol_path: Path, path: Path,
+def _resumed_sheet(request: RunRequest, protocol_path: Path, path: Path,
                    identities: list[ArmIdentity]) -> Scoresheet:
     sheet = load_scoresheet(path)
     if sheet.locked.comparison is None:
@@ -171,70 +172,83 @@ def _resumed_sheet(args: argparse.Namespace, protocol_path: Path, path: Path,
     for code, arm in zip(sheet.locked.comparison.arms, identities, strict=True):
         if mapping[code].fingerprint != arm.fingerprint:
             raise StaleRunError(path, "--policy", f"'{arm.ref}': its files changed since {path} was locked")
-    if args.robot and args.robot != sheet.locked.robot:
-        raise HarnessInputError(path, "robot", f"locked to '{sheet.locked.robot}', not '{args.robot}'")
-    if args.no_blind and sheet.locked.comparison.blind:
+    asked_robot = request.robot.kind
+    if asked_robot and asked_robot != sheet.locked.robot:
+        raise HarnessInputError(path, "robot", f"locked to '{sheet.locked.robot}', not '{asked_robot}'")
+    if not request.blind and sheet.locked.comparison.blind:
         raise StaleRunError(path, "--no-blind", "this comparison was locked blind; it stays blind until it ends")
     return sheet
 
 
-def _refuse_unsupported(args: argparse.Namespace) -> None:
-    if getattr(args, "policy_server", None) or getattr(args, "inference", None) == InferenceEngine.RTC.value:
+def _refuse_unsupported(request: RunRequest) -> None:
+    """LeRobot's policy server serves one checkpoint per client and RTC wraps one policy per engine: a comparison
+    would need one of each per arm, each checked and locked per arm. Until then, refused in one line."""
+    if request.inference.policy_server or request.inference.engine is InferenceEngine.RTC:
         raise HarnessInputError(None, "--policy", "a comparison runs LeRobot's synchronous engine; "
                                                   "--policy-server and --inference rtc are not supported with it yet")
-    if (getattr(args, "workers", 1) not in (1, None) or getattr(args, "address", None)
-            or getattr(args, "no_driver_worker", False)):
-        raise HarnessInputError(None, "--workers", "a comparison runs its schedule serially (parallel workers "
-                                                   "are not supported with several --policy flags yet)")
 
 
-def run_comparison(args: argparse.Namespace, protocol: Protocol, refs: list[str], front_end: FrontEnd,
-                   third_party_output: Callable[[argparse.Namespace, Path], AbstractContextManager[object]],
+def _workers(request: RunRequest, sheet: Scoresheet) -> RunRequest:
+    """`--workers`: as a single run takes it (simulated arm, plain mode; `auto` resolved here, once)."""
+    if request.workers.count == "auto":
+        from harness.app.build import video_mode
+        from harness.app.parallel.scaling import auto_workers
+
+        pending = len(sheet.pending_trials())
+        count = (auto_workers(pending, mode=video_mode(request, sheet.locked.robot))
+                 if sheet.locked.robot.simulated else 1)
+        request = request.updated(workers={"count": count})
+        print(f"--workers auto: {count} for at most {pending} trials on {sheet.locked.robot} "
+              f"({'serial' if count == 1 else 'Ray workers'})", file=sys.stderr, flush=True)
+    check_workers(request, sheet.locked.robot)
+    return request
+
+
+def run_comparison(request: RunRequest, protocol: Protocol, refs: list[str], front_end: FrontEnd,
+                   third_party_output: Callable[[RunRequest, Path], AbstractContextManager[object]],
                    parts: Parts | None = None) -> int:
     """`front_end` and `third_party_output` come from `run_command`, which owns both choices for every run."""
     from harness.run.terminal import StopKey
 
-    _refuse_unsupported(args)
-    protocol_path = Path(args.protocol)
-    path = default_sheet_path(args, protocol_path)
-    if path.exists() and not args.resume:
+    _refuse_unsupported(request)
+    parts = parts or Parts()
+    protocol_path = request.protocol
+    path = default_sheet_path(request, protocol_path)
+    if path.exists() and not request.resume:
         raise HarnessInputError(path, None, "this comparison already has a scoresheet; add --resume to continue it")
-    if args.resume and not path.exists():
+    if request.resume and not path.exists():
         raise HarnessInputError(path, None, "no comparison to resume here")
-    if args.resume:
+    if request.resume:
         robot = load_scoresheet(path).locked.robot
     else:
-        if not (args.robot or protocol.run.robot):
+        kind = request.robot.kind or protocol.run.robot
+        if kind is None:
             raise HarnessInputError(protocol_path, "run.robot", f"no robot: pass --robot {'|'.join(RobotKind)}")
-        robot = RobotKind(args.robot or protocol.run.robot)
-    identities = _check_refs(refs, robot)
-    sheet = (_resumed_sheet(args, protocol_path, path, identities) if args.resume
-             else _new_sheet(args, protocol, protocol_path, path, identities, robot))
-    created = not args.resume
+        robot = RobotKind(kind)
+    identities = _check_refs(refs, robot, parts.emulated_truth is not None)
+    sheet = (_resumed_sheet(request, protocol_path, path, identities) if request.resume
+             else _new_sheet(request, protocol, protocol_path, path, identities, robot))
+    created = not request.resume
+    request = _workers(request, sheet)
     if sheet.complete:
         print(f"{sheet.path}: the comparison has ended: {sheet.stopped_by_rule() or 'every block run'}")
         return 0
-    parts = parts or Parts()
-    schedule = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
-    policies: dict[str, EvalPolicy] = {}
-    try:   # every arm loaded before the first trial
-        for code, arm in zip(sheet.locked.comparison.arms, identities, strict=True):
-            policies[code] = parts.policy(arm.ref, protocol, sheet.settings, args.device, sheet.locked.robot,
-                                          sheet.inference)
-        switch = ArmSwitch(policies, schedule.__getitem__)
-    except BaseException:
-        for policy in policies.values():
-            policy.close()
-        raise
     run_protocol = comparison_protocol(protocol, sheet)
+    switch = load_arms(sheet.locked, run_protocol, sheet.settings, request.device, parts.policy)
     setup = None
+    handed_over = False   # to the parallel run's own worker, which closes it
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         with WriterLock(path, "harness run") as writer, \
-                WriterLock(Path(args.runs_dir) / path.stem, "harness run", folder=True):
+                WriterLock(request.runs_dir / path.stem, "harness run", folder=True):
             sheet.hold_writer_lock(writer)
-            with third_party_output(args, path):
-                setup = prepare_run(args, run_protocol, sheet, front_end, parts, switch)
+            with third_party_output(request, path):
+                if request.workers.parallel:   # each slot to the next free worker, recorded in slot order
+                    handed_over = True
+                    run_parallel(request, run_protocol, sheet, created, None, parts, switch)
+                    print(decision_lines(sheet))
+                    return 0
+                setup = prepare_run(request, run_protocol, sheet, front_end, parts, switch)
                 if created:
                     sheet.create()
                 if front_end is FrontEnd.TUI:
@@ -251,7 +265,7 @@ def run_comparison(args: argparse.Namespace, protocol: Protocol, refs: list[str]
         return 130
     except OSError as exc:   # as a single run says it: a full disk or a size limit, found while writing
         if created and not path.exists():
-            (Path(args.runs_dir) / path.stem / "third_party.log").unlink(missing_ok=True)
+            (request.runs_dir / path.stem / "third_party.log").unlink(missing_ok=True)
         if isinstance(exc, BrokenPipeError) or exc.filename is not None:
             raise
         raise HarnessInputError(path, None, f"cannot write ({exc.strerror or exc}): the disk is full or a file-size "
@@ -259,7 +273,7 @@ def run_comparison(args: argparse.Namespace, protocol: Protocol, refs: list[str]
     finally:
         if setup is not None:
             setup.close()
-        else:
+        elif not handed_over:
             switch.close()
         signal.signal(signal.SIGTERM, previous)
     print(decision_lines(sheet))

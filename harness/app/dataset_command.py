@@ -6,8 +6,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.errors import HarnessInputError
+
+if TYPE_CHECKING:
+    from harness.data.coverage import Coverage, TableView
+    from harness.models.protocol import Scene
 
 
 def run_validate(args: argparse.Namespace) -> int:
@@ -68,7 +73,7 @@ def _check_calibration_exists(path: Path) -> None:
                                 "pass --px-per-cm for a plain scale")
 
 
-def _table_view(args: argparse.Namespace, root: Path, frame_size: tuple[int, int], scene: object) -> object:
+def _table_view(args: argparse.Namespace, root: Path, frame_size: tuple[int, int], scene: Scene) -> TableView:
     """The calibration, scaled to the dataset's frames, with this command's own error messages."""
     from harness.data.coverage import TableView
     from harness.vision.calibration import load_calibration
@@ -179,8 +184,8 @@ def run_coverage(args: argparse.Namespace) -> int:
                   f"{np.median(distances):.1f} cm, max {max(distances):.1f} cm; {far} of {len(distances)} "
                   f"trials are more than 2 cm from every training start{assumed}")
     else:
-        xs = [s.centre_px[0] for s in found]
-        ys = [s.centre_px[1] for s in found]
+        xs = [x for x, _ in coverage.centres_px()]
+        ys = [y for _, y in coverage.centres_px()]
         if found:
             print(f"start positions: x {min(xs):.1f}-{max(xs):.1f} px, y {min(ys):.1f}-{max(ys):.1f} px "
                   "(pass --calibration, or --px-per-cm, for centimetres)")
@@ -189,7 +194,7 @@ def run_coverage(args: argparse.Namespace) -> int:
     return 0
 
 
-def plot_coverage(coverage: object, path: Path) -> None:
+def plot_coverage(coverage: Coverage, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -210,7 +215,7 @@ def plot_coverage(coverage: object, path: Path) -> None:
         if coverage.anchored:
             ax.scatter([0], [0], marker="+", s=160, color="black", label="trained position")
     elif found:
-        x, y = zip(*(s.centre_px for s in found), strict=True)
+        x, y = zip(*coverage.centres_px(), strict=True)
         ax.scatter(x, y, s=30, label=f"found ({len(found)})")
         ax.invert_yaxis()
         ax.set_xlabel("x (px)")

@@ -28,6 +28,7 @@ from PIL import Image, UnidentifiedImageError
 from harness.errors import HarnessInputError
 from harness.models.atomic import check_output_path, write_bytes_atomic
 from harness.models.lock import WriterLock
+from harness.models.measure_request import MeasureRequest
 from harness.models.scoresheet import PlacementMeasurement, Scoresheet, load_scoresheet, now_iso
 from harness.vision.calibration import MOVED_PX, BowlCalibration, camera_shift_px, load_calibration
 from harness.vision.camera import CAMERA_FILE, CameraIntrinsics, load_intrinsics
@@ -36,11 +37,13 @@ from harness.vision.reasons import Caveat
 from harness.vision.rim import fit_rim, rim_from_clicks
 
 TRIAL_FOLDER = re.compile(r"trial-(\d+)-a(\d+)$")
+# an image to measure: (image, (trial, attempt) or None, scoresheet or None)
+Frame = tuple[Path, tuple[int, int] | None, Path | None]
 
 
-def _frames(inputs: list[str]) -> list[tuple[Path, tuple[int, int] | None, Path | None]]:
-    """(image, (trial, attempt) or None, scoresheet or None) for run folders and image files."""
-    found = []
+def _frames(inputs: list[str]) -> list[Frame]:
+    """Each image of the run folders and image files given."""
+    found: list[Frame] = []
     for item in inputs:
         path = Path(item)
         if path.is_dir():
@@ -90,7 +93,7 @@ def _save_png(path: Path, frame: np.ndarray) -> None:
     write_bytes_atomic(path, buffer.getvalue(), durable=False)
 
 
-def _check_flags(args: argparse.Namespace) -> None:
+def _check_flags(args: MeasureRequest) -> None:
     for flag, value, low, high in (("--bowl-cm", args.bowl_cm, 1.0, 100.0), ("--cube-cm", args.cube_cm, 0.5, 50.0),
                                    ("--bowl-height-cm", args.bowl_height_cm, 0.0, 50.0),
                                    ("--rim-width-cm", args.rim_width_cm, 0.05, 0.3 * args.bowl_cm),
@@ -141,9 +144,10 @@ def _clicks_from_window(frame: np.ndarray) -> tuple[tuple[float, float], tuple[f
     return points[0], points[1]
 
 
-def run_measure(args: argparse.Namespace) -> int:
+def run_measure(args: MeasureRequest) -> int:
+    """Every flag and image checked, each sheet locked and loaded, then measured (module docstring)."""
     _check_flags(args)
-    frames = _frames(args.inputs)
+    frames = _frames(list(args.inputs))
     sheets, locks = _lock_and_load({sheet for _, trial, sheet in frames if trial and sheet})
     try:
         return _measure(args, frames, sheets)
@@ -152,9 +156,9 @@ def run_measure(args: argparse.Namespace) -> int:
             lock.release()
 
 
-def _load_camera(args: argparse.Namespace, cal_path: Path) -> CameraIntrinsics | None:
+def _load_camera(args: MeasureRequest, cal_path: Path) -> CameraIntrinsics | None:
     """The lens calibration (`harness calibrate-camera`): --camera, else the one beside the rim's."""
-    path = Path(args.camera) if args.camera else cal_path.with_name(CAMERA_FILE)
+    path = args.camera if args.camera else cal_path.with_name(CAMERA_FILE)
     if not path.is_file():
         if args.camera:
             raise HarnessInputError(path, "--camera", "no such camera calibration (make one: harness calibrate-camera)")
@@ -173,16 +177,15 @@ def _undistorted_clicks(points: tuple[tuple[float, float], ...], camera: CameraI
     return tuple((float(x), float(y)) for x, y in moved)
 
 
-def _geometry(args: argparse.Namespace, focal: float | None) -> Geometry:
+def _geometry(args: MeasureRequest, focal: float | None) -> Geometry:
     return Geometry(bowl_cm=args.bowl_cm, cube_cm=args.cube_cm, bowl_height_cm=args.bowl_height_cm,
                     rim_width_cm=args.rim_width_cm, floor_cm=args.floor_cm, focal_px=focal,
                     max_uncertainty_cm=args.max_uncertainty_cm)
 
 
-def _measure(args: argparse.Namespace, frames: list[tuple[Path, tuple[int, int] | None, Path | None]],
-             sheets: dict[Path, Scoresheet]) -> int:
-    say = (lambda text: print(text, file=sys.stderr)) if args.json else print
-    cal_path = Path(args.calibration)
+def _measure(args: MeasureRequest, frames: list[Frame], sheets: dict[Path, Scoresheet]) -> int:
+    say = (lambda text: print(text, file=sys.stderr)) if args.as_json else print
+    cal_path = args.calibration
     camera = _load_camera(args, cal_path)
     if camera is None:
         say("note: lens distortion is uncorrected (no camera calibration beside the rim's): "
@@ -190,8 +193,8 @@ def _measure(args: argparse.Namespace, frames: list[tuple[Path, tuple[int, int] 
     elif args.fovy_deg:
         say(f"note: the field of view comes from the camera calibration ({camera.fovy_deg:.1f} deg), "
             "not --fovy-deg")
-    if args.auto or args.clicks is not None or args.click:
-        source = Path(args.calibrate_on) if args.calibrate_on else frames[0][0]
+    if args.calibrates:
+        source = args.calibrate_on or frames[0][0]
         frame = _read_rgb(source)
         seen = camera.undistort(frame) if camera else frame
         if args.auto:
@@ -234,15 +237,13 @@ def _measure(args: argparse.Namespace, frames: list[tuple[Path, tuple[int, int] 
         out = _annotated_path(image_path)
         rim = result.rim or calibration.rim
         m = result.measurement
-        if args.json:
-            record = {"image": str(image_path), "trial": trial[0] if trial else None,
-                      "attempt": trial[1] if trial else None, **result.record()}
-            if shift > MOVED_PX:
-                record["caveats"].append(Caveat.CAMERA_MOVED.value)
-            print(json.dumps(record))
+        if args.as_json:
+            moved = (Caveat.CAMERA_MOVED,) if shift > MOVED_PX else ()
+            print(json.dumps({"image": str(image_path), "trial": trial[0] if trial else None,
+                              "attempt": trial[1] if trial else None, **result.record(moved)}))
         if m is None:
             failed += 1
-            note = f"not measured: {result.reason.value.replace('_', ' ')}: {result.detail}"
+            note = f"not measured: {result.why_not()}"
             say(f"{label}: {note}")
             _save_png(out, annotate(result.frame, rim, geometry, None, note[:70]))
             continue

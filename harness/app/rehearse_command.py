@@ -8,7 +8,7 @@ on the run's folder. A rehearsal does exactly that, on `harness emulate-bus --si
 1. the emulated servos drive the simulated arm, its cameras served as on `emulate-bus --sim`;
 2. LeRobot's SO-101 follower (the same one `harness run` connects) takes the arm to the protocol's start
    pose; its top camera photographs the empty table and the cube on its trained spot;
-3. `harness measure --auto` (its own parser and handler) calibrates the rim on the empty table and
+3. `harness measure --auto` (its handler, given its `MeasureRequest`) calibrates the rim on the empty table and
    measures the trained spot, writing the calibration into the rehearsal's folder;
 4. `harness run --robot so101` (its `RunRequest`: the rehearsal's run flags with the desk's robot, port,
    cameras and files over them, run by `run_request`) runs the trials: guided placement, the policy, the
@@ -38,6 +38,7 @@ import numpy as np
 from PIL import Image
 
 from harness.errors import HarnessInputError
+from harness.models.measure_request import MeasureRequest
 from harness.models.protocol import JOINT_NAMES, Protocol, load_protocol
 from harness.models.reality_gap import RealityGap, parse_gap
 from harness.models.run_request import RUN_FLAGS, RunRequest, WorkersRequest
@@ -86,13 +87,13 @@ class _CommandParser(argparse.ArgumentParser):
 
 
 def command_arguments(argv: Sequence[str]) -> argparse.Namespace:
-    """`harness measure ...` (or a comparison's `harness run ...`), parsed by that command's own parser."""
-    from harness.app.commands import run, vision
+    """A comparison's or a twin's `harness run ...`, parsed by that command's own parser (`harness measure`
+    takes its `MeasureRequest` instead)."""
+    from harness.app.commands import run
 
     parser = _CommandParser(prog="harness")
     sub = parser.add_subparsers(parser_class=_CommandParser)
     run.register(sub)
-    vision.register(sub)
     return parser.parse_args(list(argv))
 
 
@@ -350,6 +351,22 @@ def run_command_line(request: RunRequest, typed: Sequence[str] = ()) -> list[str
             f"--runs-dir={request.runs_dir}", "--headless", *typed, *(["--resume"] if request.resume else [])]
 
 
+def desk_measure(protocol: Protocol, files: RehearsalFiles, inputs: Path, calibrate: bool) -> MeasureRequest:
+    """`harness measure` as a desk runs it with the protocol's bowl and cube: `calibrate`, the rim found on the
+    empty table and saved into the desk's folder (then the trained spot measured); else that calibration used
+    on a run's folder."""
+    return MeasureRequest(inputs=(str(inputs),), bowl_cm=protocol.scene.bowl_diameter_cm,
+                          cube_cm=protocol.scene.cube_edge_cm, calibration=files.calibration, auto=calibrate,
+                          calibrate_on=files.empty_table if calibrate else None)
+
+
+def measure_command_line(request: MeasureRequest) -> list[str]:
+    """What a desk would type for the same measure (shown, never parsed)."""
+    return ["measure", *request.inputs, *(["--auto"] if request.auto else []),
+            *([f"--calibrate-on={request.calibrate_on}"] if request.calibrate_on else []),
+            f"--bowl-cm={request.bowl_cm:g}", f"--cube-cm={request.cube_cm:g}", f"--calibration={request.calibration}"]
+
+
 def run_cameras(policies: tuple[Path, ...]) -> list[str]:
     """The cameras the run connects: the first checkpoint's (`policy_cameras`), or only the top one when every
     policy is the expert (it reads no camera; the placement guide and the proposals watch the top one)."""
@@ -391,12 +408,11 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
     out = out or sys.stdout
     from harness.app.measure_command import run_measure
     from harness.app.rehearse_operator import CONSOLE_HINT, OFF_TABLE_CM
-    from harness.app.run_command import run_from_args, run_request
+    from harness.app.run_command import run_request
     from harness.bus.scenario import default_scenario, open_rig
 
     protocol, files = plan.protocol, plan.files
     width, height = plan.size
-    bowl = [f"--bowl-cm={protocol.scene.bowl_diameter_cm:g}", f"--cube-cm={protocol.scene.cube_edge_cm:g}"]
     tmp = make_scratch("rehearse", remove_at_exit=False)   # removed below, or at the next start if killed
     try:
         socket = tmp / "cameras.sock"
@@ -409,10 +425,9 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
                 print(f"resuming with the desk's files in {files.folder}", file=out, flush=True)
             else:
                 photograph_desk(rig, protocol, source, files, out)
-                measure = ["measure", str(files.trained_spot), "--auto", f"--calibrate-on={files.empty_table}",
-                           *bowl, f"--calibration={files.calibration}"]
-                say_command(measure, out)
-                if run_measure(command_arguments(measure)) != 0:
+                measure = desk_measure(protocol, files, files.trained_spot, calibrate=True)
+                say_command(measure_command_line(measure), out)
+                if run_measure(measure) != 0:
                     raise HarnessInputError(files.trained_spot, None, "the cube on its trained spot was not measured")
             request = desk_request(plan, rig.port, source)
             shown = run_command_line(request, plan.run_flags)
@@ -422,18 +437,14 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
             if not plan.gap.none:
                 print(f"reality gap (recorded in the scoresheet): {plan.gap.describe()}", file=out, flush=True)
             parts = _parts(plan, rig)
-            # a comparison (two or more policies) still runs from its parsed command line (`app/compare_run.py`)
-            if len(plan.policies) > 1:
-                code = run_from_args(command_arguments(shown), parts)
-            else:
-                code = run_request(request.updated(provenance={"rehearsal": {"gap": plan.gap.declared()}}), parts)
+            code = run_request(request.updated(provenance={"rehearsal": {"gap": plan.gap.declared()}}), parts)
             if code != 0:
                 return code
     finally:
         remove_scratch(tmp)
-    measure_run = ["measure", str(plan.runs_dir / plan.scoresheet.stem), *bowl, f"--calibration={files.calibration}"]
-    say_command(measure_run, out)
-    run_measure(command_arguments(measure_run))   # a trial whose cube left the view is "not measured", said
+    measure_run = desk_measure(protocol, files, plan.runs_dir / plan.scoresheet.stem, calibrate=False)
+    say_command(measure_command_line(measure_run), out)
+    run_measure(measure_run)   # a trial whose cube left the view is "not measured", said
     print(f"rehearsal done: scoresheet {plan.scoresheet}, evidence {plan.runs_dir / plan.scoresheet.stem}, "
           f"desk files {files.folder}", file=out, flush=True)
     return 0

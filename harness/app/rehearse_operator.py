@@ -32,17 +32,22 @@ CONFIRMED_NOTE = "rehearsal: the scripted operator confirmed the proposal"
 OFF_TABLE_CM = (80.0, 80.0)   # an offset from the trained spot that puts the cube out of the top camera's view
 
 
-class _Keyboard(io.TextIOBase):
-    """The scripted operator's keyboard: the answers queued for the next prompts (typed, so shown), then
-    Enter (no override, nothing to add). It has no file number, so plain mode's "is a line waiting" check
-    finds one at once."""
+class _Keyboard:
+    """The scripted operator's keyboard (a `run.terminal.LineSource`): the answers queued for the next prompts
+    (typed, so shown), then Enter (no override, nothing to add). It has no file number, so plain mode's "is a
+    line waiting" check finds one at once."""
 
     def __init__(self, out: TextIO) -> None:
-        super().__init__()
         self.out = out
         self.queued: list[str] = []
 
-    def readline(self, size: int | None = -1) -> str:
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("a scripted keyboard has no file number")
+
+    def readline(self) -> str:
         if not self.queued:
             return "\n"
         answer = self.queued.pop(0)

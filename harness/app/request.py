@@ -7,9 +7,7 @@ import argparse
 from harness.models.run_request import RunRequest
 
 
-def as_request(request: RunRequest | argparse.Namespace) -> RunRequest:
-    """The run's request; a parsed command line (as the run's handler, and older callers and tests, hold one)
-    is converted here, once, and read no further."""
-    if isinstance(request, RunRequest):
-        return request
-    return RunRequest.from_flags(vars(request))
+def as_request(args: argparse.Namespace) -> RunRequest:
+    """A parsed `harness run` command line as the run's request (a bad flag value is one line naming the flag),
+    converted here once by the command handlers and read no further."""
+    return RunRequest.from_flags(vars(args))

@@ -50,15 +50,7 @@ def wants_tui(request: RunRequest) -> bool:
 
 
 def run_from_args(args: argparse.Namespace, parts: Parts | None = None, observer: Any = None) -> int:
-    """`harness run`'s handler: the command line becomes a `RunRequest`, once (a bad flag is one line). Two or
-    more policies are a blind comparison (`app/compare_run.py`, which still reads the parsed arguments)."""
-    request = as_request(args)
-    check_run_request(request)
-    protocol = load_protocol(request.protocol)
-    refs = comparison_refs(args, protocol)   # flags or the protocol's run.policies; else `args.policy` is one flag
-    if refs is not None:
-        return run_comparison(args, protocol, refs, FrontEnd.TUI if wants_tui(request) else FrontEnd.PLAIN,
-                              lambda parsed, path: _third_party_output(as_request(parsed), path), parts)
+    """`harness run`'s handler: the command line becomes a `RunRequest`, once (a bad flag is one line)."""
     return run_request(as_request(args), parts, observer)
 
 
@@ -66,12 +58,16 @@ def run_request(request: RunRequest, parts: Parts | None = None, observer: Any =
     """Check everything that needs no lock first, so bad input leaves nothing behind: the request, the
     protocol, the scoresheet to resume (read and verified), the policy (loaded). Then the writer
     locks (the scoresheet and its runs folder, held to the end, so a second run or a `measure` is
-    refused naming this one), the robot and cameras, and only then is a new sheet written."""
+    refused naming this one), the robot and cameras, and only then is a new sheet written. Two or more
+    policies (the request's, else the protocol's `run.policies`) are a blind comparison
+    (`app/compare_run.py`), built from the same request."""
     check_run_request(request)
-    if len(request.policies) > 1:
-        raise HarnessInputError(None, "--policy", "one policy per run")
     protocol_path = request.protocol
     protocol = load_protocol(protocol_path)
+    refs = comparison_refs(request, protocol)
+    if refs is not None:
+        return run_comparison(request, protocol, refs, FrontEnd.TUI if wants_tui(request) else FrontEnd.PLAIN,
+                              _third_party_output, parts)
     placement_files(request.placement, protocol)   # --bowl-calibration, --trained-spot: read and checked
     path = sheet_path(request, protocol, protocol_path)
     sheet, created = resolve_sheet(request, protocol, protocol_path, path, create=False)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 from pathlib import Path
 from typing import Any
 
 from harness.app.async_inference import async_record, hold_to_locked_async
-from harness.app.request import as_request
 from harness.app.rtc_inference import hold_to_locked_rtc, rtc_record
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models.checkpoint import checkpoint_name
@@ -43,9 +41,8 @@ def _find_sheet(protocol_path: Path, request: RunRequest, policy_ref: str | None
     return candidates[0] if candidates else None
 
 
-def sheet_path(request: RunRequest | argparse.Namespace, protocol: Protocol, protocol_path: Path) -> Path:
+def sheet_path(request: RunRequest, protocol: Protocol, protocol_path: Path) -> Path:
     """Where this run's scoresheet is (or will be), so its writer lock can be taken before it is read."""
-    request = as_request(request)
     policy_flag = request.policy
     path = _find_sheet(protocol_path, request, policy_flag or (None if request.resume else protocol.run.policy))
     if path is not None:
@@ -70,33 +67,10 @@ def check_same_inference(sheet: Scoresheet, request: RunRequest) -> None:
                                                             f"{sheet.inference_engine}, not {engine}")
 
 
-def parse_cameras(items: list[str] | None) -> dict[str, str]:
-    """`--camera NAME=SOURCE` values, each spec checked (for `app/compare_run.py`, which reads parsed arguments;
-    a run's own cameras come in its `RunRequest`)."""
-    from harness.robots.camera_spec import parse_camera_spec
-
-    cameras = RunRequest.from_flags({"protocol": "-", "camera": items or []}).robot.cameras
-    for source in cameras.values():
-        parse_camera_spec(source)
-    return cameras
-
-
-def latency_from(args: argparse.Namespace) -> float | str | None:
-    """The latency model asked for on a parsed command line (`app/compare_run.py`)."""
-    return as_request(args).latency
-
-
-def rename_map_from(args: argparse.Namespace, protocol: Protocol) -> dict[str, str]:
-    """The rename map asked for on a parsed command line, else the protocol's (`app/compare_run.py`)."""
-    asked = as_request(args).rename_map
-    return asked if asked is not None else dict(protocol.run.rename_map)
-
-
-def render_profile_from(args: RunRequest | argparse.Namespace, robot: RobotKind,
-                        checkpoint: str | None) -> RenderProfile | None:
+def render_profile_from(request: RunRequest, robot: RobotKind, checkpoint: str | None) -> RenderProfile | None:
     """The profile a new simulated run locks (`--render-profile`, else the default); a checkpoint trained on
     frames drawn otherwise is stated in one line on stderr. None for a real arm, whose cameras draw nothing."""
-    asked = getattr(args, "render_profile", None)
+    asked = request.render_profile
     if not robot.simulated:
         if asked:
             raise HarnessInputError(None, "--render-profile", "the render profile is for the simulated arm's "
@@ -112,9 +86,9 @@ def render_profile_from(args: RunRequest | argparse.Namespace, robot: RobotKind,
     return profile
 
 
-def check_same_render_profile(sheet: Scoresheet, args: RunRequest | argparse.Namespace) -> None:
+def check_same_render_profile(sheet: Scoresheet, request: RunRequest) -> None:
     """A resume draws the policy's frames as the sheet locked; asking for another profile is refused."""
-    asked = getattr(args, "render_profile", None)
+    asked = request.render_profile
     if asked and RenderProfile(asked) is not sheet.render_profile:
         field = "locked.render_profile" if "render_profile" in sheet.locked_data else "locked"
         raise StaleRunError(sheet.path, field, f"this run draws with render profile {sheet.render_profile.value}, "
@@ -127,7 +101,7 @@ def latency_text(latency: float | str | None) -> str:
     return "measured" if latency == "measured" else f"{latency:g} ms"
 
 
-def resolve_sheet(request: RunRequest | argparse.Namespace, protocol: Protocol, protocol_path: Path,
+def resolve_sheet(request: RunRequest, protocol: Protocol, protocol_path: Path,
                   path: Path | None = None, create: bool = True) -> tuple[Scoresheet, bool]:
     """Lock a new scoresheet, or load and check the one to resume; True when it is new. What the request
     leaves unset comes from the protocol's `run:` section (robot, policy, port, cameras, rename map).
@@ -135,7 +109,6 @@ def resolve_sheet(request: RunRequest | argparse.Namespace, protocol: Protocol, 
     `create=False` leaves a new sheet unwritten: `harness run` writes it (`Scoresheet.create`)
     only once the policy has loaded and the robot has connected, so a refused run leaves nothing.
     """
-    request = as_request(request)
     policy_flag = request.policy
     asked_robot = request.robot.kind
     if path is None:

@@ -60,7 +60,7 @@ class WorkerCache:
         if key not in self._policies:
             self._policies[key] = make_policy(ref, protocol, settings, device, robot, inference)
             self.policy_loads += 1
-        return KeptPolicy(self._policies[key])   # type: ignore[return-value]
+        return KeptPolicy(self._policies[key])
 
     def sim_robot(self, protocol: Protocol, policy: EvalPolicy, realtime: bool,
                   latency_ms: float | str | None = None,

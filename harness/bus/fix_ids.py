@@ -16,7 +16,7 @@ import contextlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 from harness.bus import packets as p
 from harness.bus import signature as sig
@@ -43,6 +43,9 @@ MOVED_TICKS = 60          # ~5 degrees: a deliberate turn by hand, well above en
 FACTORY = sig.Signature(0, 4095, 0)   # a servo's EEPROM as it leaves the factory: limits 0-4095, no homing offset
 BUS_FAULTS = (ConnectionError, RuntimeError, OSError, BusError)   # what LeRobot, scservo and pyserial raise
 
+# opens a serial port by name (pyserial's, or the emulator's in tests): an untyped pyserial port
+OpenSerial = Callable[[str], Any]
+
 
 class Operator(Protocol):
     def say(self, message: str) -> None: ...
@@ -63,8 +66,8 @@ def flush_typed_ahead(stream: TextIO, platform: str = sys.platform) -> None:
         if platform == "win32":
             import msvcrt
 
-            while msvcrt.kbhit():
-                msvcrt.getwch()
+            while msvcrt.kbhit():   # type: ignore[attr-defined,unused-ignore]  # typeshed: msvcrt on win32 only
+                msvcrt.getwch()   # type: ignore[attr-defined,unused-ignore]
         else:
             import termios
 
@@ -178,7 +181,7 @@ def what_the_diagnosis_knew(servo_id: int, scan: Scan, wanted: str) -> tuple[str
 
 
 def moves_with_the_joint(port: str, lone: Lone, name: str, operator: Operator,
-                         open_serial: Callable[[str], object]) -> bool:
+                         open_serial: OpenSerial) -> bool:
     """The physical check: the person moves the joint they connected; the servo on the bus must follow."""
     joint = "gripper jaw" if name == "gripper" else f"{name} joint"
     operator.instruct(f"Identify it: with the power on, turn the {joint} by hand to a clearly different "
@@ -189,7 +192,7 @@ def moves_with_the_joint(port: str, lone: Lone, name: str, operator: Operator,
 
 
 def follows_another_joint(port: str, lone: Lone, other: str, name: str, operator: Operator,
-                          open_serial: Callable[[str], object]) -> bool:
+                          open_serial: OpenSerial) -> bool:
     """The movement only the asked-for joint makes: the servo on the bus stays still while the person turns the
     other joint it could be (the two servos of a collision are told apart by which joint they follow)."""
     before = _on_port(port, open_serial, lambda wire: _position(wire, lone))
@@ -206,7 +209,7 @@ def _position(wire: Wire, lone: Lone) -> int | None:
 
 
 def identify(port: str, name: str, target_id: int, scan: Scan, operator: Operator,
-             open_serial: Callable[[str], object], expected: Expected | None = None) -> Lone | None:
+             open_serial: OpenSerial, expected: Expected | None = None) -> Lone | None:
     """The servo alone on the bus if it is the `name` servo; otherwise says why not, in plain words.
     Its EEPROM is weighed before the person is asked to turn anything: a servo holding another joint's
     calibration follows whatever joint it sits in, so movement alone cannot clear it."""
@@ -287,7 +290,7 @@ def advice_after_a_fault(state: BusState, name: str, target_id: int) -> str:
 
 # --- the guided repair ---------------------------------------------------------------------------
 
-def _on_port(port: str, open_serial: Callable[[str], object], action: Callable[[Wire], object]):
+def _on_port(port: str, open_serial: OpenSerial, action: Callable[[Wire], object]):
     """Open the port, act, close it again: programming needs the port for LeRobot's bus."""
     ser = open_serial(port)
     try:
@@ -316,7 +319,7 @@ def _load_lerobot(operator: Operator) -> None:
 
 
 def repair_missing(port: str, finding: Finding, scan: Scan, operator: Operator,
-                   open_serial: Callable[[str], object], attempts: int = 3,
+                   open_serial: OpenSerial, attempts: int = 3,
                    expected: Expected | None = None) -> Lone | None:
     """The servo renamed to the missing ID, as it was before (its old ID, for `restore_id`), or None."""
     name, target_id = SO101_IDS[finding.servo_id], finding.servo_id
@@ -346,7 +349,7 @@ def _report(operator: Operator, title: str, findings: list[Finding]) -> None:
     operator.say(f"{title}\n" + "\n".join(f"  - {f.message}" for f in findings))
 
 
-def fix_ids(port: str, operator: Operator, open_serial: Callable[[str], object],
+def fix_ids(port: str, operator: Operator, open_serial: OpenSerial,
             expected: Expected | None = None,
             calibration: Callable[[Callable[[str], None]], Expected | None] | None = None) -> int:
     """0 when the arm is healthy (or repaired and proven after a power cycle), 1 otherwise. `expected`: each
@@ -362,7 +365,7 @@ def fix_ids(port: str, operator: Operator, open_serial: Callable[[str], object],
                        "again") from None
 
 
-def _fix_ids(port: str, operator: Operator, open_serial: Callable[[str], object], expected: Expected | None) -> int:
+def _fix_ids(port: str, operator: Operator, open_serial: OpenSerial, expected: Expected | None) -> int:
     scan = _on_port(port, open_serial, quick_scan)
     operator.say(describe_scan(scan))
     findings = diagnose(scan, expected)
@@ -425,7 +428,7 @@ def _fix_ids(port: str, operator: Operator, open_serial: Callable[[str], object]
 
 
 def restore_id(port: str, servo_id: int, was: Lone, operator: Operator,
-               open_serial: Callable[[str], object]) -> None:
+               open_serial: OpenSerial) -> None:
     """A renamed servo the final check did not prove gets its old ID back, so a wrong rename never outlives the
     session. Written alone on the bus, as every ID is, and only to the servo that is at the new ID with the
     EEPROM it had when it was renamed."""
@@ -448,7 +451,7 @@ def restore_id(port: str, servo_id: int, was: Lone, operator: Operator,
     operator.instruct("Reconnect it to the chain as it was.")
 
 
-def prove(port: str, servo_id: int, proof: Scan, operator: Operator, open_serial: Callable[[str], object],
+def prove(port: str, servo_id: int, proof: Scan, operator: Operator, open_serial: OpenSerial,
           expected: Expected | None) -> bool:
     """The final check for a renamed ID, on the assembled arm after the power cycle: the servo there holds
     its joint's calibration (the proof scan read it) and follows that joint when the person turns it."""

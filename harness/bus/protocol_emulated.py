@@ -66,9 +66,10 @@ class Serial(serial.SerialBase):
         if self._port is None:
             raise serial.SerialException("Port must be configured before it can be used.")
         name = str(self._port).split("://", 1)[-1]
-        self._bus = _buses.get(name)
-        if self._bus is None:
+        bus = _buses.get(name)
+        if bus is None:
             raise serial.SerialException(f"could not open port {self._port}: no emulated bus of that name here")
+        self._bus = bus
         self._rx = bytearray()
         self._pending = bytearray()
         self.is_open = True

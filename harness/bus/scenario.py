@@ -197,7 +197,7 @@ class Rig:
             lines = []
             for s in self.chain.servos:
                 s.sense(0.0)
-                errors = ",".join(e.name.lower() for e in type(s.errors) if e in s.errors) or "ok"
+                errors = ",".join(str(e.name).lower() for e in type(s.errors) if e in s.errors) or "ok"
                 lines.append(f"  {s.name:<14} pos {round(s.present_ticks):>4} offset {s.homing_offset:>5} "
                              f"{s.ram[62] / 10:4.1f} V {s.ram[63]:>3} C load {round(s.load):>5} "
                              f"{'JAMMED ' if s.jammed else ''}errors {errors}")
@@ -382,6 +382,31 @@ def _ok(action: Callable[[Rig, list[str]], Any]) -> Callable[[Rig, list[str]], l
     return run
 
 
+def _power_cycle(rig: Rig, a: list[str]) -> list[str]:
+    rig.chain.power_cycle()
+    return rig_status(rig)
+
+
+def _heat(rig: Rig, a: list[str]) -> None:
+    _need(a, 2, "heat NAME CELSIUS")
+    rig.heat(a[0], _number(a[1], "CELSIUS"))
+
+
+def _supply(rig: Rig, a: list[str]) -> None:
+    _need(a, 1, "supply VOLTS")
+    rig.supply(_number(a[0], "VOLTS"))
+
+
+def _jam(rig: Rig, a: list[str], jammed: bool = True) -> None:
+    _need(a, 1, "jam NAME" if jammed else "unjam NAME")
+    rig.jam(a[0], jammed=jammed)
+
+
+def _camera(rig: Rig, a: list[str]) -> None:
+    _need(a, 2, "camera NAME ok|dropout|frozen|black")
+    rig.camera(a[0], a[1])
+
+
 def _cube(rig: Rig, a: list[str]) -> list[str]:
     _need(a, 2, "cube DX_CM DY_CM [YAW_DEG]")
     dx, dy = _number(a[0], "DX_CM"), _number(a[1], "DY_CM")
@@ -394,7 +419,7 @@ COMMANDS: dict[str, Callable[[Rig, list[str]], list[str]]] = {
     "status": lambda rig, a: rig.status_lines(),
     "health": lambda rig, a: rig.health_lines(),
     "help": lambda rig, a: [HELP],
-    "power-cycle": lambda rig, a: (rig.chain.power_cycle(), rig_status(rig))[1],
+    "power-cycle": _power_cycle,
     "unplug": _unplug,
     "plug": _plug,
     "only": _only,
@@ -402,11 +427,11 @@ COMMANDS: dict[str, Callable[[Rig, list[str]], list[str]]] = {
     "sweep": _sweep,
     "release": _release,
     "cube": _cube,
-    "heat": _ok(lambda rig, a: (_need(a, 2, "heat NAME CELSIUS"), rig.heat(a[0], _number(a[1], "CELSIUS")))),
-    "supply": _ok(lambda rig, a: (_need(a, 1, "supply VOLTS"), rig.supply(_number(a[0], "VOLTS")))),
-    "jam": _ok(lambda rig, a: (_need(a, 1, "jam NAME"), rig.jam(a[0]))),
-    "unjam": _ok(lambda rig, a: (_need(a, 1, "unjam NAME"), rig.jam(a[0], jammed=False))),
-    "camera": _ok(lambda rig, a: (_need(a, 2, "camera NAME ok|dropout|frozen|black"), rig.camera(a[0], a[1]))),
+    "heat": _ok(_heat),
+    "supply": _ok(_supply),
+    "jam": _ok(_jam),
+    "unjam": _ok(lambda rig, a: _jam(rig, a, jammed=False)),
+    "camera": _ok(_camera),
 }
 LOCKED_COMMANDS = {"power-cycle", "unplug", "plug", "only"}  # the others take the lock themselves
 

@@ -25,7 +25,7 @@ import numpy as np
 from harness.bus.emulator import TICKS, Faults, Servo, ServoChain
 from harness.models.protocol import JOINT_NAMES
 from harness.sim.units import from_sim, to_sim
-from harness.sim.world import actuator_loads
+from harness.sim.world import SimWorld, actuator_loads
 
 LEROBOT_MAX_RES = TICKS - 1  # LeRobot's degrees use 360 / 4095 per tick
 MAX_STEPS_PER_TICK = 30
@@ -54,7 +54,7 @@ def units_to_ticks(name: str, value: float, cal: JointCalibration) -> float:
 
 
 class SimCoupledChain(ServoChain):
-    def __init__(self, servos: list[Servo], world: object, calibration: dict[str, JointCalibration],
+    def __init__(self, servos: list[Servo], world: SimWorld, calibration: dict[str, JointCalibration],
                  faults: Faults | None = None, gain: float = 1.0, backlash_deg: float = 0.0) -> None:
         """`gain` (times the model's position gain and torque limit) and `backlash_deg` (play either way in each
         joint's gears) are reality-gap knobs (`models.reality_gap`): 1 and 0 are the twin's servos."""

@@ -32,6 +32,8 @@ CAN_WAIT = os.name == "posix"   # select() takes a serial port's descriptor on P
 
 
 class WaitingPortHandler(scs.PortHandler):
+    is_open: bool   # the SDK's own attributes, as this class sets them (scservo_sdk has no types)
+    ser: serial.Serial
     setPacketTimeout = patch_setPacketTimeout   # LeRobot's fix of the SDK's timeout, as FeetechMotorsBus applies it
 
     def __init__(self, port_name: str) -> None:

@@ -59,8 +59,8 @@ class Wire:
                 time.sleep(0.0002)
         raw = bytes(buffer)
         replies = []
-        while (packet := p.take_packet(buffer)) is not None:
-            replies.append(packet)
+        while (reply := p.take_packet(buffer)) is not None:
+            replies.append(reply)
         leftover = len(raw) - sum(len(r.params) + 6 for r in replies)
         if not raw:
             return Answer("none")

@@ -69,11 +69,15 @@ class Coverage:
     def offsets_cm(self) -> list[tuple[float, float]]:
         return [s.offset_cm for s in self.starts if s.offset_cm is not None]
 
-    def spread_cm(self) -> float | None:
-        """Largest distance of a found start from the median found start."""
+    def centres_px(self) -> list[tuple[float, float]]:
+        """Where the cube was found in each first frame it was found in."""
+        return [s.centre_px for s in self.starts if s.centre_px is not None]
+
+    def spread_cm(self) -> float:
+        """Largest distance of a found start from the median found start (0 when none has an offset)."""
         offsets = self.offsets_cm()
         if not offsets:
-            return None
+            return 0.0
         points = np.array(offsets)
         return float(np.max(np.hypot(*(points - np.median(points, axis=0)).T)))
 
@@ -224,7 +228,7 @@ def locate_starts(frames: dict[int, np.ndarray], view: TableView | None = None, 
     if view is None and px_per_cm:
         centres = np.array([s.centre_px for s in starts if s.found])
         median = np.median(centres, axis=0) if len(centres) else np.zeros(2)
-        starts = [s if not s.found else EpisodeStart(
+        starts = [s if s.centre_px is None else EpisodeStart(
             s.episode, s.score, s.centre_px,
             (float(-(s.centre_px[1] - median[1]) / px_per_cm), float(-(s.centre_px[0] - median[0]) / px_per_cm)),
             s.why) for s in starts]

@@ -39,11 +39,16 @@ class InputMismatch:
     policy_shape: tuple[int, ...]
     dataset_shape: tuple[int, ...] | None
 
+    @property
+    def policy_size(self) -> tuple[int, int]:
+        """A camera's frame size the policy was trained on, (height, width) of its (C, H, W) shape."""
+        return self.policy_shape[1], self.policy_shape[2]
+
     def describe(self) -> str:
         if self.kind is MismatchKind.MISSING:
             return f"{self.key}: the policy reads it, the dataset has no such feature"
-        if self.kind is MismatchKind.IMAGE_SIZE:
-            (_, ph, pw), (dh, dw) = self.policy_shape, self.dataset_shape[:2]
+        if self.kind is MismatchKind.IMAGE_SIZE and self.dataset_shape is not None:
+            (ph, pw), (dh, dw) = self.policy_size, self.dataset_shape[:2]
             return f"{self.key}: the policy was trained on {pw}x{ph} frames, the dataset has {dw}x{dh}"
         return f"{self.key}: the policy expects shape {list(self.policy_shape)}, the dataset has " \
                f"{list(self.dataset_shape or ())}"
@@ -158,11 +163,13 @@ def evaluate_checkpoint(path: Path, root: Path, episodes: list[int], max_frames:
     mismatches = input_mismatches(path, root)
     if any(m.kind is not MismatchKind.IMAGE_SIZE for m in mismatches) or (mismatches and not resize):
         raise ValueError("; ".join(m.describe() for m in mismatches))
-    sizes = {m.key: m.policy_shape[1:] for m in mismatches}
+    sizes = {m.key: m.policy_size for m in mismatches}
     policy, pre, post = _load(path, device)
     dataset = _dataset(root, episodes, policy)
     chosen = _select(dataset, max_frames)
-    errors, latencies, losses = [], [], []
+    errors: list[np.ndarray] = []
+    latencies: list[float] = []
+    losses: list[tuple[float, float]] = []
     for start in range(0, len(chosen), BATCH):
         items = [dataset[i] for i in chosen[start:start + BATCH]]
         full = _stack(items, sizes)

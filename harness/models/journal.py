@@ -172,9 +172,9 @@ def read(path: Path) -> Contents:
         data = load_yaml_text(header_text, path, max_nodes=MAX_NODES)
         _check_format(data, path)
         if data["format"] == FORMAT_V1:
-            records = [("attempt", a) for a in data.get("attempts") or []]
-            records += [("measurement", m) for m in data.get("measurements") or []]
-            return Contents(FORMAT_V1, data, records, canonical=False, size=len(raw), end=len(raw))
+            v1 = [("attempt", a) for a in data.get("attempts") or []]
+            v1 += [("measurement", m) for m in data.get("measurements") or []]
+            return Contents(FORMAT_V1, data, v1, canonical=False, size=len(raw), end=len(raw))
         contents = Contents(FORMAT, data, _records_from_yaml(data, path), canonical=False, size=len(raw), end=len(raw))
         return _witnessed(contents, witness_raw, path)
     header = _header_from_json(header_text)

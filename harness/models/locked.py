@@ -16,6 +16,7 @@ from harness.models.protocol import StoppingRule, Trial
 from harness.models.reality_gap import RealityGap
 from harness.models.render_profile import RenderProfile
 from harness.models.run_settings import InferenceEngine, RobotKind
+from harness.models.sequential import FutilityRule
 
 
 class LockedPolicy(BaseModel):
@@ -92,6 +93,9 @@ class LockedDesign(BaseModel):
     cap: int                      # pairs per comparison: trials per arm at most
     log_efficacy_bound: float
     fixed_sample_pairs: int       # McNemar's fixed-sample design at the same alpha and power, per arm
+    # which statistic closes a direction for futility; absent: a sheet locked before paired betting existed
+    futility: FutilityRule = FutilityRule.DISCORDANT_SPRT
+    futility_bet: float | None = None   # paired betting's fraction lambda, as calibrated at the lock
 
 
 class LockedComparison(BaseModel):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -100,7 +101,15 @@ class Generator(_Strict):
     max_yaw_deg: Annotated[float, Field(ge=0, le=180.0)] = 0.0
 
 
-SEQUENTIAL_FIELDS = ("alpha", "power", "min_difference", "max_trials_per_arm", "comparisons")
+SEQUENTIAL_FIELDS = ("alpha", "power", "min_difference", "max_trials_per_arm", "comparisons", "secondary")
+
+
+class SecondaryOutcome(StrEnum):
+    """An outcome a comparison pre-declares and reports per arm, which never drives its stopping."""
+
+    PLACEMENT_ERROR_CM = "placement_error_cm"   # how far from the bowl's centre a successful placement landed
+
+
 ArmCode = Annotated[str, Field(pattern=r"^[A-J]$")]
 
 
@@ -118,6 +127,8 @@ class StoppingRule(_Strict):
     min_difference: Annotated[float, Field(gt=0, lt=1)] | None = None
     max_trials_per_arm: Annotated[int, Field(ge=1, le=2000)] | None = None
     comparisons: list[tuple[ArmCode, ArmCode]] | None = None
+    # sequential: outcomes reported per arm (mean and interval), declared before the run; never a stop
+    secondary: list[SecondaryOutcome] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> StoppingRule:
@@ -130,9 +141,11 @@ class StoppingRule(_Strict):
             for first, second in self.comparisons or []:
                 if first == second:
                     raise ValueError(f"stopping_rule.comparisons: {first} against itself")
+            if self.secondary is not None and len(set(self.secondary)) != len(self.secondary):
+                raise ValueError("stopping_rule.secondary: an outcome is declared twice")
         elif any(name in self.model_fields_set for name in SEQUENTIAL_FIELDS):
-            raise ValueError("stopping_rule: alpha, power, min_difference, max_trials_per_arm and comparisons "
-                             "are for kind sequential")
+            raise ValueError("stopping_rule: alpha, power, min_difference, max_trials_per_arm, comparisons and "
+                             "secondary are for kind sequential")
         return self
 
     @model_serializer(mode="wrap")
@@ -142,6 +155,8 @@ class StoppingRule(_Strict):
         if self.kind != "sequential":
             for name in SEQUENTIAL_FIELDS:
                 data.pop(name, None)
+        elif self.secondary is None:   # a comparison without one stores, and hashes, as before the field existed
+            data.pop("secondary", None)
         return data
 
 

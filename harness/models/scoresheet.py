@@ -477,12 +477,15 @@ class Scoresheet:
         self.measurements.extend(chained)
         return chained
 
+    def _writer(self) -> WriterLock:
+        """The writer lock this sheet holds (a run's, held to its end), else one taken for this write."""
+        return self.writer if self.writer is not None and self.writer.held else WriterLock(self.path)
+
     def _append(self, entries: list[tuple[str, BaseModel, int]]) -> None:
         """Make records durable under the writer lock: appended when possible, else the file rewritten."""
         if not entries:
             return
-        held = self.writer is not None and self.writer.held
-        with (self.writer if held else WriterLock(self.path)):
+        with self._writer():
             raws = [(kind, record.model_dump(mode="json"), count) for kind, record, count in entries]
             if self.stored is None or not self.stored.canonical or self.stored.format != FORMAT:
                 records = [("attempt", a.model_dump(mode="json")) for a in self.records]
@@ -516,8 +519,7 @@ class Scoresheet:
 
     def create(self) -> Scoresheet:
         """Write a new sheet (under the writer lock); refuses to replace an existing one."""
-        held = self.writer is not None and self.writer.held
-        with (self.writer if held else WriterLock(self.path)):
+        with self._writer():
             if self.path.exists() or self.path.is_symlink():
                 raise HarnessInputError(self.path, None, "a scoresheet already exists here; use --resume")
             self.save()
@@ -549,8 +551,9 @@ def _chained(record: Any, previous: str) -> Any:
     return record.model_copy(update={"chain_sha256": _chain_hash(record, previous)})
 
 
-def _verified_chain(path: Path, section: str, raws: list[Any], model: type[BaseModel], start: str,
-                    bodies: list[bytes | None] | None = None) -> list[Any]:
+def _verified_chain[R: (Attempt, PlacementMeasurement)](
+        path: Path, section: str, raws: list[Any], model: type[R], start: str,
+        bodies: list[bytes | None] | None = None) -> list[R]:
     """Validate each record and check its link in the chain.
 
     `bodies`: each record's canonical bytes as they lie on disk (format 2 as written), so a link
@@ -624,7 +627,10 @@ def new_scoresheet(path: Path, locked: dict[str, Any], settings: RunSettings | d
 
 def load_scoresheet(path: str | Path) -> Scoresheet:
     """Load and verify: format, lock hash per field, and the attempt chain."""
-    path = Path(path)
+    return _load(Path(path))
+
+
+def _load(path: Path) -> Scoresheet:
     stored = journal.read(path)
     data = stored.header
     locked, lock = data["locked"], data["lock"]
@@ -653,7 +659,7 @@ def load_scoresheet(path: str | Path) -> Scoresheet:
     except ValidationError as err:
         first = err.errors()[0]
         raise HarnessInputError(path, "locked." + ".".join(str(p) for p in first["loc"]), first["msg"]) from None
-    def chain_of(kind: str, model: type[BaseModel]) -> list[Any]:
+    def chain_of[R: (Attempt, PlacementMeasurement)](kind: str, model: type[R]) -> list[R]:
         picked = [i for i, (k, _) in enumerate(stored.records) if k == kind]
         bodies = [stored.bodies[i] for i in picked] if stored.bodies else None
         return _verified_chain(path, f"{kind}s", [stored.records[i][1] for i in picked], model, lock["sha256"], bodies)

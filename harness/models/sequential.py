@@ -19,10 +19,21 @@ Koomen, Pekelis and Walsh, "Always valid inference", Operations Research 2022):
   bound is calibrated to the cap (:func:`design`): the lowest whose two-sided error, looked at after
   every pair up to the cap, is at most alpha / K even if every pair were discordant; never above
   Ville's, which holds with no cap. At most alpha over K declared comparisons (Bonferroni).
-* Futility ("no difference of that size"): ``1 / e_A`` is a martingale when theta = theta1, so
-  ``P(inf e_A <= gamma) <= gamma``; the run stops for futility once both ``e_A`` and ``e_B`` are at
-  most gamma. When the better arm really leads by the declared difference, futility is wrongly
-  declared with probability at most gamma.
+* Futility ("no difference of that size") uses every pair, concordant ones too (`FutilityRule.PAIRED_BETTING`,
+  testing by betting: Shafer, "Testing by betting", JRSS A 2021; Waudby-Smith and Ramdas, "Estimating means of
+  bounded random variables by betting", JRSS B 2024). With D = (A succeeded) - (B succeeded) in {-1, 0, 1},
+  "A better by d" says E[D] >= d, so ``W_A = prod (1 + lambda (d - D))`` (0 <= lambda < 1 / (1 - d)) has
+  expectation at most 1 at every pair: a test supermartingale *against* "A better by d", and
+  ``P(sup W_A >= 1 / gamma) <= gamma`` under it (Ville). A concordant pair (D = 0) multiplies W_A by 1 + lambda d:
+  two arms that mostly agree, both succeeding or both failing, soon show that their difference is not d,
+  which a test on discordant pairs alone cannot see (it waits for the rare disagreements). Direction A closes
+  when ``W_A >= 1 / gamma`` (likewise W_B with D negated); both closed: futility. When the better arm really
+  leads by the declared difference, futility is wrongly declared with probability at most gamma.
+  lambda is fixed at the lock (so the state is the counts, and the exact walk below stays exact): the
+  Kelly bet against the null with the most discordant pairs independent trials allow (both arms at 1/2,
+  D = +-1 with probability 1/4 each), the slowest null for this bet to close (`kelly_bet`).
+  Sheets locked before this rule existed keep theirs (`FutilityRule.DISCORDANT_SPRT`: ``1 / e_A``, a
+  martingale when theta = theta1, closes direction A at ``e_A <= gamma``), as their lock says.
 * theta1 is the discordant-pair odds the declared difference gives at the least favourable success
   rates (1/2 - d/2 against 1/2 + d/2, independent trials): any other rates with the same difference,
   or outcomes correlated through the start position, make theta larger and the test faster.
@@ -36,7 +47,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import Enum
+from enum import Enum, StrEnum
 from statistics import NormalDist
 from typing import Any
 
@@ -48,6 +59,13 @@ FUTILITY_SHARE_OF_BETA = 1.0
 # No cap beyond this many pairs is searched: far more than a real arm can run.
 MAX_PAIRS_SEARCHED = 2_000
 MAX_COMPARISONS = 45  # ten arms, every pair
+
+
+class FutilityRule(StrEnum):
+    """Which statistic closes a direction for futility (module docstring); the lock records it."""
+
+    DISCORDANT_SPRT = "discordant-sprt"   # 1 / e on discordant pairs only (sheets locked before paired-betting)
+    PAIRED_BETTING = "paired-betting"     # betting on every pair's difference, concordant pairs included
 
 
 class Decision(Enum):
@@ -78,6 +96,12 @@ class SequentialDesign:
     comparisons: int
     cap: int  # pairs per comparison: the trials per arm at most
     log_efficacy_bound: float
+    futility: FutilityRule = FutilityRule.PAIRED_BETTING
+    futility_bet: float | None = None   # lambda of PAIRED_BETTING; None: `kelly_bet(min_difference)`
+
+    @property
+    def bet(self) -> float:
+        return self.futility_bet if self.futility_bet is not None else kelly_bet(self.min_difference)
 
     @property
     def theta1(self) -> float:
@@ -109,6 +133,24 @@ class SequentialDesign:
         up, down = self.log_step_up, self.log_step_down
         return first_only * up + second_only * down, second_only * up + first_only * down
 
+    def log_against(self, pairs: Any, first_only: Any, second_only: Any) -> tuple[Any, Any]:   # ints or arrays
+        """(log evidence against "first better by the difference", against "second better by it") after these
+        counts; a direction closes once its evidence reaches ``-log_futility_bound`` (module docstring)."""
+        if self.futility is FutilityRule.DISCORDANT_SPRT:
+            log_first, log_second = self.log_e(first_only, second_only)
+            return -log_first, -log_second
+        d, bet = self.min_difference, self.bet
+        for_first, against_first, agree = math.log1p(bet * (d - 1)), math.log1p(bet * (d + 1)), math.log1p(bet * d)
+        concordant = pairs - first_only - second_only
+        return (first_only * for_first + second_only * against_first + concordant * agree,
+                second_only * for_first + first_only * against_first + concordant * agree)
+
+    def closes(self, pairs: Any, first_only: Any, second_only: Any) -> tuple[Any, Any]:
+        """Whether each direction's futility evidence has reached its bound at these counts."""
+        against_first, against_second = self.log_against(pairs, first_only, second_only)
+        return (_at_or_above(against_first, -self.log_futility_bound),
+                _at_or_above(against_second, -self.log_futility_bound))
+
     def fixed_sample_pairs(self) -> int:
         """Pairs per arm McNemar's fixed-sample test needs at the same alpha (per comparison, two-sided),
         power and least favourable rates (Connor 1987, Biometrics 43:207)."""
@@ -126,7 +168,28 @@ def check_design_inputs(alpha: float, power: float, min_difference: float, compa
         raise ValueError(f"comparisons: {comparisons} must be 1..{MAX_COMPARISONS}")
 
 
-def design(alpha: float, power: float, min_difference: float, comparisons: int, cap: int) -> SequentialDesign:
+def kelly_bet(min_difference: float) -> float:
+    """The betting fraction lambda that grows ``W = prod (1 + lambda (d - D))`` fastest (in expected log) when both
+    arms succeed half the time independently: D = -1, 0, 1 with probabilities 1/4, 1/2, 1/4, the null with the
+    most discordant pairs, on which a bet that learns from agreement is slowest. Concave in lambda: bisection on
+    the derivative, inside [0, 1 / (1 - d)) where every factor stays positive."""
+    d = min_difference
+
+    def slope(bet: float) -> float:
+        return d / (2 * (1 + bet * d)) + (d - 1) / (4 * (1 + bet * (d - 1))) + (d + 1) / (4 * (1 + bet * (d + 1)))
+
+    low, high = 0.0, (1 - 1e-9) / (1 - d)
+    for _ in range(60):
+        middle = (low + high) / 2
+        if slope(middle) > 0:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def design(alpha: float, power: float, min_difference: float, comparisons: int, cap: int,
+           futility: FutilityRule = FutilityRule.PAIRED_BETTING) -> SequentialDesign:
     """The test for this cap: the lowest efficacy bound whose error, looked at after every pair up to
     the cap, is at most alpha / K even if every pair were discordant (the most steps the walk can take;
     fewer discordant pairs only lower it). Never above Ville's bound, which holds with no cap at all.
@@ -134,22 +197,26 @@ def design(alpha: float, power: float, min_difference: float, comparisons: int, 
     check_design_inputs(alpha, power, min_difference, comparisons)
     if not 1 <= cap <= MAX_PAIRS_SEARCHED:
         raise ValueError(f"cap: {cap} pairs must be 1..{MAX_PAIRS_SEARCHED}")
-    ville = SequentialDesign(alpha, power, min_difference, comparisons, cap, 0.0).log_ville_bound
+    bet = kelly_bet(min_difference) if futility is FutilityRule.PAIRED_BETTING else None
+    ville = SequentialDesign(alpha, power, min_difference, comparisons, cap, 0.0, futility, bet).log_ville_bound
     low, high = 0.0, ville
     for _ in range(25):   # to 1e-7 of Ville's log bound: far finer than the lattice of log e values
         middle = (low + high) / 2
-        candidate = SequentialDesign(alpha, power, min_difference, comparisons, cap, middle)
+        candidate = SequentialDesign(alpha, power, min_difference, comparisons, cap, middle, futility, bet)
         if worst_case_type_one_error(candidate) <= alpha / comparisons:
             high = middle
         else:
             low = middle
-    return SequentialDesign(alpha, power, min_difference, comparisons, cap, high)
+    return SequentialDesign(alpha, power, min_difference, comparisons, cap, high, futility, bet)
 
 
 def worst_case_type_one_error(design: SequentialDesign) -> float:
     """P(either direction declared better) when the arms are equal and every pair is discordant.
 
-    With s + f = n the state is one-dimensional: mass[closed_first, closed_second, s].
+    The worst case for either futility rule: a concordant pair moves neither e-value and only adds evidence
+    against a difference (paired betting), closing directions sooner, and it takes a pair of the cap that a
+    discordant one could have used. With s + f = n the state is one-dimensional: mass[closed_first,
+    closed_second, s].
     """
     size = design.cap + 1
     mass = np.zeros((2, 2, size))
@@ -168,10 +235,11 @@ def worst_case_type_one_error(design: SequentialDesign) -> float:
         mass[0][:, up_first] = 0.0
         error += mass[:, 0][:, up_second].sum()
         mass[:, 0][:, up_second] = 0.0
-        closing_first = mass[0] * (valid & _at_or_above(-log_first, -design.log_futility_bound))
+        low_first, low_second = design.closes(n, s, n - s)
+        closing_first = mass[0] * (valid & low_first)
         mass[0] -= closing_first
         mass[1] += closing_first
-        closing_second = mass[:, 0] * (valid & _at_or_above(-log_second, -design.log_futility_bound))
+        closing_second = mass[:, 0] * (valid & low_second)
         mass[:, 0] -= closing_second
         mass[:, 1] += closing_second
         mass[1, 1] = 0.0
@@ -193,6 +261,10 @@ class ComparisonState:
     def log_e(self, design: SequentialDesign) -> tuple[float, float]:
         return design.log_e(self.first_only, self.second_only)
 
+    def log_against(self, design: SequentialDesign) -> tuple[float, float]:
+        """Each direction's futility evidence (`SequentialDesign.log_against`)."""
+        return design.log_against(self.pairs, self.first_only, self.second_only)
+
 
 def advance(design: SequentialDesign, state: ComparisonState, first: bool, second: bool, cap: int) -> ComparisonState:
     """The state after one more pair (both arms' outcomes at one start position)."""
@@ -207,8 +279,9 @@ def advance(design: SequentialDesign, state: ComparisonState, first: bool, secon
         decision = Decision.FIRST_BETTER
     elif not state.closed_second and _at_or_above(log_second, design.log_efficacy_bound):
         decision = Decision.SECOND_BETTER
-    closed_first = state.closed_first or bool(_at_or_above(-log_first, -design.log_futility_bound))
-    closed_second = state.closed_second or bool(_at_or_above(-log_second, -design.log_futility_bound))
+    low_first, low_second = design.closes(pairs, first_only, second_only)
+    closed_first = state.closed_first or bool(low_first)
+    closed_second = state.closed_second or bool(low_second)
     if decision is Decision.CONTINUE and closed_first and closed_second:
         decision = Decision.FUTILITY
     if decision is Decision.CONTINUE and pairs >= cap:
@@ -269,8 +342,6 @@ def operating_characteristics(
     log_first, log_second = design.log_e(s_idx, f_idx)
     up_first = _at_or_above(log_first, design.log_efficacy_bound)
     up_second = _at_or_above(log_second, design.log_efficacy_bound)
-    low_first = _at_or_above(-log_first, -design.log_futility_bound)
-    low_second = _at_or_above(-log_second, -design.log_futility_bound)
     first = second = futile = expected = 0.0
     first_by = np.zeros(cap)
     for n in range(1, cap + 1):
@@ -289,10 +360,11 @@ def operating_characteristics(
         second += live[:, 0][:, hit].sum()
         live[:, 0][:, hit] = 0.0
         # directions close at their futility bound; both closed: futility
-        closing_first = live[0] * low_first[:k, :k]
+        low_first, low_second = design.closes(n, s_idx[:k, :k], f_idx[:k, :k])
+        closing_first = live[0] * low_first
         live[0] -= closing_first
         live[1] += closing_first
-        closing_second = live[:, 0] * low_second[:k, :k]
+        closing_second = live[:, 0] * low_second
         live[:, 0] -= closing_second
         live[:, 1] += closing_second
         futile += live[1, 1].sum()
@@ -314,12 +386,13 @@ def power_at_least_favourable(design: SequentialDesign) -> float:
     return operating_characteristics(design, only_first, only_second, design.cap, until_first=design.power).first_better
 
 
-def minimum_cap(alpha: float, power: float, min_difference: float, comparisons: int) -> int | None:
+def minimum_cap(alpha: float, power: float, min_difference: float, comparisons: int,
+                futility: FutilityRule = FutilityRule.PAIRED_BETTING) -> int | None:
     """The fewest pairs per comparison whose calibrated test reaches the power at the least favourable
     rates, or None if no cap up to MAX_PAIRS_SEARCHED does. Searched upward from the fixed-sample n
     (a sequential test never needs fewer), doubling, then bisecting."""
     def reaches(cap: int) -> bool:
-        return power_at_least_favourable(design(alpha, power, min_difference, comparisons, cap)) >= power
+        return power_at_least_favourable(design(alpha, power, min_difference, comparisons, cap, futility)) >= power
 
     check_design_inputs(alpha, power, min_difference, comparisons)
     fixed = mcnemar_fixed_pairs(alpha / comparisons, power, *least_favourable(min_difference))
@@ -348,7 +421,9 @@ def simulate(
     pairs used per comparison).
     """
     first, second = first[:, :cap], second[:, :cap]
-    log_first, log_second = design.log_e(np.cumsum(first & ~second, axis=1), np.cumsum(second & ~first, axis=1))
+    first_only, second_only = np.cumsum(first & ~second, axis=1), np.cumsum(second & ~first, axis=1)
+    log_first, log_second = design.log_e(first_only, second_only)
+    low_first, low_second = design.closes(np.arange(1, first.shape[1] + 1)[None, :], first_only, second_only)
     never = cap + 1
 
     def first_time(hit: np.ndarray) -> np.ndarray:
@@ -356,10 +431,11 @@ def simulate(
 
     up_first = first_time(_at_or_above(log_first, design.log_efficacy_bound))
     up_second = first_time(_at_or_above(log_second, design.log_efficacy_bound))
-    closed_first = first_time(_at_or_above(-log_first, -design.log_futility_bound))
-    closed_second = first_time(_at_or_above(-log_second, -design.log_futility_bound))
-    wins_first = np.where(up_first < closed_first, up_first, never)
-    wins_second = np.where(up_second < closed_second, up_second, never)
+    closed_first = first_time(low_first)
+    closed_second = first_time(low_second)
+    # a direction's efficacy is checked before that pair closes it (as `advance` does)
+    wins_first = np.where(up_first <= closed_first, up_first, never)
+    wins_second = np.where(up_second <= closed_second, up_second, never)
     futile = np.maximum(closed_first, closed_second)
     at = np.minimum(np.minimum(wins_first, wins_second), np.minimum(futile, cap - 1))
     code = np.select([wins_first == at, wins_second == at, futile == at], [1, -1, 0], default=2)

@@ -31,6 +31,20 @@ def describe(values: list[float]) -> dict[str, float] | None:
     }
 
 
+def mean_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float | None, float | None] | None:
+    """(mean, low, high): Student's t interval for the mean. None without values; with one value the interval
+    is (None, None): one value says nothing of how they spread."""
+    if not values:
+        return None
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, None, None
+    from scipy.stats import t
+
+    half = float(t.ppf(0.5 + confidence / 2, len(values) - 1)) * statistics.stdev(values) / math.sqrt(len(values))
+    return mean, mean - half, mean + half
+
+
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile; q in [0, 100]."""
     if not values:
@@ -85,7 +99,7 @@ def newcombe_paired(a: int, b: int, c: int, d: int) -> tuple[float, float]:
     if denom == 0:
         phi = 0.0
     else:
-        num = a * d - b * c
+        num = float(a * d - b * c)
         if num > 0:
             num = max(num - n / 2, 0.0)
         phi = num / math.sqrt(denom)

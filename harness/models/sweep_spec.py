@@ -45,12 +45,17 @@ class OfflineEvalSpec(BaseModel):
     frames: int = Field(default=200, ge=1, le=100_000)
 
 
+def _one_empty_condition() -> list[dict[str, Any]]:
+    """No conditions given: one cell per checkpoint and protocol, with the run's defaults."""
+    return [{}]
+
+
 class SweepSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     checkpoints: list[str] = Field(min_length=1, max_length=1000)
     protocols: list[str] = Field(min_length=1, max_length=100)
-    conditions: list[dict[str, Any]] = Field(default_factory=lambda: [{}], min_length=1, max_length=100)
+    conditions: list[dict[str, Any]] = Field(default_factory=_one_empty_condition, min_length=1, max_length=100)
     baseline: str | None = None              # a checkpoint label; default the first checkpoint
     workers: int = Field(default=1, ge=1, le=256)
     offline_eval: OfflineEvalSpec | None = None

@@ -41,8 +41,8 @@ class Label(StrEnum):
         return self in (Label.NO_GRASP, Label.GRASPED_THEN_DROPPED, Label.WRONG_PLACEMENT)
 
     @property
-    def title(self) -> str:
-        """How people write it: `no-grasp`."""
+    def display(self) -> str:
+        """How people write it: `no-grasp` (not `title`, which would hide `str.title`)."""
         return self.value.replace("_", "-")
 
     @property

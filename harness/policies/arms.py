@@ -12,6 +12,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from harness.errors import HarnessInputError
+from harness.models.comparison import build_schedule, unseal
+from harness.models.locked import LockedBlock
+from harness.models.protocol import Protocol
+from harness.models.run_settings import RunSettings
+from harness.models.scoresheet import run_inference
 from harness.policies.base import EvalPolicy, InferenceStats, TrialContext
 
 
@@ -59,3 +64,25 @@ class ArmSwitch:
     def close(self) -> None:
         for policy in self.arms.values():
             policy.close()
+
+
+def load_arms(locked: LockedBlock, protocol: Protocol, settings: RunSettings, device: str | None,
+              make_policy: Callable[..., EvalPolicy]) -> ArmSwitch:
+    """Every arm's policy of a locked comparison, loaded before the first trial (`make_policy`: `Parts.policy`),
+    behind one `ArmSwitch` that hands each scheduled slot to its arm: the serial run's, and each parallel
+    worker's (which reads the sealed mapping itself and shows it to no one)."""
+    comparison = locked.comparison
+    assert comparison is not None, "a comparison's locked block"
+    mapping = unseal(comparison.sealed)
+    schedule = {slot.number: slot.arm for slot in build_schedule(comparison.seed, tuple(comparison.arms),
+                                                                 comparison.positions, comparison.blocks)}
+    policies: dict[str, EvalPolicy] = {}
+    try:
+        for code in comparison.arms:
+            policies[code] = make_policy(mapping[code].ref, protocol, settings, device, locked.robot,
+                                         run_inference(locked))
+        return ArmSwitch(policies, schedule.__getitem__)
+    except BaseException:
+        for policy in policies.values():
+            policy.close()
+        raise

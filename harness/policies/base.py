@@ -20,6 +20,12 @@ class TrialContext:
     trial: Trial
     world: Any | None = None  # the SimWorld, for built-ins that read the truth; None on a real arm
 
+    def simulator(self) -> Any:
+        """The SimWorld, for a policy that reads the truth; refused on a real arm, which has none."""
+        if self.world is None:
+            raise RuntimeError("this policy reads the simulator's truth and runs only with --robot sim")
+        return self.world
+
 
 @dataclass(frozen=True)
 class InferenceStats:

@@ -232,6 +232,8 @@ class LeRobotPolicy(BasePolicy):
         )
         self._image_shapes = camera_shapes(config, self.rename_map)
         self.camera_keys = tuple(self._image_shapes)
+        # (width, height) the policy was trained on: the simulator renders at this size
+        self.image_size = image_size(self._image_shapes)
         motors = {f"{name}.pos": float for name in JOINT_NAMES}
         hw_obs = {**motors, **{cam: (480, 640, 3) for cam in self.camera_keys}}
         self._features = {**hw_to_dataset_features(motors, "action"), **hw_to_dataset_features(hw_obs, "observation")}
@@ -248,11 +250,6 @@ class LeRobotPolicy(BasePolicy):
         self._engine = SyncInferenceEngine(policy, pre, post, self._features, self._action_keys, task,
                                            self.device, robot_type)
         self._engine.start()
-
-    @property
-    def image_size(self) -> tuple[int, int] | None:
-        """(width, height) the policy was trained on: the simulator renders at this size."""
-        return image_size(self._image_shapes)
 
     def warm_up(self, observation: dict[str, Any], runs: int = 3) -> float:
         """Run a few inferences (first calls allocate and compile); returns the median ms."""

@@ -206,6 +206,8 @@ class _PlannedPolicy(BasePolicy):
     def select_action(self, observation: dict[str, Any]) -> dict[str, float]:
         """The plan's target for the simulated time of this observation: under a latency model the
         policy is asked less often, and it answers for the moment it was asked, as a real one does."""
+        if self._world is None:
+            raise RuntimeError(f"the built-in '{self.name}' policy was asked for an action before its trial's reset")
         step = round((self._world.time - self._started_at) * self._fps)
         return _as_action(self._plan[min(step, len(self._plan) - 1)])
 
@@ -219,7 +221,7 @@ class ExpertPolicy(_PlannedPolicy):
     name = BuiltinPolicy.EXPERT.value
 
     def _cube_for_plan(self, context: TrialContext) -> tuple[np.ndarray, float]:
-        return context.world.cube_pose()
+        return context.simulator().cube_pose()
 
 
 class ReplayPolicy(_PlannedPolicy):
@@ -228,9 +230,8 @@ class ReplayPolicy(_PlannedPolicy):
     name = BuiltinPolicy.REPLAY.value
 
     def _cube_for_plan(self, context: TrialContext) -> tuple[np.ndarray, float]:
-        world = context.world
         x, y = (v / 100 for v in context.protocol.scene.trained_cube_xy_cm)
-        return np.array([x, y, world.judge.rest_z]), 0.0
+        return np.array([x, y, context.simulator().judge.rest_z]), 0.0
 
 
 class EmulatedArmExpert(ExpertPolicy):

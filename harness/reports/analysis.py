@@ -140,10 +140,12 @@ class Latency(_Frozen):
     actions_per_chunk: int | None = None
     chunk_size_threshold: float | None = None
     aggregate_fn: str | None = None
-    execution_horizon: int | None = Field(None, description="rtc: steps of the previous chunk inpainted against")
+    execution_horizon: int | None = Field(
+        default=None, description="rtc: steps of the previous chunk inpainted against")
     max_guidance_weight: float | None = None
     attention_schedule: str | None = None
-    queue_threshold: int | None = Field(None, description="rtc: an inference starts at this many queued or fewer")
+    queue_threshold: int | None = Field(
+        default=None, description="rtc: an inference starts at this many queued or fewer")
 
 
 class ArmExperience(_Frozen):
@@ -310,28 +312,29 @@ def analyze_run(sheet: Scoresheet, training_starts: list[tuple[float, float]] | 
 
 
 def run_anatomy(sheet: Scoresheet) -> RunAnatomy | None:
-    finals = [a for i in sheet.trial_indices if (a := sheet.final_attempt(i)) is not None and a.anatomy is not None]
+    finals = [(a, anatomy) for i in sheet.trial_indices
+              if (a := sheet.final_attempt(i)) is not None and (anatomy := a.anatomy) is not None]
     if not finals:
         return None
-    grasped = [a.anatomy for a in finals if a.anatomy.grasp_point_cm is not None]
-    fit = tracking_fit([g.cube_start_cm for g in grasped], [g.grasp_point_cm for g in grasped])
-    moved = sorted(a.anatomy.first_motion_s for a in finals if a.anatomy.first_motion_s is not None)
+    grasped = [(anatomy.cube_start_cm, point) for _, anatomy in finals if (point := anatomy.grasp_point_cm) is not None]
+    fit = tracking_fit([cube for cube, _ in grasped], [point for _, point in grasped])
+    moved = sorted(t for _, anatomy in finals if (t := anatomy.first_motion_s) is not None)
     first = None if not moved else FirstMotion(
         n=len(moved), median_s=round(statistics.median(moved), 3), p95_s=round(percentile(moved, 95), 3),
-        max_s=moved[-1], stall_limit_s=finals[0].anatomy.stall_limit_s,
-        stalled_trials=[a.trial_index for a in finals if a.anatomy.stalled])
-    failures = [FailureAnatomy(trial=a.trial_index, label=a.label, ended_in=a.anatomy.ended_in.value,
-                               summary=a.anatomy.summary, grasp_offset_cm=_rounded(a.anatomy.grasp_offset_cm),
+        max_s=moved[-1], stall_limit_s=finals[0][1].stall_limit_s,
+        stalled_trials=[a.trial_index for a, anatomy in finals if anatomy.stalled])
+    failures = [FailureAnatomy(trial=a.trial_index, label=a.label, ended_in=anatomy.ended_in.value,
+                               summary=anatomy.summary, grasp_offset_cm=_rounded(anatomy.grasp_offset_cm),
                                cube_to_bowl_cm=_cube_to_bowl(sheet, a),
                                videos=sorted(v for v in a.artifacts.values() if v.endswith(".mp4")),
                                evidence_folder=_evidence_folder(a))
-                for a in finals if a.label.is_failure]
+                for a, anatomy in finals if a.label.is_failure]
     by_phase: dict[str, int] = {}
     for f in failures:
         by_phase[f.ended_in] = by_phase.get(f.ended_in, 0) + 1
     rules: dict[str, int] = {}
-    for a in finals:
-        rules[str(a.anatomy.rules_version)] = rules.get(str(a.anatomy.rules_version), 0) + 1
+    for _, anatomy in finals:
+        rules[str(anatomy.rules_version)] = rules.get(str(anatomy.rules_version), 0) + 1
     return RunAnatomy(tracking=fit, first_motion=first, failures_by_phase=by_phase, failures=failures, rules=rules)
 
 
@@ -443,10 +446,10 @@ def _by_distance(rows: list[TrialRow], training_starts: list[tuple[float, float]
 
 
 def _measured_starts(rows: list[TrialRow]) -> MeasuredStarts | None:
-    measured = [r for r in rows if r.measured_dxy_cm is not None and r.label != "pending"]
-    if not measured:
+    gaps = sorted(math.hypot(m[0] - r.dx_cm, m[1] - r.dy_cm) for r in rows
+                  if (m := r.measured_dxy_cm) is not None and r.label != "pending")
+    if not gaps:
         return None
-    gaps = sorted(math.hypot(r.measured_dxy_cm[0] - r.dx_cm, r.measured_dxy_cm[1] - r.dy_cm) for r in measured)
     return MeasuredStarts(n=len(gaps), median_gap_cm=statistics.median(gaps), max_gap_cm=gaps[-1])
 
 
@@ -514,9 +517,9 @@ def compare_two(a: Scoresheet, b: Scoresheet) -> Comparison:
     independent samples (Fisher's exact test, Newcombe interval)."""
     out_a, out_b = _outcomes(a), _outcomes(b)
     names = (policy_label(a), policy_label(b))
-    anatomies = (run_anatomy(a), run_anatomy(b))
-    tracking = (None if all(x is None for x in anatomies) else
-                tuple(x.tracking if x is not None else None for x in anatomies))
+    first, second = run_anatomy(a), run_anatomy(b)
+    tracking = (None if first is None and second is None else
+                (first.tracking if first is not None else None, second.tracking if second is not None else None))
     if a.locked.trials == b.locked.trials:
         common = sorted(set(out_a) & set(out_b))
         both = sum(out_a[i] and out_b[i] for i in common)
@@ -584,7 +587,7 @@ class ReportJson(_Frozen):
     """What `harness report --json` prints: one entry in `runs` per scoresheet, in argument order, and what the
     runs say together (the comparison of two, the intervals of more, success against latency)."""
 
-    report_schema: Literal["harness.report/1"] = Field(REPORT_SCHEMA, alias="schema")
+    report_schema: Literal["harness.report/1"] = Field(default=REPORT_SCHEMA, alias="schema")
     runs: list[RunAnalysis]
     comparison: Comparison | None = Field(None, description="two runs: paired on one protocol, else independent")
     intervals: list[IntervalRow] | None = Field(None, description="more than two runs: intervals only, no test")
@@ -594,10 +597,10 @@ class ReportJson(_Frozen):
         default_factory=list, description="what the terminal report prints as warnings: a torn or damaged "
                                           "scoresheet or chain witness, drift since locking, runs not comparable")
     blind_comparison: BlindComparisonJson | None = Field(
-        None, description="a blind comparison's scoresheet: its decision, arms (named once revealed) and test")
+        default=None, description="a blind comparison's scoresheet: its decision, arms (named once revealed) and test")
     twin_fidelity: FidelityReport | None = Field(
-        None, description="twin sheets among the runs (`harness twin`): each against the real sheet it mirrors, "
-                          "and across twins Pearson r, MMRV and the ranking")
+        default=None, description="twin sheets among the runs (`harness twin`): each against the real sheet it "
+                                  "mirrors, and across twins Pearson r, MMRV and the ranking")
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, indent=2)

@@ -19,8 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.errors import HarnessInputError
 from harness.models.atomic import write_text_atomic
 from harness.models.comparison import ComparisonTrace, decision_text, unseal
-from harness.models.scoresheet import Scoresheet
-from harness.models.sequential import SequentialDesign
+from harness.models.protocol import SecondaryOutcome
+from harness.models.scoresheet import Attempt, Scoresheet
+from harness.models.sequential import FutilityRule, SequentialDesign
+from harness.models.stats import mean_interval
 from harness.models.taxonomy import Label
 from harness.reports.blocks import Block, Figure, Heading, Para, Table
 
@@ -74,14 +76,27 @@ def statistic_plot(sheet: Scoresheet, traces: list[ComparisonTrace]) -> bytes:
         ax.plot(blocks, first, marker=".", color="#1f77b4", label=f"log e: {trace.first} better")
         ax.plot(blocks, second, marker=".", color="#d62728", label=f"log e: {trace.second} better")
         ax.axhline(design.log_efficacy_bound, color="#2ca02c", linestyle="--", label="decide (efficacy bound)")
-        ax.axhline(design.log_futility_bound, color="#7f7f7f", linestyle=":", label="direction closes (futility)")
+        if design.futility is FutilityRule.DISCORDANT_SPRT:
+            ax.axhline(design.log_futility_bound, color="#7f7f7f", linestyle=":", label="direction closes (futility)")
+        else:   # paired betting: each direction's evidence against a difference of the declared size
+            against = [(0.0, 0.0)] + [state.log_against(design) for state in trace.states]
+            ax.plot(blocks, [a for a, _ in against], linestyle=":", color="#1f77b4",
+                    label=f"log evidence against '{trace.first} better by {design.min_difference:g}'")
+            ax.plot(blocks, [b for _, b in against], linestyle=":", color="#d62728",
+                    label=f"log evidence against '{trace.second} better by {design.min_difference:g}'")
+            ax.axhline(-design.log_futility_bound, color="#7f7f7f", linestyle=":",
+                       label="direction closes (futility)")
         ax.axvline(design.cap, color="#444", linewidth=0.8, label=f"cap ({design.cap} blocks)")
         ax.set_xlabel("block (one trial per arm)")
         ax.set_ylabel("log e-value")
         winner = trace.winner()
         ax.set_title(f"{trace.first} vs {trace.second}: " + (f"{winner} better" if winner else
                                                              trace.final.decision.value))
-        for closed, values, colour in (("closed_first", first, "#1f77b4"), ("closed_second", second, "#d62728")):
+        marks = (first, second)
+        if design.futility is FutilityRule.PAIRED_BETTING:
+            marks = ([a for a, _ in against], [b for _, b in against])
+        for closed, values, colour in (("closed_first", marks[0], "#1f77b4"),
+                                       ("closed_second", marks[1], "#d62728")):
             at = next((i for i, state in enumerate(trace.states) if getattr(state, closed)), None)
             if at is not None:
                 ax.plot([blocks[at + 1]], [values[at + 1]], marker="x", markersize=9, color=colour)
@@ -100,11 +115,13 @@ def comparison_blocks(sheet: Scoresheet, revealed: bool) -> list[Block]:
     schedule = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
     rows = []
     mapping = unseal(comparison.sealed) if revealed else {}
+    secondary = declared_secondary(sheet)
     for code in comparison.arms:
         scored = [a for a in sheet.scored_attempts() if schedule.get(a.trial_index) == code]
         voids = sum(1 for a in sheet.attempts if a.label is Label.VOID and schedule.get(a.trial_index) == code)
         wins = sum(1 for a in scored if a.label is Label.SUCCESS)
-        rows.append([code, mapping[code].ref if revealed else "(sealed)", f"{wins}/{len(scored)}", str(voids)])
+        rows.append([code, mapping[code].ref if revealed else "(sealed)", f"{wins}/{len(scored)}", str(voids),
+                     *([_secondary_text(placement_secondary(sheet, scored))] if secondary else [])])
     design = comparison.design
     used = max((trace.final.pairs for trace in traces), default=0)
     status = sheet.stopped_by_rule() or ("ended: every block run" if sheet.complete else "still open")
@@ -116,17 +133,52 @@ def comparison_blocks(sheet: Scoresheet, revealed: bool) -> list[Block]:
              f"McNemar's fixed-sample design at alpha {design.alpha} and power {design.power} for a difference of "
              f"{design.min_difference} ({len(comparison.comparisons)} declared comparison(s), error controlled "
              "over all of them)."),
-        Table(["arm", "policy", "successes", "voids (re-run)"], rows),
+        Table(["arm", "policy", "successes", "voids (re-run)",
+               *(["placement error, cm (secondary)"] if secondary else [])], rows),
         Para(f"Mapping sealed at the lock, commitment sha256 {comparison.sealed.commitment[:16]}...; "
              + ("revealed (" + ("the run has ended" if sheet.complete else
                                 "not blind" if not comparison.blind else "unblinded early, recorded") + ")."
                 if revealed else "sealed until the run ends (harness report --unblind reveals it now, recorded).")),
     ]
+    if secondary:
+        blocks.append(Para("Secondary outcome, declared in the stopping rule before trial 1 and never a reason to "
+                           "stop: placement error (cm, the distance from the bowl's centre) over each arm's "
+                           "successes, mean with its 95% t interval."))
     if traces and traces[0].states:
         blocks.append(Figure("comparison_statistic", statistic_plot(sheet, traces),
-                             "Each direction's log e-value per block against the efficacy bound (a decision) and "
-                             "the futility bound (that direction closes; both closed: no difference of that size)."))
+                             "Each direction's log e-value per block against the efficacy bound (a decision), and the "
+                             "futility bound (that direction closes, x; both closed: no difference of that size)."))
     return blocks
+
+
+def declared_secondary(sheet: Scoresheet) -> bool:
+    """Whether the locked stopping rule declared placement error a secondary outcome."""
+    return SecondaryOutcome.PLACEMENT_ERROR_CM in (sheet.locked.stopping_rule.secondary or [])
+
+
+class SecondaryJson(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    n: int = Field(description="this arm's successes with a placement error")
+    mean: float | None
+    low95: float | None = Field(description="95% t interval for the mean; null with fewer than two values")
+    high95: float | None
+
+
+def placement_secondary(sheet: Scoresheet, scored: list[Attempt]) -> SecondaryJson:
+    errors = [e for a in scored if a.label is Label.SUCCESS and (e := sheet.placement_error(a)) is not None]
+    found = mean_interval(errors)
+    if found is None:
+        return SecondaryJson(n=0, mean=None, low95=None, high95=None)
+    mean, low, high = found
+    return SecondaryJson(n=len(errors), mean=mean, low95=low, high95=high)
+
+
+def _secondary_text(value: SecondaryJson) -> str:
+    if value.mean is None:
+        return "no measured successes"
+    if value.low95 is None or value.high95 is None:
+        return f"{value.mean:.2f} (1 success)"
+    return f"{value.mean:.2f} [{value.low95:.2f}, {value.high95:.2f}] over {value.n}"
 
 
 def comparison_text(blocks: list[Block]) -> str:
@@ -148,6 +200,8 @@ class ArmJson(BaseModel):
     successes: int
     scored: int
     voids: int
+    placement_error_cm: SecondaryJson | None = Field(None, description="the declared secondary outcome over this "
+                                                                       "arm's successes; null when not declared")
 
 
 class DeclaredComparisonJson(BaseModel):
@@ -162,6 +216,10 @@ class DeclaredComparisonJson(BaseModel):
     second_only: int
     log_e_first: list[float] = Field(description="log e-value for 'first better' after each block")
     log_e_second: list[float]
+    log_against_first: list[float] = Field(description="log evidence against 'first better by min_difference' "
+                                                       "after each block (futility closes it at "
+                                                       "-log_futility_bound)")
+    log_against_second: list[float]
 
 
 class BlindComparisonJson(BaseModel):
@@ -179,6 +237,9 @@ class BlindComparisonJson(BaseModel):
     fixed_sample_trials_per_arm: int = Field(description="McNemar's fixed-sample design at the same alpha and power")
     log_efficacy_bound: float
     log_futility_bound: float
+    futility: str = Field(description="paired-betting (every pair, concordant ones too) or discordant-sprt (sheets "
+                                      "locked before it)")
+    secondary: list[str] = Field(description="secondary outcomes declared in the stopping rule (never a stop)")
     arms: list[ArmJson]
     comparisons: list[DeclaredComparisonJson]
 
@@ -195,12 +256,15 @@ def comparison_json(sheet: Scoresheet, revealed: bool) -> BlindComparisonJson:
             code=code, policy=mapping[code].ref if revealed else None,
             fingerprint=mapping[code].fingerprint if revealed else None,
             successes=sum(1 for a in scored if a.label is Label.SUCCESS), scored=len(scored),
-            voids=sum(1 for a in sheet.attempts if a.label is Label.VOID and schedule.get(a.trial_index) == code)))
+            voids=sum(1 for a in sheet.attempts if a.label is Label.VOID and schedule.get(a.trial_index) == code),
+            placement_error_cm=placement_secondary(sheet, scored) if declared_secondary(sheet) else None))
     declared = [DeclaredComparisonJson(
         first=trace.first, second=trace.second, decision=trace.final.decision.value, winner=trace.winner(),
         blocks=trace.final.pairs, first_only=trace.final.first_only, second_only=trace.final.second_only,
         log_e_first=[round(state.log_e(design)[0], 6) for state in trace.states],
-        log_e_second=[round(state.log_e(design)[1], 6) for state in trace.states])
+        log_e_second=[round(state.log_e(design)[1], 6) for state in trace.states],
+        log_against_first=[round(state.log_against(design)[0], 6) for state in trace.states],
+        log_against_second=[round(state.log_against(design)[1], 6) for state in trace.states])
         for trace in sheet.comparison_traces()]
     return BlindComparisonJson(
         ended=sheet.complete, revealed=revealed, unblinded_early=bool(unblindings(sheet)),
@@ -208,4 +272,5 @@ def comparison_json(sheet: Scoresheet, revealed: bool) -> BlindComparisonJson:
         min_difference=design.min_difference, max_trials_per_arm=design.cap,
         fixed_sample_trials_per_arm=comparison.design.fixed_sample_pairs,
         log_efficacy_bound=design.log_efficacy_bound, log_futility_bound=design.log_futility_bound,
+        futility=design.futility.value, secondary=[o.value for o in sheet.locked.stopping_rule.secondary or []],
         arms=arms, comparisons=declared)

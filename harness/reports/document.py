@@ -44,7 +44,17 @@ def run_blocks(sheet: Scoresheet, key: str = "run", title_prefix: str = "",
     protocol = locked_protocol(sheet)
     s = run.success
     blocks: list[Block] = [Heading(f"{title_prefix}{run.policy_label} on {run.robot}")]
-    if s.n and s.rate is not None:
+    if run.arms is not None:   # a blind comparison: each arm's own rate by code, never one rate over the arms
+        blocks.append(Para("Success by arm: " + "; ".join(
+            f"{arm.code} {arm.success.k}/{arm.success.n}" + (
+                f" = {_pct(arm.success.rate)} (95% Wilson {_pct(arm.success.wilson95[0])} to "
+                f"{_pct(arm.success.wilson95[1])})" if arm.success.rate is not None else "")
+            for arm in run.arms) + f". {run.trials_scored} of {run.trials_planned} planned trials scored "
+            "(both arms together below). Task: " + run.task))
+        blocks.append(Table(["arm", Label.SUCCESS.value, *run.failure_modes, "voids"],
+                            [[arm.code, str(arm.success.k), *(str(c) for c in arm.failure_modes.values()),
+                              str(arm.voids)] for arm in run.arms]))
+    elif s.n and s.rate is not None:
         blocks.append(Para(
             f"Success {s.k}/{s.n} = {_pct(s.rate)}, 95% Wilson interval {_pct(s.wilson95[0])} to "
             f"{_pct(s.wilson95[1])}. {run.trials_scored} of {run.trials_planned} planned trials "

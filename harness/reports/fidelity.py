@@ -211,8 +211,8 @@ def _side_by_side(row: PairRow) -> bytes | None:
     for frame, name, label in zip(frames, ("real", "twin"), (row.real, row.twin), strict=True):
         canvas.paste(frame, (x, 0))
         draw = ImageDraw.Draw(canvas)
-        draw.rectangle((x, 0, x + 8 + 7 * (len(name) + len(label.title) + 2), 16), fill="black")
-        draw.text((x + 4, 2), f"{name}: {label.title}", fill="white")
+        draw.rectangle((x, 0, x + 8 + 7 * (len(name) + len(label.display) + 2), 16), fill="black")
+        draw.text((x + 4, 2), f"{name}: {label.display}", fill="white")
         x += frame.width + 8
     buffer = io.BytesIO()
     canvas.save(buffer, format="PNG")
@@ -228,31 +228,31 @@ def twin_blocks(result: TwinFidelity, anchor: str) -> list[Block]:
         Para(f"Real sheet {result.real_sheet} ({what}); twin {result.twin_sheet}. {result.paired} scored real "
              f"attempts paired with the twin's run from the same start" +
              (f"; {result.pending} not run by the twin yet." if result.pending else ".")),
-        Table(["", "real", "twin"], [[Label.SUCCESS.title, _pct(result.real_success), _pct(result.twin_success)],
+        Table(["", "real", "twin"], [[Label.SUCCESS.display, _pct(result.real_success), _pct(result.twin_success)],
                                      ["tracking slope", _slope(result.tracking_real), _slope(result.tracking_twin)]]),
         Para(f"Same label on {_pct(result.label_agreement)} of attempts (Cohen's kappa {_num(result.kappa)}); same "
              f"outcome on {_pct(result.outcome_agreement)} (kappa {_num(result.outcome_kappa)}). Kappa is agreement "
              "beyond chance: undefined when both sides used one label throughout."),
         Heading("Real label (rows) against twin label (columns)", 3),
-        Table(["real \\ twin", *(label.title for label in SCORED_LABELS)],
-              [[real.title, *(str(result.confusion[real.value][twin.value]) for twin in SCORED_LABELS)]
+        Table(["real \\ twin", *(label.display for label in SCORED_LABELS)],
+              [[real.display, *(str(result.confusion[real.value][twin.value]) for twin in SCORED_LABELS)]
                for real in SCORED_LABELS]),
         Heading("Failure modes the twin misses or invents", 3),
         Table(["failure mode", "real", "twin", "missed by the twin", "invented by the twin"],
-              [[m.label.title, str(m.real), str(m.twin), str(m.missed), str(m.invented)] for m in result.modes]),
+              [[m.label.display, str(m.real), str(m.twin), str(m.missed), str(m.invented)] for m in result.modes]),
     ]
     wrong = [row for row in result.pairs if row.real is not row.twin]
     if wrong:
         blocks.append(Table(["trial", "real", "twin", "start (dx, dy cm)", "start measured"],
-                            [[str(r.trial), r.real.title, r.twin.title, f"{r.start_dxy_cm[0]:+.1f}, "
+                            [[str(r.trial), r.real.display, r.twin.display, f"{r.start_dxy_cm[0]:+.1f}, "
                               f"{r.start_dxy_cm[1]:+.1f}", "yes" if r.start_measured else "no (planned)"]
                              for r in wrong]))
         for row in wrong[:MAX_FRAME_PAIRS]:
             png = _side_by_side(row)
             if png is not None:
                 blocks.append(Figure(f"{anchor}-trial{row.trial}", png,
-                                     f"Trial {row.trial}: the real arm's final top frame (left, {row.real.title}) "
-                                     f"and the twin's (right, {row.twin.title})"))
+                                     f"Trial {row.trial}: the real arm's final top frame (left, {row.real.display}) "
+                                     f"and the twin's (right, {row.twin.display})"))
     else:
         blocks.append(Para("The twin gave every paired attempt the real label."))
     return blocks

@@ -122,7 +122,7 @@ def loop_timing(rows: list[TrialRow], fps: float) -> bytes:
     return _png(fig)
 
 
-def grasp_arrows(points: list[tuple[str, tuple[float, float], tuple[float, float]]]) -> bytes:
+def grasp_arrows(points: list[tuple[Label, tuple[float, float], tuple[float, float]]]) -> bytes:
     """Top view: an arrow from each trial's cube start to where its gripper closed, coloured by outcome.
     Arrows that all point at the trained position (+) are a memorised motion; short arrows follow the cube."""
     fig, ax = plt.subplots(figsize=(5.2, 5.2))
@@ -132,9 +132,9 @@ def grasp_arrows(points: list[tuple[str, tuple[float, float], tuple[float, float
                     arrowprops={"arrowstyle": "->", "color": colour, "lw": 1.2})
         ax.scatter([-cube[1]], [cube[0]], s=28, facecolors="none", edgecolors=colour, zorder=3)
     ax.scatter([0], [0], marker="+", color="black", s=90, label="trained position", zorder=4)
-    for label in LABELS:
-        if any(p[0] == label for p in points):
-            ax.scatter([], [], color=OUTCOME_COLOURS[label], label=label)
+    for name in LABELS:
+        if any(p[0] == name for p in points):
+            ax.scatter([], [], color=OUTCOME_COLOURS[name], label=name)
     ax.set_xlabel("-dy (cm, robot's left)")
     ax.set_ylabel("dx (cm, away from the robot)")
     ax.set_aspect("equal", adjustable="datalim")

@@ -47,6 +47,8 @@ def _names(servos: tuple[str, ...]) -> str:
 class BusCheckedSO101Follower(SO101Follower):
     """`SO101Follower` whose bus failures arrive as `ServoBusFault`, with a torque check before motion."""
 
+    bus: RelockingFeetechBus   # LeRobot's own bus, replaced at construction
+
     def __init__(self, config: SO101FollowerConfig) -> None:
         super().__init__(config)
         stock = self.bus
@@ -126,7 +128,7 @@ class BusCheckedSO101Follower(SO101Follower):
         try:
             present = self.bus.sync_read("Present_Position", num_retry=2)
             drift = {n: abs(present[n] - self.last_goal[n]) for n in present if n in self.last_goal}
-            worst = max(drift, key=drift.get, default=None)
+            worst = max(drift, key=lambda name: drift[name], default=None)
             if worst is not None and drift[worst] > SAGGED:
                 moved = f"; {worst} sagged {drift[worst]:.0f} from its last target"
         except BUS_ERRORS:

@@ -249,17 +249,17 @@ class EvidenceRecorder:
             self.log.step(self.sim, step, t)
         if not self.wants_frame(t):
             return captured
-        if self.log is not None:
+        if self.log is not None and self.sim is not None:   # (a log is kept exactly when there is a simulator)
             requests = {cam: self.sim.frame_request(cam, *self.size) for cam in self.cameras}
             self.log.frame_tick(requests)
             if not self.eager:
                 return captured
         for cam in self.cameras:
-            if self.world is not None:
+            if self.world is not None and self.writer is not None:   # (a world is kept only with a writer)
                 if not self.writer.frame(cam, t, requests[cam], self.block):
                     self.dropped[cam] += 1
                 continue
-            frame = (self.sim.render_request(requests[cam]) if self.log is not None
+            frame = (self.sim.render_request(requests[cam]) if requests and self.sim is not None
                      else self.frame_source(cam, *self.size))
             captured[cam] = frame
             self.last_frames[cam] = frame
@@ -267,7 +267,7 @@ class EvidenceRecorder:
                 continue
             if self._files is not None:
                 self._files.add_video_frame(cam, frame)
-            elif not self.writer.frame(cam, t, frame, self.block):
+            elif self.writer is not None and not self.writer.frame(cam, t, frame, self.block):
                 self.dropped[cam] += 1
         return captured
 
@@ -275,7 +275,7 @@ class EvidenceRecorder:
         """Hand a dropout-watch frame of a simulated camera that nothing else looks at (no video, and the
         policy does not read it) to the writer, which draws and inspects it and reports through
         `dropout()`; False when there is no writer to do that, and the caller must look itself."""
-        if self.world is None:
+        if self.world is None or self.writer is None:
             return False
         self.writer.watch(camera, t, self.world.frame_request(camera, width, height), self.block)
         return True
@@ -306,7 +306,7 @@ class EvidenceRecorder:
         trajectory = self.log.arrays(self.sim) if self.log is not None else None
         if self._files is not None:
             self._files.write_part(final_frames, self.rows, judge_trace, trajectory)
-        else:
+        elif self.writer is not None:   # (exactly one of the two is set)
             self.writer.write(final_frames, self.rows, judge_trace, trajectory)
 
     def draw_videos(self) -> None:
@@ -324,7 +324,7 @@ class EvidenceRecorder:
             self.draw_videos()
         if self._files is not None:
             artifacts = complete_folder(self.folder, self.dropped, self._files.frames_written)
-        else:
+        elif self.writer is not None:
             artifacts = self.writer.complete(self.dropped)
         self._completed = True
         return artifacts
@@ -334,7 +334,7 @@ class EvidenceRecorder:
             return
         if self._files is not None:
             self._files.abandon()
-        else:
+        elif self.writer is not None:
             self.writer.abandon()
 
 

@@ -172,8 +172,9 @@ class _Lane:
         self.process.start()
 
     @property
-    def pid(self) -> int | None:
-        return self.process.pid
+    def pid(self) -> int:
+        """The lane's process id (it was started with the lane, so it has one)."""
+        return int(self.process.pid)
 
     def alive(self) -> bool:
         return self.process.is_alive()

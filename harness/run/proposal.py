@@ -130,7 +130,7 @@ class Proposal:
         """One line for a prompt: the label and why."""
         where = (f", cube {self.placement_error_cm:.1f} +/- {self.uncertainty_cm or 0:.1f} cm from the bowl centre"
                  if self.placement_error_cm is not None else "")
-        return f"proposed {self.label.title}{where} ({self.reasons_text()})"
+        return f"proposed {self.label.display}{where} ({self.reasons_text()})"
 
     def reasons_text(self) -> str:
         """Why, for people: the reasons in the order they were found."""

@@ -59,8 +59,9 @@ def frames(trajectory: Trajectory, settings: ReplaySettings) -> Iterator[np.ndar
     try:
         recorded = (settings.view is None and (width, height) == trajectory.video_size
                     and abs(fps - float(trajectory.meta["video_fps"])) < 1e-9)
+        drawn = camera or "top"   # the camera drawn without a free view (then `camera` is always set)
         if recorded:   # the recorded frames exactly: same requests, same noise
-            for _, request in trajectory.frame_requests(camera):
+            for _, request in trajectory.frame_requests(drawn):
                 yield world.render_request(request)
             return
         for i, row in enumerate(trajectory.rows_at(fps)):
@@ -68,7 +69,7 @@ def frames(trajectory: Trajectory, settings: ReplaySettings) -> Iterator[np.ndar
             if settings.view is not None:
                 yield world.render_view(qpos, settings.view, width, height)
             else:
-                yield world.render_request(FrameRequest(camera, width, height, qpos, i % NOISE_PATTERNS, False))
+                yield world.render_request(FrameRequest(drawn, width, height, qpos, i % NOISE_PATTERNS, False))
     finally:
         world.close()
 

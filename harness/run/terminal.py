@@ -8,7 +8,7 @@ import sys
 import threading
 from collections.abc import Callable
 from types import FrameType, TracebackType
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from harness.errors import EmergencyStopped
 from harness.models.protocol import Trial
@@ -18,11 +18,22 @@ from harness.models.verdict import JudgeVerdict
 from harness.run.engine import ScoreDecision
 
 BREAK = getattr(signal, "SIGBREAK", None)   # Windows' Ctrl+Break; absent elsewhere
-PROMPT = "Score: " + ", ".join(f"[{label.key}] {label.title}" for label in Label) + " > "
+PROMPT = "Score: " + ", ".join(f"[{label.key}] {label.display}" for label in Label) + " > "
+
+
+class LineSource(Protocol):
+    """Where the operator's typed lines come from: the terminal (`sys.stdin`), or a scripted keyboard (a
+    rehearsal's operator, tests) whose `fileno` may raise, which `line_waiting` reads as a line waiting."""
+
+    def readline(self) -> str: ...
+
+    def isatty(self) -> bool: ...
+
+    def fileno(self) -> int: ...
 
 
 class TerminalObserver:
-    def __init__(self, operator_scores: bool, out: TextIO | None = None, stdin: TextIO | None = None) -> None:
+    def __init__(self, operator_scores: bool, out: TextIO | None = None, stdin: LineSource | None = None) -> None:
         self.operator_scores = operator_scores
         self.out = out or sys.stdout
         self.stdin = stdin or sys.stdin
@@ -68,14 +79,17 @@ class TerminalObserver:
             return ScoreDecision(verdict.label)
         proposal, self._proposal = self._proposal, None
         if proposal is not None:
-            print(f"{proposal.line()}. Enter confirms {proposal.label.title}; a key overrides it.",
+            print(f"{proposal.line()}. Enter confirms {proposal.label.display}; a key overrides it.",
                   file=self.out, flush=True)
         while True:
             print(PROMPT, end="", file=self.out, flush=True)
             key = self._read_line().strip().lower()[:1]
-            if key in SCORE_KEYS or (not key and proposal is not None):
+            if key in SCORE_KEYS:
+                label = SCORE_KEYS[key]
                 break
-        label = SCORE_KEYS[key] if key else proposal.label
+            if not key and proposal is not None:   # Enter confirms the proposal
+                label = proposal.label
+                break
         operator_void = None
         if label is Label.VOID:
             print("Reason for the void > ", end="", file=self.out, flush=True)
@@ -151,7 +165,7 @@ class TerminalObserver:
 
 
 
-def line_waiting(stdin: TextIO, platform: str = sys.platform) -> bool:
+def line_waiting(stdin: LineSource, platform: str = sys.platform) -> bool:
     """Whether typing is waiting on stdin, without blocking. Windows' select() takes sockets only, so a
     Windows console is asked through msvcrt (a key pressed: the rest of its line follows); a pipe or a
     non-file input (tests) always counts as waiting, as before."""
@@ -161,7 +175,7 @@ def line_waiting(stdin: TextIO, platform: str = sys.platform) -> bool:
                 return True
             import msvcrt
 
-            return bool(msvcrt.kbhit())
+            return bool(msvcrt.kbhit())   # type: ignore[attr-defined,unused-ignore]  # typeshed: win32 only
         except (ImportError, ValueError, OSError, io.UnsupportedOperation):
             return True
     import select

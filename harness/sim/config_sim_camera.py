@@ -51,8 +51,9 @@ class HarnessSimCameraConfig(CameraConfig):
     def __post_init__(self) -> None:
         if self.camera not in SIM_CAMERAS:
             raise ValueError(f"camera must be one of {list(SIM_CAMERAS)}, got {self.camera!r}")
-        self.fps = self.fps or 30
-        self.width = self.width or 640
-        self.height = self.height or 480
+        # fps, width, height: fields of LeRobot's `CameraConfig`, which mypy does not analyse (no types there)
+        self.fps = self.fps or 30   # type: ignore[has-type]
+        self.width = self.width or 640   # type: ignore[has-type]
+        self.height = self.height or 480   # type: ignore[has-type]
         self.color_mode = ColorMode(self.color_mode)
         self.socket_path = self.socket_path or str(default_socket_path())

@@ -34,6 +34,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -267,8 +268,8 @@ def geometry_argument(geometry: SceneGeometry) -> str:
 
 
 def _geometry_from(text: str) -> SceneGeometry:
-    values = json.loads(text)
-    return SceneGeometry(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(text).items()}
+    return SceneGeometry(**values)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,12 +40,8 @@ class TopDownIK:
         x (the closing axis) along the cube face nearest to the seed's current roll."""
         self._set(seed)
         current_x = self.data.xmat[self.gripper_body].reshape(3, 3)[:, 0]
-        best = None
-        for k in range(4):
-            angle = yaw + k * math.pi / 2
-            x = np.array([math.cos(angle), math.sin(angle), 0.0])
-            if best is None or x @ current_x > best @ current_x:
-                best = x
+        axes = [np.array([math.cos(yaw + k * math.pi / 2), math.sin(yaw + k * math.pi / 2), 0.0]) for k in range(4)]
+        best = max(axes, key=lambda x: float(x @ current_x))   # the first of equals, as the loop it replaces
         z = np.array([0.0, 0.0, 1.0])  # body +z points away from the fingertips: up
         y = np.cross(z, best)
         return np.column_stack([best, y, z])

@@ -175,7 +175,7 @@ class HarnessSimCamera(Camera):
             while not self._stop.is_set():
                 self._recv_into(sock, memoryview(header))
                 width, height, sequence, rendered_at, _ = _parse_header(bytes(header))
-                frame = np.empty((height, width, 3), dtype=np.uint8)
+                frame: np.ndarray = np.empty((height, width, 3), dtype=np.uint8)
                 self._recv_into(sock, memoryview(frame).cast("B"))
                 if self.config.color_mode is ColorMode.BGR:
                     frame = np.ascontiguousarray(frame[..., ::-1])

@@ -176,18 +176,18 @@ class SimSO101(Robot):
         if self.latency is None:
             self.world.step_control(targets)
         else:
-            self._land_late(targets)
+            self._land_late(targets, self.latency)
         if self.config.realtime:
             self._pace()
         return {f"{name}.pos": value for name, value in goal.items()}
 
-    def _land_late(self, targets: np.ndarray) -> None:
+    def _land_late(self, targets: np.ndarray, latency: LatencyModel) -> None:
         """The observation was taken at the present simulated time; the action lands `latency` later,
         the arm executing its last command meanwhile; the next observation comes one control period
         after this one, or when the action lands if the policy was slower than that."""
         thought_s = None if self._observed_at is None else self._now() - self._observed_at
         self._observed_at = None
-        delay = self.world.physics_steps_for(self.latency.seconds(thought_s))
+        delay = self.world.physics_steps_for(latency.seconds(thought_s))
         self.world.hold(delay)
         self.world.step_control(targets, max(0, self.world.substeps - delay))
         self.landed_latencies_s.append(delay * self.world.model.opt.timestep)

@@ -141,7 +141,8 @@ class TrajectoryLog:
 
 
 def save_trajectory(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    np.savez_compressed(path, **arrays)
+    # numpy's stub types keyword arrays against `allow_pickle: bool`; they are arrays, saved by name
+    np.savez_compressed(path, **arrays)   # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,8 @@ class Trajectory:
 
     @property
     def geometry(self) -> SceneGeometry:
-        return SceneGeometry(**{k: tuple(v) if isinstance(v, list) else v for k, v in self.meta["scene"].items()})
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in self.meta["scene"].items()}
+        return SceneGeometry(**values)
 
     @property
     def video_size(self) -> tuple[int, int]:

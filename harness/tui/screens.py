@@ -128,7 +128,7 @@ class ScoreScreen(ModalScreen[ScoreDecision]):
     """Score keys, the judge's verdict as the default in sim, a note, and an undo window."""
 
     BINDINGS = [
-        *(Binding(key, f"choose('{label.value}')", label.title, show=True) for key, label in SCORE_KEYS.items()),
+        *(Binding(key, f"choose('{label.value}')", label.display, show=True) for key, label in SCORE_KEYS.items()),
         Binding("enter", "accept_default", "Accept verdict"),
         Binding("o", "note", "Note"),
         Binding("u", "undo", "Undo"),
@@ -170,7 +170,7 @@ class ScoreScreen(ModalScreen[ScoreDecision]):
             text.append("Enter accepts it; a key below overrides it.\n\n")
         for i, (key, label) in enumerate(SCORE_KEYS.items()):
             text.append(f" {key} ", style="bold reverse")
-            text.append(f" {label.title}  ", style=label.colour)
+            text.append(f" {label.display}  ", style=label.colour)
             if i == 2:
                 text.append("\n")
         text.append("\n o ", style="bold reverse")
@@ -202,7 +202,7 @@ class ScoreScreen(ModalScreen[ScoreDecision]):
                 self.note = note
                 self._stage(ScoreDecision(label))
 
-            self._ask(f"{said}; you score {label.title}. Why? (a note is needed to override; "
+            self._ask(f"{said}; you score {label.display}. Why? (a note is needed to override; "
                       "Escape goes back)", True, noted)
         else:
             self._stage(ScoreDecision(label))

@@ -174,6 +174,7 @@ def find_board(gray: np.ndarray, board: Board) -> BoardView | None:
 @dataclass(frozen=True)
 class CameraCalibration:
     intrinsics: CameraIntrinsics
+    rms_px: float            # reprojection error over every view (also in `intrinsics`, where it may be unknown)
     per_view_rms_px: list[float]
     used: list[str]
     skipped: list[str]       # images where the board was not found
@@ -194,7 +195,7 @@ def calibrate(images: Sequence[tuple[str, np.ndarray]], board: Board) -> CameraC
         else:
             views.append(view)
             used.append(name)
-    if len(views) < 3:
+    if size is None or len(views) < 3:
         raise HarnessInputError(None, "IMAGES", f"the board was found in {len(views)} image(s), 3 or more are needed "
                                 f"(board {board.kind.value} {board.columns}x{board.rows} squares: check --squares)")
     rms, matrix, dist, rvecs, tvecs = cv2.calibrateCamera(
@@ -207,4 +208,4 @@ def calibrate(images: Sequence[tuple[str, np.ndarray]], board: Board) -> CameraC
     intrinsics = CameraIntrinsics(size[0], size[1], float(matrix[0, 0]), float(matrix[1, 1]), float(matrix[0, 2]),
                                   float(matrix[1, 2]), tuple(float(v) for v in dist.ravel()), float(rms),
                                   len(views), label)
-    return CameraCalibration(intrinsics, per_view, used, skipped)
+    return CameraCalibration(intrinsics, float(rms), per_view, used, skipped)

@@ -299,7 +299,9 @@ def _offset(shape: tuple[int, ...], rim: Rim, g: Geometry, centre: tuple[float, 
             nadir: tuple[float, float], camera_height_cm: float | None = None) -> tuple[np.ndarray, bool]:
     offset = rim.to_cm(np.array([centre]), g.bowl_cm)[0]
     inside = _inside(offset, yaw, g)
-    if g.focal_px or camera_height_cm:
+    if camera_height_cm is None and g.focal_px:   # the camera's height from the rim's size in the image
+        camera_height_cm = g.focal_px * (g.bowl_cm / 2) / rim.mean_radius_px + g.bowl_height_cm
+    if camera_height_cm:
         offset = _height_corrected(rim, g, centre, inside, nadir, camera_height_cm)
         inside = _inside(offset, yaw, g)
     return offset, inside
@@ -315,9 +317,9 @@ def _inside(offset: np.ndarray, yaw_deg: float, g: Geometry) -> bool:
 
 
 def _height_corrected(rim: Rim, g: Geometry, centre: tuple[float, float], inside: bool,
-                      nadir_px: tuple[float, float], camera_height_cm: float | None = None) -> np.ndarray:
-    if camera_height_cm is None:
-        camera_height_cm = g.focal_px * (g.bowl_cm / 2) / rim.mean_radius_px + g.bowl_height_cm
+                      nadir_px: tuple[float, float], camera_height_cm: float) -> np.ndarray:
+    """The cube's offset with its top face's height over the table corrected for (the camera sees the top face,
+    which sits above the rim's plane or below it)."""
     top = (g.bowl_floor_cm if inside else 0.0) + g.cube_cm
     nadir = rim.to_cm(np.array([nadir_px]), g.bowl_cm)[0]
     seen = rim.to_cm(np.array([centre]), g.bowl_cm)[0]
@@ -377,8 +379,9 @@ class FrameResult:
     rim: Rim | None
     frame: np.ndarray        # the frame measured (undistorted when the lens is known)
 
-    def record(self) -> dict[str, object]:
-        """The JSON record `harness measure --json` prints for this frame."""
+    def record(self, caveats: tuple[Caveat, ...] = ()) -> dict[str, object]:
+        """The JSON record `harness measure --json` prints for this frame, with the caller's own `caveats` (what
+        only it knows, such as a camera moved since calibration) after the frame's."""
         m = self.measurement
         return {
             "measured": m is not None,
@@ -388,10 +391,14 @@ class FrameResult:
             "offset_cm": [round(v, 3) for v in m.offset_cm] if m else None,
             "reasons": [self.reason.value] if self.reason else [],
             "detail": self.detail,
-            "caveats": [c.value for c in self.caveats],
+            "caveats": [c.value for c in (*self.caveats, *caveats)],
             "rim_px": {"cx": round(self.rim.cx, 2), "cy": round(self.rim.cy, 2), "a": round(self.rim.a, 2),
                        "b": round(self.rim.b, 2), "angle_deg": round(self.rim.angle_deg, 2)} if self.rim else None,
         }
+
+    def why_not(self) -> str:
+        """Why there is no measurement, in words: the reason, then its detail."""
+        return f"{self.reason.value.replace('_', ' ')}: {self.detail}" if self.reason else self.detail
 
 
 def bowl_shape(geometry: Geometry) -> BowlShape:

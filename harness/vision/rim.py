@@ -363,11 +363,11 @@ def _layers_on(rays: _Rays, r_min: float, r_max: float) -> list[_Layer]:
     centre, phis, candidates, usable, radii, r_edge, ray = (rays.centre, rays.phis, rays.candidates, rays.usable,
                                                             rays.radii, rays.r_edge, rays.ray)
     step = float(radii[1] - radii[0])
-    histogram = np.zeros(len(radii))
+    histogram: np.ndarray = np.zeros(len(radii))
     bins = np.clip(((r_edge - radii[0]) / step).astype(int), 0, len(radii) - 1)
     np.add.at(histogram, np.unique(ray * len(radii) + bins) % len(radii), 1)
     histogram = np.convolve(histogram, np.ones(5), mode="same")
-    layers = []
+    layers: list[_Layer] = []
     for _ in range(8):
         k = int(np.argmax(histogram))
         if histogram[k] < 0.2 * RAYS:
@@ -405,6 +405,8 @@ def _refine_layer(centre: tuple[float, float], phis: np.ndarray, candidates: np.
         if circle is None:
             return None
         expected = _ellipse_radius_along_rays(circle, centre, phis)
+    if circle is None:   # (the loop above fitted one, or returned)
+        return None
     distance = np.abs(np.hypot(points[:, 0] - circle.cx, points[:, 1] - circle.cy) - circle.a)
     keep = distance <= 1.5
     points = points[keep]
@@ -466,7 +468,8 @@ def _refine_ring(rays: _Rays, guess: Rim, ratio: float) -> _Ring | None:
     centre = np.array(rays.centre)
     rim = guess
     band = (1 - ratio) * guess.mean_radius_px
-    outer = inner = np.empty((0, 2))
+    outer: np.ndarray = np.empty((0, 2))
+    inner: np.ndarray = outer
     for tolerance in (min(3.0, 0.4 * band), 1.5, 1.2, 1.2):
         picked = []
         for edge in (rim, _scaled(rim, ratio)):

@@ -56,7 +56,7 @@ def new(args: argparse.Namespace) -> int:
 def _new_protocol(args: argparse.Namespace, scene: Any, generator: Any, trials: list[Any]) -> Any:
     """The protocol `new` writes, validated by its model (which may refuse, e.g., a too-long name)."""
     from harness.models.defaults import DEFAULT_START_POSE, DEFAULT_SUCCESS, DEFAULT_TASK
-    from harness.models.protocol import Protocol
+    from harness.models.protocol import Protocol, RunDefaults
     from harness.models.run_settings import BuiltinPolicy, RobotKind
 
     return Protocol(
@@ -66,7 +66,7 @@ def _new_protocol(args: argparse.Namespace, scene: Any, generator: Any, trials: 
         start_pose=dict(DEFAULT_START_POSE),
         success_definition=DEFAULT_SUCCESS,
         generator=generator,
-        run={"robot": RobotKind.SIM, "policy": BuiltinPolicy.EXPERT.value},
+        run=RunDefaults(robot=RobotKind.SIM, policy=BuiltinPolicy.EXPERT.value),
         fps=args.fps,
         episode_time_limit_s=args.time_limit_s,
         trials=trials,

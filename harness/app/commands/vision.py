@@ -8,8 +8,9 @@ from typing import Any
 
 def measure(args: argparse.Namespace) -> int:
     from harness.app.measure_command import run_measure
+    from harness.models.measure_request import MeasureRequest
 
-    return run_measure(args)
+    return run_measure(MeasureRequest.from_flags(vars(args)))
 
 
 def calibrate_camera(args: argparse.Namespace) -> int:

@@ -123,6 +123,11 @@ class TrialWorkerImpl:
         self.tmp = make_scratch("worker", remove_at_exit=False)   # removed by close, or at the next start
         self.sheet = DetachedSheet(Path(sheet_path), locked_data, settings)
         self.protocol = protocol
+        if policy is None and self.sheet.locked.comparison is not None:   # a comparison: every arm, by the schedule
+            from harness.app.parts import Parts
+            from harness.policies.arms import load_arms
+
+            policy = load_arms(self.sheet.locked, protocol, settings, request.device, (parts or Parts()).policy)
         try:
             # the stand-in has every member of a scoresheet the engine reads
             self.setup = prepare_run(worker_request(request, self.tmp, lanes), protocol,
@@ -576,6 +581,8 @@ class ParallelRun:
                 result = done.pop(head)
                 self._record(result, total)
                 if self.max_attempts is not None and self.recorded >= self.max_attempts:
+                    return self.recorded
+                if self.sheet.stopped_by_rule() is not None:   # where a serial run stops; later results unrecorded
                     return self.recorded
                 if result.void is None:
                     order.popleft()
