@@ -249,12 +249,13 @@ def _first(mask: np.ndarray) -> int | None:
 def _touched_from(gripper: np.ndarray, squeeze: int, held: int, closing: int) -> int:
     """Where the jaws reached the cube that they squeeze from `squeeze` on: the first step of the unbroken run,
     back from there, in which the gripper stood within `CONTACT_CLOSING` of where it squeezed the cube once the
-    judge's 0.25 s at full load had passed (`held`). The judge's grasp clock starts at that first contact of both
-    jaws, not when the servo's squeeze reaches full load (a policy that closes onto the cube slowly, its command
-    following the gripper, touches it some steps earlier)."""
+    judge's 0.25 s at full load had passed (`held`), and did not open (a step of `STILL` or more: jaws that slam
+    into the cube bounce off it, the cube jumps, and the judge's clock starts again after the bounce). The judge's
+    grasp clock starts at that first contact of both jaws, not when the servo's squeeze reaches full load (a policy
+    that closes onto the cube slowly, its command following the gripper, touches it some steps earlier)."""
     reach = gripper[held] + CONTACT_CLOSING
     first = squeeze
-    while first - 1 > closing and gripper[first - 1] <= reach:
+    while first - 1 > closing and gripper[first - 1] <= reach and gripper[first] - gripper[first - 1] < STILL:
         first -= 1
     return first
 
