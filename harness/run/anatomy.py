@@ -148,8 +148,8 @@ def _anatomy(t: np.ndarray, q: np.ndarray, command: np.ndarray, load: np.ndarray
                 hold = _held_for(gripping & after, hold_steps)
                 holding = hold is not None
                 if hold is not None:
-                    squeeze = hold - hold_steps + 1
-                    touched = _touched_from(gripper, squeeze, hold, closing)
+                    squeezed = hold       # the squeeze confirmed: contact is certain up to here
+                    touched = _touched_from(gripper, hold - hold_steps + 1, hold, closing)
                     hold = min(hold, touched + hold_steps - 1)
             else:
                 hold = _held_for((gripper - command > HOLD_GAP) & still & after, hold_steps)
@@ -163,7 +163,7 @@ def _anatomy(t: np.ndarray, q: np.ndarray, command: np.ndarray, load: np.ndarray
             if holding and closed is not None:
                 held = gripper[closed]
                 if load is not None:     # the jaws leave the cube: open off it, or close fast past it (it slipped out)
-                    reopened = _let_go(gripper, step, squeezing & still, squeeze)
+                    reopened = _let_go(gripper, step, squeezing & still, squeezed)
                 else:
                     reopened = _first((np.arange(n) > closed) & (gripper > held + REOPEN))
                 end = reopened if reopened is not None else n
@@ -260,15 +260,16 @@ def _touched_from(gripper: np.ndarray, squeeze: int, held: int, closing: int) ->
     return first
 
 
-def _let_go(gripper: np.ndarray, step: np.ndarray, gripping: np.ndarray, squeeze: int) -> int | None:
-    """The first step after `squeeze` at which the jaws have left the cube, the judge's release: opened more than
-    `CONTACT_OPENING` above where they last gripped it (`gripping`: squeezing, not moving), closed past it by
-    `RELEASE_STEP` or more in one step (the cube slipped out and the gripper runs to its command; a gripper that
-    opened a little and closes back onto the cube has not let go), or reached the closed end (`SHUT`). The load
-    plays no part once the grasp is confirmed: a policy that eases its command to where the jaws stand still
-    touches the cube."""
-    gripped_at = float(gripper[squeeze])
-    for i in range(squeeze + 1, len(gripper)):
+def _let_go(gripper: np.ndarray, step: np.ndarray, gripping: np.ndarray, squeezed: int) -> int | None:
+    """The first step after `squeezed` (the squeeze confirmed: the gripper at full load and still for the judge's
+    0.25 s, which it may have spent settling onto the cube) at which the jaws have left the cube, the judge's
+    release: opened more than `CONTACT_OPENING` above where they last gripped it (`gripping`: squeezing, not
+    moving), closed past it by `RELEASE_STEP` or more in one step (the cube slipped out and the gripper runs to its
+    command; a gripper that opened a little and closes back onto the cube has not let go), or reached the closed
+    end (`SHUT`). The load plays no part once the grasp is confirmed: a policy that eases its command to where the
+    jaws stand still touches the cube."""
+    gripped_at = float(gripper[squeezed])
+    for i in range(squeezed + 1, len(gripper)):
         slipped = step[i] <= -RELEASE_STEP and gripper[i] < gripped_at
         if gripper[i] > gripped_at + CONTACT_OPENING or slipped or gripper[i] <= SHUT:
             return i
