@@ -76,26 +76,39 @@ def _seen_alike(agreement: TrialAgreement) -> bool:
 def test_the_fixtures_hold_learned_policies_that_grasp_and_that_miss() -> None:
     fixtures = _fixtures()
     held_out = set(fixtures) - TUNING
-    assert held_out, "no held-out policy's traces committed"
+    assert held_out == set(HELD_OUT), "the held-out policies' traces are not the ones committed"
     judged = [JudgeVerdict.model_validate(a["judge"]) for p in held_out for a in fixtures[p][0]["attempts"]]
     assert any(v.grasped for v in judged) and any(not v.grasped for v in judged)
 
 
-def test_held_out_grasps_and_releases_are_seen_where_the_judge_saw_them() -> None:
-    """Whether each attempt grasped and released, as the judge's contact truth says, on policies the rules were
+# The held-out policies (every attempt of each, scored once with rules 3 frozen at d166d30), and where one misses
+# issue 37's target, the figure (docs/benchmarks.md, "Failure anatomy on learned policies").
+_RANDOMIZED_WHETHER = ("issue 37, open: the reference ACT at step 1,000, cubes within 3 cm, 9/10 seen alike: one "
+                       "light grasp the judge confirmed as the cube slid out of jaws the servo never squeezed")
+_RANDOMIZED_WHEN = ("issue 37, open: the reference ACT at step 1,000, cubes within 3 cm, 8/10 (the light grasp above, "
+                    "and a release 67 ms early: a cube held by the jaw tips slid out while the gripper closed)")
+HELD_OUT = {"heldout-act-1000-jitter": (None, None),
+            "heldout-act-1000-rand": (_RANDOMIZED_WHETHER, _RANDOMIZED_WHEN)}
+
+
+def _per_policy(which: int) -> list:
+    return [pytest.param(policy, marks=pytest.mark.xfail(strict=True, reason=why[which])) if why[which] else policy
+            for policy, why in HELD_OUT.items()]
+
+
+@pytest.mark.parametrize("policy", _per_policy(0))
+def test_held_out_grasps_and_releases_are_seen_where_the_judge_saw_them(policy: str) -> None:
+    """Whether each attempt grasped and released, as the judge's contact truth says, per policy the rules were
     not set on (issue 37's target, its first half)."""
-    results = _agreements(set(_fixtures()) - TUNING)
+    results = _agreements({policy})
     missed = [(p, t, a.describe()) for p, t, a in results if not _seen_alike(a)]
     assert (len(results) - len(missed)) / len(results) >= HELD_OUT_TARGET, missed
 
 
-@pytest.mark.xfail(strict=True, reason="issue 37, open: on the reference ACT at step 1,000 at its trained spot the "
-                   "anatomy confirms the grasp 170-240 ms after the judge (7 of 12 attempts; the policy closes onto "
-                   "the cube slowly, so the servo's squeeze starts after first contact); releases and the randomized "
-                   "attempts are within one control step. docs/benchmarks.md")
-def test_held_out_grasps_and_releases_agree_with_the_judge_within_one_control_step() -> None:
-    """Issue 37's target in full: seen alike and, when both saw an event, within one control step."""
-    results = _agreements(set(_fixtures()) - TUNING)
+@pytest.mark.parametrize("policy", _per_policy(1))
+def test_held_out_grasps_and_releases_agree_with_the_judge_within_one_control_step(policy: str) -> None:
+    """Issue 37's target in full, per policy: seen alike and, when both saw an event, within one control step."""
+    results = _agreements({policy})
     missed = [(p, t, a.describe()) for p, t, a in results if not a.agrees]
     assert (len(results) - len(missed)) / len(results) >= HELD_OUT_TARGET, missed
 
