@@ -35,6 +35,7 @@ class BackgroundPolicy:
         self._lock = threading.Lock()
         self._ready_checks: list[Callable[[EvalPolicy], object]] = []
         self._checked = False
+        self._threads_applied: set[int] = set()
         self.started = clock()
         self.load_s: float | None = None   # loading (and the warm-up, when it was handed an observation in time)
         self.warm_up_ms: float | None = None
@@ -98,6 +99,13 @@ class BackgroundPolicy:
         if self._error is not None:
             raise self._error
         assert self._policy is not None
+        if threading.get_ident() not in self._threads_applied:
+            # torch's thread count is per thread under OpenMP: set where `make_policy` ran (this loading thread), it
+            # must be set again in the thread that runs inference, or that one takes every core from the robot's I/O
+            threads = getattr(self._policy, "threads", None)
+            if threads is not None:
+                threads.apply()
+            self._threads_applied.add(threading.get_ident())
         if not self._checked:
             self._checked = True
             for check in self._ready_checks:
