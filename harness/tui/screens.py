@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from rich.table import Table
 from rich.text import Text
@@ -18,11 +18,24 @@ from textual.widgets import Footer, Input, Static
 
 from harness.models.locked import LockedBlock
 from harness.models.taxonomy import SCORE_KEYS, Label, Void, VoidKind
-from harness.policies.background import BackgroundPolicy
 from harness.run.engine import ScoreDecision
 from harness.tui.placement import LiveCamera, PlacementPanel, placement_active
 from harness.tui.state import RunState
 from harness.tui.widgets import Banner, CubePlacement, FramePreview, LoopPanel, TallyPanel, TrialHeader, label_style
+
+
+class PolicyLoading(Protocol):
+    """What the check screen reads of a policy loading in the background (`policies.background.BackgroundPolicy`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def loaded(self) -> bool: ...
+    @property
+    def error(self) -> BaseException | None: ...
+    started: float
+    load_s: float | None
+    warm_up_ms: float | None
 
 
 @dataclass(frozen=True)
@@ -38,7 +51,7 @@ class CheckReport:
     voids: int
     scoresheet: str
     warnings: tuple[str, ...] = ()    # the robot's connect checks that did not pass (one line each)
-    loading: BackgroundPolicy | None = None   # a policy still loading: its row follows it until it has
+    loading: PolicyLoading | None = None   # a policy still loading: its row follows it until it has
 
     @property
     def ok(self) -> bool:
