@@ -94,7 +94,7 @@ def main() -> None:
                                      "--camera-size", args.camera_size, *flags], folder)
                 break
             except SystemExit as stopped:
-                print(f"{gap}: rehearsal try {tries + 1} failed: {str(stopped)[:300]}", file=sys.stderr, flush=True)
+                print(f"{gap}: rehearsal try {tries + 1} failed: {str(stopped)[-1200:]}", file=sys.stderr, flush=True)
                 for made in ("scoresheets", "runs", "rehearsals"):
                     shutil.rmtree(folder / made, ignore_errors=True)
         else:
