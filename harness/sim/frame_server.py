@@ -125,10 +125,17 @@ class FrameServer:
 
 def _env_finding_this_package() -> dict[str, str]:
     """The environment, with this `harness` first on the path: the render process imports the same code
-    as the emulator, installed or not, from whatever folder the emulator was started in."""
+    as the emulator, installed or not, from whatever folder the emulator was started in.
+
+    Mesa's software renderer (llvmpipe, what EGL draws with on a machine without a GPU) rasterizes on worker
+    threads of its own, at normal priority: a camera thread raised above normal (`realtime.CAMERA_PRIORITY`)
+    then waited on them, and under load a frame aged past a real arm's 500 ms limit while the camera thread
+    held its priority for nothing. `LP_NUM_THREADS=0` draws in the calling thread, at the camera's priority
+    (about 18 ms of CPU a 640x480 frame either way, measured here). A GPU's driver ignores it."""
     root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    env.setdefault("LP_NUM_THREADS", "0")
     return env
 
 

@@ -155,6 +155,6 @@ def register(sub: Any) -> None:
     emu.add_argument("--no-cameras", action="store_true", help="with --sim: do not render or serve camera frames")
     emu.add_argument("--gap", action="append", metavar="NAME=VALUE",
                      help="with --sim: a declared reality gap, repeatable (cube_friction, cube_mass_g, servo_gain, "
-                          "servo_backlash_deg, camera_tilt_deg, exposure; docs/twin.md). `harness rehearse --gap` "
-                          "also records it in the scoresheet")
+                          "servo_backlash_deg, camera_tilt_deg, exposure, table_height_mm; docs/twin.md). "
+                          "`harness rehearse --gap` also records it in the scoresheet")
     emu.set_defaults(func=emulate_bus)
