@@ -163,11 +163,6 @@ def test_the_cameras_draw_in_a_process_of_their_own_that_ends_with_the_rig(tmp_p
         assert pid != os.getpid() and _alive(pid)
         camera = _camera(socket)
         assert camera.read().std() > 10
-        # and every frame is drawn in the camera's own thread, at its priority: not by Mesa's software
-        # renderer's worker threads at normal priority, which a loaded host left a frame waiting on past 500 ms
-        threads = {(Path(f"/proc/{pid}/task") / task / "comm").read_text().strip()
-                   for task in os.listdir(f"/proc/{pid}/task")} if Path("/proc").is_dir() else set()
-        assert not [name for name in threads if name.startswith("llvmpipe")], threads
         camera.disconnect()
     assert not _alive(pid)
     assert not socket.exists()

@@ -128,14 +128,14 @@ def _env_finding_this_package() -> dict[str, str]:
     as the emulator, installed or not, from whatever folder the emulator was started in.
 
     Mesa's software renderer (llvmpipe, what EGL draws with on a machine without a GPU) rasterizes on worker
-    threads of its own, at normal priority: a camera thread raised above normal (`realtime.CAMERA_PRIORITY`)
-    then waited on them, and under load a frame aged past a real arm's 500 ms limit while the camera thread
-    held its priority for nothing. `LP_NUM_THREADS=0` draws in the calling thread, at the camera's priority
-    (about 18 ms of CPU a 640x480 frame either way, measured here). A GPU's driver ignores it."""
+    threads of its own, at normal priority, which a camera thread raised above normal (`realtime.CAMERA_PRIORITY`)
+    waits on. Drawing in the camera thread instead (`LP_NUM_THREADS=0`) kept frames fresh under load but, on two
+    cores, starved the emulated bus's answers (its thread waits on the rehearsal's interpreter lock, held by
+    normal-priority threads): "no status packet" pauses in 4 of 6 loaded rehearsals and in the tests. So Mesa
+    keeps its default here; a user's own `LP_NUM_THREADS` is passed on."""
     root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    env.setdefault("LP_NUM_THREADS", "0")
     return env
 
 
