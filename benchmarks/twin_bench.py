@@ -6,6 +6,7 @@ twin`, `harness report --json`), in a fresh folder. The protocol is the emulated
 around the trained spot (given with --trials), long enough episodes for the expert to settle the cube.
 
     .venv/bin/python benchmarks/twin_bench.py --policy expert --trials 4
+    .venv/bin/python benchmarks/twin_bench.py --policy CHECKPOINT --at-trained-spot --trials 8 --gaps none
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -36,7 +38,21 @@ trials:
 {trials}
 """
 GAPS = ["", "cube_friction=0.1", "cube_mass_g=300", "servo_gain=0.3", "servo_backlash_deg=3", "camera_tilt_deg=8",
-        "exposure=1.8"]
+        "exposure=1.8", "table_height_mm=-30"]
+
+
+def starts(count: int, trained_spot: bool) -> list[tuple[float, float, float]]:
+    """The listed starts, then seeded ones within 2.5 cm and 15 degrees of the trained spot (a checkpoint
+    trained at one spot, the reference ACT's, is rehearsed there: `--at-trained-spot`)."""
+    if trained_spot:
+        return [(0.0, 0.0, 0.0)] * count
+    rng = random.Random(43)
+    extra = []
+    while len(STARTS) + len(extra) < count:
+        dx, dy = rng.uniform(-2.5, 2.5), rng.uniform(-2.5, 2.5)
+        if dx * dx + dy * dy <= 2.5 * 2.5:
+            extra.append((round(dx, 1), round(dy, 1), round(rng.uniform(-15, 15))))
+    return (STARTS + extra)[:count]
 
 
 def harness(argv: list[str], cwd: Path) -> tuple[float, str]:
@@ -56,12 +72,14 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=4)
     parser.add_argument("--episode-s", type=float, default=15.0)
     parser.add_argument("--gaps", default=",".join(g or "none" for g in GAPS))
+    parser.add_argument("--at-trained-spot", action="store_true", help="every trial at the trained spot")
+    parser.add_argument("--camera-size", default="640x480", help="the rehearsal's cameras (harness rehearse)")
     parser.add_argument("--keep", help="work in this folder (kept) instead of a temporary one")
     args = parser.parse_args()
     work = Path(args.keep or tempfile.mkdtemp(prefix="twin-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     trials = "\n".join(f"- {{index: {i + 1}, dx_cm: {dx}, dy_cm: {dy}, yaw_deg: {yaw}}}"
-                       for i, (dx, dy, yaw) in enumerate(STARTS[:args.trials]))
+                       for i, (dx, dy, yaw) in enumerate(starts(args.trials, args.at_trained_spot)))
     (work / "bench.yaml").write_text(PROTOCOL.format(episode=args.episode_s, trials=trials))
     policy = str(Path(args.policy).resolve()) if Path(args.policy).exists() else args.policy
     rows = []
@@ -72,11 +90,11 @@ def main() -> None:
         (folder / "bench.yaml").write_text((work / "bench.yaml").read_text())
         for tries in range(3):   # a loaded host can starve the camera process: a paused rehearsal is redone afresh
             try:
-                real_s, _ = harness(["rehearse", "bench.yaml", "--policy", policy, "--operator", "scripted", *flags],
-                                    folder)
+                real_s, _ = harness(["rehearse", "bench.yaml", "--policy", policy, "--operator", "scripted",
+                                     "--camera-size", args.camera_size, *flags], folder)
                 break
             except SystemExit as stopped:
-                print(f"{gap}: rehearsal try {tries + 1} failed: {str(stopped)[:300]}", file=sys.stderr, flush=True)
+                print(f"{gap}: rehearsal try {tries + 1} failed: {str(stopped)[-1200:]}", file=sys.stderr, flush=True)
                 for made in ("scoresheets", "runs", "rehearsals"):
                     shutil.rmtree(folder / made, ignore_errors=True)
         else:

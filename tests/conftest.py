@@ -41,14 +41,15 @@ def world():
     w.close()
 
 
-# Modules whose tests need the machine to themselves: they start Ray (which sizes itself to the cores), run the
-# emulated real arm's wall-time servo and camera threads against deadlines, or kill processes at chosen moments.
-# scripts/test runs every other test on both cores, then these alone (`-m serial`).
+# Modules whose tests need the machine to themselves: they start Ray (which sizes itself to the cores), or run
+# the emulated real arm's wall-time servo and camera threads against deadlines. scripts/test runs every other
+# test on both cores, then these alone (`-m serial`). A test that only kills processes (test_kill: the kill
+# lands after the writer's own commits), measures CPU rather than wall time (test_integrity's alias bomb) or
+# asks the scheduler for a policy (test_realtime) runs on both cores: load cannot change what it asserts.
 SERIAL_MODULES = frozenset({
     "test_parallel_run", "test_ray_loopback", "test_sweep", "test_rehearse", "test_real_arm_path",
     "test_operator_real_arm", "test_operator_tui_placement", "test_async_real_arm", "test_rtc_real_arm",
-    "test_emulator_walkthrough", "test_kill", "test_integrity", "test_emergency_stop", "test_run_bus_faults",
-    "test_realtime", "test_tui_undo_real_arm",
+    "test_emulator_walkthrough", "test_emergency_stop", "test_run_bus_faults", "test_tui_undo_real_arm",
     # wire-timed pings whose agreement decides a diagnosis: a loaded core can make a noisy line look sure
     "test_fix_ids_safety", "test_fix_ids_signature",
 })

@@ -1,6 +1,7 @@
 """Failure anatomy checked against the simulator's truth: the expert (it reads the cube pose) tracks the
 cube (slope near 1), open-loop replay does not (near 0); grasp points from forward kinematics sit where
 the simulated gripper really was; the phases land within two control steps of the judge's events; a
+policy that closes onto the cube slowly has its grasp dated as the judge dates it, from first contact; a
 policy that closes at a fixed offset from the cube gives that offset back; a policy that waits is
 flagged as stalled."""
 
@@ -27,6 +28,7 @@ from harness.sim.config_sim_so101 import SimSO101Config
 from harness.sim.scene import build_model
 from harness.sim.sim_so101 import SimSO101
 from harness.sim.trajectory import load_trajectory
+from harness.sim.units import GRIPPER_LOAD_KEY, to_sim
 from tests.helpers import locked_sheet
 
 pytestmark = pytest.mark.slow   # whole simulated trials
@@ -44,6 +46,27 @@ class OffsetExpert(ExpertPolicy):
     def _cube_for_plan(self, context):
         pos, yaw = super()._cube_for_plan(context)
         return pos + self.offset, yaw
+
+
+class SlowClosingExpert(ExpertPolicy):
+    """The expert, closing onto the cube as the reference ACT does at its trained spot: the command brought down to
+    where the jaws rest on the cube and held there for `rest_s`, then closed hard. The jaws touch the cube (the
+    judge's grasp clock starts) long before the servo squeezes it."""
+
+    def __init__(self, resting_at: float, rest_s: float) -> None:
+        super().__init__()
+        self.resting_at, self.rest_s = resting_at, rest_s
+
+    def reset(self, context) -> None:
+        super().reset(context)
+        grip = np.array([q[5] for q in self._plan])
+        opened = int(np.argmax(grip))
+        close = opened + int(np.flatnonzero(grip[opened:] < grip[opened] - 1e-6)[0])   # the close begins
+        resting = to_sim("gripper", self.resting_at)
+        rest = [np.append(self._plan[close - 1][:5], resting) for _ in range(round(self.rest_s * context.protocol.fps))]
+        shut = close + int(np.argmin(grip[close:]))                   # ... and ends: no reopening in between
+        then = [np.append(q[:5], min(q[5], resting)) for q in self._plan[close:shut]]
+        self._plan = self._plan[:close] + rest + then + self._plan[shut:]
 
 
 class WaitingExpert(ExpertPolicy):
@@ -143,6 +166,24 @@ def test_phases_land_within_two_control_steps_of_the_judges_events(expert) -> No
         assert [p.phase for p in anatomy.phases] == list(Phase)
         assert anatomy.ended_in is Phase.WITHDRAW and anatomy.holding and not anatomy.stalled
     assert compared == 9
+
+
+def test_a_policy_that_closes_onto_the_cube_slowly_has_its_grasp_dated_from_first_contact(tmp_path) -> None:
+    """Rules 3 against the judge on a slow close (the case rules 2 dated up to a quarter second late): the jaws rest
+    on the cube, pressing it lightly, a third of a second before the servo squeezes it; the grasp and the release
+    are still within one control step of the judge's."""
+    import pandas as pd
+
+    sheet = run(tmp_path / "slow", SlowClosingExpert(resting_at=19.0, rest_s=0.33))
+    for attempt in sheet.attempts:
+        events = {e.event: e.t for e in attempt.judge.events}
+        trace = pd.read_parquet(Path(attempt.artifacts["trajectory.parquet"]))
+        pressing = (-trace[f"obs.{GRIPPER_LOAD_KEY}"] >= 500) & (trace.t > events["grasp"] - 0.25)
+        squeezed = float(trace.t[pressing.rolling(8).sum() == 8].iloc[0])   # full load for the judge's 0.25 s
+        assert squeezed - events["grasp"] > 0.2      # a squeeze's own 0.25 s comes long after the judge's grasp
+        assert attempt.anatomy.holding
+        assert abs(attempt.anatomy.closed_at_s - events["grasp"]) <= CONTROL_STEP_S + 1e-3
+        assert abs(attempt.anatomy.released_at_s - events["release"]) <= CONTROL_STEP_S + 1e-3
 
 
 def test_a_policy_closing_at_a_fixed_offset_gives_that_offset_back(expert, tmp_path) -> None:

@@ -22,9 +22,13 @@ from harness.sim.units import GRIPPER_LOAD_KEY
 from tests.helpers import REPO, fake_attempt, locked_sheet
 
 FIXTURES = REPO / "tests" / "data" / "anatomy"
-# The rules' thresholds were looked at on these policies' attempts only (benchmarks/anatomy_agreement.py):
-TUNING = {"toy-act-300", "toy-act-600", "smolvla-1500", "ref-act-500-fixed", "ref-act-500-rand"}
-# ... and are judged once on these (docs/benchmarks.md, "Failure anatomy on learned policies").
+# The rules were set looking at these policies' attempts (rules 2 on the first five, rules 3 on all seven:
+# benchmarks/anatomy_agreement.py) ...
+TUNING = {"toy-act-300", "toy-act-600", "smolvla-1500", "ref-act-500-fixed", "ref-act-500-rand", "ref-act-1000-fixed",
+          "ref-act-1000-rand"}
+REFERENCE_ACT_TUNING = {"ref-act-500-fixed", "ref-act-500-rand", "ref-act-1000-fixed", "ref-act-1000-rand"}
+# ... and are judged once, frozen, on the others: fresh attempts nobody looked at before (docs/benchmarks.md,
+# "Failure anatomy on learned policies").
 HELD_OUT_TARGET = 0.95
 PERIOD_S = 1 / 30
 
@@ -72,28 +76,49 @@ def _seen_alike(agreement: TrialAgreement) -> bool:
 def test_the_fixtures_hold_learned_policies_that_grasp_and_that_miss() -> None:
     fixtures = _fixtures()
     held_out = set(fixtures) - TUNING
-    assert held_out, "no held-out policy's traces committed"
+    assert held_out == set(HELD_OUT), "the held-out policies' traces are not the ones committed"
     judged = [JudgeVerdict.model_validate(a["judge"]) for p in held_out for a in fixtures[p][0]["attempts"]]
     assert any(v.grasped for v in judged) and any(not v.grasped for v in judged)
 
 
-def test_held_out_grasps_and_releases_are_seen_where_the_judge_saw_them() -> None:
-    """Whether each attempt grasped and released, as the judge's contact truth says, on policies the rules were
+# The held-out policies (every attempt of each, scored once with rules 3 frozen at d166d30), and where one misses
+# issue 37's target, the figure (docs/benchmarks.md, "Failure anatomy on learned policies").
+_RANDOMIZED_WHETHER = ("issue 37, open: the reference ACT at step 1,000, cubes within 3 cm, 9/10 seen alike: one "
+                       "light grasp the judge confirmed as the cube slid out of jaws the servo never squeezed")
+_RANDOMIZED_WHEN = ("issue 37, open: the reference ACT at step 1,000, cubes within 3 cm, 8/10 (the light grasp above, "
+                    "and a release 67 ms early: a cube held by the jaw tips slid out while the gripper closed)")
+HELD_OUT = {"heldout-act-1000-jitter": (None, None),
+            "heldout-act-1000-rand": (_RANDOMIZED_WHETHER, _RANDOMIZED_WHEN)}
+
+
+def _per_policy(which: int) -> list:
+    return [pytest.param(policy, marks=pytest.mark.xfail(strict=True, reason=why[which])) if why[which] else policy
+            for policy, why in HELD_OUT.items()]
+
+
+@pytest.mark.parametrize("policy", _per_policy(0))
+def test_held_out_grasps_and_releases_are_seen_where_the_judge_saw_them(policy: str) -> None:
+    """Whether each attempt grasped and released, as the judge's contact truth says, per policy the rules were
     not set on (issue 37's target, its first half)."""
-    results = _agreements(set(_fixtures()) - TUNING)
+    results = _agreements({policy})
     missed = [(p, t, a.describe()) for p, t, a in results if not _seen_alike(a)]
     assert (len(results) - len(missed)) / len(results) >= HELD_OUT_TARGET, missed
 
 
-@pytest.mark.xfail(strict=True, reason="issue 37, open: on the reference ACT at step 1,000 at its trained spot the "
-                   "anatomy confirms the grasp 170-240 ms after the judge (7 of 12 attempts; the policy closes onto "
-                   "the cube slowly, so the servo's squeeze starts after first contact); releases and the randomized "
-                   "attempts are within one control step. docs/benchmarks.md")
-def test_held_out_grasps_and_releases_agree_with_the_judge_within_one_control_step() -> None:
-    """Issue 37's target in full: seen alike and, when both saw an event, within one control step."""
-    results = _agreements(set(_fixtures()) - TUNING)
+@pytest.mark.parametrize("policy", _per_policy(1))
+def test_held_out_grasps_and_releases_agree_with_the_judge_within_one_control_step(policy: str) -> None:
+    """Issue 37's target in full, per policy: seen alike and, when both saw an event, within one control step."""
+    results = _agreements({policy})
     missed = [(p, t, a.describe()) for p, t, a in results if not a.agrees]
     assert (len(results) - len(missed)) / len(results) >= HELD_OUT_TARGET, missed
+
+
+def test_the_reference_act_tuning_attempts_stay_within_one_control_step() -> None:
+    """Not evidence (rules 3 were set looking at these), a guard: the reference ACT's slow close at its trained
+    spot, which rules 2 dated up to a quarter second late, stays dated as the judge dates it."""
+    results = _agreements(REFERENCE_ACT_TUNING)
+    assert len(results) == 16 and all(a.agrees for _, _, a in results), [
+        (p, t, a.describe()) for p, t, a in results if not a.agrees]
 
 
 def test_without_the_load_the_old_rule_misses_a_learned_policys_grasps() -> None:
@@ -116,15 +141,16 @@ def test_an_anatomy_says_its_rules_and_signal() -> None:
     assert "rules" not in old.model_dump() and old.rules_version == 1   # a stored rules-1 record hashes as before
 
 
-def _sheet_with_a_recorded_trace(tmp_path: Path) -> Path:
-    """A locked sheet whose one attempt stored a rules-1 anatomy, its trace in `runs/<sheet>/trial-001-a1`."""
+def _sheet_with_a_recorded_trace(tmp_path: Path, stored_rules: int | None = None) -> Path:
+    """A locked sheet whose one attempt stored an anatomy of older rules (rules 1 by default), its trace in
+    `runs/<sheet>/trial-001-a1`."""
     arrays, attempt = next((arrays, a) for m, arrays in _fixtures().values() for a in m["attempts"]
                            if a["judge"]["grasped"])
     rows = _rows(arrays, attempt["trial"])
     sheet = locked_sheet(tmp_path)
     fk, scene = GraspPoints(), Scene()
     stale = anatomy_from_rows(_rows(arrays, attempt["trial"], False), fk, scene.trained_cube_xy_cm, (0.0, 0.0),
-                              scene.bowl_xy_cm, 5.0).model_copy(update={"rules": None, "grasp_signal": None})
+                              scene.bowl_xy_cm, 5.0).model_copy(update={"rules": stored_rules, "grasp_signal": None})
     folder = tmp_path / "runs" / sheet.path.stem / "trial-001-a1"
     folder.mkdir(parents=True)
     pd.DataFrame(rows).to_parquet(folder / "trajectory.parquet", index=False)
@@ -148,6 +174,14 @@ def test_reanalyze_recomputes_from_the_trace_and_leaves_the_locked_sheet_byte_id
     assert stored["rules"] == {"1": 1} and again["rules"] == {str(ANATOMY_RULES): 1}
     assert {p.name: p.read_bytes() for p in path.parent.glob(path.name + "*")} == before
     assert load_scoresheet(path).attempts[0].anatomy.rules is None
+
+
+def test_a_sheet_with_older_rules_points_the_plain_report_at_reanalyze(tmp_path, capsys) -> None:
+    path = _sheet_with_a_recorded_trace(tmp_path, stored_rules=ANATOMY_RULES - 1)
+    assert main(["report", str(path)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("Anatomy"))
+    assert line == (f"Anatomy     rules {ANATOMY_RULES - 1}: 1 (older rules: harness report --reanalyze recomputes "
+                    f"with rules {ANATOMY_RULES})")
 
 
 def test_reanalyze_keeps_an_attempt_without_a_trace_and_says_so(tmp_path, capsys) -> None:

@@ -8,11 +8,14 @@ import json
 import os
 import stat
 
+import pytest
+
 from harness.cli import main
 from harness.models.atomic import current_umask, write_text_atomic
 from tests.helpers import fake_attempt, locked_sheet, small_protocol_copy
 
 
+@pytest.mark.slow   # simulated trials
 def test_max_trials_is_in_the_announcement_and_the_time_left(workdir, capsys) -> None:
     protocol = small_protocol_copy(workdir / "protocols")
     assert main(["run", str(protocol), "--headless", "--policy", "expert", "--no-video", "--max-trials", "2"]) == 0
@@ -21,6 +24,7 @@ def test_max_trials_is_in_the_announcement_and_the_time_left(workdir, capsys) ->
     assert "[  1/2]" in out and "[  2/2]" in out and "1 left" in out and "2 left" not in out, out
 
 
+@pytest.mark.slow   # simulated trials
 def test_replay_writes_beside_the_trial_and_failures_find_a_sheet_kept_in_a_subfolder(workdir, capsys) -> None:
     """A run kept as docs/results.md keeps them (`--scoresheet scoresheets/final/X.yaml --runs-dir runs/final`):
     `replay --failures RUNS` finds its sheet without being told, from the project or from elsewhere."""

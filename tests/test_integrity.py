@@ -285,10 +285,10 @@ def test_nested_aliases_are_refused_in_milliseconds() -> None:
     bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 9) + "]\n" for i in range(9))
     assert len(bomb) < 500
-    start = time.perf_counter()
+    start = time.process_time()   # this process's CPU time: what the bomb would burn, not what load adds
     with pytest.raises(HarnessInputError, match="aliases expand"):
         load_yaml_text(bomb, "bomb.yaml")
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
     with pytest.raises(HarnessInputError, match="nest"):
         load_yaml_text("[" * 10_000 + "]" * 10_000, "deep.yaml")
 

@@ -24,7 +24,9 @@ def test_gap_flags_parse_to_named_knobs_and_bad_ones_are_refused_by_name() -> No
 
     assert gapped_geometry(RealityGap()) == SceneGeometry()     # no gap: the emulated table is the twin's
     for bad, field in (("friction=0.3", "--gap"), ("cube_friction", "--gap"), ("cube_friction=nan", "cube_friction"),
-                       ("exposure=abc", "exposure"), ("servo_gain=50", "servo_gain")):
+                       ("exposure=abc", "exposure"), ("servo_gain=50", "servo_gain"),
+                       ("table_height_mm=nan", "table_height_mm"), ("table_height_mm=1e9", "table_height_mm"),
+                       ("table_height_mm=25", "table_height_mm")):
         with pytest.raises(HarnessInputError) as caught:
             parse_gap([bad])
         assert field in caught.value.cli_message(), bad
@@ -52,6 +54,9 @@ def test_emulate_bus_takes_a_gap_only_for_the_simulated_arm(capsys: pytest.Captu
     assert "--gap: a reality gap is for the simulated arm: add --sim" in capsys.readouterr().err
     assert main(["emulate-bus", "--sim", "--gap", "exposure=9"]) == 2   # refused before the emulator starts
     assert "--gap exposure: 9: must be within 0.2..3" in capsys.readouterr().err
+    assert main(["emulate-bus", "--sim", "--gap", "table_height_mm=-inf"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "harness: error: --gap table_height_mm: -inf: must be within -40..20", err   # one line
 
 
 def _servo_chain(gap: RealityGap):
@@ -161,6 +166,45 @@ def test_scene_knobs_change_the_cube_and_the_top_camera() -> None:
 
 
 @pytest.mark.slow
+def test_a_lower_table_defeats_a_grasp_planned_for_the_twins_table_but_not_one_from_the_true_pose() -> None:
+    """What table height should move: the height a policy closes the gripper at. The expert plans from the
+    cube's true pose and follows the table; a plan for the twin's cube height (what a policy that learned the
+    twin's table does) closes above a cube 3 cm lower. The judge measures from the table it stands on."""
+    import harness.sim  # noqa: F401
+    from harness.models.protocol import JOINT_NAMES
+    from harness.policies.scripted import plan_pick_and_place
+    from harness.sim.scene import SceneGeometry, gapped_geometry
+    from harness.sim.units import to_sim
+    from harness.sim.world import SimWorld
+
+    start_pose = {"shoulder_pan": 0.0, "shoulder_lift": -60.0, "elbow_flex": 60.0, "wrist_flex": 70.0,
+                  "wrist_roll": 0.0, "gripper": 10.0}
+    start = np.array([to_sim(name, start_pose[name]) for name in JOINT_NAMES])
+    twin_cube_z = SceneGeometry().cube_edge / 2
+
+    def attempt(table_height_mm: float, plan_for_the_twins_table: bool) -> tuple[str, float]:
+        world = SimWorld(gapped_geometry(RealityGap(table_height_mm=table_height_mm)))
+        world.reset((0.22, -0.05), 0.0, start_pose, seed=1)
+        cube, yaw = world.cube_pose()
+        assert cube[2] == pytest.approx(table_height_mm / 1000 + twin_cube_z, abs=0.001)   # resting on that table
+        if plan_for_the_twins_table:
+            cube = np.array([cube[0], cube[1], twin_cube_z])
+        plan = plan_pick_and_place(world.model, 30, start, cube, yaw, world.geometry.bowl_xy)
+        for step in range(15 * 30):
+            world.step_control(plan[min(step, len(plan) - 1)])
+            if world.judge.finished:
+                break
+        verdict = world.judge.verdict(world.data)
+        world.close()
+        return verdict.label.value, verdict.max_lift_cm
+
+    assert attempt(0.0, True)[0] == "success"         # the two plans are one on the twin's table
+    assert attempt(-30.0, False)[0] == "success"      # the expert follows the table down
+    label, lift_cm = attempt(-30.0, True)
+    assert label != "success" and lift_cm < 2.0, (label, lift_cm)   # closed on the cube's top edge: it slips
+
+
+@pytest.mark.slow
 def test_a_rehearsal_with_a_gap_says_so_in_its_locked_sheet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     from harness.cli import main
@@ -172,9 +216,14 @@ def test_a_rehearsal_with_a_gap_says_so_in_its_locked_sheet(tmp_path: Path, monk
     save_tiny_act(tmp_path / "act", height=480, width=640)
     (tmp_path / "desk.yaml").write_text((PROTOCOL % "18.0, 14.0").split("- {index: 2")[0])   # one trial
     assert main(["rehearse", "desk.yaml", "--policy", "act", "--operator", "scripted", "--gap", "exposure=1.3",
-                 "--gap", "servo_backlash_deg=1"]) == 0, capsys.readouterr().out[-2000:]
-    assert "reality gap (recorded in the scoresheet): servo_backlash_deg=1, exposure=1.3" in capsys.readouterr().out
-    sheet = load_scoresheet(tmp_path / "scoresheets" / "desk-act-rehearsal-gap-servo_backlash_deg1-exposure1.3.yaml")
+                 "--gap", "servo_backlash_deg=1", "--gap", "table_height_mm=-10"]) == 0, \
+        capsys.readouterr().out[-2000:]
+    assert ("reality gap (recorded in the scoresheet): servo_backlash_deg=1, exposure=1.3, table_height_mm=-10"
+            in capsys.readouterr().out)
+    sheet = load_scoresheet(tmp_path / "scoresheets"
+                            / "desk-act-rehearsal-gap-servo_backlash_deg1-exposure1.3-table_height_mm-10.yaml")
     assert sheet.locked.robot == "so101" and sheet.locked.rehearsal is not None
-    assert sheet.locked.rehearsal.gap.declared() == {"servo_backlash_deg": 1.0, "exposure": 1.3}
-    assert sheet.locked_data["rehearsal"] == {"gap": {"servo_backlash_deg": 1.0, "exposure": 1.3}}
+    assert sheet.locked.rehearsal.gap.declared() == {"servo_backlash_deg": 1.0, "exposure": 1.3,
+                                                     "table_height_mm": -10.0}
+    assert sheet.locked_data["rehearsal"] == {"gap": {"servo_backlash_deg": 1.0, "exposure": 1.3,
+                                                      "table_height_mm": -10.0}}

@@ -54,6 +54,7 @@ def _png_frames(folder: Path) -> list[np.ndarray]:
     return [np.asarray(Image.open(path)) for path in sorted(folder.glob("frame-*.png"))]
 
 
+@pytest.mark.slow   # a trial drawn eagerly, then replayed from each camera and a free view
 def test_replay_with_the_recorded_camera_is_pixel_equal_to_eager_rendering(tmp_path) -> None:
     trial = tmp_path / "runs" / "sheet" / "trial-001-a1"
     drawn = _eager_trial(trial)

@@ -55,12 +55,13 @@ def unfailing_tests(folder: Path) -> list[str]:
     """`file:line name` of each test function in `folder` that cannot fail."""
     trees = _trees(folder)
     functions = [f for tree in trees.values() for f in _functions(tree)]
+    calls = {id(f): _called_names(f) for f in functions}   # walked once: the loop below repeats to a fixed point
     checking = {f.name for f in functions if _checks_directly(f)}
     changed = True
     while changed:                       # a helper that calls a checking helper checks too
         changed = False
         for f in functions:
-            if f.name not in checking and _called_names(f) & checking:
+            if f.name not in checking and calls[id(f)] & checking:
                 checking.add(f.name)
                 changed = True
     found = []
@@ -68,7 +69,7 @@ def unfailing_tests(folder: Path) -> list[str]:
         if not path.name.startswith("test_"):
             continue
         for f in _functions(tree):
-            if f.name.startswith("test_") and not (_checks_directly(f) or _called_names(f) & checking):
+            if f.name.startswith("test_") and not (_checks_directly(f) or calls[id(f)] & checking):
                 found.append(f"{path.name}:{f.lineno} {f.name}")
     return found
 

@@ -34,7 +34,7 @@ def _real_sheet(folder: Path, *, bowl: str = "18.0, 14.0", robot: str = "so101",
     optional = {"latency_ms": None, "inference": {"engine": "sync"},
                 **(provenance if provenance is not None else {"rehearsal": {"gap": {}}})}
     locked = build_locked(protocol, protocol_path, str(policy), robot, optional)
-    sheet = lock_scoresheet(folder / "scoresheets" / name, locked, {"cameras": {"top": "sim"}})
+    sheet = lock_scoresheet(folder / "scoresheets" / name, locked, {"cameras": {"top": "sim@128x96"}})
     for index, (dx, dy, yaw) in STARTS.items():
         loop = LoopStats(steps=45, obs_to_action_ms_p50=30.0 + index, obs_to_action_clock="wall")
         sheet.add_attempt(fake_attempt(index, 1, "no_grasp", loop=loop, measured_start={
@@ -74,6 +74,32 @@ def test_a_twin_sheet_a_simulated_sheet_and_a_gone_or_changed_policy_are_refused
     err = capsys.readouterr().err.strip()
     assert "locked.policy.ref" in err and "gone" in err, err
     _nothing_written(tmp_path)
+
+
+def test_the_twins_policy_sees_frames_at_the_size_the_real_cameras_delivered_not_its_training_size(
+        tmp_path: Path) -> None:
+    """A policy trained at 128x96 fed 640x480 frames on the arm computed on those: the twin renders what the arm's
+    cameras delivered (the real sheet's `sim@WxH`, or a real camera's size), so it mirrors that run."""
+    from types import SimpleNamespace
+
+    from harness.app.parts import make_sim_robot
+    from harness.app.twin import twin_protocol
+
+    real = _real_sheet(tmp_path)
+    real.settings = real.settings.model_copy(update={"cameras": {"top": "sim:/tmp/x/cameras.sock@160x120"}})
+    protocol = twin_protocol(real, load_protocol(Path(real.locked.protocol_file)))
+    assert protocol.run.cameras == {"top": "sim@160x120"}
+    policy = SimpleNamespace(camera_keys=("top",), image_size=(128, 96))   # what the policy was trained at
+    robot = make_sim_robot(protocol, policy, realtime=False)                # type: ignore[arg-type]
+    try:
+        assert robot.get_observation()["top"].shape == (120, 160, 3)
+    finally:
+        robot.disconnect()
+    plain = make_sim_robot(load_protocol(Path(real.locked.protocol_file)), policy, realtime=False)  # type: ignore[arg-type]
+    try:
+        assert plain.get_observation()["top"].shape == (96, 128, 3)        # a plain sim run: the training size
+    finally:
+        plain.disconnect()
 
 
 @pytest.mark.slow

@@ -16,8 +16,10 @@ from harness.models.protocol import Protocol
 from harness.models.run_request import RunRequest
 from harness.models.run_settings import SO101_ROBOT_TYPE, BuiltinPolicy, InferenceEngine, RobotKind
 from harness.models.scoresheet import Scoresheet, run_latency
+from harness.policies.background import BackgroundPolicy
 from harness.policies.base import EvalPolicy
 from harness.policies.hub import pinned_ref
+from harness.run.arm_motion import MoveSpeed
 from harness.run.clock import MonotonicClock
 from harness.run.dataset_sink import RecordingOptions
 from harness.run.engine import RunEngine, RunObserver, RunOptions
@@ -131,6 +133,14 @@ def check_policy_fits_robot(policy_ref: str, robot: RobotKind, emulated_truth: b
         raise HarnessInputError(None, "--policy", f"{policy_ref} {what}; on --robot so101 use a LeRobot checkpoint")
 
 
+def check_policy_cameras(policy: EvalPolicy, cameras: set[str]) -> None:
+    missing = sorted(set(policy.camera_keys) - cameras)
+    if missing:
+        raise HarnessInputError(None, "--camera", f"the policy needs camera(s) {missing} but the robot has "
+                                                  f"{sorted(cameras) or 'none'}: pass --camera NAME=INDEX "
+                                                  "(or --rename-map for other names)")
+
+
 def _observer(front_end: FrontEnd, operator_scores: bool) -> Any:
     if front_end is FrontEnd.TUI:
         from harness.tui.observer import TuiObserver
@@ -164,13 +174,15 @@ def prepare_run(request: RunRequest, protocol: Protocol, sheet: Scoresheet,
         policy.close()
         raise
     cameras = {k for k, v in robot.robot.observation_features.items() if isinstance(v, tuple)}
-    missing = sorted(set(policy.camera_keys) - cameras)
-    if missing:
-        release_torque(robot)
-        policy.close()
-        raise HarnessInputError(None, "--camera", f"the policy needs camera(s) {missing} but the robot has "
-                                                  f"{sorted(cameras) or 'none'}: pass --camera NAME=INDEX "
-                                                  "(or --rename-map for other names)")
+    if isinstance(policy, BackgroundPolicy):   # checked once it has loaded, before the first trial
+        policy.on_ready(lambda loaded: check_policy_cameras(loaded, cameras))
+    else:
+        try:
+            check_policy_cameras(policy, cameras)
+        except HarnessInputError:
+            release_torque(robot)
+            policy.close()
+            raise
     observer = (parts.observer or _observer)(front_end, not is_sim)
     try:   # a real arm's calibration files are read here: a bad one leaves no torque on
         stage: TrialStage = (SimStage(robot.world, protocol, request.inject_dropout) if is_sim
@@ -198,7 +210,7 @@ def prepare_run(request: RunRequest, protocol: Protocol, sheet: Scoresheet,
                                 lanes=request.evidence.lanes)
     options = RunOptions(runs_dir=request.runs_dir, paced=not is_sim, video=video_mode(request, sheet.locked.robot),
                          video_fps=request.evidence.video_fps, video_size=request.evidence.video_size,
-                         max_attempts=request.max_trials,
+                         max_attempts=request.max_trials, start_pose_s=2.0 if is_sim else MoveSpeed(),
                          dataset=dataset, evidence_writer=writer)
     if not is_sim:   # a real arm's evidence (and dropout watch) is the cameras it has, not the sim's two
         options.evidence_cameras = sorted(cameras)

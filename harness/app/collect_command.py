@@ -4,6 +4,7 @@ arguments, runs `harness.data.collector.Collector`, then writes the dataset's me
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,7 +54,7 @@ def _quiet_datasets() -> None:
         sys.modules["datasets"].disable_progress_bars()
 
 
-def collect(request: CollectRequest, progress=print) -> CollectResult:
+def collect(request: CollectRequest, progress: Callable[[str], None] = print) -> CollectResult:
     """Collect until `episodes` are accepted; safe to rerun after any interruption."""
     _quiet_datasets()
     from harness.app.build import release_torque

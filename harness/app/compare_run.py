@@ -92,7 +92,7 @@ def _design(protocol: Protocol, protocol_path: Path, codes: tuple[str, ...]) -> 
         raise HarnessInputError(protocol_path, "stopping_rule.kind", "a comparison needs a sequential rule, e.g. "
                                 "{kind: sequential, alpha: 0.05, power: 0.8, min_difference: 0.2, "
                                 "max_trials_per_arm: 170}")
-    comparisons = [tuple(pair) for pair in (rule.comparisons or default_comparisons(codes))]
+    comparisons = list(rule.comparisons or default_comparisons(codes))
     for pair in comparisons:
         for code in pair:
             if code not in codes:
@@ -285,7 +285,7 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 
 def _print_start(sheet: Scoresheet) -> None:
-    comparison = sheet.locked.comparison
+    comparison = sheet.locked.require_comparison()
     design = comparison.design
     done = len({a.trial_index for a in sheet.scored_attempts()})
     print(f"{sheet.path}: blind comparison of arms {', '.join(comparison.arms)}, "
@@ -301,7 +301,7 @@ def decision_lines(sheet: Scoresheet) -> str:
     decision = sheet.stopped_by_rule()
     tally = []
     schedule = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
-    for code in sheet.locked.comparison.arms:
+    for code in sheet.locked.require_comparison().arms:
         scored = [a for a in sheet.scored_attempts() if schedule.get(a.trial_index) == code]
         wins = sum(1 for a in scored if a.label is Label.SUCCESS)
         tally.append(f"{code} {wins}/{len(scored)}")

@@ -6,7 +6,7 @@ through the constructor instead of patching a module.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +63,28 @@ def make_policy(ref: str, protocol: Protocol, settings: RunSettings, device: str
         raise HarnessInputError(ref, None, f"cannot load this policy ({type(exc).__name__}: {detail})") from None
 
 
+def sim_camera_size(protocol: Protocol, cameras: Sequence[str]) -> tuple[int, int] | None:
+    """(width, height) the protocol's `run.cameras` gives the policy's cameras as simulated ones (`sim@WxH`),
+    None where it names none of them: the simulated arm renders at the size the policy was trained at, unless
+    the protocol says otherwise. A twin says otherwise (`app.twin`): its arm renders at the size the real run's
+    cameras delivered, since a policy fed 640x480 frames on the arm computed on those, whatever its training
+    size."""
+    from harness.robots.camera_spec import parse_camera_spec
+
+    sizes = set()
+    for name in cameras:
+        source = protocol.run.cameras.get(name)
+        if source is None:
+            continue
+        spec = parse_camera_spec(source, f"run.cameras.{name}")
+        if spec.simulated:
+            sizes.add((spec.width, spec.height))
+    if len(sizes) > 1:
+        raise HarnessInputError(None, "run.cameras", f"the simulated cameras render at one size, not "
+                                                     f"{', '.join(f'{w}x{h}' for w, h in sorted(sizes))}")
+    return next(iter(sizes), None)
+
+
 def make_sim_robot(protocol: Protocol, policy: EvalPolicy, realtime: bool,
                    latency_ms: float | str | None = None,
                    render_profile: RenderProfile = LEGACY_PROFILE, world: Any = None) -> GuardedRobot:
@@ -79,7 +101,7 @@ def make_sim_robot(protocol: Protocol, policy: EvalPolicy, realtime: bool,
                              bowl_rim_diameter=scene.bowl_diameter_cm / 100, cube_edge=scene.cube_edge_cm / 100)
     if world is None:
         world = SimWorld(geometry, control_fps=protocol.fps, render_profile=render_profile)
-    width, height = policy.image_size or (640, 480)
+    width, height = sim_camera_size(protocol, policy.camera_keys) or policy.image_size or (640, 480)
     config = SimSO101Config(id="harness_sim", render_cameras=list(policy.camera_keys), camera_width=width,
                             camera_height=height, fps=protocol.fps, realtime=realtime, latency_ms=latency_ms)
     robot = SimSO101(config, world=world)

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from harness.app.build import FrontEnd, RunSetup, check_policy_fits_robot, check_run_request, prepare_run, video_mode
 from harness.app.compare_run import comparison_refs, run_comparison
@@ -27,7 +27,9 @@ from harness.errors import HarnessInputError
 from harness.models.lock import WriterLock
 from harness.models.protocol import Protocol, load_protocol
 from harness.models.run_request import RunRequest
+from harness.models.run_settings import BuiltinPolicy
 from harness.models.scoresheet import Scoresheet
+from harness.policies.background import BackgroundPolicy
 from harness.policies.base import EvalPolicy
 from harness.policies.hub import pinned_ref
 from harness.reports.summary import format_summary, summarize
@@ -58,8 +60,9 @@ def run_request(request: RunRequest, parts: Parts | None = None, observer: Any =
     """Check everything that needs no lock first, so bad input leaves nothing behind: the request, the
     protocol, the scoresheet to resume (read and verified), the policy (loaded). Then the writer
     locks (the scoresheet and its runs folder, held to the end, so a second run or a `measure` is
-    refused naming this one), the robot and cameras, and only then is a new sheet written. Two or more
-    policies (the request's, else the protocol's `run.policies`) are a blind comparison
+    refused naming this one), the robot and cameras, and only then is a new sheet written. A real arm's policy
+    loads in the background meanwhile: its sheet is written once it has loaded (`policies.background`). Two or
+    more policies (the request's, else the protocol's `run.policies`) are a blind comparison
     (`app/compare_run.py`), built from the same request."""
     check_run_request(request)
     protocol_path = request.protocol
@@ -87,9 +90,17 @@ def run_request(request: RunRequest, parts: Parts | None = None, observer: Any =
         print(f"{sheet.path}: all {sheet.locked.trial_count} trials are scored.\n")
         print(format_summary(summarize(sheet)))
         return 0
-    policy = parts.policy(pinned_ref(sheet.locked.policy), protocol, sheet.settings, request.device,
-                          sheet.locked.robot,
-                          sheet.inference)
+    def load() -> EvalPolicy:
+        return parts.policy(pinned_ref(sheet.locked.policy), protocol, sheet.settings, request.device,
+                            sheet.locked.robot, sheet.inference)
+
+    # A real arm's serial run loads its policy beside the arm's connection and check (`policies.background`):
+    # the simulator needs the policy's cameras and size to be built, a parallel run hands it to its worker.
+    background = not sheet.locked.robot.simulated and not request.workers.parallel
+    if background:
+        check_policy_folder(pinned_ref(sheet.locked.policy))   # the plain mistake still refused before any lock
+    # (an `EvalPolicy` whose `name` and `camera_keys` are read-only properties that follow the load)
+    policy = cast(EvalPolicy, BackgroundPolicy(load, sheet.locked.policy.ref)) if background else load()
     handed_over = False
     try:
         with WriterLock(path, "harness run") as writer, \
@@ -118,6 +129,18 @@ def run_request(request: RunRequest, parts: Parts | None = None, observer: Any =
             policy.close()
 
 
+def check_policy_folder(ref: str) -> None:
+    """A folder that is not a LeRobot policy at all, refused in one line before anything is locked or
+    connected, as a policy loaded up front would be (one that fails later, loading, leaves no sheet)."""
+    if BuiltinPolicy.named(ref) is not None:
+        return
+    from harness.policies.hub import checkpoint_folder
+
+    folder = Path(checkpoint_folder(ref))
+    if not (folder / "config.json").is_file():
+        raise HarnessInputError(folder, "config.json", "not a LeRobot pretrained policy folder")
+
+
 def _third_party_output(request: RunRequest, path: Path) -> AbstractContextManager[object]:
     """Plain mode: encoder and decoder chatter goes to runs/<sheet>/third_party.log, not the terminal
     (the TUI owns its screen already)."""
@@ -140,7 +163,9 @@ def _run_locked(request: RunRequest, protocol: Protocol, sheet: Scoresheet, crea
             print(format_summary(summarize(sheet)))
             return 0
         setup = prepare_run(request, protocol, sheet, front_end, parts, policy)
-        if created:
+        if created and isinstance(policy, BackgroundPolicy):   # written once the policy has loaded and fits
+            policy.on_ready(lambda _: sheet.create())
+        elif created:
             sheet.create()   # policy loaded, robot connected, cameras there: now the sheet is locked
         if front_end is FrontEnd.TUI:
             from harness.app.tui_run import make_app

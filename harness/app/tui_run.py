@@ -6,6 +6,7 @@ import time
 
 from harness.app.build import RunSetup
 from harness.models.taxonomy import Label
+from harness.policies.background import BackgroundPolicy
 from harness.tui.observer import TuiObserver
 from harness.tui.run_app import RunApp
 from harness.tui.screens import CheckReport
@@ -13,7 +14,8 @@ from harness.tui.state import RunState, Tally
 
 
 def check_report(setup: RunSetup) -> CheckReport:
-    """What the TUI's check screen shows, measured now: nothing here moves the arm. The simulator's GL contexts
+    """What the TUI's check screen shows, measured now: nothing here moves the arm, nor waits for a policy still
+    loading in the background (the screen shows its progress; the first trial waits). The simulator's GL contexts
     this thread makes (the cameras' rate, the policy's warm-up observation) are freed here, on this thread: the
     engine draws from its own (`sim.world`)."""
     world = setup.robot.world
@@ -45,11 +47,17 @@ def _measured_check(setup: RunSetup) -> CheckReport:
             except Exception:  # a camera that fails here is shown as "no frames": the check's whole point
                 pass
             cameras.append((name, frames / (time.perf_counter() - t0) if frames else None))
-    warm = policy.warm_up(robot.get_observation()) if hasattr(policy, "warm_up") else None
+    loading = policy if isinstance(policy, BackgroundPolicy) else None
+    warm = None
+    if loading is not None:   # warmed up on its loading thread once loaded, with this observation
+        loading.warm_up_when_loaded(robot.get_observation())
+    elif hasattr(policy, "warm_up"):
+        warm = policy.warm_up(robot.get_observation())
     label = f"{sheet.locked.robot} ({'simulated SO-101' if world is not None else 'SO-101 follower'})"
     return CheckReport(robot=label, cameras=cameras, policy=policy.name, policy_warmup_ms=warm,
                        locked=sheet.locked, scored=len(sheet.scored_attempts()), warnings=robot.connect_warnings,
-                       voids=sum(1 for a in sheet.attempts if a.label is Label.VOID), scoresheet=str(sheet.path))
+                       voids=sum(1 for a in sheet.attempts if a.label is Label.VOID), scoresheet=str(sheet.path),
+                       loading=loading)
 
 
 def make_app(setup: RunSetup, undo_s: float = 3.0) -> RunApp:

@@ -59,13 +59,24 @@ def twin_start(attempt: Attempt, protocol: Protocol) -> TwinStart:
                      StartSource.MEASURED)
 
 
+def twin_cameras(real: Scoresheet) -> dict[str, str]:
+    """The real run's cameras as simulated ones at the size they delivered (`sim@WxH`, `app.parts.sim_camera_size`):
+    the policy saw frames of that size on the arm, whatever size it was trained at, so the twin's policy does too."""
+    from harness.robots.camera_spec import parse_camera_spec
+
+    specs = {name: parse_camera_spec(source, f"settings.cameras.{name}")
+             for name, source in real.settings.cameras.items()}
+    return {name: f"sim@{spec.width}x{spec.height}" for name, spec in specs.items()}
+
+
 def twin_protocol(real: Scoresheet, protocol: Protocol) -> Protocol:
     """The real protocol with one trial per scored real attempt, at its start; every trial run (no early stop:
-    the twin mirrors the attempts there are)."""
+    the twin mirrors the attempts there are), its cameras at the real ones' size."""
     trials = [twin_start(attempt, protocol).trial for attempt in real.scored_attempts()]
     data = protocol.model_dump(mode="json")
     data.update(name=f"{protocol.name} (twin of {real.path.name})"[:200], generator=None, trials=trials,
-                stopping_rule={"kind": "fixed"}, run={"robot": RobotKind.SIM.value, "policy": real.locked.policy.ref})
+                stopping_rule={"kind": "fixed"}, run={"robot": RobotKind.SIM.value, "policy": real.locked.policy.ref,
+                                                      "cameras": twin_cameras(real)})
     return Protocol.model_validate(data)
 
 

@@ -290,7 +290,7 @@ def advice_after_a_fault(state: BusState, name: str, target_id: int) -> str:
 
 # --- the guided repair ---------------------------------------------------------------------------
 
-def _on_port(port: str, open_serial: OpenSerial, action: Callable[[Wire], object]):
+def _on_port[T](port: str, open_serial: OpenSerial, action: Callable[[Wire], T]) -> T:
     """Open the port, act, close it again: programming needs the port for LeRobot's bus."""
     ser = open_serial(port)
     try:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -494,7 +494,7 @@ def serve_without_console(port: str, stop: threading.Event | None = None, calibr
             signal.signal(signal.SIGTERM, previous)
 
 
-def console(chain: ServoChain, lock: object, port: str, stdin=sys.stdin, world: Any | None = None,
+def console(chain: ServoChain, lock: object, port: str, stdin: TextIO = sys.stdin, world: Any | None = None,
             frames: Any | None = None, calibration: Path | None = None, out: Any = None) -> None:
     """Act on the emulated arm while a client has the port open. Ends on `quit` or end of input.
 

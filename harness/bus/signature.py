@@ -39,8 +39,9 @@ class Signature:
     @classmethod
     def from_registers(cls, block: bytes) -> Signature:
         """From the bytes of registers 9-32 (one read)."""
-        word = lambda address: int.from_bytes(block[address - ADDR_MIN_LIMIT:address - ADDR_MIN_LIMIT + 2],  # noqa: E731
-                                              "little")
+        def word(address: int) -> int:
+            return int.from_bytes(block[address - ADDR_MIN_LIMIT:address - ADDR_MIN_LIMIT + 2], "little")
+
         raw = word(ADDR_HOMING_OFFSET)
         magnitude = raw & ((1 << HOMING_SIGN_BIT) - 1)
         return cls(word(ADDR_MIN_LIMIT), word(ADDR_MIN_LIMIT + 2),

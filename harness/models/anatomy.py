@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 # The rules that made a stored anatomy. 1 (stored without a `rules` field): holding was "the gripper stopped
 # short of a closing command", blind to a learned policy that commands the position it reaches (issue 37).
 # 2: holding is the gripper servo's load, sustained with the gripper still (`harness.run.anatomy`).
-ANATOMY_RULES = 2
+ANATOMY_RULES = 3
 
 
 class GraspSignal(StrEnum):

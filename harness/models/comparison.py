@@ -65,7 +65,7 @@ def build_schedule(seed: int, codes: tuple[str, ...], positions: list[int], bloc
     """Every slot of `blocks` blocks, in run order."""
     if not positions:
         raise ValueError("a schedule needs at least one start position")
-    slots = []
+    slots: list[Slot] = []
     for block in range(blocks):
         for arm in block_order(seed, block, codes):
             slots.append(Slot(len(slots) + 1, block, arm, positions[block % len(positions)]))

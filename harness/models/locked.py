@@ -81,6 +81,13 @@ class LockedBlock(BaseModel):
     rehearsal: LockedRehearsal | None = None   # recorded on the emulated arm (`harness rehearse`)
     twin_of: LockedTwin | None = None          # the simulated twin of another sheet (`harness twin`)
 
+    def require_comparison(self) -> LockedComparison:
+        """The comparison block, for code reached only with a comparison's sheet (its callers check
+        `comparison is not None` first): a single policy's sheet here is a bug, not bad input."""
+        if self.comparison is None:
+            raise ValueError("a single policy's locked block has no comparison")
+        return self.comparison
+
 
 class LockedDesign(BaseModel):
     """The sequential test's numbers, as calibrated at the lock (`harness.models.sequential.SequentialDesign`)."""

@@ -26,7 +26,9 @@ class LogisticFit:
         design = np.column_stack([np.ones_like(x), x])
         eta = design @ np.array([self.intercept, self.slope])
         se = np.sqrt(np.einsum("ij,jk,ik->i", design, self.covariance, design))
-        expit = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+        def expit(v: np.ndarray) -> np.ndarray:
+            return 1 / (1 + np.exp(-v))
+
         return expit(eta), expit(eta - 1.96 * se), expit(eta + 1.96 * se)
 
     def distance_at(self, probability: float) -> float | None:

@@ -26,6 +26,7 @@ class GapKnob(StrEnum):
     SERVO_BACKLASH_DEG = "servo_backlash_deg"   # play in every joint's gears, degrees either way (twin: 0)
     CAMERA_TILT_DEG = "camera_tilt_deg"      # the top camera tilted toward +x, degrees (twin: 0)
     EXPOSURE = "exposure"                    # every light times this (twin: 1.0): a brighter or darker image
+    TABLE_HEIGHT_MM = "table_height_mm"      # the table (cube and bowl on it) raised above the arm's base (twin: 0)
 
 
 # (lowest, highest) a knob accepts: outside it the emulated arm is no longer an SO-101 on a table.
@@ -36,6 +37,9 @@ LIMITS: dict[GapKnob, tuple[float, float]] = {
     GapKnob.SERVO_BACKLASH_DEG: (0.0, 10.0),
     GapKnob.CAMERA_TILT_DEG: (-15.0, 15.0),
     GapKnob.EXPOSURE: (0.2, 3.0),
+    # Lower: the arm on a riser, as on a desk where it is clamped to a block. Higher than 20 mm the table would
+    # cut the shoulder's collision box (its lowest corner is about 24 mm above the base).
+    GapKnob.TABLE_HEIGHT_MM: (-40.0, 20.0),
 }
 
 
@@ -52,6 +56,8 @@ class RealityGap(BaseModel):
     camera_tilt_deg: float = Field(default=0.0, ge=LIMITS[GapKnob.CAMERA_TILT_DEG][0],
                                    le=LIMITS[GapKnob.CAMERA_TILT_DEG][1])
     exposure: float = Field(default=1.0, ge=LIMITS[GapKnob.EXPOSURE][0], le=LIMITS[GapKnob.EXPOSURE][1])
+    table_height_mm: float = Field(default=0.0, ge=LIMITS[GapKnob.TABLE_HEIGHT_MM][0],
+                                   le=LIMITS[GapKnob.TABLE_HEIGHT_MM][1])
 
     def declared(self) -> dict[str, float]:
         """The knobs set away from the twin's value, by name (what a sheet records)."""

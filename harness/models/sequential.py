@@ -219,7 +219,7 @@ def worst_case_type_one_error(design: SequentialDesign) -> float:
     closed_second, s].
     """
     size = design.cap + 1
-    mass = np.zeros((2, 2, size))
+    mass: np.ndarray = np.zeros((2, 2, size))
     mass[0, 0, 0] = 1.0
     s = np.arange(size)
     error = 0.0

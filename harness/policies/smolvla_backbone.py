@@ -17,8 +17,12 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.errors import HarnessInputError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 # SmolVLM's special tokens, by the attribute names its processor and SmolVLA read from the tokenizer
 IMAGE_TOKENS = {
@@ -61,7 +65,7 @@ def words(text: str) -> list[str]:
     return re.findall(r"\w+|[^\w\s]", text.lower())
 
 
-def build_tokenizer(tasks: list[str]):  # -> PreTrainedTokenizerFast
+def build_tokenizer(tasks: list[str]) -> PreTrainedTokenizerFast:
     """A word-level tokenizer whose vocabulary is the tasks' words; any other word becomes `<unk>`."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
     from transformers import PreTrainedTokenizerFast

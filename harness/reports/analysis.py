@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from harness.models.anatomy import TrackingFit, tracking_fit
+from harness.models.anatomy import ANATOMY_RULES, TrackingFit, tracking_fit
 from harness.models.logistic import LogisticFit, fit_logistic
 from harness.models.run_settings import InferenceEngine, RobotKind
 from harness.models.scoresheet import Attempt, Scoresheet, run_latency
@@ -221,8 +221,11 @@ class RunAnatomy(_Frozen):
             out.append("Failed in   " + ", ".join(f"{phase} {n}" for phase, n in
                                                  sorted(self.failures_by_phase.items(), key=lambda kv: -kv[1])))
         versions = ", ".join(f"rules {v}: {n}" for v, n in sorted(self.rules.items()))
-        old = " (rules 1 cannot see a learned policy's grasp: harness report --reanalyze)" if "1" in self.rules \
-            else ""
+        old = ""
+        if "1" in self.rules:
+            old = " (rules 1 cannot see a learned policy's grasp: harness report --reanalyze)"
+        elif any(int(v) < ANATOMY_RULES for v in self.rules):
+            old = f" (older rules: harness report --reanalyze recomputes with rules {ANATOMY_RULES})"
         out.append(f"Anatomy     {versions}{old}")
         return out
 

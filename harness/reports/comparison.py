@@ -46,7 +46,7 @@ def may_reveal(sheet: Scoresheet, reveal: bool, unblind: bool) -> bool:
     """Whether the arms may be named: the run has ended, it was not blind, it was unblinded before, or
     `unblind` asks for it now (recorded beside the sheet before anything is shown). `reveal` on a run still
     open and blind, without `unblind`, is refused."""
-    comparison = sheet.locked.comparison
+    comparison = sheet.locked.require_comparison()
     ended = sheet.complete
     if ended or not comparison.blind or unblindings(sheet):
         return True
@@ -63,7 +63,7 @@ def may_reveal(sheet: Scoresheet, reveal: bool, unblind: bool) -> bool:
 
 
 def _design(sheet: Scoresheet) -> SequentialDesign:
-    return SequentialDesign(**sheet.locked.comparison.design.model_dump(exclude={"fixed_sample_pairs"}))
+    return SequentialDesign(**sheet.locked.require_comparison().design.model_dump(exclude={"fixed_sample_pairs"}))
 
 
 def statistic_plot(sheet: Scoresheet, traces: list[ComparisonTrace]) -> bytes:
@@ -110,7 +110,7 @@ def statistic_plot(sheet: Scoresheet, traces: list[ComparisonTrace]) -> bytes:
 
 
 def comparison_blocks(sheet: Scoresheet, revealed: bool) -> list[Block]:
-    comparison = sheet.locked.comparison
+    comparison = sheet.locked.require_comparison()
     traces = sheet.comparison_traces()
     schedule = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
     rows = []
@@ -245,7 +245,7 @@ class BlindComparisonJson(BaseModel):
 
 
 def comparison_json(sheet: Scoresheet, revealed: bool) -> BlindComparisonJson:
-    comparison = sheet.locked.comparison
+    comparison = sheet.locked.require_comparison()
     design = _design(sheet)
     schedule = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
     mapping = unseal(comparison.sealed) if revealed else {}

@@ -7,6 +7,7 @@ docs/report-json.md holds its JSON Schema.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -147,9 +148,11 @@ def format_summary(summary: RunSummary) -> str:
         f"Trials      {summary.trials_scored} scored of {summary.trials_planned} planned",
     ]
     if summary.arms is not None:   # a comparison: one line per arm, by code (the arms never mixed in one figure)
-        for label, text in (("Success", lambda arm: _success_text(arm.success)),
-                            ("Failures", lambda arm: ", ".join(f"{m} {c}" for m, c in arm.failure_modes.items())),
-                            ("Placement", lambda arm: _placement_text(arm.placement_error_cm))):
+        columns: list[tuple[str, Callable[[ArmSummary], str]]] = [
+            ("Success", lambda arm: _success_text(arm.success)),
+            ("Failures", lambda arm: ", ".join(f"{m} {c}" for m, c in arm.failure_modes.items())),
+            ("Placement", lambda arm: _placement_text(arm.placement_error_cm))]
+        for label, text in columns:
             lines += [f"{label if i == 0 else '':<12}{arm.code}: {text(arm)}" for i, arm in enumerate(summary.arms)]
     else:
         lines.append(f"Success     {_success_text(s)}")

@@ -8,8 +8,12 @@ version `models.anatomy.ANATOMY_RULES`): the gripper *holding* is its servo push
 (`GRIPPER_LOAD_KEY`, STS3215 Present_Load, negative towards closed) at `LOAD_HOLD` or more while the gripper
 stands still: something between the jaws. A gripper that reached its own command, which is what a learned
 policy that commands the position it reaches does with or without a cube, has nothing to push against and no
-load. Holding confirmed after the judge's own 0.25 s; lifted when the grasp point has risen the judge's 2 cm;
-released when the squeeze ends (the gripper opens, or closes past where it held: the cube slipped out).
+load. Holding confirmed after the judge's own 0.25 s at full load; the grasp is then dated as the judge dates its
+own: 0.25 s after both jaws first touched the cube, which is where the gripper came within `CONTACT_CLOSING` of
+where it squeezes (rules 3; a policy that closes onto the cube slowly touches it well before the servo squeezes).
+Lifted when the grasp point has risen the judge's 2 cm; released when the jaws leave the cube (the gripper opens
+past `CONTACT_OPENING` above where it gripped, or closes fast past it: the cube slipped out). The two contact bands
+are the simulated arm's, measured by `benchmarks/gripper_contact_band.py`, not fitted to any policy.
 
 A trace without the load (a real arm's attempt recorded before the load was read) falls back to rules 1's
 sign of holding, the gripper stopped short of a closing command, and says so (`grasp_signal`).
@@ -36,8 +40,12 @@ LOAD_HOLD = 500.0            # gripper servo pushing towards closed at least thi
 #                              a squeezing one saturates (the servo's error a fraction of a unit), so mid-scale.
 GRIP_STILL = 2.0             # gripper units a step: at most this while squeezing counts as holding (a cube
 #                              settling between the jaws creeps them 1-2 units; a free close runs 4-6 a step)
-RELEASE_STEP = 1.0           # gripper units a step: a holding gripper moving this much has let go (a held cube
-#                              rotating in the jaws moves them a few tenths)
+RELEASE_STEP = 1.0           # gripper units a step: a holding gripper closing this much has lost the cube (a held
+#                              cube rotating in the jaws moves them a few tenths)
+CONTACT_CLOSING = 2.8        # gripper units above where the jaws squeeze the cube at full load: both jaws first
+#                              touch it this far up while closing (quasi-static, jaws square to the cube: 2.6-2.9)
+CONTACT_OPENING = 1.7        # ... and last touch it this far up while opening (1.6-1.7). Both measured on the
+#                              simulated arm, not fitted to any policy: benchmarks/gripper_contact_band.py
 # GRIP_STILL, RELEASE_STEP and SHUT were set on the tuning policies' attempts (docs/benchmarks.md, issue 37).
 SHUT = 2.0                   # gripper units: at its closed end nothing is between the jaws, whatever the load (a
 #                              jerky command slams it into the end stop; a 3 cm cube holds it near 18)
@@ -118,6 +126,7 @@ def _anatomy(t: np.ndarray, q: np.ndarray, command: np.ndarray, load: np.ndarray
         start, ended = at, phase
 
     closed_at = grasp_point = grasp_height = None
+    touched: int | None = None
     holding = False
     max_lift = 0.0
     lifted_at = None
@@ -135,23 +144,28 @@ def _anatomy(t: np.ndarray, q: np.ndarray, command: np.ndarray, load: np.ndarray
             shut = _first(still & after & (gripper - command <= HOLD_GAP) & (command < opened_so_far - CLOSING))
             if load is not None:
                 squeezing = (-load >= LOAD_HOLD) & (gripper > SHUT)
-                hold = _held_for(squeezing & (np.abs(step) < GRIP_STILL) & after, hold_steps)
+                gripping = squeezing & (np.abs(step) < GRIP_STILL)
+                hold = _held_for(gripping & after, hold_steps)
                 holding = hold is not None
+                if hold is not None:
+                    squeezed = hold       # the squeeze confirmed: contact is certain up to here
+                    touched = _touched_from(gripper, hold - hold_steps + 1, hold, closing)
+                    hold = min(hold, touched + hold_steps - 1)
             else:
                 hold = _held_for((gripper - command > HOLD_GAP) & still & after, hold_steps)
                 holding = hold is not None and (shut is None or hold <= shut + hold_steps)
             closed = hold if holding else shut
             if closed is not None:
-                closed_at = float(t[closed])
+                # the judge's grasp: both jaws on the cube for its 0.25 s, from the first step they touched it
+                closed_at = float(t[touched]) + GRASP_HOLD_S if touched is not None else float(t[closed])
                 grasp_point = (round(float(rel[closed, 0]), 3), round(float(rel[closed, 1]), 3))
                 grasp_height = round(float(points[closed, 2]), 3)
             if holding and closed is not None:
                 held = gripper[closed]
-                later = np.arange(n) > closed
-                if load is not None:     # the squeeze ends: the gripper moves (opens, or closes past the cube)
-                    reopened = _first(later & ~(squeezing & (np.abs(step) < RELEASE_STEP)))
+                if load is not None:     # the jaws leave the cube: open off it, or close fast past it (it slipped out)
+                    reopened = _let_go(gripper, step, squeezing & still, squeezed)
                 else:
-                    reopened = _first(later & (gripper > held + REOPEN))
+                    reopened = _first((np.arange(n) > closed) & (gripper > held + REOPEN))
                 end = reopened if reopened is not None else n
                 rise = points[closed:end, 2] - points[closed, 2]
                 max_lift = round(float(rise.max()), 3) if len(rise) else 0.0
@@ -230,6 +244,38 @@ def _direction(offset: tuple[float, float]) -> str:
 def _first(mask: np.ndarray) -> int | None:
     hits = np.flatnonzero(mask)
     return int(hits[0]) if len(hits) else None
+
+
+def _touched_from(gripper: np.ndarray, squeeze: int, held: int, closing: int) -> int:
+    """Where the jaws reached the cube that they squeeze from `squeeze` on: the first step of the unbroken run,
+    back from there, in which the gripper stood within `CONTACT_CLOSING` of where it squeezed the cube once the
+    judge's 0.25 s at full load had passed (`held`), and did not open (a step of `STILL` or more: jaws that slam
+    into the cube bounce off it, the cube jumps, and the judge's clock starts again after the bounce). The judge's
+    grasp clock starts at that first contact of both jaws, not when the servo's squeeze reaches full load (a policy
+    that closes onto the cube slowly, its command following the gripper, touches it some steps earlier)."""
+    reach = gripper[held] + CONTACT_CLOSING
+    first = squeeze
+    while first - 1 > closing and gripper[first - 1] <= reach and gripper[first] - gripper[first - 1] < STILL:
+        first -= 1
+    return first
+
+
+def _let_go(gripper: np.ndarray, step: np.ndarray, gripping: np.ndarray, squeezed: int) -> int | None:
+    """The first step after `squeezed` (the squeeze confirmed: the gripper at full load and still for the judge's
+    0.25 s, which it may have spent settling onto the cube) at which the jaws have left the cube, the judge's
+    release: opened more than `CONTACT_OPENING` above where they last gripped it (`gripping`: squeezing, not
+    moving), closed past it by `RELEASE_STEP` or more in one step (the cube slipped out and the gripper runs to its
+    command; a gripper that opened a little and closes back onto the cube has not let go), or reached the closed
+    end (`SHUT`). The load plays no part once the grasp is confirmed: a policy that eases its command to where the
+    jaws stand still touches the cube."""
+    gripped_at = float(gripper[squeezed])
+    for i in range(squeezed + 1, len(gripper)):
+        slipped = step[i] <= -RELEASE_STEP and gripper[i] < gripped_at
+        if gripper[i] > gripped_at + CONTACT_OPENING or slipped or gripper[i] <= SHUT:
+            return i
+        if gripping[i]:
+            gripped_at = float(gripper[i])
+    return None
 
 
 def _held_for(mask: np.ndarray, steps: int) -> int | None:

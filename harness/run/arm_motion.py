@@ -3,12 +3,37 @@ arm), the check that it got there, and holding still where it is when a trial fa
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from harness.errors import RobotFault
 from harness.models.protocol import JOINT_NAMES
 from harness.run.clock import Clock
 from harness.run.safety import GuardedRobot
+
+
+@dataclass(frozen=True)
+class MoveSpeed:
+    """How long a move between poses takes when its duration follows the distance to go (a real arm): the
+    smooth profile's peak speed is capped per joint, so an arm already near its start pose is there in
+    `min_s` rather than a fixed two seconds, and a long move is never faster than the cap.
+
+    The smoothstep's peak speed is 1.5x its mean speed. 60 deg/s at the peak is below what the fixed 2 s
+    move asked of a joint 80 deg away (60 deg/s) and well under the STS3215's no-load speed (~270 deg/s at
+    7.4 V); the gripper's 0-100 range at 100 per second at the peak."""
+
+    joint_deg_s: float = 90.0
+    gripper_per_s: float = 100.0
+    min_s: float = 0.2        # a few control steps of smoothing even when nothing is left to go
+    max_s: float = 6.0        # a half-turn of the base at the cap, with room
+
+    def seconds(self, start: np.ndarray, goal: np.ndarray) -> float:
+        """The move's duration for joints in `JOINT_NAMES` order (the gripper last, in its own units)."""
+        gap = np.abs(goal - start)
+        joints = 1.5 * float(gap[:-1].max()) / self.joint_deg_s
+        gripper = 1.5 * float(gap[-1]) / self.gripper_per_s
+        return min(self.max_s, max(self.min_s, joints, gripper))
 
 
 class ArmMotion:
@@ -22,11 +47,14 @@ class ArmMotion:
         self.paced = paced
         self.period = 1.0 / fps
 
-    def move_to(self, pose: dict[str, float], seconds: float) -> None:
-        """Interpolate smoothly from the present position to `pose` (LeRobot units)."""
+    def move_to(self, pose: dict[str, float], seconds: float | MoveSpeed) -> float:
+        """Interpolate smoothly from the present position to `pose` (LeRobot units), in `seconds` or in the
+        time `MoveSpeed` gives the distance to go; returns the move's planned duration."""
         present = self.robot.get_observation()
         start = np.array([present[f"{n}.pos"] for n in JOINT_NAMES])
         goal = np.array([pose[n] for n in JOINT_NAMES])
+        if isinstance(seconds, MoveSpeed):
+            seconds = seconds.seconds(start, goal)
         steps = max(1, round(seconds * self.fps))
         for i in range(1, steps + 1):
             s = i / steps
@@ -36,6 +64,7 @@ class ArmMotion:
             self.robot.send_action({f"{n}.pos": float(v) for n, v in zip(JOINT_NAMES, target, strict=True)})
             if self.paced:
                 self.clock.sleep(t0 + self.period - self.clock.now())
+        return steps / self.fps
 
     def verify_start_pose(self, pose: dict[str, float], settle_s: float = 1.0) -> None:
         """Before anyone is asked to place a cube: the arm answers, holds torque and sits at its start pose

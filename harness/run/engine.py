@@ -21,9 +21,10 @@ from harness.models.protocol import Trial
 from harness.models.scoresheet import Attempt, Scoresheet, attempt_from_label, now_iso
 from harness.models.taxonomy import Label, Void, VoidKind
 from harness.models.verdict import JudgeVerdict
+from harness.policies.background import BackgroundPolicy
 from harness.policies.base import EvalPolicy, TrialContext
 from harness.run.anatomy import GraspPoints, anatomy_from_rows, with_cube_start
-from harness.run.arm_motion import ArmMotion
+from harness.run.arm_motion import ArmMotion, MoveSpeed
 from harness.run.camera_watch import DropoutPolicy
 from harness.run.clock import Clock
 from harness.run.control_loop import ControlLoop, EpisodeOutcome, LoopSettings
@@ -82,7 +83,9 @@ class RunOptions:
     video_size: tuple[int, int] = (320, 240)
     final_frame_size: tuple[int, int] = (640, 480)
     evidence_cameras: list[str] = field(default_factory=lambda: ["top", "wrist"])
-    start_pose_s: float = 2.0
+    # the move to the start pose: fixed seconds (a lock-step simulator's trials start as they always did), or
+    # a `MoveSpeed`, whose duration follows the distance to go (a real arm near its start pose is there at once)
+    start_pose_s: float | MoveSpeed = 2.0
     # After the judge's verdict is final, keep the policy running this long so it can
     # withdraw: the final frame should show the cube, not the arm over it.
     after_verdict_s: float = 1.5
@@ -112,6 +115,7 @@ class RunEngine:
                                              after_verdict_s=o.after_verdict_s, dropout=o.dropout, dataset=o.dataset),
                                 self.motion)
         self._grasp_points: GraspPoints | None = None   # forward kinematics, built at the first recorded trial
+        self._policy_ready = False   # a `BackgroundPolicy` waited for, checked and warmed up
 
     # --- the run -----------------------------------------------------------
     def run(self) -> int:
@@ -136,8 +140,33 @@ class RunEngine:
             self.observer.warn(f"torque could not be released on {', '.join(silent)}: they do not answer. "
                                "Switch the arm's power off before touching it.")
 
+    def _await_policy(self) -> None:
+        """A policy still loading on its own thread (`policies.background`, a real arm's run): the first trial
+        waits for it, nothing moves meanwhile, and the stop key and the abort end the wait at once. Then its
+        checks (its cameras, the scoresheet written) and the warm-up the check screen asked for, unless the
+        loading thread has done it already."""
+        policy = self.policy
+        if not isinstance(policy, BackgroundPolicy) or self._policy_ready:
+            return
+        if not policy.loaded:
+            self._phase("loading the policy")
+        while not policy.wait(0.05):
+            if self.robot.stopped:
+                raise RunPaused(Void(VoidKind.EMERGENCY_STOP))
+            if self.observer.stop_requested():
+                raise RunPaused(Void(VoidKind.OPERATOR_ABORT))
+        policy.ready()   # a load that failed raises here, before anything moved
+        self._policy_ready = True
+        if not self.robot.stopped:
+            if policy.warm_wanted and not policy.warmed:
+                self._phase("warming up the policy")
+            warm = policy.warm_up_if_needed(self.robot.get_observation)
+            log.info("policy %s loaded in %.1f s, warm-up inference %s ms", policy.name, policy.load_s or 0.0,
+                     f"{warm:.1f}" if warm is not None else "n/a")
+
     def _run(self) -> int:
         recorded = 0
+        self._await_policy()
         pending = len(self.sheet.pending_trials())
         limit = self.options.max_attempts
         # progress and time left count what this run will do: a --max-trials run stops short of the protocol

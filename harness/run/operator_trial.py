@@ -21,7 +21,7 @@ from harness.run.clock import Clock
 from harness.run.placement_guide import PlacementReading, Tolerance, TopView
 from harness.run.proposal import FinalView, GripperBands, GripperTrace, Proposal, propose
 from harness.vision.reasons import DetectionError
-from harness.vision.scene_check import Unexpected, unexpected_objects
+from harness.vision.scene_check import SceneReferences, Unexpected
 
 
 class PlacementOperator(Protocol):
@@ -63,10 +63,10 @@ class PlacementOutcome:
         return out
 
 
-def scene_objects(frame: np.ndarray, references: list[np.ndarray], reading: PlacementReading | None,
+def scene_objects(frame: np.ndarray, references: SceneReferences, reading: PlacementReading | None,
                   cube_px: tuple[float, float] | None) -> list[Unexpected]:
     """Regions unlike every empty-scene reference, except the one the cube itself is in."""
-    found = unexpected_objects(frame, references)
+    found = references.unexpected(frame)
     if cube_px is None:
         return found
     x, y = cube_px
@@ -92,6 +92,7 @@ class PlacementGuide:
             self.operator.clear_for_reference()
             self.references = [self._frame() for _ in range(self.capture_references)]
             self.capture_references = 0
+        scene = SceneReferences(self.references)   # converted once for every frame of this placement
         scene_note: str | None = None
         seen = 0
         frames = 0
@@ -100,7 +101,7 @@ class PlacementGuide:
             frames += 1
             reading = self.view.reading(frame, trial, self.tolerance)
             cube_px = reading.cube_px   # the cube itself is no unexpected object
-            objects = scene_objects(frame, self.references, reading, cube_px) if self.references else []
+            objects = scene_objects(frame, scene, reading, cube_px) if self.references else []
             if objects and scene_note is None:
                 seen = max(seen, len(objects))
                 scene_note = self.operator.unexpected(trial, objects, frame)

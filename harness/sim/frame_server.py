@@ -125,7 +125,14 @@ class FrameServer:
 
 def _env_finding_this_package() -> dict[str, str]:
     """The environment, with this `harness` first on the path: the render process imports the same code
-    as the emulator, installed or not, from whatever folder the emulator was started in."""
+    as the emulator, installed or not, from whatever folder the emulator was started in.
+
+    Mesa's software renderer (llvmpipe, what EGL draws with on a machine without a GPU) rasterizes on worker
+    threads of its own, at normal priority, which a camera thread raised above normal (`realtime.CAMERA_PRIORITY`)
+    waits on. Drawing in the camera thread instead (`LP_NUM_THREADS=0`) kept frames fresh under load but, on two
+    cores, starved the emulated bus's answers (its thread waits on the rehearsal's interpreter lock, held by
+    normal-priority threads): "no status packet" pauses in 4 of 6 loaded rehearsals and in the tests. So Mesa
+    keeps its default here; a user's own `LP_NUM_THREADS` is passed on."""
     root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)

@@ -58,8 +58,10 @@ class JudgeState:
 class Judge:
     def __init__(self, model: mujoco.MjModel, bowl_xy: tuple[float, float], bowl_rim_radius: float,
                  bowl_floor_z: float, bowl_height: float, cube_edge: float,
-                 thresholds: JudgeThresholds | None = None) -> None:
+                 thresholds: JudgeThresholds | None = None, table_z: float = 0.0) -> None:
+        """`table_z`: the table's height (the floor a drop is measured from; a reality-gap knob)."""
         self.model = model
+        self.table_z = table_z
         self.t = thresholds or JudgeThresholds()
         self.bowl_xy = np.array(bowl_xy)
         self.rim_radius = bowl_rim_radius
@@ -81,7 +83,7 @@ class Judge:
         self._geom_role = np.zeros(model.ngeom, dtype=np.int8)
         for role, geoms in ((3, self.palm_geoms), (2, self.moving_geoms), (1, self.fixed_geoms)):
             self._geom_role[list(geoms)] = role
-        self.rest_z = self.half
+        self.rest_z = table_z + self.half
         self.state = JudgeState()
         self.time = 0.0
         self._force = np.zeros(6)
@@ -119,7 +121,7 @@ class Judge:
             if s.grasped and fixed_f == 0 and moving_f == 0:
                 s.released = True
                 s.release_xy = (float(cube_pos[0]), float(cube_pos[1]))
-                s.release_height = float(cube_pos[2] - self.half)
+                s.release_height = float(cube_pos[2] - self.half - self.table_z)
                 over = self._horizontal_distance(cube_pos) < self.rim_radius
                 s.release_over_bowl = bool(
                     over and cube_pos[2] - self.half - self.bowl_floor_z <= t.release_max_height_m

@@ -44,6 +44,9 @@ class SceneGeometry:
     light_intensity: float = 0.6
     exposure: float = 1.0        # every light (the sun and the headlight) times this: a reality-gap knob
     cube_friction: float = 1.0   # the cube's sliding friction coefficient: a reality-gap knob
+    # The table's surface (and the cube and bowl on it) above the arm's base, which stays at z = 0 with the top
+    # camera: a reality-gap knob (a desk whose arm sits on a riser, or a mat under the cube and bowl).
+    table_z: float = 0.0
     # Extra table materials, a glossy bowl material and a shadow map, switched per frame by the
     # measurement stress set (tests/generators/stress_set.py); off for ordinary runs, where they cost nothing.
     surface_variants: bool = False
@@ -122,11 +125,11 @@ def build_spec(geometry: SceneGeometry, fast_meshes: bool = True, coarse_meshes:
     world.add_light(name="sun", pos=[0.2, 0.0, 1.5], dir=[0, 0, -1], castshadow=False,
                     diffuse=[geometry.light_intensity * geometry.exposure] * 3)
     table = world.add_geom(name="table", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[1.0, 1.0, 0.01],
-                           rgba=[0.52, 0.42, 0.32, 1])
+                           pos=[0, 0, geometry.table_z], rgba=[0.52, 0.42, 0.32, 1])
     table.friction = [1.0, 0.005, 0.0001]
 
     half = geometry.cube_edge / 2
-    cube_body = world.add_body(name="cube", pos=[0.22, -0.05, half])
+    cube_body = world.add_body(name="cube", pos=[0.22, -0.05, geometry.table_z + half])
     cube_body.add_freejoint(name="cube_joint")
     cube = cube_body.add_geom(name="cube", type=mujoco.mjtGeom.mjGEOM_BOX, size=[half] * 3,
                               rgba=[0.85, 0.1, 0.1, 1], mass=geometry.cube_mass, condim=4)
@@ -175,7 +178,7 @@ def _camera_quat(yaw: float, tilt: float) -> list[float]:
 def _add_bowl(world: mujoco.MjsBody, g: SceneGeometry) -> None:
     """A static bowl of primitives: a floor disc and a ring of outward-tilted wall slabs."""
     bx, by = g.bowl_xy
-    bowl = world.add_body(name="bowl", pos=[bx, by, 0])
+    bowl = world.add_body(name="bowl", pos=[bx, by, g.table_z])
     floor_thickness = 0.004
     bowl.add_geom(name="bowl_floor", type=mujoco.mjtGeom.mjGEOM_CYLINDER,
                   size=[g.bowl_floor_radius + 0.004, floor_thickness / 2, 0], pos=[0, 0, floor_thickness / 2],
@@ -253,9 +256,10 @@ def build_model(geometry: SceneGeometry | None = None, fast_meshes: bool = True,
 
 def gapped_geometry(gap: RealityGap, base: SceneGeometry | None = None) -> SceneGeometry:
     """The emulated arm's table with a declared reality gap: the scene's knobs (cube friction and mass, the top
-    camera's tilt, exposure); the servos' knobs are `bus.sim_coupling`'s."""
+    camera's tilt, exposure, the table's height); the servos' knobs are `bus.sim_coupling`'s."""
     return replace(base or SceneGeometry(), cube_friction=gap.cube_friction, cube_mass=gap.cube_mass_g / 1000,
-                   top_camera_tilt_deg=gap.camera_tilt_deg, exposure=gap.exposure)
+                   top_camera_tilt_deg=gap.camera_tilt_deg, exposure=gap.exposure,
+                   table_z=gap.table_height_mm / 1000)
 
 
 def scene_mismatch(scene: Scene, table: SceneGeometry) -> tuple[str, str] | None:

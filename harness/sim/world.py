@@ -81,8 +81,9 @@ class SimWorld:
         self.cube_qpos = self.model.joint("cube_joint").qposadr[0]
         self.cube_body = self.model.body("cube").id
         g = self.geometry
-        self.judge = Judge(self.model, g.bowl_xy, g.bowl_rim_radius, bowl_floor_z=0.004,
-                           bowl_height=g.bowl_height, cube_edge=g.cube_edge, thresholds=judge_thresholds)
+        self.judge = Judge(self.model, g.bowl_xy, g.bowl_rim_radius, bowl_floor_z=g.table_z + 0.004,
+                           bowl_height=g.bowl_height, cube_edge=g.cube_edge, thresholds=judge_thresholds,
+                           table_z=g.table_z)
         # per drawing thread, by size and mesh set
         self._renderers: dict[threading.Thread, dict[tuple[int, int, MeshDetail], mujoco.Renderer]] = {}
         self._scene_options = {detail: _scene_option(detail) for detail in MeshDetail}
@@ -115,7 +116,8 @@ class SimWorld:
         jitter = rng.normal(0.0, 0.0003, size=2)
         half = self.geometry.cube_edge / 2
         adr = self.cube_qpos
-        self.data.qpos[adr:adr + 3] = [cube_xy[0] + jitter[0], cube_xy[1] + jitter[1], half + 0.0005]
+        self.data.qpos[adr:adr + 3] = [cube_xy[0] + jitter[0], cube_xy[1] + jitter[1],
+                                       self.geometry.table_z + half + 0.0005]
         self.data.qpos[adr + 3:adr + 7] = [math.cos(cube_yaw / 2), 0, 0, math.sin(cube_yaw / 2)]
         cube_dof = self.model.joint("cube_joint").dofadr[0]
         self.data.qvel[cube_dof:cube_dof + 6] = 0

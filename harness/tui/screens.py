@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from rich.table import Table
 from rich.text import Text
@@ -23,6 +24,20 @@ from harness.tui.state import RunState
 from harness.tui.widgets import Banner, CubePlacement, FramePreview, LoopPanel, TallyPanel, TrialHeader, label_style
 
 
+class PolicyLoading(Protocol):
+    """What the check screen reads of a policy loading in the background (`policies.background.BackgroundPolicy`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def loaded(self) -> bool: ...
+    @property
+    def error(self) -> BaseException | None: ...
+    started: float
+    load_s: float | None
+    warm_up_ms: float | None
+
+
 @dataclass(frozen=True)
 class CheckReport:
     """What the check screen shows: gathered before anything moves."""
@@ -36,6 +51,7 @@ class CheckReport:
     voids: int
     scoresheet: str
     warnings: tuple[str, ...] = ()    # the robot's connect checks that did not pass (one line each)
+    loading: PolicyLoading | None = None   # a policy still loading: its row follows it until it has
 
     @property
     def ok(self) -> bool:
@@ -53,6 +69,34 @@ class CheckScreen(Screen[bool]):
         yield Static(self._render_report(), id="check")
         yield Footer()
 
+    def on_mount(self) -> None:
+        if self.report.loading is not None:
+            self._loading_timer: Timer | None = self.set_interval(0.5, self._follow_loading)
+
+    def _follow_loading(self) -> None:
+        """Redraw the policy's row while it loads; stop once it has (loaded or failed)."""
+        self.query_one("#check", Static).update(self._render_report())
+        loading = self.report.loading
+        if loading is not None and loading.loaded and self._loading_timer is not None:
+            self._loading_timer.stop()
+            self._loading_timer = None
+
+    def _policy_row(self, ok: Text, bad: Text) -> Text:
+        r = self.report
+        loading = r.loading
+        if loading is None:
+            warm = f", warm-up inference {r.policy_warmup_ms:.1f} ms" if r.policy_warmup_ms is not None else ""
+            return ok + Text(f"{r.policy}{warm}")
+        if not loading.loaded:
+            return Text("... ", style="bold yellow") + Text(f"{loading.name}: loading "
+                                                             f"({time.perf_counter() - loading.started:.0f} s); "
+                                                             "Enter now and the first trial waits for it")
+        if loading.error is not None:
+            first = (str(loading.error).strip().splitlines() or [type(loading.error).__name__])[0]
+            return bad + Text(f"{loading.name}: {first[:160]}")
+        warm = f", warm-up inference {loading.warm_up_ms:.1f} ms" if loading.warm_up_ms is not None else ""
+        return ok + Text(f"{loading.name}, loaded in {loading.load_s or 0.0:.1f} s{warm}")
+
     def _render_report(self) -> Table:
         r = self.report
         table = Table.grid(padding=(0, 2))
@@ -67,8 +111,7 @@ class CheckScreen(Screen[bool]):
         if not r.cameras:
             table.add_row("Cameras", Text("none used by this policy (evidence frames come from the simulator)",
                                           style="dim"))
-        warm = f", warm-up inference {r.policy_warmup_ms:.1f} ms" if r.policy_warmup_ms is not None else ""
-        table.add_row("Policy", ok + Text(f"{r.policy}{warm}"))
+        table.add_row("Policy", self._policy_row(ok, bad))
         locked = r.locked
         table.add_row("", "")
         table.add_row("Scoresheet", Text(r.scoresheet + "  (locked)", style="bold"))

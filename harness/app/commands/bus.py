@@ -86,6 +86,7 @@ def emulate_bus(args: argparse.Namespace) -> int:
     gap = parse_gap(getattr(args, "gap", None))
     if not gap.none and not args.sim:
         raise HarnessInputError(None, "--gap", "a reality gap is for the simulated arm: add --sim")
+    world = None   # the simulated world these servos drive (--sim only)
     if args.sim:
         import harness.sim  # noqa: F401  (headless GL before mujoco)
         from harness.bus.sim_coupling import JointCalibration, SimCoupledChain
@@ -93,19 +94,20 @@ def emulate_bus(args: argparse.Namespace) -> int:
 
         try:
             raw = json.loads(calibration_path.read_text())
-            calibration = {name: JointCalibration(c["range_min"], c["range_max"]) for name, c in raw.items()}
+            joints = {name: JointCalibration(c["range_min"], c["range_max"]) for name, c in raw.items()}
         except (OSError, ValueError, KeyError) as exc:
             raise HarnessInputError(calibration_path, None, f"not a LeRobot calibration file ({exc})") from None
         from harness.sim.scene import gapped_geometry
 
-        chain = SimCoupledChain(chain.servos, SimWorld(gapped_geometry(gap)), calibration, chain.faults,
+        world = SimWorld(gapped_geometry(gap))
+        chain = SimCoupledChain(chain.servos, world, joints, chain.faults,
                                 gain=gap.servo_gain, backlash_deg=gap.servo_backlash_deg)
     with PtyBus(chain, wire_timing=scenario.wire_timing) as bus:
         frames = None
-        if args.sim and not args.no_cameras:   # the simulated cameras render the world these servos drive
+        if world is not None and not args.no_cameras:   # the simulated cameras render the world these servos drive
             from harness.sim.frame_server import FrameServer
 
-            frames = FrameServer(chain.world, bus.lock, args.camera_socket)
+            frames = FrameServer(world, bus.lock, args.camera_socket)
         # What is built now (imports, servos, world) lives as long as the emulator: out of the collector's reach,
         # a full collection no longer walks it holding the interpreter lock (30-80 ms, past the reply window).
         gc.freeze()
@@ -115,8 +117,7 @@ def emulate_bus(args: argparse.Namespace) -> int:
             calibration = (calibration_path if args.sim else
                            None if args.scenario or args.factory_fresh else DEFAULT_ASSEMBLY)
             if has_console(sys.stdin):
-                console(bus.chain, bus.lock, bus.port, world=getattr(chain, "world", None), frames=frames,
-                        calibration=calibration)
+                console(bus.chain, bus.lock, bus.port, world=world, frames=frames, calibration=calibration)
             else:
                 if frames is not None:
                     print(f"Simulated cameras on {frames.socket_path}", flush=True)
@@ -155,6 +156,6 @@ def register(sub: Any) -> None:
     emu.add_argument("--no-cameras", action="store_true", help="with --sim: do not render or serve camera frames")
     emu.add_argument("--gap", action="append", metavar="NAME=VALUE",
                      help="with --sim: a declared reality gap, repeatable (cube_friction, cube_mass_g, servo_gain, "
-                          "servo_backlash_deg, camera_tilt_deg, exposure; docs/twin.md). `harness rehearse --gap` "
-                          "also records it in the scoresheet")
+                          "servo_backlash_deg, camera_tilt_deg, exposure, table_height_mm; docs/twin.md). "
+                          "`harness rehearse --gap` also records it in the scoresheet")
     emu.set_defaults(func=emulate_bus)

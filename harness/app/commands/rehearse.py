@@ -40,7 +40,7 @@ def register(sub: Any) -> None:
                         help="a declared reality gap, repeatable: the emulated arm differs from the simulated twin "
                              "(`harness twin`) in this knob, recorded in the scoresheet: cube_friction (twin 1.0), "
                              "cube_mass_g (30), servo_gain (1.0), servo_backlash_deg (0), camera_tilt_deg (0), "
-                             "exposure (1.0); docs/twin.md")
+                             "exposure (1.0), table_height_mm (0); docs/twin.md")
     from harness.app.commands.run import add_run_flags
     from harness.app.rehearse_command import REHEARSAL_OWNS
 
