@@ -26,8 +26,12 @@ from pathlib import Path
 
 def start(label: str, code: Path, run_args: list[str], work: Path) -> tuple[subprocess.Popen, float, Path]:
     env = dict(os.environ, PYTHONPATH=str(code))
+    imported = subprocess.run([sys.executable, "-P", "-c", "import harness; print(harness.__file__)"], env=env,
+                              capture_output=True, text=True, check=True).stdout.strip()
+    if not imported.startswith(str(code)):
+        sys.exit(f"{label}: PYTHONPATH={code} imports {imported}, not that checkout's harness")
     log = work / f"{label}.log"
-    argv = [sys.executable, "-m", "harness.cli", "run", *run_args,
+    argv = [sys.executable, "-P", "-m", "harness.cli", "run", *run_args,   # -P: PYTHONPATH first, not the cwd
             "--scoresheet", str(work / f"{label}.yaml"), "--runs-dir", str(work / f"runs-{label}")]
     with log.open("w") as out:
         process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=Path.cwd())

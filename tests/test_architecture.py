@@ -171,8 +171,8 @@ def test_only_the_app_layer_reads_command_line_arguments() -> None:
     assert not readers, f"modules below the app layer that parse or read arguments: {readers}"
 
 
-# modules of `app/` that still read a parsed command line below its handler (issue 38): a twin that parses the
-# `harness run` line it shows
+# modules of `app/` that read a parsed command line below their handler (issue 38): the twin's handler module
+# takes its own command's arguments (`harness twin`), never a `harness run` line parsed again
 STILL_PARSED = frozenset({"harness.app.twin"})
 
 

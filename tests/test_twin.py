@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from harness.errors import HarnessInputError
 from harness.models.protocol import load_protocol
 from harness.models.scoresheet import LoopStats, Scoresheet, build_locked, load_scoresheet, lock_scoresheet
 from tests.helpers import fake_attempt
@@ -158,3 +159,27 @@ def test_the_twin_runs_each_real_attempt_from_its_measured_start_and_resume_and_
     assert fidelity["paired"] == 2 and fidelity["pending"] == 0
     labels = [a.label for a in serial.attempts]
     assert fidelity["label_agreement"]["k"] == sum(1 for label in labels if label.value == "no_grasp")
+
+
+def test_the_twins_run_is_built_as_a_request_and_the_line_it_shows_runs_the_same(tmp_path: Path) -> None:
+    """The twin hands its run down as a `RunRequest` built from the real sheet (no argument list parsed again);
+    the `harness run` line it shows a person asks for exactly that run, flags from its own command included."""
+    from harness.app.request import as_request
+    from harness.app.twin import plan_twin, run_arguments, twin_request
+    from harness.cli import build_parser
+
+    real = _real_sheet(tmp_path, provenance={"rehearsal": {"gap": {}}})
+    args = build_parser().parse_args(["twin", str(real.path), "--workers", "2", "--max-trials", "1",
+                                      "--runs-dir", str(tmp_path / "runs"), "--twins-dir", str(tmp_path / "twins")])
+    plan = plan_twin(args)
+    request = twin_request(plan, args)
+    assert request.robot.kind == "sim" and request.policies == (real.locked.policy.ref,)
+    assert request.workers.count == 2 and request.max_trials == 1
+    assert request.latency == 31.5   # the median of what the real attempts saw (31 and 32 ms)
+    assert request.provenance == plan.provenance
+    shown = as_request(build_parser().parse_args(run_arguments(plan, args)))
+    assert shown.updated(provenance=plan.provenance) == request
+    bad = build_parser().parse_args(["twin", str(real.path), "--workers", "0"])
+    with pytest.raises(HarnessInputError, match="--workers"):
+        twin_request(plan_twin(bad), bad)
+    _nothing_written(tmp_path)

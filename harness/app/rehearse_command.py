@@ -32,7 +32,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -77,24 +77,6 @@ class RehearsalFiles:
     @property
     def calibration(self) -> Path:
         return self.folder / "bowl_top.yaml"   # and bowl_top.png beside it, as `harness measure` writes
-
-
-class _CommandParser(argparse.ArgumentParser):
-    """A command's own parser; a complaint is bad input to the rehearsal, not an exit."""
-
-    def error(self, message: str) -> NoReturn:
-        raise HarnessInputError(None, None, f"rehearse: {message}")
-
-
-def command_arguments(argv: Sequence[str]) -> argparse.Namespace:
-    """A comparison's or a twin's `harness run ...`, parsed by that command's own parser (`harness measure`
-    takes its `MeasureRequest` instead)."""
-    from harness.app.commands import run
-
-    parser = _CommandParser(prog="harness")
-    sub = parser.add_subparsers(parser_class=_CommandParser)
-    run.register(sub)
-    return parser.parse_args(list(argv))
 
 
 def _size(text: str) -> tuple[int, int]:

@@ -5,8 +5,8 @@ table the real run stood on), the same inference engine and settings, from each 
 (the planned one where none was measured), with the simulated arm's latency model set to the latency the real arm saw
 (the median observation-to-action time its attempts recorded): the arm holds its last command that long, as the
 paced real arm did, and the twin is reproducible whatever the load here. Nothing here runs a trial: the twin is a
-protocol of its own (one trial per scored real attempt, the same trial numbers) handed to `harness run --robot
-sim`, parsed by that command's own parser, so locking, resume, evidence and `--workers` on Ray are the run's.
+protocol of its own (one trial per scored real attempt, the same trial numbers) run as a `RunRequest` on the
+simulated arm, as `harness run --robot sim` runs it, so locking, resume, evidence and `--workers` on Ray are the run's.
 The twin sheet's locked `twin_of` names the real sheet and its lock hash; `reports.fidelity` pairs them.
 """
 
@@ -18,7 +18,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -26,6 +26,9 @@ from harness.errors import HarnessInputError, StaleRunError
 from harness.models.locked import LockedInference
 from harness.models.protocol import Protocol, Trial, file_sha256, load_protocol, parse_protocol, workspace_problem
 from harness.models.run_settings import BuiltinPolicy, InferenceEngine, RobotKind
+
+if TYPE_CHECKING:
+    from harness.models.run_request import RunRequest
 from harness.models.scoresheet import Attempt, Scoresheet, load_scoresheet, policy_fingerprint
 
 
@@ -99,19 +102,33 @@ def twin_latency(real: Scoresheet) -> float | str:
     return round(median, 1)
 
 
-def inference_flags(inference: LockedInference) -> list[str]:
-    """`harness run` flags that ask for the engine and settings the real sheet locked."""
+ASYNC_SETTINGS = {"policy_server": "--policy-server", "actions_per_chunk": "--actions-per-chunk",
+                  "chunk_size_threshold": "--chunk-size-threshold", "aggregate_fn": "--aggregate-fn"}
+
+
+def inference_settings(inference: LockedInference) -> dict[str, Any]:
+    """The request's `inference` part that asks for the engine and settings the real sheet locked (the
+    request's field names are the locked block's, but for the server's address)."""
     if inference.engine is InferenceEngine.RTC:
         from harness.app.rtc_inference import RTC_FLAGS
 
-        return ["--inference=rtc", *(f"{flag}={getattr(inference, name)}" for name, flag in RTC_FLAGS.items()
-                                     if getattr(inference, name) is not None)]
+        return {"engine": InferenceEngine.RTC, **{name: getattr(inference, name) for name in RTC_FLAGS
+                                                  if getattr(inference, name) is not None}}
     if inference.engine is InferenceEngine.ASYNC:
-        flags = {"server": "--policy-server", "actions_per_chunk": "--actions-per-chunk",
-                 "chunk_size_threshold": "--chunk-size-threshold", "aggregate_fn": "--aggregate-fn"}
-        return [f"{flag}={getattr(inference, name)}" for name, flag in flags.items()
-                if getattr(inference, name) is not None]
-    return []
+        locked = {"policy_server": inference.server, "actions_per_chunk": inference.actions_per_chunk,
+                  "chunk_size_threshold": inference.chunk_size_threshold, "aggregate_fn": inference.aggregate_fn}
+        return {name: value for name, value in locked.items() if value is not None}
+    return {}
+
+
+def inference_flags(inference: LockedInference) -> list[str]:
+    """`harness run` flags that ask for the same (shown to the person, never parsed)."""
+    from harness.app.rtc_inference import RTC_FLAGS
+
+    flags = {**RTC_FLAGS, **ASYNC_SETTINGS}
+    settings = inference_settings(inference)
+    engine = ["--inference=rtc"] if settings.pop("engine", None) is InferenceEngine.RTC else []
+    return [*engine, *(f"{flags[name]}={value}" for name, value in settings.items())]
 
 
 @dataclass(frozen=True)
@@ -222,7 +239,7 @@ def check_resumed_twin(plan: TwinPlan) -> None:
 
 
 def run_arguments(plan: TwinPlan, args: argparse.Namespace) -> list[str]:
-    """`harness run` as the twin runs it."""
+    """`harness run` as a person would type the twin's run (shown, never parsed: the run is `twin_request`)."""
     real = plan.real
     workers = [f"--workers={args.workers}"] if args.workers != 1 else []
     # LeRobot's policy server: the twin's arm waits on the server's real round trips, as the real one did
@@ -236,6 +253,23 @@ def run_arguments(plan: TwinPlan, args: argparse.Namespace) -> list[str]:
             *([f"--max-trials={args.max_trials}"] if args.max_trials is not None else [])]
 
 
+def twin_request(plan: TwinPlan, args: argparse.Namespace) -> RunRequest:
+    """The twin's run as a request, built from the real sheet; the twin's own flags (`--workers`, `--device`,
+    `--max-trials`) read as `harness run` reads them, a bad one refused in one line naming it."""
+    from harness.models.run_request import RunRequest
+
+    real = plan.real
+    asynchronous = real.inference.engine is InferenceEngine.ASYNC
+    latency = twin_latency(real) if not plan.resume and not asynchronous else None
+    rename_map = dict(real.settings.rename_map) if real.settings.rename_map else None
+    run = {"protocol": plan.twin_protocol_path, "robot": {"kind": RobotKind.SIM},
+           "policies": (real.locked.policy.ref,), "scoresheet": plan.scoresheet, "runs_dir": plan.runs_dir,
+           "headless": True, "latency": latency, "rename_map": rename_map,
+           "inference": inference_settings(real.inference), "resume": plan.resume, "provenance": plan.provenance}
+    return RunRequest.model_validate_flags(run, {"workers": args.workers, "device": args.device,
+                                                 "max_trials": args.max_trials})
+
+
 def _latency_flag(latency: float | str) -> list[str]:
     return ["--latency=measured"] if latency == "measured" else [f"--latency-ms={latency:g}"]
 
@@ -247,16 +281,14 @@ def _json(value: Any) -> str:
 
 
 def run_twin(plan: TwinPlan, args: argparse.Namespace, out: Any = None) -> int:
-    from harness.app.rehearse_command import command_arguments, say_command
-    from harness.app.request import as_request
+    from harness.app.rehearse_command import say_command
     from harness.app.run_command import run_request
 
     out = out or sys.stdout
     wrote_protocol = not plan.twin_protocol_path.exists()
     made_folder = not plan.twin_protocol_path.parent.exists()
-    argv = run_arguments(plan, args)
     # refused here, before anything is written, if a flag is wrong; locked with the sheet: its `twin_of`
-    request = as_request(command_arguments(argv)).updated(provenance=plan.provenance)
+    request = twin_request(plan, args)
     if wrote_protocol:
         plan.twin_protocol_path.parent.mkdir(parents=True, exist_ok=True)
         parse_protocol(protocol_text(plan.twin), plan.twin_protocol_path)
@@ -268,7 +300,7 @@ def run_twin(plan: TwinPlan, args: argparse.Namespace, out: Any = None) -> int:
     print(f"twin of {real.path} ({'rehearsal, ' + gap if gap else 'real arm'}): {len(sources)} scored attempts, "
           f"{measured} from their measured start, {len(sources) - measured} from the planned one", file=out,
           flush=True)
-    say_command(argv, out)
+    say_command(run_arguments(plan, args), out)
     try:
         return run_request(request)
     finally:
