@@ -51,12 +51,20 @@ def main() -> None:
     try:
         running = {label: start(label, code, run_args, work) for label, code in versions}
         results = {}
-        for label, (process, t0, log) in running.items():
-            _, status, usage = os.wait4(process.pid, 0)
-            wall = time.perf_counter() - t0
-            text = log.read_text()
-            trials = int(m.group(1)) if (m := re.search(r"Trials\s+(\d+) scored", text)) else 0
-            results[label] = (wall, usage.ru_utime + usage.ru_stime, trials, os.waitstatus_to_exitcode(status), text)
+        while len(results) < len(running):   # each run's own wall time: whichever ends first is read first
+            for label, (process, t0, log) in running.items():
+                if label in results:
+                    continue
+                pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+                if pid == 0:
+                    continue
+                wall = time.perf_counter() - t0
+                text = log.read_text()
+                trials = int(m.group(1)) if (m := re.search(r"Trials\s+(\d+) scored", text)) else 0
+                results[label] = (wall, usage.ru_utime + usage.ru_stime, trials, os.waitstatus_to_exitcode(status),
+                                  text)
+            time.sleep(0.5)
+        results = {label: results[label] for label in running}
         print(f"`harness run {' '.join(run_args)}`, load {load:.1f} at the start, "
               f"{os.getloadavg()[0]:.1f} at the end; versions run at once\n")
         print("| version | exit | trials | wall s | CPU s | CPU s / trial | CPU vs first | wall vs first |")
