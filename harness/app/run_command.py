@@ -27,7 +27,7 @@ from harness.errors import HarnessInputError
 from harness.models.lock import WriterLock
 from harness.models.protocol import Protocol, load_protocol
 from harness.models.run_request import RunRequest
-from harness.models.run_settings import BuiltinPolicy
+from harness.models.run_settings import BuiltinPolicy, InferenceEngine
 from harness.models.scoresheet import Scoresheet
 from harness.policies.background import BackgroundPolicy
 from harness.policies.base import EvalPolicy
@@ -95,8 +95,10 @@ def run_request(request: RunRequest, parts: Parts | None = None, observer: Any =
                             sheet.locked.robot, sheet.inference)
 
     # A real arm's serial run loads its policy beside the arm's connection and check (`policies.background`):
-    # the simulator needs the policy's cameras and size to be built, a parallel run hands it to its worker.
-    background = not sheet.locked.robot.simulated and not request.workers.parallel
+    # the simulator needs the policy's cameras and size to be built, a parallel run hands it to its worker, and
+    # LeRobot's policy server is bad input when it does not answer, refused before the arm is touched.
+    background = (not sheet.locked.robot.simulated and not request.workers.parallel
+                  and sheet.inference.engine is not InferenceEngine.ASYNC)
     if background:
         check_policy_folder(pinned_ref(sheet.locked.policy))   # the plain mistake still refused before any lock
     # (an `EvalPolicy` whose `name` and `camera_keys` are read-only properties that follow the load)
