@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import io
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -100,7 +101,23 @@ def _engine(tmp_path, loads: Loads, clock: ManualClock) -> tuple[RunEngine, Slow
     return RunEngine(protocol, sheet, guard, policy, PersonStage(), Scorer(), clock, options), robot, policy, ready
 
 
-def _run_in_thread(engine: RunEngine) -> tuple[threading.Thread, list[BaseException]]:
+@dataclass
+class LoadingRun:
+    """A run started on its own thread while its policy is still loading (`loads.go` lets the load finish)."""
+
+    loads: Loads
+    engine: RunEngine
+    robot: SlowRobot
+    policy: BackgroundPolicy
+    ready: list[str]
+    thread: threading.Thread
+    raised: list[BaseException]
+
+
+def _start_while_loading(tmp_path) -> LoadingRun:
+    clock = ManualClock()
+    loads = Loads(clock)
+    engine, robot, policy, ready = _engine(tmp_path, loads, clock)
     raised: list[BaseException] = []
 
     def run() -> None:
@@ -111,38 +128,32 @@ def _run_in_thread(engine: RunEngine) -> tuple[threading.Thread, list[BaseExcept
 
     thread = threading.Thread(target=run)
     thread.start()
-    return thread, raised
+    return LoadingRun(loads, engine, robot, policy, ready, thread, raised)
 
 
 def test_the_first_trial_waits_for_a_loading_policy_and_nothing_moves_until_it_has(tmp_path) -> None:
-    clock = ManualClock()
-    loads = Loads(clock)
-    engine, robot, policy, ready = _engine(tmp_path, loads, clock)
-    thread, raised = _run_in_thread(engine)
-    thread.join(0.5)
-    assert thread.is_alive() and not policy.loaded
-    assert robot.position == {f"{n}.pos": 0.0 for n in JOINT_NAMES} and ready == []   # nothing moved, nothing written
-    loads.go.set()
-    thread.join(30)
-    assert not raised and ready == ["scoresheet written"]
-    assert [a.label for a in engine.sheet.attempts] == ["no_grasp"]
-    assert not robot.torque_enabled
+    run = _start_while_loading(tmp_path)
+    run.thread.join(0.5)
+    assert run.thread.is_alive() and not run.policy.loaded
+    assert run.robot.position == {f"{n}.pos": 0.0 for n in JOINT_NAMES} and run.ready == []   # nothing moved or written
+    run.loads.go.set()
+    run.thread.join(30)
+    assert not run.raised and run.ready == ["scoresheet written"]
+    assert [a.label for a in run.engine.sheet.attempts] == ["no_grasp"]
+    assert not run.robot.torque_enabled
 
 
 def test_an_emergency_stop_while_the_policy_loads_ends_the_wait_with_torque_off_and_no_scoresheet(tmp_path) -> None:
-    clock = ManualClock()
-    loads = Loads(clock)
-    engine, robot, policy, ready = _engine(tmp_path, loads, clock)
-    thread, raised = _run_in_thread(engine)
-    thread.join(0.3)
-    engine.robot.emergency_stop()
-    thread.join(5)
-    assert not thread.is_alive(), "the stop key ends the wait for the policy at once"
-    assert isinstance(raised[0], RunPaused) and raised[0].void.kind is VoidKind.EMERGENCY_STOP
-    assert not robot.torque_enabled and engine.sheet.attempts == [] and ready == []
-    policy.close()          # the run ends while the policy still loads: it is closed once it has
-    loads.go.set()
-    assert policy.wait(5) and loads.closed
+    run = _start_while_loading(tmp_path)
+    run.thread.join(0.3)
+    run.engine.robot.emergency_stop()
+    run.thread.join(5)
+    assert not run.thread.is_alive(), "the stop key ends the wait for the policy at once"
+    assert isinstance(run.raised[0], RunPaused) and run.raised[0].void.kind is VoidKind.EMERGENCY_STOP
+    assert not run.robot.torque_enabled and run.engine.sheet.attempts == [] and run.ready == []
+    run.policy.close()          # the run ends while the policy still loads: it is closed once it has
+    run.loads.go.set()
+    assert run.policy.wait(5) and run.loads.closed
 
 
 def test_a_policy_that_fails_to_load_ends_the_run_before_anything_moves_and_writes_nothing(tmp_path) -> None:
