@@ -96,6 +96,9 @@ def test_the_tui_on_the_simulated_arm_starts_twenty_times_beside_a_cpu_hog(tmp_p
     assert main(["protocol", "new", "--fixed", "--n", "1", "--time-limit-s", "1", "-o", str(protocol)]) == 0
     hogs = [_hog()]
     tmux = ["tmux", "-L", f"harness-stress-{os.getpid()}"]
+    # a session that outlives every start: tmux's server exits with its last session, and a start that connects
+    # while it is exiting fails with "server exited unexpectedly" (seen in CI), a race of tmux's, not the TUI's
+    subprocess.run([*tmux, "new-session", "-d", "-s", "holder", "sleep 3600"], check=True)
     try:
         for start in range(1, STARTS + 1):
             _one_start(tmux, tmp_path, protocol, start)
