@@ -81,3 +81,24 @@ def test_a_cube_knocked_into_the_bowl_without_a_grasp_is_not_a_success(world) ->
     assert verdict.cube_inside_bowl is True
     assert verdict.label == "no_grasp"
     assert "without a grasp" in verdict.detail
+
+
+def test_a_cube_still_in_turning_jaws_is_not_slipping(world) -> None:
+    """The judge's slip test follows the jaws' own motion at the cube, so a cube the gripper carries while the
+    wrist turns is held, wherever between the jaws it sits (issue 37: a policy that turned its wrist at 1-5 rad/s
+    carried the cube up and the judge, comparing with the grasp point alone, never confirmed the grasp)."""
+    import mujoco
+
+    model, data = world.model, world.data
+    data.qvel[:] = 0.0
+    data.qvel[model.joint("wrist_roll").dofadr[0]] = 3.0            # rad/s
+    data.qvel[model.joint("wrist_flex").dofadr[0]] = -1.0
+    mujoco.mj_forward(model, data)
+    jaw = model.geom("fixed_jaw_box1").id                            # a point carried rigidly by the gripper
+    carried = np.zeros(6)
+    mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_GEOM, jaw, carried, 0)
+    grasp = np.zeros(6)
+    mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_SITE, model.site("grasp_point").id, grasp, 0)
+    seen = world.judge._jaw_velocity_at(data, data.geom_xpos[jaw])
+    assert np.linalg.norm(carried[3:] - grasp[3:]) > world.judge.t.grasp_max_rel_speed   # the old test: "slipping"
+    assert np.linalg.norm(carried[3:] - seen) < 1e-9

@@ -22,7 +22,7 @@ _CORNER_SIGNS = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for s
 @dataclass(frozen=True)
 class JudgeThresholds:
     grasp_hold_s: float = 0.25           # both jaws in contact this long = a sustained grasp
-    grasp_max_rel_speed: float = 0.05    # m/s, cube vs grasp point while held
+    grasp_max_rel_speed: float = 0.05    # m/s, cube vs the jaws' own motion at the cube's centre while held
     palm_max_force_n: float = 5.0        # stronger palm contact disqualifies a grasp step
     lift_min_m: float = 0.02             # cube centre above its resting height while held
     release_max_height_m: float = 0.12   # cube bottom above the bowl floor at release (over the bowl)
@@ -106,9 +106,8 @@ class Judge:
         if not s.released:
             holding_now = False
             if both_jaws and palm_f < t.palm_max_force_n:
-                cube_vel = self._cube_velocity(data)
-                grasp_vel = self._grasp_point_velocity(data)
-                holding_now = float(np.linalg.norm(cube_vel[3:] - grasp_vel)) < t.grasp_max_rel_speed
+                slip = self._cube_velocity(data)[3:] - self._jaw_velocity_at(data, cube_pos)
+                holding_now = float(np.linalg.norm(slip)) < t.grasp_max_rel_speed
             s.grasp_time = s.grasp_time + dt if holding_now else 0.0
             if s.grasp_time >= t.grasp_hold_s and not s.grasped:
                 s.grasped = True
@@ -239,10 +238,17 @@ class Judge:
         mujoco.mj_objectVelocity(self.model, data, mujoco.mjtObj.mjOBJ_BODY, self.cube_body, vel, 0)
         return vel  # [angular(3), linear(3)] in world frame
 
-    def _grasp_point_velocity(self, data: mujoco.MjData) -> np.ndarray:
+    def _jaw_velocity_at(self, data: mujoco.MjData, point: np.ndarray) -> np.ndarray:
+        """The velocity the gripper body would give a point rigidly attached to it at `point` (world frame).
+
+        A cube held still in the jaws moves with the gripper, not with the grasp point: while the wrist turns, a cube
+        a centimetre or two off the grasp point moves at the wrist's rate times that lever, which the grasp point's
+        own velocity does not show (a cube carried up in a turning gripper read as slipping, and its grasp was never
+        confirmed: the tiny SmolVLA, issue 37). Without rotation this is the grasp point's velocity, as before."""
         vel = np.zeros(6)
         mujoco.mj_objectVelocity(self.model, data, mujoco.mjtObj.mjOBJ_SITE, self.grasp_site, vel, 0)
-        return vel[3:]
+        lever = np.asarray(point, dtype=float) - data.site_xpos[self.grasp_site]
+        return vel[3:] + np.cross(vel[:3], lever)
 
     def _event(self, kind: EventKind, cube_pos: np.ndarray) -> None:
         self.state.events.append(JudgeEvent(event=kind, t=round(self.time, 3),
