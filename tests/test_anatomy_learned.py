@@ -88,7 +88,11 @@ _RANDOMIZED_WHETHER = ("issue 37, open: the reference ACT at step 1,000, cubes w
 _RANDOMIZED_WHEN = ("issue 37, open: the reference ACT at step 1,000, cubes within 3 cm, 8/10 (the light grasp above, "
                     "and a release 67 ms early: a cube held by the jaw tips slid out while the gripper closed)")
 HELD_OUT = {"heldout-act-1000-jitter": (None, None),
-            "heldout-act-1000-rand": (_RANDOMIZED_WHETHER, _RANDOMIZED_WHEN)}
+            "heldout-act-1000-rand": (_RANDOMIZED_WHETHER, _RANDOMIZED_WHEN),
+            # the third held-out set (session 30): a new training's step 1,000, 20 attempts per protocol, rules 3 as
+            # frozen at d166d30, protocols committed before any attempt (results/anatomy/heldout3-*.yaml)
+            "heldout3-act-1000-jitter": (None, None),
+            "heldout3-act-1000-rand": (None, None)}
 
 
 def _per_policy(which: int) -> list:
