@@ -50,6 +50,7 @@ SERIAL_MODULES = frozenset({
     "test_parallel_run", "test_ray_loopback", "test_sweep", "test_rehearse", "test_real_arm_path",
     "test_operator_real_arm", "test_operator_tui_placement", "test_async_real_arm", "test_rtc_real_arm",
     "test_emulator_walkthrough", "test_emergency_stop", "test_run_bus_faults", "test_tui_undo_real_arm",
+    "test_rig_process",
     # wire-timed pings whose agreement decides a diagnosis: a loaded core can make a noisy line look sure
     "test_fix_ids_safety", "test_fix_ids_signature",
 })

@@ -82,7 +82,7 @@ def _sweep(folder: Path) -> tuple[list[str], list[str]]:
 def _rehearse(folder: Path) -> tuple[list[str], list[str]]:
     save_tiny_act(folder / "act", height=480, width=640)
     return (["rehearse", str(_protocol(folder)), "--policy", "act", "--operator", "scripted"],
-            ["frame_render", "multiprocessing.spawn"])
+            ["rig_process", "frame_render", "multiprocessing.spawn"])
 
 
 def _emulator(folder: Path) -> tuple[list[str], list[str]]:

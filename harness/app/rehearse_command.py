@@ -5,7 +5,8 @@ top-camera photo of the empty table, and a photo with the cube on its trained sp
 `harness run --robot so101 --bowl-calibration ... --trained-spot ...` and, after it, `harness measure`
 on the run's folder. A rehearsal does exactly that, on `harness emulate-bus --sim`'s arm and cameras:
 
-1. the emulated servos drive the simulated arm, its cameras served as on `emulate-bus --sim`;
+1. the emulated servos drive the simulated arm, its cameras served as on `emulate-bus --sim`, all in a process
+   of their own (`bus.rig_process`: the servos answer whatever the policy does to this one's interpreter lock);
 2. LeRobot's SO-101 follower (the same one `harness run` connects) takes the arm to the protocol's start
    pose; its top camera photographs the empty table and the cube on its trained spot;
 3. `harness measure --auto` (its handler, given its `MeasureRequest`) calibrates the rim on the empty table and
@@ -369,9 +370,9 @@ def _parts(plan: Rehearsal, rig: Any) -> Any:
     from harness.policies.scripted import EmulatedArmExpert
 
     def policy(ref: str, *rest: Any) -> Any:
-        return EmulatedArmExpert(rig.world) if is_expert(ref) else make_policy(ref, *rest)
+        return EmulatedArmExpert(rig.truth) if is_expert(ref) else make_policy(ref, *rest)
 
-    return Parts(policy=policy, observer=_operator_factory(plan, rig), emulated_truth=rig.world)
+    return Parts(policy=policy, observer=_operator_factory(plan, rig), emulated_truth=rig.truth)
 
 
 def _operator_factory(plan: Rehearsal, rig: Any) -> Callable[[Any, bool], Any]:
@@ -391,15 +392,14 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
     from harness.app.measure_command import run_measure
     from harness.app.rehearse_operator import CONSOLE_HINT, OFF_TABLE_CM
     from harness.app.run_command import run_request
-    from harness.bus.scenario import default_scenario, open_rig
+    from harness.bus.remote_rig import open_rig_process
 
     protocol, files = plan.protocol, plan.files
     width, height = plan.size
     tmp = make_scratch("rehearse", remove_at_exit=False)   # removed below, or at the next start if killed
     try:
         socket = tmp / "cameras.sock"
-        with open_rig(default_scenario(), sim=True, camera_socket=socket, gap=plan.gap) as rig:
-            rig.cube_origin_cm = protocol.scene.trained_cube_xy_cm
+        with open_rig_process(socket, plan.gap, protocol.scene.trained_cube_xy_cm) as rig:
             print(f"Emulated STS3215 bus on {rig.port}; simulated cameras on {socket}", file=out, flush=True)
             source = f"sim:{socket}@{width}x{height}"
             if plan.resume:   # the desk's files are the ones its first session made, as on a real desk

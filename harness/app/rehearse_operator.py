@@ -16,9 +16,9 @@ import math
 import random
 import shlex
 import sys
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
-from harness.bus.scenario import COMMANDS, HELP, Rig, run_command
+from harness.bus.scenario import COMMANDS, HELP
 from harness.errors import HarnessError
 from harness.models.protocol import Trial
 from harness.models.taxonomy import Void
@@ -30,6 +30,15 @@ from harness.run.terminal import TerminalObserver
 
 CONFIRMED_NOTE = "rehearsal: the scripted operator confirmed the proposal"
 OFF_TABLE_CM = (80.0, 80.0)   # an offset from the trained spot that puts the cube out of the top camera's view
+
+
+class Desk(Protocol):
+    """The emulated desk the operator's hands act on: `bus.scenario.Rig` in this process, or
+    `bus.remote_rig.RemoteRig` (the emulated arm in its own process, as `harness rehearse` runs it)."""
+
+    def place_cube(self, dx_cm: float, dy_cm: float, yaw_deg: float = 0.0, seed: int = 0) -> None: ...
+
+    def command(self, line: str) -> list[str] | None: ...
 
 
 class _Keyboard:
@@ -56,9 +65,9 @@ class _Keyboard:
 
 
 class ScriptedOperator(TerminalObserver):
-    """Places the cube through the emulator (`Rig.place_cube`) and answers plain mode's prompts with Enter."""
+    """Places the cube through the emulator (`Desk.place_cube`) and answers plain mode's prompts with Enter."""
 
-    def __init__(self, rig: Rig, error_cm: float = 0.0, seed: int = 0, out: TextIO | None = None,
+    def __init__(self, rig: Desk, error_cm: float = 0.0, seed: int = 0, out: TextIO | None = None,
                  settle_readings: int = 3, max_corrections: int = 8) -> None:
         self.keys = _Keyboard(out or sys.stdout)
         super().__init__(operator_scores=True, out=out, stdin=self.keys)
@@ -124,7 +133,7 @@ class _ConsoleInput:
     answer printed); any other line goes to the prompt that asked. While the placement guide is live, a
     console command also ends the guide's wait for a line, so the guide measures the cube just moved."""
 
-    def __init__(self, stdin: TextIO, rig: Rig, out: TextIO) -> None:
+    def __init__(self, stdin: TextIO, rig: Desk, out: TextIO) -> None:
         self.stdin = stdin
         self.rig = rig
         self.out = out
@@ -142,7 +151,7 @@ class _ConsoleInput:
                 return line
             if not words or words[0] not in COMMANDS:
                 return line
-            for answer in run_command(self.rig, line) or []:
+            for answer in self.rig.command(line) or []:
                 print(f"  emulator: {answer}", file=self.out, flush=True)
             if self.guiding:
                 return "\n"
@@ -151,7 +160,7 @@ class _ConsoleInput:
 class ConsoleOperator(TerminalObserver):
     """A person at the terminal: plain mode's prompts, with the emulator's console commands typed in between."""
 
-    def __init__(self, rig: Rig, stdin: TextIO | None = None, out: TextIO | None = None) -> None:
+    def __init__(self, rig: Desk, stdin: TextIO | None = None, out: TextIO | None = None) -> None:
         out = out or sys.stdout
         self.console = _ConsoleInput(stdin or sys.stdin, rig, out)
         super().__init__(operator_scores=True, out=out, stdin=self.console)   # type: ignore[arg-type]

@@ -187,6 +187,10 @@ class Rig:
         except ValueError:
             raise ConsoleError(f"camera fault must be one of {[f.value for f in CameraFault]}") from None
 
+    def command(self, line: str) -> list[str] | None:
+        """One console line carried out on this arm (`run_command`): the lines to print, None for `quit`."""
+        return run_command(self, line)
+
     # --- reading --------------------------------------------------------------------
     def status_lines(self) -> list[str]:
         with self.lock:

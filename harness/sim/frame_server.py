@@ -49,7 +49,7 @@ class FrameServer:
         self._process = subprocess.Popen(
             [sys.executable, "-m", "harness.sim.frame_render", "--socket", str(self.socket_path),
              "--geometry", geometry_argument(world.geometry), "--pose-fd", str(theirs.fileno())],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(theirs.fileno(),), env=_env_finding_this_package())
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(theirs.fileno(),), env=env_finding_this_package())
         theirs.close()
         try:
             self._wait_until_ready()
@@ -123,7 +123,7 @@ class FrameServer:
             remove(self.socket_path.parent)
 
 
-def _env_finding_this_package() -> dict[str, str]:
+def env_finding_this_package() -> dict[str, str]:
     """The environment, with this `harness` first on the path: the render process imports the same code
     as the emulator, installed or not, from whatever folder the emulator was started in.
 
