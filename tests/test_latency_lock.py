@@ -137,3 +137,29 @@ def test_a_chunked_policy_counts_the_chunks_it_starts(tmp_path: Path) -> None:
         assert policy.chunk_switches == 1
     finally:
         policy.close()
+
+
+@pytest.mark.slow
+def test_a_chunked_latency_holds_the_arm_at_each_new_chunk_and_counts_the_episode_in_commands(
+        tmp_path: Path, capsys) -> None:
+    """`--latency-chunk-ms`: the tiny ACT computes a chunk of 10 every tenth step; each of those actions lands 200 ms
+    after its observation (a stall), the others 5 ms; the episode is the protocol's 12 s x 30 commands, as a paced
+    arm's is, however long the stalls make it in simulated time. Locked; another one is refused, as is a chunk's
+    latency over measured steps."""
+    protocol = small_protocol_copy(tmp_path)
+    ckpt = save_tiny_act(tmp_path / "tiny_act")
+    chunked = ("--policy", str(ckpt), "--latency-ms", "5", "--latency-chunk-ms", "200")
+    assert _run(protocol, tmp_path, *chunked, "--max-trials", "1") == 0
+    sheet = load_scoresheet(tmp_path / "s.yaml")
+    assert sheet.locked_data["latency_ms"] == {"step_ms": 5.0, "chunk_ms": 200.0}
+    loop = sheet.attempts[0].loop
+    assert loop.steps == 360 and loop.chunk_switches == 36 and loop.queue_underruns == 36
+    assert (loop.obs_to_action_ms_p50, loop.obs_to_action_ms_max) == pytest.approx((6.667, 200.0), abs=3.4)
+    assert loop.episode_s == pytest.approx(36 * 0.2 + 324 / 30, abs=36 / 300)   # a physics step's rounding a stall
+    capsys.readouterr()
+    assert _run(protocol, tmp_path, "--resume", "--policy", str(ckpt), "--latency-chunk-ms", "100") == 2
+    assert "5 ms, 200 ms at each new chunk" in capsys.readouterr().err
+    other = tmp_path / "measured"
+    other.mkdir()
+    assert _run(protocol, other, "--policy", str(ckpt), "--latency-chunk-ms", "200", "--latency", "measured") == 2
+    assert "--latency-chunk-ms" in capsys.readouterr().err and not (other / "s.yaml").exists()

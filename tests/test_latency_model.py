@@ -103,3 +103,34 @@ def test_a_bad_latency_setting_is_refused() -> None:
         LatencyModel.from_setting(-5, 30)
     assert LatencyModel.from_setting("measured", 30).describe() == "measured"
     assert LatencyModel.from_setting(50, 30).describe() == "50 ms"
+
+
+def test_a_chunked_model_lands_computed_actions_after_the_chunk_and_popped_ones_after_the_step() -> None:
+    clock = ManualClock()
+    robot = _robot({"step_ms": 20, "chunk_ms": 250}, clock)
+    assert robot.latency.describe() == "20 ms, 250 ms at each new chunk" and robot.episode_in_commands
+    start_t = robot.world.time
+    policy = CreepingPolicy(clock, think_s=0.5)   # its time here is not what lands: the real arm's is
+    computes = [True, False, False, True, False]
+    observed_at = []
+    for computed in computes:
+        observed_at.append(robot.world.time)
+        robot.policy_computes_next(computed)
+        robot.send_action(policy.select_action(robot.get_observation()))
+    robot.send_action(policy.select_action(robot.get_observation()))   # nobody said it was computed: a step's
+    landed = [round((t - t_obs) / DT) for (t, _), t_obs in zip(robot.world.command_log, observed_at, strict=False)]
+    assert landed == [75, 6, 6, 75, 6]
+    # a stall delays the next observation by the chunk's time, a popped action by one control period
+    assert [round((t - start_t) / DT) for t in observed_at] == [0, 75, 85, 95, 170]
+    assert robot.landed_latencies_s[-1] == pytest.approx(6 * DT)
+    robot.disconnect()
+
+
+def test_a_fixed_or_measured_model_keeps_the_simulators_clock_for_episodes() -> None:
+    clock = ManualClock()
+    for setting in (50, "measured"):
+        robot = _robot(setting, clock)
+        assert not robot.episode_in_commands
+        robot.disconnect()
+    with pytest.raises(ValueError, match="latency_ms"):
+        LatencyModel.from_setting({"step_ms": 20, "chunk_ms": -1}, 30)

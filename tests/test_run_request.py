@@ -52,6 +52,7 @@ SAMPLES: dict[str, list[str]] = {
     "inject_dropout": ["--inject-dropout", "2:5"],
     "latency_ms": ["--latency-ms", "50"],
     "latency": ["--latency", "measured"],
+    "latency_chunk_ms": ["--latency-chunk-ms", "480"],
     "inference": ["--inference", "rtc"],
     "policy_server": ["--policy-server", "127.0.0.1:9"],
     "actions_per_chunk": ["--actions-per-chunk", "7"],
@@ -127,6 +128,8 @@ def test_a_request_is_frozen_and_crosses_to_a_ray_worker_as_it_is() -> None:
     ({"inject_dropout": "abc"}, "--inject-dropout"), ({"rename_map": "[1, 2]"}, "--rename-map"),
     ({"max_trials": 0}, "--max-trials"), ({"workers": "many"}, "--workers"), ({"latency_ms": -5}, "--latency-ms"),
     ({"latency_ms": 5, "latency": "measured"}, "--latency"), ({"no_video": True, "video": "all"}, "--no-video"),
+    ({"latency_chunk_ms": float("inf")}, "--latency-chunk-ms"),
+    ({"latency_chunk_ms": 480, "latency": "measured"}, "--latency-chunk-ms"),
     ({"placement_tolerance": "nan,10"}, "--placement-tolerance"), ({"camera": ["top"]}, "--camera"),
     ({"video": "some"}, "--video"),
 ])

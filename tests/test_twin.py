@@ -23,7 +23,7 @@ STARTS = {1: (2.8, -1.9, 14.0), 2: (-2.1, 1.6, -9.0)}   # measured near the plan
 
 
 def _real_sheet(folder: Path, *, bowl: str = "18.0, 14.0", robot: str = "so101",
-                provenance: dict | None = None, name: str = "real.yaml") -> Scoresheet:
+                provenance: dict | None = None, name: str = "real.yaml", chunked: bool = False) -> Scoresheet:
     from tests.tiny_policy import save_tiny_act
 
     policy = folder / "act"
@@ -37,7 +37,9 @@ def _real_sheet(folder: Path, *, bowl: str = "18.0, 14.0", robot: str = "so101",
     locked = build_locked(protocol, protocol_path, str(policy), robot, optional)
     sheet = lock_scoresheet(folder / "scoresheets" / name, locked, {"cameras": {"top": "sim@128x96"}})
     for index, (dx, dy, yaw) in STARTS.items():
-        loop = LoopStats(steps=45, obs_to_action_ms_p50=30.0 + index, obs_to_action_clock="wall")
+        loop = LoopStats(steps=45, obs_to_action_ms_p50=30.0 + index, obs_to_action_clock="wall",
+                         **({"chunk_switches": 5, "inference_ms_p50": 460.0 + index, "robot_io_ms_p50": 12.0}
+                            if chunked else {}))
         sheet.add_attempt(fake_attempt(index, 1, "no_grasp", loop=loop, measured_start={
             "dx_cm": dx, "dy_cm": dy, "yaw_deg": yaw, "error_cm": 0.2, "yaw_error_deg": 1.0, "uncertainty_cm": 0.3,
             "within_tolerance": True}))
@@ -182,4 +184,25 @@ def test_the_twins_run_is_built_as_a_request_and_the_line_it_shows_runs_the_same
     bad = build_parser().parse_args(["twin", str(real.path), "--workers", "0"])
     with pytest.raises(HarnessInputError, match="--workers"):
         twin_request(plan_twin(bad), bad)
+    _nothing_written(tmp_path)
+
+
+def test_a_chunking_policys_twin_stalls_its_arm_at_each_new_chunk_as_the_paced_arm_stalled(tmp_path: Path) -> None:
+    """Under LeRobot's synchronous engine the paced arm waited a whole inference at each new chunk: the twin's arm
+    is held that long when its policy computes one (`ChunkLatency`), and the line shown asks for the same."""
+    from harness.app.request import as_request
+    from harness.app.twin import plan_twin, run_arguments, twin_request
+    from harness.cli import build_parser
+    from harness.models.run_settings import ChunkLatency
+
+    real = _real_sheet(tmp_path, chunked=True)
+    args = build_parser().parse_args(["twin", str(real.path), "--runs-dir", str(tmp_path / "runs"),
+                                      "--twins-dir", str(tmp_path / "twins")])
+    plan = plan_twin(args)
+    request = twin_request(plan, args)
+    # between chunks what the arm saw (31 and 32 ms); at a chunk the policy's time and the step's I/O (473.5 ms)
+    assert request.latency == ChunkLatency(step_ms=31.5, chunk_ms=473.5)
+    shown = run_arguments(plan, args)
+    assert "--latency-ms=31.5" in shown and "--latency-chunk-ms=473.5" in shown
+    assert as_request(build_parser().parse_args(shown)).updated(provenance=plan.provenance) == request
     _nothing_written(tmp_path)

@@ -35,7 +35,7 @@ from harness.models.comparison import (
 from harness.models.lock import WriterLock
 from harness.models.protocol import Protocol, Trial, file_sha256
 from harness.models.run_request import RunRequest
-from harness.models.run_settings import BuiltinPolicy, InferenceEngine, RobotKind, RunSettings
+from harness.models.run_settings import BuiltinPolicy, InferenceEngine, RobotKind, RunSettings, latency_record
 from harness.models.scoresheet import (
     Scoresheet,
     build_locked,
@@ -140,8 +140,8 @@ def _new_sheet(request: RunRequest, protocol: Protocol, protocol_path: Path, pat
         "sealed": sealed.model_dump(), "blind": request.blind,
     }
     # what the sheet is, as the command that built the request says (a rehearsal's gap): locked with it
-    optional = {"latency_ms": latency, "inference": {"engine": InferenceEngine.SYNC.value}, "comparison": comparison,
-                **(request.provenance or {})}
+    optional = {"latency_ms": latency_record(latency), "inference": {"engine": InferenceEngine.SYNC.value},
+                "comparison": comparison, **(request.provenance or {})}
     locked = build_locked(comparison_protocol(protocol, trials), protocol_path, "comparison", robot, optional)
     locked["policy"] = {"ref": f"blind comparison of arms {', '.join(codes)}",
                         "fingerprint": f"sealed:{sealed.commitment}"}

@@ -14,7 +14,7 @@ from harness.errors import HarnessError, HarnessInputError, RunPaused, ServoBusF
 from harness.models.locked import LockedInference
 from harness.models.protocol import Protocol
 from harness.models.render_profile import LEGACY_PROFILE, RenderProfile
-from harness.models.run_settings import BuiltinPolicy, InferenceEngine, RobotKind, RunSettings
+from harness.models.run_settings import BuiltinPolicy, ChunkLatency, InferenceEngine, Latency, RobotKind, RunSettings
 from harness.models.taxonomy import Void, VoidKind
 from harness.policies.base import EvalPolicy
 from harness.run.safety import GuardedRobot
@@ -52,8 +52,11 @@ def make_policy(ref: str, protocol: Protocol, settings: RunSettings, device: str
             from harness.run.clock import MonotonicClock
 
             rtc = RtcSettings.from_record(inference.model_dump()) if inference.execution_horizon is not None else None
+            latency = settings.latency_ms
+            if isinstance(latency, ChunkLatency):   # refused when the sheet was made: RTC's arm never waits for one
+                raise HarnessInputError(None, "--latency-chunk-ms", "not with --inference rtc")
             return LeRobotPolicy(ref, task=protocol.task, device=device, rename_map=settings.rename_map,
-                                 engine=engine, rtc=rtc, fps=protocol.fps, latency_ms=settings.latency_ms,
+                                 engine=engine, rtc=rtc, fps=protocol.fps, latency_ms=latency,
                                  wall_clock=None if RobotKind(robot).simulated else MonotonicClock().now)
         return LeRobotPolicy(ref, task=protocol.task, device=device, rename_map=settings.rename_map, engine=engine)
     except HarnessError:
@@ -86,11 +89,11 @@ def sim_camera_size(protocol: Protocol, cameras: Sequence[str]) -> tuple[int, in
 
 
 def make_sim_robot(protocol: Protocol, policy: EvalPolicy, realtime: bool,
-                   latency_ms: float | str | None = None,
+                   latency_ms: Latency = None,
                    render_profile: RenderProfile = LEGACY_PROFILE, world: Any = None) -> GuardedRobot:
     """The simulated SO-101 in the protocol's scene, rendering the cameras the policy reads (and only those) with
-    `render_profile`'s meshes; `latency_ms` (milliseconds or "measured") turns on its latency model, None keeps
-    lock-step. `world`: one kept from an earlier run (`app.worker_cache`), else a new one."""
+    `render_profile`'s meshes; `latency_ms` (milliseconds, "measured" or a `ChunkLatency`) turns on its latency
+    model, None keeps lock-step. `world`: one kept from an earlier run (`app.worker_cache`), else a new one."""
     from harness.sim.config_sim_so101 import SimSO101Config
     from harness.sim.scene import SceneGeometry
     from harness.sim.sim_so101 import SimSO101
@@ -103,7 +106,8 @@ def make_sim_robot(protocol: Protocol, policy: EvalPolicy, realtime: bool,
         world = SimWorld(geometry, control_fps=protocol.fps, render_profile=render_profile)
     width, height = sim_camera_size(protocol, policy.camera_keys) or policy.image_size or (640, 480)
     config = SimSO101Config(id="harness_sim", render_cameras=list(policy.camera_keys), camera_width=width,
-                            camera_height=height, fps=protocol.fps, realtime=realtime, latency_ms=latency_ms)
+                            camera_height=height, fps=protocol.fps, realtime=realtime,
+                            latency_ms=latency_ms.model_dump() if isinstance(latency_ms, ChunkLatency) else latency_ms)
     robot = SimSO101(config, world=world)
     robot.connect()
     return GuardedRobot(robot, release=robot.disable_torque, simulated=robot)

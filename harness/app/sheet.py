@@ -13,7 +13,16 @@ from harness.models.checkpoint import checkpoint_name
 from harness.models.protocol import Protocol
 from harness.models.render_profile import DEFAULT_PROFILE, RenderProfile
 from harness.models.run_request import RunRequest
-from harness.models.run_settings import BuiltinPolicy, InferenceEngine, InferenceThreads, RobotKind, RunSettings
+from harness.models.run_settings import (
+    BuiltinPolicy,
+    ChunkLatency,
+    InferenceEngine,
+    InferenceThreads,
+    RobotKind,
+    RunSettings,
+    latency_record,
+    latency_text,
+)
 from harness.models.scoresheet import Scoresheet, build_locked, check_resumable, load_scoresheet, new_scoresheet
 from harness.policies.hub import checkpoint_folder, hub_ref, policy_fingerprint
 
@@ -95,12 +104,6 @@ def check_same_render_profile(sheet: Scoresheet, request: RunRequest) -> None:
                                                f"not {asked}; start a new scoresheet to change it")
 
 
-def latency_text(latency: float | str | None) -> str:
-    if latency is None:
-        return "lock-step (none)"
-    return "measured" if latency == "measured" else f"{latency:g} ms"
-
-
 def resolve_sheet(request: RunRequest, protocol: Protocol, protocol_path: Path,
                   path: Path | None = None, create: bool = True) -> tuple[Scoresheet, bool]:
     """Lock a new scoresheet, or load and check the one to resume; True when it is new. What the request
@@ -160,10 +163,13 @@ def resolve_sheet(request: RunRequest, protocol: Protocol, protocol_path: Path,
     if latency is not None and not robot.simulated:
         raise HarnessInputError(None, "--latency-ms", "the latency model is for the simulated arm; a real arm has "
                                                       "its own latency")
+    if isinstance(latency, ChunkLatency) and engine is not InferenceEngine.SYNC:
+        raise HarnessInputError(None, "--latency-chunk-ms", f"not with the {engine} engine: its chunks are computed "
+                                                            "beside the loop, the arm never waits for one")
     settings = RunSettings(port=request.robot.port or protocol.run.port, robot_id=request.robot.robot_id,
                            cameras=dict(request.robot.cameras) or dict(protocol.run.cameras), rename_map=rename_map,
                            latency_ms=latency, **({"inference": threads} if threads is not None else {}))
-    optional: dict[str, Any] = {"latency_ms": latency,
+    optional: dict[str, Any] = {"latency_ms": latency_record(latency),
                 "inference": async_block or {"engine": engine.value, **(rtc_block or {})}}
     # what the sheet is, set by the command that builds the run (never a `harness run` flag): a rehearsal on the
     # emulated arm (`app.rehearse_command`) or a twin of another sheet (`app.twin`)

@@ -2,11 +2,12 @@
 
 The twin runs the same policy (checked by its fingerprint), the same protocol (its scene checked against the
 table the real run stood on), the same inference engine and settings, from each attempt's measured cube start
-(the planned one where none was measured), with the simulated arm's latency model set to the latency the real arm saw
-(the median observation-to-action time its attempts recorded): the arm holds its last command that long, as the
-paced real arm did, and the twin is reproducible whatever the load here. Nothing here runs a trial: the twin is a
-protocol of its own (one trial per scored real attempt, the same trial numbers) run as a `RunRequest` on the
-simulated arm, as `harness run --robot sim` runs it, so locking, resume, evidence and `--workers` on Ray are the run's.
+(the planned one where none was measured), with the simulated arm's latency model set to the latency the real arm
+saw (the median observation-to-action time its attempts recorded, and for a chunking policy the stall at each new
+chunk): the arm holds its last command that long, as the paced real arm did, and the twin is reproducible whatever
+the load here. Nothing here runs a trial: the twin is a protocol of its own (one trial per scored real attempt, the
+same trial numbers) run as a `RunRequest` on the simulated arm, as `harness run --robot sim` runs it, so locking,
+resume, evidence and `--workers` on Ray are the run's.
 The twin sheet's locked `twin_of` names the real sheet and its lock hash; `reports.fidelity` pairs them.
 """
 
@@ -25,11 +26,11 @@ import yaml
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models.locked import LockedInference
 from harness.models.protocol import Protocol, Trial, file_sha256, load_protocol, parse_protocol, workspace_problem
-from harness.models.run_settings import BuiltinPolicy, InferenceEngine, RobotKind
+from harness.models.run_settings import BuiltinPolicy, ChunkLatency, InferenceEngine, RobotKind
 
 if TYPE_CHECKING:
     from harness.models.run_request import RunRequest
-from harness.models.scoresheet import Attempt, Scoresheet, load_scoresheet, policy_fingerprint
+from harness.models.scoresheet import Attempt, LoopStats, Scoresheet, load_scoresheet, policy_fingerprint
 
 
 class StartSource(StrEnum):
@@ -89,17 +90,43 @@ def protocol_text(protocol: Protocol) -> str:
             + yaml.safe_dump(protocol.model_dump(mode="json", exclude_none=True), sort_keys=False))
 
 
-def twin_latency(real: Scoresheet) -> float | str:
-    """The latency the twin's arm is given: the median of what the real arm saw (each scored attempt's
-    observation-to-action p50, wall clock), so the twin holds each command as long as the real arm did, whatever
-    this machine's load; "measured" (the policy's own compute time here) where the real sheet recorded none."""
-    seen = sorted(a.loop.obs_to_action_ms_p50 for a in real.scored_attempts()
-                  if a.loop.obs_to_action_ms_p50 is not None and a.loop.obs_to_action_clock == "wall")
+def twin_latency(real: Scoresheet) -> float | str | ChunkLatency:
+    """The latency the twin's arm is given: what the real arm saw (`latency_seen`), so the twin holds each command
+    as long as the real arm did, whatever this machine's load."""
+    return latency_seen([a.loop for a in real.scored_attempts()], real.inference.engine)
+
+
+def latency_seen(loops: list[LoopStats], engine: InferenceEngine) -> float | str | ChunkLatency:
+    """The latency a paced real arm saw over its attempts' loop statistics. Each action landed the median of the
+    attempts' observation-to-action p50 (wall clock) after its observation. A chunking policy under LeRobot's
+    synchronous engine also stalled the arm for a whole inference at each new chunk: then a `ChunkLatency`, whose
+    computed actions land `chunk_stall_ms` late and whose episode is counted in commands, as the paced loop counts
+    it. "measured" (the policy's own compute time here) where the real sheet recorded none."""
+    seen = [loop.obs_to_action_ms_p50 for loop in loops
+            if loop.obs_to_action_ms_p50 is not None and loop.obs_to_action_clock == "wall"]
     if not seen:
         return "measured"
-    middle = len(seen) // 2
-    median = seen[middle] if len(seen) % 2 else (seen[middle - 1] + seen[middle]) / 2
-    return round(median, 1)
+    step = round(_median(seen), 1)
+    chunk = chunk_stall_ms(loops, engine)
+    return step if chunk is None else ChunkLatency(step_ms=step, chunk_ms=chunk)
+
+
+def chunk_stall_ms(loops: list[LoopStats], engine: InferenceEngine) -> float | None:
+    """How long a paced real arm held its last command when its policy computed a new chunk: the median over the
+    attempts of the policy's own time per chunk plus the robot's I/O of a step (the observation read and the action
+    written, as in every observation-to-action time). None for a policy that did not chunk, and under RTC or
+    LeRobot's policy server, whose chunks come beside the loop (the arm never waits for one)."""
+    if engine is not InferenceEngine.SYNC:
+        return None
+    stalls = [loop.inference_ms_p50 + loop.robot_io_ms_p50 for loop in loops
+              if loop.chunk_switches and loop.inference_ms_p50 is not None and loop.obs_to_action_clock == "wall"]
+    return round(_median(stalls), 1) if stalls else None
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 ASYNC_SETTINGS = {"policy_server": "--policy-server", "actions_per_chunk": "--actions-per-chunk",
@@ -270,7 +297,9 @@ def twin_request(plan: TwinPlan, args: argparse.Namespace) -> RunRequest:
                                                  "max_trials": args.max_trials})
 
 
-def _latency_flag(latency: float | str) -> list[str]:
+def _latency_flag(latency: float | str | ChunkLatency) -> list[str]:
+    if isinstance(latency, ChunkLatency):
+        return [f"--latency-ms={latency.step_ms:g}", f"--latency-chunk-ms={latency.chunk_ms:g}"]
     return ["--latency=measured"] if latency == "measured" else [f"--latency-ms={latency:g}"]
 
 

@@ -18,7 +18,7 @@ from harness.app.parts import Parts, make_policy, make_sim_robot
 from harness.models.locked import LockedInference
 from harness.models.protocol import Protocol
 from harness.models.render_profile import LEGACY_PROFILE, RenderProfile
-from harness.models.run_settings import InferenceEngine, RobotKind, RunSettings
+from harness.models.run_settings import InferenceEngine, Latency, RobotKind, RunSettings
 from harness.policies.base import EvalPolicy
 from harness.run.safety import GuardedRobot
 
@@ -63,7 +63,7 @@ class WorkerCache:
         return KeptPolicy(self._policies[key])
 
     def sim_robot(self, protocol: Protocol, policy: EvalPolicy, realtime: bool,
-                  latency_ms: float | str | None = None,
+                  latency_ms: Latency = None,
                   render_profile: RenderProfile = LEGACY_PROFILE) -> GuardedRobot:
         import mujoco
 

@@ -15,7 +15,7 @@ from harness.models.comparison import SealedMapping
 from harness.models.protocol import StoppingRule, Trial
 from harness.models.reality_gap import RealityGap
 from harness.models.render_profile import RenderProfile
-from harness.models.run_settings import InferenceEngine, RobotKind
+from harness.models.run_settings import InferenceEngine, Latency, RobotKind
 from harness.models.sequential import FutilityRule
 
 
@@ -74,7 +74,7 @@ class LockedBlock(BaseModel):
     policy: LockedPolicy
     robot: RobotKind
     stopping_rule: StoppingRule
-    latency_ms: float | Literal["measured"] | None = None   # None: lock-step (or a sheet older than the field)
+    latency_ms: Latency = None   # None: lock-step (or a sheet older than the field)
     inference: LockedInference | None = None
     comparison: LockedComparison | None = None   # a blind comparison of two or more policies
     render_profile: RenderProfile | None = None   # None: a real arm, or a sheet older than the field (legacy)

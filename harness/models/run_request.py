@@ -25,7 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.errors import HarnessInputError
-from harness.models.run_settings import InferenceEngine, RobotKind
+from harness.models.run_settings import ChunkLatency, InferenceEngine, Latency, RobotKind
 
 VideoChoice = Literal["failures", "all", "none"]
 RecordCodec = Literal["h264", "libsvtav1", "hevc"]
@@ -155,7 +155,7 @@ class RunRequest(_Part):
     device: str | None = None             # torch device for LeRobot policies
     max_trials: int | None = None
     rename_map: dict[str, str] | None = None   # None: the protocol's
-    latency: float | Literal["measured"] | None = None   # ms of simulated time, "measured", or lock-step
+    latency: Latency = None   # ms of simulated time, "measured", a chunked model (`ChunkLatency`), or lock-step
     inject_dropout: tuple[int, int] | None = None        # testing aid: (trial, step)
     robot: RobotRequest = RobotRequest()
     inference: InferenceRequest = InferenceRequest()
@@ -234,15 +234,29 @@ class RunRequest(_Part):
 
 
 def _fold_latency(data: dict[str, Any]) -> None:
-    """`--latency-ms N` and `--latency measured` are one setting, `latency`; given together they are refused."""
-    if "latency_ms" not in data and "latency_measured" not in data:
+    """`--latency-ms N`, `--latency measured` and `--latency-chunk-ms C` are one setting, `latency`: N, measured,
+    or C at each new chunk and N between (`ChunkLatency`; N given before counts, as a sweep cell's condition over
+    the sweep's; none: 0 ms, the queued actions land at once); measured with either of the others is refused."""
+    if "latency_ms" not in data and "latency_measured" not in data and "latency_chunk_ms" not in data:
         return
     fixed, measured = data.pop("latency_ms", None), data.pop("latency_measured", None)
+    chunk = data.pop("latency_chunk_ms", None)
     if fixed is not None and measured is not None:
         raise HarnessInputError(None, "--latency", "give --latency-ms N or --latency measured, not both")
     if measured is not None and measured != "measured":
         raise HarnessInputError(None, "--latency", f"{measured!r} is not 'measured' (--latency-ms N for a fixed one)")
-    data["latency"] = measured if measured is not None else fixed
+    if chunk is None:
+        data["latency"] = measured if measured is not None else fixed
+        return
+    if not (isinstance(chunk, float | int) and math.isfinite(chunk) and 0 <= chunk <= 10_000):
+        raise HarnessInputError(None, "--latency-chunk-ms", f"{chunk}: must be within 0..10000")
+    if measured is not None:
+        raise HarnessInputError(None, "--latency-chunk-ms", "not with --latency measured: give the steps between "
+                                                           "chunks a fixed latency (--latency-ms N)")
+    before = data.get("latency")
+    step = fixed if fixed is not None else before.step_ms if isinstance(before, ChunkLatency) else (
+        before.get("step_ms") if isinstance(before, dict) else before)
+    data["latency"] = {"step_ms": step if isinstance(step, float | int) else 0.0, "chunk_ms": chunk}
 
 
 def _merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
@@ -412,6 +426,7 @@ RUN_FLAGS: dict[str, RunFlag] = {
     "inject_dropout": RunFlag("--inject-dropout", ("inject_dropout",), _dropout),
     "latency_ms": RunFlag("--latency-ms", ("latency",), staged_as="latency_ms"),
     "latency": RunFlag("--latency", ("latency",), staged_as="latency_measured"),
+    "latency_chunk_ms": RunFlag("--latency-chunk-ms", ("latency",), staged_as="latency_chunk_ms"),
     "inference": RunFlag("--inference", ("inference.engine",)),
     "policy_server": RunFlag("--policy-server", ("inference.policy_server",)),
     "actions_per_chunk": RunFlag("--actions-per-chunk", ("inference.actions_per_chunk",)),

@@ -44,6 +44,42 @@ class BuiltinPolicy(StrEnum):
         return next((policy for policy in cls if policy.value == ref), None)
 
 
+class ChunkLatency(BaseModel):
+    """A paced real arm's latency under a chunking policy, for the simulated arm to mirror (`harness twin`).
+
+    LeRobot's synchronous engine computes a whole chunk in the loop when its queue runs out, so a paced arm
+    holds its last command for that inference (about 480 ms for the reference ACT on 2 cores) and then pops the
+    queued actions a few milliseconds each: one number a step cannot say both. Each action lands `step_ms` after
+    its observation, and `chunk_ms` when the policy computes (a new chunk); the episode is counted in commands, as
+    the paced loop counts it (`episode_time_limit_s x fps`), however long the stalls make it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    step_ms: float = Field(ge=0, le=10_000)
+    chunk_ms: float = Field(ge=0, le=10_000)
+
+    def describe(self) -> str:
+        return f"{self.step_ms:g} ms, {self.chunk_ms:g} ms at each new chunk"
+
+
+# The simulated arm's latency model: milliseconds of simulated time, "measured" (the policy's own time), a chunked
+# one (`ChunkLatency`), or None (lock-step: the simulator waits for every action).
+Latency = float | Literal["measured"] | ChunkLatency | None
+
+
+def latency_record(latency: Latency) -> float | str | dict[str, float] | None:
+    """The latency model as a scoresheet stores (and hashes) it."""
+    return latency.model_dump() if isinstance(latency, ChunkLatency) else latency
+
+
+def latency_text(latency: Latency) -> str:
+    """The latency model in words (reports, refusals)."""
+    if latency is None:
+        return "lock-step (none)"
+    if isinstance(latency, ChunkLatency):
+        return latency.describe()
+    return "measured" if latency == "measured" else f"{latency:g} ms"
+
+
 class InferenceThreads(BaseModel):
     """How many cores LeRobot's inference ran on (a record for people, never checked on resume). Sheets made
     before the engine was locked also stored the engine and its settings here: kept as they are."""
@@ -64,7 +100,7 @@ class RunSettings(BaseModel):
     robot_id: str | None = None             # LeRobot's calibration id for the follower
     cameras: dict[str, str] = Field(default_factory=dict)      # name -> source (an index, a path, sim)
     rename_map: dict[str, str] = Field(default_factory=dict)   # robot camera name -> the policy's
-    latency_ms: float | Literal["measured"] | None = None      # sheets locked before the latency model was
+    latency_ms: Latency = None      # sheets locked before the latency model was
     inference: InferenceThreads | None = None
 
     def stored(self) -> dict[str, Any]:

@@ -57,7 +57,7 @@ from harness.models.lock import WriterLock
 from harness.models.locked import LockedBlock, LockedInference
 from harness.models.protocol import Protocol, file_sha256
 from harness.models.render_profile import LEGACY_PROFILE, RenderProfile
-from harness.models.run_settings import InferenceEngine, RobotKind, RunSettings
+from harness.models.run_settings import InferenceEngine, Latency, RobotKind, RunSettings
 from harness.models.sequential import SequentialDesign
 from harness.models.stats import wilson_interval
 from harness.models.taxonomy import ALL_LABELS, FAILURE_MODES, Label, Outcome
@@ -79,7 +79,7 @@ LOCKED_FIELDS: tuple[str, ...] = (
 # Locked when a sheet is made, absent from sheets made before they existed: a field is hashed when
 # present, so an older file's lock hashes exactly as it did.
 OPTIONAL_LOCKED_FIELDS: tuple[str, ...] = (
-    "latency_ms",         # the latency model: milliseconds, "measured", or null (lock-step)
+    "latency_ms",         # the latency model: milliseconds, "measured", {step_ms, chunk_ms}, or null (lock-step)
     "inference",          # the inference engine: {"engine": "sync" | "rtc" | "async", ...}
     "comparison",         # a blind comparison: arms, seed, schedule, test, sealed mapping (`LockedComparison`)
     "render_profile",     # simulated arm: how the policy's frames are drawn (harness.models.render_profile)
@@ -122,6 +122,9 @@ class LoopStats(BaseModel):
     rtc_delay_steps_p50: int | None = None   # RTC: the median chunk's (the delay it was told, in control steps)
     inference_ms_p50: float | None = None    # the policy's own time per inference (a chunk, or a single action)
     realtime: bool | None = None         # a paced (real-arm) loop: ran under SCHED_FIFO or not (None: not paced)
+    # the episode's length on the arm's clock (simulated, or a real arm's wall time): with `steps`, the rate the arm
+    # got its commands at, stalls included (`achieved_fps` is the rate the loop's work alone would allow)
+    episode_s: float | None = None
 
     @model_serializer(mode="wrap")
     def _omit_unmeasured(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -135,7 +138,7 @@ class LoopStats(BaseModel):
 
 EXPERIENCE_FIELDS = ("obs_to_action_ms_p50", "obs_to_action_ms_p95", "obs_to_action_ms_max", "obs_to_action_clock",
                      "queue_underruns", "chunk_switches", "realtime", "rtc_delay_steps_max", "rtc_delay_steps_p50",
-                     "inference_ms_p50")
+                     "inference_ms_p50", "episode_s")
 
 
 class Attempt(BaseModel):
@@ -245,7 +248,7 @@ def policy_fingerprint(policy_ref: str) -> str:
     return f"sha256:{digest.hexdigest()}"
 
 
-def run_latency(locked: LockedBlock, settings: RunSettings) -> float | str | None:
+def run_latency(locked: LockedBlock, settings: RunSettings) -> Latency:
     """The latency model a run uses: locked (with the inference engine: both or neither), or, for a sheet
     locked before they were, its settings."""
     return locked.latency_ms if locked.inference is not None else settings.latency_ms
@@ -339,7 +342,7 @@ class Scoresheet:
 
     # --- queries -----------------------------------------------------------
     @property
-    def latency_ms(self) -> float | str | None:
+    def latency_ms(self) -> Latency:
         return run_latency(self.locked, self.settings)
 
     @property

@@ -55,6 +55,9 @@ class ArmSwitch:
     def reads_frames_next(self) -> bool:
         return self.current.reads_frames_next()
 
+    def computes_next(self) -> bool:
+        return self.current.computes_next()
+
     def end_episode(self) -> None:
         self.current.end_episode()
 

@@ -1,8 +1,8 @@
 """The small contract between the run engine and anything that picks actions.
 
 The engine calls every member of `EvalPolicy`; the optional capabilities (`image_size`, `end_episode`,
-`inference_stats`) have defaults in `BasePolicy`, so a policy that needs none of them inherits it and
-writes the four methods that matter.
+`reads_frames_next`, `computes_next`, `inference_stats`) have defaults in `BasePolicy`, so a policy that needs
+none of them inherits it and writes the four methods that matter.
 """
 
 from __future__ import annotations
@@ -66,6 +66,12 @@ class EvalPolicy(Protocol):
         need not draw frames nobody sees."""
         ...
 
+    def computes_next(self) -> bool:
+        """Whether the next `select_action` computes (a chunk, or one action) rather than popping an action it
+        already holds: what a paced arm under LeRobot's synchronous engine waits for, and what a simulated arm's
+        chunked latency model lands late by (`harness twin`)."""
+        ...
+
     def inference_stats(self) -> InferenceStats:
         """The trial's inference as the arm experienced it, read once its episode has ended."""
         ...
@@ -84,6 +90,9 @@ class BasePolicy:
         return None
 
     def reads_frames_next(self) -> bool:
+        return True
+
+    def computes_next(self) -> bool:
         return True
 
     def inference_stats(self) -> InferenceStats:

@@ -300,6 +300,14 @@ class LeRobotPolicy(BasePolicy):
         queue = _chunk_queue(self._policy)
         return queue is None or len(queue) == 0
 
+    def computes_next(self) -> bool:
+        """A new chunk (or, unchunked, every action) under the synchronous engine; never under RTC, whose chunks
+        are computed beside the loop (the arm never waits for one)."""
+        if self._rtc is not None:
+            return False
+        queue = _chunk_queue(self._policy)
+        return queue is None or len(queue) == 0
+
     def select_action(self, observation: dict[str, Any]) -> dict[str, float]:
         from lerobot.utils.feature_utils import build_dataset_frame
 

@@ -16,7 +16,7 @@ from pydantic import Field
 
 from harness.models.anatomy import ANATOMY_RULES, TrackingFit, tracking_fit
 from harness.models.logistic import LogisticFit, fit_logistic
-from harness.models.run_settings import InferenceEngine, RobotKind
+from harness.models.run_settings import ChunkLatency, InferenceEngine, RobotKind, latency_text
 from harness.models.scoresheet import Attempt, Scoresheet, run_latency
 from harness.models.stats import (
     fisher_exact,
@@ -485,7 +485,7 @@ def latency_of(sheet: Scoresheet) -> Latency:
     """The latency model and inference engine a run was scored under, and whether they were locked."""
     latency = run_latency(sheet.locked, sheet.settings)
     model = ("the arm's own" if not RobotKind(sheet.locked.robot).simulated else "lock-step" if latency is None
-             else "measured" if latency == "measured" else f"{float(latency):g} ms")
+             else latency_text(latency))
     inference = sheet.inference
     if inference.engine is InferenceEngine.ASYNC:
         return Latency(model="server round trip", engine=inference.engine.value, locked=True, server=inference.server,
@@ -564,6 +564,8 @@ def _latency_key(sheet: Scoresheet) -> tuple[str, float]:
         return f"lock-step, {engine}", -1.0
     if latency == "measured":
         return f"measured, {engine}", float("inf")
+    if isinstance(latency, ChunkLatency):   # after the fixed ones of its step latency
+        return f"{latency.describe()}, {engine}", latency.step_ms + 1e-3
     return f"{float(latency):g} ms, {engine}", float(latency)
 
 

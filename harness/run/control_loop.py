@@ -73,6 +73,7 @@ class EpisodeOutcome:
     rtc_delays: list[int] = field(default_factory=list)     # RTC: each chunk's delay in steps, as RTC was told
     inference_ms: list[float] = field(default_factory=list)  # the policy's own time per chunk (wall), where it says
     realtime: bool | None = None         # a paced loop: whether it ran under real-time scheduling
+    episode_s: float | None = None       # the episode's length on the arm's clock (simulated, or wall)
 
 
 class ControlLoop:
@@ -133,14 +134,19 @@ class ControlLoop:
         # a simulated step's frames only for eyes that look: the policy (unless it pops a queued action),
         # a dataset, an eager evidence recorder
         frames_for_policy_only = world is not None and self.settings.dataset is None and not recorder.eager
+        # a paced arm's episode is its commands, however long they take (a real arm's, and a simulated one that
+        # mirrors it); otherwise the simulator's clock ends it (a latency model makes steps longer)
+        in_commands = self.robot.episode_in_commands
+        t_start = self.clock.now()
         for step in range(max_steps):
             sim_t = world.time - t_begin if world is not None else step * self.period
-            if sim_t >= self.protocol.episode_time_limit_s:
+            if sim_t >= self.protocol.episode_time_limit_s and not in_commands:
                 break
             t0 = self.clock.now()
             try:
                 draw_frames = not frames_for_policy_only or self.policy.reads_frames_next()
-                observation = self.robot.get_observation(draw_frames)
+                computes = world is None or self.policy.computes_next()
+                observation = self.robot.get_observation(draw_frames, computes)
                 t1 = self.clock.now()
                 action = self._select_action(observation, trial)
                 t2 = self.clock.now()
@@ -205,12 +211,13 @@ class ControlLoop:
                 f"policy inference (median {statistics.median(policy_ms):.0f} ms) cannot keep {self.protocol.fps} Hz"
             )
         clock = "simulated" if world is not None else "wall"
+        episode_s = world.time - t_begin if world is not None else self.clock.now() - t_start
         stats = self.policy.inference_stats()
         if stats.round_trips_ms is not None:   # chunks beside the loop (async, RTC): latency in the policy's time
             obs_to_action_ms, clock = list(stats.round_trips_ms), stats.clock
         return EpisodeOutcome(len(policy_ms), void, stopped, policy_ms, io_ms, missed, obs_to_action_ms, clock,
                               stats.queue_underruns, stats.chunk_switches, list(stats.rtc_inference_delays),
-                              list(stats.inference_ms))
+                              list(stats.inference_ms), episode_s=episode_s)
 
     def _select_action(self, observation: dict[str, Any], trial: Trial) -> dict[str, Any]:
         """The policy's action. Its own failure is not the robot's: an `OSError` from a policy reading its
@@ -263,4 +270,5 @@ class ControlLoop:
             rtc_delay_steps_p50=sorted(e.rtc_delays)[len(e.rtc_delays) // 2] if e.rtc_delays else None,
             inference_ms_p50=round(percentile(e.inference_ms, 50), 3) if e.inference_ms else None,
             realtime=e.realtime,
+            episode_s=round(e.episode_s, 3) if e.episode_s is not None else None,
         )

@@ -52,8 +52,14 @@ class SimulatedArm(Protocol):
     @property
     def torque_enabled(self) -> bool: ...
 
+    @property
+    def episode_in_commands(self) -> bool: ...
+
     def hold_frames_once(self) -> None:
         """The next observation repeats the last frames instead of drawing new ones."""
+
+    def policy_computes_next(self, computes: bool) -> None:
+        """Whether the coming action is computed (a new chunk) or popped: a chunked latency model's question."""
 
 
 class GuardedRobot:
@@ -87,6 +93,13 @@ class GuardedRobot:
         return self.simulated.world if self.simulated is not None else None
 
     @property
+    def episode_in_commands(self) -> bool:
+        """An episode of `episode_time_limit_s x fps` commands however long they take, as a paced arm's loop
+        counts it: a real arm, and a simulated one mirroring it (a chunked latency model); otherwise an
+        episode ends on the simulator's clock."""
+        return self.simulated is None or self.simulated.episode_in_commands
+
+    @property
     def landed_latencies_s(self) -> list[float] | None:
         """A simulated arm's record of when each action landed; None on a real arm (the loop times it)."""
         return self.simulated.landed_latencies_s if self.simulated is not None else None
@@ -95,12 +108,17 @@ class GuardedRobot:
     def is_connected(self) -> bool:
         return self.robot.is_connected
 
-    def get_observation(self, draw_frames: bool = True) -> dict[str, Any]:
+    def get_observation(self, draw_frames: bool = True, policy_computes: bool | None = None) -> dict[str, Any]:
         """`draw_frames=False`: nobody will look at this observation's frames (the policy pops a queued action),
-        so a simulated arm repeats its last ones rather than drawing; a real arm's cameras deliver regardless."""
+        so a simulated arm repeats its last ones rather than drawing; a real arm's cameras deliver regardless.
+        `policy_computes`: the control loop's word on whether the policy will compute this step's action or pop
+        a queued one, which a simulated arm's chunked latency model lands late by (a real arm just waits)."""
         with self._lock:
-            if not draw_frames and self.simulated is not None:
-                self.simulated.hold_frames_once()
+            if self.simulated is not None:
+                if not draw_frames:
+                    self.simulated.hold_frames_once()
+                if policy_computes is not None:
+                    self.simulated.policy_computes_next(policy_computes)
             return self.robot.get_observation()
 
     def send_action(self, action: dict[str, Any]) -> dict[str, Any]:

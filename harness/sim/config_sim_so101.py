@@ -25,5 +25,7 @@ class SimSO101Config(RobotConfig):
     # Latency model (lock-step only): None keeps lock-step, where the arm waits for every action.
     # A number of milliseconds, or "measured" (each action's own policy time, from the robot's clock),
     # lets simulated time run while the policy thinks: the arm keeps executing its last command and
-    # the new action lands that long after the observation it came from.
-    latency_ms: float | str | None = None
+    # the new action lands that long after the observation it came from. A chunked one,
+    # {"step_ms": N, "chunk_ms": C}, mirrors a paced real arm under a chunking policy: C when the
+    # policy computes a new chunk, N otherwise, and episodes counted in commands (`ChunkLatency`).
+    latency_ms: float | str | dict[str, float] | None = None

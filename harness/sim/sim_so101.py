@@ -14,6 +14,7 @@ from lerobot.robots.utils import ensure_safe_goal_position
 from lerobot.utils.errors import DeviceAlreadyConnectedError, DeviceNotConnectedError
 
 from harness.models.protocol import JOINT_NAMES
+from harness.models.run_settings import ChunkLatency
 from harness.sim.config_sim_so101 import SimSO101Config
 from harness.sim.units import GRIPPER_LOAD_KEY, clamp_to_limits, from_sim, to_sim
 from harness.sim.world import SimWorld
@@ -24,24 +25,44 @@ class LatencyModel:
     """How long after its observation an action lands, in simulated time."""
 
     fixed_s: float | None      # None: measured, each action's own policy time
+    chunk_s: float | None = None   # an action the policy computed a new chunk for (None: as every other)
 
     @classmethod
-    def from_setting(cls, latency_ms: float | str | None, fps: int) -> LatencyModel | None:
+    def from_setting(cls, latency_ms: float | str | dict[str, float] | ChunkLatency | None,
+                     fps: int) -> LatencyModel | None:
         if latency_ms is None:
             return None
         if latency_ms == "measured":
             return cls(None)
+        if isinstance(latency_ms, dict | ChunkLatency):
+            try:
+                chunked = ChunkLatency.model_validate(latency_ms)
+            except ValueError:
+                raise ValueError(f"latency_ms must be 0..10000, 'measured' or {{step_ms, chunk_ms}} within "
+                                 f"0..10000, not {latency_ms!r}") from None
+            return cls(chunked.step_ms / 1000, chunked.chunk_ms / 1000)
         value = float(latency_ms)
         if not math.isfinite(value) or value < 0 or value > 10_000:
             raise ValueError(f"latency_ms must be 0..10000 or 'measured', not {latency_ms!r}")
         return cls(value / 1000)
 
-    def seconds(self, measured_s: float | None) -> float:
+    @property
+    def chunked(self) -> bool:
+        """A paced real arm's model under a chunking policy: its episode is counted in commands, as the paced
+        loop counts it, however long the chunks' stalls make it in time."""
+        return self.chunk_s is not None
+
+    def seconds(self, measured_s: float | None, computed: bool = True) -> float:
+        """`computed`: the policy computed this action (a new chunk) rather than popping one it held."""
+        if self.chunk_s is not None and computed:
+            return self.chunk_s
         if self.fixed_s is not None:
             return self.fixed_s
         return max(0.0, measured_s or 0.0)
 
     def describe(self) -> str:
+        if self.chunk_s is not None and self.fixed_s is not None:
+            return f"{1000 * self.fixed_s:g} ms, {1000 * self.chunk_s:g} ms at each new chunk"
         return "measured" if self.fixed_s is None else f"{1000 * self.fixed_s:g} ms"
 
 
@@ -70,6 +91,7 @@ class SimSO101(Robot):
         self.landed_latencies_s: list[float] = []  # per action: simulated observation-to-action delay
         self._hold_frames = False
         self._last_frames: dict[str, Any] = {}
+        self._computes = False   # the loop says the policy computes the coming action (a chunked model asks)
 
     # --- features ----------------------------------------------------------
     @property
@@ -153,6 +175,17 @@ class SimSO101(Robot):
             self._observed_at = self._now()
         return obs
 
+    def policy_computes_next(self, computes: bool) -> None:
+        """Whether the policy will compute the coming action (a new chunk) or pop one it holds: under a chunked
+        latency model, what decides how late it lands."""
+        self._computes = computes
+
+    @property
+    def episode_in_commands(self) -> bool:
+        """Episodes counted in commands (`episode_time_limit_s x fps`), as a paced real arm's loop counts them,
+        rather than in simulated time: under a chunked latency model, which mirrors such an arm."""
+        return self.latency is not None and self.latency.chunked
+
     def hold_frames_once(self) -> None:
         """The next observation repeats the last frames rather than drawing them: its policy will not look
         (it pops an action from its queue), and drawing is most of a learned policy's simulated step."""
@@ -187,7 +220,8 @@ class SimSO101(Robot):
         after this one, or when the action lands if the policy was slower than that."""
         thought_s = None if self._observed_at is None else self._now() - self._observed_at
         self._observed_at = None
-        delay = self.world.physics_steps_for(latency.seconds(thought_s))
+        delay = self.world.physics_steps_for(latency.seconds(thought_s, self._computes))
+        self._computes = False   # an action nobody said was computed (the arm's move to its start) is not
         self.world.hold(delay)
         self.world.step_control(targets, max(0, self.world.substeps - delay))
         self.landed_latencies_s.append(delay * self.world.model.opt.timestep)

@@ -113,6 +113,11 @@ def add_run_flags(target: argparse.ArgumentParser, skip: Collection[str] = ()) -
                              "(the full meshes at every size, as before); locked with the run")
     parser.add_argument("--latency", choices=["measured"],
                         help="simulated arm: the latency model with each action's own measured policy time")
+    parser.add_argument("--latency-chunk-ms", type=float, metavar="C",
+                        help="simulated arm, with --latency-ms N: an action the policy computes a new chunk for "
+                             "lands C ms after its observation (the others N ms), and the episode is counted in "
+                             "commands, as a paced real arm's is (what `harness twin` gives a chunking policy); "
+                             "locked with the run")
     parser.add_argument("--inference", choices=[InferenceEngine.SYNC.value, InferenceEngine.RTC.value],
                         help="LeRobot inference engine: sync (default) or rtc (Real-Time Chunking, for policies "
                              "that support it; refused before anything is written otherwise); locked with the run")
