@@ -66,6 +66,29 @@ def harness(argv: list[str], cwd: Path) -> tuple[float, str]:
     return time.monotonic() - started, done.stdout
 
 
+def arm_loop(sheet_path: Path) -> dict[str, float | None]:
+    """What the arm's loop did over a sheet's scored attempts (medians): commands, new chunks, stalls (actions that
+    landed more than a control period after their observation) and commands a second on the arm's clock (wall time
+    on the emulated arm, simulated time in the twin), stalls included."""
+    sys.path.insert(0, str(REPO))
+    from harness.models.scoresheet import load_scoresheet
+
+    loops = [a.loop for a in load_scoresheet(sheet_path).scored_attempts()]
+
+    def median(values: list[float]) -> float | None:
+        ordered = sorted(values)
+        return ordered[len(ordered) // 2] if ordered else None
+
+    return {"steps": median([float(loop.steps) for loop in loops]),
+            "chunks": median([float(loop.chunk_switches) for loop in loops if loop.chunk_switches is not None]),
+            "stalls": median([float(loop.queue_underruns) for loop in loops if loop.queue_underruns is not None]),
+            "rate": median([loop.steps / loop.episode_s for loop in loops if loop.episode_s])}
+
+
+def _cell(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--policy", default="expert")
@@ -83,6 +106,7 @@ def main() -> None:
     (work / "bench.yaml").write_text(PROTOCOL.format(episode=args.episode_s, trials=trials))
     policy = str(Path(args.policy).resolve()) if Path(args.policy).exists() else args.policy
     rows = []
+    load_at_start = os.getloadavg()[0]
     for gap in [g for g in args.gaps.split(",")]:
         flags = [] if gap == "none" else ["--gap", gap]
         folder = work / (gap.replace("=", "") or "none")
@@ -105,20 +129,32 @@ def main() -> None:
         _, out = harness(["report", "--json", str(twin_sheet.relative_to(folder))], folder)
         fidelity = json.loads(out)["twin_fidelity"]["twins"][0]
         moved = [f"{m['label']} {m['real']}->{m['twin']}" for m in fidelity["modes"] if m["real"] != m["twin"]]
-        rows.append((gap, fidelity, moved, real_s, twin_s))
+        loops = (arm_loop(sheet), arm_loop(twin_sheet))
+        rows.append((gap, fidelity, moved, real_s, twin_s, loops))
         print(f"{gap}: {fidelity['label_agreement']['k']}/{fidelity['label_agreement']['n']} "
-              f"real {real_s:.0f} s twin {twin_s:.0f} s", file=sys.stderr, flush=True)
-    print(f"\npolicy {args.policy}, {args.trials} trials per condition, episodes {args.episode_s:g} s, work {work}\n")
+              f"real {real_s:.0f} s twin {twin_s:.0f} s, load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
+    print(f"\npolicy {args.policy}, {args.trials} trials per condition, episodes {args.episode_s:g} s, work {work}, "
+          f"load {load_at_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end\n")
     print("| gap | real success | twin success | same label | 95 % interval | kappa | modes that moved (real->twin) "
           "| rehearsal wall (s) | twin wall (s) |")
     print("|---|---:|---:|---:|---|---:|---|---:|---:|")
-    for gap, f, moved, real_s, twin_s in rows:
+    for gap, f, moved, real_s, twin_s, _ in rows:
         agree = f["label_agreement"]
         kappa = "undefined" if f["kappa"] is None else f"{f['kappa']:.2f}"
         low, high = agree["wilson95"]
         print(f"| {gap} | {f['real_success']['k']}/{f['real_success']['n']} | {f['twin_success']['k']}/"
               f"{f['twin_success']['n']} | {agree['k']}/{agree['n']} | {100 * low:.0f}-{100 * high:.0f} % | {kappa} | "
               f"{', '.join(moved) or 'none'} | {real_s:.0f} | {twin_s:.0f} |")
+
+    print("\nThe arm's loop, rehearsal / twin (medians over the attempts; commands a second on the arm's clock, "
+          "stalls included):\n")
+    print("| gap | commands | new chunks | stalls (> 1 period) | commands/s |")
+    print("|---|---|---|---|---|")
+    for gap, *_, (real, twin) in rows:
+        print(f"| {gap} | " + " | ".join(f"{_cell(real[key], digits)} / {_cell(twin[key], digits)}" for key, digits in
+                                         (("steps", 0), ("chunks", 0), ("stalls", 0), ("rate", 1))) + " |")
+    if args.keep is None:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -83,6 +84,9 @@ def test_the_desk_is_reached_through_the_arm_process(tmp_path: Path) -> None:
         assert rig.command("heat nobody 90") == ["error: no servo named 'nobody' (servos: shoulder_pan, "
                                                  "shoulder_lift, elbow_flex, wrist_flex, wrist_roll, gripper)"]
         assert rig.command("quit") is None
+        os.kill(rig.pid, signal.SIGINT)   # Ctrl+C in the rehearsal's terminal: the rehearsal stops, releasing torque
+        os.kill(rig.pid, signal.SIGTERM)
+        assert rig.command("status") == status   # ... on servos that are still there to answer
     assert not (tmp_path / "cams.sock").exists()
 
 

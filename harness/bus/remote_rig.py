@@ -60,10 +60,11 @@ class EmulatedTruth:
 class RemoteRig:
     """The emulated desk as the rehearsal's process sees it (`bus.scenario.Rig`'s hands, over the control link)."""
 
-    def __init__(self, port: str, link: ControlLink, gap: RealityGap, camera_socket: Path | None) -> None:
+    def __init__(self, port: str, link: ControlLink, gap: RealityGap, camera_socket: Path | None, pid: int) -> None:
         from harness.sim.scene import gapped_geometry
 
         self.port = port
+        self.pid = pid   # the arm's process (what `ps` shows serving the servos)
         self.camera_socket = camera_socket
         self._link = link
         self._lock = threading.Lock()
@@ -111,7 +112,7 @@ def open_rig_process(camera_socket: Path | None = None, gap: RealityGap | None =
     link = ControlLink(ours)
     try:
         port = _wait_until_ready(process)
-        yield RemoteRig(port, link, gap, camera_socket)
+        yield RemoteRig(port, link, gap, camera_socket, process.pid)
     finally:
         _end(process, link)
 

@@ -12,7 +12,8 @@ runs): `SimCoupledChain` on a `PtyBus`, the `FrameServer` beside it. What the re
 of the desk goes over a control link (`ControlLink`, JSON lines on a socket pair): a person's hands (the cube
 placed, a console line carried out) and the simulator's truth (its clock and the cube's pose) for the emulated
 expert. It ends when its standard input closes: when the rehearsal closes the rig, and when the rehearsal dies,
-however it dies.
+however it dies; never on a signal meant for the rehearsal (Ctrl+C in its terminal), which releases torque on
+these servos as it stops.
 
 Started by `harness.bus.remote_rig.open_rig_process` as `python -m harness.bus.rig_process`.
 """
@@ -24,6 +25,7 @@ import contextlib
 import gc
 import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -111,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gap", default="{}", help="the declared reality gap, as JSON (models.reality_gap)")
     parser.add_argument("--cube-origin", default=None, help="the trained spot, X,Y in cm")
     args = parser.parse_args(argv)
+    # A terminal's Ctrl+C (and a SIGTERM to the rehearsal's process group) reaches this process too; the rehearsal
+    # still releases torque on these servos as it stops, so they live until it closes the lifeline, as a desk's do.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     link = ControlLink(socket.socket(fileno=args.control_fd))
     with contextlib.ExitStack() as stack:
         stack.callback(link.close)
