@@ -55,15 +55,51 @@ def starts(count: int, trained_spot: bool) -> list[tuple[float, float, float]]:
     return (STARTS + extra)[:count]
 
 
+PAUSED = 3   # `harness run`'s exit code for a paused run (a void that pauses: resumable)
+
+
+class Paused(Exception):
+    def __init__(self, seconds: float, why: str) -> None:
+        super().__init__(why)
+        self.seconds = seconds
+
+
 def harness(argv: list[str], cwd: Path) -> tuple[float, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "harness.cli", *argv], cwd=cwd, env=env, capture_output=True,
                           text=True, check=False)
+    took = time.monotonic() - started
+    if done.returncode == PAUSED:
+        raise Paused(took, (done.stdout + done.stderr)[-600:])
     if done.returncode != 0:
         raise SystemExit(f"harness {' '.join(argv)} exited {done.returncode}:\n"
                          f"{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    return time.monotonic() - started, done.stdout
+    return took, done.stdout
+
+
+def rehearse(argv: list[str], folder: Path, label: str) -> tuple[float, int]:
+    """A rehearsal to its end, resumed (as a desk would) when the loaded host pauses it; (wall time of all its
+    sessions, resumes). A rehearsal that fails outright is redone afresh, three times at most."""
+    for tries in range(3):
+        seconds, resumes = 0.0, 0
+        try:
+            while True:
+                try:
+                    took, _ = harness([*argv, *(["--resume"] if resumes else [])], folder)
+                    return seconds + took, resumes
+                except Paused as paused:
+                    seconds += paused.seconds
+                    resumes += 1
+                    print(f"{label}: rehearsal paused ({resumes}), resumed: {str(paused)[-300:]}", file=sys.stderr,
+                          flush=True)
+                    if resumes > 5:
+                        raise SystemExit(f"{label}: paused more than 5 times") from None
+        except SystemExit as stopped:
+            print(f"{label}: rehearsal try {tries + 1} failed: {str(stopped)[-1200:]}", file=sys.stderr, flush=True)
+            for made in ("scoresheets", "runs", "rehearsals"):
+                shutil.rmtree(folder / made, ignore_errors=True)
+    raise SystemExit(f"{label}: three rehearsals failed")
 
 
 def arm_loop(sheet_path: Path) -> dict[str, float | None]:
@@ -112,17 +148,8 @@ def main() -> None:
         folder = work / (gap.replace("=", "") or "none")
         folder.mkdir(exist_ok=True)
         (folder / "bench.yaml").write_text((work / "bench.yaml").read_text())
-        for tries in range(3):   # a loaded host can starve the camera process: a paused rehearsal is redone afresh
-            try:
-                real_s, _ = harness(["rehearse", "bench.yaml", "--policy", policy, "--operator", "scripted",
-                                     "--camera-size", args.camera_size, *flags], folder)
-                break
-            except SystemExit as stopped:
-                print(f"{gap}: rehearsal try {tries + 1} failed: {str(stopped)[-1200:]}", file=sys.stderr, flush=True)
-                for made in ("scoresheets", "runs", "rehearsals"):
-                    shutil.rmtree(folder / made, ignore_errors=True)
-        else:
-            raise SystemExit(f"{gap}: three rehearsals failed")
+        real_s, resumes = rehearse(["rehearse", "bench.yaml", "--policy", policy, "--operator", "scripted",
+                                    "--camera-size", args.camera_size, *flags], folder, gap)
         sheet = next((folder / "scoresheets").glob("*rehearsal*.yaml"))
         twin_s, _ = harness(["twin", str(sheet.relative_to(folder))], folder)
         twin_sheet = sheet.with_name(f"{sheet.stem}-twin.yaml")
@@ -131,6 +158,9 @@ def main() -> None:
         moved = [f"{m['label']} {m['real']}->{m['twin']}" for m in fidelity["modes"] if m["real"] != m["twin"]]
         loops = (arm_loop(sheet), arm_loop(twin_sheet))
         rows.append((gap, fidelity, moved, real_s, twin_s, loops))
+        if resumes:
+            print(f"{gap}: the rehearsal was resumed {resumes} time(s); its wall time includes every session",
+                  flush=True)
         print(f"{gap}: {fidelity['label_agreement']['k']}/{fidelity['label_agreement']['n']} "
               f"real {real_s:.0f} s twin {twin_s:.0f} s, load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
     print(f"\npolicy {args.policy}, {args.trials} trials per condition, episodes {args.episode_s:g} s, work {work}, "
