@@ -129,10 +129,11 @@ def env_finding_this_package() -> dict[str, str]:
 
     Mesa's software renderer (llvmpipe, what EGL draws with on a machine without a GPU) rasterizes on worker
     threads of its own, at normal priority, which a camera thread raised above normal (`realtime.CAMERA_PRIORITY`)
-    waits on. Drawing in the camera thread instead (`LP_NUM_THREADS=0`) kept frames fresh under load but, on two
-    cores, starved the emulated bus's answers (its thread waits on the rehearsal's interpreter lock, held by
-    normal-priority threads): "no status packet" pauses in 4 of 6 loaded rehearsals and in the tests. So Mesa
-    keeps its default here; a user's own `LP_NUM_THREADS` is passed on."""
+    waits on. Drawing in the camera thread instead (`LP_NUM_THREADS=0`) kept frames fresh under load but made the
+    cameras a real-time load of about a core on two: the kernel's real-time budget ran out and throttled every
+    real-time thread of that core, the emulated servos' with them ("no status packet" pauses, whatever process the
+    servos run in; docs/benchmarks.md, "Twin fidelity"). So Mesa keeps its default here; a user's own
+    `LP_NUM_THREADS` is passed on."""
     root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
