@@ -210,3 +210,31 @@ def test_a_policy_needing_a_camera_the_robot_lacks_is_refused_and_nothing_is_wri
     assert code == 2
     assert "needs camera(s) ['top']" in capsys.readouterr().err
     assert not list(workdir.glob("scoresheets/*.yaml")), "a refused run must not leave a locked scoresheet"
+
+
+@pytest.mark.slow
+def test_what_the_policy_load_built_is_out_of_the_collectors_reach_for_the_run_and_collectable_after(workdir) -> None:
+    """A full collection walking torch's and LeRobot's half a million objects took 0.35 s of CPU with the interpreter
+    lock held (1-4 s on two loaded cores) and held up the first cube prompt (issue 40): they are frozen once the policy
+    has loaded, for the run, and collectable again once it has ended, so a process that runs one run after another
+    (`harness.evaluate` in a notebook) keeps nothing of the last."""
+    import gc
+
+    from harness.app.parts import Parts
+    from harness.app.run_command import run_from_args
+    from harness.cli import build_parser
+    from harness.policies.scripted import ExpertPolicy
+
+    frozen_in_trials: list[int] = []
+
+    class Noting(ExpertPolicy):
+        def reset(self, context):
+            frozen_in_trials.append(gc.get_freeze_count())
+            super().reset(context)
+
+    gc.unfreeze()   # from nothing frozen
+    protocol = small_protocol_copy(workdir / "protocols")
+    args = build_parser().parse_args(["run", str(protocol), "--headless", "--no-video", "--max-trials", "1"])
+    assert run_from_args(args, Parts(policy=lambda *args: Noting())) == 0
+    assert len(frozen_in_trials) == 1 and frozen_in_trials[0] > 10_000
+    assert gc.get_freeze_count() == 0

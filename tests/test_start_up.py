@@ -154,6 +154,38 @@ def test_an_emergency_stop_while_the_policy_loads_ends_the_wait_with_torque_off_
     run.policy.close()          # the run ends while the policy still loads: it is closed once it has
     run.loads.go.set()
     assert run.policy.wait(5) and run.loads.closed
+    assert run.ready == [], "a run that ended while its policy loaded writes no scoresheet"
+
+
+def test_once_the_policy_has_loaded_its_checks_run_while_the_check_screen_waits(tmp_path) -> None:
+    """The scoresheet is written and the cameras checked on the loading thread as soon as the policy has loaded,
+    not between Enter and the arm's first move (issue 40); a check that fails is the load's error, which the check
+    screen shows, and the first trial raises it before anything moves."""
+    clock = ManualClock()
+    loads = Loads(clock)
+    policy = BackgroundPolicy(loads, "act:tiny")
+    done: list[str] = []
+    policy.on_ready(lambda _: done.append(threading.current_thread().name))
+    assert done == []
+    loads.go.set()
+    assert policy.wait(5) and policy.error is None
+    assert done == ["harness-policy-load"]   # nobody has asked for the policy yet
+    policy.ready()
+    assert done == ["harness-policy-load"]   # once
+    policy.on_ready(lambda _: done.append(threading.current_thread().name))   # registered after the load
+    policy.ready()
+    assert done == ["harness-policy-load", threading.current_thread().name]
+
+    def cameras_missing(_) -> None:
+        raise HarnessInputError(None, "--camera", "the policy needs camera(s) ['top'] but the robot has none")
+
+    failing = Loads(clock)
+    refused = BackgroundPolicy(failing, "act:tiny")
+    refused.on_ready(cameras_missing)
+    failing.go.set()
+    assert refused.wait(5) and isinstance(refused.error, HarnessInputError)
+    with pytest.raises(HarnessInputError, match="needs camera"):
+        refused.ready()
 
 
 def test_a_policy_that_fails_to_load_ends_the_run_before_anything_moves_and_writes_nothing(tmp_path) -> None:

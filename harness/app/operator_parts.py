@@ -87,6 +87,9 @@ def operator_stage(request: PlacementRequest, protocol: Protocol, robot: Any, ob
     guide = None
     cameras = getattr(getattr(robot, "robot", None), "cameras", {}) or {}
     if files.guided and "top" in cameras and hasattr(observer, "placement"):
+        from harness.vision.lab import build_tables_in_background
+
+        build_tables_in_background()   # off the first cube prompt's path: its scene check converts to Lab
         guide = PlacementGuide(files.view, lambda: cameras["top"].async_read(timeout_ms=1000), [files.empty_scene],
                                observer, MonotonicClock(), files.tolerance, capture_references=3)
     return OperatorStage(observer.confirm_cube_placed, guide=guide, proposer=proposer, show_proposal=show)

@@ -8,6 +8,7 @@ A pause (fault, emergency stop, abort) propagates as `RunPaused`; the CLI maps i
 from __future__ import annotations
 
 import argparse
+import gc
 import signal
 import sys
 from collections.abc import Callable
@@ -91,8 +92,14 @@ def run_request(request: RunRequest, parts: Parts | None = None, observer: Any =
         print(format_summary(summarize(sheet)))
         return 0
     def load() -> EvalPolicy:
-        return parts.policy(pinned_ref(sheet.locked.policy), protocol, sheet.settings, request.device,
-                            sheet.locked.robot, sheet.inference)
+        loaded = parts.policy(pinned_ref(sheet.locked.policy), protocol, sheet.settings, request.device,
+                              sheet.locked.robot, sheet.inference)
+        # What is built by now (torch, LeRobot, transformers: half a million objects) lives as long as the run: out
+        # of the collector's reach until it ends, a full collection no longer walks it holding the interpreter
+        # lock (0.35 s of CPU, 1-4 s on two loaded cores: it held up the first cube prompt, issue 40, and would
+        # hold up a control step).
+        gc.freeze()
+        return loaded
 
     # A real arm's serial run loads its policy beside the arm's connection and check (`policies.background`):
     # the simulator needs the policy's cameras and size to be built, a parallel run hands it to its worker, and
@@ -129,6 +136,7 @@ def run_request(request: RunRequest, parts: Parts | None = None, observer: Any =
     finally:
         if not handed_over:
             policy.close()
+        gc.unfreeze()   # the run's objects collectable again: a process running runs one after another keeps none
 
 
 def check_policy_folder(ref: str) -> None:

@@ -20,6 +20,7 @@ import cv2
 import numpy as np
 
 from harness.models.protocol import Scene
+from harness.vision.lab import rgb_to_lab
 from harness.vision.rim import Rim
 
 ONE_SPOT_CM = 1.0
@@ -111,7 +112,7 @@ def redness(frame: np.ndarray) -> np.ndarray:
     """Lab a* (green to red) less any blueness (b* below zero), lightly smoothed: the cube stands out
     on it whether the frame is bright, dim or washed out, and the yellow arm, the beige table and the
     navy bowl rim (whose a* is positive too) do not."""
-    lab = cv2.cvtColor(frame, cv2.COLOR_RGB2LAB).astype(np.float32) - 128.0
+    lab = rgb_to_lab(frame).astype(np.float32) - 128.0
     return cv2.GaussianBlur(lab[:, :, 1] + np.minimum(lab[:, :, 2], 0.0), (3, 3), 0)
 
 
@@ -147,7 +148,7 @@ def colourfulness(frame: np.ndarray) -> float:
     """How far the frame's most colourful pixels (the arm, the bowl, the cube) sit from the table's
     colour (99th percentile, Lab units): a washed-out or dim frame scales it with the cube's own
     contrast, while a faint reddish patch where the cube is hidden stays faint against it."""
-    lab = cv2.cvtColor(frame, cv2.COLOR_RGB2LAB).astype(np.float32)[:, :, 1:]
+    lab = rgb_to_lab(frame).astype(np.float32)[:, :, 1:]
     table = np.median(lab.reshape(-1, 2), axis=0)
     return max(1.0, float(np.percentile(np.hypot(*(lab - table).transpose(2, 0, 1)), 99)))
 

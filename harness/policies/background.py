@@ -5,8 +5,10 @@ work that neither reads nor moves the arm. `harness run --robot so101` starts it
 opens the cameras meanwhile, and shows the check screen before it is done; the engine's first trial waits for
 it (`RunEngine`), with the stop key and the abort live, and nothing moves until it is loaded. What had to be
 checked once the policy is known (its cameras against the robot's, the scoresheet written only for a policy
-that loads) runs as `on_ready` callbacks, in the waiting thread, once: a policy that does not load leaves no
-scoresheet behind, as before.
+that loads) runs as `on_ready` callbacks, once: on the loading thread as soon as it has loaded, while the check
+screen waits (not between Enter and the arm's first move: issue 40), and a check that fails is shown there as
+the load's error. A policy that does not load leaves no scoresheet behind, as before; nor does a run that ended
+while it loaded.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ class BackgroundPolicy:
         self._error: BaseException | None = None
         self._closed = False
         self._lock = threading.Lock()
-        self._ready_checks: list[Callable[[EvalPolicy], object]] = []
-        self._checked = False
+        self._ready_checks: list[Callable[[EvalPolicy], object]] = []   # not run yet
+        self._checks_lock = threading.Lock()   # each check runs once, on whichever thread comes first
         self._threads_applied: set[int] = set()
         self.started = clock()
         self.load_s: float | None = None   # loading (and the warm-up, when it was handed an observation in time)
@@ -48,10 +50,12 @@ class BackgroundPolicy:
     def _run(self) -> None:
         try:
             policy = self._load()
-            with self._lock:
+            with self._lock:   # a close meanwhile waits for the checks: a run that has ended writes nothing
                 close_now = self._closed
                 self._policy = policy
                 observation, self._warm_observation = self._warm_observation, None
+                if not close_now:
+                    self._run_checks(policy)
             if close_now:   # the run ended while this loaded: nobody will use it
                 policy.close()
             elif observation is not None:
@@ -90,8 +94,16 @@ class BackgroundPolicy:
         return self._done.wait(timeout_s)
 
     def on_ready(self, check: Callable[[EvalPolicy], object]) -> None:
-        """Run `check(policy)` once the policy is loaded, in the thread that first asks for it (`ready`)."""
-        self._ready_checks.append(check)
+        """Run `check(policy)` once the policy is loaded: on the loading thread, or in the first thread that asks
+        for the policy (`ready`) when the load ended before this was called."""
+        with self._checks_lock:
+            self._ready_checks.append(check)
+
+    def _run_checks(self, policy: EvalPolicy) -> None:
+        with self._checks_lock:
+            checks, self._ready_checks = self._ready_checks, []
+            for check in checks:
+                check(policy)
 
     def ready(self) -> EvalPolicy:
         """The loaded policy (waiting for it), its `on_ready` checks run once; the load's error re-raised."""
@@ -106,10 +118,7 @@ class BackgroundPolicy:
             if threads is not None:
                 threads.apply()
             self._threads_applied.add(threading.get_ident())
-        if not self._checked:
-            self._checked = True
-            for check in self._ready_checks:
-                check(self._policy)
+        self._run_checks(self._policy)
         return self._policy
 
     # --- EvalPolicy, once loaded -----------------------------------------------------------------------------

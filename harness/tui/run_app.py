@@ -84,11 +84,14 @@ class RunApp(App[int]):
         if not start:
             self.exit(0)
             return
-        self.run_screen = RunScreen()
-        self.push_screen(self.run_screen)
-        self.call_after_refresh(self.run_screen.show, self.state)
+        # The engine first: the arm's move to its start pose need not wait for the run screen to be built (issue
+        # 40). What the engine reports meanwhile is queued behind this call and kept in `state` until the screen
+        # is mounted, then drawn from the state of that moment.
         self._engine_thread = threading.Thread(target=self._run_engine, name="harness-engine")
         self._engine_thread.start()
+        self.run_screen = RunScreen()
+        self.push_screen(self.run_screen)
+        self.call_after_refresh(lambda: self.run_screen.show(self.state))
 
     # --- engine thread -------------------------------------------------------
     def _run_engine(self) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 import cv2
 import numpy as np
 
+from harness.vision.lab import rgb_to_lab
 from harness.vision.reasons import DetectionError, NotMeasured
 
 
@@ -258,7 +259,7 @@ def _floor_layer(rim: Rim, layers: list[_Layer], floor_ratio: float) -> _Layer |
 
 def _smoothed_lab(frame: np.ndarray) -> np.ndarray:
     """Lab in roughly perceptual units (L 0..100), smoothed against noise and JPEG blocks."""
-    lab = cv2.cvtColor(frame, cv2.COLOR_RGB2LAB).astype(np.float32)
+    lab = rgb_to_lab(frame).astype(np.float32)
     lab[:, :, 0] *= 100 / 255
     lab[:, :, 1:] -= 128
     return cv2.GaussianBlur(lab, (0, 0), 1.5)

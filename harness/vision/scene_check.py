@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from harness.vision.lab import rgb_to_lab
+
 
 @dataclass(frozen=True)
 class Unexpected:
@@ -31,8 +33,7 @@ _CHANNEL_SUM = np.ones((1, 3), np.float32)
 
 def scene_lab(frame: np.ndarray) -> np.ndarray:
     """A frame as the comparison sees it: blurred (sensor noise), in Lab (a colour distance), float32."""
-    lab: np.ndarray = cv2.cvtColor(cv2.GaussianBlur(frame, (5, 5), 0), cv2.COLOR_RGB2LAB).astype(np.float32)
-    return lab
+    return rgb_to_lab(cv2.GaussianBlur(frame, (5, 5), 0)).astype(np.float32)
 
 
 class SceneReferences:
