@@ -1,9 +1,9 @@
 """SIGKILL each kind of harness process once its children are up: serial run (evidence-writer lanes and
 their resource tracker), `--workers` run (Ray and its reaper), sweep (LeRobot's policy server for a
-`policy_server: local` cell), rehearsal (the simulated cameras' render process, the run's lanes) and
-`emulate-bus --sim`. Five seconds later no process it started may be alive, and the next start of any
-`harness` command removes every temporary folder it left. Each runs with a temporary folder of its own
-(TMPDIR), so what is left there is what it left."""
+`policy_server: local` cell; the Ray workers it keeps from cell to cell), rehearsal (the simulated cameras'
+render process, the run's lanes) and `emulate-bus --sim`. Five seconds later no process it started may be
+alive, and the next start of any `harness` command removes every temporary folder it left. Each runs with a
+temporary folder of its own (TMPDIR), so what is left there is what it left."""
 
 from __future__ import annotations
 
@@ -79,6 +79,17 @@ def _sweep(folder: Path) -> tuple[list[str], list[str]]:
             ["local_policy_server", "multiprocessing.spawn"])
 
 
+def _sweep_on_ray(folder: Path) -> tuple[list[str], list[str]]:
+    """A sweep's Ray workers are kept from cell to cell: they must still die with it."""
+    protocol = _protocol_file(folder)
+    save_tiny_act(folder / "act")
+    spec = folder / "sweep.yaml"
+    spec.write_text(yaml.safe_dump({"name": "r", "checkpoints": ["act"], "protocols": [protocol.name], "workers": 2,
+                                    "conditions": [{"no_video": True}, {"no_video": True, "video_fps": 10}]}))
+    return (["sweep", str(spec), "--scoresheets-dir", str(folder / "sheets"), "--runs-dir", str(folder / "runs")],
+            ["TrialWorker", "ray_reaper", "raylet"])
+
+
 def _rehearse(folder: Path) -> tuple[list[str], list[str]]:
     save_tiny_act(folder / "act", height=480, width=640)
     return (["rehearse", str(_protocol(folder)), "--policy", "act", "--operator", "scripted"],
@@ -89,7 +100,8 @@ def _emulator(folder: Path) -> tuple[list[str], list[str]]:
     return ["emulate-bus", "--sim"], ["frame_render"]
 
 
-KINDS = {"serial": _serial, "workers": _workers, "sweep": _sweep, "rehearse": _rehearse, "emulate-bus": _emulator}
+KINDS = {"serial": _serial, "workers": _workers, "sweep": _sweep, "sweep-on-ray": _sweep_on_ray, "rehearse": _rehearse,
+         "emulate-bus": _emulator}
 
 
 @pytest.mark.slow

@@ -132,7 +132,7 @@ def _kill_first_busy_worker(killed: list[int], stop: threading.Event) -> None:
 
     def busy_worker() -> int | None:
         return next((proc.info["pid"] for proc in psutil.process_iter(["pid", "cmdline"])
-                     if "TrialWorkerImpl.run_trial" in " ".join(proc.info["cmdline"] or [])), None)
+                     if "TrialWorker.run_trial" in " ".join(proc.info["cmdline"] or [])), None)
 
     while not stop.is_set():   # a trial lasts about a second on a quiet machine: catch a worker inside one
         found = wait_until(lambda: stop.is_set() or busy_worker(), 600, "a worker running a trial", poll_s=0.05)

@@ -59,7 +59,7 @@ def driver(tmp_path_factory) -> Iterator[tuple[subprocess.Popen[str], list[psuti
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=folder)
     try:
         family = _wait_for(lambda: (f := _family(process.pid)) and sum(
-            "TrialWorkerImpl" in " ".join(p.cmdline()) or p.name().startswith("ray::TrialWorker") for p in f
+            "ray::TrialWorker" in " ".join(p.cmdline()) or p.name().startswith("ray::TrialWorker") for p in f
             if p.is_running()) >= 2 and f, 180, "two Ray workers up")
         yield process, family
     finally:

@@ -139,3 +139,62 @@ def test_rtc_applies_only_to_a_policy_that_supports_it(tmp_path: Path) -> None:
     assert why(str(smolvla), {"inference": "rtc"}) is None
     assert why("expert", {"policy_server": "local"}) is NotApplicable.BUILT_IN
     assert why(str(act), {"policy_server": "local"}) is None and why(str(act), {"latency": "measured"}) is None
+
+
+def _records(sheets: Path, runs: Path) -> dict[str, tuple[list[dict], list]]:
+    """Each cell's attempts without what timing decides, and each trial's posed arm trajectory."""
+    import numpy as np
+
+    timing = {"started_at", "ended_at", "duration_s", "loop", "artifacts", "chain_sha256"}
+    cells = {}
+    for path in sorted(sheets.glob("*.yaml")):
+        attempts = [a.model_dump(mode="json", exclude=timing) for a in load_scoresheet(path).attempts]
+        states = []
+        for state in sorted((runs / path.stem).glob("trial-*/sim_state.npz")):
+            with np.load(state) as npz:
+                states.append(npz["posed_qpos"].copy())
+        cells[path.stem] = (attempts, states)
+    return cells
+
+
+@pytest.mark.slow
+def test_a_sweep_whose_workers_keep_their_policies_scores_what_fresh_workers_score(tmp_path: Path, capfd) -> None:
+    import re
+
+    import numpy as np
+
+    from harness.app.sweep_command import run_sweep
+    from harness.models.defaults import DEFAULT_START_POSE
+    from harness.models.protocol import JOINT_NAMES
+
+    protocols = []
+    for kind, seed in (("--randomized", "5"), ("--fixed", "0")):
+        protocols.append(tmp_path / f"{kind[2:]}.yaml")
+        assert main(["protocol", "new", kind, "--n", "3", "--seed", seed, "--time-limit-s", "2",
+                     "-o", str(protocols[-1])]) == 0
+    for step, pan in (("000002", 25.0), ("000004", -25.0)):   # image-dependent ACTs that move the arm
+        mean = [DEFAULT_START_POSE[n] + (pan if n == "shoulder_pan" else 0.0) for n in JOINT_NAMES]
+        save_tiny_act(tmp_path / "train" / "act_cube" / "checkpoints" / step / "pretrained_model", height=72,
+                      width=96, action_mean=mean)
+    spec = _write(tmp_path / "sweep.yaml", {"name": "kept", "checkpoints": ["train/act_cube"],
+                                            "protocols": [p.name for p in protocols],
+                                            "conditions": [{"no_video": True}]})
+    runs = {}
+    for name in ("kept", "fresh"):   # every trial on the Ray worker: kept from cell to cell, or one per cell
+        assert run_sweep(spec, False, None, tmp_path / f"runs-{name}", tmp_path / f"sheets-{name}",
+                         keep_workers=name == "kept", driver_worker=False) == 0
+        runs[name] = capfd.readouterr().err
+        assert re.findall(r"\d+ attempts in [^(]+\(([^;]+);", runs[name]) == ["3 by ray-1"] * 4, runs[name]
+    kept = _records(tmp_path / "sheets-kept" / "kept", tmp_path / "runs-kept" / "kept")
+    fresh = _records(tmp_path / "sheets-fresh" / "kept", tmp_path / "runs-fresh" / "kept")
+    assert sorted(kept) == sorted(fresh) and len(kept) == 4
+    for cell in kept:
+        assert kept[cell][0] == fresh[cell][0], cell   # outcomes, judges, anatomy: attempt for attempt
+        assert len(kept[cell][1]) == len(fresh[cell][1]) == 3
+        for a, b in zip(kept[cell][1], fresh[cell][1], strict=True):
+            np.testing.assert_array_equal(a, b)
+    moved = max(np.abs(trial[-1] - trial[0]).max() for _, trials in kept.values() for trial in trials)
+    assert moved > 0.05   # equal trajectories are not arms standing still
+    # one Ray worker for the four cells: each checkpoint loaded once, the scene built once
+    assert "4 cells run: this process loaded 2 checkpoints and built 0 scenes; Ray worker 1: 2 and 1" in runs["kept"]
+    assert "cells run" not in runs["fresh"]

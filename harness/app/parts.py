@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError, HarnessInputError, RunPaused, ServoBusFault
 from harness.models.locked import LockedInference
@@ -18,6 +18,9 @@ from harness.models.run_settings import BuiltinPolicy, ChunkLatency, InferenceEn
 from harness.models.taxonomy import Void, VoidKind
 from harness.policies.base import EvalPolicy
 from harness.run.safety import GuardedRobot
+
+if TYPE_CHECKING:
+    from harness.app.parallel.workers import WorkerPool
 
 
 def make_policy(ref: str, protocol: Protocol, settings: RunSettings, device: str | None,
@@ -145,3 +148,6 @@ class Parts:
     # `harness rehearse`: the emulated arm's simulator. Only there may the built-in expert run on an so101 sheet,
     # planning from the emulated cube's true pose (a real arm has no such truth); None everywhere else.
     emulated_truth: Any | None = None
+    # a sweep's Ray workers, kept from cell to cell (`app.parallel.workers`); None: a `--workers` run starts
+    # its own and ends them with it
+    ray_workers: WorkerPool | None = None

@@ -61,16 +61,18 @@ def local_server_address(sweep: Sweep, cell: Cell) -> str | None:
 
 
 def cell_request(sweep: Sweep, cell: Cell, runs_dir: Path, address: str | None,
-                 server: str | None = None) -> RunRequest:
+                 server: str | None = None, driver_worker: bool = True) -> RunRequest:
     """The `harness run` a cell stands for: what the sweep decides (`SWEEP_OWNS`) with the condition's settings
     over it. A cell served by LeRobot's policy server runs in this process, with one worker (the server serves
-    one client); every other cell on Ray, even with one worker: the same path, the same evidence shipping."""
+    one client); every other cell on Ray, even with one worker: the same path, the same evidence shipping
+    (`driver_worker=False`: every trial on Ray workers, none in this process)."""
     sheet = sheet_of(sweep, cell)
     served = "policy_server" in cell.condition
     base = RunRequest(protocol=cell.protocol, policies=(cell.checkpoint.ref,), robot=RobotRequest(kind=RobotKind.SIM),
                       scoresheet=sheet, runs_dir=runs_dir / sweep.spec.name, resume=sheet.exists(), headless=True,
                       workers=WorkersRequest(count=1 if served else sweep.spec.workers,
-                                             address=None if served else address, on_ray=not served))
+                                             address=None if served else address, on_ray=not served,
+                                             driver_worker=served or driver_worker))
     return base.with_flags(condition_settings(cell.condition, server))
 
 
@@ -96,11 +98,18 @@ class CellProgress:
 
 
 def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
-              scoresheets_dir: Path = Path("scoresheets")) -> int:
-    """Run every cell not yet scored, then write the sweep report. Returns the process exit code."""
+              scoresheets_dir: Path = Path("scoresheets"), keep_workers: bool = True,
+              driver_worker: bool = True) -> int:
+    """Run every cell not yet scored, then write the sweep report. Returns the process exit code.
+
+    The sweep's process and its Ray workers each keep the policies and simulators they loaded, from cell to
+    cell; `keep_workers=False` loads everything afresh for every cell (the same outcomes: a test compares, with
+    `driver_worker=False` so that every trial runs on a Ray worker)."""
     from tqdm import tqdm
 
     from harness.app.parallel.runs import check_address
+    from harness.app.parallel.workers import WorkerPool
+    from harness.app.parts import Parts
     from harness.app.run_command import run_request
     from harness.app.worker_cache import WorkerCache
 
@@ -114,7 +123,7 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
         if cell.key in skipped:
             continue
         try:
-            request = cell_request(sweep, cell, runs_dir, address, servers[cell.key])
+            request = cell_request(sweep, cell, runs_dir, address, servers[cell.key], driver_worker)
             _check_cell(request)
             requests.append((cell, request))
         except HarnessInputError as exc:
@@ -133,6 +142,9 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
     for key, why in skipped.items():
         print(f"{key}: not applicable ({why})", flush=True)
     kept = WorkerCache()   # this process's policies and simulators, loaded once for every cell that runs here
+    pool = WorkerPool()    # the Ray workers, each with its own, kept from cell to cell
+    parts = kept.parts(Parts(ray_workers=pool)) if keep_workers else None
+    cells_run = 0
     try:
         with tqdm(total=total, initial=done, desc="sweep", unit="trial", position=0, file=sys.stderr) as overall:
             for number, (cell, request) in enumerate(requests, start=1):
@@ -144,13 +156,30 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
                 pending = _planned(cell) - _scored(sheet)
                 with tqdm(total=pending, desc=name, unit="trial", position=1, leave=False, file=sys.stderr) as bar, \
                         _served(sweep, cell, servers[cell.key]):
-                    run_request(request, kept.parts(), observer=CellProgress(bar, overall, cell.key))
+                    run_request(request, parts, observer=CellProgress(bar, overall, cell.key))
+                cells_run += 1
                 overall.write(f"{name}: {_summary_line(sheet)}")
+        if keep_workers and cells_run:
+            print(_loads_line(cells_run, kept, pool.loads()), file=sys.stderr, flush=True)
     finally:
-        kept.close()
+        try:
+            pool.close()
+        finally:
+            kept.close()
     offline = offline_results(sweep)
     write_sweep_report(sweep, offline)
     return 0
+
+
+def _loads_line(cells: int, kept: Any, ray_loads: list[tuple[int, int]]) -> str:
+    """What the sweep loaded for its cells: each checkpoint once per worker that ran it, the scene once per
+    worker, rather than once per cell and worker."""
+    line = (f"{cells} cell{'s' if cells != 1 else ''} run: this process loaded {kept.policy_loads} "
+            f"checkpoint{'s' if kept.policy_loads != 1 else ''} and built {kept.world_builds} "
+            f"scene{'s' if kept.world_builds != 1 else ''}")
+    for number, (policies, worlds) in enumerate(ray_loads, start=1):
+        line += f"; Ray worker {number}: {policies} and {worlds}"
+    return line
 
 
 def _served(sweep: Sweep, cell: Cell, server: str | None) -> Any:

@@ -12,6 +12,7 @@ A policy behind LeRobot's policy server is not kept: its server lives only as lo
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from harness.app.parts import Parts, make_policy, make_sim_robot
@@ -46,8 +47,7 @@ class WorkerCache:
         self.world_builds = 0
 
     def parts(self, base: Parts | None = None) -> Parts:
-        base = base or Parts()
-        return Parts(policy=self.policy, sim_robot=self.sim_robot, real_robot=base.real_robot, observer=base.observer)
+        return replace(base or Parts(), policy=self.policy, sim_robot=self.sim_robot)
 
     def policy(self, ref: str, protocol: Protocol, settings: RunSettings, device: str | None,
                robot: RobotKind = RobotKind.SIM, inference: LockedInference | None = None) -> EvalPolicy:

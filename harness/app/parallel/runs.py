@@ -9,11 +9,12 @@ and a run that ends before they are ready is simply a serial run.
 
 Each worker builds exactly what a serial `harness run` builds (`prepare_run`: its own simulator,
 policy and engine) around a `DetachedSheet`, a stand-in that numbers attempts as the driver says and
-hands each finished attempt back instead of writing it. A worker draws its evidence inline (no writer
-lane processes: it has one core, and the other cores are the other workers'). Evidence is written in
-the worker's own temporary folder and shipped back as bytes, so workers on other machines of a Ray
-cluster need no shared disk. The driver's main thread is the only writer of the scoresheet and the
-runs folder; it appends attempts strictly in the order a serial run would have.
+hands each finished attempt back instead of writing it. A Ray worker builds it for the run it is lent to,
+from the policies and simulators it keeps (`workers`: a sweep keeps its Ray workers from cell to cell).
+A worker draws its evidence inline (no writer lane processes: it has one core, and the other cores are the
+other workers'). Evidence is written in the worker's own temporary folder and shipped back as bytes, so
+workers on other machines of a Ray cluster need no shared disk. The driver's main thread is the only writer
+of the scoresheet and the runs folder; it appends attempts strictly in the order a serial run would have.
 
 Faults: a worker process that dies is restarted by Ray and its trial retried (nothing was recorded
 for it); a void that would pause a serial run pauses this one at the same place, and the results of
@@ -36,136 +37,33 @@ from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
+from harness.app.parallel.workers import (
+    CONTROL_GROUP,
+    RunSpec,
+    TrialResult,
+    TrialWorkerImpl,
+    WorkerPool,
+)
 from harness.app.sheet import trials_to_run
 from harness.errors import EXIT_PAUSED, HarnessError, HarnessInputError, RunPaused
-from harness.models.locked import LockedInference
 from harness.models.protocol import Protocol
-from harness.models.run_request import RunRequest, WorkersRequest
-from harness.models.run_settings import InferenceEngine, RobotKind, RunSettings
-from harness.models.scoresheet import Attempt, LockedBlock, Scoresheet, run_inference
+from harness.models.run_request import RunRequest
+from harness.models.run_settings import RobotKind
+from harness.models.scoresheet import Attempt, Scoresheet
 from harness.models.taxonomy import Void, VoidKind
 from harness.scratch import make as make_scratch
 
 log = logging.getLogger(__name__)
 
-CONTROL_GROUP = "control"   # a worker's concurrency group for the emergency stop
 STOP_KEY_POLL_S = 0.05
-CLOSE_TIMEOUT_S = 10.0   # for the Ray workers to release their arms and remove their folders at the end
 
 
 class WorkerFailed(HarnessError):
     """A Ray worker kept failing on one trial; nothing was recorded for it, so the run stays resumable."""
 
     exit_code = EXIT_PAUSED
-
-
-class DetachedSheet:
-    """What a worker's engine sees instead of the scoresheet: the locked block and settings (read-only),
-    the attempt number the driver chose, and a slot that receives the finished attempt unwritten."""
-
-    def __init__(self, path: Path, locked_data: dict[str, Any], settings: RunSettings) -> None:
-        self.path = path
-        self.locked = LockedBlock.model_validate(locked_data)
-        self.settings = settings
-        self._next_attempt = 1
-        self.finished: Attempt | None = None
-
-    @property
-    def inference(self) -> LockedInference:
-        """As `Scoresheet.inference`: the locked engine, or LeRobot's synchronous one before engines were locked."""
-        return run_inference(self.locked)
-
-    @property
-    def inference_engine(self) -> InferenceEngine:
-        return self.inference.engine
-
-    def expect_attempt(self, number: int) -> None:
-        self._next_attempt = number
-        self.finished = None
-
-    def next_attempt_number(self, trial_index: int) -> int:
-        return self._next_attempt
-
-    def add_attempt(self, attempt: Attempt) -> Attempt:
-        self.finished = attempt
-        return attempt
-
-
-@dataclass
-class TrialResult:
-    """One attempt as a worker finished it: the attempt, its void (None when scored), its evidence."""
-
-    trial_index: int
-    attempt: Attempt
-    void: Void | None
-    folder_name: str | None
-    files: dict[str, bytes] = field(default_factory=dict)
-    worker_s: float = 0.0
-
-
-def worker_request(request: RunRequest, runs_dir: Path, lanes: int | None = 0) -> RunRequest:
-    """The run's own request, with evidence going to the worker's folder, one trial at a time, and the
-    evidence drawn inline (`lanes=0`) or by that many writer lanes (None: the serial default)."""
-    return request.updated(runs_dir=runs_dir, headless=True, realtime=False, workers=WorkersRequest().model_dump(),
-                           dataset={"record": False, "folder": None}, evidence={"lanes": lanes})
-
-
-class TrialWorkerImpl:
-    """A worker: one simulator, one policy, one engine, many trials. The body of a Ray actor, and of the
-    driver's own worker (given the policy the driver loaded already, and its `Parts`)."""
-
-    def __init__(self, request: RunRequest, protocol: Protocol, sheet_path: str, locked_data: dict[str, Any],
-                 settings: RunSettings, lanes: int | None = 0, parts: Any = None, policy: Any = None) -> None:
-        from harness.app.build import FrontEnd, prepare_run
-
-        self.tmp = make_scratch("worker", remove_at_exit=False)   # removed by close, or at the next start
-        self.sheet = DetachedSheet(Path(sheet_path), locked_data, settings)
-        self.protocol = protocol
-        if policy is None and self.sheet.locked.comparison is not None:   # a comparison: every arm, by the schedule
-            from harness.app.parts import Parts
-            from harness.policies.arms import load_arms
-
-            policy = load_arms(self.sheet.locked, protocol, settings, request.device, (parts or Parts()).policy)
-        try:
-            # the stand-in has every member of a scoresheet the engine reads
-            self.setup = prepare_run(worker_request(request, self.tmp, lanes), protocol,
-                                     cast("Scoresheet", self.sheet), FrontEnd.PLAIN,
-                                     parts, policy)
-        except BaseException:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            raise
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def shut_gate(self) -> None:
-        """The stop key's first half (no lock, safe in a signal handler): no motion command passes."""
-        self.setup.robot.shut_gate()
-
-    def emergency_stop(self) -> None:
-        """Called in the actor's `control` concurrency group (or from the driver's stop thread), beside a
-        `run_trial` in flight: the trial in flight comes back as an emergency-stop void and this worker
-        moves its arm no more."""
-        self.setup.robot.emergency_stop()
-
-    def run_trial(self, trial_index: int, attempt_number: int) -> TrialResult:
-        started = time.perf_counter()
-        self.sheet.expect_attempt(attempt_number)
-        trial = self.protocol.trial(trial_index)
-        attempt, void = self.setup.engine.attempt_trial(trial)
-        folder = self.tmp / self.sheet.path.stem / f"trial-{trial_index:03d}-a{attempt_number}"
-        files: dict[str, bytes] = {}
-        if folder.is_dir():
-            files = {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
-            shutil.rmtree(folder, ignore_errors=True)
-        return TrialResult(trial_index, attempt, void, folder.name if files else None, files,
-                           time.perf_counter() - started)
-
-    def close(self) -> None:
-        self.setup.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def store_evidence(result: TrialResult, runs_dir: Path, stem: str) -> Attempt:
@@ -347,22 +245,24 @@ class LocalWorker:
 
 
 class RayWorker:
-    """A Ray actor that finished its set-up."""
+    """A Ray actor (`workers.TrialWorker`) set up for this run."""
 
-    def __init__(self, actor: Any, number: int) -> None:
+    def __init__(self, actor: Any, number: int, spec: Any) -> None:
         self.actor = actor
         self.name = f"ray-{number}"
+        self.spec = spec   # the run's `RunSpec`, in Ray's object store
 
     def submit(self, index: int, attempt: int) -> Future[TrialResult]:
-        return self.actor.run_trial.remote(index, attempt).future()
+        return self.actor.run_trial.remote(self.spec, index, attempt).future()
 
 
 class RayWorkers:
-    """Ray and `count` actors, started on a thread of their own while the driver runs trials: each actor is
-    handed over (`ready`) once it is built and connected; a failure is handed over as the exception."""
+    """Ray and `count` actors, started (or taken from a sweep's `pool`, where they were kept from its earlier
+    runs) on a thread of their own while the driver runs trials: each actor is handed over (`ready`) once it is
+    set up for this run and connected; a failure is handed over as the exception."""
 
     def __init__(self, request: RunRequest, protocol: Protocol, sheet: Scoresheet, count: int,
-                 clock: Any = time.perf_counter) -> None:
+                 clock: Any = time.perf_counter, pool: WorkerPool | None = None) -> None:
         self.request = request
         self.protocol = protocol
         self.sheet = sheet
@@ -371,6 +271,8 @@ class RayWorkers:
         self.started = clock()
         self.ready_after_s: list[float] = []
         self.ray_up_after_s: float | None = None
+        self.kept = pool is not None   # the pool outlives this run: its actors are given back, not ended
+        self.pool = pool if pool is not None else WorkerPool()
         self._ready: queue.Queue[RayWorker | BaseException] = queue.Queue()
         self._actors: list[Any] = []
         self._built: list[Any] = []   # actors whose set-up finished: the ones with an arm to stop and a close
@@ -389,23 +291,20 @@ class RayWorkers:
                 return
             import ray
 
-            # `control` runs beside the default group's one thread (the simulator and its renderer stay on it),
-            # so an emergency stop reaches a worker in the middle of a trial
-            remote = ray.remote(num_cpus=1, max_restarts=3, max_task_retries=3,
-                                concurrency_groups={CONTROL_GROUP: 1})(TrialWorkerImpl)
+            spec = ray.put(RunSpec(self.request, self.protocol, str(self.sheet.path), self.sheet.locked_data,
+                                   self.sheet.settings))
             with self._lock:
-                self._actors = [remote.remote(self.request, self.protocol, str(self.sheet.path), self.sheet.locked_data,
-                                              self.sheet.settings) for _ in range(self.count)]
-                setting_up = {actor.pid.remote(): actor for actor in self._actors}
+                self._actors = self.pool.take(self.count)
+                setting_up = {actor.open.remote(spec): actor for actor in self._actors}
             while setting_up and not self._cancelled.is_set():
                 built, _ = ray.wait(list(setting_up), num_returns=1, timeout=STOP_KEY_POLL_S)
                 for ref in built:
                     actor = setting_up.pop(ref)
-                    ray.get(ref)   # built and connected, or raises here
+                    ray.get(ref)   # set up and connected, or raises here
                     with self._lock:
                         self._built.append(actor)
                     self.ready_after_s.append(self.clock() - self.started)
-                    self._ready.put(RayWorker(actor, len(self.ready_after_s)))
+                    self._ready.put(RayWorker(actor, len(self.ready_after_s), spec))
                     log.info("Ray worker %d ready after %.1f s", len(self.ready_after_s), self.ready_after_s[-1])
         except BaseException as exc:   # handed to the driver's main thread, which ends the run with it
             self._ready.put(exc)
@@ -438,24 +337,16 @@ class RayWorkers:
         ray.wait(stops, num_returns=len(stops), timeout=timeout_s)
 
     def close(self) -> None:
-        """End the actors; a start-up still under way is cancelled (after `ray.init`, which cannot be)."""
+        """End this run on the actors: a sweep's are given back to its pool, the others ended (one still in
+        its set-up only ended); a start-up still under way is cancelled (after `ray.init`, which cannot be)."""
         self._cancelled.set()
         if self._thread.is_alive():
             self._thread.join()
-        if not self._actors:
-            return
-        import ray
-
-        # all closed at once, and not waited for long: a worker that died (or is being restarted) answers never
-        closing = [actor.close.remote() for actor in self._built]   # one still in its set-up is only ended
-        _, unanswered = (ray.wait(closing, num_returns=len(closing), timeout=CLOSE_TIMEOUT_S) if closing
-                         else ([], []))
-        if unanswered:
-            log.debug("%d Ray workers did not close in %.0f s; ended", len(unanswered), CLOSE_TIMEOUT_S)
-        for actor in self._actors:
-            ray.kill(actor)
-        self._actors = []
-        self._built = []
+        actors, built, self._actors, self._built = self._actors, self._built, [], []
+        if self.kept:
+            self.pool.give_back(actors)
+        else:
+            self.pool.close(built)
 
 
 class RayHost:
@@ -658,7 +549,8 @@ def run_parallel(request: RunRequest, protocol: Protocol, sheet: Scoresheet, cre
         print(f"{sheet.path}: {trials_to_run(sheet, request.max_trials)} "
               f"({sheet.locked.policy.ref} on {sheet.locked.robot}, {workers} worker{'s' if workers > 1 else ''}: "
               f"{here}{on_ray} on Ray as they start)", flush=True)
-        ray_workers = RayWorkers(request, protocol, sheet, on_ray)
+        ray_workers = RayWorkers(request, protocol, sheet, on_ray,
+                                 pool=parts.ray_workers if parts is not None else None)
         run = ParallelRun(request, protocol, sheet, observer, local, ray_workers, request.runs_dir,
                           request.max_trials)
         try:

@@ -95,16 +95,18 @@ def _cores() -> int:
 #
 # A sweep runs its cells one after another (`harness sweep`), each a `harness run --workers W` over N trials
 # of one checkpoint. A learned policy's trial costs far more than the expert's (rendering its cameras and its
-# inference every step), and each worker loads the checkpoint once (`app.worker_cache`: the sweep's own
-# process keeps its policies and its simulator across cells; a Ray worker loads its cell's checkpoint once
-# and runs every trial it is handed with it). Per cell:
+# inference every step). Every worker keeps what it loaded from cell to cell (`app.worker_cache` in the sweep's
+# own process; `app.parallel.workers`: each Ray worker is an actor with its own cache, lent to each cell), and
+# the sweep's process keeps the Ray runtime. For a sweep whose cells each bring a new checkpoint:
 #
-#     T_cell(W) = L + B + T(W)   with s and s_cpu raised by L (each Ray worker loads the checkpoint too)
-#     T_sweep   = M * T_cell(W) - (M - 1) * B   where the sweep's process keeps its simulator (B paid once)
+#     first cell:   L + B + T(W)   with S, and s raised by L + B (each Ray worker starts, loads and builds)
+#     later cells:  L + T(W)       with S = 0, and s = L (each worker loads the cell's checkpoint, nothing else)
 #
 # M checkpoints, L one checkpoint's load (torch weights and LeRobot's processors), B the scene build
-# (the MuJoCo model with both mesh sets, its renderers). On a Ray cluster (`--address`) the runtime is
-# already up (S = 0, its start-up CPU elsewhere) and K is the cluster's cores.
+# (the MuJoCo model with both mesh sets, its renderers), s a Ray worker's process start. Without kept
+# workers (`kept=False`, the code before issue 42), every cell pays L + B in the driver and s + L + B in each
+# Ray worker; the runtime was kept even then (S once). On a Ray cluster (`--address`) the runtime is already up
+# (S = 0, its start-up CPU elsewhere) and K is the cluster's cores.
 
 
 @dataclass(frozen=True)
@@ -117,16 +119,22 @@ class SweepCosts:
 def predicted_sweep_s(checkpoints: int, trials: int, workers: int, cores: int, costs: SweepCosts,
                       cluster: bool = False, kept: bool = True) -> float:
     """The predicted wall time of `checkpoints` cells of `trials` trials each, `workers` per cell, on `cores`
-    cores (a Ray cluster's total with `cluster`); `kept`: the sweep's process keeps its simulator."""
-    trial = costs.trial
-    per_worker = TrialCosts(
-        wall_s=trial.wall_s, cpu_s=trial.cpu_s,
-        ray_start_s=0.0 if cluster else trial.ray_start_s, ray_start_cpu_s=0.0 if cluster else trial.ray_start_cpu_s,
-        worker_setup_s=trial.worker_setup_s + costs.policy_load_s + costs.scene_build_s,
-        worker_setup_cpu_s=trial.worker_setup_cpu_s + costs.policy_load_s + costs.scene_build_s,
-        record_s=trial.record_s)
-    cell = costs.policy_load_s + costs.scene_build_s + predicted_s(workers, trials, cores, per_worker)
-    return checkpoints * cell - ((checkpoints - 1) * costs.scene_build_s if kept else 0.0)
+    cores (a Ray cluster's total with `cluster`); `kept`: every worker keeps its process, scene and loaded
+    checkpoints from cell to cell."""
+    trial, load, build = costs.trial, costs.policy_load_s, costs.scene_build_s
+
+    def cell(first: bool) -> float:
+        fresh = first or not kept
+        start = 0.0 if cluster or not first else 1.0
+        per_worker = TrialCosts(
+            wall_s=trial.wall_s, cpu_s=trial.cpu_s,
+            ray_start_s=trial.ray_start_s * start, ray_start_cpu_s=trial.ray_start_cpu_s * start,
+            worker_setup_s=(trial.worker_setup_s + load + build) if fresh else load,
+            worker_setup_cpu_s=(trial.worker_setup_cpu_s + load + build) if fresh else load,
+            record_s=trial.record_s)
+        return load + (build if fresh else 0.0) + predicted_s(workers, trials, cores, per_worker)
+
+    return cell(True) + (checkpoints - 1) * cell(False)
 
 
 def best_sweep_workers(checkpoints: int, trials: int, cores: int, costs: SweepCosts,
