@@ -132,7 +132,7 @@ def _anatomy(t: np.ndarray, q: np.ndarray, command: np.ndarray, load: np.ndarray
     lifted_at = None
     released_at = release_point = release_height = None
     if first is not None:
-        enter(Phase.APPROACH, first_motion)
+        enter(Phase.APPROACH, float(t[first]))
         opened_so_far = np.maximum.accumulate(gripper)
         closing = _first((opened_so_far - gripper > CLOSING) & (np.arange(n) >= first))
         if closing is not None:
@@ -157,35 +157,36 @@ def _anatomy(t: np.ndarray, q: np.ndarray, command: np.ndarray, load: np.ndarray
             closed = hold if holding else shut
             if closed is not None:
                 # the judge's grasp: both jaws on the cube for its 0.25 s, from the first step they touched it
-                closed_at = float(t[touched]) + GRASP_HOLD_S if touched is not None else float(t[closed])
+                grasped_at = float(t[touched]) + GRASP_HOLD_S if touched is not None else float(t[closed])
+                closed_at = grasped_at
                 grasp_point = (round(float(rel[closed, 0]), 3), round(float(rel[closed, 1]), 3))
                 grasp_height = round(float(points[closed, 2]), 3)
-            if holding and closed is not None:
-                held = gripper[closed]
-                if load is not None:     # the jaws leave the cube: open off it, or close fast past it (it slipped out)
-                    reopened = _let_go(gripper, step, squeezing & still, squeezed)
-                else:
-                    reopened = _first((np.arange(n) > closed) & (gripper > held + REOPEN))
-                end = reopened if reopened is not None else n
-                rise = points[closed:end, 2] - points[closed, 2]
-                max_lift = round(float(rise.max()), 3) if len(rise) else 0.0
-                lifted = _first(rise >= LIFT_CM)
-                enter(Phase.LIFT, closed_at)
-                if lifted is not None:
-                    at = closed + lifted
-                    lifted_at = float(t[at])
-                    away = np.hypot(*(rel[at:end] - rel[at]).T) >= TRANSPORT_CM
-                    carried = _first(away)
-                    if carried is not None:
-                        enter(Phase.TRANSPORT, float(t[at + carried]))
-                if reopened is not None:
-                    released_at = float(t[reopened])
-                    release_point = (round(float(rel[reopened, 0]), 3), round(float(rel[reopened, 1]), 3))
-                    release_height = round(float(points[reopened, 2]), 3)
-                    enter(Phase.RELEASE, released_at)
-                    open_again = _first((gripper > held + OPENED) & (np.arange(n) > reopened))
-                    if open_again is not None:
-                        enter(Phase.WITHDRAW, float(t[open_again]))
+                if holding:
+                    held = gripper[closed]
+                    if load is not None:  # the jaws leave the cube: open off it, or close fast past it (it slipped out)
+                        reopened = _let_go(gripper, step, squeezing & still, squeezed)
+                    else:
+                        reopened = _first((np.arange(n) > closed) & (gripper > held + REOPEN))
+                    end = reopened if reopened is not None else n
+                    rise = points[closed:end, 2] - points[closed, 2]
+                    max_lift = round(float(rise.max()), 3) if len(rise) else 0.0
+                    lifted = _first(rise >= LIFT_CM)
+                    enter(Phase.LIFT, grasped_at)
+                    if lifted is not None:
+                        at = closed + lifted
+                        lifted_at = float(t[at])
+                        away = np.hypot(*(rel[at:end] - rel[at]).T) >= TRANSPORT_CM
+                        carried = _first(away)
+                        if carried is not None:
+                            enter(Phase.TRANSPORT, float(t[at + carried]))
+                    if reopened is not None:
+                        released_at = float(t[reopened])
+                        release_point = (round(float(rel[reopened, 0]), 3), round(float(rel[reopened, 1]), 3))
+                        release_height = round(float(points[reopened, 2]), 3)
+                        enter(Phase.RELEASE, released_at)
+                        open_again = _first((gripper > held + OPENED) & (np.arange(n) > reopened))
+                        if open_again is not None:
+                            enter(Phase.WITHDRAW, float(t[open_again]))
     spans.append(PhaseSpan(phase=ended, start_s=round(start, 3), end_s=round(float(t[-1]), 3)))
     anatomy = TrialAnatomy(
         first_motion_s=round(first_motion, 3) if first_motion is not None else None, stalled=bool(stalled),
