@@ -25,20 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from twin_bench import PROTOCOL
+
 REPO = Path(__file__).resolve().parents[1]
-PROTOCOL = """name: pause-bench
-task: Pick up the cube and place it in the bowl.
-scene: {{bowl_diameter_cm: 11.5, cube_edge_cm: 3.0, trained_cube_xy_cm: [22.0, -5.0], bowl_xy_cm: [18.0, 14.0]}}
-start_pose: {{shoulder_pan: 0.0, shoulder_lift: -60.0, elbow_flex: 60.0, wrist_flex: 70.0, wrist_roll: 0.0,
-  gripper: 10.0}}
-fps: 30
-episode_time_limit_s: {episode}
-success_definition: Autonomous grasp, lift and release; the cube comes to rest inside the bowl.
-failure_taxonomy: [success, no_grasp, grasped_then_dropped, wrong_placement]
-trials:
-- {{index: 1, dx_cm: 0.0, dy_cm: 0.0, yaw_deg: 0.0}}
-- {{index: 2, dx_cm: 0.0, dy_cm: 0.0, yaw_deg: 0.0}}
-"""
+TRIALS = "\n".join(f"- {{index: {i}, dx_cm: 0.0, dy_cm: 0.0, yaw_deg: 0.0}}" for i in (1, 2))
 PAUSE_LINES = ("no status packet", "paused", "camera dropout", "frame", "Failed to")
 
 
@@ -117,7 +108,8 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     try:
         policy = reference_sized_act(work / "act")
-        (work / "bench.yaml").write_text(PROTOCOL.format(episode=args.episode_s))
+        protocol = PROTOCOL.format(episode=args.episode_s, trials=TRIALS).replace("twin-bench", "pause-bench")
+        (work / "bench.yaml").write_text(protocol)
         rows = []
         for i in range(args.tries):
             row = one_try(work, args.repo.resolve(), policy, args.camera_size, env_extra)

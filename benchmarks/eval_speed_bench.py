@@ -23,13 +23,12 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from checkouts import checkout_env
+
 
 def start(label: str, code: Path, run_args: list[str], work: Path) -> tuple[subprocess.Popen, float, Path]:
-    env = dict(os.environ, PYTHONPATH=str(code))
-    imported = subprocess.run([sys.executable, "-P", "-c", "import harness; print(harness.__file__)"], env=env,
-                              capture_output=True, text=True, check=True).stdout.strip()
-    if not imported.startswith(str(code)):
-        sys.exit(f"{label}: PYTHONPATH={code} imports {imported}, not that checkout's harness")
+    env = checkout_env(label, code)
     log = work / f"{label}.log"
     argv = [sys.executable, "-P", "-m", "harness.cli", "run", *run_args,   # -P: PYTHONPATH first, not the cwd
             "--scoresheet", str(work / f"{label}.yaml"), "--runs-dir", str(work / f"runs-{label}")]

@@ -35,7 +35,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import yaml
+from checkouts import checkout_env
 
 from harness.app.parallel.scaling import SweepCosts, TrialCosts, best_sweep_workers, predicted_sweep_s
 
@@ -127,11 +129,7 @@ def end_orphans() -> int:
 
 
 def run_version(label: str, code: Path, spec: Path, work: Path) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(code))
-    imported = subprocess.run([sys.executable, "-P", "-c", "import harness; print(harness.__file__)"], env=env,
-                              capture_output=True, text=True, check=True).stdout.strip()
-    if not imported.startswith(str(code)):
-        sys.exit(f"{label}: PYTHONPATH={code} imports {imported}, not that checkout's harness")
+    env = checkout_env(label, code)
     log = work / f"{label}.log"
     argv = [sys.executable, "-P", "-m", "harness.cli", "sweep", str(spec), "--scoresheets-dir",
             str(work / label / "sheets"), "--runs-dir", str(work / label / "runs")]
