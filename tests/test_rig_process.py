@@ -31,7 +31,7 @@ while time.monotonic() < end:
     port.write(p.instruction_packet(1, p.PING))
     reply = port.read(6)
     waits.append(time.monotonic() - sent if len(reply) == 6 else float("inf"))
-    time.sleep(0.005)   # the next ping: a bus client's pace
+    time.sleep(0.005)   # the behaviour: a bus client's pace between pings
 print(max(waits), len(waits), flush=True)
 """
 
