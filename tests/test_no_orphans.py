@@ -100,7 +100,7 @@ def _emulator(folder: Path) -> tuple[list[str], list[str]]:
     return ["emulate-bus", "--sim"], ["frame_render"]
 
 
-KINDS = {"serial": _serial, "workers": _workers, "sweep": _sweep, "sweep-on-ray": _sweep_on_ray, "rehearse": _rehearse,
+KINDS = {"serial": _serial, "workers": _workers, "sweep": _sweep, "rehearse": _rehearse,
          "emulate-bus": _emulator}
 
 
