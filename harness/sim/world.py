@@ -21,6 +21,7 @@ import numpy as np
 from harness.errors import CameraRenderFailed
 from harness.models.protocol import JOINT_NAMES
 from harness.models.render_profile import MeshDetail, RenderProfile
+from harness.sim.gl_draw import DRAWS, context_still_current
 from harness.sim.judge import Judge, JudgeThresholds
 from harness.sim.scene import COARSE_VISUAL_GROUP, FULL_VISUAL_GROUP, PHYSICS_DT, SceneGeometry, build_model
 from harness.sim.units import to_sim
@@ -209,10 +210,8 @@ class SimWorld:
         if not np.array_equal(request.qpos, self._posed_qpos):
             self._pose(request.qpos)
         with _drawing(request.camera):
-            renderer = self._renderer(request.width, request.height, request.detail)
-            renderer.update_scene(self.data, camera=CAMERA_NAMES.get(request.camera, request.camera),
-                                  scene_option=self._scene_options[request.detail])
-            drawn = renderer.render()
+            drawn = self._draw(CAMERA_NAMES.get(request.camera, request.camera), request.width, request.height,
+                               request.detail)
         frame = drawn ^ self._noise_bank_for(request.width, request.height)[request.noise_index]
         if request.frozen:
             self._frozen_frames[request.camera] = frame
@@ -230,9 +229,20 @@ class SimWorld:
         grasp = self.data.site_xpos[self.model.site("grasp_point").id]
         camera.lookat[:] = (grasp + self.data.xpos[self.cube_body]) / 2
         with _drawing("free view"):
-            renderer = self._renderer(width, height, MeshDetail.FULL)
-            renderer.update_scene(self.data, camera=camera, scene_option=self._scene_options[MeshDetail.FULL])
-            return renderer.render()
+            return self._draw(camera, width, height, MeshDetail.FULL)
+
+    def _draw(self, camera: str | mujoco.MjvCamera, width: int, height: int, detail: MeshDetail) -> np.ndarray:
+        """A frame of the posed scene; a renderer whose GL context was released mid-draw (`gl_draw`) is closed
+        and the frame drawn with a new one."""
+        for _ in range(DRAWS):
+            renderer = self._renderer(width, height, detail)
+            renderer.update_scene(self.data, camera=camera, scene_option=self._scene_options[detail])
+            frame = renderer.render()
+            if context_still_current(renderer):
+                return frame
+            del self._renderers[threading.current_thread()][(width, height, detail)]
+            renderer.close()
+        raise mujoco.FatalError(f"the GL context was released during each of {DRAWS} draws")
 
     def _renderer(self, width: int, height: int, detail: MeshDetail) -> mujoco.Renderer:
         """The calling thread's renderer at this size and mesh set (module docstring: GL contexts belong to
