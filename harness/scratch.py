@@ -4,9 +4,11 @@ killed, at the next start of any `harness` command.
 Why: a run's workers, rehearsals and emulators need temporary files (a worker's evidence before it is
 shipped back, the rehearsal's desk, the simulated cameras' socket, Ray's session). Each gets a folder
 of its own (so any number of runs, emulators and rehearsals can run at once on one machine), named
-`harness-<kind>-<random>`, holding an `owner` file with the pid and start time of the process that
+`harness-<kind>-<pid>-<random>`, holding an `owner` file with the pid and start time of the process that
 made it. A folder whose owner is no longer running (the pid is gone or now names a younger process)
-is left over from a killed run, and `remove_orphans` deletes it; one still owned is never touched.
+is left over from a killed run, and `remove_orphans` deletes it; one still owned is never touched. The pid
+is in the name too because a process killed between making the folder and writing its owner file (a Ray
+worker the reaper kills as it starts) leaves a folder with no owner file: its name still says whose it was.
 
 Every `harness` command also makes its process's temporary folder a scratch folder of its own
 (`own_temporary_folder`: `tempfile.tempdir` and TMPDIR, which its children inherit), because libraries
@@ -46,17 +48,20 @@ START_SLACK_S = 1.0   # a process's start time, as two reads of it may differ
 
 
 def _start_time(pid: int) -> float | None:
+    """When the running process `pid` started; None when none runs. A zombie has ended: where nothing reaps
+    orphans (a container whose first process is not an init), a killed run's workers stay zombies for good."""
     try:
-        return psutil.Process(pid).create_time()
+        process = psutil.Process(pid)
+        return None if process.status() == psutil.STATUS_ZOMBIE else process.create_time()
     except psutil.Error:
         return None
 
 
 def make(kind: str, remove_at_exit: bool = True) -> Path:
-    """A new scratch folder `harness-<kind>-XXXXXXXX` owned by this process (and removed when it exits
+    """A new scratch folder `harness-<kind>-<pid>-XXXXXXXX` owned by this process (and removed when it exits
     normally, unless told otherwise)."""
-    folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{kind}-", dir=SYSTEM_ROOT))
     pid = os.getpid()
+    folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{kind}-{pid}-", dir=SYSTEM_ROOT))
     (folder / OWNER).write_text(json.dumps({"pid": pid, "started": _start_time(pid)}))
     if remove_at_exit:
         atexit.register(remove, folder)
@@ -68,17 +73,24 @@ def remove(folder: Path) -> None:
 
 
 def owner_alive(folder: Path) -> bool | None:
-    """Whether the process that made `folder` still runs; None when the folder has no readable owner
-    (not a scratch folder, or one whose owner file is still being written)."""
+    """Whether the process that made `folder` still runs; None when that cannot be told (not a scratch
+    folder, or one whose owner file its still running maker is writing)."""
     try:
         owner = json.loads((folder / OWNER).read_text())
         pid, started = int(owner["pid"]), owner["started"]
     except (OSError, ValueError, KeyError, TypeError):
-        return None
+        named = _pid_in_name(folder)
+        return False if named is not None and _start_time(named) is None else None
     now = _start_time(pid)
     if now is None:
         return False
     return started is None or abs(now - float(started)) <= START_SLACK_S
+
+
+def _pid_in_name(folder: Path) -> int | None:
+    """The maker's pid from a `harness-<kind>-<pid>-<random>` name (mkdtemp's random part has no dash)."""
+    parts = folder.name.rsplit("-", 2)
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
 
 
 def scratch_folders(kind: str | None = None, root: Path | None = None) -> list[Path]:

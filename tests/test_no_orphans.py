@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from harness.cli import main
-from harness.scratch import PREFIX, SYSTEM_ROOT, make, owner_alive, remove_orphans, scratch_folders
+from harness.scratch import OWNER, PREFIX, SYSTEM_ROOT, make, owner_alive, remove_orphans, scratch_folders
 from tests.helpers import REPO, wait_until
 from tests.test_rehearse import _protocol
 from tests.tiny_policy import save_tiny_act
@@ -100,7 +100,7 @@ def _emulator(folder: Path) -> tuple[list[str], list[str]]:
     return ["emulate-bus", "--sim"], ["frame_render"]
 
 
-KINDS = {"serial": _serial, "workers": _workers, "sweep": _sweep, "rehearse": _rehearse,
+KINDS = {"serial": _serial, "workers": _workers, "sweep": _sweep, "sweep-on-ray": _sweep_on_ray, "rehearse": _rehearse,
          "emulate-bus": _emulator}
 
 
@@ -151,3 +151,37 @@ def test_a_scratch_folder_is_removed_once_its_owner_is_gone_and_never_before(tmp
         assert mine in scratch_folders("test")
     finally:
         subprocess.run(["rm", "-rf", str(mine)], check=False)
+
+
+def test_a_folder_whose_maker_died_before_writing_its_owner_file_is_removed() -> None:
+    """A Ray worker killed as it starts can die between making its folder and writing the owner file (a CI run
+    left `harness-worker-*` so): the pid in the folder's name still tells whose it was."""
+    mine = make("test", remove_at_exit=False)
+    try:
+        dead = subprocess.run([sys.executable, "-c", "from harness.scratch import make; print(make('test', False))"],
+                              env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(SYSTEM_ROOT)},
+                              capture_output=True, text=True, check=True)
+        left = Path(dead.stdout.strip())
+        (left / OWNER).unlink()   # as if killed before it was written
+        (mine / OWNER).unlink()   # a live maker still writing it
+        assert owner_alive(left) is False and owner_alive(mine) is None
+        assert left in remove_orphans() and not left.exists() and mine.is_dir()
+    finally:
+        subprocess.run(["rm", "-rf", str(mine)], check=False)
+
+
+def test_a_folder_whose_maker_is_a_zombie_is_removed() -> None:
+    """A killed run's Ray workers stay zombies where nothing reaps orphans (a container whose first process is
+    no init): ended, their folders are left over."""
+    maker = subprocess.Popen([sys.executable, "-c", "from harness.scratch import make; print(make('test', False))"],
+                             env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(SYSTEM_ROOT)},
+                             stdout=subprocess.PIPE, text=True)
+    assert maker.stdout is not None
+    left = Path(maker.stdout.readline().strip())
+    try:
+        wait_until(lambda: psutil.Process(maker.pid).status() == psutil.STATUS_ZOMBIE, 30, "the maker a zombie")
+        assert owner_alive(left) is False
+        assert left in remove_orphans() and not left.exists()
+    finally:
+        maker.wait()
+        subprocess.run(["rm", "-rf", str(left)], check=False)
