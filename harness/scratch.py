@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import multiprocessing.util
 import os
 import shutil
 import tempfile
@@ -129,7 +130,10 @@ def own_temporary_folder() -> Path:
     """This process's temporary folder, and its children's, a scratch folder of its own (made once)."""
     global _process_folder
     if _process_folder is None:
-        _process_folder = make("tmp")
+        _process_folder = make("tmp", remove_at_exit=False)
+        # Removed by multiprocessing's exit handler, after its own temporary folder (made in this one, and
+        # removed at priority -100): removed first, it left that handler a FileNotFoundError traceback to print.
+        multiprocessing.util.Finalize(None, remove, args=(_process_folder,), exitpriority=-1000)
         os.environ["TMPDIR"] = str(_process_folder)
         tempfile.tempdir = str(_process_folder)
     return _process_folder

@@ -135,6 +135,23 @@ def test_a_killed_harness_leaves_no_process_and_no_temporary_folder(kind: str, t
         subprocess.run(["rm", "-rf", str(tmp)], check=False)
 
 
+def test_a_process_using_multiprocessing_leaves_its_folder_and_prints_no_traceback() -> None:
+    """multiprocessing makes its own temporary folder (listeners, managers) inside the process's: removing the
+    process's first left multiprocessing's exit handler a FileNotFoundError traceback to print (CI's output
+    had one from each test worker)."""
+    tmp = Path(tempfile.mkdtemp(prefix="k", dir="/tmp" if os.path.isdir("/tmp") else None))
+    script = ("import multiprocessing.util\nfrom harness.scratch import own_temporary_folder\n"
+              "print(own_temporary_folder())\nprint(multiprocessing.util.get_temp_dir())\n")
+    try:
+        done = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(REPO),
+                              "TMPDIR": str(tmp)}, capture_output=True, text=True, timeout=120)
+        folder, inner = done.stdout.split()
+        assert done.returncode == 0 and Path(inner).parent == Path(folder)
+        assert "Traceback" not in done.stderr, done.stderr
+        assert sorted(p.name for p in tmp.iterdir()) == []
+    finally:
+        subprocess.run(["rm", "-rf", str(tmp)], check=False)
+
 def test_a_scratch_folder_is_removed_once_its_owner_is_gone_and_never_before(tmp_path: Path) -> None:
     mine = make("test", remove_at_exit=False)
     try:

@@ -201,8 +201,9 @@ async def _until(pilot, predicate, timeout_s: float) -> None:
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout_s
     while not predicate():
-        assert loop.time() < end, (f"timed out on screen {type(pilot.app.screen).__name__}; "
-                                   f"run state: {getattr(pilot.app, 'state', None)}")
+        state = getattr(pilot.app, "state", None)
+        said = {name: getattr(state, name, None) for name in ("phase", "position", "step", "banner", "last_label")}
+        assert loop.time() < end, f"timed out on screen {type(pilot.app.screen).__name__}; run state: {said}"
         await pilot.pause(0.05)
 
 
