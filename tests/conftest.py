@@ -56,10 +56,20 @@ SERIAL_MODULES = frozenset({
 })
 
 
+# The modules that take longest (minutes each on two cores; `--durations` of a full run), run first: pytest-xdist
+# hands tests out in collection order, and one of these started last kept one core busy minutes after the other
+# had run out of work. Whole modules move, in their own order, so a module's fixtures are still made once.
+LONGEST_FIRST = ("test_tui_start_stress", "test_coverage_experiment", "test_smolvla", "test_install_beside_lerobot",
+                 "test_no_egress", "test_no_orphans", "test_blind_comparison", "test_tui", "test_train_reference",
+                 "test_latency_experiment")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.stem in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
+    rank = {stem: place for place, stem in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))   # stable: the rest keep their order
 
 
 _exit_status: list[int] = []
