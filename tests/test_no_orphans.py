@@ -152,13 +152,24 @@ def test_a_process_using_multiprocessing_leaves_its_folder_and_prints_no_traceba
     finally:
         subprocess.run(["rm", "-rf", str(tmp)], check=False)
 
+
+MAKES_A_FOLDER = "from harness.scratch import make; print(make('test', False))"
+
+
+def _maker_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(SYSTEM_ROOT)}
+
+
+def _made_by_a_process_that_ended() -> Path:
+    made = subprocess.run([sys.executable, "-c", MAKES_A_FOLDER], env=_maker_env(), capture_output=True, text=True,
+                          check=True)
+    return Path(made.stdout.strip())
+
+
 def test_a_scratch_folder_is_removed_once_its_owner_is_gone_and_never_before(tmp_path: Path) -> None:
     mine = make("test", remove_at_exit=False)
     try:
-        dead = subprocess.run([sys.executable, "-c", "from harness.scratch import make; print(make('test', False))"],
-                              env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(SYSTEM_ROOT)},
-                              capture_output=True, text=True, check=True)
-        left = Path(dead.stdout.strip())
+        left = _made_by_a_process_that_ended()
         assert left.is_dir() and left.name.startswith(f"{PREFIX}test-") and owner_alive(left) is False
         assert owner_alive(mine) is True
         stranger = tmp_path / f"{PREFIX}stranger"   # no owner file: not ours to judge
@@ -175,10 +186,7 @@ def test_a_folder_whose_maker_died_before_writing_its_owner_file_is_removed() ->
     left `harness-worker-*` so): the pid in the folder's name still tells whose it was."""
     mine = make("test", remove_at_exit=False)
     try:
-        dead = subprocess.run([sys.executable, "-c", "from harness.scratch import make; print(make('test', False))"],
-                              env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(SYSTEM_ROOT)},
-                              capture_output=True, text=True, check=True)
-        left = Path(dead.stdout.strip())
+        left = _made_by_a_process_that_ended()
         (left / OWNER).unlink()   # as if killed before it was written
         (mine / OWNER).unlink()   # a live maker still writing it
         assert owner_alive(left) is False and owner_alive(mine) is None
@@ -190,9 +198,8 @@ def test_a_folder_whose_maker_died_before_writing_its_owner_file_is_removed() ->
 def test_a_folder_whose_maker_is_a_zombie_is_removed() -> None:
     """A killed run's Ray workers stay zombies where nothing reaps orphans (a container whose first process is
     no init): ended, their folders are left over."""
-    maker = subprocess.Popen([sys.executable, "-c", "from harness.scratch import make; print(make('test', False))"],
-                             env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(SYSTEM_ROOT)},
-                             stdout=subprocess.PIPE, text=True)
+    maker = subprocess.Popen([sys.executable, "-c", MAKES_A_FOLDER], env=_maker_env(), stdout=subprocess.PIPE,
+                             text=True)
     assert maker.stdout is not None
     left = Path(maker.stdout.readline().strip())
     try:
