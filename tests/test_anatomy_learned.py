@@ -92,7 +92,10 @@ HELD_OUT = {"heldout-act-1000-jitter": (None, None),
             # the third held-out set (session 30): a new training's step 1,000, 20 attempts per protocol, rules 3 as
             # frozen at d166d30, protocols committed before any attempt (results/anatomy/heldout3-*.yaml)
             "heldout3-act-1000-jitter": (None, None),
-            "heldout3-act-1000-rand": (None, None)}
+            "heldout3-act-1000-rand": (None, None),
+            # the scattered-data ACT (session 31: the coverage experiment's scattered arm rebuilt, step 1,000, on its
+            # randomized protocol), rules 3 as frozen at d166d30; 50/50 agreed, the first 25 attempts kept
+            "heldout-scattered-act-1000": (None, None)}
 
 
 def _per_policy(which: int) -> list:
