@@ -87,6 +87,8 @@ _RANDOMIZED_WHETHER = ("issue 37, open: the reference ACT at step 1,000, cubes w
                        "light grasp the judge confirmed as the cube slid out of jaws the servo never squeezed")
 _RANDOMIZED_WHEN = ("issue 37, open: the reference ACT at step 1,000, cubes within 3 cm, 8/10 (the light grasp above, "
                     "and a release 67 ms early: a cube held by the jaw tips slid out while the gripper closed)")
+_SMOLVLA_WHEN = ("issue 37, open: the tiny SmolVLA at step 3,000, 9/10: its one grasp, a cube lifted 3.2 cm and "
+                 "dropped, dated 83 ms late and its release 303 ms early")
 HELD_OUT = {"heldout-act-1000-jitter": (None, None),
             "heldout-act-1000-rand": (_RANDOMIZED_WHETHER, _RANDOMIZED_WHEN),
             # the third held-out set (session 30): a new training's step 1,000, 20 attempts per protocol, rules 3 as
@@ -95,7 +97,9 @@ HELD_OUT = {"heldout-act-1000-jitter": (None, None),
             "heldout3-act-1000-rand": (None, None),
             # the scattered-data ACT (session 31: the coverage experiment's scattered arm rebuilt, step 1,000, on its
             # randomized protocol), rules 3 as frozen at d166d30; 50/50 agreed, the first 25 attempts kept
-            "heldout-scattered-act-1000": (None, None)}
+            "heldout-scattered-act-1000": (None, None),
+            # the tiny SmolVLA (session 31: 9 toy demonstrations, trained to step 3,000), 10 cubes within 1 cm
+            "heldout-smolvla-3000": (None, _SMOLVLA_WHEN)}
 
 
 def _per_policy(which: int) -> list:
