@@ -100,6 +100,11 @@ def _emulator(folder: Path) -> tuple[list[str], list[str]]:
     return ["emulate-bus", "--sim"], ["frame_render"]
 
 
+def _temporary_root() -> Path:
+    """A TMPDIR of the test's own, so what is left there is what the harness left; short: socket paths."""
+    return Path(tempfile.mkdtemp(prefix="k", dir="/tmp" if os.path.isdir("/tmp") else None))
+
+
 KINDS = {"serial": _serial, "workers": _workers, "sweep": _sweep, "sweep-on-ray": _sweep_on_ray, "rehearse": _rehearse,
          "emulate-bus": _emulator}
 
@@ -107,7 +112,7 @@ KINDS = {"serial": _serial, "workers": _workers, "sweep": _sweep, "sweep-on-ray"
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_a_killed_harness_leaves_no_process_and_no_temporary_folder(kind: str, tmp_path: Path) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="k", dir="/tmp" if os.path.isdir("/tmp") else None))   # short: socket paths
+    tmp = _temporary_root()
     try:
         args, children = KINDS[kind](tmp_path)
         env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp)}
@@ -139,7 +144,7 @@ def test_a_process_using_multiprocessing_leaves_its_folder_and_prints_no_traceba
     """multiprocessing makes its own temporary folder (listeners, managers) inside the process's: removing the
     process's first left multiprocessing's exit handler a FileNotFoundError traceback to print (CI's output
     had one from each test worker)."""
-    tmp = Path(tempfile.mkdtemp(prefix="k", dir="/tmp" if os.path.isdir("/tmp") else None))
+    tmp = _temporary_root()
     script = ("import multiprocessing.util\nfrom harness.scratch import own_temporary_folder\n"
               "print(own_temporary_folder())\nprint(multiprocessing.util.get_temp_dir())\n")
     try:
