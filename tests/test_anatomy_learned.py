@@ -4,6 +4,7 @@ locked sheet byte-identical, and the load is reported alike by the simulated and
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -33,6 +34,7 @@ HELD_OUT_TARGET = 0.95
 PERIOD_S = 1 / 30
 
 
+@functools.cache
 def _fixtures() -> dict[str, tuple[dict, dict[str, np.ndarray]]]:
     out = {}
     for path in sorted(FIXTURES.glob("*.npz")):
@@ -53,20 +55,30 @@ def _rows(arrays: dict[str, np.ndarray], trial: int, with_load: bool = True) -> 
 
 def _agreements(policies: set[str] | None, with_load: bool = True,
                 grasped_only: bool = False) -> list[tuple[str, int, TrialAgreement]]:
-    fk, scene = GraspPoints(), Scene()
+    return [result for policy in sorted(_fixtures()) if policies is None or policy in policies
+            for result in _policy_agreements(policy, with_load, grasped_only)]
+
+
+@functools.cache
+def _policy_agreements(policy: str, with_load: bool, grasped_only: bool) -> tuple[tuple[str, int, TrialAgreement], ...]:
+    """One policy's attempts analysed once a run: the seen-alike and the timing checks read the same ones."""
+    fk, scene = _grasp_points(), Scene()
+    meta, arrays = _fixtures()[policy]
     results = []
-    for policy, (meta, arrays) in _fixtures().items():
-        if policies is not None and policy not in policies:
+    for attempt in meta["attempts"]:
+        if grasped_only and not attempt["judge"]["grasped"]:
             continue
-        for attempt in meta["attempts"]:
-            if grasped_only and not attempt["judge"]["grasped"]:
-                continue
-            anatomy = anatomy_from_rows(_rows(arrays, attempt["trial"], with_load), fk, scene.trained_cube_xy_cm,
-                                        tuple(attempt["cube_start_cm"]), scene.bowl_xy_cm, 5.0)
-            assert anatomy is not None
-            verdict = JudgeVerdict.model_validate(attempt["judge"])
-            results.append((policy, attempt["trial"], trial_agreement(anatomy, verdict, PERIOD_S)))
-    return results
+        anatomy = anatomy_from_rows(_rows(arrays, attempt["trial"], with_load), fk, scene.trained_cube_xy_cm,
+                                    tuple(attempt["cube_start_cm"]), scene.bowl_xy_cm, 5.0)
+        assert anatomy is not None
+        verdict = JudgeVerdict.model_validate(attempt["judge"])
+        results.append((policy, attempt["trial"], trial_agreement(anatomy, verdict, PERIOD_S)))
+    return tuple(results)
+
+
+@functools.cache
+def _grasp_points() -> GraspPoints:
+    return GraspPoints()
 
 
 def _seen_alike(agreement: TrialAgreement) -> bool:

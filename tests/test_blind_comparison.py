@@ -260,6 +260,7 @@ def test_an_open_run_is_revealed_only_by_an_explicit_recorded_unblinding(workdir
     assert "two or more --policy flags" in line
 
 
+@pytest.mark.slow
 def test_policies_reading_cameras_at_different_sizes_are_refused_before_anything_is_written(workdir, capsys) -> None:
     """The robot renders every camera any arm reads (an arm that reads none, like the expert, fits any), at
     one size."""

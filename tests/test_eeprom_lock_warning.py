@@ -5,6 +5,7 @@ line naming `harness fix-ids` as the repair."""
 
 from __future__ import annotations
 
+import pytest
 from lerobot.motors import Motor, MotorNormMode
 from lerobot.motors.feetech import FeetechMotorsBus
 from rich.console import Console
@@ -32,6 +33,7 @@ def setup_motors_as_lerobot_does(chain, port: str) -> None:
     chain.plug(*SO101_NAMES)
 
 
+@pytest.mark.slow
 def test_after_lerobot_setup_motors_every_servo_is_unlocked_and_the_bus_says_so_at_connect() -> None:
     chain = build_chain(factory_fresh_scenario())
     with PtyBus(chain) as bus:

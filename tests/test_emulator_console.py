@@ -113,6 +113,7 @@ def test_status_shows_a_sweep_under_way_and_release_says_what_it_stopped(desk) -
     assert "\ndone:" not in screen.text, typed_after
 
 
+@pytest.mark.slow
 def test_a_sweep_reports_done_once_every_joint_went_through_its_range(desk) -> None:
     rig, _, screen = desk
     seen = []

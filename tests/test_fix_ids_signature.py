@@ -43,6 +43,7 @@ ARMS = {   # scenario, the arm's calibration file, the gripper's and wrist_roll'
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arm", ARMS)
 def test_wrist_roll_connected_and_turned_at_the_gripper_prompt_is_refused_by_its_eeprom(arm) -> None:
     """The issue's case: asked for the gripper, the person connects wrist_roll and turns the joint they hold.

@@ -19,6 +19,7 @@ from tests.helpers import short_protocol_copy, two_sim_trials
 from tests.tiny_policy import save_tiny_act
 
 
+@pytest.mark.slow
 def test_a_held_observation_repeats_the_last_frames_and_the_next_drawn_frame_is_unchanged() -> None:
     """Holding skips the drawing, not the sensor: the frame drawn after a hold is the frame an arm that drew
     every step shows at that moment."""

@@ -146,6 +146,7 @@ def test_a_binary_line_in_a_sheet_is_one_line(sheet: Path, workdir: Path, capsys
     refused(["report", str(sheet)], workdir, capsys)
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_ends_quietly(sheet: Path) -> None:
     child = subprocess.Popen([sys.executable, "-m", "harness.cli", "report", str(sheet), str(sheet), str(sheet)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,

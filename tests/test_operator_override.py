@@ -55,6 +55,7 @@ def _drive(screen: ScoreScreen, script) -> ScoreHost:
     return app
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("verdict", "source", "key", "label"), [
     (JUDGE, "Simulator judge", "w", "wrong_placement"),
     (Suggestion(Label.NO_GRASP, "the gripper closed on nothing"), "Proposed from evidence", "s", "success"),
@@ -90,6 +91,7 @@ def test_accepting_the_verdict_or_agreeing_with_it_asks_nothing() -> None:
     assert [(d.label, d.note) for d in app.decisions] == [("success", None)]
 
 
+@pytest.mark.slow
 def test_a_note_typed_before_the_override_is_its_reason() -> None:
     async def operator(app: ScoreHost, pilot) -> None:
         await pilot.press("o")
@@ -103,6 +105,7 @@ def test_a_note_typed_before_the_override_is_its_reason() -> None:
     assert [(d.label, d.note) for d in app.decisions] == [("grasped_then_dropped", "slipped")]
 
 
+@pytest.mark.slow
 def test_voiding_over_the_judge_needs_a_reason() -> None:
     async def operator(app: ScoreHost, pilot) -> None:
         await pilot.press("v")

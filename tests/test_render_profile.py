@@ -43,6 +43,7 @@ def test_coarse_meshes_leave_physics_bit_identical():
     np.testing.assert_array_equal(_trajectory(with_coarse), _trajectory(without))   # ... and moves nothing
 
 
+@pytest.mark.slow
 def test_full_profile_frames_are_the_frames_drawn_before_profiles_existed():
     """The coarse set is hidden from a full frame: the bytes are those of a model without it."""
     model = build_model()
@@ -81,6 +82,7 @@ def test_ssim_is_one_for_equal_frames_and_falls_with_difference():
         ssim(frame, frame[:10])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [(96, 72), (128, 96)])
 def test_coarse_frames_stay_close_to_the_full_meshes(size):
     """Arm poses across the workspace: the coarse frames differ from the full ones (else nothing was saved)

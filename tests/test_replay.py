@@ -73,9 +73,23 @@ def test_replay_with_the_recorded_camera_is_pixel_equal_to_eager_rendering(tmp_p
     assert free[0].shape == (120, 160, 3) and not np.array_equal(free[0], free[-1])
 
 
-def test_a_trajectory_recorded_on_other_model_files_is_refused(tmp_path, capsys) -> None:
-    trial = tmp_path / "trial-001-a1"
+@pytest.fixture(scope="module")
+def short_trial(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A six-step trial recorded once for the module: the refusal tests each damage their own copy (a world
+    made per case cost about a second each)."""
+    trial = tmp_path_factory.mktemp("recorded") / "trial-001-a1"
     _eager_trial(trial, steps=6)
+    return trial
+
+
+def _copy_of(trial: Path, folder: Path) -> Path:
+    copy = folder / trial.name
+    shutil.copytree(trial, copy)
+    return copy
+
+
+def test_a_trajectory_recorded_on_other_model_files_is_refused(tmp_path, capsys, short_trial: Path) -> None:
+    trial = _copy_of(short_trial, tmp_path)
     other = tmp_path / "menagerie"
     shutil.copytree(menagerie_dir(), other)
     with (other / "so101.xml").open("a") as handle:
@@ -128,9 +142,8 @@ def _rewritten(data: bytes, how: str, folder: Path) -> bytes:
 
 @pytest.mark.parametrize("how", ["cut 0.5", "cut 0.9", "cut 0.02", "empty", "flipped bytes", "frame rows past the end",
                                  "a short physics array", "no video size", "meta a list"])
-def test_a_damaged_trajectory_is_one_line_exit_2(tmp_path, capsys, how: str) -> None:
-    trial = tmp_path / "trial-001-a1"
-    _eager_trial(trial, steps=6)
+def test_a_damaged_trajectory_is_one_line_exit_2(tmp_path, capsys, how: str, short_trial: Path) -> None:
+    trial = _copy_of(short_trial, tmp_path)
     path = trial / TRAJECTORY_FILE
     data = path.read_bytes()
     path.write_bytes(_damaged(data, how) if how.startswith("cut") or how in ("empty", "flipped bytes")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from harness.cli import main
 from harness.reports.analysis import ReportJson
 from harness.reports.summary import REPORT_SCHEMA
@@ -33,6 +35,7 @@ def test_report_json_round_trips_through_the_model(tmp_path, capsys) -> None:
     assert [(v.trial, v.attempt) for v in run.voids] == [(1, 1)]
 
 
+@pytest.mark.slow
 def test_report_json_carries_what_the_html_report_shows(tmp_path, capsys) -> None:
     """Two runs on one protocol: the paired comparison, success by distance with its fit, every trial, the
     loop timing, the latency and the fingerprints are all in the JSON, with the numbers the HTML prints."""

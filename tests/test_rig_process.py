@@ -90,6 +90,7 @@ def test_the_desk_is_reached_through_the_arm_process(tmp_path: Path) -> None:
     assert not (tmp_path / "cams.sock").exists()
 
 
+@pytest.mark.slow
 def test_an_arm_process_that_cannot_start_says_why_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(RigProcessError) as raised, open_rig_process(tmp_path / "missing" / "cams.sock"):
         pass

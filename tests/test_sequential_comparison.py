@@ -48,6 +48,7 @@ def test_boundaries_are_villes_and_the_design_point_is_least_favourable(cap):
         assert first_only / (first_only + second_only) >= rule.theta1 - 1e-12
 
 
+@pytest.mark.slow
 def test_agreeing_arms_reach_futility_in_under_half_the_fixed_sample_trials_and_the_power_holds(cap):
     """Two policies that both succeed 80 % of the time mostly agree; paired betting learns from the agreement
     (a test on discordant pairs alone barely saves anything there). At every pair of rates with the declared
@@ -136,6 +137,7 @@ def test_type_one_error_at_most_alpha_in_simulation(cap, rate):
     assert sq.worst_case_type_one_error(rule) <= ALPHA
 
 
+@pytest.mark.slow
 def test_a_cap_too_small_for_the_power_is_found_and_the_minimum_is_tight(cap):
     assert sq.power_at_least_favourable(design(ALPHA, POWER, DIFF, 1, cap)) >= POWER
     assert sq.power_at_least_favourable(design(ALPHA, POWER, DIFF, 1, cap - 1)) < POWER

@@ -47,6 +47,7 @@ def _frames_stopped(camera: HarnessSimCamera) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_frames_arrive_through_lerobots_camera_factory(tmp_path: Path) -> None:
     socket = tmp_path / "cams.sock"
     with open_rig(default_scenario(), sim=True, camera_socket=socket):

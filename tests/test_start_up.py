@@ -199,6 +199,7 @@ def test_a_policy_that_fails_to_load_ends_the_run_before_anything_moves_and_writ
     assert not robot.torque_enabled and engine.sheet.attempts == []
 
 
+@pytest.mark.slow
 def test_the_check_screen_is_shown_while_the_policy_loads_and_follows_it(tmp_path) -> None:
     clock = ManualClock()
     loads = Loads(clock)

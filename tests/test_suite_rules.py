@@ -13,6 +13,7 @@ period, a kill at a random moment): such a line, or the one above it, says so in
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -47,8 +48,14 @@ def _checks_directly(node: ast.AST) -> bool:
     return False
 
 
+@functools.cache
+def _parsed(source: str, filename: str) -> ast.Module:
+    """Each file parsed once a run, keyed on its text: both rules read every test file."""
+    return ast.parse(source, filename)
+
+
 def _trees(folder: Path) -> dict[Path, ast.Module]:
-    return {path: ast.parse(path.read_text(encoding="utf-8"), str(path)) for path in sorted(folder.glob("*.py"))}
+    return {path: _parsed(path.read_text(encoding="utf-8"), str(path)) for path in sorted(folder.glob("*.py"))}
 
 
 def unfailing_tests(folder: Path) -> list[str]:

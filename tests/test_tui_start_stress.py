@@ -1,4 +1,4 @@
-"""The operator TUI on the simulated arm starts every time: 20 starts in tmux, as a user types them, beside a
+"""The operator TUI on the simulated arm starts every time: 5 starts in tmux, as a user types them, beside a
 CPU hog (a busy loop: with the suite's other worker, both cores are busy, and the other worker's wall-timed
 tests keep a core of their own). Each start is one short trial: check screen, Enter, the trial runs (the engine's
 thread draws the cameras the check screen drew on another thread), Enter accepts the judge, q quits. A start
@@ -27,9 +27,10 @@ from harness.run.engine import robot_fault_void
 from harness.sim.world import SimWorld, _drawing
 from tests.helpers import REPO, wait_until
 
-STARTS = 20
+STARTS = 5   # the EGL fault this guards failed every start before its fix; 20 starts cost CI 6 minutes
 
 
+@pytest.mark.slow
 def test_a_world_draws_the_same_frame_from_any_thread_after_another_thread_drew_and_ended() -> None:
     world = SimWorld()
     request = world.frame_request("top", 160, 120)
@@ -90,7 +91,7 @@ def _one_start(tmux: list[str], folder: Path, protocol: Path, start: int) -> Non
 
 
 @pytest.mark.slow
-def test_the_tui_on_the_simulated_arm_starts_twenty_times_beside_a_cpu_hog(tmp_path: Path) -> None:
+def test_the_tui_on_the_simulated_arm_starts_every_time_beside_a_cpu_hog(tmp_path: Path) -> None:
     assert shutil.which("tmux"), "tmux is not on PATH: scripts/setup installs it"
     protocol = tmp_path / "p.yaml"
     assert main(["protocol", "new", "--fixed", "--n", "1", "--time-limit-s", "1", "-o", str(protocol)]) == 0

@@ -79,6 +79,7 @@ def test_a_twin_sheet_a_simulated_sheet_and_a_gone_or_changed_policy_are_refused
     _nothing_written(tmp_path)
 
 
+@pytest.mark.slow
 def test_the_twins_policy_sees_frames_at_the_size_the_real_cameras_delivered_not_its_training_size(
         tmp_path: Path) -> None:
     """A policy trained at 128x96 fed 640x480 frames on the arm computed on those: the twin renders what the arm's

@@ -39,6 +39,7 @@ def test_automatic_rim_fit_matches_the_rim_and_two_clicks_agree(truth) -> None:
     assert clicked.mean_radius_px == pytest.approx(rim.mean_radius_px, rel=0.01)
 
 
+@pytest.mark.slow
 def test_measured_distance_meets_the_targets_against_the_truth(truth) -> None:
     calibration, frames = truth
     rim = find_rim(calibration)
