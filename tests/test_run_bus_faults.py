@@ -12,10 +12,10 @@ import pytest
 
 from harness.app.parts import make_real_robot
 from harness.bus import packets as p
-from harness.bus.emulator import ErrorBit, ServoChain
+from harness.bus.emulator import ADDR_HOMING_OFFSET, ErrorBit, ServoChain
 from harness.bus.pty_port import PtyBus
 from harness.bus.scenario import build_chain, default_scenario
-from harness.errors import RunPaused
+from harness.errors import RunPaused, ServoBusFault
 from harness.models.protocol import JOINT_NAMES, load_protocol
 from harness.models.run_settings import RunSettings
 from harness.models.taxonomy import Label, VoidKind
@@ -134,6 +134,37 @@ def test_a_servo_missing_at_connect_pauses_with_its_name_and_locks_nothing(workd
     assert "run paused" in err and "no answer from elbow_flex" in err and "harness fix-ids --port" in err
     assert "Traceback" not in err
     assert not list(workdir.glob("scoresheets/*.yaml"))       # nothing locked: the arm never connected
+    assert not any(s.torque_enabled for s in chain.servos)
+
+
+class LosesCalibrationReplies(ServoChain):
+    """A bus that loses a few replies while LeRobot's connect reads the servos' calibration (noise on the line),
+    then answers again: every servo is there, its torque off as at power-up, before connect enables it."""
+
+    def __init__(self, servos, dropped: int) -> None:
+        super().__init__(servos, None)
+        self.dropped = dropped
+
+    def handle(self, packet: p.Packet, baud: int) -> bytes:
+        reply = super().handle(packet, baud)
+        if self.dropped and packet.code == p.READ and packet.params[:1] == bytes([ADDR_HOMING_OFFSET]):
+            self.dropped -= 1
+            return b""
+        return reply
+
+
+def test_a_reply_lost_at_connect_is_named_as_the_bus_error_not_as_a_power_cycle() -> None:
+    """Torque is off during LeRobot's connect: it is no sign of a power cycle there, and "check the power supply"
+    sent a person to the wrong part of the desk."""
+    chain = LosesCalibrationReplies(build_chain(default_scenario()).servos, dropped=1)
+    protocol = load_protocol(REPO / "tests" / "data" / "small.yaml")
+    with PtyBus(chain) as bus, pytest.raises(RunPaused) as paused:
+        make_real_robot(RunSettings(port=bus.port, robot_id="emulated_follower"), protocol)
+    detail = str(paused.value)
+    assert chain.dropped == 0 and isinstance(paused.value.__cause__, ServoBusFault), detail
+    assert not paused.value.__cause__.reset and not paused.value.__cause__.silent, detail
+    assert "at connect: ConnectionError" in detail, detail
+    assert "power supply" not in detail and "torque off" not in detail and "fix-ids" not in detail, detail
     assert not any(s.torque_enabled for s in chain.servos)
 
 

@@ -106,10 +106,12 @@ class BusCheckedSO101Follower(SO101Follower):
                                  "jam, an overload or the supply voltage", tripped=tuple(tripped))
         return None
 
-    def _fault(self, where: str, exc: BaseException) -> ServoBusFault:
+    def _fault(self, where: str, exc: BaseException, torque_expected: bool = True) -> ServoBusFault:
+        """`torque_expected` False where torque off is normal (during LeRobot's connect, which configures the
+        servos with torque released): there it says nothing about a power cycle, and the bus error is the news."""
         silent = self.silent_servos()
         try:
-            torque = None if silent else self._torque_fault(where)
+            torque = None if silent or not torque_expected else self._torque_fault(where)
         except BUS_ERRORS:
             torque = None
         if torque is not None:
@@ -140,7 +142,7 @@ class BusCheckedSO101Follower(SO101Follower):
         try:
             super().connect(calibrate)
         except BUS_ERRORS as exc:
-            fault = self._fault("at connect", exc)
+            fault = self._fault("at connect", exc, torque_expected=False)
             self.release_after_failure()
             hint = f"; run `harness fix-ids --port {self.config.port}` to find out why" if fault.silent else ""
             raise ServoBusFault(fault.detail + hint, silent=fault.silent, reset=fault.reset) from exc
