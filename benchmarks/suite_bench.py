@@ -98,8 +98,8 @@ def main() -> None:
                 print(f"{label} run {run}: {timing.passed} passed in {timing.wall_s:.1f} s", file=sys.stderr,
                       flush=True)
                 timings.append(timing)
-    bytecode = "not written (PYTHONDONTWRITEBYTECODE)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "written"
-    print(f"\n`pytest -m \"{args.marker}\" -n {args.workers}`, {os.cpu_count()} cores, bytecode {bytecode}\n")
+    bytecode = "PYTHONDONTWRITEBYTECODE set" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "bytecode written"
+    print(f"\n`pytest -m \"{args.marker}\" -n {args.workers}`, {os.cpu_count()} cores, {bytecode}\n")
     print("| revision | passed | failed | wall (s) | CPU, all processes (s) | one process's collection (s) "
           "| load before / after |")
     print("|---|---:|---:|---:|---:|---:|---|")
