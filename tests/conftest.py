@@ -14,13 +14,6 @@ os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 # Hub cache laid out locally), and every command a test starts inherits this.
 os.environ["HF_HUB_OFFLINE"] = "1"
 
-# Bytecode caches kept where PYTHONDONTWRITEBYTECODE is set (this project's development machines, many
-# containers): without them each pytest worker, and each `harness` a test starts, compiled the package and the
-# assertion-rewritten test modules from source again, about a third of a worker's collection. The caches land in
-# __pycache__ folders git ignores.
-sys.dont_write_bytecode = False
-os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-
 REPO = Path(__file__).resolve().parents[1]
 
 
