@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import functools
 import hashlib
 import time
 from collections.abc import Callable
@@ -138,3 +140,14 @@ def two_sim_trials(protocol: Path, policy: Path, work: Path, name: str, parts: A
         with np.load(path) as npz:
             states.append(npz["posed_qpos"].copy())
     return [(a.trial_index, a.outcome, a.judge.model_dump() if a.judge else None) for a in sheet.attempts], states
+
+
+@functools.cache
+def _parsed(source: str, filename: str) -> ast.Module:
+    return ast.parse(source, filename)
+
+
+def parsed_python(path: Path) -> ast.Module:
+    """The file's syntax tree, parsed once a run (keyed on its text, so a sample a test writes is parsed as
+    written): the architecture checks and the suite rules read the same files test after test."""
+    return _parsed(path.read_text(encoding="utf-8"), str(path))

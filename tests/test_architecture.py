@@ -12,22 +12,11 @@ import re
 from pathlib import Path
 
 from harness.models.taxonomy import Label
-from tests.helpers import REPO
+from tests.helpers import REPO, parsed_python
 
 PACKAGE = REPO / "harness"
 DOC = REPO / "docs" / "architecture.md"
 HEAVY = ("torch", "mujoco", "lerobot", "serial", "cv2", "textual")
-
-
-@functools.cache
-def _parsed(source: str, filename: str) -> ast.Module:
-    """Each file parsed once a run (keyed on its text, so a test's own sample files are parsed as written): the
-    checks below read the same two hundred modules, and parsing them anew cost most of this module's time."""
-    return ast.parse(source, filename)
-
-
-def parse(path: Path) -> ast.Module:
-    return _parsed(path.read_text(), str(path))
 
 
 def _node(module: str) -> str | None:
@@ -41,6 +30,7 @@ def _is_type_checking(test: ast.expr) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
+@functools.cache   # the trees are `parsed_python`'s, one object per file text: each walked once a run
 def _imports(tree: ast.AST, module: str) -> list[str]:
     """Absolute module names imported anywhere in the tree, except in TYPE_CHECKING blocks."""
     found: list[str] = []
@@ -65,17 +55,12 @@ def _imports(tree: ast.AST, module: str) -> list[str]:
     return found
 
 
-@functools.cache
-def _file_imports(source: str, filename: str, module: str) -> list[str]:
-    return _imports(_parsed(source, filename), module)
-
-
 def _modules(root: Path) -> dict[str, list[str]]:
     modules = {}
     for path in sorted(root.rglob("*.py")):
         relative = path.relative_to(root.parent).with_suffix("")
         name = ".".join(relative.parts).removesuffix(".__init__")
-        modules[name] = _file_imports(path.read_text(), str(path), name)
+        modules[name] = _imports(parsed_python(path), name)
     return modules
 
 
@@ -262,7 +247,7 @@ def label_literals(root: Path = PACKAGE) -> list[str]:
         relative = path.relative_to(root.parent).as_posix()
         if relative == TAXONOMY_MODULE:
             continue
-        tree = parse(path)
+        tree = parsed_python(path)
         docstrings, named = _docstrings(tree), _named_enum_values(tree)
         for node in ast.walk(tree):
             if (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in LABEL_VALUES
@@ -299,5 +284,5 @@ def test_every_package_is_named_in_the_architecture_doc_and_every_module_says_it
     unnamed += [p.name for p in sorted(PACKAGE.glob("*.py")) if p.name != "__init__.py" and f"`{p.name}`" not in text]
     assert not unnamed, f"packages and top-level modules docs/architecture.md does not mention: {unnamed}"
     silent = [str(path.relative_to(REPO)) for path in sorted(PACKAGE.rglob("*.py"))
-              if path.name != "__init__.py" and not ast.get_docstring(parse(path))]
+              if path.name != "__init__.py" and not ast.get_docstring(parsed_python(path))]
     assert not silent, f"modules without a docstring saying what they own: {silent}"

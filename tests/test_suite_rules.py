@@ -13,8 +13,9 @@ period, a kill at a random moment): such a line, or the one above it, says so in
 from __future__ import annotations
 
 import ast
-import functools
 from pathlib import Path
+
+from tests.helpers import parsed_python
 
 TESTS = Path(__file__).resolve().parent
 CHECKING_CALLS = {"raises", "fail", "warns", "deprecated_call"}   # pytest.<name>
@@ -48,14 +49,8 @@ def _checks_directly(node: ast.AST) -> bool:
     return False
 
 
-@functools.cache
-def _parsed(source: str, filename: str) -> ast.Module:
-    """Each file parsed once a run, keyed on its text: both rules read every test file."""
-    return ast.parse(source, filename)
-
-
 def _trees(folder: Path) -> dict[Path, ast.Module]:
-    return {path: _parsed(path.read_text(encoding="utf-8"), str(path)) for path in sorted(folder.glob("*.py"))}
+    return {path: parsed_python(path) for path in sorted(folder.glob("*.py"))}
 
 
 def unfailing_tests(folder: Path) -> list[str]:
