@@ -8,6 +8,7 @@ so every layer may raise these.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -94,6 +95,41 @@ class CameraRenderFailed(RobotFault):
         self.camera = camera
         self.detail = f"{camera}: the simulator could not draw a frame ({detail})"
         super().__init__(self.detail)
+
+
+@dataclass(frozen=True)
+class PoseMiss:
+    """One joint away from where the arm was sent (LeRobot units), as a real arm's readiness check finds it."""
+
+    joint: str
+    present: float
+    target: float
+
+    def __str__(self) -> str:
+        return f"{self.joint} at {self.present:.1f}, start pose {self.target:.1f}"
+
+
+class StartPoseMissed(RobotFault):
+    """The arm did not settle at its start pose. The misses say which joints and where, so the engine can tell
+    a gripper held open by something between its jaws from an arm that sagged or lost a servo."""
+
+    def __init__(self, misses: tuple[PoseMiss, ...]) -> None:
+        self.misses = misses
+        super().__init__(f"the arm did not reach its start pose: {self.detail}")
+
+    @property
+    def jaws_blocked(self) -> bool:
+        """Only the gripper missed, stopped more open than commanded: it closed on something (on a desk,
+        usually the last trial's cube, still held)."""
+        return bool(self.misses) and all(m.joint == "gripper" and m.present > m.target for m in self.misses)
+
+    @property
+    def detail(self) -> str:
+        if self.jaws_blocked:
+            miss = self.misses[0]
+            return (f"the gripper stopped at {miss.present:.1f} closing to {miss.target:.1f}: something is between "
+                    "the jaws; they are left open to take it out")
+        return "; ".join(map(str, self.misses))
 
 
 class ServoBusFault(RobotFault):

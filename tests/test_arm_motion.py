@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from harness.errors import RobotFault
+from harness.errors import PoseMiss, StartPoseMissed
 from harness.models.protocol import JOINT_NAMES
 from harness.realtime import realtime_thread
-from harness.run.arm_motion import ArmMotion
+from harness.run.arm_motion import JAWS_OPEN, ArmMotion
 from harness.run.clock import ManualClock
 from harness.run.safety import GuardedRobot
 from tests.test_loop_timing import SlowRobot
@@ -31,8 +31,25 @@ class Recorded(SlowRobot):
         self.sent.append(dict(action))
         return super().send_action(action)
 
-    def check_ready(self, pose) -> list[str]:
-        return ["elbow_flex 30 deg from its start pose"] if self.clock.now() < self.problems_until else []
+    def check_ready(self, pose) -> list[PoseMiss]:
+        return [PoseMiss("elbow_flex", 30.0, pose["elbow_flex"])] if self.clock.now() < self.problems_until else []
+
+
+class HoldsACube(Recorded):
+    """An arm whose jaws hold a cube: the gripper stops 8 short of closing to its start pose until it is commanded
+    open (and the cube falls), or for good when the cube is wedged."""
+
+    def __init__(self, clock: ManualClock, wedged: bool = False) -> None:
+        super().__init__(clock)
+        self.held, self.wedged = True, wedged
+
+    def send_action(self, action):
+        if action["gripper.pos"] >= JAWS_OPEN and not self.wedged:
+            self.held = False
+        return super().send_action(action)
+
+    def check_ready(self, pose) -> list[PoseMiss]:
+        return [PoseMiss("gripper", pose["gripper"] + 8.0, pose["gripper"])] if self.held else []
 
 
 def _motion(robot: Recorded, clock: ManualClock, paced: bool) -> ArmMotion:
@@ -85,9 +102,39 @@ def test_an_arm_that_settles_late_passes_and_one_that_never_does_is_a_fault() ->
     _motion(Recorded(clock, problems_until=0.5), clock, paced=True).verify_start_pose(POSE, settle_s=1.0)
     assert 0.5 <= clock.now() <= 0.55
     clock = ManualClock()
-    with pytest.raises(RobotFault, match="did not reach its start pose: elbow_flex 30 deg"):
+    with pytest.raises(StartPoseMissed, match=r"did not reach its start pose: elbow_flex at 30\.0, start pose 60\.0"):
         _motion(Recorded(clock, problems_until=99), clock, paced=True).verify_start_pose(POSE, settle_s=1.0)
     assert clock.now() == pytest.approx(1.0, abs=0.06)
+
+
+def test_a_cube_left_in_the_jaws_is_let_go_and_the_arm_goes_back_to_its_start_pose() -> None:
+    """A policy that grasped and never released leaves the cube in the jaws; the nearly closed start pose then
+    stops on it. Voiding the next trial for that cost a void per resume (issue 43's gap runs)."""
+    clock = ManualClock()
+    robot = HoldsACube(clock)
+    assert _motion(robot, clock, paced=True).reach_start_pose(POSE, 0.5) is True
+    grippers = [step["gripper.pos"] for step in robot.sent]
+    assert max(grippers) == pytest.approx(JAWS_OPEN)                 # opened once, wide
+    assert robot.sent[-1] == {f"{n}.pos": POSE[n] for n in JOINT_NAMES}   # and back at the start pose
+    assert not robot.held
+
+
+def test_a_cube_wedged_in_the_jaws_is_a_fault_that_says_so_with_the_jaws_left_open() -> None:
+    clock = ManualClock()
+    robot = HoldsACube(clock, wedged=True)
+    with pytest.raises(StartPoseMissed, match="something is between the jaws") as missed:
+        _motion(robot, clock, paced=True).reach_start_pose(POSE, 0.5)
+    assert missed.value.jaws_blocked
+    assert robot.sent[-1]["gripper.pos"] == pytest.approx(JAWS_OPEN)   # open, for a person to take it out
+
+
+def test_an_arm_that_misses_its_pose_elsewhere_is_a_fault_and_the_jaws_stay_as_they_were() -> None:
+    clock = ManualClock()
+    robot = Recorded(clock, problems_until=99)
+    with pytest.raises(StartPoseMissed, match="elbow_flex") as missed:
+        _motion(robot, clock, paced=True).reach_start_pose(POSE, 0.5)
+    assert not missed.value.jaws_blocked
+    assert max(step["gripper.pos"] for step in robot.sent) == pytest.approx(POSE["gripper"])
 
 
 def test_holding_still_commands_where_the_arm_is() -> None:

@@ -181,3 +181,72 @@ def test_a_tripped_protection_is_named_as_such_not_as_a_power_cycle(tmp_path) ->
     assert paused.void.kind is VoidKind.ROBOT_IO_ERROR
     assert "torque released by the servo's own protection: elbow_flex (overload)" in sheet.attempts[-1].void_reason
     assert not any(s.torque_enabled for s in chain.servos)
+
+
+class CubeInJaws(ServoChain):
+    """The last trial's cube still between the gripper's jaws: the gripper cannot close past its edge (raw 2170,
+    18 in LeRobot's 0-100 over the calibrated 1900-3400) until it is driven open past 40 and the cube falls out;
+    a `wedged` cube never does."""
+
+    EDGE_TICKS, FALLS_OUT_ABOVE_TICKS = 2170.0, 2500
+
+    def __init__(self, servos, wedged: bool) -> None:
+        super().__init__(servos, None)
+        self.held, self.wedged = True, wedged
+        self.servo("gripper").position = self.EDGE_TICKS
+
+    def tick(self, dt: float) -> None:
+        super().tick(dt)
+        gripper = self.servo("gripper")
+        if self.held and not self.wedged and gripper.goal_ticks > self.FALLS_OUT_ABOVE_TICKS:
+            self.held = False
+        if self.held and gripper.position < self.EDGE_TICKS:
+            gripper.position = self.EDGE_TICKS
+            gripper.sense(0.0)
+
+
+class PlacementAsked(Exception):
+    """The operator was asked for the cube: where these tests stop the run."""
+
+
+def start_with_a_cube_in_the_jaws(tmp_path: Path, wedged: bool):
+    chain = CubeInJaws(build_chain(default_scenario()).servos, wedged)
+    protocol = load_protocol(REPO / "tests" / "data" / "small.yaml")
+    sheet = locked_sheet(tmp_path)
+    out = io.StringIO()
+
+    def ask(trial) -> None:
+        raise PlacementAsked(trial.index)
+
+    with PtyBus(chain) as bus:
+        robot = make_real_robot(RunSettings(port=bus.port, robot_id="emulated_follower"), protocol)
+        engine = RunEngine(protocol, sheet, robot, HoldStartPose(protocol.start_pose), OperatorStage(ask),
+                           TerminalObserver(operator_scores=True, out=out, stdin=io.StringIO("")),
+                           MonotonicClock(), RunOptions(runs_dir=tmp_path / "runs", paced=True, video=False,
+                                                        evidence_cameras=[]))
+        try:
+            with pytest.raises((PlacementAsked, RunPaused)) as ended:
+                engine.run()
+        finally:
+            robot.disconnect()
+    return ended.value, sheet, chain, out.getvalue()
+
+
+@pytest.mark.slow
+def test_a_cube_left_in_the_jaws_is_let_go_and_the_trial_goes_on_without_a_void(tmp_path) -> None:
+    """Issue 43's gap runs: a policy that never released left the cube in the jaws, the next start pose stopped
+    on it, and every resume cost a void. The jaws open once, the cube falls, the operator is told to clear it."""
+    ended, sheet, chain, said = start_with_a_cube_in_the_jaws(tmp_path, wedged=False)
+    assert isinstance(ended, PlacementAsked), said
+    assert not chain.held and not sheet.attempts
+    assert "something was held between the gripper's jaws" in said
+
+
+@pytest.mark.slow
+def test_a_cube_wedged_in_the_jaws_pauses_the_run_saying_what_to_take_out(tmp_path) -> None:
+    ended, sheet, chain, said = start_with_a_cube_in_the_jaws(tmp_path, wedged=True)
+    assert isinstance(ended, RunPaused), said
+    assert ended.void.kind is VoidKind.ARM_NOT_AT_START_POSE
+    assert "something is between the jaws; they are left open" in sheet.attempts[-1].void_reason
+    assert chain.servo("gripper").goal_ticks > CubeInJaws.FALLS_OUT_ABOVE_TICKS   # left open for a person
+    assert not any(s.torque_enabled for s in chain.servos)

@@ -163,7 +163,8 @@ def photograph_desk(rig: Any, protocol: Protocol, camera_source: str, files: Reh
         while (problems := robot.check_ready(protocol.start_pose)) and time.monotonic() < deadline:
             time.sleep(0.05)
         if problems:
-            raise HarnessInputError(None, "start_pose", "the emulated arm did not reach it: " + "; ".join(problems))
+            raise HarnessInputError(None, "start_pose",
+                                    "the emulated arm did not reach it: " + "; ".join(map(str, problems)))
         camera = robot.cameras["top"]
         from harness.app.rehearse_operator import OFF_TABLE_CM
 

@@ -83,6 +83,7 @@ class VoidKind(StrEnum):
     CAMERA_DROPOUT = "camera dropout"
     ROBOT_IO_ERROR = "robot I/O error"
     ARM_POWER_CYCLED = "arm power-cycled (servos reset, torque off)"
+    ARM_NOT_AT_START_POSE = "arm not at its start pose"
     EMERGENCY_STOP = "emergency stop by operator"
     OPERATOR_ABORT = "aborted by operator"
     OPERATOR_VOID = "voided by operator"
@@ -92,7 +93,8 @@ class VoidKind(StrEnum):
     def pauses_run(self) -> bool:
         """A fault the operator must fix before the next trial: the run stops, resumable."""
         return self in (VoidKind.CAMERA_DROPOUT, VoidKind.ROBOT_IO_ERROR, VoidKind.ARM_POWER_CYCLED,
-                        VoidKind.EMERGENCY_STOP, VoidKind.OPERATOR_ABORT, VoidKind.UI_CLOSED)
+                        VoidKind.ARM_NOT_AT_START_POSE, VoidKind.EMERGENCY_STOP, VoidKind.OPERATOR_ABORT,
+                        VoidKind.UI_CLOSED)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from lerobot.cameras.opencv import OpenCVCameraConfig
 from lerobot.robots.so_follower import SO101Follower, SO101FollowerConfig
 
 from harness.bus.relocking_bus import EepromLocks, RelockingFeetechBus
-from harness.errors import HarnessInputError, ServoBusFault
+from harness.errors import HarnessInputError, PoseMiss, ServoBusFault
 from harness.robots.camera_spec import parse_camera_spec
 from harness.sim.units import GRIPPER_LOAD_KEY
 
@@ -187,9 +187,10 @@ class BusCheckedSO101Follower(SO101Follower):
         self.last_goal = {key.removesuffix(".pos"): float(v) for key, v in sent.items()}
         return sent
 
-    def check_ready(self, pose: dict[str, float], tolerance: float = 5.0) -> list[str]:
+    def check_ready(self, pose: dict[str, float], tolerance: float = 5.0) -> list[PoseMiss]:
         """Before a person is asked to place a cube: every servo answers, holds torque and sits at `pose`
-        (LeRobot units); returns what is not so, empty when ready. A bus failure raises `ServoBusFault`."""
+        (LeRobot units); returns the joints that do not sit there, empty when ready. A bus failure raises
+        `ServoBusFault`."""
         observation = self.get_observation()
         try:
             fault = self._torque_fault("checking the arm")
@@ -197,7 +198,7 @@ class BusCheckedSO101Follower(SO101Follower):
             raise self._fault("checking the arm", exc) from exc
         if fault is not None:
             raise fault
-        return [f"{name} at {observation[f'{name}.pos']:.1f}, start pose {target:.1f}"
+        return [PoseMiss(name, float(observation[f"{name}.pos"]), target)
                 for name, target in pose.items()
                 if f"{name}.pos" in observation and abs(observation[f"{name}.pos"] - target) > tolerance]
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.errors import RobotFault
+from harness.errors import StartPoseMissed
 from harness.models.protocol import JOINT_NAMES
 from harness.realtime import realtime_thread
 from harness.run.clock import Clock
@@ -35,6 +35,12 @@ class MoveSpeed:
         joints = 1.5 * float(gap[:-1].max()) / self.joint_deg_s
         gripper = 1.5 * float(gap[-1]) / self.gripper_per_s
         return min(self.max_s, max(self.min_s, joints, gripper))
+
+
+# Wide enough to let go of the 3 cm cube (about the scripted expert's opening), in LeRobot's 0-100 gripper units;
+# and how long a let-go cube is given to fall clear before the jaws close again.
+JAWS_OPEN = 50.0
+JAWS_LET_GO_S = 0.5
 
 
 class ArmMotion:
@@ -73,12 +79,40 @@ class ArmMotion:
 
     def verify_start_pose(self, pose: dict[str, float], settle_s: float = 1.0) -> None:
         """Before anyone is asked to place a cube: the arm answers, holds torque and sits at its start pose
-        (a power cycle during the move leaves a joint far from it)."""
+        (a power cycle during the move leaves a joint far from it). Raises `StartPoseMissed`."""
         deadline = self.clock.now() + settle_s
-        while problems := self.robot.check_ready(pose):
+        while misses := self.robot.check_ready(pose):
             if self.clock.now() >= deadline:
-                raise RobotFault("the arm did not reach its start pose: " + "; ".join(problems))
+                raise StartPoseMissed(tuple(misses))
             self.clock.sleep(0.05)
+
+    def reach_start_pose(self, pose: dict[str, float], seconds: float | MoveSpeed) -> bool:
+        """Move to `pose` and verify it; True when something had to be let go of first.
+
+        A policy that grasped and never released leaves the cube in the jaws, and the start pose's nearly
+        closed gripper then stops on it: the jaws open once to let it drop, and the arm goes back to its pose.
+        If they still cannot close, the fault stands with the jaws left open, so the operator can take it out."""
+        self.move_to(pose, seconds)
+        try:
+            self.verify_start_pose(pose)
+            return False
+        except StartPoseMissed as missed:
+            if not missed.jaws_blocked:
+                raise
+        self.open_jaws(pose)
+        self.clock.sleep(JAWS_LET_GO_S)
+        self.move_to(pose, seconds)
+        try:
+            self.verify_start_pose(pose)
+        except StartPoseMissed as missed:
+            if missed.jaws_blocked:
+                self.open_jaws(pose)
+            raise
+        return True
+
+    def open_jaws(self, pose: dict[str, float]) -> None:
+        """The gripper opened wide enough for the cube, the rest of the arm held at `pose`."""
+        self.move_to({**pose, "gripper": max(pose["gripper"], JAWS_OPEN)}, MoveSpeed())
 
     def hold_still(self) -> None:
         """Command the present position, so a faulted trial leaves the arm where it is."""

@@ -239,8 +239,9 @@ class RunEngine:
     def _attempt(self, trial: Trial, number: int, started: str, t_start: float) -> tuple[Attempt, Void | None]:
         try:
             self._phase("moving to start pose")
-            self.motion.move_to(self.protocol.start_pose, self.options.start_pose_s)
-            self.motion.verify_start_pose(self.protocol.start_pose)
+            if self.motion.reach_start_pose(self.protocol.start_pose, self.options.start_pose_s):
+                self.observer.warn("something was held between the gripper's jaws at the start pose: the jaws "
+                                   "opened to let it go; clear the table before placing the cube")
         except EmergencyStopped:
             raise
         except ROBOT_FAULTS as exc:   # the arm is not ready: no cube is asked for

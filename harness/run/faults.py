@@ -3,7 +3,7 @@ both turn a robot's failure into a void, never into a lost trial."""
 
 from __future__ import annotations
 
-from harness.errors import CameraRenderFailed, RobotFault, ServoBusFault
+from harness.errors import CameraRenderFailed, RobotFault, ServoBusFault, StartPoseMissed
 from harness.models.taxonomy import Void, VoidKind
 
 # What LeRobot's buses and cameras raise when hardware stops answering mid-trial.
@@ -17,5 +17,7 @@ def robot_fault_void(exc: BaseException) -> Void:
         return Void(VoidKind.ARM_POWER_CYCLED if exc.reset else VoidKind.ROBOT_IO_ERROR, exc.detail)
     if isinstance(exc, CameraRenderFailed):
         return Void(VoidKind.CAMERA_DROPOUT, exc.detail)
+    if isinstance(exc, StartPoseMissed):
+        return Void(VoidKind.ARM_NOT_AT_START_POSE, exc.detail)
     first_line = (str(exc).strip().splitlines() or [""])[0][:160]
     return Void(VoidKind.ROBOT_IO_ERROR, f"{type(exc).__name__}: {first_line}")

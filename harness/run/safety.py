@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from harness.errors import EmergencyStopped
+from harness.errors import EmergencyStopped, PoseMiss
 
 if TYPE_CHECKING:
     from harness.sim.world import SimWorld
@@ -68,7 +68,7 @@ class GuardedRobot:
     the same robot (or the simulated arm inside a wrapper) when it is one, declared by whoever builds it."""
 
     def __init__(self, robot: Any, release: Callable[[], Any],
-                 check_ready: Callable[[dict[str, float]], list[str]] | None = None,
+                 check_ready: Callable[[dict[str, float]], list[PoseMiss]] | None = None,
                  connect_checks: Sequence[ConnectCheck] = (), simulated: SimulatedArm | None = None) -> None:
         self.robot = robot
         self.simulated = simulated
@@ -160,9 +160,9 @@ class GuardedRobot:
                 return tuple(silent or ())
             return ()
 
-    def check_ready(self, pose: dict[str, float]) -> list[str]:
-        """What keeps the arm from being ready at `pose` (empty when ready, or when the robot type has no
-        such check); a robot that lost its bus raises `ServoBusFault`."""
+    def check_ready(self, pose: dict[str, float]) -> list[PoseMiss]:
+        """The joints that keep the arm from being ready at `pose` (empty when ready, or when the robot type
+        has no such check); a robot that lost its bus raises `ServoBusFault`."""
         with self._lock:
             return self._check_ready(pose) if self._check_ready is not None else []
 
