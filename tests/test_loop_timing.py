@@ -180,3 +180,31 @@ def test_camera_watch_recovers_when_frames_come_back() -> None:
         watch.see("top", None, i / 30)
     watch.see("top", _live(3), 10 / 30)
     assert watch.dropout(40 / 30) is None
+
+
+class ReachingPolicy(CostlyPolicy):
+    """Asks the base to turn 10 degrees from the first step on; its first inference (a chunk) is slow."""
+
+    def select_action(self, observation):
+        action = super().select_action(observation)
+        return {**action, "shoulder_pan.pos": 10.0}
+
+
+def test_a_real_arms_trajectory_is_dated_by_when_each_step_really_ran(tmp_path) -> None:
+    """A synchronous chunk computed in 0.8 s holds a real arm still for 0.8 s. Dated on the schedule (step / fps),
+    its trajectory said the arm first moved at 0.07 s, while the twin, whose simulated clock is charged the
+    latency, said 0.9 s (issue 43): anatomy dates events by these times."""
+    import pandas as pd
+
+    clock = ManualClock()
+    policy = ReachingPolicy(clock, [0.8] + [0.005] * 9)
+    engine, _ = _engine(tmp_path, clock, SlowRobot(clock, 0.004, _live), policy, seconds=1.0)
+    engine.run()
+    attempt = engine.sheet.attempts[0]
+    rows = pd.read_parquet(tmp_path / attempt.artifacts["trajectory.parquet"])
+    assert rows["t"].iloc[0] == pytest.approx(0.0, abs=0.01)
+    assert rows["t"].iloc[1] == pytest.approx(0.806, abs=0.01)            # after the 0.8 s chunk, not at 1/30 s
+    assert rows["t"].is_monotonic_increasing
+    assert attempt.anatomy.first_motion_s == pytest.approx(0.806, abs=0.01)
+    # where the loop keeps up, the rows keep their schedule
+    assert np.diff(rows["t"].iloc[2:10]) == pytest.approx(np.full(7, 1 / 30), abs=1e-6)

@@ -176,7 +176,10 @@ class ControlLoop:
             timing = {"policy_ms": policy_ms[-1], "io_ms": io_ms[-1], "missed": float(late)}
             for cam in self.policy.camera_keys if draw_frames else ():
                 watch.see(cam, observation.get(cam), sim_t)
-            captured = recorder.record_step(step, sim_t, observation, sent, timing)
+            # a real arm's row is dated when its observation was read (never before its schedule): a late
+            # loop's steps are spread over the wall time they took
+            read_at = None if world is not None else max(sim_t, t0 - t_start)
+            captured = recorder.record_step(step, sim_t, observation, sent, timing, read_at)
             if self.settings.dataset is not None:
                 self._record_dataset_frame(self.settings.dataset, observation, sent)
             for cam, frame in captured.items():

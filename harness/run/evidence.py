@@ -230,15 +230,20 @@ class EvidenceRecorder:
         return True
 
     def record_step(self, step: int, t: float, observation: dict[str, Any], action: dict[str, float],
-                    timing: dict[str, float]) -> dict[str, np.ndarray | None]:
+                    timing: dict[str, float], read_at_s: float | None = None) -> dict[str, np.ndarray | None]:
         """Log one control step; returns the frames captured in the loop (for the dropout watch).
+
+        `t` is the step's episode time (the simulator's clock, or a real arm's schedule); `read_at_s`, where
+        it differs, when the observation was really read: a real arm waits out each synchronous inference
+        (ACT's chunk took 0.8 s on a loaded machine), and the trajectory's times, which failure anatomy dates
+        events by, must say so (a first motion at 0.07 s on the schedule was 0.8 s on the desk).
 
         On the simulator the step's state is logged, and each video tick's frame requests (the sensor
         noise advances exactly as if the frames were drawn, so a frame drawn later is the frame an eager
         run shows); with a writer nothing is rendered here: the writer's own watch reports a frozen camera
         through `dropout()`.
         """
-        row = {"step": step, "t": t}
+        row = {"step": step, "t": t if read_at_s is None else read_at_s}
         row.update({f"obs.{k}": float(v) for k, v in observation.items() if k.endswith((".pos", ".load"))})
         row.update({f"action.{k}": float(v) for k, v in action.items()})
         row.update(timing)
