@@ -163,7 +163,9 @@ class BusCheckedSO101Follower(SO101Follower):
         read on the bus, the gripper's alone (2 bytes)."""
         try:
             observation = super().get_observation()
-            raw = float(self.bus.read("Present_Load", "gripper", normalize=False))
+            # retried as LeRobot retries the positions just read: one lost reply is noise on the line, not a fault
+            raw = float(self.bus.read("Present_Load", "gripper", normalize=False,
+                                      num_retry=self.config.num_read_retries))
             inverted = bool(self.calibration.get("gripper") and self.calibration["gripper"].drive_mode)
             observation[GRIPPER_LOAD_KEY] = -raw if inverted else raw
             return observation
