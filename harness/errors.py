@@ -97,6 +97,16 @@ class CameraRenderFailed(RobotFault):
         super().__init__(self.detail)
 
 
+class CameraStale(RobotFault):
+    """A real arm's cameras gave no fresh frame for the harness's whole grace (LeRobot's read refuses a frame older
+    than 500 ms; a USB camera's hiccup can last that long): a camera dropout, not a robot I/O error."""
+
+    def __init__(self, cameras: tuple[str, ...], waited_s: float) -> None:
+        self.cameras = cameras
+        self.detail = f"{', '.join(cameras)}: no fresh frame for {waited_s:.1f} s"
+        super().__init__(self.detail)
+
+
 @dataclass(frozen=True)
 class PoseMiss:
     """One joint away from where the arm was sent (LeRobot units), as a real arm's readiness check finds it."""

@@ -218,3 +218,77 @@ def test_a_camera_socket_path_no_camera_can_be_served_at_is_refused_and_left_alo
         assert path.read_text() == "someone's notes"
     if kind == "a dangling link":
         assert path.is_symlink()
+
+
+class SlowClock:
+    """The follower's clock for its camera grace: each look advances it by `step` s, so how long the grace lasts is
+    counted in looks, not in wall time (a loaded machine cannot make these tests fail or pass by itself)."""
+
+    def __init__(self, step: float) -> None:
+        self.t, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.t += self.step
+        return self.t
+
+
+def _follower_with_a_stale_top_camera(rig, socket: Path, clock: SlowClock):
+    from lerobot.robots.so_follower import SO101FollowerConfig
+
+    from harness.robots.so101 import REPO_CALIBRATION, BusCheckedSO101Follower
+
+    config = SO101FollowerConfig(port=rig.port, id="emulated_follower", calibration_dir=REPO_CALIBRATION, cameras={
+        "top": HarnessSimCameraConfig(camera="top", socket_path=str(socket), width=160, height=120)})
+    robot = BusCheckedSO101Follower(config, now=clock)
+    robot.connect()
+    rig.camera("top", "dropout")
+    top = robot.cameras["top"]
+    wait_until(lambda: _frames_stopped(top), 5.0, "frames stopping after the cable was pulled")
+    wait_until(lambda: _too_old(top), 5.0, "the newest frame older than LeRobot's 500 ms")
+    return robot
+
+
+def _too_old(camera: HarnessSimCamera) -> bool:
+    try:
+        camera.read_latest()
+    except TimeoutError:
+        return True
+    return False
+
+
+@pytest.mark.slow
+def test_a_camera_hiccup_shorter_than_the_grace_is_waited_out_not_a_fault(tmp_path: Path) -> None:
+    """LeRobot's observation refuses a frame over 500 ms old and fails whole; a USB camera's hiccup of that length
+    paused runs as a robot I/O error (and the emulated camera under CI's load). The harness waits for a fresh
+    frame for its own dropout budget (1 s) before calling it a camera dropout."""
+    import threading
+
+    socket = tmp_path / "cams.sock"
+    with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
+        robot = _follower_with_a_stale_top_camera(rig, socket, SlowClock(step=0.0001))
+        try:
+            threading.Timer(0.3, rig.camera, ("top", "ok")).start()   # the cable back in
+            observation = robot.get_observation()
+        finally:
+            robot.disconnect()
+    assert observation["top"].shape == (120, 160, 3) and observation["top"].max() > 0
+    assert "gripper.load" in observation
+
+
+@pytest.mark.slow
+def test_a_camera_stale_past_the_grace_is_a_camera_dropout_naming_it(tmp_path: Path) -> None:
+    from harness.errors import CameraStale
+    from harness.models.taxonomy import VoidKind
+    from harness.run.faults import robot_fault_void
+
+    socket = tmp_path / "cams.sock"
+    with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
+        robot = _follower_with_a_stale_top_camera(rig, socket, SlowClock(step=0.1))
+        try:
+            with pytest.raises(CameraStale) as stale:
+                robot.get_observation()
+        finally:
+            robot.disconnect()
+    assert stale.value.cameras == ("top",)
+    void = robot_fault_void(stale.value)
+    assert void.kind is VoidKind.CAMERA_DROPOUT and void.reason.startswith("camera dropout: top: no fresh frame for 1.")

@@ -12,6 +12,8 @@ torque, so a power cycle is caught before the next goal is written, not after th
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from lerobot.cameras.opencv import OpenCVCameraConfig
 from lerobot.robots.so_follower import SO101Follower, SO101FollowerConfig
 
 from harness.bus.relocking_bus import EepromLocks, RelockingFeetechBus
-from harness.errors import HarnessInputError, PoseMiss, ServoBusFault
+from harness.errors import CameraStale, HarnessInputError, PoseMiss, ServoBusFault
 from harness.robots.camera_spec import parse_camera_spec
 from harness.sim.units import GRIPPER_LOAD_KEY
 
@@ -30,6 +32,10 @@ log = logging.getLogger(__name__)
 
 
 SAGGED = 5.0    # LeRobot units (degrees; gripper 0-100): below this a drift is not worth mentioning
+# How long a camera may go without a fresh frame before the trial is a camera dropout: the harness's own dropout
+# budget (`DropoutPolicy.max_bad_s`), not LeRobot's 500 ms, which fails the whole observation at once.
+CAMERA_GRACE_S = 1.0
+CAMERA_RETRY_S = 0.01
 
 
 PROTECTIONS = {0x01: "input voltage", 0x02: "magnetic encoder", 0x04: "overheat", 0x08: "over-current",
@@ -44,13 +50,24 @@ def _names(servos: tuple[str, ...]) -> str:
     return "all six servos" if len(servos) == 6 else ", ".join(servos)
 
 
+class _StaleFrames(Exception):
+    """A camera's newest frame was too old for LeRobot's read: worth reading again, within the grace."""
+
+    def __init__(self, cameras: tuple[str, ...]) -> None:
+        self.cameras = cameras
+
+
 class BusCheckedSO101Follower(SO101Follower):
-    """`SO101Follower` whose bus failures arrive as `ServoBusFault`, with a torque check before motion."""
+    """`SO101Follower` whose bus failures arrive as `ServoBusFault`, with a torque check before motion.
+
+    `now` and `sleep` time the cameras' grace (the monotonic clock and `time.sleep` on a desk)."""
 
     bus: RelockingFeetechBus   # LeRobot's own bus, replaced at construction
 
-    def __init__(self, config: SO101FollowerConfig) -> None:
+    def __init__(self, config: SO101FollowerConfig, now: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         super().__init__(config)
+        self.now, self.sleep = now, sleep
         stock = self.bus
         self.bus = RelockingFeetechBus(port=stock.port, motors=stock.motors, calibration=stock.calibration)
         self.last_goal: dict[str, float] = {}
@@ -161,6 +178,17 @@ class BusCheckedSO101Follower(SO101Follower):
         Signed in the direction of LeRobot's units (negative: pushing towards closed), the servo's own sign turned
         where the calibration inverts the gripper (`drive_mode`), as the simulated arm reports it. One more short
         read on the bus, the gripper's alone (2 bytes)."""
+        started = self.now()
+        while True:
+            try:
+                return self._observe()
+            except _StaleFrames as stale:
+                waited = self.now() - started
+                if waited >= CAMERA_GRACE_S:
+                    raise CameraStale(stale.cameras, waited) from None
+                self.sleep(CAMERA_RETRY_S)
+
+    def _observe(self) -> dict[str, Any]:
         try:
             observation = super().get_observation()
             # retried as LeRobot retries the positions just read: one lost reply is noise on the line, not a fault
@@ -170,10 +198,24 @@ class BusCheckedSO101Follower(SO101Follower):
             observation[GRIPPER_LOAD_KEY] = -raw if inverted else raw
             return observation
         except BUS_ERRORS as exc:
+            if isinstance(exc, TimeoutError) and (stale := self._stale_cameras()):
+                raise _StaleFrames(stale) from exc
             fault = self._fault("reading the arm", exc)
             if not (fault.silent or fault.reset or fault.tripped):
                 raise                # every servo answers with torque on: a camera, not the bus
             raise fault from exc
+
+    def _stale_cameras(self) -> tuple[str, ...]:
+        """The cameras whose newest frame LeRobot's read refuses as too old (its `TimeoutError`)."""
+        stale = []
+        for name, camera in self.cameras.items():
+            try:
+                camera.read_latest()
+            except TimeoutError:
+                stale.append(name)
+            except (RuntimeError, OSError):
+                continue   # not a stale frame: the observation's own error says what
+        return tuple(stale)
 
     def send_action(self, action: dict[str, Any]) -> dict[str, Any]:
         try:

@@ -3,7 +3,7 @@ both turn a robot's failure into a void, never into a lost trial."""
 
 from __future__ import annotations
 
-from harness.errors import CameraRenderFailed, RobotFault, ServoBusFault, StartPoseMissed
+from harness.errors import CameraRenderFailed, CameraStale, RobotFault, ServoBusFault, StartPoseMissed
 from harness.models.taxonomy import Void, VoidKind
 
 # What LeRobot's buses and cameras raise when hardware stops answering mid-trial.
@@ -15,7 +15,7 @@ def robot_fault_void(exc: BaseException) -> Void:
     """The void for a robot that failed mid-trial, its kind from the error's type (never its text)."""
     if isinstance(exc, ServoBusFault):
         return Void(VoidKind.ARM_POWER_CYCLED if exc.reset else VoidKind.ROBOT_IO_ERROR, exc.detail)
-    if isinstance(exc, CameraRenderFailed):
+    if isinstance(exc, CameraRenderFailed | CameraStale):
         return Void(VoidKind.CAMERA_DROPOUT, exc.detail)
     if isinstance(exc, StartPoseMissed):
         return Void(VoidKind.ARM_NOT_AT_START_POSE, exc.detail)
