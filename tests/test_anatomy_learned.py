@@ -93,13 +93,15 @@ def test_the_fixtures_hold_learned_policies_that_grasp_and_that_miss() -> None:
     assert any(v.grasped for v in judged) and any(not v.grasped for v in judged)
 
 
-# The held-out policies (every attempt of each, scored once with rules 3 frozen at d166d30), and where one misses
-# issue 37's target, the figure (docs/benchmarks.md, "Failure anatomy on learned policies").
-_RANDOMIZED_WHETHER = ("issue 37, open: the reference ACT at step 1,000, cubes within 3 cm, 9/10 seen alike: one "
+# The held-out sets (every attempt of each, scored once with rules 3 frozen at d166d30), and where one set alone
+# misses issue 37's target, the figure (docs/benchmarks.md, "Failure anatomy on learned policies"); the target is
+# per policy, over all its sets (`POLICIES` below).
+_ALONE = "under the target in this set alone (the policy's held-out attempts together meet it): "
+_RANDOMIZED_WHETHER = (_ALONE + "the reference ACT at step 1,000, cubes within 3 cm, 9/10 seen alike: one "
                        "light grasp the judge confirmed as the cube slid out of jaws the servo never squeezed")
-_RANDOMIZED_WHEN = ("issue 37, open: the reference ACT at step 1,000, cubes within 3 cm, 8/10 (the light grasp above, "
+_RANDOMIZED_WHEN = (_ALONE + "the reference ACT at step 1,000, cubes within 3 cm, 8/10 (the light grasp above, "
                     "and a release 67 ms early: a cube held by the jaw tips slid out while the gripper closed)")
-_SMOLVLA_WHEN = ("issue 37, open: the tiny SmolVLA at step 3,000, 9/10: its one grasp, a cube lifted 3.2 cm and "
+_SMOLVLA_WHEN = (_ALONE + "the tiny SmolVLA at step 3,000, 9/10: its one grasp, a cube lifted 3.2 cm and "
                  "dropped, dated 83 ms late and its release 303 ms early")
 HELD_OUT = {"heldout-act-1000-jitter": (None, None),
             "heldout-act-1000-rand": (_RANDOMIZED_WHETHER, _RANDOMIZED_WHEN),
@@ -111,7 +113,16 @@ HELD_OUT = {"heldout-act-1000-jitter": (None, None),
             # randomized protocol), rules 3 as frozen at d166d30; 50/50 agreed, the first 25 attempts kept
             "heldout-scattered-act-1000": (None, None),
             # the tiny SmolVLA (session 31: 9 toy demonstrations, trained to step 3,000), 10 cubes within 1 cm
-            "heldout-smolvla-3000": (None, _SMOLVLA_WHEN)}
+            "heldout-smolvla-3000": (None, _SMOLVLA_WHEN),
+            # the same training resumed to step 9,000 (session 34), on a second protocol committed before any
+            # attempt (results/anatomy/heldout2-smolvla-jitter.yaml: 20 cubes within 1 cm); rules 3 unchanged
+            "heldout2-smolvla-9000": (None, None)}
+
+# Issue 37's target is per policy: every held-out attempt of each, over all its sets and checkpoints.
+POLICIES = {"the reference ACT": {"heldout-act-1000-jitter", "heldout-act-1000-rand", "heldout3-act-1000-jitter",
+                                  "heldout3-act-1000-rand"},
+            "the scattered-data ACT": {"heldout-scattered-act-1000"},
+            "the tiny SmolVLA": {"heldout-smolvla-3000", "heldout2-smolvla-9000"}}
 
 
 def _per_policy(which: int) -> list:
@@ -134,6 +145,20 @@ def test_held_out_grasps_and_releases_agree_with_the_judge_within_one_control_st
     results = _agreements({policy})
     missed = [(p, t, a.describe()) for p, t, a in results if not a.agrees]
     assert (len(results) - len(missed)) / len(results) >= HELD_OUT_TARGET, missed
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_each_policy_agrees_with_the_judge_on_95_percent_of_its_held_out_attempts(policy: str) -> None:
+    """Issue 37's target as it is stated: per policy, whether and when (within one control step) each attempt
+    grasped and released, over every held-out attempt of that policy."""
+    assert POLICIES[policy] <= set(HELD_OUT)
+    results = _agreements(POLICIES[policy])
+    missed = [(p, t, a.describe()) for p, t, a in results if not a.agrees]
+    assert (len(results) - len(missed)) / len(results) >= HELD_OUT_TARGET, missed
+
+
+def test_every_held_out_set_belongs_to_a_policy() -> None:
+    assert set().union(*POLICIES.values()) == set(HELD_OUT)
 
 
 def test_the_reference_act_tuning_attempts_stay_within_one_control_step() -> None:
