@@ -22,7 +22,7 @@ from lerobot.cameras.opencv import OpenCVCameraConfig
 from lerobot.robots.so_follower import SO101Follower, SO101FollowerConfig
 
 from harness.bus.relocking_bus import EepromLocks, RelockingFeetechBus
-from harness.errors import CameraStale, HarnessInputError, PoseMiss, ServoBusFault
+from harness.errors import CameraStale, HarnessInputError, PoseMiss, RobotFault, ServoBusFault
 from harness.robots.camera_spec import parse_camera_spec
 from harness.sim.units import GRIPPER_LOAD_KEY
 
@@ -50,11 +50,13 @@ def _names(servos: tuple[str, ...]) -> str:
     return "all six servos" if len(servos) == 6 else ", ".join(servos)
 
 
-class _StaleFrames(Exception):
-    """A camera's newest frame was too old for LeRobot's read: worth reading again, within the grace."""
+class _StaleFrames(RobotFault):
+    """A camera's newest frame was too old for LeRobot's read: worth reading again, within the grace (kept inside
+    `get_observation`, which turns it into `CameraStale` once the grace is spent)."""
 
     def __init__(self, cameras: tuple[str, ...]) -> None:
         self.cameras = cameras
+        super().__init__(f"stale frames from {', '.join(cameras)}")
 
 
 class BusCheckedSO101Follower(SO101Follower):
