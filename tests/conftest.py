@@ -64,10 +64,24 @@ LONGEST_FIRST = ("test_tui_start_stress", "test_coverage_experiment", "test_smol
                  "test_latency_experiment")
 
 
+# Modules whose quick tests import LeRobot's policies, processors or dataset classes (lerobot.policies pulls in
+# transformers and torchvision: about 10 s). With `--dist loadgroup` (pyproject's addopts) pytest-xdist gives
+# them all to one worker, so the inner loop pays that import once rather than once a worker. Test modules import
+# these LeRobot parts inside the tests that use them, never at the top, so collection stays light.
+LEROBOT_POLICY_MODULES = frozenset({
+    "test_smolvla", "test_async_inference", "test_dataset", "test_latency_lock", "test_latency_threads", "test_twin",
+    "test_hub_policy", "test_offline_eval", "test_run_e2e", "test_reality_gap", "test_no_orphans", "test_collect_cli",
+    "test_no_egress", "test_blind_comparison", "test_run_request",
+})
+
+
+@pytest.hookimpl(tryfirst=True)   # before pytest-xdist's own hook reads the xdist_group marks into node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.stem in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
+        if item.path.stem in LEROBOT_POLICY_MODULES:
+            item.add_marker(pytest.mark.xdist_group("lerobot_policies"))
     rank = {stem: place for place, stem in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))   # stable: the rest keep their order
 

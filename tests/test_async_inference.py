@@ -9,8 +9,6 @@ from typing import Any
 
 import pytest
 import torch
-from lerobot.async_inference.helpers import TimedAction
-from lerobot.utils.feature_utils import hw_to_dataset_features
 
 from harness.cli import main
 from harness.models.protocol import JOINT_NAMES
@@ -25,7 +23,13 @@ from tests.tiny_policy import save_tiny_act
 
 FPS = 30
 KEYS = [f"{joint}.pos" for joint in JOINT_NAMES]
-FEATURES = hw_to_dataset_features({key: float for key in KEYS}, "observation", use_video=False)
+
+
+def _features() -> dict[str, dict]:
+    """Imported at first use: lerobot.utils.feature_utils pulls in lerobot.configs (transformers, torchvision)."""
+    from lerobot.utils.feature_utils import hw_to_dataset_features
+
+    return hw_to_dataset_features({key: float for key in KEYS}, "observation", use_video=False)
 
 
 class ScriptedServer:
@@ -53,6 +57,8 @@ class ScriptedServer:
         first = self.sent[-1].get_timestep()
         offset = 100.0 * len(self.ran)
         self.ran.append(first)
+        from lerobot.async_inference.helpers import TimedAction  # lerobot.policies: 10 s, so at first use
+
         return [TimedAction(timestamp=0.0, timestep=first + i, action=torch.full((6,), first + i + offset))
                 for i in range(10)]
 
@@ -62,7 +68,7 @@ class ScriptedServer:
 
 def _policy(server: ScriptedServer, clock: ManualClock, aggregate: str = "weighted_average") -> AsyncServerPolicy:
     settings = AsyncSettings("127.0.0.1:1", actions_per_chunk=10, chunk_size_threshold=0.5, aggregate_fn=aggregate)
-    return AsyncServerPolicy(server, settings, "task", FPS, FEATURES, now=clock.now)
+    return AsyncServerPolicy(server, settings, "task", FPS, _features(), now=clock.now)
 
 
 def _observation(value: float) -> dict[str, float]:

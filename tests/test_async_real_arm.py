@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 import torch
-from lerobot.async_inference.helpers import TimedAction
 
 from harness.bus.scenario import default_scenario, open_rig
 from harness.models.protocol import JOINT_NAMES
@@ -31,6 +30,8 @@ SETTINGS = AsyncSettings("127.0.0.1:1", actions_per_chunk=10, chunk_size_thresho
 
 
 def _chunk(first: int, offset: float) -> list[Any]:
+    from lerobot.async_inference.helpers import TimedAction  # lerobot.policies: 10 s, so at first use
+
     return [TimedAction(timestamp=0.0, timestep=first + i, action=torch.full((6,), first + i + offset))
             for i in range(10)]
 

@@ -7,7 +7,6 @@ import shutil
 
 import pandas as pd
 import pytest
-from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 from harness.cli import main
 from harness.data.split import every_nth_split
@@ -25,6 +24,8 @@ def test_a_clean_dataset_passes_and_lerobot_loads_it(clean) -> None:
     report = validate_dataset(clean.root, processes=1)
     assert report.exit_code == 0, report.problems
     assert report.episodes == 6 and report.frames == 144 and report.camera_frames_decoded == 288
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset  # at use: its import alone takes seconds
+
     dataset = LeRobotDataset(f"local/{clean.root.name}", root=clean.root, video_backend="pyav")
     assert dataset.num_episodes == 6 and dataset[100]["observation.images.top"].shape == (3, 96, 128)
 

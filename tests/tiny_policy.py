@@ -4,19 +4,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-from lerobot.configs.types import FeatureType, PolicyFeature
-from lerobot.policies.act.configuration_act import ACTConfig
-from lerobot.policies.act.modeling_act import ACTPolicy
-from lerobot.policies.factory import make_pre_post_processors
-
 from harness.models.defaults import DEFAULT_START_POSE
 from harness.models.protocol import JOINT_NAMES
 
 
 def save_tiny_act(folder: Path, camera: str = "top", height: int = 96, width: int = 128,
                   action_mean: list[float] | None = None) -> Path:
-    """The policy's action is centred on the start pose (or `action_mean`), so it holds the arm near it."""
+    """The policy's action is centred on the start pose (or `action_mean`), so it holds the arm near it.
+
+    LeRobot's policies are imported here, not at the top: 22 test modules import this one, and at the top the
+    import (about 10 s: torchvision, transformers) ran in every pytest-xdist worker's collection, also where
+    no selected test builds a policy."""
+    import torch
+    from lerobot.configs.types import FeatureType, PolicyFeature
+    from lerobot.policies.act.configuration_act import ACTConfig
+    from lerobot.policies.act.modeling_act import ACTPolicy
+    from lerobot.policies.factory import make_pre_post_processors
+
     torch.manual_seed(0)
     image_key = f"observation.images.{camera}"
     config = ACTConfig(
