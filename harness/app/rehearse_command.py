@@ -27,7 +27,6 @@ import json
 import math
 import shlex
 import sys
-import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -38,12 +37,13 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from harness.errors import HarnessInputError
+from harness.errors import HarnessInputError, StartPoseMissed
 from harness.models.measure_request import MeasureRequest
-from harness.models.protocol import JOINT_NAMES, Protocol, load_protocol
+from harness.models.protocol import Protocol, load_protocol
 from harness.models.reality_gap import RealityGap, parse_gap
 from harness.models.run_request import RUN_FLAGS, RunRequest, WorkersRequest
 from harness.models.run_settings import RobotKind
+from harness.run.clock import Clock, MonotonicClock
 from harness.scratch import make as make_scratch
 from harness.scratch import remove as remove_scratch
 
@@ -127,20 +127,6 @@ def check_scene(protocol: Protocol, protocol_path: Path) -> None:
                                                       "the protocol's scene to match it")
 
 
-def move_to_pose(robot: Any, pose: dict[str, float], fps: int, seconds: float = 2.0,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-    """As `harness run` takes the arm to its start pose: a smooth interpolation at the control rate."""
-    present = robot.get_observation()
-    start = np.array([present[f"{n}.pos"] for n in JOINT_NAMES])
-    goal = np.array([pose[n] for n in JOINT_NAMES])
-    steps = max(1, round(seconds * fps))
-    for i in range(1, steps + 1):
-        s = i / steps
-        target = start + s * s * (3 - 2 * s) * (goal - start)
-        robot.send_action({f"{n}.pos": float(v) for n, v in zip(JOINT_NAMES, target, strict=True)})
-        sleep(1.0 / fps)
-
-
 def fresh_frame(camera: Any, frames: int = 3) -> np.ndarray:
     """A frame drawn after the scene last changed: the camera's next few, the last kept."""
     frame = camera.read()
@@ -150,21 +136,25 @@ def fresh_frame(camera: Any, frames: int = 3) -> np.ndarray:
 
 
 def photograph_desk(rig: Any, protocol: Protocol, camera_source: str, files: RehearsalFiles,
-                    out: Any = None) -> None:
-    """Steps 1-2 of a desk: the arm at its start pose (LeRobot's follower, as `harness run` connects it), a top
-    photo of the cleared table and one with the cube on its trained spot. Torque is off again on every way out."""
+                    out: Any = None, clock: Clock | None = None) -> None:
+    """Steps 1-2 of a desk: the arm at its start pose (LeRobot's follower, as `harness run` connects it, moved
+    and checked by the run's own `ArmMotion`), a top photo of the cleared table and one with the cube on its
+    trained spot. Torque is off again on every way out."""
     from harness.robots.so101 import make_so101_follower
+    from harness.run.arm_motion import ArmMotion
+    from harness.run.safety import GuardedRobot
 
     robot = make_so101_follower(rig.port, {"top": camera_source}, fps=protocol.fps, robot_id=ROBOT_ID)
     robot.connect()
     try:
-        move_to_pose(robot, protocol.start_pose, protocol.fps)
-        deadline = time.monotonic() + 5.0
-        while (problems := robot.check_ready(protocol.start_pose)) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if problems:
+        motion = ArmMotion(GuardedRobot(robot, release=robot.release_torque, check_ready=robot.check_ready),
+                           protocol.fps, clock or MonotonicClock(), paced=True)
+        motion.move_to(protocol.start_pose, 2.0)
+        try:
+            motion.verify_start_pose(protocol.start_pose, settle_s=5.0)
+        except StartPoseMissed as missed:
             raise HarnessInputError(None, "start_pose",
-                                    "the emulated arm did not reach it: " + "; ".join(map(str, problems)))
+                                    f"the emulated arm did not reach it: {missed.detail}") from missed
         camera = robot.cameras["top"]
         from harness.app.rehearse_operator import OFF_TABLE_CM
 
