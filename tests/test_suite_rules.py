@@ -8,6 +8,10 @@ A test that only runs code proves that it does not crash, and says nothing a use
 deadline) and where the pause itself is the behaviour under test (a person typing late, a 30 Hz loop's
 period, a kill at a random moment): such a line, or the one above it, says so in a comment containing
 `behaviour`.
+
+LeRobot's policies, processors, dataset class and async-inference helpers (transformers, torchvision: about
+10 s) are imported inside the test or helper that uses them, never at a module's top: every pytest-xdist worker
+collects every module, so one such line made each worker pay for it in the inner loop.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from tests.helpers import parsed_python
 
 TESTS = Path(__file__).resolve().parent
 CHECKING_CALLS = {"raises", "fail", "warns", "deprecated_call"}   # pytest.<name>
+HEAVY_LEROBOT = ("lerobot.policies", "lerobot.processor", "lerobot.configs", "lerobot.datasets",
+                 "lerobot.async_inference", "lerobot.utils.feature_utils", "lerobot.envs", "transformers",
+                 "torchvision")
 
 
 def _functions(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -95,6 +102,18 @@ def waiting_sleeps(folder: Path) -> list[str]:
     return found
 
 
+def heavy_top_level_imports(folder: Path) -> list[str]:
+    """`file:line module` of each import of a heavy LeRobot part at a module's top level in `folder`."""
+    found = []
+    for path, tree in _trees(folder).items():
+        for node in tree.body:
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            found += [f"{path.name}:{node.lineno} {name}" for name in names
+                      if name.startswith(HEAVY_LEROBOT)]
+    return found
+
+
 def test_every_test_function_can_fail() -> None:
     assert not (found := unfailing_tests(TESTS)), (
         "test functions with no assert, raise, pytest.raises/fail or checking helper:\n" + "\n".join(found))
@@ -104,6 +123,12 @@ def test_tests_wait_on_conditions_not_sleeps() -> None:
     assert not (found := waiting_sleeps(TESTS)), (
         "time.sleep in tests/ outside helpers.wait_until, with no comment saying the pause is the behaviour "
         "under test (wait on a condition with a deadline: tests.helpers.wait_until):\n" + "\n".join(found))
+
+
+def test_no_test_module_imports_lerobots_policies_at_its_top() -> None:
+    assert not (found := heavy_top_level_imports(TESTS)), (
+        "import these inside the test or helper that uses them (every xdist worker collects every module):\n"
+        + "\n".join(found))
 
 
 def test_the_rules_catch_a_test_that_cannot_fail_and_a_sleep_that_waits(tmp_path: Path) -> None:
@@ -117,3 +142,12 @@ def test_the_rules_catch_a_test_that_cannot_fail_and_a_sleep_that_waits(tmp_path
         "def test_paced():\n    time.sleep(0.1)  # the loop's period is the behaviour\n    assert True\n")
     assert unfailing_tests(tmp_path) == ["test_sample.py:5 test_runs_only"]
     assert waiting_sleeps(tmp_path) == ["test_sample.py:16"]
+
+
+def test_the_rule_catches_a_top_level_policy_import_and_allows_one_inside_a_test(tmp_path: Path) -> None:
+    (tmp_path / "test_heavy.py").write_text(
+        "import torch\nfrom lerobot.robots import Robot\nfrom lerobot.policies.act.modeling_act import ACTPolicy\n"
+        "import transformers\n\ndef test_inside():\n    from lerobot.datasets.lerobot_dataset import LeRobotDataset\n"
+        "    assert LeRobotDataset\n")
+    assert heavy_top_level_imports(tmp_path) == ["test_heavy.py:3 lerobot.policies.act.modeling_act",
+                                                 "test_heavy.py:4 transformers"]
