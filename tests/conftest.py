@@ -66,7 +66,8 @@ LONGEST_FIRST = ("test_tui_start_stress", "test_coverage_experiment", "test_smol
 
 # Modules whose quick tests import LeRobot's policies, processors or dataset classes (lerobot.policies pulls in
 # transformers and torchvision: about 10 s). With `--dist loadgroup` (pyproject's addopts) pytest-xdist gives
-# them all to one worker, so the inner loop pays that import once rather than once a worker. Test modules import
+# their quick tests to one worker, so the inner loop pays that import once rather than once a worker; their
+# slow tests (several of the longest modules) stay spread over both, as CI needs. Test modules import
 # these LeRobot parts inside the tests that use them, never at the top, so collection stays light.
 LEROBOT_POLICY_MODULES = frozenset({
     "test_smolvla", "test_async_inference", "test_dataset", "test_latency_lock", "test_latency_threads", "test_twin",
@@ -80,8 +81,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.stem in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
-        if item.path.stem in LEROBOT_POLICY_MODULES:
-            item.add_marker(pytest.mark.xdist_group("lerobot_policies"))
+        if item.path.stem in LEROBOT_POLICY_MODULES and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.xdist_group("lerobot_policies"))   # not the slow ones: CI spreads those
     rank = {stem: place for place, stem in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))   # stable: the rest keep their order
 
