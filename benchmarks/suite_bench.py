@@ -78,6 +78,9 @@ def time_suite(tree: Path, label: str, marker: str, workers: int) -> Timing:
     summary = (done.stdout.strip().splitlines() or [""])[-1]
     if done.returncode not in (0, 1):
         sys.exit(f"{label}: pytest exited {done.returncode}: {summary or done.stderr[-500:]}")
+    for line in done.stdout.splitlines():   # a failure in a timed run is named, not only counted
+        if line.startswith(("FAILED", "ERROR")):
+            print(f"{label}: {line[:300]}", file=sys.stderr)
     return Timing(label, _count(summary, "passed"), _count(summary, "failed"), wall_s, cpu_s, collect_s,
                   (load_before, os.getloadavg()[0]))
 
