@@ -108,6 +108,23 @@ def test_a_protocol_laid_out_unlike_the_emulated_table_is_refused(tmp_path: Path
     assert "scene.bowl_xy_cm" in err and "18, 14" in err, err
 
 
+@pytest.mark.slow
+def test_an_arm_too_weak_to_reach_its_start_pose_is_refused_before_anything_is_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Servos at a tenth of their gain sag off the start pose: the desk's photographs are not taken from there
+    (they would be the run's references), so the rehearsal stops with the joints that missed, exit 2."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.stdin", io.StringIO())
+    protocol = _protocol(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["rehearse", str(protocol), "--policy", "expert", "--operator", "scripted",
+                 "--gap", "servo_gain=0.1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "start_pose" in err and "did not reach it" in err, err
+    assert "shoulder_lift" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
 class _Table:
     """The emulator's table as the scripted operator uses it: where the cube was put."""
 
