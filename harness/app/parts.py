@@ -129,6 +129,12 @@ def make_real_robot(settings: RunSettings, protocol: Protocol) -> GuardedRobot:
     except ServoBusFault as fault:   # torque already released where servos answer; nothing ran yet
         kind = VoidKind.ARM_POWER_CYCLED if fault.reset else VoidKind.ROBOT_IO_ERROR
         raise RunPaused(Void(kind, fault.detail)) from fault
+    return guard_follower(robot)
+
+
+def guard_follower(robot: Any) -> GuardedRobot:
+    """A connected `BusCheckedSO101Follower` as the run guards it: torque off through its bus, its start-pose
+    check, its EEPROM-lock warning."""
     locks = robot.eeprom_locks
     return GuardedRobot(robot, release=robot.release_torque, check_ready=robot.check_ready,
                         connect_checks=[locks] if locks is not None else [])

@@ -140,15 +140,14 @@ def photograph_desk(rig: Any, protocol: Protocol, camera_source: str, files: Reh
     """Steps 1-2 of a desk: the arm at its start pose (LeRobot's follower, as `harness run` connects it, moved
     and checked by the run's own `ArmMotion`), a top photo of the cleared table and one with the cube on its
     trained spot. Torque is off again on every way out."""
+    from harness.app.parts import guard_follower
     from harness.robots.so101 import make_so101_follower
     from harness.run.arm_motion import ArmMotion
-    from harness.run.safety import GuardedRobot
 
     robot = make_so101_follower(rig.port, {"top": camera_source}, fps=protocol.fps, robot_id=ROBOT_ID)
     robot.connect()
     try:
-        motion = ArmMotion(GuardedRobot(robot, release=robot.release_torque, check_ready=robot.check_ready),
-                           protocol.fps, clock or MonotonicClock(), paced=True)
+        motion = ArmMotion(guard_follower(robot), protocol.fps, clock or MonotonicClock(), paced=True)
         motion.move_to(protocol.start_pose, 2.0)
         try:
             motion.verify_start_pose(protocol.start_pose, settle_s=5.0)
