@@ -36,11 +36,11 @@ def _wait_for(predicate, timeout_s: float = 3.0) -> None:
     wait_until(predicate, timeout_s, "condition not reached in time")
 
 
-def _settled_away_from(bus: FeetechMotorsBus, name: str, start: int) -> None:
-    """Wait for a move to end. A servo raises Moving on its next control tick, not on the goal's write, so a
-    Moving read at once can still say 0 (the emulator's tick thread runs late on a loaded machine): the move has
-    ended when the shaft has left where it started and, read after that, Moving is 0."""
-    _wait_for(lambda: bus.read("Present_Position", name, normalize=False) != start
+def _settles_at(bus: FeetechMotorsBus, name: str, expected: int) -> None:
+    """Wait for a move to end at `expected`. Moving clears within a tick of the goal, so a read just after it
+    clears can still be one short (a control tick late on a loaded machine moves less than a tick); the move has
+    ended there when the shaft reads `expected` and Moving is 0. A shaft that went elsewhere never does."""
+    _wait_for(lambda: bus.read("Present_Position", name, normalize=False) == expected
               and bus.read("Moving", name, normalize=False) == 0, timeout_s=10.0)
 
 
@@ -77,11 +77,9 @@ def test_goal_position_is_clamped_to_the_position_limits() -> None:
         bus.write("Max_Position_Limit", "elbow_flex", 2500, normalize=False)
         bus.enable_torque()
         bus.write("Goal_Position", "elbow_flex", 3500, normalize=False)
-        _settled_away_from(bus, "elbow_flex", 2048)
-        assert bus.read("Present_Position", "elbow_flex", normalize=False) == 2500
+        _settles_at(bus, "elbow_flex", 2500)
         bus.write("Goal_Position", "elbow_flex", 100, normalize=False)
-        _settled_away_from(bus, "elbow_flex", 2500)
-        assert bus.read("Present_Position", "elbow_flex", normalize=False) == 1500
+        _settles_at(bus, "elbow_flex", 1500)
         bus.disconnect()
 
 
@@ -93,8 +91,7 @@ def test_limits_and_goal_live_in_the_homed_frame() -> None:
         bus.write("Max_Position_Limit", "elbow_flex", 2100, normalize=False)
         bus.enable_torque()
         bus.write("Goal_Position", "elbow_flex", 4000, normalize=False)
-        _settled_away_from(bus, "elbow_flex", 2000)
-        assert bus.read("Present_Position", "elbow_flex", normalize=False) == 2100
+        _settles_at(bus, "elbow_flex", 2100)
         assert round(servo.position) == 3100   # the shaft itself stopped at raw 3100
         bus.disconnect()
 
