@@ -77,13 +77,23 @@ LEROBOT_POLICY_MODULES = frozenset({
 })
 
 
+# Modules whose slow tests share a module-scoped fixture that takes a core half a minute or more to build (a trained
+# SmolVLA; a rendered set of hundreds of scenes). Spread test by test, each xdist worker built it again: 113 of the
+# parallel pass's 2,424 CPU-seconds (session 36, a per-test CPU record). Their slow tests go to one worker,
+# module by module; their quick tests (if any) stay where the groups above put them.
+SHARED_FIXTURE_MODULES = frozenset({"test_smolvla", "test_vision_stress", "test_vision_far", "test_vision_near_rim"})
+
+
 @pytest.hookimpl(tryfirst=True)   # before pytest-xdist's own hook reads the xdist_group marks into node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.stem in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
-        if item.path.stem in LEROBOT_POLICY_MODULES and item.get_closest_marker("slow") is None:
+        slow = item.get_closest_marker("slow") is not None
+        if item.path.stem in LEROBOT_POLICY_MODULES and not slow:
             item.add_marker(pytest.mark.xdist_group("lerobot_policies"))   # not the slow ones: CI spreads those
+        elif item.path.stem in SHARED_FIXTURE_MODULES and slow:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
     rank = {stem: place for place, stem in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))   # stable: the rest keep their order
 
