@@ -77,9 +77,9 @@ LEROBOT_POLICY_MODULES = frozenset({
 })
 
 
-# Modules whose slow tests share a module-scoped fixture that takes a core half a minute or more to build (a trained
-# SmolVLA; a rendered set of hundreds of scenes). Spread test by test, each xdist worker built it again: 113 of the
-# parallel pass's 2,424 CPU-seconds (session 36, a per-test CPU record). Their slow tests go to one worker,
+# Modules whose slow tests share a module-scoped fixture that takes a core 20 s or more to build (a trained SmolVLA;
+# a rendered set of a few dozen scenes). Spread test by test, each xdist worker built it again: about 150 of the
+# parallel pass's 2,424 CPU-seconds (session 36, benchmarks/suite_cpu.py). Their slow tests go to one worker,
 # module by module; their quick tests (if any) stay where the groups above put them.
 SHARED_FIXTURE_MODULES = frozenset({"test_smolvla", "test_vision_stress", "test_vision_far", "test_vision_near_rim"})
 
