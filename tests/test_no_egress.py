@@ -44,7 +44,7 @@ def traced(args: list[str], cwd: Path, trace: Path, timeout_s: float = 600) -> s
     strace = shutil.which("strace")
     assert strace, "strace is not on PATH: scripts/setup installs it (apt-get install strace)"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([strace, "-f", "-qq", "-e", "trace=connect,sendto,sendmsg", "-o", str(trace),
+    return subprocess.run([strace, "-f", "-qq", "--seccomp-bpf", "-e", "trace=connect,sendto,sendmsg", "-o", str(trace),
                            sys.executable, "-m", "harness.cli", *args], cwd=cwd, env=env, text=True,
                           capture_output=True, timeout=timeout_s)
 
