@@ -38,9 +38,9 @@ def _wait_for(predicate, timeout_s: float = 3.0) -> None:
 
 def _settles_at(bus: FeetechMotorsBus, name: str, expected: int) -> None:
     """Wait for a move to end at `expected`. Moving clears within a tick of the goal, so a read just after it
-    clears can still be one short (the tick thread runs unevenly on a loaded machine, and a tick soon after the last
-    moves the shaft less than one position step); the move has
-    ended there when the shaft reads `expected` and Moving is 0. A shaft that went elsewhere never does."""
+    clears can still be one short (the tick thread runs unevenly on a loaded machine, and a tick soon after the
+    last moves the shaft less than one position step); the move has ended there when the shaft reads `expected`
+    and Moving is 0. A shaft that went elsewhere never does."""
     _wait_for(lambda: bus.read("Present_Position", name, normalize=False) == expected
               and bus.read("Moving", name, normalize=False) == 0, timeout_s=10.0)
 
