@@ -75,7 +75,8 @@ def main() -> None:
     try:
         load = os.getloadavg()[0]
         status, wall = record(args.marks, args.workers, args.paths, folder)
-        print(f"pytest -m {args.marks!r} -n {args.workers}: exit {status}, {wall:.0f} s wall, "
+        spread = f"-n {args.workers}" if args.workers else "in one process"
+        print(f"pytest -m {args.marks!r} {spread}: exit {status}, {wall:.0f} s wall, "
               f"load {load:.1f} -> {os.getloadavg()[0]:.1f}\n")
         print(table(folder, args.by, args.top))
     finally:
