@@ -30,6 +30,17 @@ def wait_until[T](condition: Callable[[], T], timeout_s: float, what: str, poll_
     return value
 
 
+async def type_text(pilot: Any, text: str) -> None:
+    """`text` typed into the focused widget, keys queued as a terminal sends them. Textual's `Pilot.press` waits
+    after every key until the process is idle (up to a second, twice); a test process that also runs the
+    emulated arm and its camera is never idle, so a typed note took two seconds a character."""
+    from textual import events
+
+    for char in text:
+        pilot.app.post_message(events.Key("space" if char == " " else char, char))
+    await pilot.pause()
+
+
 def replace_once(text: str, old: str, new: str) -> str:
     """`text` with `old` replaced, which must be there exactly once: a builder whose file changed shape fails
     here, loudly, instead of silently building the unedited file."""

@@ -18,7 +18,7 @@ from harness.models.taxonomy import Label
 from harness.run.engine import ScoreDecision
 from harness.run.terminal import TerminalObserver
 from harness.tui.screens import ScoreScreen, Suggestion, TextPrompt
-from tests.helpers import fake_attempt
+from tests.helpers import fake_attempt, type_text
 
 JUDGE = Suggestion(Label.SUCCESS, "the cube rests inside the bowl")
 
@@ -74,7 +74,8 @@ def test_overriding_the_evidence_asks_for_a_note_until_one_is_given(verdict, sou
         assert app.score_screen.pending is None and app.decisions == []
         await pilot.press(key)
         await _until(pilot, lambda: isinstance(app.screen, TextPrompt))
-        await pilot.press(*"bowl was moved", "enter")
+        await type_text(pilot, "bowl was moved")
+        await pilot.press("enter")
         await _until(pilot, lambda: bool(app.decisions))
 
     app = _drive(ScoreScreen("trial #1", verdict, undo_s=0.0, source=source), operator)
@@ -96,7 +97,8 @@ def test_a_note_typed_before_the_override_is_its_reason() -> None:
     async def operator(app: ScoreHost, pilot) -> None:
         await pilot.press("o")
         await _until(pilot, lambda: isinstance(app.screen, TextPrompt))
-        await pilot.press(*"slipped", "enter")
+        await type_text(pilot, "slipped")
+        await pilot.press("enter")
         await _until(pilot, lambda: isinstance(app.screen, ScoreScreen))
         await pilot.press("d")
         await _until(pilot, lambda: bool(app.decisions))
@@ -113,7 +115,8 @@ def test_voiding_over_the_judge_needs_a_reason() -> None:
         await pilot.press("enter")
         await _until(pilot, lambda: isinstance(app.screen, TextPrompt)
                      and app.screen.question.startswith("A note is needed"))
-        await pilot.press(*"cube bumped", "enter")
+        await type_text(pilot, "cube bumped")
+        await pilot.press("enter")
         await _until(pilot, lambda: bool(app.decisions))
 
     app = _drive(ScoreScreen("trial #1", JUDGE, undo_s=0.0), operator)

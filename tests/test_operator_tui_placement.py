@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.bus.scenario import default_scenario, open_rig
+from tests.helpers import type_text
 from tests.test_operator_real_arm import PROTOCOL, _check_time_frames
 from tests.test_real_arm_path import _until
 
@@ -24,10 +25,6 @@ TRIALS = {1: (3.0, -2.0, 15.0), 2: (4.0, 2.0, -10.0)}
 TWO_TRIALS = (PROTOCOL.split("trials:")[0] + "trials:\n"
               + "".join(f"- {{index: {i}, dx_cm: {dx}, dy_cm: {dy}, yaw_deg: {yaw}}}\n"
                         for i, (dx, dy, yaw) in TRIALS.items()))
-
-
-async def _type(pilot, text: str) -> None:
-    await pilot.press(*("space" if c == " " else c for c in text))
 
 
 def test_the_tui_guides_the_cube_onto_its_target_and_records_where_it_started(workdir: Path) -> None:
@@ -103,12 +100,12 @@ def test_the_tui_guides_the_cube_onto_its_target_and_records_where_it_started(wo
                 await off_target_shown(pilot, 2, frames=2)
                 await pilot.press("o")
                 await _until(pilot, lambda: isinstance(app.screen, TextPrompt), 10)
-                await _type(pilot, "cube slides on this cloth")
+                await type_text(pilot, "cube slides on this cloth")
                 await pilot.press("enter")
                 await _until(pilot, lambda: isinstance(app.screen, ScoreScreen), 120)
                 await pilot.press("s")                      # the operator scores it a success, over the proposal:
                 await _until(pilot, lambda: isinstance(app.screen, TextPrompt), 10)   # an override asks for a note
-                await _type(pilot, "cube is in the bowl")
+                await type_text(pilot, "cube is in the bowl")
                 await pilot.press("enter")
                 await _until(pilot, lambda: app.finished, 60)
                 await pilot.press("q")

@@ -24,6 +24,7 @@ from harness.tui.observer import TuiObserver
 from harness.tui.run_app import RunApp
 from harness.tui.screens import TextPrompt
 from harness.tui.state import RunState
+from tests.helpers import type_text
 from tests.test_operator_proposal import sim_top_view
 from tests.test_real_arm_path import _until
 from tests.tui_snapshot_apps import LOCKED
@@ -80,7 +81,7 @@ def test_an_unexpected_object_waits_for_a_note_in_the_tui() -> None:
             assert not app.finished and app.state.placement is not None and app.state.placement.objects
             await pilot.press("n")
             await _until(pilot, lambda: isinstance(app.screen, TextPrompt), 10)
-            await pilot.press(*"phone", "space", *"charging")
+            await type_text(pilot, "phone charging")
             await pilot.press("enter")
             await _until(pilot, lambda: app.finished, 60)
 

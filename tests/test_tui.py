@@ -15,7 +15,7 @@ from harness.cli import build_parser
 from harness.models.protocol import load_protocol
 from harness.models.scoresheet import load_scoresheet
 from harness.tui.screens import CheckScreen, ScoreScreen, TextPrompt
-from tests.helpers import small_protocol_copy
+from tests.helpers import small_protocol_copy, type_text
 
 pytestmark = pytest.mark.slow  # the real engine and simulated arm behind the app: whole trials each
 
@@ -57,13 +57,15 @@ def test_three_trials_scored_through_the_tui(workdir) -> None:
             await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen) and app.state.position == 2)
             await pilot.press("o")
             await _wait_for(pilot, lambda: isinstance(app.screen, TextPrompt))
-            await pilot.press(*"slipped", "enter")
+            await type_text(pilot, "slipped")
+            await pilot.press("enter")
             await pilot.press("n")
             # trial 3: void with a reason; the trial is then run again and accepted
             await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen) and app.state.position == 3)
             await pilot.press("v")
             await _wait_for(pilot, lambda: isinstance(app.screen, TextPrompt))
-            await pilot.press(*"cube bumped", "enter")
+            await type_text(pilot, "cube bumped")
+            await pilot.press("enter")
             await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen) and app.state.attempt == 2)
             await pilot.press("enter")
             await _wait_for(pilot, lambda: app.finished)
@@ -92,7 +94,8 @@ def test_undo_window_lets_the_operator_change_a_score(workdir) -> None:
             await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen))
             await pilot.press("w")   # an override of the judge's success: a note first
             await _wait_for(pilot, lambda: isinstance(app.screen, TextPrompt))
-            await pilot.press(*"cube short of the bowl", "enter")
+            await type_text(pilot, "cube short of the bowl")
+            await pilot.press("enter")
             await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen))
             assert app.screen.pending is not None and app.screen.pending.label == "wrong_placement"
             await pilot.press("u")
@@ -218,7 +221,8 @@ def test_overriding_the_judge_asks_for_a_note_that_lands_in_the_scoresheet(workd
             await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen))
             await pilot.press("w")
             await _wait_for(pilot, lambda: isinstance(app.screen, TextPrompt))
-            await pilot.press(*"bowl was moved", "enter")
+            await type_text(pilot, "bowl was moved")
+            await pilot.press("enter")
             await _wait_for(pilot, lambda: app.finished)
 
     _run(drive())
@@ -245,7 +249,8 @@ def test_undo_after_the_score_is_recorded_rescores_until_the_next_trial_starts(w
             await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen) and app.screen.reopened)
             await pilot.press("n")   # overriding the judge again takes a note
             await _wait_for(pilot, lambda: isinstance(app.screen, TextPrompt))
-            await pilot.press(*"never closed on it", "enter")
+            await type_text(pilot, "never closed on it")
+            await pilot.press("enter")
             await _wait_for(pilot, lambda: app.state.tally.failures["no_grasp"] == 1)
             assert app.state.tally.success == 0 and app.state.undo_trial == 1
             await pilot.press("p")   # resume: trial 2 starts, and trial 1's score is final
@@ -257,7 +262,8 @@ def test_undo_after_the_score_is_recorded_rescores_until_the_next_trial_starts(w
             await _wait_for(pilot, lambda: isinstance(app.screen, ScoreScreen) and app.screen.reopened)
             await pilot.press("v")
             await _wait_for(pilot, lambda: isinstance(app.screen, TextPrompt))
-            await pilot.press(*"cube was bumped", "enter")
+            await type_text(pilot, "cube was bumped")
+            await pilot.press("enter")
             await _wait_for(pilot, lambda: app.state.tally.voids == 1)
             await pilot.press("q")
 

@@ -22,7 +22,19 @@ def label_style(label: Label | None) -> str:
     return label.colour if label is not None else "bold"
 
 
-class TrialHeader(Static):
+class TextLine(Static):
+    """A line of text redrawn only when it changes: the run screen is shown again with every reading of the
+    placement guide, and an unchanged line redrawn behind a dialog repaints the whole terminal."""
+
+    _text: Text | None = None
+
+    def show_text(self, text: Text) -> None:
+        if text != self._text:
+            self._text = text
+            self.update(text)
+
+
+class TrialHeader(TextLine):
     def show(self, s: RunState) -> None:
         text = Text()
         text.append(f" Trial {s.position}/{s.total} ", style="bold reverse")
@@ -36,7 +48,7 @@ class TrialHeader(Static):
         if s.pause_requested and not s.paused:
             text.append("  (pausing after this trial)", style="magenta")
         text.append(f"   {s.policy} on {s.robot}", style="dim")
-        self.update(text)
+        self.show_text(text)
 
 
 class CubePlacement(Static):
@@ -152,8 +164,8 @@ class FramePreview(Static):
         self.update(text)
 
 
-class Banner(Static):
+class Banner(TextLine):
     def show(self, s: RunState) -> None:
         self.display = bool(s.banner)
         if s.banner:
-            self.update(Text(f" {s.banner} ", style="bold white on red"))
+            self.show_text(Text(f" {s.banner} ", style="bold white on red"))
