@@ -30,15 +30,21 @@ def wait_until[T](condition: Callable[[], T], timeout_s: float, what: str, poll_
     return value
 
 
-async def type_text(pilot: Any, text: str) -> None:
-    """`text` typed into the focused widget, keys queued as a terminal sends them. Textual's `Pilot.press` waits
-    after every key until the process is idle (up to a second, twice); a test process that also runs the
-    emulated arm and its camera is never idle, so a typed note took two seconds a character."""
+async def press_keys(pilot: Any, *keys: str) -> None:
+    """`keys` (Textual's key names) queued as a terminal sends them, then one wait for the screen to take them.
+    `Pilot.press` waits after every key until the process is idle (up to a second, twice); a test process that
+    also runs the emulated arm and its camera is never idle, so each key cost two seconds. Tests wait for what
+    the key should bring about (a screen, a phase), as they do after `Pilot.press`."""
     from textual import events
 
-    for char in text:
-        pilot.app.post_message(events.Key("space" if char == " " else char, char))
-    await pilot.pause()
+    for key in keys:
+        pilot.app.post_message(events.Key(key, " " if key == "space" else key if len(key) == 1 else None))
+    await pilot.pause(0)
+
+
+async def type_text(pilot: Any, text: str) -> None:
+    """`text` typed into the focused widget (see `press_keys`)."""
+    await press_keys(pilot, *("space" if char == " " else char for char in text))
 
 
 def replace_once(text: str, old: str, new: str) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.bus.scenario import default_scenario, open_rig
-from tests.helpers import type_text
+from tests.helpers import press_keys, type_text
 from tests.test_operator_real_arm import PROTOCOL, _check_time_frames
 from tests.test_real_arm_path import _until
 
@@ -80,35 +80,35 @@ def test_the_tui_guides_the_cube_onto_its_target_and_records_where_it_started(wo
         async def operator() -> None:
             async with app.run_test(size=(110, 32)) as pilot:
                 assert isinstance(app.screen, CheckScreen)
-                await pilot.press("enter")
+                await press_keys(pilot, "enter")
                 await _until(pilot, lambda: isinstance(app.screen, ClearTableScreen), 240)   # clear the table
-                await pilot.press("enter")
+                await press_keys(pilot, "enter")
                 await _until(pilot, lambda: reading(1) is not None, 120)
                 dx, dy, yaw = TRIALS[1]
                 rig.place_cube(dx + 2.0, dy, yaw)           # 2 cm off: the trial must not start
                 await off_target_shown(pilot, 1, frames=3)
-                await pilot.press("o")                      # an override without a reason is no override
+                await press_keys(pilot, "o")                      # an override without a reason is no override
                 await _until(pilot, lambda: isinstance(app.screen, TextPrompt), 10)
-                await pilot.press("enter")
+                await press_keys(pilot, "enter")
                 await off_target_shown(pilot, 1, frames=2)
                 rig.place_cube(dx, dy, yaw)                 # moved onto the target: the trial starts by itself
                 await _until(pilot, lambda: isinstance(app.screen, ScoreScreen), 120)
-                await pilot.press("enter")                  # confirm the proposal
+                await press_keys(pilot, "enter")                  # confirm the proposal
                 await _until(pilot, lambda: reading(2) is not None, 120)
                 dx, dy, yaw = TRIALS[2]
                 rig.place_cube(dx, dy + 2.0, yaw)
                 await off_target_shown(pilot, 2, frames=2)
-                await pilot.press("o")
+                await press_keys(pilot, "o")
                 await _until(pilot, lambda: isinstance(app.screen, TextPrompt), 10)
                 await type_text(pilot, "cube slides on this cloth")
-                await pilot.press("enter")
+                await press_keys(pilot, "enter")
                 await _until(pilot, lambda: isinstance(app.screen, ScoreScreen), 120)
-                await pilot.press("s")                      # the operator scores it a success, over the proposal:
+                await press_keys(pilot, "s")                      # the operator scores it a success, over the proposal:
                 await _until(pilot, lambda: isinstance(app.screen, TextPrompt), 10)   # an override asks for a note
                 await type_text(pilot, "cube is in the bowl")
-                await pilot.press("enter")
+                await press_keys(pilot, "enter")
                 await _until(pilot, lambda: app.finished, 60)
-                await pilot.press("q")
+                await press_keys(pilot, "q")
 
         try:
             asyncio.run(operator())

@@ -17,7 +17,7 @@ from lerobot.motors import Motor, MotorNormMode
 from lerobot.motors.feetech import FeetechMotorsBus
 
 from harness.bus.scenario import DEFAULT_ASSEMBLY, SO101_NAMES, default_scenario, factory_fresh_scenario, open_rig
-from tests.helpers import wait_until
+from tests.helpers import press_keys, wait_until
 from tests.lerobot_tool import LeRobotTool
 
 MIDDLE_POSE_DEG = {name: (45.0 if name == "gripper" else 0.0) for name in SO101_NAMES}
@@ -248,14 +248,14 @@ def test_one_real_arm_trial_through_the_tui_with_a_scripted_operator(workdir: Pa
         async def operator() -> None:
             async with app.run_test(size=(100, 30)) as pilot:
                 assert isinstance(app.screen, CheckScreen)
-                await pilot.press("enter")
+                await press_keys(pilot, "enter")
                 await _until(pilot, lambda: isinstance(app.screen, PlaceCubeScreen), 120)
                 rig.place_cube(3.0, -2.0, 15.0)
-                await pilot.press("enter")
+                await press_keys(pilot, "enter")
                 await _until(pilot, lambda: isinstance(app.screen, ScoreScreen), 120)
-                await pilot.press("n")
+                await press_keys(pilot, "n")
                 await _until(pilot, lambda: app.finished, 60)
-                await pilot.press("q")
+                await press_keys(pilot, "q")
 
         try:
             asyncio.run(operator())

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.bus.scenario import default_scenario, open_rig
+from tests.helpers import press_keys
 from tests.test_real_arm_path import TWO_TRIALS, _until, tui_desk_run
 
 pytestmark = pytest.mark.slow   # two real-time trials on the emulated arm behind the app
@@ -30,29 +31,29 @@ def test_u_at_the_next_cube_prompt_rescores_the_last_trial(workdir: Path) -> Non
 
         async def operator() -> None:
             async with app.run_test(size=(100, 30)) as pilot:
-                await pilot.press("enter")
+                await press_keys(pilot, "enter")
                 await _until(pilot, lambda: isinstance(app.screen, PlaceCubeScreen), 120)
                 rig.place_cube(trials[1].dx_cm, trials[1].dy_cm, trials[1].yaw_deg)
-                await pilot.press("enter")
+                await press_keys(pilot, "enter")
                 await _until(pilot, lambda: isinstance(app.screen, ScoreScreen), 120)
-                await pilot.press("n")   # recorded at once (no undo window)
+                await press_keys(pilot, "n")   # recorded at once (no undo window)
                 await _until(pilot, lambda: isinstance(app.screen, PlaceCubeScreen) and app.state.position == 2, 120)
                 assert [a.label for a in load_scoresheet(setup.sheet.path).attempts] == ["no_grasp"]
                 assert app.state.undo_trial == 1
-                await pilot.press("u")   # the next trial waits for its cube: trial 1 may still be re-scored
+                await press_keys(pilot, "u")   # the next trial waits for its cube: trial 1 may still be re-scored
                 await _until(pilot, lambda: isinstance(app.screen, ScoreScreen) and app.screen.reopened, 60)
-                await pilot.press("w")
+                await press_keys(pilot, "w")
                 await _until(pilot, lambda: isinstance(app.screen, PlaceCubeScreen), 60)
                 await _until(pilot, lambda: app.state.tally.failures["wrong_placement"] == 1, 30)
                 assert app.state.tally.failures["no_grasp"] == 0
                 rig.place_cube(trials[2].dx_cm, trials[2].dy_cm, trials[2].yaw_deg)
-                await pilot.press("enter")
+                await press_keys(pilot, "enter")
                 await _until(pilot, lambda: app.state.phase == "running", 60)
                 assert app.state.undo_trial is None   # trial 2's policy started: trial 1's score is final
                 await _until(pilot, lambda: isinstance(app.screen, ScoreScreen), 120)
-                await pilot.press("n")
+                await press_keys(pilot, "n")
                 await _until(pilot, lambda: app.finished, 60)
-                await pilot.press("q")
+                await press_keys(pilot, "q")
 
         try:
             asyncio.run(operator())
