@@ -24,7 +24,7 @@ from harness.tui.observer import TuiObserver
 from harness.tui.run_app import RunApp
 from harness.tui.screens import TextPrompt
 from harness.tui.state import RunState
-from tests.helpers import type_text
+from tests.helpers import press_keys, type_text
 from tests.test_operator_proposal import sim_top_view
 from tests.test_real_arm_path import _until
 from tests.tui_snapshot_apps import LOCKED
@@ -70,19 +70,19 @@ def test_an_unexpected_object_waits_for_a_note_in_the_tui() -> None:
 
     async def operator() -> None:
         async with app.run_test(size=(110, 32)) as pilot:
-            await pilot.press("enter")
+            await press_keys(pilot, "enter")
             await _until(pilot, lambda: app.state.placement is not None and bool(app.state.placement.objects), 60)
             assert "Something unexpected is in view" in str(app.screen.query_one("#guide").render())
             assert app.check_action("accept_scene", ()) and not app.check_action("start_anyway", ())
-            await pilot.press("n")
+            await press_keys(pilot, "n")
             await _until(pilot, lambda: isinstance(app.screen, TextPrompt), 10)
-            await pilot.press("enter")                # an empty note accepts nothing: still waiting
+            await press_keys(pilot, "enter")                # an empty note accepts nothing: still waiting
             await pilot.pause(0.5)
             assert not app.finished and app.state.placement is not None and app.state.placement.objects
-            await pilot.press("n")
+            await press_keys(pilot, "n")
             await _until(pilot, lambda: isinstance(app.screen, TextPrompt), 10)
             await type_text(pilot, "phone charging")
-            await pilot.press("enter")
+            await press_keys(pilot, "enter")
             await _until(pilot, lambda: app.finished, 60)
 
     try:
