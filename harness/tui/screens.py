@@ -154,12 +154,15 @@ class RunScreen(Screen[None]):
         placing = placement_active(state)
         self.query_one("#placement").display = placing
         self.query_one("#body").display = not placing
-        # Behind a dialog (a note typed over the placement view) the live camera waits: every frame drawn
-        # behind a modal screen repaints the whole terminal, dimmed, and took 0.12 s of CPU a frame (issue 38).
-        live = self.app.screen is self
-        shown: tuple[tuple[str, Any], ...] = (
-            ((("live", LiveCamera), ("guide", PlacementPanel)) if live else ()) if placing else   # a few times a second
-            (("cube", CubePlacement), ("loop", LoopPanel), ("tally", TallyPanel), ("preview", FramePreview)))
+        shown: tuple[tuple[str, Any], ...]
+        if not placing:
+            shown = (("cube", CubePlacement), ("loop", LoopPanel), ("tally", TallyPanel), ("preview", FramePreview))
+        elif self.app.screen is self:   # a few times a second: only these
+            shown = (("live", LiveCamera), ("guide", PlacementPanel))
+        else:
+            # Behind a dialog (a note typed over the placement view) the live camera waits: a frame drawn behind a
+            # modal screen repaints the whole terminal, dimmed, 0.12 s of CPU a frame (issue 38).
+            shown = ()
         for widget_id, cls in (("banner", Banner), ("header", TrialHeader), *shown):
             self.query_one(f"#{widget_id}", cls).show(state)
 
