@@ -87,13 +87,13 @@ def test_the_tui_guides_the_cube_onto_its_target_and_records_where_it_started(wo
                 dx, dy, yaw = TRIALS[1]
                 rig.place_cube(dx + 2.0, dy, yaw)           # 2 cm off: the trial must not start
                 await off_target_shown(pilot, 1, frames=3)
-                await press_keys(pilot, "o")                      # an override without a reason is no override
+                await press_keys(pilot, "o")   # an override without a reason is no override
                 await _until(pilot, lambda: isinstance(app.screen, TextPrompt), 10)
                 await press_keys(pilot, "enter")
                 await off_target_shown(pilot, 1, frames=2)
                 rig.place_cube(dx, dy, yaw)                 # moved onto the target: the trial starts by itself
                 await _until(pilot, lambda: isinstance(app.screen, ScoreScreen), 120)
-                await press_keys(pilot, "enter")                  # confirm the proposal
+                await press_keys(pilot, "enter")   # confirm the proposal
                 await _until(pilot, lambda: reading(2) is not None, 120)
                 dx, dy, yaw = TRIALS[2]
                 rig.place_cube(dx, dy + 2.0, yaw)
@@ -103,7 +103,7 @@ def test_the_tui_guides_the_cube_onto_its_target_and_records_where_it_started(wo
                 await type_text(pilot, "cube slides on this cloth")
                 await press_keys(pilot, "enter")
                 await _until(pilot, lambda: isinstance(app.screen, ScoreScreen), 120)
-                await press_keys(pilot, "s")                      # the operator scores it a success, over the proposal:
+                await press_keys(pilot, "s")   # the operator scores it a success, over the proposal:
                 await _until(pilot, lambda: isinstance(app.screen, TextPrompt), 10)   # an override asks for a note
                 await type_text(pilot, "cube is in the bowl")
                 await press_keys(pilot, "enter")

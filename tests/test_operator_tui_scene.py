@@ -76,7 +76,7 @@ def test_an_unexpected_object_waits_for_a_note_in_the_tui() -> None:
             assert app.check_action("accept_scene", ()) and not app.check_action("start_anyway", ())
             await press_keys(pilot, "n")
             await _until(pilot, lambda: isinstance(app.screen, TextPrompt), 10)
-            await press_keys(pilot, "enter")                # an empty note accepts nothing: still waiting
+            await press_keys(pilot, "enter")   # an empty note accepts nothing: still waiting
             await pilot.pause(0.5)
             assert not app.finished and app.state.placement is not None and app.state.placement.objects
             await press_keys(pilot, "n")
