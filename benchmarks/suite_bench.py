@@ -7,6 +7,8 @@ machine says little: the load average before and after each run is printed besid
 
     .venv/bin/python benchmarks/suite_bench.py                        # the working tree
     .venv/bin/python benchmarks/suite_bench.py --rev d88dca0 --rev HEAD --runs 2
+    .venv/bin/python benchmarks/suite_bench.py --rev d7c0a2f --rev HEAD --marker "" --workers 0 \
+        --path tests/test_operator_tui_placement.py          # some modules, every test, in one process
 """
 
 from __future__ import annotations
@@ -65,15 +67,16 @@ def _count(summary: str, word: str) -> int:
     return int(found.group(1)) if found else 0
 
 
-def time_suite(tree: Path, label: str, marker: str, workers: int) -> Timing:
+def time_suite(tree: Path, label: str, marker: str, workers: int, paths: list[str]) -> Timing:
     python = str(REPO / ".venv" / "bin" / "python")
-    base = [python, "-m", "pytest", "-m", marker, "-q", "-p", "no:cacheprovider"]
+    base = [python, "-m", "pytest", *(["-m", marker] if marker else []), "-q", "-p", "no:cacheprovider", *paths]
     started = time.monotonic()
     subprocess.run([*base, "--collect-only"], cwd=tree, capture_output=True, check=False)
     collect_s = time.monotonic() - started
     load_before = os.getloadavg()[0]
     cpu_before, started = _children_cpu(), time.monotonic()
-    done = subprocess.run([*base, "-n", str(workers)], cwd=tree, capture_output=True, text=True, check=False)
+    done = subprocess.run([*base, *(["-n", str(workers)] if workers else [])], cwd=tree, capture_output=True,
+                          text=True, check=False)
     wall_s, cpu_s = time.monotonic() - started, _children_cpu() - cpu_before
     summary = (done.stdout.strip().splitlines() or [""])[-1]
     if done.returncode not in (0, 1):
@@ -90,19 +93,23 @@ def main() -> None:
     parser.add_argument("--rev", action="append", help="a git revision to time (repeat for several)")
     parser.add_argument("--runs", type=int, default=1, help="runs per revision")
     parser.add_argument("--marker", default="not slow", help="the tier (pytest -m)")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers (0: one process, no -n)")
+    parser.add_argument("--path", action="append", default=[], help="a test file or node to time (repeat; "
+                                                                   "default: the whole suite)")
     args = parser.parse_args()
     timings = []
     for rev in args.rev or [None]:
         with checkout(rev) as tree:
             label = rev or "working tree"
             for run in range(1, args.runs + 1):
-                timing = time_suite(tree, label, args.marker, args.workers)
+                timing = time_suite(tree, label, args.marker, args.workers, args.path)
                 print(f"{label} run {run}: {timing.passed} passed in {timing.wall_s:.1f} s", file=sys.stderr,
                       flush=True)
                 timings.append(timing)
     bytecode = "PYTHONDONTWRITEBYTECODE set" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "bytecode written"
-    print(f"\n`pytest -m \"{args.marker}\" -n {args.workers}`, {os.cpu_count()} cores, {bytecode}\n")
+    command = " ".join(["pytest", *([f'-m "{args.marker}"'] if args.marker else []),
+                        *([f"-n {args.workers}"] if args.workers else []), *args.path])
+    print(f"\n`{command}`, {os.cpu_count()} cores, {bytecode}\n")
     print("| revision | passed | failed | wall (s) | CPU, all processes (s) | one process's collection (s) "
           "| load before / after |")
     print("|---|---:|---:|---:|---:|---:|---|")
