@@ -31,7 +31,7 @@ trials:
 TARGET = re.compile(r"target dx ([-+]\d+\.\d) dy ([-+]\d+\.\d) cm yaw ([-+]\d+) deg")
 
 
-def _check_time_frames(rig, folder: Path) -> None:
+def _check_time_frames(geometry, folder: Path) -> None:
     """What the operator saves at check time: the empty bowl (rim calibration, scene reference) and the cube
     on its trained spot, with the arm at the start pose."""
     import math
@@ -41,7 +41,7 @@ def _check_time_frames(rig, folder: Path) -> None:
     from harness.vision.rim import fit_rim
 
     start = dict(DEFAULT_START_POSE, shoulder_lift=-60.0, elbow_flex=60.0, wrist_flex=70.0, gripper=10.0)
-    world = SimWorld(rig.world.geometry)   # the same table, drawn as the top camera sees it
+    world = SimWorld(geometry)   # the same table, drawn as the top camera sees it
     world.set_arm(start)
     world.place_cube((0.60, 0.40), 0.0)
     empty = world.render("top", 640, 480)
@@ -62,7 +62,7 @@ def test_a_guided_real_arm_trial_with_a_proposal_confirmed_by_enter(tmp_path: Pa
     protocol.write_text(PROTOCOL)
     socket = tmp_path / "cams.sock"
     with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
-        _check_time_frames(rig, tmp_path)
+        _check_time_frames(rig.world.geometry, tmp_path)
         rig.place_cube(80.0, 80.0)                        # out of the camera's view: not yet placed
         tool = LeRobotTool("harness.cli", ["run", str(protocol), "--robot", "so101", "--port", rig.port,
                                            "--robot-id", "emulated_follower", "--policy", str(checkpoint),

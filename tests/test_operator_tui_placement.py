@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.bus.scenario import default_scenario, open_rig
+from harness.bus.remote_rig import open_rig_process
 from tests.helpers import press_keys, type_text
 from tests.test_operator_real_arm import PROTOCOL, _check_time_frames
 from tests.test_real_arm_path import _until
@@ -44,8 +44,8 @@ def test_the_tui_guides_the_cube_onto_its_target_and_records_where_it_started(wo
     protocol_path = workdir / "protocols" / "guided.yaml"
     protocol_path.write_text(TWO_TRIALS)
     socket = workdir / "cams.sock"
-    with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
-        _check_time_frames(rig, workdir)
+    with open_rig_process(socket) as rig:   # its own process: this one runs the TUI, the engine and the policy
+        _check_time_frames(rig.truth.geometry, workdir)
         rig.place_cube(80.0, 80.0)                          # off the table until the operator places it
         args = build_parser().parse_args(["run", str(protocol_path), "--robot", "so101", "--port", rig.port,
                                           "--robot-id", "emulated_follower", "--policy", str(checkpoint),
@@ -114,6 +114,7 @@ def test_the_tui_guides_the_cube_onto_its_target_and_records_where_it_started(wo
             asyncio.run(operator())
         finally:
             setup.close()
+        torque = rig.torque_enabled()
     first, second = load_scoresheet(setup.sheet.path).attempts
     start = first.measured_start
     assert start["within_tolerance"] is True and "override_reason" not in start
@@ -124,4 +125,4 @@ def test_the_tui_guides_the_cube_onto_its_target_and_records_where_it_started(wo
     assert 1.5 < start["error_cm"] < 2.5 and abs(start["dy_cm"] - 4.0) < 0.5
     assert second.label == "success" and second.placement_error_cm is not None
     assert second.placement_error_cm == second.proposal["placement_error_cm"]   # measured on the final frame
-    assert not any(s.torque_enabled for s in rig.chain.servos)
+    assert torque and not any(torque.values()), torque

@@ -16,6 +16,7 @@ import pytest
 from lerobot.motors import Motor, MotorNormMode
 from lerobot.motors.feetech import FeetechMotorsBus
 
+from harness.bus.remote_rig import open_rig_process
 from harness.bus.scenario import DEFAULT_ASSEMBLY, SO101_NAMES, default_scenario, factory_fresh_scenario, open_rig
 from tests.helpers import press_keys, wait_until
 from tests.lerobot_tool import LeRobotTool
@@ -242,7 +243,7 @@ def test_one_real_arm_trial_through_the_tui_with_a_scripted_operator(workdir: Pa
     one_trial = TWO_TRIALS.split("- {index: 1")[0] + "- {index: 1, dx_cm: 3.0, dy_cm: -2.0, yaw_deg: 15.0}\n"
     protocol_path.write_text(one_trial)
     socket = workdir / "cams.sock"
-    with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
+    with open_rig_process(socket) as rig:   # its own process: this one runs the TUI, the engine and the policy
         _, setup, app = tui_desk_run(protocol_path, checkpoint, rig.port, socket)
 
         async def operator() -> None:
@@ -261,13 +262,13 @@ def test_one_real_arm_trial_through_the_tui_with_a_scripted_operator(workdir: Pa
             asyncio.run(operator())
         finally:
             setup.close()
-        with rig.lock:
-            cube_cm = rig.world.cube_pose()[0][:2] * 100
+        cube_cm = rig.truth.cube_pose()[0][:2] * 100
+        torque = rig.torque_enabled()
     assert cube_cm == pytest.approx([25.0, -7.0], abs=1.0)
     attempts = load_scoresheet(setup.sheet.path).attempts
     assert [(a.label, a.scored_by) for a in attempts] == [("no_grasp", "operator")]
     assert list((workdir / "runs").rglob("*top*.png")), "the final top frame is kept as evidence"
-    assert not any(s.torque_enabled for s in rig.chain.servos)
+    assert torque and not any(torque.values()), torque
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.bus.remote_rig import RigProcessError, open_rig_process
-from harness.bus.scenario import default_scenario, open_rig
+from harness.bus.scenario import SO101_NAMES, default_scenario, open_rig
 from tests.helpers import REPO, wait_until
 
 PINGER = """
@@ -81,6 +81,7 @@ def test_the_desk_is_reached_through_the_arm_process(tmp_path: Path) -> None:
         assert rig.truth.cube_pose()[0][0] == pytest.approx(0.20, abs=0.002)
         status = rig.command("status")
         assert any("gripper" in line and "torque off" in line for line in status), status
+        assert rig.torque_enabled() == dict.fromkeys(SO101_NAMES, False)   # nothing holds before a run connects
         assert rig.command("heat nobody 90") == ["error: no servo named 'nobody' (servos: shoulder_pan, "
                                                  "shoulder_lift, elbow_flex, wrist_flex, wrist_roll, gripper)"]
         assert rig.command("quit") is None

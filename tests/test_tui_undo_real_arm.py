@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.bus.scenario import default_scenario, open_rig
+from harness.bus.remote_rig import open_rig_process
 from tests.helpers import press_keys
 from tests.test_real_arm_path import TWO_TRIALS, _until, tui_desk_run
 
@@ -25,7 +25,7 @@ def test_u_at_the_next_cube_prompt_rescores_the_last_trial(workdir: Path) -> Non
     protocol_path = workdir / "protocols" / "desk.yaml"
     protocol_path.write_text(TWO_TRIALS)
     socket = workdir / "cams.sock"
-    with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
+    with open_rig_process(socket) as rig:   # its own process: this one runs the TUI, the engine and the policy
         protocol, setup, app = tui_desk_run(protocol_path, checkpoint, rig.port, socket)
         trials = {t.index: t for t in protocol.trials}
 
@@ -59,6 +59,7 @@ def test_u_at_the_next_cube_prompt_rescores_the_last_trial(workdir: Path) -> Non
             asyncio.run(operator())
         finally:
             setup.close()
+        torque = rig.torque_enabled()
     recorded = load_scoresheet(setup.sheet.path)
     assert [(r.trial_index, r.label, r.supersedes is not None) for r in recorded.records] == [
         (1, "no_grasp", False), (1, "wrong_placement", True), (2, "no_grasp", False)]
@@ -66,4 +67,4 @@ def test_u_at_the_next_cube_prompt_rescores_the_last_trial(workdir: Path) -> Non
     assert recorded.records[1].artifacts == recorded.records[0].artifacts   # the same attempt, its evidence
     summary = summarize(recorded)
     assert summary.failure_modes == {"no_grasp": 1, "grasped_then_dropped": 0, "wrong_placement": 1}
-    assert not any(s.torque_enabled for s in rig.chain.servos)
+    assert torque and not any(torque.values()), torque

@@ -87,6 +87,10 @@ class RemoteRig:
         """Put the cube at rest at the trained spot plus (dx, dy) cm, turned by yaw, as a person would."""
         self.call({"op": "place_cube", "dx_cm": dx_cm, "dy_cm": dy_cm, "yaw_deg": yaw_deg, "seed": seed})
 
+    def torque_enabled(self) -> dict[str, bool]:
+        """Which servos hold torque now, by joint: what a hand on the arm feels (released means it moves freely)."""
+        return {str(name): bool(on) for name, on in self.call({"op": "torque"})["torque"].items()}
+
     def command(self, line: str) -> list[str] | None:
         """One console line carried out on the arm (`bus.scenario.run_command`): the lines to print, None for quit."""
         lines = self.call({"op": "command", "line": line})["lines"]

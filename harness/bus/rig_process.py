@@ -87,6 +87,9 @@ def answer(rig: Any, request: dict[str, Any]) -> dict[str, Any]:
             with rig.lock:
                 position, yaw = rig.world.cube_pose()
                 return {"position": [float(v) for v in position], "yaw": float(yaw), "time": rig.world.time}
+        if op == "torque":
+            with rig.lock:
+                return {"torque": {servo.name: servo.torque_enabled for servo in rig.chain.servos}}
     except (ConsoleError, KeyError, ValueError, TypeError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
     return {"error": f"no request {op!r}"}
