@@ -81,6 +81,40 @@ def test_golden_vectors_byte_for_byte() -> None:
             assert after.hex(" ").upper() in PING_REPLIES, (request, after.hex(" ").upper())
 
 
+class _LatePort:
+    """A port whose reader is woken `delay_s` after it asked (a busy machine's scheduler), the servo's reply
+    having arrived meanwhile: each look at the port costs the reader's clock that much."""
+
+    def __init__(self, reply: bytes, clock: list[float], delay_s: float) -> None:
+        self.baudrate, self._reply, self._clock, self._delay_s, self._looks = 1_000_000, reply, clock, delay_s, 0
+
+    def reset_input_buffer(self) -> None: ...
+    def write(self, data: bytes) -> None: ...
+    def flush(self) -> None: ...
+
+    @property
+    def in_waiting(self) -> int:
+        self._looks += 1
+        if self._looks == 1:   # the first look finds nothing; the thread then waits for a core past the window
+            self._clock[0] += self._delay_s
+            return 0
+        return len(self._reply)
+
+    def read(self, count: int) -> bytes:
+        reply, self._reply = self._reply[:count], self._reply[count:]
+        return reply
+
+
+def test_a_reply_that_waited_while_the_reader_had_no_core_is_read_not_called_silence() -> None:
+    reply = p.status_packet(5)
+    clock = [0.0]
+    wire = Wire(_LatePort(reply, clock, delay_s=0.5), clock=lambda: clock[0], sleep=lambda s: None)
+    answer = wire.ping(5)
+    assert answer.state == "ok" and answer.replies[0].servo_id == 5
+    silent = Wire(_LatePort(b"", clock, delay_s=0.5), clock=lambda: clock[0], sleep=lambda s: None)
+    assert silent.ping(5).state == "none"   # and silence past the window still ends the wait
+
+
 def test_sync_read_replies_in_list_order_and_sync_write_moves_the_servos() -> None:
     chain = _arm()
     for i, servo in enumerate(chain.servos):

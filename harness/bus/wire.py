@@ -8,6 +8,7 @@ could take, and garbled bytes (two servos answering at once) are reported, not d
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -27,9 +28,12 @@ class Answer:
 class Wire:
     # 20 ms: a USB serial adapter may hold a reply for its latency timer (16 ms by default on FTDI);
     # a reply that completes earlier ends the wait at once, so only silence costs the full window.
-    def __init__(self, ser: Any, reply_window_s: float = 0.020) -> None:
+    def __init__(self, ser: Any, reply_window_s: float = 0.020, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.ser = ser
         self.window = reply_window_s
+        self._clock = clock
+        self._sleep = sleep
         self.asked = 0          # questions sent, and
         self.bad_replies = 0    # replies a caller found lost or unusable and asked again for: line noise
 
@@ -47,16 +51,21 @@ class Wire:
         self.ser.write(packet)
         self.ser.flush()
         window = window_s if window_s is not None else self.window + 30 * 10 / self.baud
-        deadline = time.monotonic() + window
+        deadline = self._clock() + window
         buffer = bytearray()
-        while time.monotonic() < deadline:
+        while True:
+            # The port is read once more after the window has closed: on a busy machine this thread may wake
+            # past the deadline while the reply has been waiting in the buffer, and silence it is not.
+            late = self._clock() >= deadline
             waiting = self.ser.in_waiting
             if waiting:
                 buffer += self.ser.read(waiting)
                 if expect_replies and _count_frames(buffer) >= expect_replies:
                     break
-            else:
-                time.sleep(0.0002)
+            if late:
+                break
+            if not waiting:
+                self._sleep(0.0002)
         raw = bytes(buffer)
         replies = []
         while (reply := p.take_packet(buffer)) is not None:
