@@ -6,7 +6,7 @@ CI on two cores is CPU-bound (session 36: 2,424 CPU-seconds recorded in the para
 so this can be measured beside other work, unlike `suite_bench.py`'s wall times. A module-scoped fixture is
 counted in the first test that used it, once per worker that built it.
 
-    .venv/bin/python benchmarks/suite_cpu.py                                  # the suite, as CI runs it
+    .venv/bin/python benchmarks/suite_cpu.py                                  # CI's parallel pass
     .venv/bin/python benchmarks/suite_cpu.py --marks serial --workers 0 --by test --top 20
     .venv/bin/python benchmarks/suite_cpu.py --paths tests/test_smolvla.py --keep /tmp/cpu   # and keep the records
 """
@@ -63,8 +63,8 @@ def table(folder: Path, by: str, top: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--marks", default="", help="pytest -m expression (default: all of it, as CI runs it)")
-    parser.add_argument("--workers", type=int, default=3, help="pytest-xdist workers (default: CI's); 0: one process")
+    parser.add_argument("--marks", default="not serial", help="pytest -m expression (default: CI's parallel pass)")
+    parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers; 0 runs in one process")
     parser.add_argument("--paths", nargs="*", default=[], help="test files or folders (default: the suite)")
     parser.add_argument("--by", choices=["module", "test"], default="module")
     parser.add_argument("--top", type=int, default=25)

@@ -41,26 +41,19 @@ def world():
     w.close()
 
 
-# Modules whose tests must not run two at a time, by what two at once would fight over: a Ray cluster (Ray sizes
-# itself to the machine's cores), or the emulated real arm's wall-time servo and camera threads against LeRobot's
-# deadlines (two rehearsed arms at once starved each other's threads), and wire-timed pings whose agreement decides
-# a fix-ids diagnosis. Each kind shares one pytest-xdist worker (`xdist_group`), one test after another, while
-# the other workers run the rest of the suite beside it: scripts/test's `-n 3`. So they must pass on a loaded
-# machine: an arm whose process also runs the TUI, the engine and a policy runs in a process of its own
-# (`open_rig_process`), as a rehearsal's does, so its replies never wait for that process's interpreter lock.
-# `pytest -m serial` runs just these. A test that only kills processes (test_kill: the kill lands after the
-# writer's own commits), measures CPU rather than wall time (test_integrity's alias bomb) or asks the scheduler
-# for a policy (test_realtime) is not among them: load cannot change what it asserts.
-ONE_AT_A_TIME = {
-    "ray_cluster": frozenset({"test_parallel_run", "test_ray_loopback", "test_sweep"}),
-    "emulated_arm": frozenset({
-        "test_rehearse", "test_real_arm_path", "test_operator_real_arm", "test_operator_tui_placement",
-        "test_async_real_arm", "test_rtc_real_arm", "test_emulator_walkthrough", "test_emergency_stop",
-        "test_run_bus_faults", "test_tui_undo_real_arm", "test_rig_process", "test_fix_ids_safety",
-        "test_fix_ids_signature",
-    }),
-}
-SERIAL_GROUP = {stem: group for group, stems in ONE_AT_A_TIME.items() for stem in stems}
+# Modules whose tests need the machine to themselves: they start Ray (which sizes itself to the cores), or run
+# the emulated real arm's wall-time servo and camera threads against deadlines. scripts/test runs every other
+# test on both cores, then these alone (`-m serial`). A test that only kills processes (test_kill: the kill
+# lands after the writer's own commits), measures CPU rather than wall time (test_integrity's alias bomb) or
+# asks the scheduler for a policy (test_realtime) runs on both cores: load cannot change what it asserts.
+SERIAL_MODULES = frozenset({
+    "test_parallel_run", "test_ray_loopback", "test_sweep", "test_rehearse", "test_real_arm_path",
+    "test_operator_real_arm", "test_operator_tui_placement", "test_async_real_arm", "test_rtc_real_arm",
+    "test_emulator_walkthrough", "test_emergency_stop", "test_run_bus_faults", "test_tui_undo_real_arm",
+    "test_rig_process",
+    # wire-timed pings whose agreement decides a diagnosis: a loaded core can make a noisy line look sure
+    "test_fix_ids_safety", "test_fix_ids_signature",
+})
 
 
 # The modules that take longest (minutes each on two cores; `--durations` of a full run), run first: pytest-xdist
@@ -94,11 +87,10 @@ SHARED_FIXTURE_MODULES = frozenset({"test_smolvla", "test_vision_stress", "test_
 @pytest.hookimpl(tryfirst=True)   # before pytest-xdist's own hook reads the xdist_group marks into node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        slow = item.get_closest_marker("slow") is not None
-        if item.path.stem in SERIAL_GROUP:
+        if item.path.stem in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
-            item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP[item.path.stem]))
-        elif item.path.stem in LEROBOT_POLICY_MODULES and not slow:
+        slow = item.get_closest_marker("slow") is not None
+        if item.path.stem in LEROBOT_POLICY_MODULES and not slow:
             item.add_marker(pytest.mark.xdist_group("lerobot_policies"))   # not the slow ones: CI spreads those
         elif item.path.stem in SHARED_FIXTURE_MODULES and slow:
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
