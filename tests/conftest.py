@@ -45,10 +45,12 @@ def world():
 # threads against LeRobot's deadlines, or time pings on the wire. scripts/test runs every other test on both
 # cores, then these alone (`-m serial`): beside the rest of the suite on three workers (tried twice, session 38)
 # a servo's reply still missed LeRobot's window now and then (a leader arm's handshake in the teleoperate
-# walkthrough, a fix-ids diagnosis). An arm whose process also runs the TUI, the engine and a policy runs in a
-# process of its own (`open_rig_process`), as a rehearsal's does. A test that only kills processes (test_kill:
-# the kill lands after the writer's own commits), measures CPU rather than wall time (test_integrity's alias
-# bomb) or asks the scheduler for a policy (test_realtime) runs on both cores: load cannot change what it asserts.
+# walkthrough, a fix-ids diagnosis): other emulated desks stretch a desk's replies, other work barely does
+# (docs/benchmarks.md, benchmarks/desk_ping_bench.py). An arm whose process also runs the TUI, the engine and a
+# policy runs in a process of its own (`open_rig_process`), as a rehearsal's does. A test that only kills
+# processes (test_kill: the kill lands after the writer's own commits), measures CPU rather than wall time
+# (test_integrity's alias bomb) or asks the scheduler for a policy (test_realtime) runs on both cores: load cannot
+# change what it asserts.
 SERIAL_MODULES = frozenset({
     "test_rehearse", "test_real_arm_path", "test_operator_real_arm", "test_operator_tui_placement",
     "test_async_real_arm", "test_rtc_real_arm", "test_emulator_walkthrough", "test_emergency_stop",

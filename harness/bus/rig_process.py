@@ -10,10 +10,10 @@ reason (`sim.frame_render`); it is this process's child, as the cameras were the
 Here the servos and the world stay coupled exactly as `bus.scenario.open_rig(sim=True)` couples them (it is what
 runs): `SimCoupledChain` on a `PtyBus`, the `FrameServer` beside it. What the rehearsal's process still needs
 of the desk goes over a control link (`ControlLink`, JSON lines on a socket pair): a person's hands (the cube
-placed, a console line carried out) and the simulator's truth (its clock and the cube's pose) for the emulated
-expert. It ends when its standard input closes: when the rehearsal closes the rig, and when the rehearsal dies,
-however it dies; never on a signal meant for the rehearsal (Ctrl+C in its terminal), which releases torque on
-these servos as it stops.
+placed, a console line carried out, which servos hold torque) and the simulator's truth (its clock and the cube's
+pose) for the emulated expert. It ends when its standard input closes: when the rehearsal closes the rig, and
+when the rehearsal dies, however it dies; never on a signal meant for the rehearsal (Ctrl+C in its terminal),
+which releases torque on these servos as it stops.
 
 Started by `harness.bus.remote_rig.open_rig_process` as `python -m harness.bus.rig_process`.
 """
