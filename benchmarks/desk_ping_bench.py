@@ -4,6 +4,7 @@ Why: the real-time tests (the serial pass) fail beside other work when a servo's
 (about 35 ms for a ping, no retry at its handshake), and two rehearsed arms at once were seen to starve each
 other. Each desk here is what `harness rehearse` runs: the arm's own process (`open_rig_process`: the servos on a
 pseudo-terminal, the simulated arm, and its camera render process), with both cameras read at 640x480, 30 fps,
+through LeRobot's camera API (`HarnessSimCamera`, whose reader thread runs at the cameras' real-time priority),
 as a run reads them. The pings go to the first desk from a thread at the control loop's real-time priority
 (`realtime.LOOP_PRIORITY`, above the cameras), so the reader's own waits for a core are not what is measured.
 
@@ -16,13 +17,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -31,20 +29,10 @@ import serial
 from harness.bus.remote_rig import open_rig_process
 from harness.bus.wire import Wire
 from harness.realtime import LOOP_PRIORITY, realtime_thread
+from harness.sim.config_sim_camera import HarnessSimCameraConfig
+from harness.sim.sim_camera import HarnessSimCamera
 
 LEROBOT_PING_WINDOW_MS = 34.0   # scservo_sdk: two 16 ms latency timers and 2 ms, for a ping's few bytes
-
-
-def read_frames(socket_path: Path, camera: str, stop: threading.Event) -> None:
-    """A camera client as a run's: subscribe at 640x480, 30 fps, and take every frame until told to stop."""
-    with socket.socket(socket.AF_UNIX) as client:
-        client.connect(str(socket_path))
-        client.sendall((json.dumps({"camera": camera, "width": 640, "height": 480, "fps": 30}) + "\n").encode())
-        client.settimeout(1.0)
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                if not client.recv(1 << 20):
-                    return
 
 
 def ping_latencies_ms(port: str, seconds: float) -> list[float]:
@@ -62,18 +50,18 @@ def ping_latencies_ms(port: str, seconds: float) -> list[float]:
 
 
 def measure(desks: int, hogs: int, seconds: float, folder: Path) -> list[float]:
-    stop = threading.Event()
     with contextlib.ExitStack() as stack:
         for _ in range(hogs):
             hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
             stack.callback(hog.wait)
             stack.callback(hog.kill)
         rigs = [stack.enter_context(open_rig_process(folder / f"cams{i}.sock")) for i in range(desks)]
-        readers = [threading.Thread(target=read_frames, args=(folder / f"cams{i}.sock", camera, stop), daemon=True)
-                   for i in range(desks) for camera in ("top", "wrist")]
-        for reader in readers:
-            reader.start()
-        stack.callback(stop.set)
+        for i in range(desks):
+            for camera in ("top", "wrist"):   # LeRobot's camera API, as a run reads them
+                reader = HarnessSimCamera(HarnessSimCameraConfig(camera=camera, width=640, height=480, fps=30,
+                                                                 socket_path=str(folder / f"cams{i}.sock")))
+                reader.connect()
+                stack.callback(reader.disconnect)
         time.sleep(3.0)   # every camera streaming before the first ping
         return ping_latencies_ms(rigs[0].port, seconds)
 
