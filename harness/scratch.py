@@ -13,7 +13,9 @@ worker the reaper kills as it starts) leaves a folder with no owner file: its na
 Every `harness` command also makes its process's temporary folder a scratch folder of its own
 (`own_temporary_folder`: `tempfile.tempdir` and TMPDIR, which its children inherit), because libraries
 leave files behind there: LeRobot's `PreTrainedConfig.from_pretrained` writes a `tmp*.json` on every
-policy load and never removes it. Scratch folders themselves are always made in the machine's
+policy load and never removes it. A program that calls the harness itself (`harness.evaluate`) keeps its own
+temporary folder, so each such load runs inside `library_files_removed`, which removes what was written.
+Scratch folders themselves are always made in the machine's
 temporary folder (`SYSTEM_ROOT`), short enough for Unix socket paths and where the next start looks.
 """
 
@@ -26,6 +28,8 @@ import multiprocessing.util
 import os
 import shutil
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -137,3 +141,24 @@ def own_temporary_folder() -> Path:
         os.environ["TMPDIR"] = str(_process_folder)
         tempfile.tempdir = str(_process_folder)
     return _process_folder
+
+
+_redirect = threading.Lock()
+
+
+@contextlib.contextmanager
+def library_files_removed() -> Iterator[None]:
+    """Point Python's temporary folder at a scratch folder for the block and delete it after, so that a library
+    call that leaves files there (LeRobot's `PreTrainedConfig.from_pretrained`) leaves nothing behind, in a
+    `harness` command and in a program that calls the harness alike. A scratch folder rather than a plain one: a
+    process killed inside the block leaves an orphan the next `harness` start removes. Only `tempfile`'s
+    module setting moves, under a lock, for as long as the block: children and the environment are untouched."""
+    with _redirect:
+        folder = make("lib", remove_at_exit=False)
+        previous = tempfile.tempdir
+        tempfile.tempdir = str(folder)
+        try:
+            yield
+        finally:
+            tempfile.tempdir = previous
+            remove(folder)

@@ -7,6 +7,7 @@ temporary folder of its own (TMPDIR), so what is left there is what it left."""
 
 from __future__ import annotations
 
+import getpass
 import os
 import signal
 import subprocess
@@ -156,6 +157,23 @@ def test_a_process_using_multiprocessing_leaves_its_folder_and_prints_no_traceba
         assert sorted(p.name for p in tmp.iterdir()) == []
     finally:
         subprocess.run(["rm", "-rf", str(tmp)], check=False)
+
+
+def test_a_program_that_loads_a_policy_keeps_its_temporary_folder_as_it_was(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`harness.evaluate` runs in its caller's process, whose temporary folder the harness does not own: LeRobot's
+    `PreTrainedConfig.from_pretrained` left a tmp*.json there on every load of a policy (CI's /tmp held three
+    from every full run of this suite, from the tests that load one in their own process)."""
+    from harness.policies.lerobot_policy import LeRobotPolicy
+
+    mine = tmp_path / "tmp"
+    mine.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(mine))
+    before = set(scratch_folders("lib"))
+    LeRobotPolicy(save_tiny_act(tmp_path / "act"), task="t", device="cpu")
+    torch_cache = f"torchinductor_{getpass.getuser()}"   # torch's own cache, one a user, made empty on import
+    assert sorted(p.name for p in mine.iterdir() if p.name != torch_cache) == []
+    assert set(scratch_folders("lib")) == before, "the loading left its scratch folder"
 
 
 MAKES_A_FOLDER = "from harness.scratch import make; print(make('test', False))"

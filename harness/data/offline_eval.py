@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from harness.scratch import library_files_removed
+
 TOLERANCE = 5.0
 
 
@@ -93,7 +95,8 @@ def _load(path: Path, device: str) -> tuple[Any, Any, Any]:
     from lerobot.configs.policies import PreTrainedConfig
     from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
-    config = PreTrainedConfig.from_pretrained(path)
+    with library_files_removed():   # LeRobot leaves a tmp*.json behind on every load
+        config = PreTrainedConfig.from_pretrained(path)
     config.device = device
     policy = get_policy_class(config.type).from_pretrained(str(path), config=config)
     policy.to(device).eval()

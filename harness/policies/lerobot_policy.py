@@ -15,6 +15,7 @@ from harness.models.run_settings import InferenceEngine
 from harness.policies.base import BasePolicy, InferenceStats, TrialContext
 from harness.policies.inference.rtc_policy import RtcCall, RtcSettings, SimTimeRtc
 from harness.policies.inference.rtc_wall import WallClockRtc
+from harness.scratch import library_files_removed
 
 IMAGE_PREFIX = "observation.images."
 
@@ -206,7 +207,8 @@ class LeRobotPolicy(BasePolicy):
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.threads = threads or ThreadPolicy.for_cores(available_cores(), reserved=1)
         self.threads.apply()
-        config = PreTrainedConfig.from_pretrained(path)
+        with library_files_removed():   # LeRobot leaves a tmp*.json behind on every load
+            config = PreTrainedConfig.from_pretrained(path)
         config.device = self.device
         config.pretrained_path = path
         self.name = f"{config.type}:{path.name}"

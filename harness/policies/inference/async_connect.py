@@ -19,6 +19,7 @@ from harness.policies.lerobot_policy import (
     normalize_rename_map,
     saved_rename_map,
 )
+from harness.scratch import library_files_removed
 
 
 def connect_async_policy(policy_path: str | Path, task: str, settings: AsyncSettings, fps: int,
@@ -40,7 +41,8 @@ def connect_async_policy(policy_path: str | Path, task: str, settings: AsyncSett
         address = ServerAddress.parse(settings.server)
     except ValueError as exc:
         raise HarnessInputError(None, "--policy-server", str(exc)) from None
-    config = PreTrainedConfig.from_pretrained(path)
+    with library_files_removed():   # LeRobot leaves a tmp*.json behind on every load
+        config = PreTrainedConfig.from_pretrained(path)
     if config.type not in SUPPORTED_POLICIES:
         raise HarnessInputError(path, "--policy-server", f"LeRobot's policy server does not run {config.type} "
                                                          f"policies (it runs {', '.join(SUPPORTED_POLICIES)})")
