@@ -277,6 +277,7 @@ def test_the_simulated_arm_reports_a_closing_gripper_as_negative_load_and_a_stil
 
 
 @pytest.mark.slow
+@pytest.mark.desk
 def test_the_emulated_real_arm_reports_the_gripper_load_as_the_simulated_arm_does() -> None:
     """LeRobot's follower over the emulator's `--sim` servos reads Present_Load from the wire: the same sign and
     scale as the simulated arm's (a gripper closing pushes towards closed, negative; one at its command, none)."""

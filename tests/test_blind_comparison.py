@@ -299,6 +299,7 @@ trials:
 
 
 @pytest.mark.slow
+@pytest.mark.desk
 def test_a_rehearsed_comparison_on_the_emulated_arm_never_names_a_policy_to_the_operator(workdir, capsys) -> None:
     from tests.tiny_policy import save_tiny_act
 

@@ -62,6 +62,7 @@ class Lines:
 
 
 @pytest.mark.slow
+@pytest.mark.desk
 def test_emulate_bus_with_closed_input_keeps_serving_from_another_folder(tmp_path: Path) -> None:
     child = subprocess.Popen([*HARNESS, "emulate-bus", "--sim"], cwd=tmp_path, stdin=subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -108,10 +108,12 @@ def _temporary_root() -> Path:
 
 KINDS = {"serial": _serial, "workers": _workers, "sweep": _sweep, "sweep-on-ray": _sweep_on_ray, "rehearse": _rehearse,
          "emulate-bus": _emulator}
+DESKS = {"rehearse", "emulate-bus"}   # these start an emulated desk (tests/conftest.py: one at a time)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("kind", [pytest.param(kind, marks=pytest.mark.desk) if kind in DESKS else kind
+                                  for kind in sorted(KINDS)])
 def test_a_killed_harness_leaves_no_process_and_no_temporary_folder(kind: str, tmp_path: Path) -> None:
     tmp = _temporary_root()
     try:

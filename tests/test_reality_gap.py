@@ -205,6 +205,7 @@ def test_a_lower_table_defeats_a_grasp_planned_for_the_twins_table_but_not_one_f
 
 
 @pytest.mark.slow
+@pytest.mark.desk
 def test_a_rehearsal_with_a_gap_says_so_in_its_locked_sheet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     from harness.cli import main

@@ -186,6 +186,7 @@ def test_one_trial_in_lerobots_policy_server(trained: Path, tmp_path: Path) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.desk
 def test_one_rehearsed_real_arm_trial_with_lerobots_rtc_in_wall_time(trained: Path, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
