@@ -53,9 +53,16 @@ DESK_MODULES = frozenset({
     "test_rehearse", "test_real_arm_path", "test_operator_real_arm", "test_operator_tui_placement",
     "test_async_real_arm", "test_rtc_real_arm", "test_emulator_walkthrough", "test_emergency_stop",
     "test_run_bus_faults", "test_tui_undo_real_arm", "test_rig_process", "test_sim_camera",
-    # wire-timed pings whose agreement decides a diagnosis
-    "test_fix_ids_safety", "test_fix_ids_signature",
+    # the servo emulator in the test's own process, under wire-timed pings or LeRobot's reply window: a client
+    # thread of that process preempted while it holds the interpreter lock holds up the emulated servos' replies
+    "test_fix_ids_safety", "test_fix_ids_signature", "test_bus", "test_eeprom_lock_warning", "test_emulator_fidelity",
+    "test_waiting_port",
 })
+
+# Every other test runs on a worker at a lower CPU priority (`os.nice`, inherited by the processes it starts): a
+# desk's wall-time threads then lose no time to the batch tests beside it, which take the cores whenever a desk
+# waits on its clock. The desk's worker takes the same niceness once it runs out of desks.
+BATCH_NICENESS = 10
 
 # Modules whose tests start a Ray cluster of their own and compare it, kill its workers or audit its sockets: Ray
 # sizes itself to the machine's cores, so two at once would each expect the whole machine. They run one test at a
@@ -106,6 +113,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
     rank = {stem: place for place, stem in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))   # stable: the rest keep their order
+
+
+def _group(item: pytest.Item) -> str | None:
+    mark = item.get_closest_marker("xdist_group")
+    return str(mark.args[0]) if mark is not None and mark.args else None
+
+
+_batch_niceness_taken: list[bool] = []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if "PYTEST_XDIST_WORKER" in os.environ and not _batch_niceness_taken and _group(item) != "desk":
+        os.nice(BATCH_NICENESS)   # one way only: a process cannot take back the priority it gave up
+        _batch_niceness_taken.append(True)
 
 
 _exit_status: list[int] = []
