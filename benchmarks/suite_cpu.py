@@ -1,14 +1,14 @@
 """Where the test suite's CPU goes (issue 38, item 5): CI's passes run with a plugin that records each test's CPU
-seconds, then a table by module (or by test), largest first, with each one's share of the whole. CI runs the
-whole suite on three workers (scripts/test); this does by default.
+seconds, then a table by module (or by test), largest first, with each one's share of the whole.
 
 CI on two cores is CPU-bound (session 36: 2,424 CPU-seconds recorded in the parallel pass, which CI runs in about
 20 minutes), so its wall time follows the CPU the tests take; CPU seconds barely move with the machine's load,
 so this can be measured beside other work, unlike `suite_bench.py`'s wall times. A module-scoped fixture is
 counted in the first test that used it, once per worker that built it.
 
-    .venv/bin/python benchmarks/suite_cpu.py                                  # the suite as CI runs it
-    .venv/bin/python benchmarks/suite_cpu.py --marks desk --workers 0 --by test --top 20   # marked desk tests alone
+    .venv/bin/python benchmarks/suite_cpu.py                                  # CI's parallel pass
+    .venv/bin/python benchmarks/suite_cpu.py --marks serial --workers 0 --by test --top 20
+    .venv/bin/python benchmarks/suite_cpu.py --marks "" --workers 3           # the whole suite in one run
     .venv/bin/python benchmarks/suite_cpu.py --paths tests/test_smolvla.py --keep /tmp/cpu   # and keep the records
 """
 
@@ -64,8 +64,9 @@ def table(folder: Path, by: str, top: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--marks", default="", help="pytest -m expression (default: every test, as CI runs them)")
-    parser.add_argument("--workers", type=int, default=3, help="pytest-xdist workers; 0 runs in one process")
+    parser.add_argument("--marks", default="not serial",
+                        help='pytest -m expression (default: CI\'s parallel pass; "" for every test)')
+    parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers; 0 runs in one process")
     parser.add_argument("--paths", nargs="*", default=[], help="test files or folders (default: the suite)")
     parser.add_argument("--by", choices=["module", "test"], default="module")
     parser.add_argument("--top", type=int, default=25)

@@ -41,33 +41,28 @@ def world():
     w.close()
 
 
-# Modules whose tests run an emulated desk: the emulated real arm's wall-time servo threads, the simulated arm and
-# its cameras (SCHED_FIFO threads, harness/realtime.py), under LeRobot's deadlines, or that time pings on the wire.
-# One desk runs at a time across the suite: all of them, and the tests elsewhere marked `desk`, go to one
-# pytest-xdist worker (`xdist_group("desk")`), one after another, beside the rest of the suite. Other desks
-# stretch a desk's servo replies past LeRobot's ~34 ms handshake window, other work barely does
-# (benchmarks/desk_ping_bench.py, docs/benchmarks.md: two or three desks at once lost a leader arm's handshake
-# and a rehearsed comparison, session 38). An arm whose process also runs the TUI, the engine and a policy runs
-# in a process of its own (`open_rig_process`), as a rehearsal's does.
-DESK_MODULES = frozenset({
+# Modules whose tests need the machine to themselves: they run the emulated real arm's wall-time servo and camera
+# threads against LeRobot's deadlines, or time pings on the wire. scripts/test runs every other test on both
+# cores, then these alone (`-m serial`). Beside the rest of the suite on three workers a servo's reply still
+# missed LeRobot's window now and then: with the serial modules in parallel runs of their own (session 38: a
+# leader arm's handshake, a fix-ids diagnosis), and with one desk at a time and the rest of the suite niced
+# beside it (session 39: a fix-ids case, `lerobot-record` against two arms served from the test's own process;
+# docs/benchmarks.md). An arm whose process also runs the TUI, the engine and a policy runs in a process of its
+# own (`open_rig_process`), as a rehearsal's does. A test that only kills processes (test_kill: the kill lands
+# after the writer's own commits), measures CPU rather than wall time (test_integrity's alias bomb) or asks the
+# scheduler for a policy (test_realtime) runs on both cores: load cannot change what it asserts.
+SERIAL_MODULES = frozenset({
     "test_rehearse", "test_real_arm_path", "test_operator_real_arm", "test_operator_tui_placement",
     "test_async_real_arm", "test_rtc_real_arm", "test_emulator_walkthrough", "test_emergency_stop",
-    "test_run_bus_faults", "test_tui_undo_real_arm", "test_rig_process", "test_sim_camera",
-    # the servo emulator in the test's own process, under wire-timed pings or LeRobot's reply window: a client
-    # thread of that process preempted while it holds the interpreter lock holds up the emulated servos' replies
-    "test_fix_ids_safety", "test_fix_ids_signature", "test_bus", "test_eeprom_lock_warning", "test_emulator_fidelity",
-    "test_waiting_port",
+    "test_run_bus_faults", "test_tui_undo_real_arm", "test_rig_process",
+    # wire-timed pings whose agreement decides a diagnosis: a loaded core can make a noisy line look sure
+    "test_fix_ids_safety", "test_fix_ids_signature",
 })
 
-# Every other test runs on a worker at a lower CPU priority (`os.nice`, inherited by the processes it starts): a
-# desk's wall-time threads then lose no time to the batch tests beside it, which take the cores whenever a desk
-# waits on its clock. The desk's worker takes the same niceness once it runs out of desks.
-BATCH_NICENESS = 10
-
 # Modules whose tests start a Ray cluster of their own and compare it, kill its workers or audit its sockets: Ray
-# sizes itself to the machine's cores, so two at once would each expect the whole machine. They run one test at a
-# time on one pytest-xdist worker (`xdist_group`), beside the rest (green in five runs beside the whole suite's
-# load, session 38; they had run alone since session 28).
+# sizes itself to the machine's cores, so two at once would each expect the whole machine. They run in the
+# parallel pass, one test at a time on one pytest-xdist worker (`xdist_group`), beside the rest (green in five
+# runs beside the whole suite's load, session 38; they had run alone since session 28).
 RAY_CLUSTER_MODULES = frozenset({"test_parallel_run", "test_ray_loopback", "test_sweep"})
 
 
@@ -102,8 +97,12 @@ SHARED_FIXTURE_MODULES = frozenset({"test_smolvla", "test_vision_stress", "test_
 @pytest.hookimpl(tryfirst=True)   # before pytest-xdist's own hook reads the xdist_group marks into node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
+        if item.path.stem in SERIAL_MODULES:
+            item.add_marker(pytest.mark.serial)
         slow = item.get_closest_marker("slow") is not None
-        if item.path.stem in DESK_MODULES or item.get_closest_marker("desk") is not None:
+        if item.get_closest_marker("desk") is not None:
+            # a parallel-pass test that starts an emulated desk: one desk at a time, on one worker; another desk's
+            # real-time threads stretch a desk's servo replies, ordinary load barely does (desk_ping_bench.py)
             item.add_marker(pytest.mark.xdist_group("desk"))
         elif item.path.stem in RAY_CLUSTER_MODULES:
             item.add_marker(pytest.mark.xdist_group("ray_cluster"))
@@ -113,21 +112,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
     rank = {stem: place for place, stem in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))   # stable: the rest keep their order
-
-
-def _group(item: pytest.Item) -> str | None:
-    mark = item.get_closest_marker("xdist_group")
-    return str(mark.args[0]) if mark is not None and mark.args else None
-
-
-_batch_niceness_taken: list[bool] = []
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    if "PYTEST_XDIST_WORKER" in os.environ and not _batch_niceness_taken and _group(item) != "desk":
-        os.nice(BATCH_NICENESS)   # one way only: a process cannot take back the priority it gave up
-        _batch_niceness_taken.append(True)
 
 
 _exit_status: list[int] = []

@@ -19,6 +19,8 @@ from harness.sim.config_sim_camera import HarnessSimCameraConfig
 from harness.sim.sim_camera import HarnessSimCamera
 from tests.helpers import wait_until
 
+pytestmark = pytest.mark.desk   # each test serves the simulated arm's cameras (tests/conftest.py)
+
 
 def _camera(socket: Path, name: str = "top", width: int = 320, height: int = 240) -> HarnessSimCamera:
     camera = HarnessSimCamera(HarnessSimCameraConfig(camera=name, socket_path=str(socket), width=width,
