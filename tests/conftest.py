@@ -41,21 +41,20 @@ def world():
     w.close()
 
 
-# Modules whose tests need the machine to themselves: they serve the emulated real arm (or its bus) from the test's
-# own process, under LeRobot's deadlines or wire-timed pings. scripts/test runs every other test on both cores,
-# then these alone (`-m serial`). Beside the rest of the suite a servo's reply missed its window now and then
-# (session 38: with the serial modules in parallel runs of their own; session 39: one desk at a time and the rest
-# of the suite niced, docs/benchmarks.md): a thread of the test's process preempted while it holds the
-# interpreter lock holds up the emulated servos' replies. A module whose arms run in processes of their own (a
-# rehearsal's, `open_rig_process`, `harness emulate-bus`) is marked `desk` instead and runs in the parallel pass,
-# one desk at a time. A test that only kills processes (test_kill: the kill lands after the writer's own commits),
-# measures CPU rather than wall time (test_integrity's alias bomb) or asks the scheduler for a policy
-# (test_realtime) runs on both cores: load cannot change what it asserts.
+# Modules whose tests need the machine to themselves: they run the emulated real arm's wall-time servo and camera
+# threads against LeRobot's deadlines, or time pings on the wire. scripts/test runs every other test on both
+# cores, then these alone (`-m serial`). Beside the rest of the suite on three workers a servo's reply still
+# missed LeRobot's window now and then: with the serial modules in parallel runs of their own (session 38: a
+# leader arm's handshake, a fix-ids diagnosis), and with one desk at a time and the rest of the suite niced
+# beside it (session 39: a fix-ids case, `lerobot-record` against two arms served from the test's own process;
+# docs/benchmarks.md). An arm whose process also runs the TUI, the engine and a policy runs in a process of its
+# own (`open_rig_process`), as a rehearsal's does. A test that only kills processes (test_kill: the kill lands
+# after the writer's own commits), measures CPU rather than wall time (test_integrity's alias bomb) or asks the
+# scheduler for a policy (test_realtime) runs on both cores: load cannot change what it asserts.
 SERIAL_MODULES = frozenset({
-    "test_real_arm_path", "test_operator_real_arm", "test_async_real_arm", "test_rtc_real_arm", "test_emergency_stop",
-    "test_run_bus_faults",
-    # replies timed against an interpreter lock held on purpose
-    "test_rig_process",
+    "test_rehearse", "test_real_arm_path", "test_operator_real_arm", "test_operator_tui_placement",
+    "test_async_real_arm", "test_rtc_real_arm", "test_emulator_walkthrough", "test_emergency_stop",
+    "test_run_bus_faults", "test_tui_undo_real_arm", "test_rig_process",
     # wire-timed pings whose agreement decides a diagnosis: a loaded core can make a noisy line look sure
     "test_fix_ids_safety", "test_fix_ids_signature",
 })

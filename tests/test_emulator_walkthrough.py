@@ -14,8 +14,6 @@ import pytest
 
 from tests.doc_walkthrough import Desk, walkthroughs
 
-pytestmark = pytest.mark.desk   # the arms are `harness emulate-bus` processes (tests/conftest.py)
-
 DOC = Path(__file__).resolve().parents[1] / "docs" / "emulator.md"
 WALKTHROUGHS = walkthroughs(DOC.read_text())
 POLICY = Path("outputs/train/act_desk/checkpoints/last/pretrained_model")

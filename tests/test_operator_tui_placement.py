@@ -19,7 +19,7 @@ from tests.helpers import press_keys, type_text
 from tests.test_operator_real_arm import PROTOCOL, _check_time_frames
 from tests.test_real_arm_path import _until
 
-pytestmark = [pytest.mark.slow, pytest.mark.desk]   # a real-time run of two short trials with a live top camera
+pytestmark = pytest.mark.slow   # a real-time run of two short trials with a live top camera
 
 TRIALS = {1: (3.0, -2.0, 15.0), 2: (4.0, 2.0, -10.0)}
 TWO_TRIALS = (PROTOCOL.split("trials:")[0] + "trials:\n"

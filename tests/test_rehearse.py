@@ -17,8 +17,6 @@ from harness.cli import main
 from harness.models.protocol import Trial
 from harness.run.placement_guide import PlacementReading
 
-pytestmark = pytest.mark.desk   # its arm runs in a process of its own (tests/conftest.py)
-
 PROTOCOL = """name: desk
 task: Pick up the cube and place it in the bowl.
 scene: {bowl_diameter_cm: 11.5, cube_edge_cm: 3.0, trained_cube_xy_cm: [22.0, -5.0], bowl_xy_cm: [%s]}

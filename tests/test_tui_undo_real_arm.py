@@ -12,7 +12,7 @@ from harness.bus.remote_rig import open_rig_process
 from tests.helpers import press_keys
 from tests.test_real_arm_path import TWO_TRIALS, _until, tui_desk_run
 
-pytestmark = [pytest.mark.slow, pytest.mark.desk]   # two real-time trials on the emulated arm (its own process)
+pytestmark = pytest.mark.slow   # two real-time trials on the emulated arm behind the app
 
 
 def test_u_at_the_next_cube_prompt_rescores_the_last_trial(workdir: Path) -> None:
