@@ -43,12 +43,16 @@ class PolicyServerProcess:
 
     def start(self, timeout_s: float = 180.0) -> PolicyServerProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        # LeRobot's server leaves a tmp*.json in its temporary folder for each policy it loads: harness's own server
+        # runs in its run's scratch folder, this one in the test's
+        temporary = self.workdir / "tmp"
+        temporary.mkdir(exist_ok=True)
         self._process = subprocess.Popen(
             [sys.executable, "-m", "lerobot.async_inference.policy_server", "--host=127.0.0.1",
              f"--port={self.port}", "--fps=30", f"--inference_latency={self.inference_latency_s}",
              "--obs_queue_timeout=1"],
             cwd=self.workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(temporary)})
         threading.Thread(target=self._read, daemon=True).start()
         def listening() -> bool:
             if self._process.poll() is not None:
