@@ -23,8 +23,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness.scratch import library_files_removed
-
 TOLERANCE = 5.0
 
 
@@ -92,11 +90,11 @@ class EvalResult:
 
 
 def _load(path: Path, device: str) -> tuple[Any, Any, Any]:
-    from lerobot.configs.policies import PreTrainedConfig
     from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
-    with library_files_removed():   # LeRobot leaves a tmp*.json behind on every load
-        config = PreTrainedConfig.from_pretrained(path)
+    from harness.policies.lerobot_policy import load_policy_config
+
+    config = load_policy_config(path)
     config.device = device
     policy = get_policy_class(config.type).from_pretrained(str(path), config=config)
     policy.to(device).eval()

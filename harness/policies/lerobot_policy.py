@@ -48,6 +48,15 @@ def check_device(device: str | None, field: str = "--device") -> None:
     if parsed.type == "cuda" and parsed.index is not None and parsed.index >= torch.cuda.device_count():
         raise HarnessInputError(None, field, f"{device!r}: this machine has {torch.cuda.device_count()} CUDA devices")
 
+def load_policy_config(path: str | Path) -> Any:
+    """LeRobot's `PreTrainedConfig.from_pretrained`, without the tmp*.json it leaves in the temporary folder on every
+    load (also in a program that calls `harness.evaluate`, whose temporary folder the harness does not own)."""
+    from lerobot.configs.policies import PreTrainedConfig
+
+    with library_files_removed():
+        return PreTrainedConfig.from_pretrained(path)
+
+
 @dataclass(frozen=True)
 class ThreadPolicy:
     """How many threads torch may use for inference, and why; recorded with the run.
@@ -191,7 +200,6 @@ class LeRobotPolicy(BasePolicy):
         before anything is locked, for a policy LeRobot's own `supports_rtc_inference` says has no RTC.
         An empty `rename_map` takes the one the policy was trained with (its saved preprocessor's)."""
         import torch
-        from lerobot.configs.policies import PreTrainedConfig
         from lerobot.policies.factory import get_policy_class, make_pre_post_processors
         from lerobot.rollout.inference.sync import SyncInferenceEngine
         from lerobot.utils.feature_utils import hw_to_dataset_features
@@ -207,8 +215,7 @@ class LeRobotPolicy(BasePolicy):
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.threads = threads or ThreadPolicy.for_cores(available_cores(), reserved=1)
         self.threads.apply()
-        with library_files_removed():   # LeRobot leaves a tmp*.json behind on every load
-            config = PreTrainedConfig.from_pretrained(path)
+        config = load_policy_config(path)
         config.device = self.device
         config.pretrained_path = path
         self.name = f"{config.type}:{path.name}"

@@ -16,10 +16,10 @@ from harness.policies.lerobot_policy import (
     IMAGE_PREFIX,
     camera_shapes,
     image_size,
+    load_policy_config,
     normalize_rename_map,
     saved_rename_map,
 )
-from harness.scratch import library_files_removed
 
 
 def connect_async_policy(policy_path: str | Path, task: str, settings: AsyncSettings, fps: int,
@@ -31,7 +31,6 @@ def connect_async_policy(policy_path: str | Path, task: str, settings: AsyncSett
     (a paced real arm's clock) the queue runs in wall time (`async_wall`); without, in simulated time."""
     from lerobot.async_inference.constants import SUPPORTED_POLICIES
     from lerobot.async_inference.helpers import RemotePolicyConfig
-    from lerobot.configs.policies import PreTrainedConfig
     from lerobot.utils.feature_utils import hw_to_dataset_features
 
     path = Path(policy_path).resolve()
@@ -41,8 +40,7 @@ def connect_async_policy(policy_path: str | Path, task: str, settings: AsyncSett
         address = ServerAddress.parse(settings.server)
     except ValueError as exc:
         raise HarnessInputError(None, "--policy-server", str(exc)) from None
-    with library_files_removed():   # LeRobot leaves a tmp*.json behind on every load
-        config = PreTrainedConfig.from_pretrained(path)
+    config = load_policy_config(path)
     if config.type not in SUPPORTED_POLICIES:
         raise HarnessInputError(path, "--policy-server", f"LeRobot's policy server does not run {config.type} "
                                                          f"policies (it runs {', '.join(SUPPORTED_POLICIES)})")
