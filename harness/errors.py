@@ -16,6 +16,12 @@ EXIT_ERROR = 1
 EXIT_BAD_INPUT = 2
 EXIT_PAUSED = 3
 EXIT_INTERRUPTED = 130
+# What a process the run started exits with when, importing the caller's script as Python's `multiprocessing` does,
+# it met a top-level `harness.evaluate` call (harness/__init__.py); the run then says what to change.
+EXIT_SCRIPT_REIMPORTED = 78
+SCRIPT_REIMPORTED_ADVICE = ("it imported your script (as Python's multiprocessing does for the processes a run "
+                            "starts), whose top-level code calls harness.evaluate again: put that call under "
+                            "`if __name__ == \"__main__\":` (docs/programmatic.md)")
 
 
 class HarnessError(Exception):

@@ -248,3 +248,38 @@ def test_the_documented_python_example_scores_a_run_as_harness_run_would(tmp_pat
     sheet = load_scoresheet(tmp_path / "out" / "scoresheet.yaml")
     assert sheet.latency_ms == 100.0 and sheet.locked.robot == "sim" and len(sheet.attempts) == 1
     assert (tmp_path / "out" / "runs" / "scoresheet").is_dir()
+
+
+UNGUARDED_SCRIPT = """from pathlib import Path
+from harness import RunRequest, evaluate
+from harness.models.run_request import EvidenceRequest, RobotRequest
+
+here = Path(__file__).parent
+evaluate(RunRequest(protocol=here / "p.yaml", policies=("expert",), robot=RobotRequest(kind="sim"), headless=True,
+                    scoresheet=here / "sheet.yaml", runs_dir=here / "runs", evidence=EvidenceRequest(lanes=2),
+                    max_trials=1))
+"""
+
+
+@pytest.mark.slow   # a script in its own process, one simulated trial's start
+def test_a_script_that_calls_evaluate_unguarded_is_told_what_to_change_at_once_and_loses_nothing(
+        tmp_path: Path) -> None:
+    """The run's evidence lanes import the caller's script, as Python's multiprocessing does: a top-level
+    `evaluate` ran again in each lane, which waited on the scoresheet its parent holds; the script hung, then said
+    only "evidence writer process 1 exited (code 1)"."""
+    import subprocess
+    import sys
+
+    from harness.models.scoresheet import load_scoresheet
+    from tests.helpers import REPO
+
+    small_protocol_copy(tmp_path).rename(tmp_path / "p.yaml")
+    (tmp_path / "score.py").write_text(UNGUARDED_SCRIPT)
+    ran = subprocess.run([sys.executable, str(tmp_path / "score.py")], cwd=REPO, capture_output=True, text=True,
+                         timeout=120)
+    assert ran.returncode == 1
+    said = ran.stderr.strip().splitlines()[-1]
+    assert said.endswith('harness.evaluate again: put that call under `if __name__ == "__main__":` '
+                         "(docs/programmatic.md)"), ran.stderr[-2000:]
+    assert "evidence writer process" in said
+    assert load_scoresheet(tmp_path / "sheet.yaml").attempts == []   # locked, nothing scored: a resume starts over

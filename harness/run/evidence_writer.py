@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import HarnessError
+from harness.errors import EXIT_SCRIPT_REIMPORTED, SCRIPT_REIMPORTED_ADVICE, HarnessError
 from harness.lifeline import exit_with_multiprocessing_parent
 from harness.models.verdict import JudgeVerdict
 from harness.run.evidence import complete_folder, fresh_partial, partial_folder
@@ -180,6 +180,8 @@ class _Lane:
         return self.process.is_alive()
 
     def why_gone(self) -> str:
+        if self.process.exitcode == EXIT_SCRIPT_REIMPORTED:
+            return f"evidence writer process {self.index} exited: {SCRIPT_REIMPORTED_ADVICE}"
         return f"evidence writer process {self.index} exited (code {self.process.exitcode})"
 
     def put(self, message: Any, timeout: float | None) -> None:
