@@ -1,10 +1,10 @@
-"""The first set-up, timed (issue 38, item 5: CI's clock starts with it): `bash scripts/setup` in a fresh clone at
+"""The first set-up, timed (issue 38, item 5: CI's clock starts with it): `bash scripts/setup` in a fresh checkout at
 one or more git revisions, one after the other on this machine, each with empty package caches, as on a fresh
 CI machine. Prints each step the set-up announced with the seconds it took, the whole, and the CPU it used.
 
-Each revision is cloned into a temporary folder (removed at the end however the bench ends); the Debian
-packages must already be installed (the set-up skips that step when they are). It downloads the ~5 GB of
-wheels once per revision: minutes each.
+Each revision is checked out in a worktree of its own (`suite_bench.checkout`, removed at the end however the
+bench ends); the Debian packages must already be installed (the set-up skips that step when they are). It
+downloads the ~5 GB of wheels once per revision: minutes each.
 
     .venv/bin/python benchmarks/setup_bench.py --rev a22b668 --rev HEAD
 """
@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from suite_bench import checkout, children_cpu_s
 
 
 @dataclass
@@ -34,19 +32,12 @@ class SetupTiming:
     ok: bool = False
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def time_setup(rev: str, folder: Path) -> SetupTiming:
-    """Clone REV into FOLDER and run its set-up with caches of its own; each announced step's seconds."""
-    tree = folder / "tree"
-    subprocess.run(["git", "clone", "-q", str(REPO), str(tree)], check=True)
-    subprocess.run(["git", "-C", str(tree), "checkout", "-q", rev], check=True)
-    env = {**os.environ, "PIP_NO_CACHE_DIR": "1", "UV_CACHE_DIR": str(folder / "uv-cache")}
+def time_setup(rev: str, tree: Path, cache: Path) -> SetupTiming:
+    """Run the set-up of the checkout in TREE (at REV) with package caches of its own in CACHE; each announced
+    step's seconds."""
+    env = {**os.environ, "PIP_NO_CACHE_DIR": "1", "UV_CACHE_DIR": str(cache)}
     timing = SetupTiming(rev)
-    cpu0, start = _children_cpu(), time.monotonic()
+    cpu0, start = children_cpu_s(), time.monotonic()
     process = subprocess.Popen(["bash", "scripts/setup"], cwd=tree, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     assert process.stdout is not None
@@ -61,7 +52,7 @@ def time_setup(rev: str, folder: Path) -> SetupTiming:
     timing.wall_s = time.monotonic() - start
     if what:
         timing.steps.append((what, timing.wall_s - (last - start)))
-    timing.cpu_s = _children_cpu() - cpu0
+    timing.cpu_s = children_cpu_s() - cpu0
     return timing
 
 
@@ -71,11 +62,8 @@ def main() -> int:
     args = parser.parse_args()
     timings = []
     for rev in args.rev:
-        folder = Path(tempfile.mkdtemp(prefix="setup-bench-"))
-        try:
-            timings.append(time_setup(rev, folder))
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+        with checkout(rev) as tree, tempfile.TemporaryDirectory(prefix="setup-bench-cache-") as cache:
+            timings.append(time_setup(rev, tree, Path(cache)))
     print(f"\nload average now: {os.getloadavg()[0]:.1f}")
     print("| revision | step | s |\n|---|---|---:|")
     for t in timings:

@@ -57,7 +57,7 @@ def checkout(rev: str | None) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _children_cpu() -> float:
+def children_cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
@@ -74,10 +74,10 @@ def time_suite(tree: Path, label: str, marker: str, workers: int, paths: list[st
     subprocess.run([*base, "--collect-only"], cwd=tree, capture_output=True, check=False)
     collect_s = time.monotonic() - started
     load_before = os.getloadavg()[0]
-    cpu_before, started = _children_cpu(), time.monotonic()
+    cpu_before, started = children_cpu_s(), time.monotonic()
     done = subprocess.run([*base, *(["-n", str(workers)] if workers else [])], cwd=tree, capture_output=True,
                           text=True, check=False)
-    wall_s, cpu_s = time.monotonic() - started, _children_cpu() - cpu_before
+    wall_s, cpu_s = time.monotonic() - started, children_cpu_s() - cpu_before
     summary = (done.stdout.strip().splitlines() or [""])[-1]
     if done.returncode not in (0, 1):
         sys.exit(f"{label}: pytest exited {done.returncode}: {summary or done.stderr[-500:]}")
