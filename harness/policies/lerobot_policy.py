@@ -48,6 +48,7 @@ def check_device(device: str | None, field: str = "--device") -> None:
     if parsed.type == "cuda" and parsed.index is not None and parsed.index >= torch.cuda.device_count():
         raise HarnessInputError(None, field, f"{device!r}: this machine has {torch.cuda.device_count()} CUDA devices")
 
+
 def load_policy_config(path: str | Path) -> Any:
     """LeRobot's `PreTrainedConfig.from_pretrained`, without the tmp*.json it leaves in the temporary folder on every
     load (also in a program that calls `harness.evaluate`, whose temporary folder the harness does not own)."""
