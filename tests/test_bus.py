@@ -11,16 +11,13 @@ from lerobot.motors import Motor, MotorNormMode
 from lerobot.motors.feetech import FeetechMotorsBus
 
 from harness.bus import packets as p
-from harness.bus.diagnosis import diagnose
 from harness.bus.emulator import Faults, Firmware, Servo, ServoChain
-from harness.bus.fix_ids import fix_ids
 from harness.bus.pty_port import PtyBus
 from harness.bus.relocking_bus import RelockingFeetechBus
 from harness.bus.scan import quick_scan
 from harness.bus.scenario import SO101_NAMES
 from harness.bus.wire import Wire
 from harness.errors import BusSafetyError
-from tests.bus_people import ScriptedOperator, turn
 from tests.helpers import wait_until
 
 GOLDEN = [  # request -> reply, from Feetech's protocol manual and the SDK
@@ -199,40 +196,6 @@ def test_relocking_bus_leaves_eeprom_locked_after_a_session() -> None:
     elbow = chain.servo("elbow_flex")
     assert all(s.locked and not s.torque_enabled for s in chain.servos)
     assert int.from_bytes(elbow.eeprom[9:11], "little") == 100
-
-
-@pytest.mark.slow   # wire-timed: seconds of emulated bus traffic; the inner loop keeps one repair test
-@pytest.mark.parametrize("firmware", list(Firmware))
-def test_fix_ids_repairs_the_id5_collision_and_it_survives_a_power_cycle(firmware) -> None:
-    chain = _arm(firmware, gripper_id=5)
-    with PtyBus(chain) as bus:
-        operator = ScriptedOperator(bus, [lambda: chain.only("gripper"), lambda: turn(chain, "gripper"),
-                                          lambda: chain.plug(*SO101_NAMES), chain.power_cycle,
-                                          lambda: turn(chain, "gripper")])   # the final check
-        assert fix_ids(bus.port, operator, _serial) == 0
-        # [1] identify it, [2] check it (the other joint it could be turned), [3] reconnect
-        assert "gripper" in operator.instructions[0] and "power-cycle" in operator.instructions[4]
-        assert any("Two servos answer as ID 5" in m and "gripper" in m for m in operator.said)
-        FeetechMotorsBus(bus.port, _motors()).connect()  # LeRobot's own handshake now passes
-    assert [s.current_id for s in chain.servos] == [1, 2, 3, 4, 5, 6]
-
-
-@pytest.mark.slow
-def test_fix_ids_reports_a_healthy_arm_and_finds_wrong_baud_and_unlocked_servos() -> None:
-    chain = _arm()
-    with PtyBus(chain) as bus:
-        operator = ScriptedOperator(bus, [])
-        assert fix_ids(bus.port, operator, _serial) == 0
-        assert "Nothing to fix" in operator.said[-1]
-        chain.servo("elbow_flex").eeprom[p.ADDR_BAUD] = p.INDEX_BY_BAUD[57_600]
-        chain.power_cycle()
-        chain.servo("wrist_flex").ram[p.ADDR_LOCK] = 0
-        with _serial(bus.port) as ser:
-            kinds = {(f.kind, f.servo_id) for f in diagnose(quick_scan(Wire(ser)))}
-        assert kinds == {("wrong_baud", 3), ("unlocked", 4)}
-        operator = ScriptedOperator(bus, [chain.power_cycle])
-        assert fix_ids(bus.port, operator, _serial) == 0
-    assert chain.servo("elbow_flex").baud == 1_000_000 and chain.servo("wrist_flex").locked
 
 
 @pytest.mark.slow   # wire-timed: seconds of emulated bus traffic; the inner loop keeps one repair test
