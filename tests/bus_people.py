@@ -7,7 +7,7 @@ from collections.abc import Callable
 import serial
 
 from harness.bus import packets as p
-from harness.bus.emulator import Servo, ServoChain
+from harness.bus.emulator import Firmware, Servo, ServoChain
 from harness.bus.pty_port import PtyBus
 from harness.bus.scenario import SO101_NAMES
 
@@ -42,9 +42,10 @@ def turn(chain: ServoChain, name: str, ticks: int = 400) -> None:
     chain.servo(name).position = (chain.servo(name).position + ticks) % 4096
 
 
-def arm(chain_class: type[ServoChain] = ServoChain, ids: dict[str, int] | None = None, **chain_kwargs) -> ServoChain:
+def arm(chain_class: type[ServoChain] = ServoChain, ids: dict[str, int] | None = None,
+        firmware: Firmware = Firmware.DOCUMENTED, **chain_kwargs) -> ServoChain:
     """Six STS3215s named as an SO-101's joints; `ids` overrides a joint's ID as if stored in its EEPROM."""
-    servos = [Servo(name, i + 1) for i, name in enumerate(SO101_NAMES)]
+    servos = [Servo(name, i + 1, firmware=firmware) for i, name in enumerate(SO101_NAMES)]
     for servo in servos:
         if ids and servo.name in ids:
             servo.eeprom[p.ADDR_ID] = ids[servo.name]

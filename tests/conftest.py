@@ -56,7 +56,7 @@ SERIAL_MODULES = frozenset({
     "test_async_real_arm", "test_rtc_real_arm", "test_emulator_walkthrough", "test_emergency_stop",
     "test_run_bus_faults", "test_tui_undo_real_arm", "test_rig_process",
     # wire-timed pings whose agreement decides a diagnosis: a loaded core can make a noisy line look sure, and a
-    # clean one noisy (test_fix_ids_repair, in test_bus.py until it failed beside a desk in session 42's CI)
+    # clean one noisy (test_fix_ids_repair, in test_bus.py until it failed beside the parallel pass in session 42's CI)
     "test_fix_ids_safety", "test_fix_ids_signature", "test_fix_ids_repair",
 })
 

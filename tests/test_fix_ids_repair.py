@@ -1,8 +1,8 @@
 """`harness fix-ids` end to end on a clean emulated line: the ID-5 collision repaired and proven after a power
 cycle on each firmware the STS3215 is known to ship with, and a healthy arm, a servo at the wrong baud rate
 and an unlocked EEPROM told apart. Wire-timed, so these run in the serial pass (tests/conftest.py): on a clean
-line the repair must go right the first time, and a core held by other tests' real-time threads makes a
-clean line look noisy."""
+line the repair must go right the first time, and a core held by other tests' work can make a clean
+line look noisy."""
 
 from __future__ import annotations
 
@@ -17,19 +17,19 @@ from harness.bus.pty_port import PtyBus
 from harness.bus.scan import quick_scan
 from harness.bus.scenario import SO101_NAMES
 from harness.bus.wire import Wire
-from tests.bus_people import ScriptedOperator, turn
-from tests.test_bus import _arm, _motors, _serial
+from tests.bus_people import ScriptedOperator, arm, open_port, turn
+from tests.test_bus import _motors
 
 
 @pytest.mark.slow   # wire-timed: seconds of emulated bus traffic; the inner loop keeps one repair test
 @pytest.mark.parametrize("firmware", list(Firmware))
 def test_fix_ids_repairs_the_id5_collision_and_it_survives_a_power_cycle(firmware) -> None:
-    chain = _arm(firmware, gripper_id=5)
+    chain = arm(ids={"gripper": 5}, firmware=firmware)
     with PtyBus(chain) as bus:
         operator = ScriptedOperator(bus, [lambda: chain.only("gripper"), lambda: turn(chain, "gripper"),
                                           lambda: chain.plug(*SO101_NAMES), chain.power_cycle,
                                           lambda: turn(chain, "gripper")])   # the final check
-        assert fix_ids(bus.port, operator, _serial) == 0, operator.transcript
+        assert fix_ids(bus.port, operator, open_port) == 0, operator.transcript
         # [1] identify it, [2] check it (the other joint it could be turned), [3] reconnect
         assert "gripper" in operator.instructions[0] and "power-cycle" in operator.instructions[4]
         assert any("Two servos answer as ID 5" in m and "gripper" in m for m in operator.said)
@@ -39,17 +39,17 @@ def test_fix_ids_repairs_the_id5_collision_and_it_survives_a_power_cycle(firmwar
 
 @pytest.mark.slow
 def test_fix_ids_reports_a_healthy_arm_and_finds_wrong_baud_and_unlocked_servos() -> None:
-    chain = _arm()
+    chain = arm()
     with PtyBus(chain) as bus:
         operator = ScriptedOperator(bus, [])
-        assert fix_ids(bus.port, operator, _serial) == 0, operator.transcript
+        assert fix_ids(bus.port, operator, open_port) == 0, operator.transcript
         assert "Nothing to fix" in operator.said[-1]
         chain.servo("elbow_flex").eeprom[p.ADDR_BAUD] = p.INDEX_BY_BAUD[57_600]
         chain.power_cycle()
         chain.servo("wrist_flex").ram[p.ADDR_LOCK] = 0
-        with _serial(bus.port) as ser:
+        with open_port(bus.port) as ser:
             kinds = {(f.kind, f.servo_id) for f in diagnose(quick_scan(Wire(ser)))}
         assert kinds == {("wrong_baud", 3), ("unlocked", 4)}
         operator = ScriptedOperator(bus, [chain.power_cycle])
-        assert fix_ids(bus.port, operator, _serial) == 0, operator.transcript
+        assert fix_ids(bus.port, operator, open_port) == 0, operator.transcript
     assert chain.servo("elbow_flex").baud == 1_000_000 and chain.servo("wrist_flex").locked
