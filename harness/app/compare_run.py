@@ -155,6 +155,7 @@ def _new_sheet(request: RunRequest, protocol: Protocol, protocol_path: Path, pat
 def _resumed_sheet(request: RunRequest, protocol_path: Path, path: Path,
                    identities: list[ArmIdentity]) -> Scoresheet:
     sheet = load_scoresheet(path)
+    check_evidence(sheet, [request.runs_dir / path.stem])   # before this run moves an unrecorded folder aside
     if sheet.locked.comparison is None:
         raise StaleRunError(path, "locked.comparison", "this scoresheet is a single policy's run, not a comparison")
     if file_sha256(protocol_path) != sheet.locked.protocol_sha256:

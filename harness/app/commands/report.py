@@ -78,6 +78,11 @@ def report(args: argparse.Namespace) -> int:
                 raise HarnessInputError(out, None, "exists; pass --force to overwrite")
     starts = starts_per_sheet(args.training_starts or [], len(args.scoresheets))
     sheets = [load_scoresheet(path) for path in args.scoresheets]
+    from harness.models.evidence_audit import check_evidence
+    from harness.run.reanalyze import run_folder_candidates
+
+    for sheet in sheets:   # a sheet whose own evidence names attempts it lost is refused, as on resume
+        check_evidence(sheet, run_folder_candidates(sheet, Path(args.runs_dir) if args.runs_dir else None))
     warnings = [said for sheet in sheets for said in (sheet.stored.warnings if sheet.stored else [])]   # logged
     if args.reanalyze:
         sheets = _reanalyzed(sheets, Path(args.runs_dir) if args.runs_dir else None)
