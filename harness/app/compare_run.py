@@ -32,6 +32,7 @@ from harness.models.comparison import (
     seal,
     unseal,
 )
+from harness.models.evidence_audit import check_evidence
 from harness.models.lock import WriterLock
 from harness.models.protocol import Protocol, Trial, file_sha256
 from harness.models.run_request import RunRequest

@@ -638,11 +638,12 @@ def load_scoresheet(path: str | Path) -> Scoresheet:
     return _load(Path(path))
 
 
-def repair_chain(path: Path) -> int:
-    """`harness sheet repair-chain`: verify every record's own hash chain, then rebuild the `.chain` from them
-    and record the repair in the progress witness (under the writer lock); returns the records witnessed."""
+def repair_chain(path: Path, audit: Callable[[Scoresheet], None]) -> int:
+    """`harness sheet repair-chain`: verify every record's own hash chain (and what `audit` checks: the run's
+    evidence), then rebuild the `.chain` from them and record the repair in the progress witness, under the
+    writer lock; returns the records witnessed."""
     with WriterLock(path, "harness sheet repair-chain"):
-        _load(path, repair=True)   # the records' own chains, the lock and the progress witness verified
+        audit(_load(path, repair=True))   # the records' own chains, the lock and the progress witness verified
         contents = journal.read(path, repair=True)
         journal.rebuild_witness(path, contents)
         return len(contents.records)

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from harness.errors import EmergencyStopped, RunPaused
 from harness.models.anatomy import TrialAnatomy
-from harness.models.evidence_audit import evidence_folder_name
+from harness.models.evidence_audit import evidence_folder_name, mark_recorded
 from harness.models.protocol import Protocol as EvalProtocol
 from harness.models.protocol import Trial
 from harness.models.scoresheet import Attempt, Scoresheet, attempt_from_label, now_iso
@@ -319,6 +319,7 @@ class RunEngine:
             artifacts = {**recorder.complete(videos=decision.label is not Label.SUCCESS), **extra_artifacts}
             attempt = self._append_scored(trial, number, verdict, decision, artifacts, episode, started, t_start,
                                           anatomy)
+        mark_recorded(recorder.folder, attempt)   # the folder now proves the record existed
         return attempt, decision.void if decision.label is Label.VOID else None
 
     def _anatomy(self, trial: Trial, rows: list[dict[str, Any]]) -> TrialAnatomy | None:
