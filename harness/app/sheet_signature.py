@@ -110,7 +110,8 @@ class Checked:
 
     def describe(self, sheet: Path) -> str:
         later = self.records - self.signed_records
-        since = f"; {later} record{'s' if later != 1 else ''} appended since are not signed" if later else ""
+        since = (f"; {later} record{'s' if later != 1 else ''} appended since {'are' if later != 1 else 'is'} not "
+                 "signed") if later else ""
         return f"{sheet}: signed by ED25519 key {self.fingerprint} through {self.signed_records} records{since}"
 
 
