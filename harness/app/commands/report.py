@@ -198,8 +198,9 @@ def register(sub: Any) -> None:
                         help="recompute each attempt's failure anatomy from its recorded trace with the current "
                              "rules (the scoresheet is not changed; attempts without a trace keep what was stored)")
     parser.add_argument("--runs-dir", metavar="DIR",
-                        help="with --reanalyze: the run folder holding the evidence folders, or the runs root "
-                             "holding one per scoresheet name (default: runs/<sheet> here or beside the sheet)")
+                        help="the run folder holding the evidence folders (checked against the sheet's records, and "
+                             "read by --reanalyze), or the runs root holding one per scoresheet name (default: "
+                             "runs/<sheet> here or beside the sheet)")
     parser.add_argument("--signed-by", metavar="KEY.pub",
                         help="demand that each scoresheet is signed (`harness sheet sign`) by this public key")
     parser.add_argument("--force", action="store_true", help="overwrite an existing -o / --md report")
