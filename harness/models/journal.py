@@ -24,6 +24,10 @@ chain) is caught: the witness names records the file no longer has. Order makes 
 under crashes and concurrent readers: the writer makes its records durable before their witness
 lines, and a reader reads the witness before the sheet, so a reader may see records the witness
 does not name yet (a writer killed in between, or one appending while it read), never the reverse.
+More than that (records of two appends unwitnessed, an emptied witness, a line that is not a witness
+line) is not a kill: it is refused, and only `harness sheet repair-chain` rebuilds the witness, which
+it records. After the witness line, the append writes its line in the sheet's progress witness in the
+user's state folder (`harness.models.progress`), which a restored copy of both files cannot match.
 
 A line cut short by a kill mid-append was never acknowledged (its fsync had not returned and
 its witness line does not exist); readers skip it and the next append, under the writer lock,
@@ -48,6 +52,7 @@ from harness.models.safe_yaml import decode_text, load_yaml_text
 log = logging.getLogger(__name__)
 
 FORMAT = "harness.scoresheet/2"
+FORMAT_NUMBER = 2   # what `locked.journal.format` and the progress witness's `format` line say of FORMAT
 FORMAT_V1 = "harness.scoresheet/1"
 KINDS: tuple[str, ...] = ("attempt", "measurement")
 MARKER = b"\nrecords:\n"
@@ -190,7 +195,7 @@ def _progressed(contents: Contents, found: progress.Progress | None, path: Path,
     if contents.format == FORMAT_V1:
         raise StaleRunError(path, "format", f"{FORMAT_V1}, but the progress witness {found.path} shows it was "
                                             f"written in format {found.format or 2}: a downgraded copy is refused")
-    seen = contents.progress_seen = progress.check(found, _chains(contents), path, lagging_ok=repair)
+    seen = contents.progress_seen = progress.check(found, _chains(contents), path, one_append, lagging_ok=repair)
     contents.progress_backlog = progress.lines_for(_chains(contents), seen)
     return contents
 
@@ -331,11 +336,17 @@ def _witnessed(contents: Contents, witness_raw: bytes | None, path: Path, repair
         counts[kind] += 1                                 # between, or one appending while this read
         contents.backlog.append(witness_line(kind, counts[kind], str(record.get("chain_sha256"))))
     unwitnessed = [kind for kind, _ in contents.records[len(lines):]]
-    if (damaged or not progress.one_append(unwitnessed)) and not repair:   # not just a kill: refused
+    if (damaged or not one_append(unwitnessed)) and not repair:   # not just a kill: refused
         raise StaleRunError(witness, None, f"damaged or cut short (it names {len(lines)} of the "
                                            f"{len(contents.records)} records): nothing is reported or run on it "
                                            f"until `harness sheet repair-chain {path}` rebuilds it")
     return contents
+
+
+def one_append(kinds: list[str]) -> bool:
+    """Whether records not yet witnessed can be one append a killed writer left: one record (an attempt is
+    appended on its own), or measurements only (`harness measure` appends several at once)."""
+    return len(kinds) <= 1 or all(kind == "measurement" for kind in kinds)
 
 
 def _witness_line_shape(text: str) -> bool:
@@ -395,7 +406,8 @@ def write_all(path: Path, header: dict[str, Any], records: list[tuple[str, dict[
     write_bytes_atomic(witness_path(path), witness_bytes)   # the witness first: see the module doc
     write_bytes_atomic(path, body)
     key = progress.key(header["locked"], header["lock"])
-    progress.append(key, progress.lines_for([(k, str(r["chain_sha256"])) for k, r in records], progress_seen), 2)
+    chains = [(kind, str(record["chain_sha256"])) for kind, record in records]
+    progress.append(key, progress.lines_for(chains, progress_seen), FORMAT_NUMBER)
     return Contents(FORMAT, header, list(records), canonical=True, size=len(body), end=len(body),
                     witness_size=len(witness_bytes), witness_end=len(witness_bytes), witnessed=len(records),
                     progress_key=key)
@@ -438,8 +450,9 @@ def append(path: Path, contents: Contents, entries: list[tuple[str, dict[str, An
         _fsync_folder(path.parent)
     contents.backlog = []
     contents.witnessed += len(entries)
-    progress.append(contents.progress_key,   # last: see harness.models.progress for the order under a kill
-                    [*contents.progress_backlog, *(witness_line(k, n, r["chain_sha256"]) for k, r, n in entries)], 2)
+    new_lines = [witness_line(k, n, r["chain_sha256"]) for k, r, n in entries]
+    # last: see harness.models.progress for the order under a kill
+    progress.append(contents.progress_key, [*contents.progress_backlog, *new_lines], FORMAT_NUMBER)
     contents.progress_backlog = []
 
 
@@ -452,7 +465,8 @@ def rebuild_witness(path: Path, contents: Contents) -> None:
         counts[kind] += 1
         lines.append(witness_line(kind, counts[kind], str(record.get("chain_sha256"))))
     write_bytes_atomic(witness_path(path), b"".join(lines))
-    progress.append(contents.progress_key, [*contents.progress_backlog, progress.repair_line(len(lines))], 2)
+    progress.append(contents.progress_key, [*contents.progress_backlog, progress.repair_line(len(lines))],
+                    FORMAT_NUMBER)
 
 
 def _fsync_folder(folder: Path) -> None:

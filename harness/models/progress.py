@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,7 +38,7 @@ from harness.errors import HarnessInputError, StaleRunError
 from harness.models.atomic import fsync_folder
 from harness.models.state_dir import state_dir
 
-KINDS: tuple[str, ...] = ("attempt", "measurement")
+HEX = frozenset("0123456789abcdef")
 
 
 def key(locked: dict[str, Any], lock: dict[str, Any]) -> str:
@@ -75,26 +77,23 @@ def read(name: str) -> Progress | None:
         parts = line.split(" ")
         if len(parts) == 2 and parts[0] == "format" and parts[1].isdigit():
             progress.format = int(parts[1])
-        elif len(parts) == 3 and parts[0] in KINDS and parts[1].isdigit() and len(parts[2]) == 64:
-            progress.entries.append((parts[0], int(parts[1]), parts[2]))
         elif len(parts) == 3 and parts[0] == "repair" and parts[1].isdigit():
             progress.repairs += 1
+        elif len(parts) == 3 and parts[0].isidentifier() and parts[1].isdigit() and len(parts[2]) == 64 \
+                and set(parts[2]) <= HEX:   # a record: its kind is whatever the journal appends (journal.KINDS)
+            progress.entries.append((parts[0], int(parts[1]), parts[2]))
         else:
             raise StaleRunError(path, f"line {number}", "not a progress witness line (edited by hand?)")
     return progress
 
 
-def one_append(kinds: list[str]) -> bool:
-    """Whether records not yet witnessed can be one append a killed writer left: one attempt (every
-    attempt is appended on its own), or measurements only (`harness measure` appends several at once)."""
-    return len(kinds) <= 1 or all(kind == "measurement" for kind in kinds)
-
-
-def check(progress: Progress, records: list[tuple[str, str]], sheet: Path, *, lagging_ok: bool = False) -> int:
+def check(progress: Progress, records: list[tuple[str, str]], sheet: Path, one_append: Callable[[list[str]], bool],
+          *, lagging_ok: bool = False) -> int:
     """Compare the sheet's records (kind, chain hash, in file order) with the witness; returns how many it
     names. Refused: fewer records than it names (rolled back or cut short), a record that differs from its
-    line (replaced by another history), or more than one append it never saw (unless `lagging_ok`)."""
-    counts = dict.fromkeys(KINDS, 0)
+    line (replaced by another history), or records beyond it that `one_append` (the journal's rule) says a
+    killed writer cannot have left (unless `lagging_ok`)."""
+    counts: Counter[str] = Counter()
     named = len(progress.entries)
     if named > len(records):
         lost = named - len(records)
@@ -116,7 +115,7 @@ def check(progress: Progress, records: list[tuple[str, str]], sheet: Path, *, la
 
 def lines_for(records: list[tuple[str, str]], start: int) -> list[bytes]:
     """Witness lines for records[start:] (kind, chain hash, in file order), counted in their chains."""
-    counts = dict.fromkeys(KINDS, 0)
+    counts: Counter[str] = Counter()
     lines = []
     for position, (kind, chain) in enumerate(records):
         counts[kind] += 1

@@ -16,7 +16,9 @@ On disk (YAML, `harness.models.journal` has the byte layout):
               the lock hash (attempts and measurements are two chains)
 
 A record is appended and fsync'd (constant cost, however long the sheet), and named in the
-`<sheet>.chain` witness, which catches a sheet whose last attempts were deleted. Only one
+`<sheet>.chain` witness, which catches a sheet whose last attempts were deleted, and in the progress
+witness in the user's state folder (`harness.models.progress`), which catches both files restored
+from an earlier copy. Only one
 process writes a sheet at a time (`harness.models.lock`). Format-1 sheets (the whole file
 rewritten per attempt) still load; the first write converts them, hashes unchanged.
 """
@@ -624,7 +626,7 @@ def new_scoresheet(path: Path, locked: dict[str, Any], settings: RunSettings | d
     a run refused for bad input or an arm that never connected leaves nothing behind."""
     if path.exists() or path.is_symlink():
         raise HarnessInputError(path, None, "a scoresheet already exists here; use --resume or another --scoresheet")
-    locked = {**locked, "journal": {"format": 2, "id": uuid.uuid4().hex}}
+    locked = {**locked, "journal": {"format": journal.FORMAT_NUMBER, "id": uuid.uuid4().hex}}
     lock = {
         "sha256": sha256_of(locked),
         "field_sha256": {name: sha256_of(locked[name]) for name in hashed_fields(locked)},
