@@ -66,6 +66,7 @@ def test_a_sheet_rolled_back_with_its_chain_is_refused_by_report(tmp_path: Path,
     assert "2 recorded entries are missing" in line and "rolled back" in line, line
     with pytest.raises(StaleRunError):
         load_scoresheet(sheet.path)
+    assert "missing" in refused(["sheet", "repair-chain", str(sheet.path)], tmp_path, capsys)   # no laundering
 
 
 def test_a_sheet_rolled_back_alone_is_refused(tmp_path: Path, capsys) -> None:
@@ -317,6 +318,16 @@ def test_a_damaged_chain_stops_report_until_repair_chain_rebuilds_it(tmp_path: P
     capsys.readouterr()
     assert main(["report", "--json", str(sheet.path)]) == 0
     assert json.loads(capsys.readouterr().out)["runs"][0]["success"]["n"] == 3
+
+
+def test_a_missing_chain_is_rebuilt_by_repair_chain(tmp_path: Path, capsys) -> None:
+    sheet = _scored(tmp_path, "success", "no_grasp")
+    witness = journal.witness_path(sheet.path)
+    intact = witness.read_bytes()
+    witness.unlink()
+    assert "repair-chain" in refused(["report", str(sheet.path)], tmp_path, capsys)
+    assert main(["sheet", "repair-chain", str(sheet.path)]) == 0
+    assert witness.read_bytes() == intact and len(load_scoresheet(sheet.path).attempts) == 2
 
 
 def test_repair_chain_refuses_a_sheet_its_evidence_contradicts(tmp_path: Path, capsys) -> None:

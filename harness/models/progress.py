@@ -83,7 +83,8 @@ def read(name: str) -> Progress | None:
                 and set(parts[2]) <= HEX:   # a record: its kind is whatever the journal appends (journal.KINDS)
             progress.entries.append((parts[0], int(parts[1]), parts[2]))
         else:
-            raise StaleRunError(path, f"line {number}", "not a progress witness line (edited by hand?)")
+            raise StaleRunError(path, f"line {number}", "not a progress witness line (edited by hand?); it guards "
+                                                        "the sheet against rollbacks: see docs/scoresheet.md")
     return progress
 
 
