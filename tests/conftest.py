@@ -16,7 +16,7 @@ os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 os.environ["HF_HUB_OFFLINE"] = "1"
 # Every scoresheet's progress witness goes to a state folder of the test run's own (harness.models.state_dir),
 # never the user's; commands a test starts inherit it.
-_STATE = tempfile.TemporaryDirectory(prefix="harness-test-state-")
+_STATE = tempfile.TemporaryDirectory(prefix="test-state-")
 os.environ["HARNESS_STATE_DIR"] = _STATE.name
 
 REPO = Path(__file__).resolve().parents[1]
