@@ -10,8 +10,8 @@ the focal length only, the lens's distortion left in).
 Per resolution and lens: frames, measured, refused, measured of the frames in full view (the whole
 cube and at least 90 % of the rim reach the camera: the frames a measurement is owed), confident
 errors (an error over 1 cm, or over the measurement's own +/-), mean and p95 error (cm) over what is
-measured, the +/- covering the truth, and in/out wrong. The issue's targets: no confident error over 1 cm, p95 <= 0.6 cm, coverage
->= 95 %, >= 90 % measured, in/out never wrong.
+measured, the +/- covering the truth, and in/out wrong. The issue's targets: no confident error
+over 1 cm, p95 <= 0.6 cm, coverage >= 95 %, >= 90 % measured, in/out never wrong.
 
 Seeds: 5901-5902 are the sets the rules were tuned on; 5951-5953 are held out (judged once, at the
 end). Rendering is cheap next to measuring, but frames are cached (--cache) so that the code before

@@ -9,10 +9,13 @@ refused, naming the reason, when it does not.
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 
 import harness.sim  # noqa: F401  (EGL before mujoco)
 from harness.models.defaults import DEFAULT_START_POSE
@@ -88,3 +91,74 @@ def test_the_trained_spot_measures_right_or_is_refused_at_any_resolution(desk, s
     m = result.measurement
     assert abs(m.distance_cm - truth) <= min(1.0, m.uncertainty_cm), (m.distance_cm, truth, m.uncertainty_cm)
     assert not m.inside
+
+
+def _measure(*argv: str) -> int:
+    from harness.cli import main
+
+    return main(["measure", *argv, "--bowl-cm", "11.5", "--fovy-deg", str(SCENE.top_camera_fovy),
+                 "--calibration", "cal/bowl_top.yaml", "--json"])
+
+
+def test_a_calibration_made_at_another_resolution_is_rescaled_saying_so_or_refused(desk, tmp_path, monkeypatch,
+                                                                                    capsys) -> None:
+    """A rim calibrated on 640x480 frames, used on the same camera's 320x240 ones: rescaled (same aspect),
+    said once, and the cube measured right, with the rim found per frame (--auto) and with the calibration's
+    own rim; on 424x240 frames (another aspect, a cropped view) refused in one line naming both sizes."""
+    monkeypatch.chdir(tmp_path)
+    for size, (frame, _) in desk.items():
+        Image.fromarray(frame).save(f"top_{size[0]}x{size[1]}.png")
+    truth = desk[(320, 240)][1]
+    for auto in (["--auto", "--calibrate-on", "top_640x480.png"], []):
+        if not auto:   # the calibration the --auto run wrote, loaded as it is
+            assert Path("cal/bowl_top.yaml").is_file()
+        assert _measure("top_320x240.png", *auto) == 0
+        out = capsys.readouterr()
+        assert "rescaled to these 320x240" in out.err
+        record = json.loads(out.out.strip().splitlines()[-1])
+        assert abs(record["distance_cm"] - truth) <= min(1.0, record["uncertainty_cm"])
+    assert _measure("top_424x240.png") == 2
+    err = capsys.readouterr().err
+    refusal = err.strip().splitlines()[-1]
+    assert "bowl_top.yaml" in refusal and "640x480" in refusal and "424x240" in refusal
+    assert not Path("top_424x240_measured.png").exists()
+
+
+def test_the_placement_guide_refuses_frames_of_another_size_than_its_calibration(desk) -> None:
+    from harness.models.protocol import Scene
+    from harness.run.placement_guide import TopView
+
+    frame, _ = desk[(640, 480)]
+    view = TopView(fit_rim(frame).rim, Geometry(), Scene(), 0.0, size=(640, 480))
+    view.cube(frame)   # its own size: measured
+    with pytest.raises(DetectionError) as refused:
+        view.cube(desk[(320, 240)][0])
+    assert refused.value.reason is NotMeasured.CALIBRATION_SIZE_MISMATCH and "640x480" in refused.value.detail
+
+
+@pytest.fixture(scope="module")
+def cameras() -> list:
+    """One frame through each camera size (tests/generators/stress_set.py's CAMERAS set, seed 5903: a tuning
+    seed; the held-out sets, 5951-5953, are the benchmark's, benchmarks/camera_sizes_bench.py)."""
+    from tests.generators.stress_set import Distribution, stress_frames
+
+    return list(stress_frames(7, seed=5903, distribution=Distribution.CAMERAS))
+
+
+def test_each_camera_size_measures_within_its_own_interval_or_refuses(cameras) -> None:
+    from harness.vision.camera import CameraIntrinsics
+    from tests.generators.stress_set import RESOLUTIONS
+
+    assert [f.look.size for f in cameras] == list(RESOLUTIONS)
+    measured = 0
+    for f in cameras:
+        m = f.camera_matrix
+        lens = CameraIntrinsics(*f.look.size, m[0, 0], m[1, 1], m[0, 2], m[1, 2], tuple(f.distortion))
+        for camera, geometry in ((lens, Geometry()), (None, Geometry(focal_px=float(m[1, 1])))):
+            got = measure_image(f.frame, geometry, camera).measurement
+            if got is None:
+                continue
+            measured += 1
+            error = abs(got.distance_cm - f.distance_cm)
+            assert error <= max(got.uncertainty_cm, 0.3) and got.inside == f.inside, (f.look.size, error, got)
+    assert measured >= 8

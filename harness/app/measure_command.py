@@ -183,6 +183,14 @@ def _geometry(args: MeasureRequest, focal: float | None) -> Geometry:
                     max_uncertainty_cm=args.max_uncertainty_cm)
 
 
+def _check_sizes(frames: list[Frame], calibration: BowlCalibration, reference: np.ndarray, cal_path: Path) -> None:
+    """Every image's size (from its header) against the calibration's, before anything is measured or written:
+    another aspect is refused in one line (`rim_at_size`)."""
+    for image_path, _, _ in frames:
+        with Image.open(image_path) as image:
+            rim_at_size(calibration, reference, image.size, cal_path)
+
+
 def _measure(args: MeasureRequest, frames: list[Frame], sheets: dict[Path, Scoresheet]) -> int:
     say = (lambda text: print(text, file=sys.stderr)) if args.as_json else print
     cal_path = args.calibration
@@ -212,6 +220,7 @@ def _measure(args: MeasureRequest, frames: list[Frame], sheets: dict[Path, Score
                 raise HarnessInputError(None, "--clicks", str(exc)) from None
             method = "clicks"
         calibration = BowlCalibration(rim, args.bowl_cm, method, str(cal_path.with_suffix(".png")), "")
+        _check_sizes(frames, calibration, frame, cal_path)   # before the calibration is written
         calibration.save(cal_path, frame)
         calibration, reference = load_calibration(cal_path)
         say(f"calibrated on {source}: rim {rim.a:.1f} x {rim.b:.1f} px ({method}), saved {cal_path}")
@@ -219,6 +228,7 @@ def _measure(args: MeasureRequest, frames: list[Frame], sheets: dict[Path, Score
         calibration, reference = load_calibration(cal_path)
         if abs(calibration.bowl_cm - args.bowl_cm) > 1e-9:
             raise HarnessInputError(cal_path, "bowl_cm", f"calibrated for {calibration.bowl_cm} cm, not {args.bowl_cm}")
+        _check_sizes(frames, calibration, reference, cal_path)
     pending: dict[Path, list[PlacementMeasurement]] = {path: [] for path in sheets}
     measured = failed = 0
     rescaled_from: set[tuple[int, int]] = set()

@@ -21,6 +21,7 @@ class NotMeasured(StrEnum):
     RIM_FITS_DISAGREE = "rim_fits_disagree"
     RIM_SIZE_INCONSISTENT = "rim_size_inconsistent"
     CUBE_SIZE_INCONSISTENT = "cube_size_inconsistent"
+    CALIBRATION_SIZE_MISMATCH = "calibration_size_mismatch"   # frames of another size than the calibration's
 
 
 class Caveat(StrEnum):
