@@ -146,7 +146,8 @@ def fit_rim(frame: np.ndarray, min_radius_frac: float = 0.035, max_radius_frac: 
     rim spans WORKING_RIM_PX, the radius they were made at, whatever the resolution, field of view
     or camera height. Where the rim's size is known (`expected_radius_px`: the calibration's rim,
     or the field of view and the camera's height) that sets the scale; else the frame's height does
-    (a 480-line frame), and the rim found there sets it for a second fit. Two fits at two scales
+    (a 480-line frame), and a rim found there outside the sizes the rules were made on (TUNED_RANGE)
+    sets the scale of a second fit. Two fits at two scales
     must agree on the rim: a rim that is one thing at one scale and another at the next (the bowl's
     inner disc at one, its outer edge at the other) is refused, not guessed between.
     """
@@ -154,7 +155,7 @@ def fit_rim(frame: np.ndarray, min_radius_frac: float = 0.035, max_radius_frac: 
     first_scale = WORKING_RIM_PX / expected_radius_px if expected_radius_px else WORKING_HEIGHT / height
     first = _fit_scaled(frame, first_scale, min_radius_frac, max_radius_frac, shape)
     second_scale = WORKING_RIM_PX / first.rim.mean_radius_px
-    if abs(second_scale / _clip_scale(frame, first_scale) - 1) <= RESCALE_SLACK:
+    if TUNED_RANGE[0] <= _clip_scale(frame, first_scale) / second_scale <= TUNED_RANGE[1]:
         return first
     try:
         second = _fit_scaled(frame, second_scale, min_radius_frac, max_radius_frac, shape)
@@ -168,7 +169,7 @@ def fit_rim(frame: np.ndarray, min_radius_frac: float = 0.035, max_radius_frac: 
 
 WORKING_RIM_PX = 47.0     # the rim's radius (px) the edge rules were made at: the project's 640x480 top camera
 WORKING_HEIGHT = 480      # with no rim size known, a frame is first looked at this many lines high
-RESCALE_SLACK = 0.2       # a rim within 20 % of WORKING_RIM_PX is fitted at that scale as it is
+TUNED_RANGE = (0.6, 1.9)  # rims of 0.6-1.9 WORKING_RIM_PX (the stress set's, 28-90 px) are fitted as they are
 AGREE_FRACTION = 0.04     # two fits of the rim agree within 4 % of its radius (size and centre)
 
 
