@@ -162,3 +162,15 @@ def test_each_camera_size_measures_within_its_own_interval_or_refuses(cameras) -
             error = abs(got.distance_cm - f.distance_cm)
             assert error <= max(got.uncertainty_cm, 0.3) and got.inside == f.inside, (f.look.size, error, got)
     assert measured >= 8
+
+
+def test_the_scene_check_refuses_references_of_another_size(desk, tmp_path, monkeypatch, capsys) -> None:
+    from harness.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    Image.fromarray(desk[(640, 480)][0]).save("frame.png")
+    Image.fromarray(desk[(320, 240)][0]).save("reference.png")
+    assert main(["scene-check", "frame.png", "--reference", "reference.png"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "reference.png" in err and "320x240" in err and "640x480" in err
+    assert not Path("frame_scene_check.png").exists()

@@ -297,7 +297,13 @@ def run_scene_check(args: argparse.Namespace) -> int:
             raise HarnessInputError(path, None, f"cannot read image: {exc}") from None
 
     frame = load(args.frame)
-    found = unexpected_objects(frame, [load(r) for r in args.reference], min_area_px=args.min_area_px)
+    references = [load(r) for r in args.reference]
+    for path, reference in zip(args.reference, references, strict=True):   # the camera's real size is the frame's
+        if reference.shape != frame.shape:
+            raise HarnessInputError(path, None, f"{reference.shape[1]}x{reference.shape[0]}; the frame is "
+                                    f"{frame.shape[1]}x{frame.shape[0]}: references come from the same camera "
+                                    "at the same size")
+    found = unexpected_objects(frame, references, min_area_px=args.min_area_px)
     if not found:
         print(f"{args.frame}: nothing unexpected compared with {len(args.reference)} reference frame(s)")
         return 0
