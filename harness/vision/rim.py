@@ -143,13 +143,12 @@ def fit_rim(frame: np.ndarray, min_radius_frac: float = 0.035, max_radius_frac: 
     together, and where only one of them shows, the floor's edge inside the bowl says which one it is.
 
     The edge rules work at the scene's scale, not the camera's: the frame is resampled so that the
-    rim spans WORKING_RIM_PX, the radius they were made at, whatever the resolution, field of view
-    or camera height. Where the rim's size is known (`expected_radius_px`: the calibration's rim,
-    or the field of view and the camera's height) that sets the scale; else the frame's height does
-    (a 480-line frame), and a rim found there outside the sizes the rules were made on (TUNED_RANGE)
-    sets the scale of a second fit. Two fits at two scales
-    must agree on the rim: a rim that is one thing at one scale and another at the next (the bowl's
-    inner disc at one, its outer edge at the other) is refused, not guessed between.
+    rim spans about WORKING_RIM_PX, the radius they were made at, whatever the resolution, field of
+    view or camera height. Where the rim's size is known (`expected_radius_px`: the calibration's
+    rim) that sets the scale; else the frame's height does (a 480-line frame). A rim found outside
+    the sizes the rules were made on (TUNED_RANGE) is fitted again at its own scale, and the two fits
+    must agree: a rim that is one thing at one scale and another at the next (the bowl's inner disc
+    at one, its outer edge at the other) is refused, not guessed between.
     """
     height = frame.shape[0]
     first_scale = WORKING_RIM_PX / expected_radius_px if expected_radius_px else WORKING_HEIGHT / height
@@ -164,7 +163,9 @@ def fit_rim(frame: np.ndarray, min_radius_frac: float = 0.035, max_radius_frac: 
                              f"a {first.rim.mean_radius_px:.1f} px rim found at one scale is not found at the "
                              f"rim's own ({err.detail})") from None
     _check_agreement(first, second)
-    return second
+    # agreeing, the first fit is the better placed one: an upscaled small rim's edges are no sharper, and
+    # a reduced large one's were already at the rules' scale
+    return first
 
 
 WORKING_RIM_PX = 47.0     # the rim's radius (px) the edge rules were made at: the project's 640x480 top camera
