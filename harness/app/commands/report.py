@@ -76,6 +76,8 @@ def report(args: argparse.Namespace) -> int:
             check_output_path(out)
             if Path(out).exists() and not args.force:
                 raise HarnessInputError(out, None, "exists; pass --force to overwrite")
+    if args.model_card is not None:
+        return _model_card(args)
     starts = starts_per_sheet(args.training_starts or [], len(args.scoresheets))
     sheets = [load_scoresheet(path) for path in args.scoresheets]
     warnings = [said for sheet in sheets for said in (sheet.stored.warnings if sheet.stored else [])]   # logged
@@ -141,6 +143,27 @@ def report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _model_card(args: argparse.Namespace) -> int:
+    """`--model-card CHECKPOINT/README.md`: the sheet's success rate into the card's `model-index` (docs/running.md)."""
+    from harness import __version__
+    from harness.models.scoresheet import load_scoresheet
+    from harness.reports.comparison import may_reveal
+    from harness.reports.model_card import write_model_card
+
+    if len(args.scoresheets) != 1:
+        raise HarnessInputError(None, "--model-card", f"takes one scoresheet, not {len(args.scoresheets)}")
+    for flag, given in (("--json", args.json), ("-o", args.output), ("--md", args.md)):
+        if given:
+            raise HarnessInputError(None, "--model-card", f"writes the card alone: run the report with {flag} apart")
+    sheet = load_scoresheet(args.scoresheets[0])
+    revealed = sheet.locked.comparison is not None and may_reveal(sheet, args.reveal, args.unblind)
+    card = Path(args.model_card)
+    for line in write_model_card(card, sheet, revealed, __version__):
+        print(line)
+    print(f"model-index of {card}: up to date")
+    return 0
+
+
 def _reanalyzed(sheets: list[Any], runs: Path | None) -> list[Any]:
     """Each sheet with its anatomy recomputed from the recorded traces (in memory: the files are not written)."""
     import sys
@@ -200,4 +223,8 @@ def register(sub: Any) -> None:
     parser.add_argument("--unblind", action="store_true",
                         help="a blind comparison still open: reveal its arms now; the unblinding is recorded beside "
                              "the scoresheet and every later report says so")
+    parser.add_argument("--model-card", metavar="CHECKPOINT/README.md",
+                        help="add or update the scoresheet's success rate (Wilson interval, trial count, protocol "
+                             "and its hash, harness version) in a Hugging Face model card's model-index; the rest "
+                             "of the card is left as it is (a comparison: each arm, once its arms are revealed)")
     parser.set_defaults(func=report)
