@@ -76,6 +76,11 @@ def report(args: argparse.Namespace) -> int:
             check_output_path(out)
             if Path(out).exists() and not args.force:
                 raise HarnessInputError(out, None, "exists; pass --force to overwrite")
+    from harness.models.posthoc import is_posthoc
+
+    posthoc = [path for path in args.scoresheets if is_posthoc(path)]
+    if posthoc:
+        return _posthoc_report(args, posthoc)
     if args.model_card is not None:
         return _model_card(args)
     starts = starts_per_sheet(args.training_starts or [], len(args.scoresheets))
@@ -140,6 +145,18 @@ def report(args: argparse.Namespace) -> int:
 
             texts.insert(0, comparison_text(compared))
         print("\n\n".join(([caveat] if caveat else []) + texts))
+    return 0
+
+
+def _posthoc_report(args: argparse.Namespace, posthoc: list[str]) -> int:
+    """A `harness score` sheet (not pre-registered): its own report, whose first line says so; never beside a
+    protocol run's sheets, nor on a model card."""
+    from harness.models.posthoc import NOTICE, load_posthoc
+
+    if len(args.scoresheets) > 1 or args.model_card or args.output or args.md or args.json:
+        raise HarnessInputError(posthoc[0], None, f"{NOTICE.split(':')[0]}: a `harness score` sheet is reported "
+                                "alone, as text, and never put on a model card or beside a protocol run")
+    print("\n".join(load_posthoc(posthoc[0]).report_lines()))
     return 0
 
 
