@@ -144,6 +144,13 @@ def report(args: argparse.Namespace) -> int:
             from harness.reports.comparison import comparison_text
 
             texts.insert(0, comparison_text(compared))
+        from harness.reports.analysis import twin_report
+
+        twins = twin_report(sheets)
+        if twins is not None:   # as -o, --md and --json put it: before the runs themselves
+            from harness.reports.fidelity import fidelity_text
+
+            texts.insert(0, fidelity_text(twins))
         print("\n\n".join(([caveat] if caveat else []) + texts))
     return 0
 
