@@ -298,6 +298,8 @@ def _print_start(sheet: Scoresheet) -> None:
 
 def decision_lines(sheet: Scoresheet) -> str:
     """What the run says when it stops (arm codes only) and its per-arm tally."""
+    from harness.command import harness_command
+
     decision = sheet.stopped_by_rule()
     tally = []
     schedule = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
@@ -306,4 +308,4 @@ def decision_lines(sheet: Scoresheet) -> str:
         wins = sum(1 for a in scored if a.label is Label.SUCCESS)
         tally.append(f"{code} {wins}/{len(scored)}")
     head = f"decision: {decision}" if decision else "the comparison is still open (continue with --resume)"
-    return f"{head}\nsuccesses per arm: {', '.join(tally)}; reveal with: harness report {sheet.path}"
+    return f"{head}\nsuccesses per arm: {', '.join(tally)}; reveal with: {harness_command()} report {sheet.path}"
