@@ -108,9 +108,10 @@ def test_nothing_scored_or_a_card_in_no_folder_is_refused_in_one_line(workdir: P
     assert "does not exist" in refused(["report", str(empty), "--model-card", "nowhere/README.md"], workdir, capsys)
 
 
-def test_a_blind_comparison_writes_both_arms_only_once_unblinded(workdir: Path, capsys) -> None:
+@pytest.fixture
+def comparison(workdir: Path, capsys) -> tuple[Path, str]:
+    """Two trials of a blind comparison (expert against replay) on the simulated arm; its sheet and what it printed."""
     from harness.app.run_command import run_request
-    from harness.models.comparison import unseal
     from harness.models.run_request import RunRequest
 
     data = yaml.safe_load(small_protocol_copy(workdir / "protocols").read_text())
@@ -123,6 +124,17 @@ def test_a_blind_comparison_writes_both_arms_only_once_unblinded(workdir: Path, 
     assert run_request(RunRequest(protocol=protocol, policies=("expert", "replay"), robot={"kind": "sim"},
                                   headless=True, max_trials=2, scoresheet=sheet_path, runs_dir=workdir / "runs",
                                   evidence={"no_video": True})) == 0
+    return sheet_path, capsys.readouterr().out
+
+
+def test_a_blind_comparison_writes_both_arms_only_once_unblinded(comparison, workdir: Path, capsys) -> None:
+    from harness.models.comparison import unseal
+
+    sheet_path, started = comparison
+    # the start line counts as the report does (issue 60): per arm and in all, never a per-arm number alone
+    design = load_scoresheet(sheet_path).locked.comparison.design
+    assert (f"at most 17 trials per arm, 34 in all (a fixed-sample design: {design.fixed_sample_pairs} per arm, "
+            f"{2 * design.fixed_sample_pairs} in all, as the report counts them)") in started, started
     card = workdir / "README.md"
     card.write_text(CARD)
     said = refused(["report", str(sheet_path), "--model-card", str(card)], workdir, capsys)

@@ -288,9 +288,12 @@ def _print_start(sheet: Scoresheet) -> None:
     comparison = sheet.locked.require_comparison()
     design = comparison.design
     done = len({a.trial_index for a in sheet.scored_attempts()})
+    arms = len(comparison.arms)
     print(f"{sheet.path}: blind comparison of arms {', '.join(comparison.arms)}, "
-          f"{'blind' if comparison.blind else 'NOT blind (--no-blind)'}; at most {design.cap} trials per arm "
-          f"({design.fixed_sample_pairs} for a fixed-sample design); {done} trials scored so far", flush=True)
+          f"{'blind' if comparison.blind else 'NOT blind (--no-blind)'}; at most {design.cap} trials per arm, "
+          f"{design.cap * arms} in all (a fixed-sample design: {design.fixed_sample_pairs} per arm, "
+          f"{design.fixed_sample_pairs * arms} in all, as the report counts them); {done} trials scored so far",
+          flush=True)
     if not comparison.blind:
         mapping = unseal(comparison.sealed)
         print("arms: " + ", ".join(f"{code} = {mapping[code].ref}" for code in comparison.arms), flush=True)
