@@ -59,7 +59,7 @@ def _score(argv: list[str], answers: list[str]) -> int:
             raise KeyboardInterrupt   # the operator walked away
         return answers.pop(0)
 
-    args = build_parser().parse_args(["score", *argv])
+    args = build_parser().parse_args(["score", "--plain", *argv])
     try:
         return run_score(args, read)
     finally:
@@ -138,3 +138,33 @@ def test_an_episode_without_frames_is_refused_in_one_line(recorded: Path, workdi
     frames = pd.read_parquet(parquet)
     frames[frames["episode_index"] != 1].to_parquet(parquet)
     assert "episode 1 has no frames" in refused(["score", str(root), "--accept-proposals"], workdir, capsys)
+
+
+def test_the_labelling_screen_plays_each_episodes_video_beside_its_proposal(recorded: Path, workdir: Path) -> None:
+    import asyncio
+
+    from harness.app.score_command import run_score
+
+    shown: list[str] = []
+
+    def operator(app) -> None:
+        async def drive() -> None:
+            async with app.run_test(size=(110, 30)) as pilot:
+                await pilot.pause(0.3)
+                shown.append(str(app.query_one("#video").render()))
+                shown.append(str(app.query_one("#about").render()))
+                await pilot.press("enter")   # episode 0: the proposal
+                await pilot.pause(0.1)
+                await pilot.press("w")       # episode 1: wrong placement
+                await pilot.pause(0.1)
+
+        asyncio.run(drive())
+
+    args = build_parser().parse_args(["score", str(recorded), "--scoresheet", "s.yaml"])
+    assert run_score(args, run_app=operator) == 0
+    assert "▀" in shown[0]   # the episode's top camera frames, drawn
+    assert "episode 0" in shown[1] and "proposed" in shown[1] and "NOT PRE-REGISTERED" in shown[1]
+    sheet = load_posthoc("s.yaml")
+    assert [(e.episode, e.scored_by) for e in sheet.episodes] == [(0, "operator"), (1, "operator")]
+    assert sheet.episodes[0].label is Label(sheet.episodes[0].proposal["label"])
+    assert sheet.episodes[1].label is Label.WRONG_PLACEMENT

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from harness.errors import HarnessInputError
-from harness.models.posthoc import DatasetRef, EpisodeScore, PosthocSheet, load_posthoc, save_posthoc
+from harness.models.posthoc import NOTICE, DatasetRef, EpisodeScore, PosthocSheet, load_posthoc, save_posthoc
 from harness.models.protocol import JOINT_NAMES, Protocol, Scene, Trial
 from harness.models.taxonomy import Label
 
@@ -131,16 +131,15 @@ def episodes_of(root: Path, info: dict[str, Any], data: Any, episodes: Any, came
                       video, start, end)
 
 
-def last_frame(root: Path, camera: str, episode: Episode, frame_index: int) -> np.ndarray | None:
-    """The episode's final frame from the camera, decoded by LeRobot's own video decoding."""
+def last_frame(episode: Episode) -> np.ndarray | None:
+    """The episode's final top frame, decoded by LeRobot's own video decoding."""
     if episode.video is None or episode.video_to_s is None:
         return None
     from lerobot.datasets.video_utils import decode_video_frames
 
     at = max(episode.video_from_s or 0.0, episode.video_to_s - 1e-3 - 1.0 / 60)
-    frames = decode_video_frames(Path(episode.video), [at], tolerance_s=0.05)
-    image = frames[0].numpy() if hasattr(frames[0], "numpy") else np.asarray(frames[0])
-    return np.ascontiguousarray((np.transpose(image, (1, 2, 0)) * 255).round().astype(np.uint8))
+    frame = decode_video_frames(Path(episode.video), [at], tolerance_s=0.05)[0]
+    return np.ascontiguousarray((np.transpose(frame.numpy(), (1, 2, 0)) * 255).round().astype(np.uint8))
 
 
 def score_episode(episode: Episode, scene: Scene, stall_limit_s: float, grasp_points: Any, grasp_point: Any,
@@ -171,6 +170,34 @@ def score_episode(episode: Episode, scene: Scene, stall_limit_s: float, grasp_po
     return anatomy, proposal
 
 
+def episode_frames(episode: Episode, fps: float) -> list[np.ndarray]:
+    """The episode's top camera frames at `fps` (for the labelling screen's loop), decoded by LeRobot."""
+    if episode.video is None or episode.video_from_s is None or episode.video_to_s is None:
+        return []
+    from lerobot.datasets.video_utils import decode_video_frames
+
+    span = max(0.0, episode.video_to_s - episode.video_from_s - 1e-3)
+    times = [episode.video_from_s + float(t) for t in np.arange(0.0, span, 1.0 / fps)] or [episode.video_from_s]
+    frames = decode_video_frames(Path(episode.video), times, tolerance_s=0.5 / fps + 0.05)
+    return [np.ascontiguousarray((np.transpose(f.numpy(), (1, 2, 0)) * 255).round().astype(np.uint8))
+            for f in frames]
+
+
+def labelling_app(pending: list[tuple[Episode, Any, Any]], record: Callable[[int, Label, str], None],
+                  header: str) -> Any:
+    """The screen that plays each episode's video beside its proposal (`tui.score_app`)."""
+    from harness.tui.score_app import PLAY_FPS, EpisodeView, ScoreDatasetApp
+
+    def frames_of(episode: Episode) -> Callable[[], list[np.ndarray]]:
+        return lambda: episode_frames(episode, PLAY_FPS)
+
+    views = [EpisodeView(episode.index, f"episode {episode.index}: {len(episode.t)} frames, "
+                                        f"{float(episode.t[-1]):.1f} s", proposal.label, proposal.line(),
+                         anatomy.summary if anatomy is not None else "no anatomy", frames_of(episode))
+             for episode, anatomy, proposal in pending]
+    return ScoreDatasetApp(views, lambda index, label: record(index, label, "operator"), header)
+
+
 def ask_plain(episode: Episode, proposal: Any, read: Callable[[str], str]) -> tuple[Label, str]:
     """One episode at the terminal: its video (file and span), the proposal; Enter accepts it, a label's key
     (s n d w v) overrides it. Returns the label and who gave it."""
@@ -187,7 +214,9 @@ def ask_plain(episode: Episode, proposal: Any, read: Callable[[str], str]) -> tu
         print(f"  '{answer}' is not one of Enter, {keys}", file=sys.stderr)
 
 
-def run_score(args: argparse.Namespace, read: Callable[[str], str] = input) -> int:
+def run_score(args: argparse.Namespace, read: Callable[[str], str] = input,
+              run_app: Callable[[Any], None] | None = None) -> int:
+    """`read`: the plain mode's prompt; `run_app`: what runs the labelling screen (its `run()`; a test drives it)."""
     from harness.models.lock import WriterLock
     from harness.models.protocol import load_protocol
     from harness.run.anatomy import GraspPoints
@@ -222,22 +251,35 @@ def run_score(args: argparse.Namespace, read: Callable[[str], str] = input) -> i
             save_posthoc(path, sheet)
         grasp_points, grasp_point = GraspPoints(), so101_grasp_point()
         done = sheet.labelled()
+        pending: list[tuple[Episode, Any, Any]] = []
         for episode in episodes_of(root, info, data, episodes, camera):
             if episode.index in done:
                 continue
-            frame = last_frame(root, camera, episode, -1) if proposer is not None and camera else None
-            anatomy, proposal = score_episode(episode, scene, stall, grasp_points, grasp_point, proposer, frame)
-            if args.accept_proposals:
-                label, who = proposal.label, "proposal"
-            else:
-                label, who = ask_plain(episode, proposal, read)
+            frame = last_frame(episode) if proposer is not None else None
+            pending.append((episode, *score_episode(episode, scene, stall, grasp_points, grasp_point, proposer,
+                                                    frame)))
+        by_index = {episode.index: (episode, anatomy, proposal) for episode, anatomy, proposal in pending}
+
+        def record(index: int, label: Label, who: str) -> None:
+            nonlocal sheet
+            episode, anatomy, proposal = by_index[index]
             sheet = sheet.with_score(EpisodeScore(
-                episode=episode.index, frames=len(episode.t), duration_s=round(float(episode.t[-1]), 3),
-                label=label, scored_by=who, proposal=proposal.record(),
+                episode=index, frames=len(episode.t), duration_s=round(float(episode.t[-1]), 3),
+                label=label, scored_by="proposal" if who == "proposal" else "operator", proposal=proposal.record(),
                 placement_error_cm=round(proposal.placement_error_cm, 3)
                 if proposal.placement_error_cm is not None and label is Label.SUCCESS else None,
                 anatomy=anatomy))
-            save_posthoc(path, sheet)
+            save_posthoc(path, sheet)   # before the next episode is shown
+
+        if args.accept_proposals:
+            for episode, _, proposal in pending:
+                record(episode.index, proposal.label, "proposal")
+        elif args.plain or (run_app is None and not (sys.stdin.isatty() and sys.stdout.isatty())):
+            for episode, _, proposal in pending:
+                record(episode.index, ask_plain(episode, proposal, read)[0], "operator")
+        else:
+            app = labelling_app(pending, record, f"{NOTICE.split(':')[0]}: {args.dataset}")
+            (run_app or (lambda screen: screen.run()))(app)
     print("\n".join(sheet.report_lines()))
     print(f"wrote {path}")
     return 0

@@ -27,6 +27,9 @@ def register(sub: Any) -> None:
     parser.add_argument("--bowl-calibration", metavar="FILE",
                         help="measure each episode's final top frame against the bowl's rim (`harness measure "
                              "... --auto` writes one): placement error and whether the cube ended in the bowl")
+    parser.add_argument("--plain", action="store_true",
+                        help="label at plain terminal prompts (one line per episode naming its video) rather than "
+                             "the screen that plays each episode's video beside its proposal")
     parser.add_argument("--accept-proposals", action="store_true",
                         help="label each episode with its proposal, unseen (recorded as such in the sheet)")
     parser.set_defaults(func=score)
