@@ -232,7 +232,7 @@ def run_score(args: argparse.Namespace, read: Callable[[str], str] = input,
         if camera is None:
             raise HarnessInputError(root, f"features.observation.images.{args.top_camera}",
                                     "missing: --bowl-calibration measures the final top frame")
-        proposer = _proposer(Path(args.bowl_calibration), protocol)
+        proposer = placement_proposer(Path(args.bowl_calibration), protocol)
     info_bytes = (root / "meta" / "info.json").read_bytes()
     ref = DatasetRef(source=args.dataset, root=str(root.resolve()), robot_type=str(info["robot_type"]),
                      fps=float(info["fps"]), episodes=len(episodes), info_sha256=hashlib.sha256(info_bytes).hexdigest(),
@@ -285,7 +285,7 @@ def run_score(args: argparse.Namespace, read: Callable[[str], str] = input,
     return 0
 
 
-def _proposer(calibration: Path, protocol: Protocol) -> Any:
+def placement_proposer(calibration: Path, protocol: Protocol) -> Any:
     from harness.app.operator_parts import placement_files
     from harness.models.run_request import PlacementRequest
     from harness.run.operator_trial import Proposer
