@@ -31,8 +31,9 @@ Trained on 50 demonstrations at one spot.
 """
 
 
-def _sheet(workdir: Path, labels: list[str]) -> Path:
+def _sheet(workdir: Path, labels: list[str], name: str = "small") -> Path:
     protocol = small_protocol_copy(workdir / "protocols")
+    protocol.write_text(protocol.read_text().replace("name: small", f"name: {name}"))
     sheet = lock_scoresheet(workdir / "sheet.yaml", build_locked(load_protocol(protocol), protocol, "expert", "sim"),
                             {})
     for i, label in enumerate(labels, start=1):
@@ -45,7 +46,7 @@ def _harness_results(card: ModelCard) -> list:
 
 
 def test_the_card_gets_the_success_rate_with_its_interval_and_keeps_everything_else(workdir: Path, capsys) -> None:
-    sheet = _sheet(workdir, ["success", "no_grasp", "success"])
+    sheet = _sheet(workdir, ["success", "no_grasp", "success"], name="six-cm-disc")
     checkpoint = workdir / "act" / "pretrained_model"
     checkpoint.mkdir(parents=True)
     path = checkpoint / "README.md"
@@ -58,7 +59,8 @@ def test_the_card_gets_the_success_rate_with_its_interval_and_keeps_everything_e
     locked = load_scoresheet(sheet).locked
     low, high = wilson_interval(2, 3)
     assert result.task_type == "robotics" and result.task_name == locked.task
-    assert result.dataset_name == "small" and result.dataset_revision == locked.protocol_sha256
+    # the protocol's own name (the file is the one locked) and its hash
+    assert result.dataset_name == "six-cm-disc" and result.dataset_revision == locked.protocol_sha256
     assert result.dataset_config == "sim"
     assert result.metric_type == "success_rate" and result.metric_value == pytest.approx(2 / 3, abs=1e-4)
     assert result.metric_args["trials"] == 3 and result.metric_args["successes"] == 2

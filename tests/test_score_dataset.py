@@ -168,3 +168,23 @@ def test_the_labelling_screen_plays_each_episodes_video_beside_its_proposal(reco
     assert [(e.episode, e.scored_by) for e in sheet.episodes] == [(0, "operator"), (1, "operator")]
     assert sheet.episodes[0].label is Label(sheet.episodes[0].proposal["label"])
     assert sheet.episodes[1].label is Label.WRONG_PLACEMENT
+
+
+def test_a_hub_id_is_scored_from_the_local_hub_cache(recorded: Path, workdir: Path, monkeypatch, capsys) -> None:
+    """`harness score me/rollout_sim`: the dataset's snapshot in the Hub cache, laid out as huggingface_hub lays
+    one out (no network: HF_HUB_OFFLINE); an id the cache does not hold is one line."""
+    import huggingface_hub.constants
+
+    cache = workdir / "hub"
+    repo = cache / "datasets--me--rollout_sim"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    shutil.copytree(recorded, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))   # read once, at import
+    assert main(["score", "me/rollout_sim", "--accept-proposals", "--scoresheet", "s.yaml"]) == 0
+    sheet = load_posthoc("s.yaml")
+    assert sheet.dataset.source == "me/rollout_sim" and sheet.dataset.root.endswith(commit)
+    assert len(sheet.episodes) == 2
+    assert "Hub cache" in refused(["score", "me/not_cached", "--accept-proposals"], workdir, capsys)

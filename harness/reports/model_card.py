@@ -51,7 +51,7 @@ def _rate(sheet: Scoresheet, scored: list[Attempt], arm: str | None, policy: str
     n = len(scored)
     k = sum(1 for a in scored if a.label is Label.SUCCESS)
     low, high = wilson_interval(k, n)
-    protocol = Path(locked.protocol_file).stem
+    protocol = protocol_name(locked.protocol_file, locked.protocol_sha256)
     config = str(locked.robot) if arm is None else f"{locked.robot}, arm {arm}"
     result = EvalResult(
         task_type=TASK_TYPE, task_name=locked.task,
@@ -66,6 +66,19 @@ def _rate(sheet: Scoresheet, scored: list[Attempt], arm: str | None, policy: str
     text = (f"{who}: {k}/{n} = {100 * k / n:.1f}% (95% Wilson {100 * low:.1f}-{100 * high:.1f}%) on {protocol} "
             f"(sha256 {locked.protocol_sha256[:12]}...)")
     return CardResult(result, text)
+
+
+def protocol_name(protocol_file: str, sha256: str) -> str:
+    """The protocol's own `name`, read from its file where that file is still the one locked (same sha256); the
+    file's name otherwise (the hash beside it on the card says which protocol it was either way)."""
+    from harness.models.protocol import file_sha256, load_protocol
+
+    try:
+        if file_sha256(protocol_file) == sha256:
+            return load_protocol(protocol_file).name
+    except (OSError, HarnessInputError):
+        pass
+    return Path(protocol_file).stem
 
 
 def card_results(sheet: Scoresheet, revealed: bool, version: str) -> list[CardResult]:
