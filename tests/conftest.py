@@ -90,7 +90,7 @@ LEROBOT_POLICY_MODULES = frozenset({
     "test_smolvla", "test_async_inference", "test_dataset", "test_latency_lock", "test_latency_threads", "test_twin",
     "test_hub_policy", "test_offline_eval", "test_run_e2e", "test_reality_gap", "test_no_orphans", "test_collect_cli",
     "test_no_egress", "test_blind_comparison", "test_run_request", "test_async_real_arm", "test_rehearse",
-    "test_rtc_real_arm", "test_sweep",
+    "test_rtc_real_arm", "test_sweep", "test_lerobot_env",
 })
 
 

@@ -290,9 +290,12 @@ def _print_start(sheet: Scoresheet) -> None:
     comparison = sheet.locked.require_comparison()
     design = comparison.design
     done = len({a.trial_index for a in sheet.scored_attempts()})
+    arms = len(comparison.arms)
     print(f"{sheet.path}: blind comparison of arms {', '.join(comparison.arms)}, "
-          f"{'blind' if comparison.blind else 'NOT blind (--no-blind)'}; at most {design.cap} trials per arm "
-          f"({design.fixed_sample_pairs} for a fixed-sample design); {done} trials scored so far", flush=True)
+          f"{'blind' if comparison.blind else 'NOT blind (--no-blind)'}; at most {design.cap} trials per arm, "
+          f"{design.cap * arms} in all (a fixed-sample design: {design.fixed_sample_pairs} per arm, "
+          f"{design.fixed_sample_pairs * arms} in all, as the report counts them); {done} trials scored so far",
+          flush=True)
     if not comparison.blind:
         mapping = unseal(comparison.sealed)
         print("arms: " + ", ".join(f"{code} = {mapping[code].ref}" for code in comparison.arms), flush=True)
@@ -300,6 +303,8 @@ def _print_start(sheet: Scoresheet) -> None:
 
 def decision_lines(sheet: Scoresheet) -> str:
     """What the run says when it stops (arm codes only) and its per-arm tally."""
+    from harness.command import harness_command
+
     decision = sheet.stopped_by_rule()
     tally = []
     schedule = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
@@ -308,4 +313,4 @@ def decision_lines(sheet: Scoresheet) -> str:
         wins = sum(1 for a in scored if a.label is Label.SUCCESS)
         tally.append(f"{code} {wins}/{len(scored)}")
     head = f"decision: {decision}" if decision else "the comparison is still open (continue with --resume)"
-    return f"{head}\nsuccesses per arm: {', '.join(tally)}; reveal with: harness report {sheet.path}"
+    return f"{head}\nsuccesses per arm: {', '.join(tally)}; reveal with: {harness_command()} report {sheet.path}"

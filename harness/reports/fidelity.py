@@ -276,3 +276,21 @@ def fidelity_blocks(report: FidelityReport) -> list[Block]:
     if report.across is not None:
         blocks += across_blocks(report.across)
     return blocks
+
+
+def fidelity_text(report: FidelityReport) -> str:
+    """What the plain `harness report` says of twin sheets: per twin the success on both sides and the agreement
+    (the same numbers as the HTML, Markdown and JSON reports), and across twins the ranking."""
+    lines = []
+    for result in report.twins:
+        pending = f", {result.pending} not run by the twin yet" if result.pending else ""
+        lines += [f"Twin        {result.policy_label}: {result.paired} real attempts paired with the twin's run"
+                  f"{pending}",
+                  f"  success   real {_pct(result.real_success)}, twin {_pct(result.twin_success)}",
+                  f"  agreement same label {_pct(result.label_agreement)} (kappa {_num(result.kappa)}), same outcome "
+                  f"{_pct(result.outcome_agreement)} (kappa {_num(result.outcome_kappa)})"]
+    if report.across is not None:
+        across = report.across
+        lines.append(f"Across      Pearson r {_num(across.pearson_r)}, MMRV {_num(across.mmrv, 3)}, same ranking: "
+                     f"{'yes' if across.same_ranking else 'no'}")
+    return "\n".join(lines)

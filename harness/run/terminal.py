@@ -143,8 +143,10 @@ class TerminalObserver:
         if attempt.loop.target_fps > 0:
             episode = attempt.loop.steps / attempt.loop.target_fps
             rest = attempt.duration_s - episode
-            times = (f"episode {episode:.1f} s, operator {rest:.1f} s" if rest >= 0 else
-                     f"episode {episode:.1f} s, simulated in {attempt.duration_s:.1f} s")   # lock-step sim: faster
+            # the rest is the operator's only where an operator places and scores; a simulated trial's rest is its
+            # move to the start pose and the writing of its evidence, and it may run slower than real time
+            times = (f"episode {episode:.1f} s, operator {rest:.1f} s" if rest >= 0 and self.operator_scores else
+                     f"episode {episode:.1f} s, simulated in {attempt.duration_s:.1f} s")
         print(f"{self._line} -> {label}{extra}{clean} [{attempt.loop.steps} steps, {times}"
               f"{self._eta(attempt)}]", file=self.out, flush=True)
 

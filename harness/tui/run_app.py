@@ -133,7 +133,10 @@ class RunApp(App[int]):
 
     def _finish(self, banner: str | None) -> None:
         self.finished = True
-        done = banner or f"Run complete. Press q to quit. Report: harness report {self.engine.sheet.path}"
+        from harness.command import harness_command
+
+        done = banner or (f"Run complete. Press q to quit. Report: {harness_command()} report "
+                          f"{self.engine.sheet.path}")
         self.update_state(phase="done", banner=done, placement=None)
 
     def action_emergency_stop(self) -> None:
