@@ -139,8 +139,7 @@ def test_a_comparison_on_two_workers_records_the_serial_schedule_and_stops_where
     live = capsys.readouterr()
     sheet = load_scoresheet(SHEET)
     comparison = sheet.locked.comparison
-    assert sheet.comparison_schedule() == build_schedule(comparison.seed, tuple(comparison.arms),
-                                                         comparison.positions, comparison.blocks)
+    assert sheet.comparison_schedule() == build_schedule(*comparison.schedule_args())
     assert [a.trial_index for a in sheet.attempts] == list(range(1, len(sheet.attempts) + 1))
     trace = sheet.comparison_traces()[0]
     assert trace.final.decision.final and len(sheet.attempts) == 2 * trace.final.pairs   # not one slot more
@@ -170,14 +169,13 @@ def test_sigkill_mid_run_and_resume_continue_the_exact_schedule(workdir) -> None
     after = load_scoresheet(SHEET)
     assert json.dumps(after.locked_data, sort_keys=True) == locked            # same seed, same sealed mapping
     comparison = after.locked.comparison
-    assert after.comparison_schedule() == build_schedule(comparison.seed, tuple(comparison.arms),
-                                                         comparison.positions, comparison.blocks)
+    assert after.comparison_schedule() == build_schedule(*comparison.schedule_args())
     scored = [a.trial_index for a in after.scored_attempts()]
     assert scored == list(range(1, len(scored) + 1))                          # no slot skipped or reordered
     assert after.attempts[:len(before.attempts)] == before.attempts
     assert after.stopped_by_rule() is not None
-    # a different order of the same policies is refused, naming neither
-    assert main([*argv[:2], "--policy", "replay", "--policy", "expert", *argv[6:], "--resume"]) == 2
+    # the same policies in the other order are the same comparison (matched by fingerprint)
+    assert main([*argv[:2], "--policy", "replay", "--policy", "expert", *argv[6:], "--resume"]) == 0
 
 
 def test_bad_comparisons_are_refused_in_one_line_with_nothing_written(workdir, capsys) -> None:
@@ -253,9 +251,10 @@ def test_an_open_run_is_revealed_only_by_an_explicit_recorded_unblinding(workdir
     assert "expert" in capsys.readouterr().out
     record = json.loads(SHEET.with_name(SHEET.name + ".unblinded.json").read_text())
     assert record[0]["scored_trials"] == 2
-    # resuming with the policies in another order, or without them, is refused, naming neither
-    line = refused([*argv[:2], "--policy", "replay", "--policy", "expert", *argv[6:], "--resume"], workdir, capsys)
-    assert "another list or order" in line and "expert" not in line
+    # resuming with another set of policies, or without them, is refused, naming no arm
+    line = refused([*argv[:2], "--policy", "replay", "--policy", str(workdir), *argv[6:], "--resume"], workdir,
+                   capsys)
+    assert " A" not in line and " B" not in line
     line = refused([*argv[:2], *argv[6:], "--resume"], workdir, capsys)
     assert "two or more --policy flags" in line
 

@@ -10,6 +10,7 @@ import pytest
 from harness.models import sequential as sq
 from harness.models.comparison import (
     ArmIdentity,
+    PositionRule,
     SealBroken,
     SealedMapping,
     arm_codes,
@@ -156,10 +157,10 @@ def test_design_refuses_nonsense_numbers(bad):
 def test_schedule_is_a_pure_function_of_the_seed_and_balanced():
     codes = arm_codes(3)
     positions = [4, 9, 2]
-    first = build_schedule(11, codes, positions, 12)
-    assert first == build_schedule(11, codes, positions, 12)
-    assert build_schedule(11, codes, positions, 5) == first[:15]    # a prefix: resuming never reshuffles
-    assert first != build_schedule(12, codes, positions, 12)
+    first = build_schedule(11, codes, positions, 12, PositionRule.CYCLE)   # a sheet locked before the draw
+    assert first == build_schedule(11, codes, positions, 12, PositionRule.CYCLE)
+    assert build_schedule(11, codes, positions, 5, PositionRule.CYCLE) == first[:15]   # resuming never reshuffles
+    assert first != build_schedule(12, codes, positions, 12, PositionRule.CYCLE)
     for block in range(12):
         slots = [s for s in first if s.block == block]
         assert sorted(s.arm for s in slots) == list(codes)           # every arm once per block

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.models.comparison import SealedMapping
+from harness.models.comparison import CodeRule, PositionRule, SealedMapping
 from harness.models.protocol import StoppingRule, Trial
 from harness.models.reality_gap import RealityGap
 from harness.models.render_profile import RenderProfile
@@ -112,12 +112,19 @@ class LockedComparison(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     arms: list[str]                          # codes, A, B, ...
     seed: int
-    positions: list[int]                     # the protocol's trial indices, block b runs positions[b % len]
+    positions: list[int]                     # the protocol's trial indices a block's position is drawn from
     blocks: int
     comparisons: list[tuple[str, str]]
     design: LockedDesign
     sealed: SealedMapping
     blind: bool = True
+    # how codes and positions were drawn; absent: a sheet locked before the draws (flag order, cycling positions)
+    codes: CodeRule = CodeRule.FLAG_ORDER
+    position_rule: PositionRule = PositionRule.CYCLE
+
+    def schedule_args(self) -> tuple[int, tuple[str, ...], list[int], int, PositionRule]:
+        """`build_schedule`'s arguments, as locked."""
+        return self.seed, tuple(self.arms), self.positions, self.blocks, self.position_rule
 
 
 LockedBlock.model_rebuild()

@@ -396,7 +396,7 @@ class Scoresheet:
         comparison = self.locked.comparison
         if comparison is None:
             return []
-        return build_schedule(comparison.seed, tuple(comparison.arms), comparison.positions, comparison.blocks)
+        return build_schedule(*comparison.schedule_args())
 
     def comparison_traces(self) -> list[ComparisonTrace]:
         """Each declared comparison replayed over the complete blocks recorded so far."""
@@ -720,7 +720,7 @@ def check_resumable(sheet: Scoresheet, protocol_path: Path, policy_ref: str | No
     policy: its cached revision moved to another commit)."""
     if sheet.locked.comparison is not None:
         raise StaleRunError(sheet.path, "--policy", "this scoresheet is a blind comparison: resume it with the same "
-                                                    "--policy flags, in the same order")
+                                                    "set of --policy flags (in any order)")
     if file_sha256(protocol_path) != sheet.locked.protocol_sha256:
         raise StaleRunError(
             protocol_path, "protocol_sha256",

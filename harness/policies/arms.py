@@ -77,8 +77,7 @@ def load_arms(locked: LockedBlock, protocol: Protocol, settings: RunSettings, de
     comparison = locked.comparison
     assert comparison is not None, "a comparison's locked block"
     mapping = unseal(comparison.sealed)
-    schedule = {slot.number: slot.arm for slot in build_schedule(comparison.seed, tuple(comparison.arms),
-                                                                 comparison.positions, comparison.blocks)}
+    schedule = {slot.number: slot.arm for slot in build_schedule(*comparison.schedule_args())}
     policies: dict[str, EvalPolicy] = {}
     try:
         for code in comparison.arms:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import HarnessInputError
 from harness.models.atomic import write_text_atomic
-from harness.models.comparison import ComparisonTrace, decision_text, unseal
+from harness.models.comparison import CodeRule, ComparisonTrace, PositionRule, decision_text, unseal
 from harness.models.protocol import SecondaryOutcome
 from harness.models.scoresheet import Attempt, Scoresheet
 from harness.models.sequential import FutilityRule, SequentialDesign
@@ -140,6 +140,10 @@ def comparison_blocks(sheet: Scoresheet, revealed: bool) -> list[Block]:
                                 "not blind" if not comparison.blind else "unblinded early, recorded") + ")."
                 if revealed else "sealed until the run ends (harness report --unblind reveals it now, recorded).")),
     ]
+    blocks.append(Para(null_text(sheet)))
+    old = old_rules(sheet)
+    if old:
+        blocks.append(Para("Locked under older rules, and resumed as locked: " + "; ".join(old) + "."))
     if secondary:
         blocks.append(Para("Secondary outcome, declared in the stopping rule before trial 1 and never a reason to "
                            "stop: placement error (cm, the distance from the bowl's centre) over each arm's "
@@ -149,6 +153,31 @@ def comparison_blocks(sheet: Scoresheet, revealed: bool) -> list[Block]:
                              "Each direction's log e-value per block against the efficacy bound (a decision), and the "
                              "futility bound (that direction closes, x; both closed: no difference of that size)."))
     return blocks
+
+
+def null_text(sheet: Scoresheet) -> str:
+    """The hypothesis the decision tests, in the words a user reads."""
+    comparison = sheet.locked.require_comparison()
+    if comparison.position_rule is PositionRule.DRAWN:
+        return ("What 'better' means here: the test rejects 'equal average success over the protocol's "
+                f"{len(comparison.positions)} start positions' (each block's position drawn at random from them).")
+    return ("What 'better' means here: the test rejects 'equal success at every one of the protocol's "
+            f"{len(comparison.positions)} start positions' (the positions were cycled in order).")
+
+
+def old_rules(sheet: Scoresheet) -> list[str]:
+    """One line for each rule a sheet was locked under that newer sheets no longer use (it resumes as locked)."""
+    comparison = sheet.locked.require_comparison()
+    lines = []
+    if comparison.codes is CodeRule.FLAG_ORDER:
+        lines.append("codes in flag order (A is the first policy named, so whoever typed the command knew the "
+                     "mapping)")
+    if comparison.position_rule is PositionRule.CYCLE:
+        lines.append("start positions cycled in the protocol's order (alpha holds only if the arms are equal at "
+                     "every position)")
+    if comparison.design.futility is FutilityRule.DISCORDANT_SPRT:
+        lines.append("futility on discordant pairs only (discordant-sprt)")
+    return lines
 
 
 def declared_secondary(sheet: Scoresheet) -> bool:
@@ -240,6 +269,9 @@ class BlindComparisonJson(BaseModel):
     futility: str = Field(description="paired-betting (every pair, concordant ones too) or discordant-sprt (sheets "
                                       "locked before it)")
     secondary: list[str] = Field(description="secondary outcomes declared in the stopping rule (never a stop)")
+    null_hypothesis: str = Field(description="what the decision rejects, in words")
+    old_rules: list[str] = Field(description="rules this sheet was locked under that newer sheets no longer use "
+                                             "(it resumes with them); empty for a sheet locked today")
     arms: list[ArmJson]
     comparisons: list[DeclaredComparisonJson]
 
@@ -273,4 +305,4 @@ def comparison_json(sheet: Scoresheet, revealed: bool) -> BlindComparisonJson:
         fixed_sample_trials_per_arm=comparison.design.fixed_sample_pairs,
         log_efficacy_bound=design.log_efficacy_bound, log_futility_bound=design.log_futility_bound,
         futility=design.futility.value, secondary=[o.value for o in sheet.locked.stopping_rule.secondary or []],
-        arms=arms, comparisons=declared)
+        null_hypothesis=null_text(sheet), old_rules=old_rules(sheet), arms=arms, comparisons=declared)
