@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHEET = Path("scoresheets/cmp-comparison.yaml")
 
 
-def _protocol(folder: Path, min_difference: float = 0.6, cap: int = 17, **rule: object) -> Path:
+def _protocol(folder: Path, min_difference: float = 0.6, cap: int = 47, **rule: object) -> Path:
     """The randomized protocol's first eight start positions at least 3 cm off the trained spot (the
     replay policy, blind to the cube, misses them; the expert does not)."""
     data = yaml.safe_load((REPO / "protocols" / "randomized.yaml").read_text())
@@ -83,7 +83,7 @@ def test_expert_against_an_expert_twin_ends_without_a_winner(workdir, capsys) ->
     twin = workdir / "expert-twin"
     twin.mkdir()
     (twin / "marker.txt").write_text("the same behaviour, other files")
-    protocol = _protocol(workdir, min_difference=0.7, cap=14)
+    protocol = _protocol(workdir, min_difference=0.7, cap=32)
 
     def policy(ref, *rest):
         return make_policy("expert" if ref == str(twin) else ref, *rest)
@@ -188,7 +188,7 @@ def test_bad_comparisons_are_refused_in_one_line_with_nothing_written(workdir, c
     small = _protocol(workdir, min_difference=0.6, cap=8)
     line = refused(["run", str(small), "--robot", "sim", "--headless", "--policy", "expert", "--policy", "replay"],
                     workdir, capsys)
-    assert "8 cannot reach power 0.8" in line and "max_trials_per_arm: 17 would" in line
+    assert "8 cannot reach power 0.8" in line and "max_trials_per_arm: 47 would" in line
     line = refused([*base, "--policy", "expert"], workdir, capsys)
     assert "sequential is a comparison's rule" in line
     line = refused(["run", str(protocol), "--robot", "so101", "--port", "/dev/null", "--headless",
@@ -290,7 +290,7 @@ fps: 30
 episode_time_limit_s: 1.5
 success_definition: Autonomous grasp, lift and release; the cube comes to rest inside the bowl.
 failure_taxonomy: [success, no_grasp, grasped_then_dropped, wrong_placement]
-stopping_rule: {kind: sequential, alpha: 0.05, power: 0.8, min_difference: 0.7, max_trials_per_arm: 14}
+stopping_rule: {kind: sequential, alpha: 0.05, power: 0.8, min_difference: 0.7, max_trials_per_arm: 32}
 trials:
 - {index: 1, dx_cm: 3.0, dy_cm: -2.0, yaw_deg: 15.0}
 - {index: 2, dx_cm: -2.0, dy_cm: 1.5, yaw_deg: -10.0}

@@ -38,7 +38,7 @@ def _protocol(folder: Path) -> Path:
     data["trials"] = data["trials"][:8]
     data["generator"] = None
     data["stopping_rule"] = {"kind": "sequential", "alpha": 0.05, "power": 0.8, "min_difference": 0.6,
-                             "max_trials_per_arm": 17}
+                             "max_trials_per_arm": 47}
     path = folder / "cmp.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -149,7 +149,7 @@ def _error_with_interaction(rule: PositionRule, profile: str, runs: int = 4000) 
     count, diff = 16, 0.3
     cap = sq.minimum_cap(0.05, 0.8, diff, 1)
     assert cap is not None
-    design = sq.design(0.05, 0.8, diff, 1, cap)
+    design = sq.mixture_design(0.05, 0.8, diff, 1, cap)   # as a comparison locks it
     x = (np.arange(count) + 0.5) / count
     if profile == "step":
         p_first, p_second = np.where(x < 0.5, 0.9, 0.1), np.where(x < 0.5, 0.1, 0.9)

@@ -105,14 +105,20 @@ def _design(protocol: Protocol, protocol_path: Path, codes: tuple[str, ...]) -> 
     if len(set(comparisons)) != len(comparisons):
         raise HarnessInputError(protocol_path, "stopping_rule.comparisons", "a comparison is declared twice")
     cap = rule.max_trials_per_arm
-    design = sequential.design(rule.alpha, rule.power, rule.min_difference, len(comparisons), cap)
-    if sequential.power_at_least_favourable(design) < rule.power:
-        needed = sequential.minimum_cap(rule.alpha, rule.power, rule.min_difference, len(comparisons))
+    try:
+        sequential.check_cap(cap, sequential.EfficacyRule.MIXTURE)
+    except ValueError as exc:
+        raise HarnessInputError(protocol_path, "stopping_rule.max_trials_per_arm", str(exc)) from None
+    design = sequential.mixture_design(rule.alpha, rule.power, rule.min_difference, len(comparisons), cap)
+    # one exact walk, at most about a second: the power of every cap up to the checked limit at once
+    needed = sequential.minimum_cap(rule.alpha, rule.power, rule.min_difference, len(comparisons))
+    if needed is None or needed > cap:
         would = (f"max_trials_per_arm: {needed} would" if needed is not None
                  else f"no cap up to {sequential.MAX_PAIRS_SEARCHED} would; declare a larger min_difference")
         raise HarnessInputError(protocol_path, "stopping_rule.max_trials_per_arm",
                                 f"{cap} cannot reach power {rule.power} for a difference of {rule.min_difference} "
-                                f"at alpha {rule.alpha} over {len(comparisons)} comparison(s); {would}")
+                                f"at alpha {rule.alpha} over {len(comparisons)} comparison(s) whatever the dependence "
+                                f"between the arms (the hardest: one succeeds exactly where the other fails); {would}")
     return design, comparisons
 
 
@@ -142,7 +148,8 @@ def lock_comparison(request: RunRequest, protocol: Protocol, protocol_path: Path
         "design": {"alpha": design.alpha, "power": design.power, "min_difference": design.min_difference,
                    "comparisons": design.comparisons, "cap": design.cap,
                    "log_efficacy_bound": design.log_efficacy_bound, "futility": design.futility.value,
-                   "futility_bet": design.futility_bet,
+                   "futility_bet": design.futility_bet, "efficacy": design.efficacy.value,
+                   "prior_a": design.prior_a, "prior_b": design.prior_b,
                    "fixed_sample_pairs": design.fixed_sample_pairs()},
         "sealed": sealed.model_dump(), "blind": request.blind,
         "codes": CodeRule.DRAWN.value, "position_rule": PositionRule.DRAWN.value,

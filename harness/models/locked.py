@@ -16,7 +16,7 @@ from harness.models.protocol import StoppingRule, Trial
 from harness.models.reality_gap import RealityGap
 from harness.models.render_profile import RenderProfile
 from harness.models.run_settings import InferenceEngine, Latency, RobotKind
-from harness.models.sequential import FutilityRule
+from harness.models.sequential import EfficacyRule, FutilityRule
 
 
 class LockedPolicy(BaseModel):
@@ -103,6 +103,10 @@ class LockedDesign(BaseModel):
     # which statistic closes a direction for futility; absent: a sheet locked before paired betting existed
     futility: FutilityRule = FutilityRule.DISCORDANT_SPRT
     futility_bet: float | None = None   # paired betting's fraction lambda, as calibrated at the lock
+    # which statistic names a winner; absent: a sheet locked before the anytime-valid mixture
+    efficacy: EfficacyRule = EfficacyRule.CALIBRATED_SPRT
+    prior_a: float | None = None        # the mixture's Beta prior on the discordant odds
+    prior_b: float | None = None
 
 
 class LockedComparison(BaseModel):

@@ -21,7 +21,7 @@ from harness.models.atomic import write_text_atomic
 from harness.models.comparison import CodeRule, ComparisonTrace, PositionRule, decision_text, unseal
 from harness.models.protocol import SecondaryOutcome
 from harness.models.scoresheet import Attempt, Scoresheet
-from harness.models.sequential import FutilityRule, SequentialDesign
+from harness.models.sequential import EfficacyRule, FutilityRule, SequentialDesign
 from harness.models.stats import mean_interval
 from harness.models.taxonomy import Label
 from harness.reports.blocks import Block, Figure, Heading, Para, Table
@@ -156,13 +156,24 @@ def comparison_blocks(sheet: Scoresheet, revealed: bool) -> list[Block]:
 
 
 def null_text(sheet: Scoresheet) -> str:
-    """The hypothesis the decision tests, in the words a user reads."""
+    """The hypothesis the decision tests, in the words a user reads, and the power it was sized for."""
     comparison = sheet.locked.require_comparison()
+    design = comparison.design
     if comparison.position_rule is PositionRule.DRAWN:
-        return ("What 'better' means here: the test rejects 'equal average success over the protocol's "
+        null = ("What 'better' means here: the test rejects 'equal average success over the protocol's "
                 f"{len(comparison.positions)} start positions' (each block's position drawn at random from them).")
-    return ("What 'better' means here: the test rejects 'equal success at every one of the protocol's "
-            f"{len(comparison.positions)} start positions' (the positions were cycled in order).")
+    else:
+        null = ("What 'better' means here: the test rejects 'equal success at every one of the protocol's "
+                f"{len(comparison.positions)} start positions' (the positions were cycled in order).")
+    if design.efficacy is EfficacyRule.MIXTURE:
+        test = (f" The test is anytime-valid (a mixture over the discordant odds against Ville's bound): its error "
+                f"stays at most alpha {design.alpha} however long the run goes, and its cap gives power "
+                f"{design.power} at a difference of {design.min_difference} whatever the dependence between the "
+                "arms.")
+    else:
+        test = (f" The test is a truncated sequential test with binding futility (its bound calibrated to the cap of "
+                f"{design.cap}); its power {design.power} assumed independent arms.")
+    return null + test
 
 
 def old_rules(sheet: Scoresheet) -> list[str]:
