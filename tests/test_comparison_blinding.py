@@ -205,3 +205,23 @@ def test_a_sheet_locked_under_the_old_rules_says_so_in_one_line_and_resumes_as_l
     assert "older rules" not in comparison_text(comparison_blocks(load_scoresheet(fresh.create().path), False))
     assert "equal average success over the protocol's 8 start positions" in comparison_text(
         comparison_blocks(load_scoresheet(fresh.path), False))
+
+
+def test_an_early_unblinding_is_a_record_in_the_chain_that_cannot_be_deleted_quietly(tmp_path: Path) -> None:
+    from harness.errors import HarnessError
+    from harness.models.scoresheet import load_scoresheet
+    from harness.reports.comparison import comparison_blocks, comparison_text, may_reveal
+
+    sheet = _lock(tmp_path, ("expert", "replay")).create()
+    assert not may_reveal(load_scoresheet(sheet.path), reveal=False, unblind=False)
+    assert may_reveal(load_scoresheet(sheet.path), reveal=False, unblind=True)
+    assert not any(p.name.endswith(".unblinded.json") for p in tmp_path.iterdir())   # no side file
+    reread = load_scoresheet(sheet.path)
+    assert [u.scored_trials for u in reread.unblindings] == [0]
+    assert "unblinded early, recorded" in comparison_text(comparison_blocks(reread, may_reveal(reread, False, False)))
+    # deleting the record from the file is refused on the next read, not forgotten
+    lines = sheet.path.read_bytes().splitlines(keepends=True)
+    assert b'"unblinding"' in lines[-1]
+    sheet.path.write_bytes(b"".join(lines[:-1]))
+    with pytest.raises(HarnessError):
+        load_scoresheet(sheet.path)

@@ -17,7 +17,6 @@ import matplotlib.pyplot as plt
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import HarnessInputError
-from harness.models.atomic import write_text_atomic
 from harness.models.comparison import CodeRule, ComparisonTrace, PositionRule, decision_text, unseal
 from harness.models.protocol import SecondaryOutcome
 from harness.models.scoresheet import Attempt, Scoresheet
@@ -27,34 +26,35 @@ from harness.models.taxonomy import Label
 from harness.reports.blocks import Block, Figure, Heading, Para, Table
 
 
-def unblinding_path(sheet: Scoresheet) -> Path:
+def legacy_unblinding_path(sheet: Scoresheet) -> Path:
+    """Where sheets written before the unblinding was a chain record kept it (read, never written now)."""
     return sheet.path.with_name(sheet.path.name + ".unblinded.json")
 
 
 def unblindings(sheet: Scoresheet) -> list[dict[str, object]]:
-    path = unblinding_path(sheet)
+    """Every early unblinding: the records in the sheet's chain, and any an older harness wrote beside it."""
+    records: list[dict[str, object]] = [u.model_dump(exclude={"chain_sha256"}) for u in sheet.unblindings]
+    path = legacy_unblinding_path(sheet)
     if not path.exists():
-        return []
+        return records
     try:
-        records = json.loads(path.read_text())
+        legacy = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise HarnessInputError(path, None, f"unreadable unblinding record ({exc})") from None
-    return records if isinstance(records, list) else []
+    return [*(legacy if isinstance(legacy, list) else []), *records]
 
 
 def may_reveal(sheet: Scoresheet, reveal: bool, unblind: bool) -> bool:
     """Whether the arms may be named: the run has ended, it was not blind, it was unblinded before, or
-    `unblind` asks for it now (recorded beside the sheet before anything is shown). `reveal` on a run still
+    `unblind` asks for it now (recorded in the sheet's chain before anything is shown). `reveal` on a run still
     open and blind, without `unblind`, is refused."""
     comparison = sheet.locked.require_comparison()
     ended = sheet.complete
     if ended or not comparison.blind or unblindings(sheet):
         return True
     if unblind:
-        scored = len(sheet.scored_attempts())
-        record = {"at": datetime.now(UTC).isoformat(timespec="seconds"), "scored_trials": scored,
-                  "note": "unblinded early with harness report --unblind, while the run was open"}
-        write_text_atomic(unblinding_path(sheet), json.dumps([*unblindings(sheet), record], indent=1) + "\n")
+        sheet.add_unblinding(datetime.now(UTC).isoformat(timespec="seconds"),
+                             "unblinded early with harness report --unblind, while the run was open")
         return True
     if reveal:
         raise HarnessInputError(sheet.path, "--reveal", "the comparison is still open and blind: its arms are "
