@@ -225,3 +225,33 @@ def test_an_early_unblinding_is_a_record_in_the_chain_that_cannot_be_deleted_qui
     sheet.path.write_bytes(b"".join(lines[:-1]))
     with pytest.raises(HarnessError):
         load_scoresheet(sheet.path)
+
+
+def test_no_timing_per_arm_is_shown_while_the_comparison_is_open(tmp_path: Path, capsys) -> None:
+    """Arm A's policy takes 80 ms a step and B's 10 ms: while the run is open and sealed, the report (text and JSON)
+    shows the timing pooled over both arms, and the live line of a trial shows no wall time."""
+    import io
+    import json
+
+    from harness.cli import main
+    from harness.models.scoresheet import LoopStats
+    from harness.run.terminal import TerminalObserver
+    from tests.helpers import fake_attempt
+
+    sheet = _lock(tmp_path, ("expert", "replay")).create()
+    arm_of = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    for number in (1, 2, 3, 4):
+        slow = arm_of[number] == "A"
+        loop = LoopStats(steps=100, target_fps=30, achieved_fps=12 if slow else 30,
+                         policy_latency_ms_p50=80 if slow else 10, policy_latency_ms_p95=90 if slow else 12)
+        sheet.add_attempt(fake_attempt(number, 1, "success", loop=loop, duration_s=9.0 if slow else 4.0))
+    assert main(["report", "--json", str(sheet.path)]) == 0
+    raw = json.loads(capsys.readouterr().out)
+    trials = [t for t in raw["runs"][0]["trials"] if t["label"] != "pending"]
+    assert len(trials) == 4
+    assert len({json.dumps(t["loop"], sort_keys=True) for t in trials}) == 1   # one pooled figure for every trial
+    out = io.StringIO()
+    observer = TerminalObserver(operator_scores=False, out=out, timing_withheld=True)
+    observer._line = "[ 1/4] trial   1"
+    observer.trial_scored(sheet.attempts[0])
+    assert "withheld" in out.getvalue() and "9.0 s" not in out.getvalue() and "4.0 s" not in out.getvalue()

@@ -81,6 +81,11 @@ class LockedBlock(BaseModel):
     rehearsal: LockedRehearsal | None = None   # recorded on the emulated arm (`harness rehearse`)
     twin_of: LockedTwin | None = None          # the simulated twin of another sheet (`harness twin`)
 
+    @property
+    def blind_comparison(self) -> bool:
+        """A blind comparison: while it is open, nothing shows timing per arm (a slower policy would name itself)."""
+        return self.comparison is not None and self.comparison.blind
+
     def require_comparison(self) -> LockedComparison:
         """The comparison block, for code reached only with a comparison's sheet (its callers check
         `comparison is not None` first): a single policy's sheet here is a bug, not bad input."""

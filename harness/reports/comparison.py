@@ -62,6 +62,31 @@ def may_reveal(sheet: Scoresheet, reveal: bool, unblind: bool) -> bool:
     return False
 
 
+TIMING_FIELDS = ("achieved_fps", "policy_latency_ms_p50", "policy_latency_ms_p95", "policy_latency_ms_max",
+                 "robot_io_ms_p50", "robot_io_ms_p95", "obs_to_action_ms_p50", "obs_to_action_ms_p95",
+                 "obs_to_action_ms_max", "inference_ms_p50")
+
+
+def pooled_timing(sheet: Scoresheet) -> Scoresheet:
+    """The sheet as a report may show it while a blind comparison is open and sealed: every attempt's timing
+    (loop rate, policy and robot latencies, the attempt's wall time) replaced by the median over all attempts of
+    every arm, so no figure, table or JSON field per trial says which arm is the slower policy. Never saved."""
+    if not sheet.records:
+        return sheet
+
+    def pooled(values: list[float | None]) -> float | None:
+        known = sorted(v for v in values if v is not None)
+        return known[len(known) // 2] if known else None
+
+    loop = {name: pooled([getattr(a.loop, name) for a in sheet.records]) for name in TIMING_FIELDS}
+    loop = {name: value for name, value in loop.items() if value is not None}
+    duration = pooled([a.duration_s for a in sheet.records])
+    records = [a.model_copy(update={"loop": a.loop.model_copy(update=loop), "duration_s": duration})
+               for a in sheet.records]
+    return Scoresheet(sheet.path, sheet.locked_data, sheet.lock, sheet.settings, records, sheet.measurements,
+                      None, sheet.unblindings)
+
+
 def _design(sheet: Scoresheet) -> SequentialDesign:
     return SequentialDesign(**sheet.locked.require_comparison().design.model_dump(exclude={"fixed_sample_pairs"}))
 
