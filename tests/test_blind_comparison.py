@@ -183,8 +183,10 @@ def test_bad_comparisons_are_refused_in_one_line_with_nothing_written(workdir, c
     base = ["run", str(protocol), "--robot", "sim", "--headless", "--no-video"]
     line = refused([*base, "--policy", "expert", "--policy", "expert"], workdir, capsys)
     assert "given twice" in line
-    line = refused([*base, "--policy", "expert", "--policy", "nowhere/ckpt"], workdir, capsys)
-    assert "neither a built-in policy nor a folder" in line
+    line = refused([*base, "--policy", "expert", "--policy", "nowhere"], workdir, capsys)
+    assert "neither a built-in policy, a folder nor a Hub id" in line
+    line = refused([*base, "--policy", "expert", "--policy", "nowhere/ckpt"], workdir, capsys)   # a Hub id's shape
+    assert "not in the Hugging Face cache" in line
     small = _protocol(workdir, min_difference=0.6, cap=8)
     line = refused(["run", str(small), "--robot", "sim", "--headless", "--policy", "expert", "--policy", "replay"],
                     workdir, capsys)

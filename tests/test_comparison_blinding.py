@@ -255,3 +255,22 @@ def test_no_timing_per_arm_is_shown_while_the_comparison_is_open(tmp_path: Path,
     observer._line = "[ 1/4] trial   1"
     observer.trial_scored(sheet.attempts[0])
     assert "withheld" in out.getvalue() and "9.0 s" not in out.getvalue() and "4.0 s" not in out.getvalue()
+
+
+def test_hub_ids_work_in_a_comparison_and_a_builtin_name_always_means_the_builtin(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import constants
+
+    from tests.test_hub_policy import COMMIT_A, cached_snapshot
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "expert").mkdir()
+    (tmp_path / "expert" / "config.json").write_text("{}")
+    arms = _check_refs(["expert", "./expert"], RobotKind.SIM)
+    assert arms[0].fingerprint == "builtin:expert"             # the folder beside it does not shadow it
+    assert arms[1].fingerprint.startswith("sha256:")           # the folder, named as a path
+    cache = tmp_path / "hub-cache"
+    cached_snapshot(cache, "org/act_cube", COMMIT_A)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    arms = _check_refs(["replay", "org/act_cube"], RobotKind.SIM)
+    assert arms[1].fingerprint == f"hub:org/act_cube@{COMMIT_A}"

@@ -24,6 +24,7 @@ from harness.app.parallel.runs import check_workers, run_parallel
 from harness.app.parts import Parts
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models import sequential
+from harness.models.checkpoint import hub_ref
 from harness.models.comparison import (
     ArmIdentity,
     CodeRule,
@@ -45,10 +46,10 @@ from harness.models.scoresheet import (
     build_locked,
     load_scoresheet,
     new_scoresheet,
-    policy_fingerprint,
 )
 from harness.models.taxonomy import Label
 from harness.policies.arms import load_arms
+from harness.policies.hub import policy_fingerprint as hub_fingerprint
 
 
 def comparison_refs(request: RunRequest, protocol: Protocol) -> list[str] | None:
@@ -71,14 +72,18 @@ def comparison_protocol(protocol: Protocol, sheet_or_slots: Scoresheet | list[Tr
 
 
 def _check_refs(refs: list[str], robot: RobotKind, emulated_truth: bool = False) -> list[ArmIdentity]:
+    """Each policy as its arm will run it: a built-in's name always means the built-in (a folder so named is
+    `./expert`), a folder by its files, a Hub id (as a single run takes one) by its cached commit."""
     if len(refs) > 10:
         raise HarnessInputError(None, "--policy", f"{len(refs)} policies: a comparison takes at most 10")
     identities = []
     for ref in refs:
-        if BuiltinPolicy.named(ref) is None and not Path(ref).is_dir():
-            raise HarnessInputError(None, "--policy", f"'{ref}' is neither a built-in policy nor a folder")
+        builtin = BuiltinPolicy.named(ref)
+        if builtin is None and hub_ref(ref) is None and not Path(ref).is_dir():
+            raise HarnessInputError(None, "--policy", f"'{ref}' is neither a built-in policy, a folder nor a Hub id")
         check_policy_fits_robot(ref, robot, emulated_truth)
-        identities.append(ArmIdentity(ref=ref, fingerprint=policy_fingerprint(ref)))
+        fingerprint = f"builtin:{builtin.value}" if builtin is not None else hub_fingerprint(ref)
+        identities.append(ArmIdentity(ref=ref, fingerprint=fingerprint))
     seen: dict[str, str] = {}
     for arm in identities:
         twin = seen.get(arm.fingerprint)

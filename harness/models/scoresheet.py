@@ -57,7 +57,7 @@ from harness.models.lock import WriterLock
 from harness.models.locked import LockedBlock, LockedInference
 from harness.models.protocol import Protocol, file_sha256
 from harness.models.render_profile import LEGACY_PROFILE, RenderProfile
-from harness.models.run_settings import InferenceEngine, Latency, RobotKind, RunSettings
+from harness.models.run_settings import BuiltinPolicy, InferenceEngine, Latency, RobotKind, RunSettings
 from harness.models.sequential import SequentialDesign
 from harness.models.stats import wilson_interval
 from harness.models.taxonomy import ALL_LABELS, FAILURE_MODES, Label, Outcome
@@ -247,8 +247,8 @@ def policy_fingerprint(policy_ref: str) -> str:
     a retrained checkpoint saved over the old one.
     """
     path = Path(policy_ref)
-    if not path.exists():
-        return f"builtin:{policy_ref}"
+    if BuiltinPolicy.named(policy_ref) is not None or not path.exists():   # a built-in's name means the built-in,
+        return f"builtin:{policy_ref}"                                     # even beside a folder so named (./expert)
     digest = hashlib.sha256()
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
     for file in files:
