@@ -1,46 +1,38 @@
 """An anytime-valid sequential test for paired binary outcomes: which of two policies succeeds more.
 
-Each block runs every arm once at the same start position, so a comparison of two arms gains one
-*pair* per block: (A succeeded, B succeeded). Concordant pairs say nothing about which is better;
-among the discordant ones, theta = P(only A succeeded | exactly one did) is 1/2 whenever the two
-arms succeed equally often at every start position, whatever that rate is (McNemar's argument).
+Each block runs every arm once at the same start position, drawn at random from the protocol's positions
+(`harness.models.comparison`), so a comparison of two arms gains one *pair* per block, and the pairs are
+independent draws. Concordant pairs say nothing about which is better; among the discordant ones,
+theta = P(only A succeeded | exactly one did) is exactly 1/2 whenever the two arms have equal *average*
+success over the positions, whatever the rate, the dependence between the arms or how their strengths
+differ by position (McNemar's argument, made exact by the draw).
 
-The test is a two-sided sequential probability ratio test on the discordant pairs (Wald 1945),
-with its boundaries set by exact calculation and Ville's inequality instead of Wald's approximations:
-its statistic is a test *martingale*, looked at after every block without inflating the error
-(Ramdas, Gruenwald, Vovk and Shafer, "Game-theoretic statistics and safe anytime-valid inference",
-Statistical Science 2023, section 3; a point-alternative relative of the mixture SPRT of Johari,
-Koomen, Pekelis and Walsh, "Always valid inference", Operations Research 2022):
-
-* ``e_A = prod (2 theta1)^x (2 (1 - theta1))^(1 - x)`` over discordant pairs (x = 1 when only A
-  succeeded) is a non-negative martingale with mean 1 when theta = 1/2, so
-  ``P(sup e_A >= 2 K / alpha) <= alpha / (2 K)``; likewise ``e_B`` with theta1 and 1 - theta1
-  swapped. "A better" when ``e_A`` crosses the efficacy bound, "B better" when ``e_B`` does. The
-  bound is calibrated to the cap (:func:`design`): the lowest whose two-sided error, looked at after
-  every pair up to the cap, is at most alpha / K even if every pair were discordant; never above
-  Ville's, which holds with no cap. At most alpha over K declared comparisons (Bonferroni).
+* Which is better (`EfficacyRule.MIXTURE`, what comparisons lock): ``e_A`` bets on each discordant pair at
+  the odds estimated from the discordant pairs before it (the posterior mean of theta under a Beta prior
+  truncated to theta >= 1/2): a predictable plug-in bet, which multiplies out to a mixture over the
+  alternative, a function of the counts (`log_mixture`). It is a test martingale when theta = 1/2 (a
+  supermartingale when theta < 1/2), so by Ville's inequality ``P(sup e_A >= 2 K / alpha) <= alpha / (2 K)``
+  for ever: anytime-valid, past the cap, and whether futility is heeded or not (Ramdas, Gruenwald, Vovk and
+  Shafer, "Game-theoretic statistics and safe anytime-valid inference", Statistical Science 2023; the betting
+  form of Waudby-Smith and Ramdas, JRSS B 2024; mixtures as in Wald 1947 and Robbins 1970). ``e_B`` likewise
+  with A and B swapped; at most alpha over K declared comparisons (Bonferroni).
+  Sheets locked before it keep `EfficacyRule.CALIBRATED_SPRT`: a point-alternative SPRT (Wald 1945) whose
+  bound is calibrated to the cap with futility binding (`design`): a truncated sequential test, valid only
+  up to the cap and only if futility stops the run.
 * Futility ("no difference of that size") uses every pair, concordant ones too (`FutilityRule.PAIRED_BETTING`,
-  testing by betting: Shafer, "Testing by betting", JRSS A 2021; Waudby-Smith and Ramdas, "Estimating means of
-  bounded random variables by betting", JRSS B 2024). With D = (A succeeded) - (B succeeded) in {-1, 0, 1},
-  "A better by d" says E[D] >= d, so ``W_A = prod (1 + lambda (d - D))`` (0 <= lambda < 1 / (1 - d)) has
-  expectation at most 1 at every pair: a test supermartingale *against* "A better by d", and
+  testing by betting: Shafer, "Testing by betting", JRSS A 2021). With D = (A succeeded) - (B succeeded) in
+  {-1, 0, 1}, "A better by d" says E[D] >= d, so ``W_A = prod (1 + lambda (d - D))`` (0 <= lambda < 1 / (1 - d))
+  has expectation at most 1 at every pair: a test supermartingale *against* "A better by d", and
   ``P(sup W_A >= 1 / gamma) <= gamma`` under it (Ville). A concordant pair (D = 0) multiplies W_A by 1 + lambda d:
-  two arms that mostly agree, both succeeding or both failing, soon show that their difference is not d,
-  which a test on discordant pairs alone cannot see (it waits for the rare disagreements). Direction A closes
-  when ``W_A >= 1 / gamma`` (likewise W_B with D negated); both closed: futility. When the better arm really
-  leads by the declared difference, futility is wrongly declared with probability at most gamma.
-  lambda is fixed at the lock (so the state is the counts, and the exact walk below stays exact): the
-  Kelly bet against the null with the most discordant pairs independent trials allow (both arms at 1/2,
-  D = +-1 with probability 1/4 each), the slowest null for this bet to close (`kelly_bet`).
-  Sheets locked before this rule existed keep theirs (`FutilityRule.DISCORDANT_SPRT`: ``1 / e_A``, a
-  martingale when theta = theta1, closes direction A at ``e_A <= gamma``), as their lock says.
-* theta1 is the discordant-pair odds the declared difference gives at the least favourable success
-  rates (1/2 - d/2 against 1/2 + d/2, independent trials): any other rates with the same difference,
-  or outcomes correlated through the start position, make theta larger and the test faster.
-
-The cap (pairs per comparison) and the power are exact: :func:`operating_characteristics` walks the
-distribution of (A-only, B-only) counts pair by pair (no simulation), so a lock can refuse a cap
-that cannot reach the declared power and name the smallest one that does.
+  two arms that mostly agree soon show that their difference is not d. Direction A closes when
+  ``W_A >= 1 / gamma`` (likewise W_B with D negated); both closed: futility. lambda is fixed at the lock (so the
+  state is the counts, and the exact walks stay exact): the Kelly bet at both arms 1/2 independent (`kelly_bet`).
+  Sheets locked before this rule existed keep theirs (`FutilityRule.DISCORDANT_SPRT`), as their lock says.
+* The cap is sized exactly for the declared power *whatever the dependence between the arms*: the power is
+  lowest when every pair is discordant (a pair then tells least about the difference: d^2 / 2 psi per pair
+  for a share psi of discordant pairs), where the state is one-dimensional and one exact walk
+  (`discordant_walk`, O(cap^2), under a second up to `MAX_PAIRS_SEARCHED`) gives the power of every cap at
+  once. :func:`operating_characteristics` walks the general (A-only, B-only) distribution for the tests.
 """
 
 from __future__ import annotations
