@@ -50,7 +50,7 @@ POSITIONS = 16
 CHUNK = 2_000
 # The old design's caps (`sq.minimum_cap(..., efficacy=CALIBRATED_SPRT)`): its 2-D exact walk is O(cap^3) and
 # d = 0.1 takes minutes, so the search runs once and is written here; --old-caps recomputes them.
-OLD_CAPS = {(0.3, 1): 76, (0.2, 1): 176, (0.2, 3): 231, (0.15, 1): 328, (0.1, 1): 700}
+OLD_CAPS = {(0.3, 1): 76, (0.2, 1): 176, (0.2, 3): 231, (0.15, 1): 328, (0.1, 1): 782}
 
 
 @dataclass(frozen=True)
