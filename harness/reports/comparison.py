@@ -155,7 +155,8 @@ def comparison_blocks(sheet: Scoresheet, revealed: bool) -> list[Block]:
         Para(f"Decision: {decision_text(traces) if traces and traces[0].states else status}. "
              f"{'Ended' if sheet.complete else 'Still open'}; {used} blocks used of at most {design.cap}: "
              f"{used * len(comparison.arms)} trials, against {design.fixed_sample_pairs * len(comparison.arms)} for "
-             f"McNemar's fixed-sample design at alpha {design.alpha} and power {design.power} for a difference of "
+             f"McNemar's fixed-sample design (sized for independent arms) at alpha {design.alpha} and power "
+             f"{design.power} for a difference of "
              f"{design.min_difference} ({len(comparison.comparisons)} declared comparison(s), error controlled "
              "over all of them)."),
         Table(["arm", "policy", "successes", "voids (re-run)",
