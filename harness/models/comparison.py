@@ -212,14 +212,28 @@ class ComparisonTrace:
         return None
 
 
+class OutcomeKind(StrEnum):
+    """What a trial contributes to the decision; each kind has its own paired test (`DECISIONS`)."""
+
+    SUCCESS = "success"   # succeeded or not: the paired binary tests of `harness.models.sequential`
+
+
+PairedStep = Callable[[SequentialDesign, ComparisonState, bool, bool, int], ComparisonState]
+# The decision function per outcome kind: a comparison's outcomes reach a test only through here, so another
+# kind (a graded outcome with its own e-process) plugs in as one more entry, with its own design and state.
+DECISIONS: dict[OutcomeKind, PairedStep] = {OutcomeKind.SUCCESS: advance}
+
+
 def replay(
     design: SequentialDesign,
     comparisons: tuple[tuple[str, str], ...],
     block_outcomes: list[dict[str, bool]],
+    outcome: OutcomeKind = OutcomeKind.SUCCESS,
 ) -> list[ComparisonTrace]:
     """Each declared comparison's states after each complete block (`block_outcomes[b][code]`:
     whether that arm's scored trial in block b succeeded). A comparison that has stopped gains no
     more pairs: later blocks (run for the comparisons still open) do not change its decision."""
+    step = DECISIONS[outcome]
     traces = []
     for first, second in comparisons:
         states: list[ComparisonState] = []
@@ -227,7 +241,7 @@ def replay(
         for outcomes in block_outcomes:
             if state.decision.final:
                 break
-            state = advance(design, state, outcomes[first], outcomes[second], design.cap)
+            state = step(design, state, outcomes[first], outcomes[second], design.cap)
             states.append(state)
         traces.append(ComparisonTrace(first, second, tuple(states)))
     return traces
