@@ -131,7 +131,7 @@ def wall() -> None:
     data["generator"] = None
     data["episode_time_limit_s"] = 12.0
     data["stopping_rule"] = {"kind": "sequential", "alpha": 0.05, "power": 0.8, "min_difference": 0.3,
-                             "max_trials_per_arm": 76}
+                             "max_trials_per_arm": 241}
     (folder / "cmp.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     common = ["--robot", "sim", "--headless", "--no-video"]
     compared = _harness(folder, "run", "cmp.yaml", "--policy", "expert", "--policy", "replay", *common)
