@@ -213,22 +213,22 @@ class ComparisonTrace:
 
 
 class OutcomeKind(StrEnum):
-    """What a trial contributes to the decision; each kind has its own paired test (`DECISIONS`)."""
+    """What a trial contributes to the decision; each kind has its own paired test (`DECISIONS`); BINARY today."""
 
-    SUCCESS = "success"   # succeeded or not: the paired binary tests of `harness.models.sequential`
+    BINARY = "binary"   # succeeded or not: the paired binary tests of `harness.models.sequential`
 
 
 PairedStep = Callable[[SequentialDesign, ComparisonState, bool, bool, int], ComparisonState]
 # The decision function per outcome kind: a comparison's outcomes reach a test only through here, so another
 # kind (a graded outcome with its own e-process) plugs in as one more entry, with its own design and state.
-DECISIONS: dict[OutcomeKind, PairedStep] = {OutcomeKind.SUCCESS: advance}
+DECISIONS: dict[OutcomeKind, PairedStep] = {OutcomeKind.BINARY: advance}
 
 
 def replay(
     design: SequentialDesign,
     comparisons: tuple[tuple[str, str], ...],
     block_outcomes: list[dict[str, bool]],
-    outcome: OutcomeKind = OutcomeKind.SUCCESS,
+    outcome: OutcomeKind = OutcomeKind.BINARY,
 ) -> list[ComparisonTrace]:
     """Each declared comparison's states after each complete block (`block_outcomes[b][code]`:
     whether that arm's scored trial in block b succeeded). A comparison that has stopped gains no
