@@ -27,6 +27,7 @@ from pydantic import (
 from harness.errors import HarnessInputError
 from harness.models.run_settings import RobotKind
 from harness.models.safe_yaml import decode_text, load_yaml_text, read_limited
+from harness.models.sequential import MAX_PAIRS_SEARCHED
 from harness.models.taxonomy import TAXONOMY
 
 JOINT_NAMES: tuple[str, ...] = (
@@ -125,7 +126,7 @@ class StoppingRule(_Strict):
     alpha: Annotated[float, Field(gt=0, le=0.5)] = 0.05
     power: Annotated[float, Field(ge=0.5, lt=1)] = 0.8
     min_difference: Annotated[float, Field(gt=0, lt=1)] | None = None
-    max_trials_per_arm: Annotated[int, Field(ge=1, le=2000)] | None = None
+    max_trials_per_arm: Annotated[int, Field(ge=1, le=MAX_PAIRS_SEARCHED)] | None = None   # the checked limit
     comparisons: list[tuple[ArmCode, ArmCode]] | None = None
     # sequential: outcomes reported per arm (mean and interval), declared before the run; never a stop
     secondary: list[SecondaryOutcome] | None = None

@@ -60,7 +60,7 @@ from harness.models.lock import WriterLock
 from harness.models.locked import LockedBlock, LockedInference
 from harness.models.protocol import Protocol, file_sha256
 from harness.models.render_profile import LEGACY_PROFILE, RenderProfile
-from harness.models.run_settings import InferenceEngine, Latency, RobotKind, RunSettings
+from harness.models.run_settings import BuiltinPolicy, InferenceEngine, Latency, RobotKind, RunSettings
 from harness.models.sequential import SequentialDesign
 from harness.models.stats import wilson_interval
 from harness.models.taxonomy import ALL_LABELS, FAILURE_MODES, Label, Outcome
@@ -197,6 +197,17 @@ class Attempt(BaseModel):
         return self.failure_mode if self.failure_mode is not None else Label(self.outcome.value)
 
 
+class Unblinding(BaseModel):
+    """A blind comparison's arms revealed while the run was still open (`harness report --unblind`): a record in
+    the sheet's own chain, so deleting it breaks the chain and the witness, and every later report names it."""
+
+    model_config = ConfigDict(extra="forbid")
+    at: str
+    scored_trials: int
+    note: str
+    chain_sha256: str = ""
+
+
 class PlacementMeasurement(BaseModel):
     """Placement error measured from pixels after the attempt was recorded (`harness measure`).
 
@@ -241,8 +252,8 @@ def policy_fingerprint(policy_ref: str) -> str:
     a retrained checkpoint saved over the old one.
     """
     path = Path(policy_ref)
-    if not path.exists():
-        return f"builtin:{policy_ref}"
+    if BuiltinPolicy.named(policy_ref) is not None or not path.exists():   # a built-in's name means the built-in,
+        return f"builtin:{policy_ref}"                                     # even beside a folder so named (./expert)
     digest = hashlib.sha256()
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
     for file in files:
@@ -279,7 +290,7 @@ class Scoresheet:
     def __init__(self, path: Path, locked: dict[str, Any], lock: dict[str, Any],
                  settings: RunSettings, attempts: list[Attempt],
                  measurements: list[PlacementMeasurement] | None = None,
-                 stored: journal.Contents | None = None) -> None:
+                 stored: journal.Contents | None = None, unblindings: list[Unblinding] | None = None) -> None:
         self.path = path
         self.locked_data = locked
         self.locked = LockedBlock.model_validate(locked)
@@ -289,6 +300,7 @@ class Scoresheet:
         self.attempts: list[Attempt] = []
         self.superseded: list[Attempt] = []   # records replaced by a re-score (kept in the file, not counted)
         self.measurements = measurements or []
+        self.unblindings = unblindings or []
         self.stored = stored
         self.writer: WriterLock | None = None
         self._trial_set = {t.index for t in self.locked.trials}
@@ -401,7 +413,7 @@ class Scoresheet:
         comparison = self.locked.comparison
         if comparison is None:
             return []
-        return build_schedule(comparison.seed, tuple(comparison.arms), comparison.positions, comparison.blocks)
+        return build_schedule(*comparison.schedule_args())
 
     def comparison_traces(self) -> list[ComparisonTrace]:
         """Each declared comparison replayed over the complete blocks recorded so far."""
@@ -485,6 +497,14 @@ class Scoresheet:
         self.measurements.extend(chained)
         return chained
 
+    def add_unblinding(self, at: str, note: str) -> Unblinding:
+        """Record that a blind comparison's arms were revealed while it was open, in the sheet's own chain."""
+        previous = self.unblindings[-1].chain_sha256 if self.unblindings else self.lock["sha256"]
+        record = _chained(Unblinding(at=at, scored_trials=len(self.scored_attempts()), note=note), previous)
+        self._append([("unblinding", record, len(self.unblindings) + 1)])
+        self.unblindings.append(record)
+        return record
+
     def _writer(self) -> WriterLock:
         """The writer lock this sheet holds (a run's, held to its end), else one taken for this write."""
         return self.writer if self.writer is not None and self.writer.held else WriterLock(self.path)
@@ -496,9 +516,7 @@ class Scoresheet:
         with self._writer():
             raws = [(kind, record.model_dump(mode="json"), count) for kind, record, count in entries]
             if self.stored is None or not self.stored.canonical or self.stored.format != FORMAT:
-                records = [("attempt", a.model_dump(mode="json")) for a in self.records]
-                records += [("measurement", m.model_dump(mode="json")) for m in self.measurements]
-                records += [(kind, raw) for kind, raw, _ in raws]
+                records = self._all_records() + [(kind, raw) for kind, raw, _ in raws]
                 seen = self.stored.progress_seen if self.stored is not None else 0
                 self.stored = journal.write_all(self.path, self._header(), records, seen)
             else:
@@ -539,13 +557,17 @@ class Scoresheet:
 
     def save(self) -> None:
         """Rewrite the whole sheet and its witness atomically (creation and format conversion only)."""
+        self.stored = journal.write_all(self.path, self._header(), self._all_records())
+
+    def _all_records(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every record, by kind, as the file holds them (each kind's chain in its own order)."""
         records = [("attempt", a.model_dump(mode="json")) for a in self.records]
         records += [("measurement", m.model_dump(mode="json")) for m in self.measurements]
-        self.stored = journal.write_all(self.path, self._header(), records)
+        records += [("unblinding", u.model_dump(mode="json")) for u in self.unblindings]
+        return records
 
     def to_yaml(self) -> str:
-        records = [("attempt", a.model_dump(mode="json")) for a in self.records]
-        records += [("measurement", m.model_dump(mode="json")) for m in self.measurements]
+        records = self._all_records()
         body = journal.header_bytes(self._header()) + b"".join(journal.record_line(k, r) for k, r in records)
         return body.decode()
 
@@ -560,7 +582,7 @@ def _chained(record: Any, previous: str) -> Any:
     return record.model_copy(update={"chain_sha256": _chain_hash(record, previous)})
 
 
-def _verified_chain[R: (Attempt, PlacementMeasurement)](
+def _verified_chain[R: (Attempt, PlacementMeasurement, Unblinding)](
         path: Path, section: str, raws: list[Any], model: type[R], start: str,
         bodies: list[bytes | None] | None = None) -> list[R]:
     """Validate each record and check its link in the chain.
@@ -680,13 +702,14 @@ def _load(path: Path, repair: bool = False) -> Scoresheet:
     except ValidationError as err:
         first = err.errors()[0]
         raise HarnessInputError(path, "locked." + ".".join(str(p) for p in first["loc"]), first["msg"]) from None
-    def chain_of[R: (Attempt, PlacementMeasurement)](kind: str, model: type[R]) -> list[R]:
+    def chain_of[R: (Attempt, PlacementMeasurement, Unblinding)](kind: str, model: type[R]) -> list[R]:
         picked = [i for i, (k, _) in enumerate(stored.records) if k == kind]
         bodies = [stored.bodies[i] for i in picked] if stored.bodies else None
         return _verified_chain(path, f"{kind}s", [stored.records[i][1] for i in picked], model, lock["sha256"], bodies)
 
     attempts = chain_of("attempt", Attempt)
     measurements = chain_of("measurement", PlacementMeasurement)
+    unblindings = chain_of("unblinding", Unblinding)
     stored.records, stored.bodies = [], []   # the models are the record now; `stored` only locates the tail
     raw_settings = data.get("settings") or {}
     if not isinstance(raw_settings, dict):
@@ -696,7 +719,7 @@ def _load(path: Path, repair: bool = False) -> Scoresheet:
     except ValidationError as err:
         first = err.errors()[0]
         raise HarnessInputError(path, "settings." + ".".join(str(p) for p in first["loc"]), first["msg"]) from None
-    return Scoresheet(path, locked, lock, settings, attempts, measurements, stored)
+    return Scoresheet(path, locked, lock, settings, attempts, measurements, stored, unblindings)
 
 
 class Drift(StrEnum):
@@ -738,7 +761,7 @@ def check_resumable(sheet: Scoresheet, protocol_path: Path, policy_ref: str | No
     policy: its cached revision moved to another commit)."""
     if sheet.locked.comparison is not None:
         raise StaleRunError(sheet.path, "--policy", "this scoresheet is a blind comparison: resume it with the same "
-                                                    "--policy flags, in the same order")
+                                                    "set of --policy flags (in any order)")
     if file_sha256(protocol_path) != sheet.locked.protocol_sha256:
         raise StaleRunError(
             protocol_path, "protocol_sha256",

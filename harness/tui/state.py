@@ -79,6 +79,7 @@ class RunState:
     loop_hz: float = 0.0
     policy_ms: float = 0.0
     missed: int = 0
+    timing_withheld: bool = False      # a blind comparison: the loop's timing would say which arm runs
     tally: Tally = field(default_factory=Tally)
     last_label: str | None = None      # the last attempt as shown: its label, a void with its reason
     last_outcome: Label | None = None  # ... and its label, which decides the colour

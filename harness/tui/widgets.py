@@ -111,6 +111,10 @@ class LoopPanel(Static):
         table = Table.grid(padding=(0, 1))
         table.add_column(style="bold")
         table.add_column()
+        if s.timing_withheld:   # a slower policy would name its arm
+            table.add_row("Timing", Text("withheld while the comparison is blind", style="dim"))
+            self.update(table)
+            return
         rate_style = "green" if s.loop_hz >= 0.95 * s.fps or s.pace == "lock-step" else "red"
         pace = f" {s.pace}" if s.pace else ""
         table.add_row("Loop", Text(f"{s.loop_hz:5.1f}/{s.fps} Hz{pace}", style=rate_style))

@@ -111,8 +111,12 @@ def report(args: argparse.Namespace) -> int:
         for item in found:
             print(f"warning: {path}: {item}", file=sys.stderr)
             warnings.append(f"{path}: {item}")
-    summaries = [summarize(sheet) for sheet in sheets]
     revealed, compared = _comparison_blocks(sheets, args)
+    if compared and not revealed:   # open and sealed: timing per trial would name the slower arm
+        from harness.reports.comparison import pooled_timing
+
+        sheets = [pooled_timing(sheet) for sheet in sheets]
+    summaries = [summarize(sheet) for sheet in sheets]
     if args.output or args.md:
         from harness.models.atomic import write_text_atomic
         from harness.reports.blocks import to_html, write_markdown
@@ -257,8 +261,8 @@ def register(sub: Any) -> None:
     parser.add_argument("--reveal", action="store_true",
                         help="a blind comparison: name the policy behind each arm (refused while the run is open)")
     parser.add_argument("--unblind", action="store_true",
-                        help="a blind comparison still open: reveal its arms now; the unblinding is recorded beside "
-                             "the scoresheet and every later report says so")
+                        help="a blind comparison still open: reveal its arms now; the unblinding is recorded in "
+                             "the scoresheet's chain and every later report says so")
     parser.add_argument("--model-card", metavar="CHECKPOINT/README.md",
                         help="add or update the scoresheet's success rate (Wilson interval, trial count, protocol "
                              "and its hash, harness version) in a Hugging Face model card's model-index; the rest "
