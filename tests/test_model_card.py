@@ -118,7 +118,7 @@ def comparison(workdir: Path, capsys) -> tuple[Path, str]:
 
     data = yaml.safe_load(small_protocol_copy(workdir / "protocols").read_text())
     data["stopping_rule"] = {"kind": "sequential", "alpha": 0.05, "power": 0.8, "min_difference": 0.6,
-                             "max_trials_per_arm": 17}
+                             "max_trials_per_arm": 47}
     data["episode_time_limit_s"] = 6.0
     protocol = workdir / "protocols" / "cmp.yaml"
     protocol.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -135,7 +135,7 @@ def test_a_blind_comparison_writes_both_arms_only_once_unblinded(comparison, wor
     sheet_path, started = comparison
     # the start line counts as the report does (issue 60): per arm and in all, never a per-arm number alone
     design = load_scoresheet(sheet_path).locked.comparison.design
-    assert (f"at most 17 trials per arm, 34 in all (a fixed-sample design: {design.fixed_sample_pairs} per arm, "
+    assert (f"at most 47 trials per arm, 94 in all (a fixed-sample design: {design.fixed_sample_pairs} per arm, "
             f"{2 * design.fixed_sample_pairs} in all, as the report counts them)") in started, started
     card = workdir / "README.md"
     card.write_text(CARD)
