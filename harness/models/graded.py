@@ -38,7 +38,7 @@ from harness.models.verdict import EventKind, JudgeVerdict
 class PrimaryOutcome(StrEnum):
     """What a comparison's test decides on (declared in the stopping rule, locked with it)."""
 
-    SUCCESS = "success"                    # success or failure: the discordant-pair test (`models.sequential`)
+    SUCCESS = Label.SUCCESS.value          # success or failure: the discordant-pair test (`models.sequential`)
     PROGRESS = "progress"                  # how far the attempt got, 0-4 (`Progress`)
     TIME_TO_SUCCESS = "time_to_success"    # when it succeeded; failures censored at the episode limit
 
