@@ -22,7 +22,7 @@ from harness.app.build import FrontEnd, check_policy_fits_robot, prepare_run
 from harness.app.parallel.runs import check_workers, run_parallel
 from harness.app.parts import Parts
 from harness.errors import HarnessInputError, StaleRunError
-from harness.models import sequential
+from harness.models import betting, sequential
 from harness.models.comparison import (
     ArmIdentity,
     SealBroken,
@@ -32,6 +32,7 @@ from harness.models.comparison import (
     seal,
     unseal,
 )
+from harness.models.graded import GradedOutcome
 from harness.models.lock import WriterLock
 from harness.models.protocol import Protocol, Trial, file_sha256
 from harness.models.run_request import RunRequest
@@ -139,6 +140,12 @@ def _new_sheet(request: RunRequest, protocol: Protocol, protocol_path: Path, pat
                    "fixed_sample_pairs": design.fixed_sample_pairs()},
         "sealed": sealed.model_dump(), "blind": request.blind,
     }
+    primary = protocol.stopping_rule.primary_outcome
+    if primary.graded:   # the outcome's definition, source and scene locked with it (docs/comparisons.md)
+        scene = protocol.scene
+        outcome = GradedOutcome.declare(primary, robot.simulated, scene.bowl_xy_cm, scene.bowl_diameter_cm,
+                                        scene.trained_cube_xy_cm, protocol.episode_time_limit_s)
+        comparison["graded"] = {"outcome": outcome.model_dump(mode="json"), "max_bet": betting.DEFAULT_MAX_BET}
     # what the sheet is, as the command that built the request says (a rehearsal's gap): locked with it
     optional = {"latency_ms": latency_record(latency), "inference": {"engine": InferenceEngine.SYNC.value},
                 "comparison": comparison, **(request.provenance or {})}

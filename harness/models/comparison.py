@@ -28,6 +28,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from harness.errors import HarnessError
+from harness.models.graded import PrimaryOutcome
 from harness.models.sequential import ComparisonState, Decision, SequentialDesign, advance
 
 ARM_CODES = "ABCDEFGHIJ"
@@ -167,10 +168,11 @@ def run_finished(traces: list[ComparisonTrace]) -> bool:
     return all(trace.final.decision.final for trace in traces)
 
 
-def block_outcomes(schedule: list[Slot], success_of: Callable[[int], bool | None]) -> list[dict[str, bool]]:
+def block_outcomes[Outcome: (bool, float)](schedule: list[Slot],
+                                           success_of: Callable[[int], Outcome | None]) -> list[dict[str, Outcome]]:
     """Each complete block's outcomes by arm, in order, up to the first block not yet complete
-    (`success_of(slot number)`: None while the slot has no scored attempt)."""
-    blocks: dict[int, dict[str, bool]] = {}
+    (`success_of(slot number)`: None while the slot has no scored attempt; a success, or a graded score)."""
+    blocks: dict[int, dict[str, Outcome]] = {}
     expected: dict[int, int] = {}
     for slot in schedule:
         expected[slot.block] = expected.get(slot.block, 0) + 1
@@ -185,9 +187,10 @@ def block_outcomes(schedule: list[Slot], success_of: Callable[[int], bool | None
     return complete
 
 
-def decision_text(traces: list[ComparisonTrace]) -> str:
+def decision_text(traces: list[ComparisonTrace], outcome: PrimaryOutcome = PrimaryOutcome.SUCCESS) -> str:
     """One line per declared comparison, in arm codes only (safe to show while the run is blind)."""
     lines = []
+    ahead = "succeeded" if outcome is PrimaryOutcome.SUCCESS else f"scored higher on {outcome.value}"
     for trace in traces:
         state = trace.final
         winner = trace.winner()
@@ -200,6 +203,6 @@ def decision_text(traces: list[ComparisonTrace]) -> str:
             what = f"{trace.first} vs {trace.second}: cap reached without a decision"
         else:
             what = f"{trace.first} vs {trace.second}: still open"
-        lines.append(f"{what} after {state.pairs} blocks ({state.first_only} pairs only {trace.first} succeeded, "
+        lines.append(f"{what} after {state.pairs} blocks ({state.first_only} pairs only {trace.first} {ahead}, "
                      f"{state.second_only} only {trace.second})")
     return "; ".join(lines)

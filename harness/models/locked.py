@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from harness.models.comparison import SealedMapping
+from harness.models.graded import GradedOutcome
 from harness.models.protocol import StoppingRule, Trial
 from harness.models.reality_gap import RealityGap
 from harness.models.render_profile import RenderProfile
@@ -105,6 +106,15 @@ class LockedDesign(BaseModel):
     futility_bet: float | None = None   # paired betting's fraction lambda, as calibrated at the lock
 
 
+class LockedGraded(BaseModel):
+    """A graded comparison's outcome as locked (definition, source, the scene it reads) and its bet's cap
+    (`harness.models.betting`); the test's error rates, difference and cap are the comparison's `design`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    outcome: GradedOutcome
+    max_bet: float
+
+
 class LockedComparison(BaseModel):
     """A blind comparison: the arms by code, the schedule's seed, the declared comparisons, the test and
     the sealed mapping (its commitment proves the mapping was fixed before trial 1)."""
@@ -118,6 +128,8 @@ class LockedComparison(BaseModel):
     design: LockedDesign
     sealed: SealedMapping
     blind: bool = True
+    graded: LockedGraded | None = None       # a graded primary outcome (progress, time to success); None: success
+
 
 
 LockedBlock.model_rebuild()
