@@ -379,9 +379,8 @@ class Scoresheet:
         rule = self.locked.stopping_rule
         if rule.kind == "sequential" and self.locked.comparison is not None:
             traces = self.comparison_traces()
-            graded = self.locked.comparison.graded
-            outcome = graded.outcome.kind if graded is not None else PrimaryOutcome.SUCCESS
-            return decision_text(traces, outcome) if traces[0].states and run_finished(traces) else None
+            return (decision_text(traces, self.comparison_outcome()) if traces[0].states and run_finished(traces)
+                    else None)
         if rule.kind != "wilson_width" or rule.max_width is None:
             return None
         scored = self.scored_attempts()
@@ -417,6 +416,11 @@ class Scoresheet:
                                               block_outcomes(self.comparison_schedule(), self.graded_score))
         outcomes = block_outcomes(self.comparison_schedule(), success_of)
         return replay(design, tuple(comparison.comparisons), outcomes)
+
+    def comparison_outcome(self) -> PrimaryOutcome:
+        """What a comparison's test decides on, as locked (success for a sheet without a graded block)."""
+        comparison = self.locked.comparison
+        return comparison.graded.outcome.kind if comparison and comparison.graded else PrimaryOutcome.SUCCESS
 
     def betting_design(self) -> betting.BettingDesign:
         """A graded comparison's test, from the locked design and bet (`harness.models.betting`)."""
