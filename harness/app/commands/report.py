@@ -137,6 +137,13 @@ def report(args: argparse.Namespace) -> int:
             from harness.reports.comparison import comparison_text
 
             texts.insert(0, comparison_text(compared))
+        from harness.reports.analysis import twin_report
+        from harness.reports.fidelity import assisted_text
+
+        twins = twin_report(sheets)
+        assisted = assisted_text(twins) if twins is not None else None
+        if assisted:   # a twin with its own trials: the real success rate alone and with the twin's help
+            texts.insert(0, assisted)
         print("\n\n".join(([caveat] if caveat else []) + texts))
     return 0
 
