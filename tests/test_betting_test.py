@@ -35,7 +35,7 @@ def test_under_the_average_over_positions_null_the_wealth_is_a_nonnegative_marti
     first, second = _null_pairs(rng, count, pairs)
     assert abs((first - second).mean()) < 0.01   # the null holds on average, not per position
     design = BettingDesign(ALPHA, 0.8, 0.25, 1, pairs)
-    state = betting.start((count,))
+    state = betting.start(design, (count,))
     wealth_means = []
     errors = np.zeros(count, dtype=bool)
     for i in range(pairs):
@@ -95,5 +95,6 @@ def test_a_sheets_replay_pair_by_pair_is_the_vectorised_simulation() -> None:
 
 @pytest.mark.parametrize("bad", [-0.5, 1.7])
 def test_scores_outside_zero_to_one_are_clipped_so_no_factor_turns_negative(bad: float) -> None:
-    state = betting.step(BettingDesign(ALPHA, 0.8, 0.2, 1, 10), betting.start(), bad, 1 - bad)
+    design = BettingDesign(ALPHA, 0.8, 0.2, 1, 10)
+    state = betting.step(design, betting.start(design), bad, 1 - bad)
     assert np.isfinite(state.log_for_first) and np.isfinite(state.log_for_second)

@@ -49,7 +49,7 @@ def test_a_progress_comparison_locks_its_outcome_decides_by_betting_and_reports_
     trace = sheet.comparison_traces()[0]
     assert trace.winner() == expert
     # every expert trial placed the cube (4), every replay trial missed it (0): Ville's bound 40 needs
-    # (1 + bet)^n >= 40 with the aGRAPA bet growing from its prior, a handful of blocks
+    # the mixture's largest bet reaches 40 = (1 + 0.75)^n / 8 within a handful of blocks
     assert trace.final.pairs < sheet.locked.comparison.design.fixed_sample_pairs
     # a reloaded sheet (what --resume reads) reproduces the decision
     again = load_scoresheet(SHEET)

@@ -145,7 +145,7 @@ def _new_sheet(request: RunRequest, protocol: Protocol, protocol_path: Path, pat
         scene = protocol.scene
         outcome = GradedOutcome.declare(primary, robot.simulated, scene.bowl_xy_cm, scene.bowl_diameter_cm,
                                         scene.trained_cube_xy_cm, protocol.episode_time_limit_s)
-        comparison["graded"] = {"outcome": outcome.model_dump(mode="json"), "max_bet": betting.DEFAULT_MAX_BET}
+        comparison["graded"] = {"outcome": outcome.model_dump(mode="json"), "bets": list(betting.DEFAULT_BETS)}
     # what the sheet is, as the command that built the request says (a rehearsal's gap): locked with it
     optional = {"latency_ms": latency_record(latency), "inference": {"engine": InferenceEngine.SYNC.value},
                 "comparison": comparison, **(request.provenance or {})}

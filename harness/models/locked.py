@@ -107,12 +107,12 @@ class LockedDesign(BaseModel):
 
 
 class LockedGraded(BaseModel):
-    """A graded comparison's outcome as locked (definition, source, the scene it reads) and its bet's cap
-    (`harness.models.betting`); the test's error rates, difference and cap are the comparison's `design`."""
+    """A graded comparison's outcome as locked (definition, source, the scene it reads) and its test's mixture of
+    bets (`harness.models.betting`); the test's error rates, difference and cap are the comparison's `design`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     outcome: GradedOutcome
-    max_bet: float
+    bets: list[float]
 
 
 class LockedComparison(BaseModel):

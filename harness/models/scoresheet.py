@@ -429,7 +429,7 @@ class Scoresheet:
             raise ValueError("a comparison on success has no betting design")
         d = comparison.design
         return betting.BettingDesign(d.alpha, d.power, d.min_difference, d.comparisons, d.cap,
-                                     comparison.graded.max_bet)
+                                     tuple(comparison.graded.bets))
 
     def graded_score(self, trial_index: int) -> float | None:
         """The locked graded outcome of a trial's final attempt on [0, 1] (None: not scored yet)."""

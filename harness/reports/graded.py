@@ -90,7 +90,8 @@ def graded_json(sheet: Scoresheet) -> GradedJson | None:
     return GradedJson(
         outcome=outcome.kind.value, definition=outcome.definition, source=outcome.source.value,
         episode_limit_s=outcome.episode_limit_s,
-        test=f"paired betting (aGRAPA bets, at most {design.max_bet:g} of the wealth a pair; Ville's bound)",
+        test=f"paired betting (a mixture of {len(design.bets)} fixed bets, {min(design.bets):g} to "
+             f"{max(design.bets):g} of the wealth a pair; Ville's bound)",
         log_efficacy_bound=design.log_efficacy_bound, log_futility_bound=design.log_futility_bound,
         trials_used=used * count, fixed_binary_trials=comparison.design.fixed_sample_pairs * count,
         arms=arms, comparisons=rows)
