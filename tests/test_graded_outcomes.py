@@ -127,3 +127,12 @@ def test_the_primary_outcome_is_declared_in_a_sequential_rule_only_and_a_success
         StoppingRule(kind="fixed", primary_outcome="progress")
     with pytest.raises(ValidationError, match="primary_outcome"):
         StoppingRule(kind="sequential", min_difference=0.2, max_trials_per_arm=176, primary_outcome="grasped")
+
+
+def test_the_tally_line_says_the_attempt_on_the_primary_outcome_in_plain_words() -> None:
+    progress_rule, timed = _outcome(), _outcome(PrimaryOutcome.TIME_TO_SUCCESS)
+    dropped = _verdict(Label.GRASPED_THEN_DROPPED, True, (0.25, 0.05))
+    assert progress_rule.describe(Label.GRASPED_THEN_DROPPED, dropped, None, 6.0) == "progress: got to lifted (2 of 4)"
+    won = _verdict(Label.SUCCESS, True, (0.18, 0.14), t=5.0)
+    assert timed.describe(Label.SUCCESS, won, None, 9.0) == "time to success: 5.0 s of 20 s"
+    assert timed.describe(Label.NO_GRASP, None, None, 20.0) == "time to success: none (counted as the whole 20 s)"

@@ -117,3 +117,20 @@ def test_the_twin_sheets_own_trials_give_the_report_both_intervals_side_by_side(
     assert main(["report", str(twin.path)]) == 0
     out = capsys.readouterr().out
     assert "real trials alone" in out and "with the twin" in out and "however good or bad the twin is" in out
+
+
+def test_the_twins_own_trials_are_drawn_from_the_protocols_starts_the_same_way_on_every_call(tmp_path: Path) -> None:
+    from harness.app.twin import twin_protocol
+
+    protocol_path = small_protocol_copy(tmp_path)
+    protocol = load_protocol(protocol_path)
+    real = lock_scoresheet(tmp_path / "real.yaml", build_locked(protocol, protocol_path, "expert", "so101",
+                                                                {"rehearsal": {"gap": {}}}), {"cameras": {}})
+    real.add_attempt(fake_attempt(1, 1, "success"))
+    first, again = twin_protocol(real, protocol, 30), twin_protocol(real, protocol, 30)
+    assert first == again                                          # a resume writes the very same twin protocol
+    own = [t for t in first.trials if t.index >= ppi.TWIN_EXTRA_BASE]
+    assert [t.index for t in own] == list(range(ppi.TWIN_EXTRA_BASE, ppi.TWIN_EXTRA_BASE + 30))
+    starts = {(t.dx_cm, t.dy_cm, t.yaw_deg) for t in protocol.trials}
+    assert {(t.dx_cm, t.dy_cm, t.yaw_deg) for t in own} <= starts and len({(t.dx_cm, t.dy_cm) for t in own}) > 1
+    assert len(twin_protocol(real, protocol).trials) == 1        # without --extra: the paired trials only

@@ -159,6 +159,19 @@ class GradedOutcome(BaseModel):
         seen = released if released is not None else episode_s
         return min(max(seen, 0.0), self.episode_limit_s)
 
+    def describe(self, label: Label, verdict: JudgeVerdict | None, anatomy: TrialAnatomy | None,
+                 episode_s: float) -> str:
+        """One line for the operator's tally: the attempt on the locked primary outcome, in plain words."""
+        if self.kind is PrimaryOutcome.PROGRESS:
+            level = self.progress_of(label, verdict, anatomy)
+            return f"progress: got to {level.words} ({int(level)} of 4)"
+        if self.kind is PrimaryOutcome.TIME_TO_SUCCESS:
+            if label is not Label.SUCCESS:
+                return f"time to success: none (counted as the whole {self.episode_limit_s:g} s)"
+            return (f"time to success: {self.time_to_success_s(label, verdict, anatomy, episode_s):.1f} s of "
+                    f"{self.episode_limit_s:g} s")
+        return f"success: {'yes' if label is Label.SUCCESS else 'no'}"
+
     def score(self, label: Label, verdict: JudgeVerdict | None, anatomy: TrialAnatomy | None,
               episode_s: float) -> float:
         """The primary outcome on [0, 1], higher is better: what the paired test compares."""
