@@ -134,3 +134,24 @@ def test_the_twins_own_trials_are_drawn_from_the_protocols_starts_the_same_way_o
     starts = {(t.dx_cm, t.dy_cm, t.yaw_deg) for t in protocol.trials}
     assert {(t.dx_cm, t.dy_cm, t.yaw_deg) for t in own} <= starts and len({(t.dx_cm, t.dy_cm) for t in own}) > 1
     assert len(twin_protocol(real, protocol).trials) == 1        # without --extra: the paired trials only
+
+
+@pytest.mark.slow   # the twin's trials in the simulated arm
+def test_harness_twin_extra_runs_the_twins_own_trials_and_the_report_uses_them(tmp_path: Path, monkeypatch,
+                                                                                 capsys) -> None:
+    from tests.test_twin import _real_sheet
+
+    monkeypatch.chdir(tmp_path)
+    real = _real_sheet(tmp_path)
+    assert main(["twin", str(real.path), "--extra", "2"]) == 0
+    twin_path = real.path.with_name("real-twin.yaml")
+    from harness.models.scoresheet import load_scoresheet
+
+    twin = load_scoresheet(twin_path)
+    assert twin.complete and sorted(a.trial_index for a in twin.scored_attempts()) == [
+        1, 2, ppi.TWIN_EXTRA_BASE, ppi.TWIN_EXTRA_BASE + 1]
+    capsys.readouterr()
+    assert main(["report", "--json", str(twin_path)]) == 0
+    fidelity = json.loads(capsys.readouterr().out)["twin_fidelity"]["twins"][0]
+    assert fidelity["paired"] == 2 and fidelity["twin_assisted"]["twin_trials"] == 2
+    assert main(["twin", str(real.path), "--extra", "-1", "--scoresheet", "scoresheets/bad.yaml"]) == 2

@@ -283,9 +283,10 @@ def check_resumed_twin(plan: TwinPlan) -> None:
         raise StaleRunError(plan.scoresheet, "locked.twin_of.real_lock_sha256", "the real sheet at that path is "
                                                                                 "another run than the one mirrored")
     if not plan.twin_protocol_path.is_file() or plan.twin_protocol_path.read_text() != protocol_text(plan.twin):
-        raise StaleRunError(plan.twin_protocol_path, "trials", f"the real sheet's scored attempts changed since "
-                                                               f"the twin was locked ({sheet.locked.trial_count} "
-                                                               "mirrored); start a new twin (--scoresheet)")
+        raise StaleRunError(plan.twin_protocol_path, "trials", f"the real sheet's scored attempts, or --extra, "
+                                                               f"changed since the twin was locked "
+                                                               f"({sheet.locked.trial_count} trials); resume with the "
+                                                               "same --extra, or start a new twin (--scoresheet)")
 
 
 def run_arguments(plan: TwinPlan, args: argparse.Namespace) -> list[str]:
