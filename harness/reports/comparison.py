@@ -215,7 +215,8 @@ class DeclaredComparisonJson(BaseModel):
                                       "reached without a decision")
     winner: str | None
     blocks: int = Field(description="blocks (pairs) this comparison used")
-    first_only: int = Field(description="pairs where only the first arm succeeded")
+    first_only: int = Field(description="pairs where only the first arm succeeded (a graded outcome: where it "
+                                        "scored higher)")
     second_only: int
     log_e_first: list[float] = Field(description="log e-value for 'first better' after each block")
     log_e_second: list[float]

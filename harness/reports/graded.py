@@ -105,8 +105,8 @@ def _mean_text(kind: PrimaryOutcome, value: GradedArmJson, limit_s: float) -> st
         if value.low95 is not None and value.high95 is not None:
             text += f" [{value.low95 * 4:.2f}, {value.high95 * 4:.2f}]"
         return text
-    # time to success: the mean share of the episode a success left unused, as seconds saved
-    return f"{value.mean_score * limit_s:.1f} s of {limit_s:g} s left unused on average"
+    # time to success: the mean share of the episode a success left unused, in seconds (a failure leaves none)
+    return f"done {value.mean_score * limit_s:.1f} s before the {limit_s:g} s limit on average (a failure: 0 s)"
 
 
 def graded_blocks(sheet: Scoresheet) -> list[Block]:
