@@ -297,7 +297,8 @@ def _assisted_blocks(result: TwinFidelity) -> list[Block]:
     return [
         Heading("Real success rate, with the twin's help", 3),
         Table(["", "estimate", "95 % interval", "width (points)", "from"],
-              [["real trials alone", _pct(result.real_success), alone,
+              [["real trials alone", f"{100 * (result.real_success.rate or 0.0):.0f} % ({result.real_success.k}/"
+                                     f"{result.real_success.n})", alone,
                 f"{100 * (found.real_only_high95 - found.real_only_low95):.0f}", f"{found.real_trials} real trials"],
                ["with the twin", f"{100 * found.estimate:.0f} %", helped, f"{100 * (found.high95 - found.low95):.0f}",
                 f"the same {found.real_trials} real trials and {found.twin_trials} twin trials "
@@ -318,7 +319,7 @@ def assisted_text(report: FidelityReport) -> str | None:
             if isinstance(block, Heading | Para):
                 lines.append(f"{block.text} ({result.policy_label})" if isinstance(block, Heading) else block.text)
             elif isinstance(block, Table):
-                lines += ["  ".join(f"{c:<18}" for c in row) for row in block.rows]
+                lines += ["  ".join(f"{c:<18}" for c in row) for row in [block.headers, *block.rows]]
     return "\n".join(lines) or None
 
 
