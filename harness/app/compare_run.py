@@ -23,7 +23,7 @@ from harness.app.build import FrontEnd, check_policy_fits_robot, prepare_run
 from harness.app.parallel.runs import check_workers, run_parallel
 from harness.app.parts import Parts
 from harness.errors import HarnessInputError, StaleRunError
-from harness.models import sequential
+from harness.models import betting, sequential
 from harness.models.checkpoint import hub_ref
 from harness.models.comparison import (
     ArmIdentity,
@@ -38,6 +38,7 @@ from harness.models.comparison import (
     unseal,
 )
 from harness.models.evidence_audit import check_evidence
+from harness.models.graded import GradedOutcome
 from harness.models.lock import WriterLock
 from harness.models.protocol import Protocol, Trial, file_sha256
 from harness.models.run_request import RunRequest
@@ -160,6 +161,12 @@ def lock_comparison(request: RunRequest, protocol: Protocol, protocol_path: Path
         "sealed": sealed.model_dump(), "blind": request.blind,
         "codes": CodeRule.DRAWN.value, "position_rule": PositionRule.DRAWN.value,
     }
+    primary = protocol.stopping_rule.primary_outcome
+    if primary.graded:   # the outcome's definition, source and scene locked with it (docs/comparisons.md)
+        scene = protocol.scene
+        outcome = GradedOutcome.declare(primary, robot.simulated, scene.bowl_xy_cm, scene.bowl_diameter_cm,
+                                        scene.trained_cube_xy_cm, protocol.episode_time_limit_s)
+        comparison["graded"] = {"outcome": outcome.model_dump(mode="json"), "bets": list(betting.DEFAULT_BETS)}
     # what the sheet is, as the command that built the request says (a rehearsal's gap): locked with it
     optional = {"latency_ms": latency_record(latency), "inference": {"engine": InferenceEngine.SYNC.value},
                 "comparison": comparison, **(request.provenance or {})}

@@ -38,6 +38,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from harness.errors import HarnessError
+from harness.models.graded import PrimaryOutcome
 from harness.models.sequential import ComparisonState, Decision, SequentialDesign, advance
 
 ARM_CODES = "ABCDEFGHIJ"
@@ -212,28 +213,16 @@ class ComparisonTrace:
         return None
 
 
-class OutcomeKind(StrEnum):
-    """What a trial contributes to the decision; each kind has its own paired test (`DECISIONS`); BINARY today."""
-
-    BINARY = "binary"   # succeeded or not: the paired binary tests of `harness.models.sequential`
-
-
-PairedStep = Callable[[SequentialDesign, ComparisonState, bool, bool, int], ComparisonState]
-# The decision function per outcome kind: a comparison's outcomes reach a test only through here, so another
-# kind (a graded outcome with its own e-process) plugs in as one more entry, with its own design and state.
-DECISIONS: dict[OutcomeKind, PairedStep] = {OutcomeKind.BINARY: advance}
-
-
 def replay(
     design: SequentialDesign,
     comparisons: tuple[tuple[str, str], ...],
     block_outcomes: list[dict[str, bool]],
-    outcome: OutcomeKind = OutcomeKind.BINARY,
 ) -> list[ComparisonTrace]:
     """Each declared comparison's states after each complete block (`block_outcomes[b][code]`:
     whether that arm's scored trial in block b succeeded). A comparison that has stopped gains no
-    more pairs: later blocks (run for the comparisons still open) do not change its decision."""
-    step = DECISIONS[outcome]
+    more pairs: later blocks (run for the comparisons still open) do not change its decision. This is the test on
+    success; a graded primary outcome has its own (`harness.models.betting`), chosen by `Scoresheet.comparison_traces`
+    from what the sheet locked."""
     traces = []
     for first, second in comparisons:
         states: list[ComparisonState] = []
@@ -241,7 +230,7 @@ def replay(
         for outcomes in block_outcomes:
             if state.decision.final:
                 break
-            state = step(design, state, outcomes[first], outcomes[second], design.cap)
+            state = advance(design, state, outcomes[first], outcomes[second], design.cap)
             states.append(state)
         traces.append(ComparisonTrace(first, second, tuple(states)))
     return traces
@@ -252,10 +241,11 @@ def run_finished(traces: list[ComparisonTrace]) -> bool:
     return all(trace.final.decision.final for trace in traces)
 
 
-def block_outcomes(schedule: list[Slot], success_of: Callable[[int], bool | None]) -> list[dict[str, bool]]:
+def block_outcomes[Outcome: (bool, float)](schedule: list[Slot],
+                                           success_of: Callable[[int], Outcome | None]) -> list[dict[str, Outcome]]:
     """Each complete block's outcomes by arm, in order, up to the first block not yet complete
-    (`success_of(slot number)`: None while the slot has no scored attempt)."""
-    blocks: dict[int, dict[str, bool]] = {}
+    (`success_of(slot number)`: None while the slot has no scored attempt; a success, or a graded score)."""
+    blocks: dict[int, dict[str, Outcome]] = {}
     expected: dict[int, int] = {}
     for slot in schedule:
         expected[slot.block] = expected.get(slot.block, 0) + 1
@@ -270,9 +260,10 @@ def block_outcomes(schedule: list[Slot], success_of: Callable[[int], bool | None
     return complete
 
 
-def decision_text(traces: list[ComparisonTrace]) -> str:
+def decision_text(traces: list[ComparisonTrace], outcome: PrimaryOutcome = PrimaryOutcome.SUCCESS) -> str:
     """One line per declared comparison, in arm codes only (safe to show while the run is blind)."""
     lines = []
+    ahead = "succeeded" if outcome is PrimaryOutcome.SUCCESS else f"scored higher on {outcome.value}"
     for trace in traces:
         state = trace.final
         winner = trace.winner()
@@ -285,6 +276,6 @@ def decision_text(traces: list[ComparisonTrace]) -> str:
             what = f"{trace.first} vs {trace.second}: cap reached without a decision"
         else:
             what = f"{trace.first} vs {trace.second}: still open"
-        lines.append(f"{what} after {state.pairs} blocks ({state.first_only} pairs only {trace.first} succeeded, "
+        lines.append(f"{what} after {state.pairs} blocks ({state.first_only} pairs only {trace.first} {ahead}, "
                      f"{state.second_only} only {trace.second})")
     return "; ".join(lines)

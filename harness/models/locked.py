@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from harness.models.comparison import CodeRule, PositionRule, SealedMapping
+from harness.models.graded import GradedOutcome
 from harness.models.protocol import StoppingRule, Trial
 from harness.models.reality_gap import RealityGap
 from harness.models.render_profile import RenderProfile
@@ -124,6 +125,15 @@ class LockedDesign(BaseModel):
     prior_b: float | None = None
 
 
+class LockedGraded(BaseModel):
+    """A graded comparison's outcome as locked (definition, source, the scene it reads) and its test's mixture of
+    bets (`harness.models.betting`); the test's error rates, difference and cap are the comparison's `design`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    outcome: GradedOutcome
+    bets: list[float]
+
+
 class LockedComparison(BaseModel):
     """A blind comparison: the arms by code, the schedule's seed, the declared comparisons, the test and
     the sealed mapping (its commitment proves the mapping was fixed before trial 1)."""
@@ -140,6 +150,7 @@ class LockedComparison(BaseModel):
     # how codes and positions were drawn; absent: a sheet locked before the draws (flag order, cycling positions)
     codes: CodeRule = CodeRule.FLAG_ORDER
     position_rule: PositionRule = PositionRule.CYCLE
+    graded: LockedGraded | None = None       # a graded primary outcome (progress, time to success); None: success
 
     def schedule_args(self) -> tuple[int, tuple[str, ...], list[int], int, PositionRule]:
         """`build_schedule`'s arguments, as locked."""

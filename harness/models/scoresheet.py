@@ -45,7 +45,7 @@ from pydantic import (
 )
 
 from harness.errors import HarnessInputError, StaleRunError
-from harness.models import journal
+from harness.models import betting, journal
 from harness.models.anatomy import TrialAnatomy
 from harness.models.comparison import (
     ComparisonTrace,
@@ -56,6 +56,7 @@ from harness.models.comparison import (
     replay,
     run_finished,
 )
+from harness.models.graded import PrimaryOutcome
 from harness.models.lock import WriterLock
 from harness.models.locked import LockedBlock, LockedInference
 from harness.models.protocol import Protocol, file_sha256
@@ -395,7 +396,8 @@ class Scoresheet:
         rule = self.locked.stopping_rule
         if rule.kind == "sequential" and self.locked.comparison is not None:
             traces = self.comparison_traces()
-            return decision_text(traces) if traces[0].states and run_finished(traces) else None
+            return (decision_text(traces, self.comparison_outcome()) if traces[0].states and run_finished(traces)
+                    else None)
         if rule.kind != "wilson_width" or rule.max_width is None:
             return None
         scored = self.scored_attempts()
@@ -425,9 +427,35 @@ class Scoresheet:
             attempt = self.final_attempt(number)
             return None if attempt is None else attempt.label is Label.SUCCESS
 
-        outcomes = block_outcomes(self.comparison_schedule(), success_of)
         design = SequentialDesign(**comparison.design.model_dump(exclude={"fixed_sample_pairs"}))
+        if comparison.graded is not None:   # a graded primary outcome: the paired betting test
+            return betting.replay_comparisons(self.betting_design(), tuple(comparison.comparisons),
+                                              block_outcomes(self.comparison_schedule(), self.graded_score))
+        outcomes = block_outcomes(self.comparison_schedule(), success_of)
         return replay(design, tuple(comparison.comparisons), outcomes)
+
+    def comparison_outcome(self) -> PrimaryOutcome:
+        """What a comparison's test decides on, as locked (success for a sheet without a graded block)."""
+        comparison = self.locked.comparison
+        return comparison.graded.outcome.kind if comparison and comparison.graded else PrimaryOutcome.SUCCESS
+
+    def betting_design(self) -> betting.BettingDesign:
+        """A graded comparison's test, from the locked design and bet (`harness.models.betting`)."""
+        comparison = self.locked.require_comparison()
+        if comparison.graded is None:
+            raise ValueError("a comparison on success has no betting design")
+        d = comparison.design
+        return betting.BettingDesign(d.alpha, d.power, d.min_difference, d.comparisons, d.cap,
+                                     tuple(comparison.graded.bets))
+
+    def graded_score(self, trial_index: int) -> float | None:
+        """The locked graded outcome of a trial's final attempt on [0, 1] (None: not scored yet)."""
+        attempt = self.final_attempt(trial_index)
+        graded = self.locked.require_comparison().graded
+        if attempt is None or graded is None:
+            return None
+        episode = attempt.loop.episode_s if attempt.loop.episode_s is not None else attempt.duration_s
+        return graded.outcome.score(attempt.label, attempt.judge, attempt.anatomy, episode)
 
     def scored_attempts(self) -> list[Attempt]:
         return [a for a in self.attempts if a.label is not Label.VOID]

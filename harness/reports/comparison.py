@@ -24,6 +24,7 @@ from harness.models.sequential import EfficacyRule, FutilityRule, SequentialDesi
 from harness.models.stats import mean_interval
 from harness.models.taxonomy import Label
 from harness.reports.blocks import Block, Figure, Heading, Para, Table
+from harness.reports.graded import GradedJson, graded_blocks, graded_json
 
 
 def legacy_unblinding_path(sheet: Scoresheet) -> Path:
@@ -150,9 +151,10 @@ def comparison_blocks(sheet: Scoresheet, revealed: bool) -> list[Block]:
     design = comparison.design
     used = max((trace.final.pairs for trace in traces), default=0)
     status = sheet.stopped_by_rule() or ("ended: every block run" if sheet.complete else "still open")
+    decided = decision_text(traces, sheet.comparison_outcome()) if traces and traces[0].states else status
     blocks: list[Block] = [
         Heading("Blind comparison"),
-        Para(f"Decision: {decision_text(traces) if traces and traces[0].states else status}. "
+        Para(f"Decision: {decided}. "
              f"{'Ended' if sheet.complete else 'Still open'}; {used} blocks used of at most {design.cap}: "
              f"{used * len(comparison.arms)} trials, against {design.fixed_sample_pairs * len(comparison.arms)} for "
              f"McNemar's fixed-sample design (sized for independent arms) at alpha {design.alpha} and power "
@@ -170,11 +172,12 @@ def comparison_blocks(sheet: Scoresheet, revealed: bool) -> list[Block]:
     old = old_rules(sheet)
     if old:
         blocks.append(Para("Locked under older rules, and resumed as locked: " + "; ".join(old) + "."))
+    blocks[2:2] = graded_blocks(sheet)   # a graded primary outcome: what it is and what it says
     if secondary:
         blocks.append(Para("Secondary outcome, declared in the stopping rule before trial 1 and never a reason to "
                            "stop: placement error (cm, the distance from the bowl's centre) over each arm's "
                            "successes, mean with its 95% t interval."))
-    if traces and traces[0].states:
+    if traces and traces[0].states and comparison.graded is None:   # the plot draws the success test's e-values
         blocks.append(Figure("comparison_statistic", statistic_plot(sheet, traces),
                              "Each direction's log e-value per block against the efficacy bound (a decision), and the "
                              "futility bound (that direction closes, x; both closed: no difference of that size)."))
@@ -278,7 +281,8 @@ class DeclaredComparisonJson(BaseModel):
                                       "reached without a decision")
     winner: str | None
     blocks: int = Field(description="blocks (pairs) this comparison used")
-    first_only: int = Field(description="pairs where only the first arm succeeded")
+    first_only: int = Field(description="pairs where only the first arm succeeded (a graded outcome: where it "
+                                        "scored higher)")
     second_only: int
     log_e_first: list[float] = Field(description="log e-value for 'first better' after each block")
     log_e_second: list[float]
@@ -310,7 +314,9 @@ class BlindComparisonJson(BaseModel):
     old_rules: list[str] = Field(description="rules this sheet was locked under that newer sheets no longer use "
                                              "(it resumes with them); empty for a sheet locked today")
     arms: list[ArmJson]
-    comparisons: list[DeclaredComparisonJson]
+    comparisons: list[DeclaredComparisonJson] = Field(description="the decisions; on a graded outcome the e-value "
+                                                                  "lists are empty (see graded)")
+    graded: GradedJson | None = Field(None, description="the graded primary outcome and its test; null for success")
 
 
 def comparison_json(sheet: Scoresheet, revealed: bool) -> BlindComparisonJson:
@@ -327,13 +333,14 @@ def comparison_json(sheet: Scoresheet, revealed: bool) -> BlindComparisonJson:
             successes=sum(1 for a in scored if a.label is Label.SUCCESS), scored=len(scored),
             voids=sum(1 for a in sheet.attempts if a.label is Label.VOID and schedule.get(a.trial_index) == code),
             placement_error_cm=placement_secondary(sheet, scored) if declared_secondary(sheet) else None))
+    on_success = comparison.graded is None
     declared = [DeclaredComparisonJson(
         first=trace.first, second=trace.second, decision=trace.final.decision.value, winner=trace.winner(),
         blocks=trace.final.pairs, first_only=trace.final.first_only, second_only=trace.final.second_only,
-        log_e_first=[round(state.log_e(design)[0], 6) for state in trace.states],
-        log_e_second=[round(state.log_e(design)[1], 6) for state in trace.states],
-        log_against_first=[round(state.log_against(design)[0], 6) for state in trace.states],
-        log_against_second=[round(state.log_against(design)[1], 6) for state in trace.states])
+        log_e_first=[round(state.log_e(design)[0], 6) for state in trace.states if on_success],
+        log_e_second=[round(state.log_e(design)[1], 6) for state in trace.states if on_success],
+        log_against_first=[round(state.log_against(design)[0], 6) for state in trace.states if on_success],
+        log_against_second=[round(state.log_against(design)[1], 6) for state in trace.states if on_success])
         for trace in sheet.comparison_traces()]
     return BlindComparisonJson(
         ended=sheet.complete, revealed=revealed, unblinded_early=bool(unblindings(sheet)),
@@ -342,4 +349,5 @@ def comparison_json(sheet: Scoresheet, revealed: bool) -> BlindComparisonJson:
         fixed_sample_trials_per_arm=comparison.design.fixed_sample_pairs,
         log_efficacy_bound=design.log_efficacy_bound, log_futility_bound=design.log_futility_bound,
         futility=design.futility.value, secondary=[o.value for o in sheet.locked.stopping_rule.secondary or []],
-        null_hypothesis=null_text(sheet), old_rules=old_rules(sheet), arms=arms, comparisons=declared)
+        null_hypothesis=null_text(sheet), old_rules=old_rules(sheet), arms=arms, comparisons=declared,
+        graded=graded_json(sheet))

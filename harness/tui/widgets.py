@@ -140,6 +140,8 @@ class TallyPanel(Static):
         if s.last_label:
             text.append("last: ", style="dim")
             text.append(s.last_label, style=label_style(s.last_outcome))
+        if s.last_graded:   # a graded comparison's primary outcome, for the last trial
+            text.append("\n" + s.last_graded, style="cyan")
         if s.undo_trial is not None:
             text.append(f"\nu re-scores trial #{s.undo_trial} until the next trial starts", style="yellow")
         if s.last_anatomy:

@@ -158,12 +158,14 @@ def report(args: argparse.Namespace) -> int:
 
             texts.insert(0, comparison_text(compared))
         from harness.reports.analysis import twin_report
+        from harness.reports.fidelity import assisted_text, fidelity_text
 
         twins = twin_report(sheets)
         if twins is not None:   # as -o, --md and --json put it: before the runs themselves
-            from harness.reports.fidelity import fidelity_text
-
             texts.insert(0, fidelity_text(twins))
+            assisted = assisted_text(twins)
+            if assisted:   # a twin with its own trials: the real success rate alone and with the twin's help
+                texts.insert(1, assisted)
         print("\n\n".join(([caveat] if caveat else []) + texts))
     return 0
 
