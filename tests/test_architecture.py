@@ -175,11 +175,6 @@ def test_only_the_app_layer_reads_command_line_arguments() -> None:
     assert not readers, f"modules below the app layer that parse or read arguments: {readers}"
 
 
-# modules of `app/` that read a parsed command line below their handler (issue 38): the twin's handler module
-# takes its own command's arguments (`harness twin`), never a `harness run` line parsed again
-STILL_PARSED = frozenset({"harness.app.twin"})
-
-
 def namespace_readers(root: Path = PACKAGE) -> list[str]:
     """Modules that name `argparse.Namespace` other than a command's handler: `cli.py`, `app/commands/`, the
     `*_command.py` beside them, and `app/request.py`, where a parsed `harness run` becomes its request."""
@@ -197,7 +192,7 @@ def namespace_readers(root: Path = PACKAGE) -> list[str]:
 def test_below_the_command_handlers_a_run_travels_as_its_request() -> None:
     """`prepare_run`, `resolve_sheet`, Ray's workers, sweeps and rehearsals take the `RunRequest` (a measure its
     `MeasureRequest`): a module that names `argparse.Namespace` below the handlers is a second CLI."""
-    readers = [m for m in namespace_readers() if m not in STILL_PARSED and m != "harness.sim.frame_render"]
+    readers = [m for m in namespace_readers() if m != "harness.sim.frame_render"]
     assert not readers, f"modules below the command handlers that read parsed arguments: {readers}"
 
 
