@@ -281,3 +281,18 @@ def test_every_package_is_named_in_the_architecture_doc_and_every_module_says_it
     silent = [str(path.relative_to(REPO)) for path in sorted(PACKAGE.rglob("*.py"))
               if path.name != "__init__.py" and not ast.get_docstring(parsed_python(path))]
     assert not silent, f"modules without a docstring saying what they own: {silent}"
+
+
+def test_the_types_section_names_the_mypy_exemptions_pyproject_has() -> None:
+    """docs/architecture.md's "Types" says which modules mypy lets off what: its count of `warn_return_any`
+    exemptions is pyproject's, and it names `ignore_errors` only while a module has it."""
+    import tomllib
+
+    overrides = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mypy"].get("overrides", [])
+    section = DOC.read_text().partition("## Types")[2].partition("\n## ")[0]
+    lenient = [m for o in overrides if o.get("warn_return_any") is False for m in o["module"]]
+    assert f"{len(lenient)} modules" in section, f"pyproject exempts {len(lenient)} modules from warn_return_any"
+    ignored = [m for o in overrides if o.get("ignore_errors") for m in o["module"]]
+    assert ("ignore_errors" in section) == bool(ignored), f"modules mypy does not check: {ignored}"
+    for module in ignored:
+        assert module.removeprefix("harness.") in section, f"{module} is exempt from checking but not named"
