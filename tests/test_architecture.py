@@ -296,3 +296,32 @@ def test_the_types_section_names_the_mypy_exemptions_pyproject_has() -> None:
     assert ("ignore_errors" in section) == bool(ignored), f"modules mypy does not check: {ignored}"
     for module in ignored:
         assert module.removeprefix("harness.") in section, f"{module} is exempt from checking but not named"
+
+
+def handler_names(root: Path = PACKAGE) -> list[str]:
+    """Public functions of `app/` (beside `commands/`, which registers parsers) that take an
+    `argparse.Namespace` and are not named as a handler (`X_from_args`) or as what turns the line into the
+    command's request or plan (`as_*`, `plan_*`)."""
+    found = []
+    for path in sorted((root / "app").rglob("*.py")):
+        if path.parent.name == "commands":
+            continue
+        for node in ast.walk(parsed_python(path)):
+            if not isinstance(node, ast.FunctionDef) or node.name.startswith("_"):
+                continue
+            takes_args = any(arg.annotation is not None and ast.unparse(arg.annotation).endswith("Namespace")
+                             for arg in node.args.args)
+            if takes_args and not node.name.endswith("_from_args") and not node.name.startswith(("as_", "plan_")):
+                found.append(f"{path.relative_to(root.parent)}:{node.name}")
+    return found
+
+
+def test_command_handlers_are_named_one_way(tmp_path: Path) -> None:
+    """A handler that takes the parsed line is `X_from_args(args)`; what runs a command without a command line
+    takes its request (`run_X(request)`), so a reader tells the two apart by name."""
+    assert handler_names() == []
+    (tmp_path / "harness" / "app").mkdir(parents=True)
+    (tmp_path / "harness" / "app" / "x_command.py").write_text(
+        "import argparse\ndef run_x(args: argparse.Namespace) -> int: ...\n"
+        "def x_from_args(args: argparse.Namespace) -> int: ...\n")
+    assert handler_names(tmp_path / "harness") == ["harness/app/x_command.py:run_x"]
