@@ -31,12 +31,14 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 
 @functools.cache   # the trees are `parsed_python`'s, one object per file text: each walked once a run
-def _imports(tree: ast.AST, module: str) -> list[str]:
-    """Absolute module names imported anywhere in the tree, except in TYPE_CHECKING blocks."""
+def _imports(tree: ast.AST, module: str, typing_too: bool = False, names: bool = False) -> list[str]:
+    """Absolute module names imported anywhere in the tree, except in TYPE_CHECKING blocks (`typing_too`:
+    those as well); `names`: with `source.name` for each name a `from source import name` takes (a module,
+    where the name is one)."""
     found: list[str] = []
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
+        if isinstance(node, ast.If) and _is_type_checking(node.test) and not typing_too:
             for child in node.orelse:
                 visit(child)
             return
@@ -45,9 +47,10 @@ def _imports(tree: ast.AST, module: str) -> list[str]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = module.split(".")[: -node.level]
-                found.append(".".join([*base, node.module] if node.module else base))
+                source = ".".join([*base, node.module] if node.module else base)
             else:
-                found.append(node.module or "")
+                source = node.module or ""
+            found.extend([source, *(f"{source}.{alias.name}" for alias in node.names if names)])
         for child in ast.iter_child_nodes(node):
             visit(child)
 
@@ -55,12 +58,12 @@ def _imports(tree: ast.AST, module: str) -> list[str]:
     return found
 
 
-def _modules(root: Path) -> dict[str, list[str]]:
+def _modules(root: Path, typing_too: bool = False, names: bool = False) -> dict[str, list[str]]:
     modules = {}
     for path in sorted(root.rglob("*.py")):
         relative = path.relative_to(root.parent).with_suffix("")
         name = ".".join(relative.parts).removesuffix(".__init__")
-        modules[name] = _imports(parsed_python(path), name)
+        modules[name] = _imports(parsed_python(path), name, typing_too, names)
     return modules
 
 
@@ -146,17 +149,35 @@ def test_the_checks_catch_a_cycle_and_a_type_checking_import_is_not_an_edge(tmp_
     assert find_cycle(graph) in (["run", "tui", "run"], ["tui", "run", "tui"])
 
 
-def module_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
-    """Module -> the package's modules it imports (an import of a package counts as its `__init__`)."""
-    modules = _modules(root)
+def module_graph(root: Path = PACKAGE, typing_too: bool = False) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (an import of a package counts as its `__init__`; a name
+    imported from a package that is a module of it counts as that module); `typing_too`: with the imports
+    under `if TYPE_CHECKING:`."""
+    modules = _modules(root, typing_too, names=True)
     graph: dict[str, set[str]] = {}
     for module, imports in modules.items():
         graph[module] = {name for name in imports if name in modules and name != module}
     return graph
 
 
+def test_the_module_check_finds_a_circle_closed_by_a_type_checking_import(tmp_path: Path) -> None:
+    """Two modules that need each other's names, one only for its annotations, are still one idea split in two
+    (the circles issue 61 broke: the shared surface moved down, as a `typing.Protocol` in the lower module)."""
+    root = tmp_path / "harness"
+    (root / "run").mkdir(parents=True)
+    (root / "run" / "evidence.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from harness.run.evidence_writer import W\n")
+    (root / "run" / "evidence_writer.py").write_text("from harness.run.evidence import complete_folder\n")
+    assert find_cycle(module_graph(root)) is None
+    assert find_cycle(module_graph(root, typing_too=True)) in (
+        ["harness.run.evidence", "harness.run.evidence_writer", "harness.run.evidence"],
+        ["harness.run.evidence_writer", "harness.run.evidence", "harness.run.evidence_writer"])
+
+
 def test_no_two_modules_import_each_other_even_through_others() -> None:
     """A file-level cycle hides inside a package the package graph cannot see."""
+    cycle = find_cycle(module_graph(typing_too=True))
+    assert cycle is None, f"module cycle (type-checking imports included): {' -> '.join(cycle or [])}"
     cycle = find_cycle(module_graph())
     assert cycle is None, f"module cycle: {' -> '.join(cycle or [])}"
 
