@@ -82,7 +82,7 @@ def test_a_new_cli_command_parses_runs_and_refuses_bad_input(capsys) -> None:
 
 def test_a_new_run_flag_gets_its_type_and_default_from_its_field_and_is_shown_as_typed(capsys) -> None:
     from harness.app.commands.run import add_run_flags
-    from harness.models.run_request import _typed, collect_flags
+    from harness.models.run_request import collect_flags
 
     module = example("new-run-flag")
     part = module.ExampleRequest
@@ -97,4 +97,4 @@ def test_a_new_run_flag_gets_its_type_and_default_from_its_field_and_is_shown_as
     assert "invalid int value: 'many'" in capsys.readouterr().err
     assert "physics steps the cube settles for" in parser.format_help()
     spec = flags["settle_steps"]
-    assert _typed(spec.flag, spec.shown(part(settle_steps=7))) == ["--settle-steps=7"]
+    assert spec.typed(part(settle_steps=7)) == ["--settle-steps=7"]

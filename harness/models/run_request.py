@@ -213,11 +213,13 @@ class Flag:
     staged_as: str | None = None   # set through a staging key first (two flags for one field: `_fold_latency`)
 
 
-class _Part(BaseModel):
+class RequestPart(BaseModel):
+    """A frozen, strict part of the request (and the request itself); its fields may carry `Flag`s."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class RobotRequest(_Part):
+class RobotRequest(RequestPart):
     """Which arm, and how this machine reaches it; unset: the protocol's `run:` section."""
 
     kind: Annotated[RobotKind | None, Flag("--robot", "robot target (default: protocol's run section)")] = None
@@ -236,7 +238,7 @@ class RobotRequest(_Part):
         repeat=True)] = Field(default_factory=dict)
 
 
-class EvidenceRequest(_Part):
+class EvidenceRequest(RequestPart):
     """Which attempts get videos, and how they are drawn."""
 
     video_fps: Annotated[float, Flag("--video-fps", "evidence video frame rate (default 10)")] = 10.0
@@ -274,7 +276,7 @@ class EvidenceRequest(_Part):
         return self
 
 
-class DatasetRequest(_Part):
+class DatasetRequest(RequestPart):
     """`--record-dataset`: the rollouts also written as a LeRobot v3.0 dataset."""
 
     record: Annotated[bool, Flag(
@@ -293,7 +295,7 @@ class DatasetRequest(_Part):
     folder: Path | None = None           # None: runs/<scoresheet>/dataset (set by --record-dataset DIR)
 
 
-class PlacementRequest(_Part):
+class PlacementRequest(RequestPart):
     """A real arm's operator aids: proposals from the bowl calibration, guided placement from the trained spot."""
 
     bowl_calibration: Annotated[Path | None, Flag(
@@ -315,7 +317,7 @@ class PlacementRequest(_Part):
         return value
 
 
-class InferenceRequest(_Part):
+class InferenceRequest(RequestPart):
     """The inference engine asked for and its settings; None everywhere: LeRobot's synchronous engine (or, on a
     resume, the locked one). Field names are those of the locked `inference` block."""
 
@@ -351,7 +353,7 @@ class InferenceRequest(_Part):
         "LeRobot's 30, half the chunk for chunks under 60); locked", metavar="N", dest="queue_threshold")] = None
 
 
-class WorkersRequest(_Part):
+class WorkersRequest(RequestPart):
     """Where the trials run: this process, or N workers with Ray."""
 
     count: Annotated[int | Literal["auto"], Flag(
@@ -385,7 +387,7 @@ class WorkersRequest(_Part):
                 or not self.driver_worker)
 
 
-class RunRequest(_Part):
+class RunRequest(RequestPart):
     """One run, as asked (module docstring). The fields' order is the order `harness run --help` lists their
     flags in."""
 
@@ -500,9 +502,8 @@ class RunRequest(_Part):
         for spec in RUN_FLAGS.values():
             if not spec.option:
                 continue
-            value = spec.shown(self)
-            if value != spec.shown(default):
-                argv += _typed(spec.flag, value)
+            if spec.shown(self) != spec.shown(default):
+                argv += spec.typed(self)
         return argv
 
     @classmethod
@@ -631,9 +632,13 @@ class RunFlag:
         """A flag (`--x`), not the positional protocol."""
         return self.flag.startswith("-")
 
-    def shown(self, request: RunRequest) -> Any:
+    def shown(self, request: BaseModel) -> Any:
         """This flag's value as argparse would hold it for `request` (None or False: not given)."""
         return self.show(*(_field(request, path) for path in self.fields))
+
+    def typed(self, request: BaseModel) -> list[str]:
+        """This flag as a person types it for `request` (`--flag=value`, a switch alone, one per item; none)."""
+        return _typed(self.flag, self.shown(request))
 
 
 def _annotation_choices(annotation: Any) -> tuple[str, ...] | None:
@@ -657,7 +662,7 @@ def collect_flags(model: type[BaseModel], default: BaseModel, prefix: str = "") 
     its default read from `default`, an instance of `model`."""
     for name, info in model.model_fields.items():
         path = prefix + name
-        if isinstance(info.annotation, type) and issubclass(info.annotation, _Part):
+        if isinstance(info.annotation, type) and issubclass(info.annotation, RequestPart):
             yield from collect_flags(info.annotation, default, path + ".")
             continue
         for mark in info.metadata:
