@@ -23,6 +23,7 @@ later trials are discarded unrecorded (they are run again on resume).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -54,6 +55,7 @@ from harness.models.run_settings import RobotKind
 from harness.models.scoresheet import Attempt, Scoresheet
 from harness.models.taxonomy import Void, VoidKind
 from harness.scratch import make as make_scratch
+from harness.scratch import remove as remove_scratch
 
 log = logging.getLogger(__name__)
 
@@ -210,14 +212,26 @@ def start_ray(address: str | None, workers: int, dashboard: bool = False) -> Non
         _reaper = start()
     # CPUs for every worker, and at least the machine's: a runtime that outlives this run (a sweep's next cell, a
     # test's next run) must still fit the actors it asks for, and a killed actor's restart must find a CPU
+    folder = make_scratch("ray", remove_at_exit=False)   # its sockets and logs: this run's, removed with it
     with environment(no_egress_environment(dict(os.environ))):
         ray.init(num_cpus=max(workers, local_cores()), num_gpus=0, object_store_memory=OBJECT_STORE_BYTES,
                  _node_ip_address=LOOPBACK, include_dashboard=dashboard, dashboard_host=LOOPBACK,
-                 _temp_dir=str(make_scratch("ray")), **quiet)   # its sockets and logs: this run's, removed with it
+                 _temp_dir=str(folder), **quiet)
+    atexit.register(_end_ray, folder)   # registered after Ray's own exit handler, so it runs before that one
     node = ray.util.get_node_ip_address()
     if node != LOOPBACK:   # Ray was imported before the environment above was set
         ray.shutdown()
         raise HarnessError(f"the local Ray runtime came up on {node}, not on loopback; refusing to run on it")
+
+
+def _end_ray(folder: Path) -> None:
+    """At exit: Ray shut down, then its folder removed. The other order (the folder's removal registered when
+    it was made, before `ray.init` registered Ray's shutdown, so run after it) left the folder behind after
+    every run: Ray's shutdown writes into its session folder again (its spilled objects' store)."""
+    import ray
+
+    ray.shutdown()
+    remove_scratch(folder)
 
 
 class LocalWorker:
