@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -19,6 +21,7 @@ from harness.cli import build_parser, main
 from harness.models.scoresheet import load_scoresheet
 from harness.models.taxonomy import Label
 from harness.run.terminal import TerminalObserver
+from harness.scratch import SYSTEM_ROOT
 from tests.helpers import wait_until
 
 PROTOCOL_ARGS = ["protocol", "new", "--randomized", "--n", "4", "--radius-cm", "4", "--min-spacing-cm", "1.2",
@@ -184,3 +187,26 @@ def test_driver_killed_then_resumed_records_every_trial_once(tmp_path: Path) -> 
     assert outcomes[:len(recorded)] == recorded
     assert sorted(o[0] for o in outcomes) == [1, 2, 3, 4]
     assert all(o[2] == Label.SUCCESS for o in outcomes)
+
+
+@pytest.mark.slow
+def test_a_clean_exit_leaves_no_ray_folder_and_no_raylet_line(tmp_path: Path) -> None:
+    """Issue 62: after a `--workers 2` run its `harness-ray-<pid>-*` folder stayed in the temporary folder until
+    the next command (Ray's own exit handler wrote into it again after the harness had removed it), and runs
+    ended with a spurious "(raylet) Task TrialWorker.open failed" line. The run has its own temporary folder, so
+    what it leaves there is its own."""
+    protocol = _protocol(tmp_path)
+    # the machine's temporary folder (this process's own is deeper): Ray's socket paths in it must fit 107 bytes
+    temporary = Path(tempfile.mkdtemp(prefix="h62-", dir=SYSTEM_ROOT))
+    try:
+        repo = Path(__file__).resolve().parents[1]
+        done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(protocol), "--headless", "--policy",
+                               "expert", "--scoresheet", str(tmp_path / "s.yaml"), "--runs-dir",
+                               str(tmp_path / "runs"), "--workers", "2"], capture_output=True, text=True, timeout=600,
+                              cwd=tmp_path, env={**os.environ, "TMPDIR": str(temporary), "PYTHONPATH": str(repo)})
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "4 attempts" in done.stderr, done.stderr   # the closing line: Ray was started by then
+        assert "(raylet)" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+        assert sorted(p.name for p in temporary.iterdir() if p.name.startswith("harness-")) == []
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)

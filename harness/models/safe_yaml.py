@@ -121,7 +121,7 @@ def read_limited(path: str | Path, max_bytes: int = MAX_BYTES, what: str = "file
         raise HarnessInputError(path, None, f"is a folder, not {a_what}") from None
     except OSError as exc:
         raise HarnessInputError(path, None, f"cannot read: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as handle:
+    try:
         found = os.fstat(fd)
         if stat.S_ISDIR(found.st_mode):
             raise HarnessInputError(path, None, f"is a folder, not {a_what}")
@@ -129,10 +129,12 @@ def read_limited(path: str | Path, max_bytes: int = MAX_BYTES, what: str = "file
             raise HarnessInputError(path, None, f"is {_kind(found.st_mode)}, not {a_what} (a regular file)")
         if found.st_size > max_bytes:
             raise HarnessInputError(path, None, f"larger than the {size_text(max_bytes)} limit for {a_what}")
-        try:
+        with os.fdopen(fd, "rb", closefd=False) as handle:
             raw = handle.read(max_bytes + 1)
-        except OSError as exc:
-            raise HarnessInputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    except OSError as exc:
+        raise HarnessInputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
     if len(raw) > max_bytes:   # grown since it was measured
         raise HarnessInputError(path, None, f"larger than the {size_text(max_bytes)} limit for {a_what}")
     return raw
