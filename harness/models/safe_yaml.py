@@ -5,7 +5,9 @@ aliases ("billion laughs") expand to billions of nodes in whatever walks the res
 deeply nested document exhausts the recursion of the composer. One streaming pass over the
 parser's events (libyaml's C parser when present) measures both before anything is built, so a
 hostile file costs a few milliseconds and one line of refusal instead of minutes and a
-MemoryError.
+MemoryError. Before that, `read_limited` is how a user's file is read at all (protocols, scoresheets,
+sweeps, images): only a regular file, no larger than its limit, both told from the open descriptor before a
+byte is read, so /dev/zero or a named pipe is one line too.
 """
 
 from __future__ import annotations

@@ -69,7 +69,8 @@ def check_image(path: str | Path) -> tuple[int, int]:
             image.verify()   # the file's structure and checksums, without decoding the pixels
         except _UNREADABLE as exc:
             raise HarnessInputError(path, None, f"not a readable image ({type(exc).__name__})") from None
-        return image.size
+        width, height = image.size
+        return int(width), int(height)
 
 
 def read_image(path: str | Path, mode: str = "RGB") -> np.ndarray:
