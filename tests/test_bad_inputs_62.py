@@ -28,7 +28,7 @@ from PIL import Image
 from harness.cli import main
 from harness.models.scoresheet import load_scoresheet
 from harness.models.taxonomy import Label
-from tests.helpers import folder_state, refused
+from tests.helpers import folder_state, refused, small_filesystem
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = REPO / "tests" / "data" / "small.yaml"
@@ -251,27 +251,6 @@ def _paused_line(child: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-@contextlib.contextmanager
-def _tmpfs(folder: Path, size_kib: int) -> Iterator[None]:
-    """A small filesystem of our own at `folder`, or a skip saying why the machine will not mount one."""
-    folder.mkdir()
-    try:
-        made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", str(folder)],
-                              capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError) as exc:
-        pytest.skip(f"cannot mount a tmpfs here: {exc}")
-    if made.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (not root, or no CAP_SYS_ADMIN): {made.stderr.strip()}")
-    try:
-        yield
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], capture_output=True, timeout=30)
-
-
-def _grow(folder: Path, size_kib: int) -> None:
-    subprocess.run(["mount", "-o", f"remount,size={size_kib}k", str(folder)], check=True, timeout=30)
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="a tmpfs is Linux's")
 def test_a_disk_that_fills_mid_run_pauses_it_and_the_resume_finishes(tmp_path: Path) -> None:
@@ -279,14 +258,14 @@ def test_a_disk_that_fills_mid_run_pauses_it_and_the_resume_finishes(tmp_path: P
     before the third trial, names the folder and the room a trial needs; once the disk grows, --resume
     finishes the run with the first two trials as they were."""
     shutil.copy(SMALL, tmp_path / "small.yaml")
-    with _tmpfs(tmp_path / "disk", 1800):
+    with small_filesystem(tmp_path / "disk", 1800) as grow:
         line = _paused_line(_run(tmp_path))
         runs = tmp_path / "disk" / "runs" / "s"
         assert f"{runs}: " in line and "free" in line and "a trial of this run needs about" in line, line
         kept = load_scoresheet(tmp_path / "disk" / "s.yaml").attempts
         assert [(a.trial_index, a.label) for a in kept] == [(1, Label.SUCCESS), (2, Label.SUCCESS)]
         assert sorted(p.name for p in runs.glob("trial-*")) == ["trial-001-a1", "trial-002-a1"]
-        _grow(tmp_path / "disk", 4096)
+        grow(4096)
         resumed = _run(tmp_path, "--resume")
         assert resumed.returncode == 0, resumed.stderr[-2000:]
         done = load_scoresheet(tmp_path / "disk" / "s.yaml").attempts
@@ -299,7 +278,7 @@ def test_a_disk_full_before_the_first_trials_evidence_pauses_with_nothing_half_w
     """Room for the scoresheet, not for a trial's frames: the write refused mid-trial (ENOSPC, in the evidence
     writer's process) pauses the run; the trial in flight leaves no folder and no record."""
     shutil.copy(SMALL, tmp_path / "small.yaml")
-    with _tmpfs(tmp_path / "disk", 400):
+    with small_filesystem(tmp_path / "disk", 400):
         line = _paused_line(_run(tmp_path))
         assert "No space left on device" in line and "the trial in flight was not recorded" in line, line
         assert load_scoresheet(tmp_path / "disk" / "s.yaml").attempts == []

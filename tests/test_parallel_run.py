@@ -22,7 +22,7 @@ from harness.models.scoresheet import load_scoresheet
 from harness.models.taxonomy import Label
 from harness.run.terminal import TerminalObserver
 from harness.scratch import SYSTEM_ROOT
-from tests.helpers import wait_until
+from tests.helpers import small_filesystem, wait_until
 
 PROTOCOL_ARGS = ["protocol", "new", "--randomized", "--n", "4", "--radius-cm", "4", "--min-spacing-cm", "1.2",
                  "--max-yaw-deg", "20", "--seed", "3"]
@@ -210,3 +210,23 @@ def test_a_clean_exit_leaves_no_ray_folder_and_no_raylet_line(tmp_path: Path) ->
         assert sorted(p.name for p in temporary.iterdir() if p.name.startswith("harness-")) == []
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform != "linux", reason="a tmpfs is Linux's")
+def test_a_full_disk_pauses_a_parallel_run_with_its_trials_kept(tmp_path: Path, capsys) -> None:
+    """Issue 62: room for two trials' evidence, not four. The driver's write of the next trial's folder is
+    refused: the run pauses (exit 3) naming the folder and the room a trial needs; what was recorded stays, and
+    no half-written folder is left."""
+    protocol = _protocol(tmp_path)
+    with small_filesystem(tmp_path / "disk", 1800):
+        code = main(["run", str(protocol), "--headless", "--policy", "expert", "--scoresheet",
+                     str(tmp_path / "disk" / "s.yaml"), "--runs-dir", str(tmp_path / "disk" / "runs"),
+                     "--workers", "2"])
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("harness")]
+        assert code == 3 and len(lines) == 1, lines
+        assert lines[0].startswith(f"harness: run paused: no room to record: {tmp_path / 'disk' / 'runs' / 's'}")
+        assert "a trial of this run needs about" in lines[0] and "--resume" in lines[0], lines[0]
+        recorded = _outcomes(tmp_path / "disk" / "s.yaml")
+        folders = sorted(p.name for p in (tmp_path / "disk" / "runs" / "s").iterdir() if p.is_dir())
+        assert 1 <= len(recorded) < 4 and folders == [f"trial-{o[0]:03d}-a1" for o in recorded], folders

@@ -67,8 +67,9 @@ class TrialRoom:
         return self.largest + RECORD_BYTES
 
     def _needs_text(self) -> str:
+        needed = self.needed()   # measured first: a refused write may come before any shortfall check
         if self.largest:
-            return (f"a trial of this run needs about {size_text(self.needed())} (its largest folder so far, and "
+            return (f"a trial of this run needs about {size_text(needed)} (its largest folder so far, and "
                     "its record)")
         return f"a trial needs room for its evidence and {size_text(RECORD_BYTES)} for its record"
 

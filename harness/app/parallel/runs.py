@@ -48,12 +48,13 @@ from harness.app.parallel.workers import (
     WorkerPool,
 )
 from harness.app.sheet import trials_to_run
-from harness.errors import EXIT_PAUSED, HarnessError, HarnessInputError, RunPaused
+from harness.errors import EXIT_PAUSED, HarnessError, HarnessInputError, RunPaused, no_room
 from harness.models.protocol import Protocol
 from harness.models.run_request import RunRequest
 from harness.models.run_settings import RobotKind
 from harness.models.scoresheet import Attempt, Scoresheet
 from harness.models.taxonomy import Void, VoidKind
+from harness.run.disk_room import TrialRoom
 from harness.scratch import make as make_scratch
 from harness.scratch import remove as remove_scratch
 
@@ -79,11 +80,15 @@ def store_evidence(result: TrialResult, runs_dir: Path, stem: str) -> Attempt:
     partial = folder.with_name(folder.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    for name, data in result.files.items():
-        with (partial / name).open("wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+    try:
+        for name, data in result.files.items():
+            with (partial / name).open("wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+    except BaseException:   # a full disk, say: no half-written folder stays behind
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
     if folder.exists():   # left by a killed run that never recorded it: kept, never deleted
         number = 1
         while (aside := folder.with_name(f"{folder.name}.unrecorded-{number}")).exists():
@@ -501,11 +506,21 @@ class ParallelRun:
                 to_submit.appendleft(head)   # a void that does not pause: try the trial again, in its place
         return self.recorded
 
-    @staticmethod
-    def _result(future: Future[TrialResult], index: int) -> TrialResult:
+    def _no_room(self, exc: BaseException) -> RunPaused | None:
+        """A write refused for want of room, on a worker or here: the run pauses as a serial run's would."""
+        number = no_room(exc)
+        if number is None:
+            return None
+        room = TrialRoom(self.runs_dir / self.sheet.path.stem, self.sheet.path)
+        return RunPaused(room.refused(number, getattr(exc, "filename", None)))
+
+    def _result(self, future: Future[TrialResult], index: int) -> TrialResult:
         exception = future.exception()
         if exception is None:
             return future.result()
+        paused = self._no_room(exception)
+        if paused is not None:
+            raise paused from exception
         import ray
 
         if isinstance(exception, ray.exceptions.RayError):
@@ -519,8 +534,14 @@ class ParallelRun:
         done_before = total - len(self.sheet.pending_trials())
         self.observer.trial_started(trial, result.attempt.attempt, done_before, total)
         started = time.perf_counter()
-        attempt = store_evidence(result, self.runs_dir, self.sheet.path.stem)
-        recorded = self.sheet.add_attempt(attempt)
+        try:
+            attempt = store_evidence(result, self.runs_dir, self.sheet.path.stem)
+            recorded = self.sheet.add_attempt(attempt)
+        except OSError as exc:
+            paused = self._no_room(exc)
+            if paused is None:
+                raise
+            raise paused from exc
         self.record_busy_s += time.perf_counter() - started
         self.recorded += 1
         self.worker_busy_s += result.worker_s
