@@ -28,7 +28,7 @@ from PIL import Image
 from harness.cli import main
 from harness.models.scoresheet import load_scoresheet
 from harness.models.taxonomy import Label
-from tests.helpers import folder_state, refused, small_filesystem
+from tests.helpers import refused, small_filesystem
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = REPO / "tests" / "data" / "small.yaml"
@@ -94,6 +94,15 @@ def test_measure_on_a_1x1_image_is_one_line(workdir: Path, capsys) -> None:
     Image.new("RGB", (1, 1)).save(workdir / "dot.png")
     line = _refused(["measure", str(workdir / "dot.png"), *MEASURE, "--calibration", "cal/bowl.yaml"], workdir, capsys)
     assert "dot.png: 1 x 1 pixels" in line and "at least 32" in line
+
+
+@pytest.mark.parametrize(("content", "problem"), [(b"", "empty: not an image"), (b"\x89PNG garbage", "not a readable")])
+def test_measure_on_an_empty_or_garbage_image_is_one_line(workdir: Path, content: bytes, problem: str,
+                                                           capsys) -> None:
+    (workdir / "frame.png").write_bytes(content)
+    line = _refused(["measure", str(workdir / "frame.png"), *MEASURE, "--calibration", "cal/bowl.yaml"], workdir,
+                    capsys)
+    assert f"frame.png: {problem}" in line
 
 
 @pytest.mark.parametrize("side", [20_000, 100_000])
@@ -296,9 +305,7 @@ def test_a_file_size_limit_mid_trial_pauses_the_run(tmp_path: Path) -> None:
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (200 * 1024, resource.RLIM_INFINITY))
 
-    before = folder_state(tmp_path / "disk")
     line = _paused_line(_run(tmp_path, preexec=limit))
     assert "File too large" in line and str(tmp_path / "disk" / "runs" / "s") in line, line
     assert load_scoresheet(tmp_path / "disk" / "s.yaml").attempts == []
     assert list((tmp_path / "disk" / "runs" / "s").glob("trial-*")) == []
-    assert before == {}

@@ -18,7 +18,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from harness.errors import HarnessInputError
-from harness.models.safe_yaml import read_limited, size_text
+from harness.models.safe_yaml import read_limited
 
 # An encoded frame larger than this is no camera's: a 50-megapixel PNG at its worst is about 150 MiB.
 MAX_IMAGE_BYTES = 256 * 1024 * 1024
@@ -57,7 +57,7 @@ def _raw(path: str | Path) -> tuple[Path, bytes]:
     path = Path(path)
     raw = read_limited(path, MAX_IMAGE_BYTES, what="image")
     if not raw:
-        raise HarnessInputError(path, None, f"empty, not an image (up to {size_text(MAX_IMAGE_BYTES)} are read)")
+        raise HarnessInputError(path, None, "empty: not an image")
     return path, raw
 
 
