@@ -26,6 +26,7 @@ from harness.models.scoresheet import (
     PlacementMeasurement,
     attempt_from_label,
     build_locked,
+    hashed_fields,
     load_scoresheet,
     lock_scoresheet,
     now_iso,
@@ -99,7 +100,7 @@ def test_records_ahead_of_their_witness_lines_lose_nothing(tmp_path) -> None:
     """A writer killed between its records and their witness lines, or a reader that read the witness
     just before a writer appended: either way the durable records count."""
     sheet = _scored(locked_sheet(tmp_path), "success", "no_grasp")
-    _drop_last_lines(journal.witness_path(sheet.path), 2)
+    _drop_last_lines(journal.witness_path(sheet.path), 1)   # one append's worth: the crash window
     reloaded = load_scoresheet(sheet.path)
     assert len(reloaded.attempts) == 2
     reloaded.add_attempt(fake_attempt(3, 1, "success"))
@@ -180,9 +181,12 @@ def test_a_writer_that_ignored_the_lock_cannot_fork_the_chain(tmp_path) -> None:
 def _format_1_sheet(folder: Path) -> Path:
     """A sheet exactly as the previous version wrote it (whole YAML, attempts chained in place)."""
     sheet = locked_sheet(folder)
-    data = {"format": journal.FORMAT_V1, "locked": sheet.locked_data, "lock": sheet.lock, "settings": {},
+    locked = {k: v for k, v in sheet.locked_data.items() if k != "journal"}   # it locked no format then
+    lock = {"sha256": sha256_of(locked), "field_sha256": {k: sha256_of(locked[k]) for k in hashed_fields(locked)},
+            "locked_at": sheet.lock["locked_at"]}
+    data = {"format": journal.FORMAT_V1, "locked": locked, "lock": lock, "settings": {},
             "attempts": [], "measurements": []}
-    previous = sheet.lock["sha256"]
+    previous = lock["sha256"]
     for index in (1, 2):
         record = fake_attempt(index, 1, "success").model_dump(mode="json", exclude={"chain_sha256"})
         previous = sha256_of({"prev": previous, "record": record})

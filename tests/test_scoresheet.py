@@ -25,7 +25,8 @@ def _rewrite(path, change) -> None:
 def test_lock_covers_every_promised_field(tmp_path) -> None:
     sheet = locked_sheet(tmp_path)
     assert list(type(sheet.locked).model_fields) == list(LOCKED_FIELDS + OPTIONAL_LOCKED_FIELDS)
-    assert list(sheet.locked_data) == list(LOCKED_FIELDS)
+    assert list(sheet.locked_data) == [*LOCKED_FIELDS, "journal"]   # every new sheet locks its format and id
+    assert sheet.locked_data["journal"]["format"] == 2
     assert sheet.locked.trial_count == 3
     assert sheet.locked.taxonomy == ["success", "no_grasp", "grasped_then_dropped", "wrong_placement", "void"]
     assert load_scoresheet(sheet.path).lock["sha256"] == sheet.lock["sha256"]

@@ -32,6 +32,7 @@ from harness.models.comparison import (
     seal,
     unseal,
 )
+from harness.models.evidence_audit import check_evidence
 from harness.models.lock import WriterLock
 from harness.models.protocol import Protocol, Trial, file_sha256
 from harness.models.run_request import RunRequest
@@ -155,6 +156,7 @@ def _new_sheet(request: RunRequest, protocol: Protocol, protocol_path: Path, pat
 def _resumed_sheet(request: RunRequest, protocol_path: Path, path: Path,
                    identities: list[ArmIdentity]) -> Scoresheet:
     sheet = load_scoresheet(path)
+    check_evidence(sheet, [request.runs_dir / path.stem])   # before this run moves an unrecorded folder aside
     if sheet.locked.comparison is None:
         raise StaleRunError(path, "locked.comparison", "this scoresheet is a single policy's run, not a comparison")
     if file_sha256(protocol_path) != sheet.locked.protocol_sha256:

@@ -10,6 +10,7 @@ from harness.app.async_inference import async_record, hold_to_locked_async
 from harness.app.rtc_inference import hold_to_locked_rtc, rtc_record
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models.checkpoint import checkpoint_name
+from harness.models.evidence_audit import check_evidence
 from harness.models.protocol import Protocol
 from harness.models.render_profile import DEFAULT_PROFILE, RenderProfile
 from harness.models.run_request import RunRequest
@@ -120,6 +121,7 @@ def resolve_sheet(request: RunRequest, protocol: Protocol, protocol_path: Path,
         if not request.resume:
             raise HarnessInputError(path, None, "this run already has a scoresheet; add --resume to continue it")
         sheet = load_scoresheet(path)
+        check_evidence(sheet, [request.runs_dir / path.stem])   # before this run moves an unrecorded folder aside
         check_resumable(sheet, protocol_path, policy_flag, policy_fingerprint)
         if asked_robot and asked_robot != sheet.locked.robot:
             raise HarnessInputError(path, "robot", f"locked to '{sheet.locked.robot}', not '{asked_robot}'")

@@ -24,6 +24,10 @@ chain) is caught: the witness names records the file no longer has. Order makes 
 under crashes and concurrent readers: the writer makes its records durable before their witness
 lines, and a reader reads the witness before the sheet, so a reader may see records the witness
 does not name yet (a writer killed in between, or one appending while it read), never the reverse.
+More than that (records of two appends unwitnessed, an emptied witness, a line that is not a witness
+line) is not a kill: it is refused, and only `harness sheet repair-chain` rebuilds the witness, which
+it records. After the witness line, the append writes its line in the sheet's progress witness in the
+user's state folder (`harness.models.progress`), which a restored copy of both files cannot match.
 
 A line cut short by a kill mid-append was never acknowledged (its fsync had not returned and
 its witness line does not exist); readers skip it and the next append, under the writer lock,
@@ -41,12 +45,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessInputError, StaleRunError
+from harness.models import progress
 from harness.models.atomic import fsync_folder, write_bytes_atomic
 from harness.models.safe_yaml import decode_text, load_yaml_text, read_limited
 
 log = logging.getLogger(__name__)
 
 FORMAT = "harness.scoresheet/2"
+FORMAT_NUMBER = 2   # what `locked.journal.format` and the progress witness's `format` line say of FORMAT
 FORMAT_V1 = "harness.scoresheet/1"
 KINDS: tuple[str, ...] = ("attempt", "measurement")
 MARKER = b"\nrecords:\n"
@@ -98,7 +104,10 @@ class Contents:
     backlog: list[bytes] = field(default_factory=list)   # witness lines still to write (killed writer)
     needs_newline: bool = False   # the last record line lost only its newline
     bodies: list[bytes | None] = field(default_factory=list)   # each record's canonical bytes, as on disk
-    warnings: list[str] = field(default_factory=list)   # what a reader should be told (torn tail, damaged witness)
+    warnings: list[str] = field(default_factory=list)   # what a reader should be told (a torn tail)
+    progress_key: str = ""     # the sheet's progress witness in the user's state folder (harness.models.progress)
+    progress_backlog: list[bytes] = field(default_factory=list)   # its lines still to write
+    progress_seen: int = 0     # records it names
 
 
 def _split_header(raw: bytes, path: Path) -> tuple[str, int | None]:
@@ -152,8 +161,43 @@ def _read_bytes(path: Path) -> bytes:
     return read_limited(path, MAX_SHEET_BYTES, what="scoresheet")   # a folder, /dev/zero or a pipe: one line
 
 
-def read(path: Path) -> Contents:
-    """Parse a sheet of format 1 or 2 and check it against its witness; chains are checked by the caller."""
+def read(path: Path, *, repair: bool = False) -> Contents:
+    """Parse a sheet of format 1 or 2 and check it against its witnesses (its `.chain`, and its progress
+    witness in the user's state folder); chains are checked by the caller. A damaged `.chain`, or records
+    neither witness saw, are refused unless `repair` (`harness sheet repair-chain`, which rebuilds it)."""
+    for _ in range(3):
+        contents = _read(path, repair)
+        found = progress.read(contents.progress_key)
+        if found is None or len(found.entries) <= len(contents.records):
+            break
+        try:   # it names more: a writer appended after this read of the sheet (read again), or a rollback
+            if path.stat().st_size == contents.size:
+                break
+        except OSError:
+            break
+    return _progressed(contents, found, path, repair)
+
+
+def _progressed(contents: Contents, found: progress.Progress | None, path: Path, repair: bool) -> Contents:
+    """Check the records against the progress witness (none on this machine: nothing to check, and the next
+    append writes it from the sheet); a format-1 sheet it knows was written in format 2 is refused."""
+    if found is None:
+        contents.progress_backlog = progress.lines_for(_chains(contents), 0)
+        return contents
+    if contents.format == FORMAT_V1:
+        raise StaleRunError(path, "format", f"{FORMAT_V1}, but the progress witness {found.path} shows it was "
+                                            f"written in format {found.format or 2}: a downgraded copy is refused")
+    seen = contents.progress_seen = progress.check(found, _chains(contents), path, one_append, lagging_ok=repair)
+    contents.progress_backlog = progress.lines_for(_chains(contents), seen)
+    return contents
+
+
+def _chains(contents: Contents) -> list[tuple[str, str]]:
+    return [(kind, str(record.get("chain_sha256"))) for kind, record in contents.records]
+
+
+def _read(path: Path, repair: bool) -> Contents:
+    """One read of the sheet and its `.chain`, in that order (see the module doc)."""
     witness = witness_path(path)
     witness_raw = witness.read_bytes() if witness.is_file() else None   # before the sheet: see the module doc
     raw = _read_bytes(path)
@@ -166,9 +210,10 @@ def read(path: Path) -> Contents:
         if data["format"] == FORMAT_V1:
             v1 = [("attempt", a) for a in data.get("attempts") or []]
             v1 += [("measurement", m) for m in data.get("measurements") or []]
-            return Contents(FORMAT_V1, data, v1, canonical=False, size=len(raw), end=len(raw))
+            return _format_1(Contents(FORMAT_V1, data, v1, canonical=False, size=len(raw), end=len(raw)),
+                             witness_raw, path)
         contents = Contents(FORMAT, data, _records_from_yaml(data, path), canonical=False, size=len(raw), end=len(raw))
-        return _witnessed(contents, witness_raw, path)
+        return _witnessed(contents, witness_raw, path, repair)
     header = _header_from_json(header_text)
     if header is None:
         header = load_yaml_text(header_text, path, max_nodes=MAX_NODES)
@@ -205,7 +250,7 @@ def read(path: Path) -> Contents:
         if torn:
             log.warning("%s", torn)
             contents.warnings.append(torn)
-    return _witnessed(contents, witness_raw, path)
+    return _witnessed(contents, witness_raw, path, repair)
 
 
 def _check_format(data: Any, path: Path) -> None:
@@ -216,14 +261,44 @@ def _check_format(data: Any, path: Path) -> None:
             raise HarnessInputError(path, key, "missing or not a mapping")
 
 
-def _witnessed(contents: Contents, witness_raw: bytes | None, path: Path) -> Contents:
-    """Compare the records with the witness: every witnessed record present, in order, unchanged."""
-    witness = witness_path(path)
+def locked_format(locked: dict[str, Any]) -> int:
+    """The journal format the sheet's lock names (`locked.journal`, hashed with the lock); 1 for a sheet
+    locked before the lock named it, which may have been written in either format."""
+    journal = locked.get("journal")
+    value = journal.get("format") if isinstance(journal, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 1
+
+
+def _format_1(contents: Contents, witness_raw: bytes | None, path: Path) -> Contents:
+    """A format-1 sheet is read only when nothing says it was ever format 2: its lock does not, and a `.chain`
+    beside it (written only since format 2) names exactly its records, or one more (a conversion killed
+    between writing the new `.chain` and the new sheet). The progress witness is checked by the caller."""
+    contents.progress_key = progress.key(contents.header["locked"], contents.header["lock"])
+    if locked_format(contents.header["locked"]) >= 2:
+        raise StaleRunError(path, "format", f"{FORMAT_V1}, but its lock says it was written in format "
+                                            f"{locked_format(contents.header['locked'])}: a downgraded copy is refused")
     if witness_raw is None:
-        if contents.records:
-            raise StaleRunError(witness, None, "missing: the count of recorded attempts cannot be checked "
-                                               "(restore it from where the scoresheet came from)")
         return contents
+    lines = witness_raw.decode("ascii", errors="replace").splitlines()
+    chains = [str(record.get("chain_sha256")) for _, record in contents.records]
+    named = [line.split(" ")[-1] for line in lines]
+    if named[: len(chains)] != chains or len(named) > len(chains) + 1:
+        raise StaleRunError(path, "format", f"{FORMAT_V1}, but {witness_path(path).name} beside it names other "
+                                            "records: a format-2 sheet rewritten as format 1 is refused")
+    return contents
+
+
+def _witnessed(contents: Contents, witness_raw: bytes | None, path: Path, repair: bool = False) -> Contents:
+    """Compare the records with the witness: every witnessed record present, in order, unchanged; a witness
+    damaged, or behind by more than one append, stops the reader (unless `repair`)."""
+    witness = witness_path(path)
+    contents.progress_key = progress.key(contents.header["locked"], contents.header["lock"])
+    if witness_raw is None:
+        if contents.records and not repair:
+            raise StaleRunError(witness, None, "missing: the count of recorded attempts cannot be checked "
+                                               "(restore it from where the scoresheet came from, or rebuild it "
+                                               f"with `harness sheet repair-chain {path}`)")
+        witness_raw = b""
     complete = witness_raw[: witness_raw.rfind(b"\n") + 1]
     contents.witness_size, contents.witness_end = len(witness_raw), len(complete)
     lines = complete.decode("ascii", errors="replace").splitlines()
@@ -252,12 +327,18 @@ def _witnessed(contents: Contents, witness_raw: bytes | None, path: Path) -> Con
     for kind, record in contents.records[len(lines):]:   # durable, not yet witnessed: a writer killed in
         counts[kind] += 1                                 # between, or one appending while this read
         contents.backlog.append(witness_line(kind, counts[kind], str(record.get("chain_sha256"))))
-    if damaged or len(contents.backlog) > 1:   # more than one append's worth, or a torn line: not just a kill
-        said = (f"{witness}: damaged or cut short (it names {len(lines)} of the {len(contents.records)} records); "
-                "the sheet's own hashes prove the records, and the witness is rebuilt from them on the next append")
-        log.warning("%s", said)
-        contents.warnings.append(said)
+    unwitnessed = [kind for kind, _ in contents.records[len(lines):]]
+    if (damaged or not one_append(unwitnessed)) and not repair:   # not just a kill: refused
+        raise StaleRunError(witness, None, f"damaged or cut short (it names {len(lines)} of the "
+                                           f"{len(contents.records)} records): nothing is reported or run on it "
+                                           f"until `harness sheet repair-chain {path}` rebuilds it")
     return contents
+
+
+def one_append(kinds: list[str]) -> bool:
+    """Whether records not yet witnessed can be one append a killed writer left: one record (an attempt is
+    appended on its own), or measurements only (`harness measure` appends several at once)."""
+    return len(kinds) <= 1 or all(kind == "measurement" for kind in kinds)
 
 
 def _witness_line_shape(text: str) -> bool:
@@ -303,8 +384,10 @@ def _header_from_json(text: str) -> dict[str, Any] | None:
         return None
 
 
-def write_all(path: Path, header: dict[str, Any], records: list[tuple[str, dict[str, Any]]]) -> Contents:
-    """Write a whole sheet and its witness atomically (lock time, migration); returns the new state."""
+def write_all(path: Path, header: dict[str, Any], records: list[tuple[str, dict[str, Any]]],
+              progress_seen: int = 0) -> Contents:
+    """Write a whole sheet and its witness atomically (lock time, migration), then the progress witness's
+    lines for the records from `progress_seen` on (those it already names are not written twice)."""
     counts = dict.fromkeys(KINDS, 0)
     witness = []
     for kind, record in records:
@@ -314,8 +397,12 @@ def write_all(path: Path, header: dict[str, Any], records: list[tuple[str, dict[
     body = header_bytes(header) + b"".join(record_line(kind, record) for kind, record in records)
     write_bytes_atomic(witness_path(path), witness_bytes)   # the witness first: see the module doc
     write_bytes_atomic(path, body)
+    key = progress.key(header["locked"], header["lock"])
+    chains = [(kind, str(record["chain_sha256"])) for kind, record in records]
+    progress.append(key, progress.lines_for(chains, progress_seen), FORMAT_NUMBER)
     return Contents(FORMAT, header, list(records), canonical=True, size=len(body), end=len(body),
-                    witness_size=len(witness_bytes), witness_end=len(witness_bytes), witnessed=len(records))
+                    witness_size=len(witness_bytes), witness_end=len(witness_bytes), witnessed=len(records),
+                    progress_key=key)
 
 
 def append(path: Path, contents: Contents, entries: list[tuple[str, dict[str, Any], int]]) -> None:
@@ -355,6 +442,23 @@ def append(path: Path, contents: Contents, entries: list[tuple[str, dict[str, An
         _fsync_folder(path.parent)
     contents.backlog = []
     contents.witnessed += len(entries)
+    new_lines = [witness_line(k, n, r["chain_sha256"]) for k, r, n in entries]
+    # last: see harness.models.progress for the order under a kill
+    progress.append(contents.progress_key, [*contents.progress_backlog, *new_lines], FORMAT_NUMBER)
+    contents.progress_backlog = []
+
+
+def rebuild_witness(path: Path, contents: Contents) -> None:
+    """`harness sheet repair-chain`: the `.chain` rewritten from the records as read (whose chains the caller
+    has verified), and the repair recorded in the progress witness, with the records it had not seen."""
+    counts = dict.fromkeys(KINDS, 0)
+    lines = []
+    for kind, record in contents.records:
+        counts[kind] += 1
+        lines.append(witness_line(kind, counts[kind], str(record.get("chain_sha256"))))
+    write_bytes_atomic(witness_path(path), b"".join(lines))
+    progress.append(contents.progress_key, [*contents.progress_backlog, progress.repair_line(len(lines))],
+                    FORMAT_NUMBER)
 
 
 def _fsync_folder(folder: Path) -> None:

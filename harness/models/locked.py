@@ -59,6 +59,15 @@ class LockedTwin(BaseModel):
     real_lock_sha256: str
 
 
+class LockedJournal(BaseModel):
+    """How the sheet is written, locked with it: a format-2 sheet is never read as format 1, and the random id
+    gives each sheet a lock hash of its own (the key of its progress witness, `harness.models.progress`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    format: int
+    id: str
+
+
 class LockedBlock(BaseModel):
     """Fields in the order `harness.models.scoresheet.LOCKED_FIELDS` lists them, then the optional ones
     (`OPTIONAL_LOCKED_FIELDS`), which sheets locked before they existed lack."""
@@ -80,6 +89,7 @@ class LockedBlock(BaseModel):
     render_profile: RenderProfile | None = None   # None: a real arm, or a sheet older than the field (legacy)
     rehearsal: LockedRehearsal | None = None   # recorded on the emulated arm (`harness rehearse`)
     twin_of: LockedTwin | None = None          # the simulated twin of another sheet (`harness twin`)
+    journal: LockedJournal | None = None       # the journal format and the sheet's own id (None: locked before)
 
     def require_comparison(self) -> LockedComparison:
         """The comparison block, for code reached only with a comparison's sheet (its callers check

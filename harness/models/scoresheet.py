@@ -16,7 +16,9 @@ On disk (YAML, `harness.models.journal` has the byte layout):
               the lock hash (attempts and measurements are two chains)
 
 A record is appended and fsync'd (constant cost, however long the sheet), and named in the
-`<sheet>.chain` witness, which catches a sheet whose last attempts were deleted. Only one
+`<sheet>.chain` witness, which catches a sheet whose last attempts were deleted, and in the progress
+witness in the user's state folder (`harness.models.progress`), which catches both files restored
+from an earlier copy. Only one
 process writes a sheet at a time (`harness.models.lock`). Format-1 sheets (the whole file
 rewritten per attempt) still load; the first write converts them, hashes unchanged.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -85,6 +88,8 @@ OPTIONAL_LOCKED_FIELDS: tuple[str, ...] = (
     "render_profile",     # simulated arm: how the policy's frames are drawn (harness.models.render_profile)
     "rehearsal",          # a rehearsal on the emulated arm: {"gap": {knob: value}} (absent: not a rehearsal)
     "twin_of",            # a twin sheet: {"real_sheet": path, "real_lock_sha256": hash} (absent: not a twin)
+    "journal",            # {"format": 2, "id": random}: the format it is written in (never read as format 1), and
+                          # an id that makes its lock hash its own (the key of its progress witness)
 )
 
 
@@ -494,7 +499,8 @@ class Scoresheet:
                 records = [("attempt", a.model_dump(mode="json")) for a in self.records]
                 records += [("measurement", m.model_dump(mode="json")) for m in self.measurements]
                 records += [(kind, raw) for kind, raw, _ in raws]
-                self.stored = journal.write_all(self.path, self._header(), records)
+                seen = self.stored.progress_seen if self.stored is not None else 0
+                self.stored = journal.write_all(self.path, self._header(), records, seen)
             else:
                 journal.append(self.path, self.stored, raws)
 
@@ -620,6 +626,7 @@ def new_scoresheet(path: Path, locked: dict[str, Any], settings: RunSettings | d
     a run refused for bad input or an arm that never connected leaves nothing behind."""
     if path.exists() or path.is_symlink():
         raise HarnessInputError(path, None, "a scoresheet already exists here; use --resume or another --scoresheet")
+    locked = {**locked, "journal": {"format": journal.FORMAT_NUMBER, "id": uuid.uuid4().hex}}
     lock = {
         "sha256": sha256_of(locked),
         "field_sha256": {name: sha256_of(locked[name]) for name in hashed_fields(locked)},
@@ -629,12 +636,23 @@ def new_scoresheet(path: Path, locked: dict[str, Any], settings: RunSettings | d
 
 
 def load_scoresheet(path: str | Path) -> Scoresheet:
-    """Load and verify: format, lock hash per field, and the attempt chain."""
+    """Load and verify: format, lock hash per field, the attempt chain, and its witnesses."""
     return _load(Path(path))
 
 
-def _load(path: Path) -> Scoresheet:
-    stored = journal.read(path)
+def repair_chain(path: Path, audit: Callable[[Scoresheet], None]) -> int:
+    """`harness sheet repair-chain`: verify every record's own hash chain (and what `audit` checks: the run's
+    evidence), then rebuild the `.chain` from them and record the repair in the progress witness, under the
+    writer lock; returns the records witnessed."""
+    with WriterLock(path, "harness sheet repair-chain"):
+        audit(_load(path, repair=True))   # the records' own chains, the lock and the progress witness verified
+        contents = journal.read(path, repair=True)
+        journal.rebuild_witness(path, contents)
+        return len(contents.records)
+
+
+def _load(path: Path, repair: bool = False) -> Scoresheet:
+    stored = journal.read(path, repair=repair)
     data = stored.header
     locked, lock = data["locked"], data["lock"]
     field_hashes = lock.get("field_sha256") or {}

@@ -599,8 +599,8 @@ class ReportJson(_Frozen):
     success_by_latency: list[LatencyGroup] = Field(
         default_factory=list, description="runs grouped by latency model and engine (when more than one)")
     warnings: list[str] = Field(
-        default_factory=list, description="what the terminal report prints as warnings: a torn or damaged "
-                                          "scoresheet or chain witness, drift since locking, runs not comparable")
+        default_factory=list, description="what the terminal report prints as warnings: a torn scoresheet "
+                                          "tail, drift since locking, runs not comparable")
     blind_comparison: BlindComparisonJson | None = Field(
         default=None, description="a blind comparison's scoresheet: its decision, arms (named once revealed) and test")
     twin_fidelity: FidelityReport | None = Field(

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from harness.errors import EmergencyStopped, RunPaused, no_room
 from harness.models.anatomy import TrialAnatomy
+from harness.models.evidence_audit import evidence_folder_name, mark_recorded
 from harness.models.protocol import Protocol as EvalProtocol
 from harness.models.protocol import Trial
 from harness.models.scoresheet import Attempt, Scoresheet, attempt_from_label, now_iso
@@ -269,7 +270,7 @@ class RunEngine:
         if self.observer.stop_requested():   # aborted while the cube was placed: the policy never moves the arm
             return self._record_void(trial, number, Void(VoidKind.OPERATOR_ABORT), started, t_start)
         self.policy.reset(TrialContext(self.protocol, trial, self.stage.world))
-        folder = self.options.runs_dir / self.sheet.path.stem / f"trial-{trial.index:03d}-a{number}"
+        folder = self.options.runs_dir / self.sheet.path.stem / evidence_folder_name(trial.index, number)
         mode = VideoMode.of(self.options.video)
         recorder = EvidenceRecorder(
             folder, self.options.evidence_cameras, self.stage.frame, self.protocol.fps,
@@ -332,6 +333,7 @@ class RunEngine:
             artifacts = {**recorder.complete(videos=decision.label is not Label.SUCCESS), **extra_artifacts}
             attempt = self._append_scored(trial, number, verdict, decision, artifacts, episode, started, t_start,
                                           anatomy)
+        mark_recorded(recorder.folder, attempt)   # the folder now proves the record existed
         return attempt, decision.void if decision.label is Label.VOID else None
 
     def _anatomy(self, trial: Trial, rows: list[dict[str, Any]]) -> TrialAnatomy | None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from harness.errors import HarnessInputError
 from harness.models.anatomy import TrialAnatomy
+from harness.models.evidence_audit import evidence_folder_name
 from harness.models.protocol import Scene, load_protocol
 from harness.models.scoresheet import Attempt, Scoresheet
 from harness.run.anatomy import GraspPoints, anatomy_from_rows
@@ -57,7 +58,7 @@ def run_folder_candidates(sheet: Scoresheet, runs: Path | None) -> list[Path]:
 def evidence_folder(sheet: Scoresheet, attempt: Attempt, runs: Path | None) -> Path | None:
     """The attempt's evidence folder, found from its artifacts or the run folder's naming
     (`trial-NNN-aN`); None when no candidate holds its trace."""
-    trial = f"trial-{attempt.trial_index:03d}-a{attempt.attempt}"
+    trial = evidence_folder_name(attempt.trial_index, attempt.attempt)
     candidates = [folder / trial for folder in run_folder_candidates(sheet, runs)]
     recorded = attempt.artifacts.get(TRACE_FILE)
     if recorded and runs is None:

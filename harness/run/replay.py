@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.errors import HarnessInputError
+from harness.models.evidence_audit import evidence_folder_name
 from harness.models.taxonomy import Label
 from harness.run.evidence import VideoEncoder
 from harness.sim.trajectory import TRAJECTORY_FILE, Trajectory, load_trajectory
@@ -152,7 +153,7 @@ def replay_failures(run_folder: Path, sheet_path: Path) -> list[Path]:
         for attempt in sheet.attempts:
             if attempt.label is Label.SUCCESS:
                 continue
-            folder = run_folder / f"trial-{attempt.trial_index:03d}-a{attempt.attempt}"
+            folder = run_folder / evidence_folder_name(attempt.trial_index, attempt.attempt)
             if not (folder / TRAJECTORY_FILE).is_file():
                 continue
             trajectory = trajectory_of(folder)

@@ -79,6 +79,15 @@ def report(args: argparse.Namespace) -> int:
                 raise HarnessInputError(out, None, "exists; pass --force to overwrite")
     starts = starts_per_sheet(args.training_starts or [], len(args.scoresheets))
     sheets = [load_scoresheet(path) for path in args.scoresheets]
+    from harness.app.sheet_signature import check_signature
+    from harness.models.evidence_audit import check_evidence
+    from harness.run.reanalyze import run_folder_candidates
+
+    for sheet in sheets:   # a sheet whose own evidence names attempts it lost is refused, as on resume
+        check_evidence(sheet, run_folder_candidates(sheet, Path(args.runs_dir) if args.runs_dir else None))
+        checked = check_signature(sheet, Path(args.signed_by) if args.signed_by else None)
+        if checked is not None:
+            print(checked.describe(sheet.path), file=sys.stderr)
     warnings = [said for sheet in sheets for said in (sheet.stored.warnings if sheet.stored else [])]   # logged
     if args.reanalyze:
         sheets = _reanalyzed(sheets, Path(args.runs_dir) if args.runs_dir else None)
@@ -190,8 +199,11 @@ def register(sub: Any) -> None:
                         help="recompute each attempt's failure anatomy from its recorded trace with the current "
                              "rules (the scoresheet is not changed; attempts without a trace keep what was stored)")
     parser.add_argument("--runs-dir", metavar="DIR",
-                        help="with --reanalyze: the run folder holding the evidence folders, or the runs root "
-                             "holding one per scoresheet name (default: runs/<sheet> here or beside the sheet)")
+                        help="the run folder holding the evidence folders (checked against the sheet's records, and "
+                             "read by --reanalyze), or the runs root holding one per scoresheet name (default: "
+                             "runs/<sheet> here or beside the sheet)")
+    parser.add_argument("--signed-by", metavar="KEY.pub",
+                        help="demand that each scoresheet is signed (`harness sheet sign`) by this public key")
     parser.add_argument("--force", action="store_true", help="overwrite an existing -o / --md report")
     parser.add_argument("--force-compare", action="store_true",
                         help="report scoresheets of different tasks or success definitions together (the title "

@@ -49,6 +49,7 @@ from harness.app.parallel.workers import (
 )
 from harness.app.sheet import trials_to_run
 from harness.errors import EXIT_PAUSED, HarnessError, HarnessInputError, RunPaused, no_room
+from harness.models.evidence_audit import mark_recorded
 from harness.models.protocol import Protocol
 from harness.models.run_request import RunRequest
 from harness.models.run_settings import RobotKind
@@ -537,6 +538,8 @@ class ParallelRun:
         try:
             attempt = store_evidence(result, self.runs_dir, self.sheet.path.stem)
             recorded = self.sheet.add_attempt(attempt)
+            if result.folder_name is not None:   # the folder now proves the record existed
+                mark_recorded(self.runs_dir / self.sheet.path.stem / result.folder_name, recorded)
         except OSError as exc:
             paused = self._no_room(exc)
             if paused is None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from harness.app.worker_cache import WorkerCache
+from harness.models.evidence_audit import evidence_folder_name
 from harness.models.locked import LockedInference
 from harness.models.protocol import Protocol
 from harness.models.run_request import RunRequest, WorkersRequest
@@ -132,7 +133,7 @@ class TrialWorkerImpl:
         self.sheet.expect_attempt(attempt_number)
         trial = self.protocol.trial(trial_index)
         attempt, void = self.setup.engine.attempt_trial(trial)
-        folder = self.tmp / self.sheet.path.stem / f"trial-{trial_index:03d}-a{attempt_number}"
+        folder = self.tmp / self.sheet.path.stem / evidence_folder_name(trial_index, attempt_number)
         files: dict[str, bytes] = {}
         if folder.is_dir():
             files = {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
