@@ -309,3 +309,28 @@ def test_a_file_size_limit_mid_trial_pauses_the_run(tmp_path: Path) -> None:
     assert "File too large" in line and str(tmp_path / "disk" / "runs" / "s") in line, line
     assert load_scoresheet(tmp_path / "disk" / "s.yaml").attempts == []
     assert list((tmp_path / "disk" / "runs" / "s").glob("trial-*")) == []
+
+
+def test_the_room_a_trial_needs_is_its_largest_folder_with_a_stand_in_disk(tmp_path: Path) -> None:
+    """`TrialRoom` over an injected free-space reading (no disk filled): no pause before any trial folder can be
+    measured; then a pause once less is free than the largest folder and a record need; a refused write says
+    whether the trial in flight was recorded."""
+    from harness.models.taxonomy import VoidKind
+    from harness.run.disk_room import RECORD_BYTES, TrialRoom
+
+    free = {"bytes": 10_000}
+    runs = tmp_path / "runs" / "s"
+    room = TrialRoom(runs, tmp_path / "s.yaml", lambda folder: free["bytes"])
+    assert room.shortfall() is None   # nothing measured yet: only a refused write can tell
+    (runs / "trial-001-a1").mkdir(parents=True)
+    (runs / "trial-001-a1" / "final_top.png").write_bytes(b"\0" * 300_000)
+    fresh = TrialRoom(runs, tmp_path / "s.yaml", lambda folder: free["bytes"])
+    short = fresh.shortfall()
+    assert short is not None and short.kind is VoidKind.DISK_FULL and short.kind.pauses_run
+    assert short.reason.startswith(f"no room to record: {runs}: 9.77 KiB free") and "needs about 357 KiB" in short.reason
+    free["bytes"] = 300_000 + RECORD_BYTES
+    assert fresh.shortfall() is None
+    import errno
+
+    assert "the trial in flight was not recorded" in fresh.refused(errno.ENOSPC, None).reason
+    assert "every trial so far is recorded" in fresh.refused(errno.ENOSPC, None, in_flight_recorded=True).reason

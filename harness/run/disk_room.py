@@ -86,9 +86,11 @@ class TrialRoom:
                                                 "nothing was started: free some space there")
         return None
 
-    def refused(self, number: int, filename: str | None) -> Void:
-        """The void for a write refused with error `number` (a full disk, a quota, a file-size limit)."""
+    def refused(self, number: int, filename: str | None, in_flight_recorded: bool = False) -> Void:
+        """The void for a write refused with error `number` (a full disk, a quota, a file-size limit); the trial
+        in flight was recorded when only what follows its record failed (its folder's `recorded.json`)."""
         where = Path(filename).parent if filename else self.folder
+        kept = ("every trial so far is recorded" if in_flight_recorded
+                else "the trial in flight was not recorded, every trial before it is")
         return Void(VoidKind.DISK_FULL, f"{where}: {os.strerror(number)}, {size_text(self.free(where))} free, and "
-                                        f"{self._needs_text()}; the trial in flight was not recorded, every trial "
-                                        "before it is: free some space there")
+                                        f"{self._needs_text()}; {kept}: free some space there")

@@ -191,13 +191,15 @@ class RunEngine:
             short = self.room.shortfall()
             if short is not None:   # the next trial's evidence would not fit: nothing started, nothing lost
                 raise RunPaused(short)
+            records = len(self.sheet.attempts)
             try:
                 attempt, void = self._run_trial(trial, done=done, total=total)
             except Exception as exc:
                 number = no_room(exc)
                 if number is None:
                     raise
-                raise RunPaused(self.room.refused(number, getattr(exc, "filename", None))) from exc
+                raise RunPaused(self.room.refused(number, getattr(exc, "filename", None),
+                                                  in_flight_recorded=len(self.sheet.attempts) > records)) from exc
             self.room.recorded(self.room.folder / f"trial-{attempt.trial_index:03d}-a{attempt.attempt}")
             recorded += 1
             self.observer.trial_scored(attempt)

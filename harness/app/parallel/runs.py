@@ -507,13 +507,13 @@ class ParallelRun:
                 to_submit.appendleft(head)   # a void that does not pause: try the trial again, in its place
         return self.recorded
 
-    def _no_room(self, exc: BaseException) -> RunPaused | None:
+    def _no_room(self, exc: BaseException, in_flight_recorded: bool = False) -> RunPaused | None:
         """A write refused for want of room, on a worker or here: the run pauses as a serial run's would."""
         number = no_room(exc)
         if number is None:
             return None
         room = TrialRoom(self.runs_dir / self.sheet.path.stem, self.sheet.path)
-        return RunPaused(room.refused(number, getattr(exc, "filename", None)))
+        return RunPaused(room.refused(number, getattr(exc, "filename", None), in_flight_recorded))
 
     def _result(self, future: Future[TrialResult], index: int) -> TrialResult:
         exception = future.exception()
@@ -535,13 +535,14 @@ class ParallelRun:
         done_before = total - len(self.sheet.pending_trials())
         self.observer.trial_started(trial, result.attempt.attempt, done_before, total)
         started = time.perf_counter()
+        records = len(self.sheet.attempts)
         try:
             attempt = store_evidence(result, self.runs_dir, self.sheet.path.stem)
             recorded = self.sheet.add_attempt(attempt)
             if result.folder_name is not None:   # the folder now proves the record existed
                 mark_recorded(self.runs_dir / self.sheet.path.stem / result.folder_name, recorded)
         except OSError as exc:
-            paused = self._no_room(exc)
+            paused = self._no_room(exc, in_flight_recorded=len(self.sheet.attempts) > records)
             if paused is None:
                 raise
             raise paused from exc
