@@ -10,6 +10,7 @@ limit (`RLIMIT_FSIZE`), which refuses a write as a full disk does.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import resource
 import shutil
@@ -327,10 +328,9 @@ def test_the_room_a_trial_needs_is_its_largest_folder_with_a_stand_in_disk(tmp_p
     fresh = TrialRoom(runs, tmp_path / "s.yaml", lambda folder: free["bytes"])
     short = fresh.shortfall()
     assert short is not None and short.kind is VoidKind.DISK_FULL and short.kind.pauses_run
-    assert short.reason.startswith(f"no room to record: {runs}: 9.77 KiB free") and "needs about 357 KiB" in short.reason
+    assert short.reason.startswith(f"no room to record: {runs}: 9.77 KiB free")
+    assert "needs about 357 KiB" in short.reason
     free["bytes"] = 300_000 + RECORD_BYTES
     assert fresh.shortfall() is None
-    import errno
-
     assert "the trial in flight was not recorded" in fresh.refused(errno.ENOSPC, None).reason
     assert "every trial so far is recorded" in fresh.refused(errno.ENOSPC, None, in_flight_recorded=True).reason
