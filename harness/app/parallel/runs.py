@@ -151,9 +151,10 @@ def ray_environment(local: bool) -> dict[str, str]:
     probes cloud metadata endpoints), and for a local runtime a node address on loopback, which is what
     makes the GCS server, raylet, agents and workers listen on 127.0.0.1 only (with the default, Ray picks
     the machine's external address and its servers listen on every interface). A task Ray will retry prints no
-    `(raylet) Task TrialWorker.open failed ... will be retried` line: that is what a clean exit printed when
-    Ray's shutdown ended a worker still setting up (its kill not yet through); a trial retried on a restarted
-    worker records nothing twice anyway, and a task that fails for good is still reported."""
+    line: a run that ends before a Ray worker is set up ends that worker (`ray.kill`), and Ray printed
+    "(raylet) Task TrialWorker.open failed. There are 3 retries remaining, so the task will be retried. Error:
+    The actor is dead because it was killed by `ray.kill`" at every such clean exit; a trial retried on a
+    restarted worker records nothing twice anyway, and a task that fails for good is still reported."""
     env = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_enable_output_error_log_if_still_retry": "0"}
     if local:
         env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"   # Ray's switch for "this node is the whole cluster"
