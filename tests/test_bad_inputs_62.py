@@ -334,3 +334,16 @@ def test_the_room_a_trial_needs_is_its_largest_folder_with_a_stand_in_disk(tmp_p
     assert fresh.shortfall() is None
     assert "the trial in flight was not recorded" in fresh.refused(errno.ENOSPC, None).reason
     assert "every trial so far is recorded" in fresh.refused(errno.ENOSPC, None, in_flight_recorded=True).reason
+
+
+@pytest.mark.skipif(shutil.which("ssh-keygen") is None or not Path("/dev/zero").exists(),
+                    reason="needs OpenSSH's ssh-keygen and /dev/zero")
+def test_report_signed_by_a_device_or_a_pipe(sheet: Path, workdir: Path, fifo: Path, capsys) -> None:
+    """`--signed-by` reads a public key: /dev/zero would never end, a pipe would wait for a writer."""
+    keys = workdir / "keys"
+    keys.mkdir()
+    assert main(["sheet", "keygen", str(keys / "key")]) == 0
+    assert main(["sheet", "sign", str(sheet), "--key", str(keys / "key")]) == 0
+    for special in ("/dev/zero", str(fifo)):
+        line = _refused(["report", str(sheet), "--signed-by", special], workdir, capsys)
+        assert line.startswith(f"harness: error: {special}: is a ") and "not a public key" in line, line
