@@ -1,27 +1,41 @@
-"""Blind comparisons with sequential stopping (issue 39): the decision procedure on simulated comparisons.
+"""Blind comparisons with sequential stopping (issues 39, 57): the decision procedure on simulated comparisons.
 
-For each design (alpha, power, declared difference, declared comparisons) and each futility rule (before:
-discordant pairs only; after: paired betting, concordant pairs too) the cap is the smallest that reaches the
-power (`sequential.minimum_cap`); then, per setting, the same SIMS simulated comparisons (independent
-Bernoulli trials, or rates that vary by start position), the type I error (A/A) or power (A better by the
-difference), the pairs per arm used (mean, 95th percentile) against McNemar's fixed-sample design at the
-same alpha and power, and the same numbers from the exact walk over the state distribution (the reference
-the simulation is checked against).
+Before = the design sheets were locked with until issue 57: a point-alternative SPRT whose bound is calibrated
+to its cap with binding futility, the cap sized at the least favourable *independent* rates, start positions
+cycled in the protocol's order. After = what a comparison locks now: the anytime-valid mixture over the
+discordant odds against Ville's bound, the cap sized for the declared power whatever the dependence between
+the arms (every pair discordant), each block's position drawn from the locked seed. The same simulated
+outcomes go through both.
+
+Settings, per declared difference d in 0.1, 0.15, 0.2, 0.3 (one declared comparison):
+* equal policies (A/A) at base rates 0.1 to 0.95 and A better by d from several base rates, each with
+  independent arms, positively dependent arms (P(both) half-way from independence to its maximum) and
+  negatively dependent arms (P(both) at its minimum: one succeeds exactly where the other fails, as far as
+  the rates allow);
+* arm-by-position interaction over 16 start positions: a step (A strong on the left half, B on the right)
+  and a smooth slope across the workspace, with equal average success (A/A) or A better by d on average.
+Tuned on (the mixture's prior, the futility share): d = 0.2 at 0.60/0.40, independent and negatively
+dependent. Every other row is out of sample.
+
+Then three arms (K = 3, every pair declared): how much a *run* saves (it lasts until its slowest comparison
+stops), not one comparison.
 
 With --wall: the wall time of an expert-vs-replay comparison on the simulated arm (as `harness run` with
 two --policy flags, in a fresh process) against two separate runs of the same length (one per policy).
 
-Run: .venv/bin/python benchmarks/comparison_bench.py [--sims 10000] [--wall]
+Run: .venv/bin/python benchmarks/comparison_bench.py [--sims 10000] [--quick] [--wall]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,23 +43,70 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.models import sequential as sq
+from harness.models.comparison import PositionRule, block_positions
 
 ALPHA, POWER = 0.05, 0.8
+POSITIONS = 16
+CHUNK = 2_000
+# The old design's caps (`sq.minimum_cap(..., efficacy=CALIBRATED_SPRT)`): its 2-D exact walk is O(cap^3) and
+# d = 0.1 takes minutes, so the search runs once and is written here; --old-caps recomputes them.
+OLD_CAPS = {(0.3, 1): 76, (0.2, 1): 176, (0.2, 3): 231, (0.15, 1): 328, (0.1, 1): 782}
 
 
-def settings(diff: float) -> list[tuple[str, float, float]]:
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    dependence: str          # independent, positive, negative, step, smooth
+    p_first: float           # average success rates
+    p_second: float
+
+    @property
+    def null(self) -> bool:
+        return self.p_first == self.p_second
+
+
+def settings(diff: float) -> list[Setting]:
+    found = []
+    for base in (0.1, 0.3, 0.5, 0.8, 0.95):
+        for dependence in ("independent", "positive", "negative"):
+            found.append(Setting("A/A", dependence, base, base))
+    for name in ("step", "smooth"):
+        found.append(Setting("A/A", name, 0.5, 0.5))
     high, low = sq.least_favourable(diff)
-    return [("A/A", 0.3, 0.3), ("A/A", 0.5, 0.5), ("A/A", 0.8, 0.8),
-            ("A better", high, low), ("A better", 0.3 + diff, 0.3), ("A better", 0.8, 0.8 - diff)]
+    for p_second in sorted({0.1, round(low, 3), 0.95 - diff}):
+        for dependence in ("independent", "positive", "negative"):
+            found.append(Setting("A better", dependence, p_second + diff, p_second))
+    for name in ("step", "smooth"):
+        found.append(Setting("A better", name, high, low))
+    return found
 
 
-def outcomes(rng: np.random.Generator, sims: int, cap: int, p_first: float, p_second: float,
-             spread: float) -> tuple[np.ndarray, np.ndarray]:
-    """Each pair's two trials; with `spread`, each start position is easier or harder for both arms alike
-    (both rates shifted by +spread or -spread, equally likely): the pair's outcomes are correlated, and the
-    mean rates and their difference stay exactly as declared."""
-    shift = rng.choice([-spread, spread], size=(sims, cap)) if spread else 0.0
-    return rng.random((sims, cap)) < p_first + shift, rng.random((sims, cap)) < p_second + shift
+def pairs(rng: np.random.Generator, sims: int, cap: int, setting: Setting, diff: float,
+          rule: PositionRule) -> tuple[np.ndarray, np.ndarray]:
+    """Each pair's two outcomes. Dependence: the four cells (both, only A, only B, neither) drawn at once.
+    Interaction: each block's start position by the schedule's rule, the arms independent given it."""
+    p_first, p_second = setting.p_first, setting.p_second
+    if setting.dependence in ("step", "smooth"):
+        x = (np.arange(POSITIONS) + 0.5) / POSITIONS
+        shape = np.where(x < 0.5, 1.0, -1.0) if setting.dependence == "step" else 1 - 2 * x
+        swing = min(0.4, 0.5 - abs(0.5 - p_first) - 0.01, 0.5 - abs(0.5 - p_second) - 0.01) if setting.null else 0.3
+        p_a, p_b = p_first + swing * shape, p_second - swing * shape
+        seeds = rng.integers(0, 2**63 - 1, size=sims)
+        at = np.stack([block_positions(int(seed), POSITIONS, cap, rule) for seed in seeds])
+        return rng.random((sims, cap)) < p_a[at], rng.random((sims, cap)) < p_b[at]
+    independent = p_first * p_second
+    if setting.dependence == "independent":
+        both = independent
+    elif setting.dependence == "positive":
+        both = independent + 0.5 * (min(p_first, p_second) - independent)
+    else:
+        both = max(0.0, p_first + p_second - 1)
+    only_first, only_second = p_first - both, p_second - both
+    u = rng.random((sims, cap))
+    a_only = u < only_first
+    b_only = (u >= only_first) & (u < only_first + only_second)
+    together = (u >= only_first + only_second) & (u < only_first + only_second + both)
+    return a_only | together, b_only | together
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,7 +131,7 @@ def wall() -> None:
     data["generator"] = None
     data["episode_time_limit_s"] = 12.0
     data["stopping_rule"] = {"kind": "sequential", "alpha": 0.05, "power": 0.8, "min_difference": 0.3,
-                             "max_trials_per_arm": 76}
+                             "max_trials_per_arm": 241}
     (folder / "cmp.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     common = ["--robot", "sim", "--headless", "--no-video"]
     compared = _harness(folder, "run", "cmp.yaml", "--policy", "expert", "--policy", "replay", *common)
@@ -87,58 +148,150 @@ def wall() -> None:
     print(f"decision: {sheet.stopped_by_rule()}; {os.getloadavg()[0]:.1f} load average")
 
 
+def old_caps(recompute: bool) -> dict[tuple[float, int], int]:
+    if not recompute:
+        return OLD_CAPS
+    found = {}
+    for diff, comparisons in OLD_CAPS:
+        cap = sq.minimum_cap(ALPHA, POWER, diff, comparisons, efficacy=sq.EfficacyRule.CALIBRATED_SPRT)
+        assert cap is not None
+        found[(diff, comparisons)] = cap
+        print(f"old cap, d {diff}, K {comparisons}: {cap}", flush=True)
+    return found
+
+
+@dataclass
+class Tally:
+    code: list[np.ndarray]
+    used: list[np.ndarray]
+
+    def rate(self, value: int | tuple[int, ...]) -> tuple[float, float]:
+        code = np.concatenate(self.code)
+        hit = np.isin(code, value)
+        p = float(hit.mean())
+        return p, math.sqrt(max(p * (1 - p), 1e-12) / code.size)
+
+    def mean(self) -> tuple[float, float]:
+        used = np.concatenate(self.used)
+        return float(used.mean()), float(used.std(ddof=1) / math.sqrt(used.size))
+
+
+def one_setting(rng: np.random.Generator, sims: int, setting: Setting, diff: float,
+                designs: dict[str, sq.SequentialDesign]) -> dict[str, Tally]:
+    rules = {"before": PositionRule.CYCLE, "after": PositionRule.DRAWN}
+    tallies = {name: Tally([], []) for name in designs}
+    interaction = setting.dependence in ("step", "smooth")
+    longest = max(d.cap for d in designs.values())
+    for start in range(0, sims, CHUNK):
+        count = min(CHUNK, sims - start)
+        shared = None if interaction else pairs(rng, count, longest, setting, diff, PositionRule.DRAWN)
+        for name, rule_design in designs.items():
+            first, second = shared if shared is not None else pairs(rng, count, rule_design.cap, setting, diff,
+                                                                      rules[name])
+            code, used = sq.simulate(rule_design, first, second, rule_design.cap)
+            tallies[name].code.append(code)
+            tallies[name].used.append(used)
+    return tallies
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sims", type=int, default=10_000)
+    parser.add_argument("--quick", action="store_true", help="2,000 comparisons per setting, d 0.2 and 0.3 only")
+    parser.add_argument("--old-caps", action="store_true", help="recompute the old design's caps (minutes)")
     parser.add_argument("--wall", action="store_true")
     args = parser.parse_args()
     if args.wall:
         wall()
         return
-    rng = np.random.default_rng(20261202)
-    before, after = sq.FutilityRule.DISCORDANT_SPRT, sq.FutilityRule.PAIRED_BETTING
-    print(f"{args.sims} simulated comparisons per setting; alpha {ALPHA}, power {POWER}; before = futility "
-          f"{before.value}, after = {after.value} (the same simulated outcomes through both)")
-    print("| diff | K | cap before/after | fixed n | setting | rates | positions | P(A better) | P(B better) | "
-          "futility | cap hit | mean pairs before/after | p95 before/after | exact P(A) | exact mean | "
-          "saved before/after |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    started = time.perf_counter()
-    saved: dict[sq.FutilityRule, list[float]] = {before: [], after: []}
-    weakest = []
-    for diff, comparisons in ((0.2, 1), (0.3, 1), (0.2, 3)):
-        caps = {rule: sq.minimum_cap(ALPHA, POWER, diff, comparisons, rule) for rule in (before, after)}
-        designs = {rule: sq.design(ALPHA, POWER, diff, comparisons, caps[rule], rule) for rule in (before, after)}
-        fixed = designs[after].fixed_sample_pairs()
-        longest = max(caps.values())
-        # the power at every pair of rates with this difference (exact walk, independent trials)
-        grid = [sq.operating_characteristics(designs[after], *sq.discordance(low + diff, low), caps[after])
-                .first_better for low in np.arange(0.0, 1 - diff + 1e-9, 0.05)]
-        weakest.append((diff, comparisons, min(grid)))
-        for name, p_first, p_second in settings(diff):
-            for spread in (0.0, 0.15):
-                first, second = outcomes(rng, args.sims, longest, p_first, p_second, spread)
-                used, code = {}, None
-                for rule in (before, after):
-                    code, used[rule] = sq.simulate(designs[rule], first, second, caps[rule])
-                    saved[rule].append(1 - used[rule].mean() / fixed)
-                assert code is not None
-                exact = (sq.operating_characteristics(designs[after], *sq.discordance(p_first, p_second), caps[after])
-                         if spread == 0 else None)
-                print(f"| {diff} | {comparisons} | {caps[before]}/{caps[after]} | {fixed} | {name} | "
-                      f"{p_first:.2f}/{p_second:.2f} | {'vary' if spread else 'same'} | {np.mean(code == 1):.4f} | "
-                      f"{np.mean(code == -1):.4f} | {np.mean(code == 0):.3f} | {np.mean(code == 2):.3f} | "
-                      f"{used[before].mean():.1f}/{used[after].mean():.1f} | "
-                      f"{np.percentile(used[before], 95):.0f}/{np.percentile(used[after], 95):.0f} | "
-                      f"{exact.first_better if exact else float('nan'):.4f} | "
-                      f"{exact.expected_pairs if exact else float('nan'):.1f} | "
-                      f"{100 * saved[before][-1]:.0f} %/{100 * saved[after][-1]:.0f} % |")
-    print(f"\nmean saving over all settings: before {100 * np.mean(saved[before]):.1f} %, after "
-          f"{100 * np.mean(saved[after]):.1f} %; {time.perf_counter() - started:.1f} s wall, load average "
+    sims = 2_000 if args.quick else args.sims
+    diffs = (0.2, 0.3) if args.quick else (0.1, 0.15, 0.2, 0.3)
+    caps = old_caps(args.old_caps)
+    rng = np.random.default_rng(20261207)
+    started, cpu = time.perf_counter(), time.process_time()
+    print(f"{sims} simulated comparisons per setting; alpha {ALPHA}, power {POWER}. before: point SPRT calibrated to "
+          "its cap, positions cycled; after: anytime-valid mixture, positions drawn. Error = P(either named better) "
+          "under A/A; power = P(A named better). +- one Monte Carlo standard error.\n")
+    print("| d | setting | rates A/B | arms | cap b/a | fixed n | error or power before | after | "
+          "mean pairs before | after | saved before/after |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    saved: dict[str, list[float]] = {"before": [], "after": []}
+    out_of_sample: dict[str, list[float]] = {"before": [], "after": []}
+    worst: dict[str, dict[str, float]] = {"before": {"error": 0.0, "power": 1.0}, "after": {"error": 0.0, "power": 1.0}}
+    longer = []
+    for diff in diffs:
+        after_cap = sq.minimum_cap(ALPHA, POWER, diff, 1)
+        assert after_cap is not None
+        designs = {"before": sq.design(ALPHA, POWER, diff, 1, caps[(diff, 1)]),
+                   "after": sq.mixture_design(ALPHA, POWER, diff, 1, after_cap)}
+        fixed = designs["after"].fixed_sample_pairs()
+        for setting in settings(diff):
+            tallies = one_setting(rng, sims, setting, diff, designs)
+            cells = []
+            means = {}
+            for name, tally in tallies.items():
+                value, se = tally.rate((1, -1)) if setting.null else tally.rate(1)
+                key = "error" if setting.null else "power"
+                worst[name][key] = (max if setting.null else min)(worst[name][key], value)
+                cells.append(f"{value:.3f} +- {se:.3f}")
+                means[name] = tally.mean()
+                saved[name].append(1 - means[name][0] / fixed)
+                tuned = diff == 0.2 and setting.dependence in ("independent", "negative") and not setting.null \
+                    and abs(setting.p_second - 0.4) < 1e-9
+                if not tuned:
+                    out_of_sample[name].append(1 - means[name][0] / fixed)
+            if means["after"][0] > fixed:
+                longer.append(f"d {diff} {setting.name} {setting.p_first:.2f}/{setting.p_second:.2f} "
+                              f"{setting.dependence}: {means['after'][0]:.1f} pairs against {fixed}")
+            print(f"| {diff} | {setting.name} | {setting.p_first:.2f}/{setting.p_second:.2f} | {setting.dependence} | "
+                  f"{designs['before'].cap}/{designs['after'].cap} | {fixed} | {cells[0]} | {cells[1]} | "
+                  f"{means['before'][0]:.1f} +- {means['before'][1]:.1f} | {means['after'][0]:.1f} +- "
+                  f"{means['after'][1]:.1f} | {100 * saved['before'][-1]:.0f} %/{100 * saved['after'][-1]:.0f} % |",
+                  flush=True)
+    print(f"\nmean saving against McNemar's fixed n: before {100 * np.mean(saved['before']):.1f} %, after "
+          f"{100 * np.mean(saved['after']):.1f} % over all {len(saved['after'])} settings; out of sample (not tuned "
+          f"on): before {100 * np.mean(out_of_sample['before']):.1f} %, after "
+          f"{100 * np.mean(out_of_sample['after']):.1f} %")
+    for name in ("before", "after"):
+        print(f"{name}: highest type I error {worst[name]['error']:.3f}, lowest power {worst[name]['power']:.3f}")
+    print("settings where the sequential test (after) uses more pairs on average than the fixed n: "
+          + ("; ".join(longer) if longer else "none"))
+    three_arms(rng, sims, caps)
+    print(f"\n{time.perf_counter() - started:.0f} s wall, {time.process_time() - cpu:.0f} s CPU, load average "
           f"{os.getloadavg()[0]:.1f}")
-    for diff, comparisons, power in weakest:
-        print(f"after, diff {diff}, K {comparisons}: lowest exact power over success rates 0.00..{1 - diff:.2f} "
-              f"(step 0.05) against {diff:g} less: {power:.4f}")
+
+
+def three_arms(rng: np.random.Generator, sims: int, caps: dict[tuple[float, int], int]) -> None:
+    """K = 3, every pair declared, d = 0.2: a run lasts until its slowest comparison stops."""
+    diff = 0.2
+    after_cap = sq.minimum_cap(ALPHA, POWER, diff, 3)
+    assert after_cap is not None
+    designs = {"before": sq.design(ALPHA, POWER, diff, 3, caps[(diff, 3)]),
+               "after": sq.mixture_design(ALPHA, POWER, diff, 3, after_cap)}
+    fixed = designs["after"].fixed_sample_pairs()
+    print(f"\nThree arms, every pair declared (K = 3, alpha {ALPHA / 3:.4f} each), d {diff}, independent arms; "
+          f"fixed n {fixed} pairs per comparison, so {fixed} blocks per run. Saving per comparison (the mean over its "
+          "three comparisons) against per run (the slowest of the three).\n")
+    print("| rates A/B/C | cap b/a | per comparison before | after | per run before | after |")
+    print("|---|---|---|---|---|---|")
+    for rates in ((0.5, 0.5, 0.5), (0.8, 0.8, 0.8), (0.6, 0.4, 0.4), (0.7, 0.5, 0.3)):
+        cells = {}
+        for name, rule in designs.items():
+            per_comparison, per_run = [], []
+            for start in range(0, sims, CHUNK):
+                count = min(CHUNK, sims - start)
+                arms = [rng.random((count, rule.cap)) < p for p in rates]
+                used = [sq.simulate(rule, arms[i], arms[j], rule.cap)[1] for i, j in ((0, 1), (0, 2), (1, 2))]
+                per_comparison.append(np.mean(used, axis=0))
+                per_run.append(np.max(used, axis=0))
+            comparison_mean = float(np.concatenate(per_comparison).mean())
+            run = np.concatenate(per_run)
+            cells[name] = (1 - comparison_mean / fixed, 1 - run.mean() / fixed,
+                           run.std(ddof=1) / math.sqrt(run.size) / fixed)
+        print(f"| {'/'.join(f'{p:.1f}' for p in rates)} | {designs['before'].cap}/{designs['after'].cap} | "
+              f"{100 * cells['before'][0]:.0f} % | {100 * cells['after'][0]:.0f} % | "
+              f"{100 * cells['before'][1]:.1f} +- {100 * cells['before'][2]:.1f} % | "
+              f"{100 * cells['after'][1]:.1f} +- {100 * cells['after'][2]:.1f} % |", flush=True)
 
 
 if __name__ == "__main__":

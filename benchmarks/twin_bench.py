@@ -135,6 +135,8 @@ def main() -> None:
     parser.add_argument("--at-trained-spot", action="store_true", help="every trial at the trained spot")
     parser.add_argument("--camera-size", default="640x480", help="the rehearsal's cameras (harness rehearse)")
     parser.add_argument("--keep", help="work in this folder (kept) instead of a temporary one")
+    parser.add_argument("--extra", type=int, default=0,
+                        help="the twin's own trials (harness twin --extra): adds the twin-assisted success rate")
     args = parser.parse_args()
     work = Path(args.keep or tempfile.mkdtemp(prefix="twin-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -152,7 +154,8 @@ def main() -> None:
         real_s, resumes = rehearse(["rehearse", "bench.yaml", "--policy", policy, "--operator", "scripted",
                                     "--camera-size", args.camera_size, *flags], folder, gap)
         sheet = next((folder / "scoresheets").glob("*rehearsal*.yaml"))
-        twin_s, _ = harness(["twin", str(sheet.relative_to(folder))], folder)
+        twin_s, _ = harness(["twin", str(sheet.relative_to(folder)),
+                             *(["--extra", str(args.extra)] if args.extra else [])], folder)
         twin_sheet = sheet.with_name(f"{sheet.stem}-twin.yaml")
         _, out = harness(["report", "--json", str(twin_sheet.relative_to(folder))], folder)
         fidelity = json.loads(out)["twin_fidelity"]["twins"][0]
@@ -184,6 +187,19 @@ def main() -> None:
     for gap, *_, (real, twin) in rows:
         print(f"| {gap} | " + " | ".join(f"{_cell(real[key], digits)} / {_cell(twin[key], digits)}" for key, digits in
                                          (("steps", 0), ("chunks", 0), ("stalls", 0), ("rate", 1))) + " |")
+    assisted = [(gap, f["real_success"], f["twin_assisted"]) for gap, f, *_ in rows if f.get("twin_assisted")]
+    if assisted:
+        print("\nThe real success rate, from the rehearsal's trials alone and twin-assisted (harness twin --extra "
+              f"{args.extra}; docs/twin.md):\n")
+        print("| gap | real alone: rate (95 % Wilson) | twin's own trials | agreement | twin-assisted: estimate (95 %) "
+              "| widths, points |")
+        print("|---|---|---:|---:|---|---|")
+        for gap, real, t in assisted:
+            print(f"| {gap or 'none'} | {real['k']}/{real['n']} ({100 * t['real_only_low95']:.0f}-"
+                  f"{100 * t['real_only_high95']:.0f} %) | {t['twin_successes']}/{t['twin_trials']} | "
+                  f"{100 * t['outcome_agreement']:.0f} % | {100 * t['estimate']:.0f} % ({100 * t['low95']:.0f}-"
+                  f"{100 * t['high95']:.0f} %) | {100 * (t['real_only_high95'] - t['real_only_low95']):.0f} / "
+                  f"{100 * (t['high95'] - t['low95']):.0f} |")
     if args.keep is None:
         shutil.rmtree(work, ignore_errors=True)
 

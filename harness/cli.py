@@ -28,6 +28,7 @@ from harness.app.commands import (
     replay,
     report,
     run,
+    score,
     sheet,
     smolvla,
     sweep,
@@ -41,7 +42,8 @@ FILE_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, 
                          errno.EFBIG, errno.EROFS, errno.ENAMETOOLONG, errno.EEXIST, errno.EDQUOT})
 EXIT_BROKEN_PIPE = 141   # 128 + SIGPIPE: what a shell reports for a Unix tool whose reader went away
 
-COMMANDS = (protocol, report, plan, vision, data, bus, run, replay, sweep, collect, rehearse, twin, smolvla, sheet)
+COMMANDS = (protocol, report, plan, vision, data, score, bus, run, replay, sweep, collect, rehearse, twin, smolvla,
+            sheet)
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -27,7 +27,7 @@ from harness.models.scoresheet import load_scoresheet
 from tests.helpers import REPO, small_protocol_copy
 
 LEROBOT = "lerobot[feetech,dataset,training,async,smolvla]"
-PLUGINS = ("lerobot_robot_harness_sim", "lerobot_camera_harness_sim")
+PLUGINS = ("lerobot_robot_harness_sim", "lerobot_camera_harness_sim", "lerobot_env_harness_sim")
 
 
 def requirement_closure(root: str) -> dict[str, md.Distribution]:
@@ -76,7 +76,7 @@ def test_the_wheel_installs_beside_lerobot_replacing_nothing_and_runs_two_trials
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", wheels,
                     source, *(source / "plugins" / p for p in PLUGINS)], check=True, capture_output=True, timeout=300)
     built = sorted(wheels.glob("*.whl"))
-    assert len(built) == 3
+    assert len(built) == 1 + len(PLUGINS)
 
     lerobot_env = requirement_closure(LEROBOT)
     assert "torch" in lerobot_env and "harness" not in lerobot_env and "ray" not in lerobot_env
@@ -116,7 +116,10 @@ def test_the_wheel_installs_beside_lerobot_replacing_nothing_and_runs_two_trials
         [venv / "bin" / "python", "-c",
          "from lerobot.utils.import_utils import register_third_party_plugins as r; r()\n"
          "from lerobot.robots import RobotConfig; from lerobot.cameras import CameraConfig\n"
-         "print(sorted(RobotConfig.get_known_choices()), sorted(CameraConfig.get_known_choices()))"],
+         "from lerobot.envs.configs import EnvConfig\n"
+         "print(sorted(RobotConfig.get_known_choices()), sorted(CameraConfig.get_known_choices()),"
+         " sorted(EnvConfig.get_known_choices()))"],
         cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert plugins.returncode == 0, plugins.stderr[-2000:]
     assert "harness_so101_sim" in plugins.stdout and "'harness_sim'" in plugins.stdout
+    assert "'harness_so101'" in plugins.stdout

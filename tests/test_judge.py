@@ -102,3 +102,26 @@ def test_a_cube_still_in_turning_jaws_is_not_slipping(world) -> None:
     seen = world.judge._jaw_velocity_at(data, data.geom_xpos[jaw])
     assert np.linalg.norm(carried[3:] - grasp[3:]) > world.judge.t.grasp_max_rel_speed   # the old test: "slipping"
     assert np.linalg.norm(carried[3:] - seen) < 1e-9
+
+
+def test_a_cube_still_falling_over_the_bowl_at_the_time_limit_is_not_said_to_have_come_to_rest(world) -> None:
+    """The verdict at a time limit that lands while a released cube falls above the bowl: outside the bowl
+    (not yet in it), but not "came to rest outside the bowl" (issue 60)."""
+    b = _grasped_and_lifted(world)
+    bowl = world.geometry.bowl_xy
+    b.move_over((bowl[0], bowl[1], world.judge.rest_z + CARRY_HEIGHT), 0.0, 1.2)
+    b.gripper(GRIPPER_PREGRASP_RAD, 0.3).hold(0.5)
+    steps_after_release = None
+    for q in b.targets:
+        world.step_control(q)
+        if world.judge.state.released:
+            steps_after_release = (steps_after_release or 0) + 1
+            if steps_after_release == 2:   # the time limit: two control steps into the fall
+                break
+    assert steps_after_release == 2
+    verdict = world.judge.verdict(world.data)
+    assert verdict.cube_inside_bowl is False
+    assert verdict.detail == "still falling above the bowl when the trial ended"
+    for _ in range(round(2.0 * world.control_fps)):   # where it lands, for the contrast: no longer falling
+        world.step_control(b.targets[-1])
+    assert world.judge.verdict(world.data).detail != "still falling above the bowl when the trial ended"

@@ -227,7 +227,7 @@ def test_a_comparison_rolled_back_after_its_decision_is_refused_never_resumed(wo
     data["generator"] = None
     data["episode_time_limit_s"] = 12.0
     data["stopping_rule"] = {"kind": "sequential", "alpha": 0.05, "power": 0.8, "min_difference": 0.6,
-                             "max_trials_per_arm": 17}
+                             "max_trials_per_arm": 47}
     (workdir / "protocols" / "cmp.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     argv = ["run", "protocols/cmp.yaml", "--policy", "expert", "--policy", "replay", "--robot", "sim", "--headless",
             "--no-video"]

@@ -10,6 +10,7 @@ import pytest
 from harness.models import sequential as sq
 from harness.models.comparison import (
     ArmIdentity,
+    PositionRule,
     SealBroken,
     SealedMapping,
     arm_codes,
@@ -29,6 +30,14 @@ ALPHA, POWER, DIFF = 0.05, 0.8, 0.3
 
 @pytest.fixture(scope="module")
 def cap() -> int:
+    """The old design's cap (point SPRT calibrated to the cap): what sheets locked before the mixture use."""
+    found = sq.minimum_cap(ALPHA, POWER, DIFF, 1, efficacy=sq.EfficacyRule.CALIBRATED_SPRT)
+    assert found is not None
+    return found
+
+
+@pytest.fixture(scope="module")
+def mixture_cap() -> int:
     found = sq.minimum_cap(ALPHA, POWER, DIFF, 1)
     assert found is not None
     return found
@@ -58,7 +67,7 @@ def test_agreeing_arms_reach_futility_in_under_half_the_fixed_sample_trials_and_
     fixed = rule.fixed_sample_pairs()
     agreeing = operating_characteristics(rule, *discordance(0.8, 0.8), cap)
     assert agreeing.expected_pairs < fixed / 2 and agreeing.first_better + agreeing.second_better <= ALPHA
-    legacy_cap = sq.minimum_cap(ALPHA, POWER, DIFF, 1, sq.FutilityRule.DISCORDANT_SPRT)
+    legacy_cap = sq.minimum_cap(ALPHA, POWER, DIFF, 1, sq.FutilityRule.DISCORDANT_SPRT, sq.EfficacyRule.CALIBRATED_SPRT)
     legacy = design(ALPHA, POWER, DIFF, 1, legacy_cap, sq.FutilityRule.DISCORDANT_SPRT)
     assert operating_characteristics(legacy, *discordance(0.8, 0.8), legacy_cap).expected_pairs > 0.9 * fixed
     for low in np.arange(0.0, 1 - DIFF + 1e-9, 0.1):
@@ -108,8 +117,13 @@ def test_fixed_sample_mcnemar_reaches_its_power_by_exact_enumeration():
     assert 0.75 <= power <= 0.9, (n, power)
 
 
-def test_exact_walk_simulation_and_state_machine_agree(cap):
-    rule = design(ALPHA, POWER, DIFF, 1, cap)
+@pytest.mark.parametrize("efficacy", list(sq.EfficacyRule))
+def test_exact_walk_simulation_and_state_machine_agree(cap, mixture_cap, efficacy):
+    if efficacy is sq.EfficacyRule.MIXTURE:
+        cap = mixture_cap
+        rule = sq.mixture_design(ALPHA, POWER, DIFF, 1, cap)
+    else:
+        rule = design(ALPHA, POWER, DIFF, 1, cap)
     rng = np.random.default_rng(7)
     first = rng.random((4000, cap)) < 0.65
     second = rng.random((4000, cap)) < 0.35
@@ -138,11 +152,84 @@ def test_type_one_error_at_most_alpha_in_simulation(cap, rate):
 
 
 @pytest.mark.slow
-def test_a_cap_too_small_for_the_power_is_found_and_the_minimum_is_tight(cap):
+def test_a_cap_too_small_for_the_power_is_found_and_the_minimum_is_tight(cap, mixture_cap):
     assert sq.power_at_least_favourable(design(ALPHA, POWER, DIFF, 1, cap)) >= POWER
     assert sq.power_at_least_favourable(design(ALPHA, POWER, DIFF, 1, cap - 1)) < POWER
+    assert sq.power_at_worst_dependence(sq.mixture_design(ALPHA, POWER, DIFF, 1, mixture_cap)) >= POWER
+    assert sq.power_at_worst_dependence(sq.mixture_design(ALPHA, POWER, DIFF, 1, mixture_cap - 1)) < POWER
     # more declared comparisons (Bonferroni) need more pairs
-    assert sq.minimum_cap(ALPHA, POWER, DIFF, 3) > cap
+    assert sq.minimum_cap(ALPHA, POWER, DIFF, 3) > mixture_cap
+
+
+def test_the_old_design_loses_its_power_when_the_arms_are_negatively_dependent(cap):
+    """0.6 against 0.4, one succeeding exactly where the other fails: the point SPRT's drift is nearly zero and its
+    power at its cap falls to about half, and no cap up to the checked limit brings it back to 0.8. The mixture
+    the lock uses now is sized at this very case."""
+    old = design(ALPHA, POWER, 0.2, 1, sq.minimum_cap(ALPHA, POWER, 0.2, 1, efficacy=sq.EfficacyRule.CALIBRATED_SPRT))
+    assert sq.power_at_least_favourable(old) >= POWER
+    first_by, _, _ = sq.discordant_walk(old, 0.6, old.cap)
+    assert first_by[-1] < 0.55
+    first_by, _, _ = sq.discordant_walk(old, 0.6, 2000)
+    assert first_by[-1] < POWER
+    new_cap = sq.minimum_cap(ALPHA, POWER, 0.2, 1)
+    assert new_cap is not None
+    assert sq.discordant_walk(sq.mixture_design(ALPHA, POWER, 0.2, 1, new_cap), 0.6, new_cap)[0][-1] >= POWER
+
+
+@pytest.mark.slow
+def test_the_mixture_keeps_its_power_at_every_dependence_and_is_weakest_when_every_pair_is_discordant(mixture_cap):
+    """Every pair of rates with the declared difference, from the most negatively dependent arms (fewest
+    agreements) through independent to the most positively dependent: the power at the cap stays at least the
+    declared one, and the every-pair-discordant case the lock sizes on is the lowest of them."""
+    rule = sq.mixture_design(ALPHA, POWER, DIFF, 1, mixture_cap)
+    worst = sq.power_at_worst_dependence(rule)
+    for low in (0.1, 0.35, 0.6):
+        high = low + DIFF
+        for both in (max(0.0, high + low - 1), high * low, low):   # P(both succeed): negative, independent, positive
+            found = operating_characteristics(rule, high - both, low - both, mixture_cap)
+            assert found.first_better >= POWER and found.first_better >= worst - 1e-9, (low, both)
+
+
+def test_the_mixture_is_anytime_valid_past_the_cap_and_with_futility_ignored():
+    """Ville's bound: the type I error stays at most alpha however long the run goes on and whether or not
+    futility stops it (the old design's calibration holds only up to its cap with futility binding)."""
+    long = sq.MAX_PAIRS_SEARCHED
+    rule = sq.mixture_design(ALPHA, POWER, DIFF, 1, long)
+    first, second, _ = sq.discordant_walk(rule, 0.5, long, futility=False)
+    assert first[-1] + second[-1] <= ALPHA
+    assert rule.log_efficacy_bound == pytest.approx(math.log(2 / ALPHA))
+
+
+def test_the_mixture_equals_betting_on_the_plug_in_odds_from_the_pairs_so_far():
+    """The mixture's e-value after a sequence of discordant pairs is the product of 2 p_t^x (1 - p_t)^(1 - x),
+    p_t the posterior mean of theta (truncated to theta >= 1/2) from the pairs before t: a predictable bet."""
+    from scipy import integrate
+
+    rule = sq.mixture_design(ALPHA, POWER, DIFF, 1, 100)
+    a, b = rule.prior_a, rule.prior_b
+    assert a is not None and b is not None
+    outcomes = [1, 1, 0, 1, 0, 0, 1, 1, 1]
+    log_product, wins, losses = 0.0, 0, 0
+    for x in outcomes:
+        def moment(power: int, w: int = wins, f: int = losses) -> float:
+            return integrate.quad(lambda t: t ** (a - 1 + w + power) * (1 - t) ** (b - 1 + f), 0.5, 1)[0]
+
+        plug_in = moment(1) / moment(0)
+        log_product += math.log(2 * (plug_in if x else 1 - plug_in))
+        wins, losses = wins + x, losses + 1 - x
+        assert rule.log_e(wins, losses)[0] == pytest.approx(log_product, rel=1e-6)
+
+
+def test_the_design_search_answers_within_a_second_or_refuses_naming_the_limit():
+    import time
+
+    started = time.perf_counter()
+    assert sq.minimum_cap(ALPHA, POWER, 0.01, 1) is None            # no cap up to the limit: said at once
+    assert sq.minimum_cap(ALPHA, POWER, 0.1, 1) is not None
+    assert time.perf_counter() - started < 4.0                       # generous on a loaded machine; ~1 s alone
+    for cap in (sq.MAX_PAIRS_SEARCHED + 1, 100_000, True):
+        with pytest.raises(ValueError, match=str(sq.MAX_PAIRS_SEARCHED)):
+            sq.mixture_design(ALPHA, POWER, DIFF, 1, cap)
 
 
 @pytest.mark.parametrize("bad", [0.0, 1.0, float("nan"), float("inf"), -0.1, True])
@@ -156,10 +243,10 @@ def test_design_refuses_nonsense_numbers(bad):
 def test_schedule_is_a_pure_function_of_the_seed_and_balanced():
     codes = arm_codes(3)
     positions = [4, 9, 2]
-    first = build_schedule(11, codes, positions, 12)
-    assert first == build_schedule(11, codes, positions, 12)
-    assert build_schedule(11, codes, positions, 5) == first[:15]    # a prefix: resuming never reshuffles
-    assert first != build_schedule(12, codes, positions, 12)
+    first = build_schedule(11, codes, positions, 12, PositionRule.CYCLE)   # a sheet locked before the draw
+    assert first == build_schedule(11, codes, positions, 12, PositionRule.CYCLE)
+    assert build_schedule(11, codes, positions, 5, PositionRule.CYCLE) == first[:15]   # resuming never reshuffles
+    assert first != build_schedule(12, codes, positions, 12, PositionRule.CYCLE)
     for block in range(12):
         slots = [s for s in first if s.block == block]
         assert sorted(s.arm for s in slots) == list(codes)           # every arm once per block

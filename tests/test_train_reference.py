@@ -50,6 +50,9 @@ def test_quick_reference_training_resumes_offline_without_tracebacks(tmp_path) -
     for name in ("protocols/fixed.yaml", "protocols/randomized.yaml", "curve.yaml", "fixed8.yaml"):
         assert (out / "eval" / name).is_file(), name
     assert (out / "eval" / "scoresheets").is_dir() and (out / "eval" / "runs").is_dir()
+    # the randomized protocol docs/results.md's figures used, not one drawn anew with other spacing (issue 60)
+    assert (out / "eval" / "protocols" / "randomized.yaml").read_bytes() == \
+        (REPO / "protocols" / "randomized.yaml").read_bytes()
 
     second = _run(out, steps=4)  # raising the steps continues the same run
     assert "resuming train/act-fixed from step 2" in second

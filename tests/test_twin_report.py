@@ -84,3 +84,14 @@ def test_the_report_pairs_each_twin_with_its_real_sheet_and_ranks_them_across(
     assert side_by_side, sorted(p.name for p in (tmp_path / "twin_files").iterdir())
     pixels = np.asarray(Image.open(side_by_side[0]).convert("RGB"))
     assert pixels[40, 10, 0] > 150 and pixels[40, -10, 2] > 150      # the real frame left, the twin's right
+
+
+def test_the_plain_report_of_a_twin_says_how_well_it_agrees(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/twin.md: a twin sheet in `harness report` adds its agreement; the plain text too, not only -o, --md and
+    --json (issue 60)."""
+    twin = _pair(tmp_path / "a", "a")
+    assert main(["report", str(twin)]) == 0
+    out = capsys.readouterr().out
+    assert "4 real attempts paired with the twin's run" in out
+    assert "same label 3/4 (75 %" in out and "kappa" in out, out
+    assert out.index("Twin ") < out.index("Success")   # before the run itself, as the other reports put it

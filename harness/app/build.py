@@ -19,7 +19,7 @@ from harness.models.scoresheet import Scoresheet, run_latency
 from harness.policies.background import BackgroundPolicy
 from harness.policies.base import EvalPolicy
 from harness.policies.hub import pinned_ref
-from harness.run.arm_motion import MoveSpeed
+from harness.run.arm_motion import SIM_START_POSE_S, MoveSpeed
 from harness.run.clock import MonotonicClock
 from harness.run.dataset_sink import RecordingOptions
 from harness.run.engine import RunEngine, RunObserver, RunOptions
@@ -184,6 +184,10 @@ def prepare_run(request: RunRequest, protocol: Protocol, sheet: Scoresheet,
             policy.close()
             raise
     observer = (parts.observer or _observer)(front_end, not is_sim)
+    from harness.run.terminal import TerminalObserver
+
+    if isinstance(observer, TerminalObserver) and sheet.locked.blind_comparison:
+        observer.timing_withheld = True
     try:   # a real arm's calibration files are read here: a bad one leaves no torque on
         stage: TrialStage = (SimStage(robot.world, protocol, request.inject_dropout) if is_sim
                              else operator_stage(request.placement, protocol, robot, observer))
@@ -210,7 +214,7 @@ def prepare_run(request: RunRequest, protocol: Protocol, sheet: Scoresheet,
                                 lanes=request.evidence.lanes)
     options = RunOptions(runs_dir=request.runs_dir, paced=not is_sim, video=video_mode(request, sheet.locked.robot),
                          video_fps=request.evidence.video_fps, video_size=request.evidence.video_size,
-                         max_attempts=request.max_trials, start_pose_s=2.0 if is_sim else MoveSpeed(),
+                         max_attempts=request.max_trials, start_pose_s=SIM_START_POSE_S if is_sim else MoveSpeed(),
                          dataset=dataset, evidence_writer=writer)
     if not is_sim:   # a real arm's evidence (and dropout watch) is the cameras it has, not the sim's two
         options.evidence_cameras = sorted(cameras)

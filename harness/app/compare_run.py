@@ -3,8 +3,9 @@
 Everything that can be wrong is checked before anything is written: the policies (two or more,
 none twice, each one that the robot can run, all reading their cameras at one size), the stopping rule (a
 sequential one whose cap reaches its power; otherwise the cap that would is named), and, on
-`--resume`, the same policies in the same order as the sealed mapping. The sheet locks the schedule's
-seed, the calibrated test and the sealed mapping; the engine runs the schedule's slots in order through
+`--resume`, the same set of policies as the sealed mapping, in any order (matched by fingerprint). The
+sheet locks the schedule's seed, the calibrated test and the sealed mapping, whose codes are drawn from
+a secret seed (never the order the policies were named in); the engine runs the schedule's slots in order through
 `ArmSwitch`, which hands each slot to its arm, and stops when every declared comparison has.
 """
 
@@ -22,17 +23,22 @@ from harness.app.build import FrontEnd, check_policy_fits_robot, prepare_run
 from harness.app.parallel.runs import check_workers, run_parallel
 from harness.app.parts import Parts
 from harness.errors import HarnessInputError, StaleRunError
-from harness.models import sequential
+from harness.models import betting, sequential
+from harness.models.checkpoint import hub_ref
 from harness.models.comparison import (
     ArmIdentity,
+    CodeRule,
+    PositionRule,
     SealBroken,
     arm_codes,
+    assign_codes,
     build_schedule,
     default_comparisons,
     seal,
     unseal,
 )
 from harness.models.evidence_audit import check_evidence
+from harness.models.graded import GradedOutcome
 from harness.models.lock import WriterLock
 from harness.models.protocol import Protocol, Trial, file_sha256
 from harness.models.run_request import RunRequest
@@ -42,10 +48,10 @@ from harness.models.scoresheet import (
     build_locked,
     load_scoresheet,
     new_scoresheet,
-    policy_fingerprint,
 )
 from harness.models.taxonomy import Label
 from harness.policies.arms import load_arms
+from harness.policies.hub import policy_fingerprint as hub_fingerprint
 
 
 def comparison_refs(request: RunRequest, protocol: Protocol) -> list[str] | None:
@@ -68,14 +74,18 @@ def comparison_protocol(protocol: Protocol, sheet_or_slots: Scoresheet | list[Tr
 
 
 def _check_refs(refs: list[str], robot: RobotKind, emulated_truth: bool = False) -> list[ArmIdentity]:
+    """Each policy as its arm will run it: a built-in's name always means the built-in (a folder so named is
+    `./expert`), a folder by its files, a Hub id (as a single run takes one) by its cached commit."""
     if len(refs) > 10:
         raise HarnessInputError(None, "--policy", f"{len(refs)} policies: a comparison takes at most 10")
     identities = []
     for ref in refs:
-        if BuiltinPolicy.named(ref) is None and not Path(ref).is_dir():
-            raise HarnessInputError(None, "--policy", f"'{ref}' is neither a built-in policy nor a folder")
+        builtin = BuiltinPolicy.named(ref)
+        if builtin is None and hub_ref(ref) is None and not Path(ref).is_dir():
+            raise HarnessInputError(None, "--policy", f"'{ref}' is neither a built-in policy, a folder nor a Hub id")
         check_policy_fits_robot(ref, robot, emulated_truth)
-        identities.append(ArmIdentity(ref=ref, fingerprint=policy_fingerprint(ref)))
+        fingerprint = f"builtin:{builtin.value}" if builtin is not None else hub_fingerprint(ref)
+        identities.append(ArmIdentity(ref=ref, fingerprint=fingerprint))
     seen: dict[str, str] = {}
     for arm in identities:
         twin = seen.get(arm.fingerprint)
@@ -100,14 +110,20 @@ def _design(protocol: Protocol, protocol_path: Path, codes: tuple[str, ...]) -> 
                 raise HarnessInputError(protocol_path, "stopping_rule.comparisons",
                                         f"arm {code} is not one of the {len(codes)} arms ({', '.join(codes)})")
     cap = rule.max_trials_per_arm
-    design = sequential.design(rule.alpha, rule.power, rule.min_difference, len(comparisons), cap)
-    if sequential.power_at_least_favourable(design) < rule.power:
-        needed = sequential.minimum_cap(rule.alpha, rule.power, rule.min_difference, len(comparisons))
+    try:
+        sequential.check_cap(cap, sequential.EfficacyRule.MIXTURE)
+    except ValueError as exc:
+        raise HarnessInputError(protocol_path, "stopping_rule.max_trials_per_arm", str(exc)) from None
+    design = sequential.mixture_design(rule.alpha, rule.power, rule.min_difference, len(comparisons), cap)
+    # one exact walk, at most about a second: the power of every cap up to the checked limit at once
+    needed = sequential.minimum_cap(rule.alpha, rule.power, rule.min_difference, len(comparisons))
+    if needed is None or needed > cap:
         would = (f"max_trials_per_arm: {needed} would" if needed is not None
                  else f"no cap up to {sequential.MAX_PAIRS_SEARCHED} would; declare a larger min_difference")
         raise HarnessInputError(protocol_path, "stopping_rule.max_trials_per_arm",
                                 f"{cap} cannot reach power {rule.power} for a difference of {rule.min_difference} "
-                                f"at alpha {rule.alpha} over {len(comparisons)} comparison(s); {would}")
+                                f"at alpha {rule.alpha} over {len(comparisons)} comparison(s) whatever the dependence "
+                                f"between the arms (the hardest: one succeeds exactly where the other fails); {would}")
     return design, comparisons
 
 
@@ -116,15 +132,18 @@ def default_sheet_path(request: RunRequest, protocol_path: Path) -> Path:
     return request.scoresheet or Path("scoresheets") / f"{protocol_path.stem}-comparison.yaml"
 
 
-def _new_sheet(request: RunRequest, protocol: Protocol, protocol_path: Path, path: Path,
-               identities: list[ArmIdentity], robot: RobotKind) -> Scoresheet:
+def lock_comparison(request: RunRequest, protocol: Protocol, protocol_path: Path, path: Path,
+                    identities: list[ArmIdentity], robot: RobotKind) -> Scoresheet:
+    """The locked comparison sheet, not yet on disk (`Scoresheet.create` writes it): the schedule's seed, the
+    calibrated test, and the codes drawn from a secret seed, sealed with it."""
     codes = arm_codes(len(identities))
     design, comparisons = _design(protocol, protocol_path, codes)
     seed = secrets.randbits(63)
     positions = [t.index for t in protocol.trials]
-    slots = build_schedule(seed, codes, positions, design.cap)
+    slots = build_schedule(seed, codes, positions, design.cap, PositionRule.DRAWN)
     trials = [protocol.trial(slot.position).model_copy(update={"index": slot.number}) for slot in slots]
-    sealed = seal(dict(zip(codes, identities, strict=True)))
+    assignment_seed = secrets.randbits(63)   # secret: only the seal holds it
+    sealed = seal(assign_codes(assignment_seed, identities), assignment_seed=assignment_seed)
     latency = request.latency
     if latency is not None and not robot.simulated:
         raise HarnessInputError(None, "--latency-ms", "the latency model is for the simulated arm")
@@ -134,10 +153,18 @@ def _new_sheet(request: RunRequest, protocol: Protocol, protocol_path: Path, pat
         "design": {"alpha": design.alpha, "power": design.power, "min_difference": design.min_difference,
                    "comparisons": design.comparisons, "cap": design.cap,
                    "log_efficacy_bound": design.log_efficacy_bound, "futility": design.futility.value,
-                   "futility_bet": design.futility_bet,
+                   "futility_bet": design.futility_bet, "efficacy": design.efficacy.value,
+                   "prior_a": design.prior_a, "prior_b": design.prior_b,
                    "fixed_sample_pairs": design.fixed_sample_pairs()},
         "sealed": sealed.model_dump(), "blind": request.blind,
+        "codes": CodeRule.DRAWN.value, "position_rule": PositionRule.DRAWN.value,
     }
+    primary = protocol.stopping_rule.primary_outcome
+    if primary.graded:   # the outcome's definition, source and scene locked with it (docs/comparisons.md)
+        scene = protocol.scene
+        outcome = GradedOutcome.declare(primary, robot.simulated, scene.bowl_xy_cm, scene.bowl_diameter_cm,
+                                        scene.trained_cube_xy_cm, protocol.episode_time_limit_s)
+        comparison["graded"] = {"outcome": outcome.model_dump(mode="json"), "bets": list(betting.DEFAULT_BETS)}
     # what the sheet is, as the command that built the request says (a rehearsal's gap): locked with it
     optional = {"latency_ms": latency_record(latency), "inference": {"engine": InferenceEngine.SYNC.value},
                 "comparison": comparison, **(request.provenance or {})}
@@ -151,7 +178,7 @@ def _new_sheet(request: RunRequest, protocol: Protocol, protocol_path: Path, pat
     return new_scoresheet(path, locked, settings)
 
 
-def _resumed_sheet(request: RunRequest, protocol_path: Path, path: Path,
+def resume_comparison(request: RunRequest, protocol_path: Path, path: Path,
                    identities: list[ArmIdentity]) -> Scoresheet:
     sheet = load_scoresheet(path)
     check_evidence(sheet, [request.runs_dir / path.stem])   # before this run moves an unrecorded folder aside
@@ -163,15 +190,15 @@ def _resumed_sheet(request: RunRequest, protocol_path: Path, path: Path,
         mapping = unseal(sheet.locked.comparison.sealed)
     except SealBroken:
         raise StaleRunError(path, "locked.comparison.sealed", "the sealed arm mapping was edited") from None
-    locked_refs = [mapping[code].ref for code in sheet.locked.comparison.arms]
-    if locked_refs != [arm.ref for arm in identities]:
-        # never says which policy is which arm: only that the list differs
-        raise StaleRunError(path, "--policy", f"this comparison was locked with {len(locked_refs)} policies in "
-                                              "another list or order; give the same --policy flags in the same "
-                                              "order")
-    for code, arm in zip(sheet.locked.comparison.arms, identities, strict=True):
-        if mapping[code].fingerprint != arm.fingerprint:
-            raise StaleRunError(path, "--policy", f"'{arm.ref}': its files changed since {path} was locked")
+    # matched by fingerprint, in any order; a refusal never says which policy is which arm
+    locked_prints = {arm.fingerprint for arm in mapping.values()}
+    for arm in identities:
+        if arm.fingerprint not in locked_prints:
+            raise StaleRunError(path, "--policy", f"'{arm.ref}' is not one of the {len(locked_prints)} policies this "
+                                                  "comparison was locked with (or its files changed since)")
+    if len(identities) != len(locked_prints):
+        raise StaleRunError(path, "--policy", f"this comparison was locked with {len(locked_prints)} policies, "
+                                              f"not {len(identities)}; name the same set, in any order")
     asked_robot = request.robot.kind
     if asked_robot and asked_robot != sheet.locked.robot:
         raise HarnessInputError(path, "robot", f"locked to '{sheet.locked.robot}', not '{asked_robot}'")
@@ -226,8 +253,8 @@ def run_comparison(request: RunRequest, protocol: Protocol, refs: list[str], fro
             raise HarnessInputError(protocol_path, "run.robot", f"no robot: pass --robot {'|'.join(RobotKind)}")
         robot = RobotKind(kind)
     identities = _check_refs(refs, robot, parts.emulated_truth is not None)
-    sheet = (_resumed_sheet(request, protocol_path, path, identities) if request.resume
-             else _new_sheet(request, protocol, protocol_path, path, identities, robot))
+    sheet = (resume_comparison(request, protocol_path, path, identities) if request.resume
+             else lock_comparison(request, protocol, protocol_path, path, identities, robot))
     created = not request.resume
     request = _workers(request, sheet)
     if sheet.complete:
@@ -288,9 +315,12 @@ def _print_start(sheet: Scoresheet) -> None:
     comparison = sheet.locked.require_comparison()
     design = comparison.design
     done = len({a.trial_index for a in sheet.scored_attempts()})
+    arms = len(comparison.arms)
     print(f"{sheet.path}: blind comparison of arms {', '.join(comparison.arms)}, "
-          f"{'blind' if comparison.blind else 'NOT blind (--no-blind)'}; at most {design.cap} trials per arm "
-          f"({design.fixed_sample_pairs} for a fixed-sample design); {done} trials scored so far", flush=True)
+          f"{'blind' if comparison.blind else 'NOT blind (--no-blind)'}; at most {design.cap} trials per arm, "
+          f"{design.cap * arms} in all (a fixed-sample design: {design.fixed_sample_pairs} per arm, "
+          f"{design.fixed_sample_pairs * arms} in all, as the report counts them); {done} trials scored so far",
+          flush=True)
     if not comparison.blind:
         mapping = unseal(comparison.sealed)
         print("arms: " + ", ".join(f"{code} = {mapping[code].ref}" for code in comparison.arms), flush=True)
@@ -298,6 +328,8 @@ def _print_start(sheet: Scoresheet) -> None:
 
 def decision_lines(sheet: Scoresheet) -> str:
     """What the run says when it stops (arm codes only) and its per-arm tally."""
+    from harness.command import harness_command
+
     decision = sheet.stopped_by_rule()
     tally = []
     schedule = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
@@ -306,4 +338,4 @@ def decision_lines(sheet: Scoresheet) -> str:
         wins = sum(1 for a in scored if a.label is Label.SUCCESS)
         tally.append(f"{code} {wins}/{len(scored)}")
     head = f"decision: {decision}" if decision else "the comparison is still open (continue with --resume)"
-    return f"{head}\nsuccesses per arm: {', '.join(tally)}; reveal with: harness report {sheet.path}"
+    return f"{head}\nsuccesses per arm: {', '.join(tally)}; reveal with: {harness_command()} report {sheet.path}"

@@ -174,7 +174,9 @@ def run_coverage(args: argparse.Namespace) -> int:
         rows = "".join(f"{s.offset_cm[0]:.3f},{s.offset_cm[1]:.3f},{s.episode},{s.score:.3f}\n"
                        for s in coverage.starts if s.offset_cm is not None)
         write_text_atomic(out_csv, "dx_cm,dy_cm,episode,score\n" + rows)
-        print(f"wrote {out_csv} (use with: harness report ... --training-starts {out_csv})")
+        from harness.command import harness_command
+
+        print(f"wrote {out_csv} (use with: {harness_command()} report ... --training-starts {out_csv})")
         if protocol is not None:
             distances = nearest_start_cm([(t.dx_cm, t.dy_cm) for t in protocol.trials], offsets)
             far = sum(1 for d in distances if d > 2.0)

@@ -30,7 +30,7 @@ from harness.models.atomic import check_output_path, write_bytes_atomic
 from harness.models.lock import WriterLock
 from harness.models.measure_request import MeasureRequest
 from harness.models.scoresheet import PlacementMeasurement, Scoresheet, load_scoresheet, now_iso
-from harness.vision.calibration import MOVED_PX, BowlCalibration, camera_shift_px, load_calibration
+from harness.vision.calibration import MOVED_PX, BowlCalibration, camera_shift_px, load_calibration, rim_at_size
 from harness.vision.camera import CAMERA_FILE, CameraIntrinsics, load_intrinsics
 from harness.vision.image_file import check_image, read_image
 from harness.vision.measure import DetectionError, Geometry, annotate, bowl_shape, measure_image
@@ -176,6 +176,14 @@ def _geometry(args: MeasureRequest, focal: float | None) -> Geometry:
                     max_uncertainty_cm=args.max_uncertainty_cm)
 
 
+def _check_sizes(frames: list[Frame], calibration: BowlCalibration, reference: np.ndarray, cal_path: Path) -> None:
+    """Every image's size (from its header) against the calibration's, before anything is measured or written:
+    another aspect is refused in one line (`rim_at_size`)."""
+    for image_path, _, _ in frames:
+        with Image.open(image_path) as image:
+            rim_at_size(calibration, reference, image.size, cal_path)
+
+
 def _measure(args: MeasureRequest, frames: list[Frame], sheets: dict[Path, Scoresheet]) -> int:
     say = (lambda text: print(text, file=sys.stderr)) if args.as_json else print
     cal_path = args.calibration
@@ -205,6 +213,7 @@ def _measure(args: MeasureRequest, frames: list[Frame], sheets: dict[Path, Score
                 raise HarnessInputError(None, "--clicks", str(exc)) from None
             method = "clicks"
         calibration = BowlCalibration(rim, args.bowl_cm, method, str(cal_path.with_suffix(".png")), "")
+        _check_sizes(frames, calibration, frame, cal_path)   # before the calibration is written
         calibration.save(cal_path, frame)
         calibration, reference = load_calibration(cal_path)
         say(f"calibrated on {source}: rim {rim.a:.1f} x {rim.b:.1f} px ({method}), saved {cal_path}")
@@ -212,23 +221,33 @@ def _measure(args: MeasureRequest, frames: list[Frame], sheets: dict[Path, Score
         calibration, reference = load_calibration(cal_path)
         if abs(calibration.bowl_cm - args.bowl_cm) > 1e-9:
             raise HarnessInputError(cal_path, "bowl_cm", f"calibrated for {calibration.bowl_cm} cm, not {args.bowl_cm}")
-    focal = None
-    if args.fovy_deg and camera is None:
-        focal = (reference.shape[0] / 2) / math.tan(math.radians(args.fovy_deg / 2))
-    geometry = _geometry(args, focal)
+        _check_sizes(frames, calibration, reference, cal_path)
     pending: dict[Path, list[PlacementMeasurement]] = {path: [] for path in sheets}
     measured = failed = 0
+    rescaled_from: set[tuple[int, int]] = set()
     for image_path, trial, sheet_path in frames:
         frame = _read_rgb(image_path)
         label = f"trial {trial[0]} attempt {trial[1]}" if trial else str(image_path)
+        # the camera's real resolution is the frame's: the calibration's rim in its pixels, the focal length
+        # (from --fovy-deg) at its height
+        calibrated_rim, rescaled = rim_at_size(calibration, reference, (frame.shape[1], frame.shape[0]), cal_path)
+        if rescaled and (frame.shape[1], frame.shape[0]) not in rescaled_from:
+            rescaled_from.add((frame.shape[1], frame.shape[0]))
+            say(f"note: the bowl calibration was made on {reference.shape[1]}x{reference.shape[0]} frames; "
+                f"rescaled to these {frame.shape[1]}x{frame.shape[0]} ones (same aspect)")
+        focal = None
+        if args.fovy_deg and camera is None:
+            focal = (frame.shape[0] / 2) / math.tan(math.radians(args.fovy_deg / 2))
+        geometry = _geometry(args, focal)
         shift = camera_shift_px(reference, frame)
         if shift > MOVED_PX:
             say(f"warning: {label}: the camera appears to have moved {shift:.1f} px since calibration; "
                 "re-calibrate (--auto or --clicks) before trusting this number")
         # --auto finds the rim in every frame (a bowl nudged during a trial is followed); clicks hold for all
-        result = measure_image(frame, geometry, camera, rim=None if args.auto else calibration.rim)
+        result = measure_image(frame, geometry, camera, rim=None if args.auto else calibrated_rim,
+                               expected_rim=calibrated_rim if args.auto else None)
         out = _annotated_path(image_path)
-        rim = result.rim or calibration.rim
+        rim = result.rim or calibrated_rim
         m = result.measurement
         if args.as_json:
             moved = (Caveat.CAMERA_MOVED,) if shift > MOVED_PX else ()
@@ -264,7 +283,13 @@ def run_scene_check(args: argparse.Namespace) -> int:
     from harness.vision.scene_check import unexpected_objects
 
     frame = read_image(args.frame)
-    found = unexpected_objects(frame, [read_image(r) for r in args.reference], min_area_px=args.min_area_px)
+    references = [read_image(r) for r in args.reference]
+    for path, reference in zip(args.reference, references, strict=True):   # the camera's real size is the frame's
+        if reference.shape != frame.shape:
+            raise HarnessInputError(path, None, f"{reference.shape[1]}x{reference.shape[0]}; the frame is "
+                                    f"{frame.shape[1]}x{frame.shape[0]}: references come from the same camera "
+                                    "at the same size")
+    found = unexpected_objects(frame, references, min_area_px=args.min_area_px)
     if not found:
         print(f"{args.frame}: nothing unexpected compared with {len(args.reference)} reference frame(s)")
         return 0

@@ -63,11 +63,12 @@ def placement_files(request: PlacementRequest, protocol: Protocol) -> PlacementF
         raise HarnessInputError(calibration_path, "--bowl-calibration",
                                 "not a bowl calibration (it needs rim, bowl_cm, method, frame)") from None
     geometry = Geometry(bowl_cm=calibration.bowl_cm, cube_cm=protocol.scene.cube_edge_cm)
-    view = TopView(calibration.rim, geometry, protocol.scene, 0.0)
+    size = (empty_scene.shape[1], empty_scene.shape[0])   # the rim is in these frames' pixels
+    view = TopView(calibration.rim, geometry, protocol.scene, 0.0, size=size)
     if spot:
         try:
             frame = np.asarray(Image.open(spot).convert("RGB"))
-            view = table_axes(calibration.rim, geometry, protocol.scene, frame)
+            view = table_axes(calibration.rim, geometry, protocol.scene, frame, size)
         except OSError as exc:
             raise HarnessInputError(spot, "--trained-spot", f"not an image ({exc})") from None
         except DetectionError as err:

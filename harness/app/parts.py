@@ -91,6 +91,17 @@ def sim_camera_size(protocol: Protocol, cameras: Sequence[str]) -> tuple[int, in
     return next(iter(sizes), None)
 
 
+def sim_world(protocol: Protocol, render_profile: RenderProfile) -> Any:
+    """A new simulated table laid out as the protocol's scene says (a `SimWorld`), drawing with `render_profile`."""
+    from harness.sim.scene import SceneGeometry
+    from harness.sim.world import SimWorld
+
+    scene = protocol.scene
+    geometry = SceneGeometry(bowl_xy=(scene.bowl_xy_cm[0] / 100, scene.bowl_xy_cm[1] / 100),
+                             bowl_rim_diameter=scene.bowl_diameter_cm / 100, cube_edge=scene.cube_edge_cm / 100)
+    return SimWorld(geometry, control_fps=protocol.fps, render_profile=render_profile)
+
+
 def make_sim_robot(protocol: Protocol, policy: EvalPolicy, realtime: bool,
                    latency_ms: Latency = None,
                    render_profile: RenderProfile = LEGACY_PROFILE, world: Any = None) -> GuardedRobot:
@@ -98,15 +109,10 @@ def make_sim_robot(protocol: Protocol, policy: EvalPolicy, realtime: bool,
     `render_profile`'s meshes; `latency_ms` (milliseconds, "measured" or a `ChunkLatency`) turns on its latency
     model, None keeps lock-step. `world`: one kept from an earlier run (`app.worker_cache`), else a new one."""
     from harness.sim.config_sim_so101 import SimSO101Config
-    from harness.sim.scene import SceneGeometry
     from harness.sim.sim_so101 import SimSO101
-    from harness.sim.world import SimWorld
 
-    scene = protocol.scene
-    geometry = SceneGeometry(bowl_xy=(scene.bowl_xy_cm[0] / 100, scene.bowl_xy_cm[1] / 100),
-                             bowl_rim_diameter=scene.bowl_diameter_cm / 100, cube_edge=scene.cube_edge_cm / 100)
     if world is None:
-        world = SimWorld(geometry, control_fps=protocol.fps, render_profile=render_profile)
+        world = sim_world(protocol, render_profile)
     width, height = sim_camera_size(protocol, policy.camera_keys) or policy.image_size or (640, 480)
     config = SimSO101Config(id="harness_sim", render_cameras=list(policy.camera_keys), camera_width=width,
                             camera_height=height, fps=protocol.fps, realtime=realtime,

@@ -21,11 +21,21 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import yaml
 
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models.locked import LockedInference
-from harness.models.protocol import Protocol, Trial, file_sha256, load_protocol, parse_protocol, workspace_problem
+from harness.models.ppi import TWIN_EXTRA_BASE
+from harness.models.protocol import (
+    MAX_TRIALS,
+    Protocol,
+    Trial,
+    file_sha256,
+    load_protocol,
+    parse_protocol,
+    workspace_problem,
+)
 from harness.models.run_settings import BuiltinPolicy, ChunkLatency, InferenceEngine, RobotKind
 
 if TYPE_CHECKING:
@@ -73,10 +83,21 @@ def twin_cameras(real: Scoresheet) -> dict[str, str]:
     return {name: f"sim@{spec.width}x{spec.height}" for name, spec in specs.items()}
 
 
-def twin_protocol(real: Scoresheet, protocol: Protocol) -> Protocol:
+def twin_protocol(real: Scoresheet, protocol: Protocol, extra: int = 0) -> Protocol:
     """The real protocol with one trial per scored real attempt, at its start; every trial run (no early stop:
-    the twin mirrors the attempts there are), its cameras at the real ones' size."""
+    the twin mirrors the attempts there are), its cameras at the real ones' size. `extra`: that many more
+    trials at the protocol's own starts, drawn at random (with replacement, from a generator seeded by the real
+    sheet's lock hash, so a resume draws the same), numbered from `TWIN_EXTRA_BASE`: the twin's own success rate
+    for the twin-assisted estimate (`harness.models.ppi`), independent of the real attempts' starts."""
     trials = [twin_start(attempt, protocol).trial for attempt in real.scored_attempts()]
+    if extra:
+        if max(t.index for t in protocol.trials) >= TWIN_EXTRA_BASE:
+            raise HarnessInputError(real.locked.protocol_file, "trials", f"trial indices reach {TWIN_EXTRA_BASE}, "
+                                    "where --extra numbers its trials")
+        rng = np.random.default_rng(int(real.lock["sha256"][:16], 16))
+        drawn = rng.integers(0, len(protocol.trials), size=extra)
+        trials += [protocol.trials[int(i)].model_copy(update={"index": TWIN_EXTRA_BASE + k})
+                   for k, i in enumerate(drawn)]
     data = protocol.model_dump(mode="json")
     data.update(name=f"{protocol.name} (twin of {real.path.name})"[:200], generator=None, trials=trials,
                 stopping_rule={"kind": "fixed"}, run={"robot": RobotKind.SIM.value, "policy": real.locked.policy.ref,
@@ -230,7 +251,9 @@ def plan_twin(args: argparse.Namespace) -> TwinPlan:
         raise StaleRunError(protocol_path, "protocol_sha256", f"changed since {real.path} was locked")
     protocol = load_protocol(protocol_path)
     check_twin_table(real, protocol, protocol_path)
-    twin = twin_protocol(real, protocol)
+    if args.extra is not None and not 0 <= args.extra <= MAX_TRIALS:
+        raise HarnessInputError(None, "--extra", f"{args.extra}: must be 0..{MAX_TRIALS}")
+    twin = twin_protocol(real, protocol, args.extra or 0)
     stem = real_path.stem
     scoresheet = Path(args.scoresheet) if args.scoresheet else real_path.with_name(f"{stem}-twin.yaml")
     if scoresheet.resolve() == real_path.resolve():
@@ -260,9 +283,10 @@ def check_resumed_twin(plan: TwinPlan) -> None:
         raise StaleRunError(plan.scoresheet, "locked.twin_of.real_lock_sha256", "the real sheet at that path is "
                                                                                 "another run than the one mirrored")
     if not plan.twin_protocol_path.is_file() or plan.twin_protocol_path.read_text() != protocol_text(plan.twin):
-        raise StaleRunError(plan.twin_protocol_path, "trials", f"the real sheet's scored attempts changed since "
-                                                               f"the twin was locked ({sheet.locked.trial_count} "
-                                                               "mirrored); start a new twin (--scoresheet)")
+        raise StaleRunError(plan.twin_protocol_path, "trials", f"the real sheet's scored attempts, or --extra, "
+                                                               f"changed since the twin was locked "
+                                                               f"({sheet.locked.trial_count} trials); resume with the "
+                                                               "same --extra, or start a new twin (--scoresheet)")
 
 
 def run_arguments(plan: TwinPlan, args: argparse.Namespace) -> list[str]:

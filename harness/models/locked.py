@@ -11,12 +11,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.models.comparison import SealedMapping
+from harness.models.comparison import CodeRule, PositionRule, SealedMapping
+from harness.models.graded import GradedOutcome
 from harness.models.protocol import StoppingRule, Trial
 from harness.models.reality_gap import RealityGap
 from harness.models.render_profile import RenderProfile
 from harness.models.run_settings import InferenceEngine, Latency, RobotKind
-from harness.models.sequential import FutilityRule
+from harness.models.sequential import EfficacyRule, FutilityRule
 
 
 class LockedPolicy(BaseModel):
@@ -91,6 +92,11 @@ class LockedBlock(BaseModel):
     twin_of: LockedTwin | None = None          # the simulated twin of another sheet (`harness twin`)
     journal: LockedJournal | None = None       # the journal format and the sheet's own id (None: locked before)
 
+    @property
+    def blind_comparison(self) -> bool:
+        """A blind comparison: while it is open, nothing shows timing per arm (a slower policy would name itself)."""
+        return self.comparison is not None and self.comparison.blind
+
     def require_comparison(self) -> LockedComparison:
         """The comparison block, for code reached only with a comparison's sheet (its callers check
         `comparison is not None` first): a single policy's sheet here is a bug, not bad input."""
@@ -113,6 +119,19 @@ class LockedDesign(BaseModel):
     # which statistic closes a direction for futility; absent: a sheet locked before paired betting existed
     futility: FutilityRule = FutilityRule.DISCORDANT_SPRT
     futility_bet: float | None = None   # paired betting's fraction lambda, as calibrated at the lock
+    # which statistic names a winner; absent: a sheet locked before the anytime-valid mixture
+    efficacy: EfficacyRule = EfficacyRule.CALIBRATED_SPRT
+    prior_a: float | None = None        # the mixture's Beta prior on the discordant odds
+    prior_b: float | None = None
+
+
+class LockedGraded(BaseModel):
+    """A graded comparison's outcome as locked (definition, source, the scene it reads) and its test's mixture of
+    bets (`harness.models.betting`); the test's error rates, difference and cap are the comparison's `design`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    outcome: GradedOutcome
+    bets: list[float]
 
 
 class LockedComparison(BaseModel):
@@ -122,12 +141,20 @@ class LockedComparison(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     arms: list[str]                          # codes, A, B, ...
     seed: int
-    positions: list[int]                     # the protocol's trial indices, block b runs positions[b % len]
+    positions: list[int]                     # the protocol's trial indices a block's position is drawn from
     blocks: int
     comparisons: list[tuple[str, str]]
     design: LockedDesign
     sealed: SealedMapping
     blind: bool = True
+    # how codes and positions were drawn; absent: a sheet locked before the draws (flag order, cycling positions)
+    codes: CodeRule = CodeRule.FLAG_ORDER
+    position_rule: PositionRule = PositionRule.CYCLE
+    graded: LockedGraded | None = None       # a graded primary outcome (progress, time to success); None: success
+
+    def schedule_args(self) -> tuple[int, tuple[str, ...], list[int], int, PositionRule]:
+        """`build_schedule`'s arguments, as locked."""
+        return self.seed, tuple(self.arms), self.positions, self.blocks, self.position_rule
 
 
 LockedBlock.model_rebuild()

@@ -26,8 +26,10 @@ from pydantic import (
 )
 
 from harness.errors import HarnessInputError
+from harness.models.graded import PrimaryOutcome
 from harness.models.run_settings import RobotKind
 from harness.models.safe_yaml import decode_text, load_yaml_text, read_limited
+from harness.models.sequential import MAX_PAIRS_SEARCHED
 from harness.models.taxonomy import TAXONOMY
 
 JOINT_NAMES: tuple[str, ...] = (
@@ -107,7 +109,8 @@ class Generator(_Strict):
     max_yaw_deg: Annotated[Real, Field(ge=0, le=180.0)] = 0.0
 
 
-SEQUENTIAL_FIELDS = ("alpha", "power", "min_difference", "max_trials_per_arm", "comparisons", "secondary")
+SEQUENTIAL_FIELDS = ("alpha", "power", "min_difference", "max_trials_per_arm", "comparisons", "secondary",
+                     "primary_outcome")
 
 
 class SecondaryOutcome(StrEnum):
@@ -131,10 +134,13 @@ class StoppingRule(_Strict):
     alpha: Annotated[Real, Field(gt=0, le=0.5)] = 0.05
     power: Annotated[Real, Field(ge=0.5, lt=1)] = 0.8
     min_difference: Annotated[Real, Field(gt=0, lt=1)] | None = None
-    max_trials_per_arm: Annotated[Whole, Field(ge=1, le=2000)] | None = None
+    max_trials_per_arm: Annotated[Whole, Field(ge=1, le=MAX_PAIRS_SEARCHED)] | None = None   # the checked limit
     comparisons: list[tuple[ArmCode, ArmCode]] | None = None
     # sequential: outcomes reported per arm (mean and interval), declared before the run; never a stop
     secondary: list[SecondaryOutcome] | None = None
+    # sequential: what the test decides on, declared before the run (`harness.models.graded`): success (the
+    # discordant-pair test), progress (0-4: how far each attempt got) or time_to_success (failures censored)
+    primary_outcome: PrimaryOutcome = PrimaryOutcome.SUCCESS
 
     @model_validator(mode="after")
     def _check(self) -> StoppingRule:
@@ -158,8 +164,8 @@ class StoppingRule(_Strict):
             if self.secondary is not None and len(set(self.secondary)) != len(self.secondary):
                 raise ValueError("stopping_rule.secondary: an outcome is declared twice")
         elif any(name in self.model_fields_set for name in SEQUENTIAL_FIELDS):
-            raise ValueError("stopping_rule: alpha, power, min_difference, max_trials_per_arm, comparisons and "
-                             "secondary are for kind sequential")
+            raise ValueError("stopping_rule: alpha, power, min_difference, max_trials_per_arm, comparisons, "
+                             "secondary and primary_outcome are for kind sequential")
         return self
 
     @model_serializer(mode="wrap")
@@ -169,8 +175,11 @@ class StoppingRule(_Strict):
         if self.kind != "sequential":
             for name in SEQUENTIAL_FIELDS:
                 data.pop(name, None)
-        elif self.secondary is None:   # a comparison without one stores, and hashes, as before the field existed
-            data.pop("secondary", None)
+        else:   # a comparison without them stores, and hashes, as before the fields existed
+            if self.secondary is None:
+                data.pop("secondary", None)
+            if self.primary_outcome is PrimaryOutcome.SUCCESS:
+                data.pop("primary_outcome", None)
         return data
 
 

@@ -45,7 +45,7 @@ from pydantic import (
 )
 
 from harness.errors import HarnessInputError, StaleRunError
-from harness.models import journal
+from harness.models import betting, journal
 from harness.models.anatomy import TrialAnatomy
 from harness.models.comparison import (
     ComparisonTrace,
@@ -56,11 +56,12 @@ from harness.models.comparison import (
     replay,
     run_finished,
 )
+from harness.models.graded import PrimaryOutcome
 from harness.models.lock import WriterLock
 from harness.models.locked import LockedBlock, LockedInference
 from harness.models.protocol import Protocol, file_sha256
 from harness.models.render_profile import LEGACY_PROFILE, RenderProfile
-from harness.models.run_settings import InferenceEngine, Latency, RobotKind, RunSettings
+from harness.models.run_settings import BuiltinPolicy, InferenceEngine, Latency, RobotKind, RunSettings
 from harness.models.sequential import SequentialDesign
 from harness.models.stats import wilson_interval
 from harness.models.taxonomy import ALL_LABELS, FAILURE_MODES, Label, Outcome
@@ -197,6 +198,17 @@ class Attempt(BaseModel):
         return self.failure_mode if self.failure_mode is not None else Label(self.outcome.value)
 
 
+class Unblinding(BaseModel):
+    """A blind comparison's arms revealed while the run was still open (`harness report --unblind`): a record in
+    the sheet's own chain, so deleting it breaks the chain and the witness, and every later report names it."""
+
+    model_config = ConfigDict(extra="forbid")
+    at: str
+    scored_trials: int
+    note: str
+    chain_sha256: str = ""
+
+
 class PlacementMeasurement(BaseModel):
     """Placement error measured from pixels after the attempt was recorded (`harness measure`).
 
@@ -241,8 +253,8 @@ def policy_fingerprint(policy_ref: str) -> str:
     a retrained checkpoint saved over the old one.
     """
     path = Path(policy_ref)
-    if not path.exists():
-        return f"builtin:{policy_ref}"
+    if BuiltinPolicy.named(policy_ref) is not None or not path.exists():   # a built-in's name means the built-in,
+        return f"builtin:{policy_ref}"                                     # even beside a folder so named (./expert)
     digest = hashlib.sha256()
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
     for file in files:
@@ -279,7 +291,7 @@ class Scoresheet:
     def __init__(self, path: Path, locked: dict[str, Any], lock: dict[str, Any],
                  settings: RunSettings, attempts: list[Attempt],
                  measurements: list[PlacementMeasurement] | None = None,
-                 stored: journal.Contents | None = None) -> None:
+                 stored: journal.Contents | None = None, unblindings: list[Unblinding] | None = None) -> None:
         self.path = path
         self.locked_data = locked
         self.locked = LockedBlock.model_validate(locked)
@@ -289,6 +301,7 @@ class Scoresheet:
         self.attempts: list[Attempt] = []
         self.superseded: list[Attempt] = []   # records replaced by a re-score (kept in the file, not counted)
         self.measurements = measurements or []
+        self.unblindings = unblindings or []
         self.stored = stored
         self.writer: WriterLock | None = None
         self._trial_set = {t.index for t in self.locked.trials}
@@ -383,7 +396,8 @@ class Scoresheet:
         rule = self.locked.stopping_rule
         if rule.kind == "sequential" and self.locked.comparison is not None:
             traces = self.comparison_traces()
-            return decision_text(traces) if traces[0].states and run_finished(traces) else None
+            return (decision_text(traces, self.comparison_outcome()) if traces[0].states and run_finished(traces)
+                    else None)
         if rule.kind != "wilson_width" or rule.max_width is None:
             return None
         scored = self.scored_attempts()
@@ -401,7 +415,7 @@ class Scoresheet:
         comparison = self.locked.comparison
         if comparison is None:
             return []
-        return build_schedule(comparison.seed, tuple(comparison.arms), comparison.positions, comparison.blocks)
+        return build_schedule(*comparison.schedule_args())
 
     def comparison_traces(self) -> list[ComparisonTrace]:
         """Each declared comparison replayed over the complete blocks recorded so far."""
@@ -413,9 +427,35 @@ class Scoresheet:
             attempt = self.final_attempt(number)
             return None if attempt is None else attempt.label is Label.SUCCESS
 
-        outcomes = block_outcomes(self.comparison_schedule(), success_of)
         design = SequentialDesign(**comparison.design.model_dump(exclude={"fixed_sample_pairs"}))
+        if comparison.graded is not None:   # a graded primary outcome: the paired betting test
+            return betting.replay_comparisons(self.betting_design(), tuple(comparison.comparisons),
+                                              block_outcomes(self.comparison_schedule(), self.graded_score))
+        outcomes = block_outcomes(self.comparison_schedule(), success_of)
         return replay(design, tuple(comparison.comparisons), outcomes)
+
+    def comparison_outcome(self) -> PrimaryOutcome:
+        """What a comparison's test decides on, as locked (success for a sheet without a graded block)."""
+        comparison = self.locked.comparison
+        return comparison.graded.outcome.kind if comparison and comparison.graded else PrimaryOutcome.SUCCESS
+
+    def betting_design(self) -> betting.BettingDesign:
+        """A graded comparison's test, from the locked design and bet (`harness.models.betting`)."""
+        comparison = self.locked.require_comparison()
+        if comparison.graded is None:
+            raise ValueError("a comparison on success has no betting design")
+        d = comparison.design
+        return betting.BettingDesign(d.alpha, d.power, d.min_difference, d.comparisons, d.cap,
+                                     tuple(comparison.graded.bets))
+
+    def graded_score(self, trial_index: int) -> float | None:
+        """The locked graded outcome of a trial's final attempt on [0, 1] (None: not scored yet)."""
+        attempt = self.final_attempt(trial_index)
+        graded = self.locked.require_comparison().graded
+        if attempt is None or graded is None:
+            return None
+        episode = attempt.loop.episode_s if attempt.loop.episode_s is not None else attempt.duration_s
+        return graded.outcome.score(attempt.label, attempt.judge, attempt.anatomy, episode)
 
     def scored_attempts(self) -> list[Attempt]:
         return [a for a in self.attempts if a.label is not Label.VOID]
@@ -485,6 +525,14 @@ class Scoresheet:
         self.measurements.extend(chained)
         return chained
 
+    def add_unblinding(self, at: str, note: str) -> Unblinding:
+        """Record that a blind comparison's arms were revealed while it was open, in the sheet's own chain."""
+        previous = self.unblindings[-1].chain_sha256 if self.unblindings else self.lock["sha256"]
+        record = _chained(Unblinding(at=at, scored_trials=len(self.scored_attempts()), note=note), previous)
+        self._append([("unblinding", record, len(self.unblindings) + 1)])
+        self.unblindings.append(record)
+        return record
+
     def _writer(self) -> WriterLock:
         """The writer lock this sheet holds (a run's, held to its end), else one taken for this write."""
         return self.writer if self.writer is not None and self.writer.held else WriterLock(self.path)
@@ -496,9 +544,7 @@ class Scoresheet:
         with self._writer():
             raws = [(kind, record.model_dump(mode="json"), count) for kind, record, count in entries]
             if self.stored is None or not self.stored.canonical or self.stored.format != FORMAT:
-                records = [("attempt", a.model_dump(mode="json")) for a in self.records]
-                records += [("measurement", m.model_dump(mode="json")) for m in self.measurements]
-                records += [(kind, raw) for kind, raw, _ in raws]
+                records = self._all_records() + [(kind, raw) for kind, raw, _ in raws]
                 seen = self.stored.progress_seen if self.stored is not None else 0
                 self.stored = journal.write_all(self.path, self._header(), records, seen)
             else:
@@ -539,13 +585,17 @@ class Scoresheet:
 
     def save(self) -> None:
         """Rewrite the whole sheet and its witness atomically (creation and format conversion only)."""
+        self.stored = journal.write_all(self.path, self._header(), self._all_records())
+
+    def _all_records(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every record, by kind, as the file holds them (each kind's chain in its own order)."""
         records = [("attempt", a.model_dump(mode="json")) for a in self.records]
         records += [("measurement", m.model_dump(mode="json")) for m in self.measurements]
-        self.stored = journal.write_all(self.path, self._header(), records)
+        records += [("unblinding", u.model_dump(mode="json")) for u in self.unblindings]
+        return records
 
     def to_yaml(self) -> str:
-        records = [("attempt", a.model_dump(mode="json")) for a in self.records]
-        records += [("measurement", m.model_dump(mode="json")) for m in self.measurements]
+        records = self._all_records()
         body = journal.header_bytes(self._header()) + b"".join(journal.record_line(k, r) for k, r in records)
         return body.decode()
 
@@ -560,7 +610,7 @@ def _chained(record: Any, previous: str) -> Any:
     return record.model_copy(update={"chain_sha256": _chain_hash(record, previous)})
 
 
-def _verified_chain[R: (Attempt, PlacementMeasurement)](
+def _verified_chain[R: (Attempt, PlacementMeasurement, Unblinding)](
         path: Path, section: str, raws: list[Any], model: type[R], start: str,
         bodies: list[bytes | None] | None = None) -> list[R]:
     """Validate each record and check its link in the chain.
@@ -680,13 +730,14 @@ def _load(path: Path, repair: bool = False) -> Scoresheet:
     except ValidationError as err:
         first = err.errors()[0]
         raise HarnessInputError(path, "locked." + ".".join(str(p) for p in first["loc"]), first["msg"]) from None
-    def chain_of[R: (Attempt, PlacementMeasurement)](kind: str, model: type[R]) -> list[R]:
+    def chain_of[R: (Attempt, PlacementMeasurement, Unblinding)](kind: str, model: type[R]) -> list[R]:
         picked = [i for i, (k, _) in enumerate(stored.records) if k == kind]
         bodies = [stored.bodies[i] for i in picked] if stored.bodies else None
         return _verified_chain(path, f"{kind}s", [stored.records[i][1] for i in picked], model, lock["sha256"], bodies)
 
     attempts = chain_of("attempt", Attempt)
     measurements = chain_of("measurement", PlacementMeasurement)
+    unblindings = chain_of("unblinding", Unblinding)
     stored.records, stored.bodies = [], []   # the models are the record now; `stored` only locates the tail
     raw_settings = data.get("settings") or {}
     if not isinstance(raw_settings, dict):
@@ -696,7 +747,7 @@ def _load(path: Path, repair: bool = False) -> Scoresheet:
     except ValidationError as err:
         first = err.errors()[0]
         raise HarnessInputError(path, "settings." + ".".join(str(p) for p in first["loc"]), first["msg"]) from None
-    return Scoresheet(path, locked, lock, settings, attempts, measurements, stored)
+    return Scoresheet(path, locked, lock, settings, attempts, measurements, stored, unblindings)
 
 
 class Drift(StrEnum):
@@ -738,7 +789,7 @@ def check_resumable(sheet: Scoresheet, protocol_path: Path, policy_ref: str | No
     policy: its cached revision moved to another commit)."""
     if sheet.locked.comparison is not None:
         raise StaleRunError(sheet.path, "--policy", "this scoresheet is a blind comparison: resume it with the same "
-                                                    "--policy flags, in the same order")
+                                                    "set of --policy flags (in any order)")
     if file_sha256(protocol_path) != sheet.locked.protocol_sha256:
         raise StaleRunError(
             protocol_path, "protocol_sha256",

@@ -1,46 +1,38 @@
 """An anytime-valid sequential test for paired binary outcomes: which of two policies succeeds more.
 
-Each block runs every arm once at the same start position, so a comparison of two arms gains one
-*pair* per block: (A succeeded, B succeeded). Concordant pairs say nothing about which is better;
-among the discordant ones, theta = P(only A succeeded | exactly one did) is 1/2 whenever the two
-arms succeed equally often at every start position, whatever that rate is (McNemar's argument).
+Each block runs every arm once at the same start position, drawn at random from the protocol's positions
+(`harness.models.comparison`), so a comparison of two arms gains one *pair* per block, and the pairs are
+independent draws. Concordant pairs say nothing about which is better; among the discordant ones,
+theta = P(only A succeeded | exactly one did) is exactly 1/2 whenever the two arms have equal *average*
+success over the positions, whatever the rate, the dependence between the arms or how their strengths
+differ by position (McNemar's argument, made exact by the draw).
 
-The test is a two-sided sequential probability ratio test on the discordant pairs (Wald 1945),
-with its boundaries set by exact calculation and Ville's inequality instead of Wald's approximations:
-its statistic is a test *martingale*, looked at after every block without inflating the error
-(Ramdas, Gruenwald, Vovk and Shafer, "Game-theoretic statistics and safe anytime-valid inference",
-Statistical Science 2023, section 3; a point-alternative relative of the mixture SPRT of Johari,
-Koomen, Pekelis and Walsh, "Always valid inference", Operations Research 2022):
-
-* ``e_A = prod (2 theta1)^x (2 (1 - theta1))^(1 - x)`` over discordant pairs (x = 1 when only A
-  succeeded) is a non-negative martingale with mean 1 when theta = 1/2, so
-  ``P(sup e_A >= 2 K / alpha) <= alpha / (2 K)``; likewise ``e_B`` with theta1 and 1 - theta1
-  swapped. "A better" when ``e_A`` crosses the efficacy bound, "B better" when ``e_B`` does. The
-  bound is calibrated to the cap (:func:`design`): the lowest whose two-sided error, looked at after
-  every pair up to the cap, is at most alpha / K even if every pair were discordant; never above
-  Ville's, which holds with no cap. At most alpha over K declared comparisons (Bonferroni).
+* Which is better (`EfficacyRule.MIXTURE`, what comparisons lock): ``e_A`` bets on each discordant pair at
+  the odds estimated from the discordant pairs before it (the posterior mean of theta under a Beta prior
+  truncated to theta >= 1/2): a predictable plug-in bet, which multiplies out to a mixture over the
+  alternative, a function of the counts (`log_mixture`). It is a test martingale when theta = 1/2 (a
+  supermartingale when theta < 1/2), so by Ville's inequality ``P(sup e_A >= 2 K / alpha) <= alpha / (2 K)``
+  for ever: anytime-valid, past the cap, and whether futility is heeded or not (Ramdas, Gruenwald, Vovk and
+  Shafer, "Game-theoretic statistics and safe anytime-valid inference", Statistical Science 2023; the betting
+  form of Waudby-Smith and Ramdas, JRSS B 2024; mixtures as in Wald 1947 and Robbins 1970). ``e_B`` likewise
+  with A and B swapped; at most alpha over K declared comparisons (Bonferroni).
+  Sheets locked before it keep `EfficacyRule.CALIBRATED_SPRT`: a point-alternative SPRT (Wald 1945) whose
+  bound is calibrated to the cap with futility binding (`design`): a truncated sequential test, valid only
+  up to the cap and only if futility stops the run.
 * Futility ("no difference of that size") uses every pair, concordant ones too (`FutilityRule.PAIRED_BETTING`,
-  testing by betting: Shafer, "Testing by betting", JRSS A 2021; Waudby-Smith and Ramdas, "Estimating means of
-  bounded random variables by betting", JRSS B 2024). With D = (A succeeded) - (B succeeded) in {-1, 0, 1},
-  "A better by d" says E[D] >= d, so ``W_A = prod (1 + lambda (d - D))`` (0 <= lambda < 1 / (1 - d)) has
-  expectation at most 1 at every pair: a test supermartingale *against* "A better by d", and
+  testing by betting: Shafer, "Testing by betting", JRSS A 2021). With D = (A succeeded) - (B succeeded) in
+  {-1, 0, 1}, "A better by d" says E[D] >= d, so ``W_A = prod (1 + lambda (d - D))`` (0 <= lambda < 1 / (1 - d))
+  has expectation at most 1 at every pair: a test supermartingale *against* "A better by d", and
   ``P(sup W_A >= 1 / gamma) <= gamma`` under it (Ville). A concordant pair (D = 0) multiplies W_A by 1 + lambda d:
-  two arms that mostly agree, both succeeding or both failing, soon show that their difference is not d,
-  which a test on discordant pairs alone cannot see (it waits for the rare disagreements). Direction A closes
-  when ``W_A >= 1 / gamma`` (likewise W_B with D negated); both closed: futility. When the better arm really
-  leads by the declared difference, futility is wrongly declared with probability at most gamma.
-  lambda is fixed at the lock (so the state is the counts, and the exact walk below stays exact): the
-  Kelly bet against the null with the most discordant pairs independent trials allow (both arms at 1/2,
-  D = +-1 with probability 1/4 each), the slowest null for this bet to close (`kelly_bet`).
-  Sheets locked before this rule existed keep theirs (`FutilityRule.DISCORDANT_SPRT`: ``1 / e_A``, a
-  martingale when theta = theta1, closes direction A at ``e_A <= gamma``), as their lock says.
-* theta1 is the discordant-pair odds the declared difference gives at the least favourable success
-  rates (1/2 - d/2 against 1/2 + d/2, independent trials): any other rates with the same difference,
-  or outcomes correlated through the start position, make theta larger and the test faster.
-
-The cap (pairs per comparison) and the power are exact: :func:`operating_characteristics` walks the
-distribution of (A-only, B-only) counts pair by pair (no simulation), so a lock can refuse a cap
-that cannot reach the declared power and name the smallest one that does.
+  two arms that mostly agree soon show that their difference is not d. Direction A closes when
+  ``W_A >= 1 / gamma`` (likewise W_B with D negated); both closed: futility. lambda is fixed at the lock (so the
+  state is the counts, and the exact walks stay exact): the Kelly bet at both arms 1/2 independent (`kelly_bet`).
+  Sheets locked before this rule existed keep theirs (`FutilityRule.DISCORDANT_SPRT`), as their lock says.
+* The cap is sized exactly for the declared power *whatever the dependence between the arms*: the power is
+  lowest when every pair is discordant (a pair then tells least about the difference: d^2 / 2 psi per pair
+  for a share psi of discordant pairs), where the state is one-dimensional and one exact walk
+  (`discordant_walk`, O(cap^2), under a second up to `MAX_PAIRS_SEARCHED`) gives the power of every cap at
+  once. :func:`operating_characteristics` walks the general (A-only, B-only) distribution for the tests.
 """
 
 from __future__ import annotations
@@ -56,9 +48,17 @@ import numpy as np
 # The futility bound gamma is this share of the allowed miss rate (1 - power); the rest is left to
 # the cap. Chosen on the least favourable setting (see docs/comparisons.md), not on the benchmark's.
 FUTILITY_SHARE_OF_BETA = 1.0
-# No cap beyond this many pairs is searched: far more than a real arm can run.
-MAX_PAIRS_SEARCHED = 2_000
+# No cap beyond this many pairs is checked or searched: the exact walk that sizes a cap answers within about a
+# second up to here (far more trials than a real arm runs); a larger cap is refused naming this limit.
+MAX_PAIRS_SEARCHED = 5_000
+# The old design's bound is calibrated by bisection over a walk per candidate: bounded separately, as tightly.
+MAX_PAIRS_CALIBRATED = 2_000
 MAX_COMPARISONS = 45  # ten arms, every pair
+# The mixture's prior on the discordant odds theta, truncated to theta >= 1/2: Beta centred on the odds the
+# declared difference gives at the least favourable independent rates, with this total weight (a + b), in
+# pairs. Chosen on d = 0.2 at the least favourable rates (independent and every pair discordant) only; the
+# benchmark judges it on the other settings (docs/benchmarks.md).
+PRIOR_STRENGTH = 20.0
 
 
 class FutilityRule(StrEnum):
@@ -66,6 +66,17 @@ class FutilityRule(StrEnum):
 
     DISCORDANT_SPRT = "discordant-sprt"   # 1 / e on discordant pairs only (sheets locked before paired-betting)
     PAIRED_BETTING = "paired-betting"     # betting on every pair's difference, concordant pairs included
+
+
+class EfficacyRule(StrEnum):
+    """Which statistic names a winner; the lock records it (absent: a sheet locked before the mixture)."""
+
+    # a point-alternative SPRT whose bound is calibrated to the cap with futility binding: a truncated
+    # sequential test, valid only up to the cap and only if futility stops the run (sheets locked before)
+    CALIBRATED_SPRT = "calibrated-sprt"
+    # a mixture over the discordant odds (betting on the plug-in estimate from the pairs so far) against
+    # Ville's bound: anytime-valid, past the cap and whether futility is heeded or not
+    MIXTURE = "beta-mixture"
 
 
 class Decision(Enum):
@@ -98,6 +109,9 @@ class SequentialDesign:
     log_efficacy_bound: float
     futility: FutilityRule = FutilityRule.PAIRED_BETTING
     futility_bet: float | None = None   # lambda of PAIRED_BETTING; None: `kelly_bet(min_difference)`
+    efficacy: EfficacyRule = EfficacyRule.CALIBRATED_SPRT
+    prior_a: float | None = None   # MIXTURE's Beta prior on theta (truncated to theta >= 1/2)
+    prior_b: float | None = None
 
     @property
     def bet(self) -> float:
@@ -130,6 +144,11 @@ class SequentialDesign:
 
     def log_e(self, first_only: Any, second_only: Any) -> tuple[Any, Any]:   # ints or arrays alike
         """(log e_first, log e_second) after these discordant counts."""
+        if self.efficacy is EfficacyRule.MIXTURE:
+            if self.prior_a is None or self.prior_b is None:
+                raise ValueError("a mixture design needs its prior")
+            return (log_mixture(first_only, second_only, self.prior_a, self.prior_b),
+                    log_mixture(second_only, first_only, self.prior_a, self.prior_b))
         up, down = self.log_step_up, self.log_step_down
         return first_only * up + second_only * down, second_only * up + first_only * down
 
@@ -168,6 +187,33 @@ def check_design_inputs(alpha: float, power: float, min_difference: float, compa
         raise ValueError(f"comparisons: {comparisons} must be 1..{MAX_COMPARISONS}")
 
 
+LOG_FLOOR = -700.0   # log e below this is shown as this (e is then far below any bound; keeps reports finite)
+
+
+def log_mixture(wins: Any, losses: Any, a: float, b: float) -> Any:
+    """log of ``2^n * integral over theta >= 1/2 of theta^wins (1 - theta)^losses`` under the Beta(a, b) prior
+    truncated to theta >= 1/2: the mixture e-value for "this direction better" after `wins` discordant pairs
+    for it and `losses` against (n = wins + losses). It equals the product over discordant pairs of
+    ``2 p_t^x (1 - p_t)^(1 - x)`` where p_t is the posterior mean of theta from the pairs before t (the
+    predictable plug-in bet), so it is a test martingale when theta = 1/2 and a supermartingale when
+    theta < 1/2; and it is a function of the counts, so the exact walks stay exact."""
+    from scipy.special import betainc, betaln  # here: loading a protocol imports this module, not SciPy
+
+    wins, losses = np.asarray(wins, dtype=float), np.asarray(losses, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tail = np.log(betainc(losses + b, wins + a, 0.5)) - math.log(float(betainc(b, a, 0.5)))
+        value = (wins + losses) * math.log(2) + betaln(wins + a, losses + b) - betaln(a, b) + tail
+    value = np.maximum(np.nan_to_num(value, nan=LOG_FLOOR, neginf=LOG_FLOOR), LOG_FLOOR)
+    return value if value.ndim else float(value)
+
+
+def mixture_prior(min_difference: float) -> tuple[float, float]:
+    """(a, b) of the mixture's Beta prior: centred on the least favourable independent rates' discordant odds."""
+    high, low = least_favourable(min_difference)
+    centre = high * high / (high * high + low * low)
+    return PRIOR_STRENGTH * centre, PRIOR_STRENGTH * (1 - centre)
+
+
 def kelly_bet(min_difference: float) -> float:
     """The betting fraction lambda that grows ``W = prod (1 + lambda (d - D))`` fastest (in expected log) when both
     arms succeed half the time independently: D = -1, 0, 1 with probabilities 1/4, 1/2, 1/4, the null with the
@@ -188,15 +234,35 @@ def kelly_bet(min_difference: float) -> float:
     return low
 
 
+def check_cap(cap: int, efficacy: EfficacyRule) -> None:
+    """Refuse a cap the exact calculations cannot check within about a second, naming the limit."""
+    limit = MAX_PAIRS_SEARCHED if efficacy is EfficacyRule.MIXTURE else MAX_PAIRS_CALIBRATED
+    if isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= limit:
+        raise ValueError(f"cap: {cap!r} pairs must be a whole number 1..{limit} (the largest cap whose power "
+                         "can be checked exactly)")
+
+
+def mixture_design(alpha: float, power: float, min_difference: float, comparisons: int,
+                   cap: int) -> SequentialDesign:
+    """The anytime-valid test (what new comparisons lock): the mixture against Ville's bound 2 K / alpha in each
+    direction, paired-betting futility (non-binding: ignoring it never raises the error)."""
+    check_design_inputs(alpha, power, min_difference, comparisons)
+    check_cap(cap, EfficacyRule.MIXTURE)
+    a, b = mixture_prior(min_difference)
+    bound = math.log(2 * comparisons / alpha)
+    return SequentialDesign(alpha, power, min_difference, comparisons, cap, bound, FutilityRule.PAIRED_BETTING,
+                            kelly_bet(min_difference), EfficacyRule.MIXTURE, a, b)
+
+
 def design(alpha: float, power: float, min_difference: float, comparisons: int, cap: int,
            futility: FutilityRule = FutilityRule.PAIRED_BETTING) -> SequentialDesign:
-    """The test for this cap: the lowest efficacy bound whose error, looked at after every pair up to
-    the cap, is at most alpha / K even if every pair were discordant (the most steps the walk can take;
-    fewer discordant pairs only lower it). Never above Ville's bound, which holds with no cap at all.
+    """The old test for this cap (sheets locked before the mixture, and the benchmark's "before"): a point-
+    alternative SPRT whose bound is the lowest whose error, looked at after every pair up to the cap, is at most
+    alpha / K even if every pair were discordant and futility stops the run: a truncated sequential test with
+    binding futility, valid up to the cap only. Never above Ville's bound.
     """
     check_design_inputs(alpha, power, min_difference, comparisons)
-    if not 1 <= cap <= MAX_PAIRS_SEARCHED:
-        raise ValueError(f"cap: {cap} pairs must be 1..{MAX_PAIRS_SEARCHED}")
+    check_cap(cap, EfficacyRule.CALIBRATED_SPRT)
     bet = kelly_bet(min_difference) if futility is FutilityRule.PAIRED_BETTING else None
     ville = SequentialDesign(alpha, power, min_difference, comparisons, cap, 0.0, futility, bet).log_ville_bound
     low, high = 0.0, ville
@@ -215,35 +281,72 @@ def worst_case_type_one_error(design: SequentialDesign) -> float:
 
     The worst case for either futility rule: a concordant pair moves neither e-value and only adds evidence
     against a difference (paired betting), closing directions sooner, and it takes a pair of the cap that a
-    discordant one could have used. With s + f = n the state is one-dimensional: mass[closed_first,
-    closed_second, s].
+    discordant one could have used.
     """
-    size = design.cap + 1
+    first, second, _ = discordant_walk(design, 0.5, design.cap)
+    return first[-1] + second[-1]
+
+
+def efficacy_thresholds(design: SequentialDesign, pairs: int) -> np.ndarray:
+    """For n = 1..pairs discordant pairs, the fewest won by the first arm at which "first better" is reached
+    (n + 1: not reachable at n). Both tests are symmetric, so "second better" is reached when the second won
+    at least as many. e_first(s, n - s) rises with s, so a bisection on s, vectorised over n."""
+    n: np.ndarray = np.arange(1, pairs + 1)
+    low: np.ndarray = np.zeros_like(n)
+    high: np.ndarray = n + 1
+    while np.any(low < high):
+        middle = (low + high) // 2
+        log_first, _ = design.log_e(middle, n - middle)
+        open_ = low < high
+        reached = open_ & _at_or_above(np.asarray(log_first), design.log_efficacy_bound)
+        high = np.where(reached, middle, high)
+        low = np.where(open_ & ~reached, middle + 1, low)
+    return high
+
+
+def discordant_walk(design: SequentialDesign, theta: float, pairs: int, until_first: float | None = None,
+                    futility: bool = True) -> tuple[list[float], list[float], float]:
+    """The exact walk when every pair is discordant (only the first arm succeeded with probability `theta`, only
+    the second otherwise): cumulative P(first named better), P(second named better) by pair 1..pairs, and the
+    expected pairs used. With s + f = n the state is one-dimensional, mass[closed_first, closed_second, s], and
+    each pair's boundaries are thresholds on s (every e-value and futility statistic is monotone in s at fixed
+    n), so the walk is O(pairs^2) and a cap of a few thousand takes well under a second. `until_first`: stop
+    once P(first better) reaches it (what sizing a cap needs). `futility=False`: as if futility were ignored."""
+    size = pairs + 1
     mass: np.ndarray = np.zeros((2, 2, size))
     mass[0, 0, 0] = 1.0
-    s = np.arange(size)
-    error = 0.0
-    for n in range(1, design.cap + 1):
-        moved = mass * 0.5
-        moved[:, :, 1:] += mass[:, :, :-1] * 0.5
-        mass = moved
-        log_first, log_second = design.log_e(s, n - s)
-        valid = s <= n
-        up_first = valid & _at_or_above(log_first, design.log_efficacy_bound)
-        up_second = valid & _at_or_above(log_second, design.log_efficacy_bound)
-        error += mass[0][:, up_first].sum()
-        mass[0][:, up_first] = 0.0
-        error += mass[:, 0][:, up_second].sum()
-        mass[:, 0][:, up_second] = 0.0
-        low_first, low_second = design.closes(n, s, n - s)
-        closing_first = mass[0] * (valid & low_first)
-        mass[0] -= closing_first
-        mass[1] += closing_first
-        closing_second = mass[:, 0] * (valid & low_second)
-        mass[:, 0] -= closing_second
-        mass[:, 1] += closing_second
-        mass[1, 1] = 0.0
-    return float(error)
+    thresholds = efficacy_thresholds(design, pairs)
+    first = second = expected = 0.0
+    first_by: list[float] = []
+    second_by: list[float] = []
+    for n in range(1, pairs + 1):
+        k = n + 1
+        live = mass[:, :, :k]
+        expected += float(live.sum())
+        moved = live * (1 - theta)
+        moved[:, :, 1:] += live[:, :, :-1] * theta
+        live[...] = moved
+        s = np.arange(k)
+        up_first = int(thresholds[n - 1])           # first better from here up
+        down_second = max(0, n - up_first + 1)      # second better below here: n - s >= the threshold
+        first += float(live[0, :, up_first:].sum())
+        live[0, :, up_first:] = 0.0
+        second += float(live[:, 0, :down_second].sum())
+        live[:, 0, :down_second] = 0.0
+        if futility:
+            low_first, low_second = design.closes(n, s, n - s)
+            closing_first = live[0] * low_first
+            live[0] -= closing_first
+            live[1] += closing_first
+            closing_second = live[:, 0] * low_second
+            live[:, 0] -= closing_second
+            live[:, 1] += closing_second
+            live[1, 1] = 0.0
+        first_by.append(first)
+        second_by.append(second)
+        if until_first is not None and first >= until_first:
+            break
+    return first_by, second_by, expected
 
 
 @dataclass(frozen=True)
@@ -382,25 +485,55 @@ def _at_or_above(values: np.ndarray, bound: float) -> np.ndarray:
 
 
 def power_at_least_favourable(design: SequentialDesign) -> float:
+    """The old design's power at the least favourable independent rates (what its cap was sized on)."""
     only_first, only_second = discordance(*least_favourable(design.min_difference))
     return operating_characteristics(design, only_first, only_second, design.cap, until_first=design.power).first_better
 
 
+def worst_dependence_theta(min_difference: float) -> float:
+    """The discordant odds when every pair is discordant (the arms as negatively dependent as they can be, one
+    succeeding exactly where the other fails) with the declared difference: the hardest case for the
+    mixture, since a pair then carries the least information about the difference (d^2 / 2 psi for a share
+    psi of discordant pairs)."""
+    return (1 + min_difference) / 2
+
+
+def power_at_worst_dependence(design: SequentialDesign) -> float:
+    """P(the better arm named) by the cap when it leads by the declared difference and every pair is discordant:
+    the power the lock checks for new comparisons, whatever the dependence between the arms and whatever
+    the interaction with the start position (positions drawn per block make pairs independent draws)."""
+    first_by, _, _ = discordant_walk(design, worst_dependence_theta(design.min_difference), design.cap,
+                                     until_first=design.power)
+    return first_by[-1]
+
+
 def minimum_cap(alpha: float, power: float, min_difference: float, comparisons: int,
-                futility: FutilityRule = FutilityRule.PAIRED_BETTING) -> int | None:
-    """The fewest pairs per comparison whose calibrated test reaches the power at the least favourable
-    rates, or None if no cap up to MAX_PAIRS_SEARCHED does. Searched upward from the fixed-sample n
-    (a sequential test never needs fewer), doubling, then bisecting."""
+                futility: FutilityRule = FutilityRule.PAIRED_BETTING,
+                efficacy: EfficacyRule = EfficacyRule.MIXTURE) -> int | None:
+    """The fewest pairs per comparison whose test reaches the power (MIXTURE: at the worst dependence; the old
+    CALIBRATED_SPRT: at the least favourable independent rates), or None if no cap up to the checked limit does.
+
+    MIXTURE: its boundaries do not depend on the cap, so one walk, stopped once the power is reached, gives
+    the power of every cap at once. CALIBRATED_SPRT: searched upward from the fixed-sample n, doubling, then
+    bisecting, recalibrating the bound for each candidate."""
+    check_design_inputs(alpha, power, min_difference, comparisons)
+    if efficacy is EfficacyRule.MIXTURE:
+        rule = mixture_design(alpha, power, min_difference, comparisons, MAX_PAIRS_SEARCHED)
+        first_by, _, _ = discordant_walk(rule, worst_dependence_theta(min_difference), MAX_PAIRS_SEARCHED,
+                                         until_first=power)
+        return len(first_by) if first_by[-1] >= power else None
+
     def reaches(cap: int) -> bool:
         return power_at_least_favourable(design(alpha, power, min_difference, comparisons, cap, futility)) >= power
 
-    check_design_inputs(alpha, power, min_difference, comparisons)
     fixed = mcnemar_fixed_pairs(alpha / comparisons, power, *least_favourable(min_difference))
     low, high = fixed - 1, fixed
+    if high > MAX_PAIRS_CALIBRATED:
+        return None
     while not reaches(high):
-        if high >= MAX_PAIRS_SEARCHED:
+        if high >= MAX_PAIRS_CALIBRATED:
             return None
-        low, high = high, min(2 * high, MAX_PAIRS_SEARCHED)
+        low, high = high, min(2 * high, MAX_PAIRS_CALIBRATED)
     while high - low > 1:
         middle = (low + high) // 2
         if reaches(middle):
@@ -422,15 +555,21 @@ def simulate(
     """
     first, second = first[:, :cap], second[:, :cap]
     first_only, second_only = np.cumsum(first & ~second, axis=1), np.cumsum(second & ~first, axis=1)
-    log_first, log_second = design.log_e(first_only, second_only)
+    # e-values through the thresholds on discordant counts (both tests are symmetric and monotone): no
+    # special function evaluated per simulated pair
+    thresholds = np.concatenate([[1], efficacy_thresholds(design, cap)])   # index: discordant pairs so far
+    discordant = first_only + second_only
+    reached = thresholds[discordant]
+    up_first_hit = (discordant > 0) & (first_only >= reached)
+    up_second_hit = (discordant > 0) & (second_only >= reached)
     low_first, low_second = design.closes(np.arange(1, first.shape[1] + 1)[None, :], first_only, second_only)
     never = cap + 1
 
     def first_time(hit: np.ndarray) -> np.ndarray:
         return np.where(hit.any(axis=1), np.argmax(hit, axis=1), never)
 
-    up_first = first_time(_at_or_above(log_first, design.log_efficacy_bound))
-    up_second = first_time(_at_or_above(log_second, design.log_efficacy_bound))
+    up_first = first_time(up_first_hit)
+    up_second = first_time(up_second_hit)
     closed_first = first_time(low_first)
     closed_second = first_time(low_second)
     # a direction's efficacy is checked before that pair closes it (as `advance` does)

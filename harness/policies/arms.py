@@ -13,11 +13,12 @@ from typing import Any
 
 from harness.errors import HarnessInputError
 from harness.models.comparison import build_schedule, unseal
-from harness.models.locked import LockedBlock
+from harness.models.locked import LockedBlock, LockedPolicy
 from harness.models.protocol import Protocol
 from harness.models.run_settings import RunSettings
 from harness.models.scoresheet import run_inference
 from harness.policies.base import EvalPolicy, InferenceStats, TrialContext
+from harness.policies.hub import pinned_ref
 
 
 class ArmSwitch:
@@ -77,12 +78,13 @@ def load_arms(locked: LockedBlock, protocol: Protocol, settings: RunSettings, de
     comparison = locked.comparison
     assert comparison is not None, "a comparison's locked block"
     mapping = unseal(comparison.sealed)
-    schedule = {slot.number: slot.arm for slot in build_schedule(comparison.seed, tuple(comparison.arms),
-                                                                 comparison.positions, comparison.blocks)}
+    schedule = {slot.number: slot.arm for slot in build_schedule(*comparison.schedule_args())}
     policies: dict[str, EvalPolicy] = {}
     try:
         for code in comparison.arms:
-            policies[code] = make_policy(mapping[code].ref, protocol, settings, device, locked.robot,
+            # a Hub id at the commit it was locked at; anything else as it was named
+            arm = LockedPolicy(ref=mapping[code].ref, fingerprint=mapping[code].fingerprint)
+            policies[code] = make_policy(pinned_ref(arm), protocol, settings, device, locked.robot,
                                          run_inference(locked))
         return ArmSwitch(policies, schedule.__getitem__)
     except BaseException:

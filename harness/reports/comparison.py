@@ -17,49 +17,75 @@ import matplotlib.pyplot as plt
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import HarnessInputError
-from harness.models.atomic import write_text_atomic
-from harness.models.comparison import ComparisonTrace, decision_text, unseal
+from harness.models.comparison import CodeRule, ComparisonTrace, PositionRule, decision_text, unseal
 from harness.models.protocol import SecondaryOutcome
 from harness.models.scoresheet import Attempt, Scoresheet
-from harness.models.sequential import FutilityRule, SequentialDesign
+from harness.models.sequential import EfficacyRule, FutilityRule, SequentialDesign
 from harness.models.stats import mean_interval
 from harness.models.taxonomy import Label
 from harness.reports.blocks import Block, Figure, Heading, Para, Table
+from harness.reports.graded import GradedJson, graded_blocks, graded_json
 
 
-def unblinding_path(sheet: Scoresheet) -> Path:
+def legacy_unblinding_path(sheet: Scoresheet) -> Path:
+    """Where sheets written before the unblinding was a chain record kept it (read, never written now)."""
     return sheet.path.with_name(sheet.path.name + ".unblinded.json")
 
 
 def unblindings(sheet: Scoresheet) -> list[dict[str, object]]:
-    path = unblinding_path(sheet)
+    """Every early unblinding: the records in the sheet's chain, and any an older harness wrote beside it."""
+    records: list[dict[str, object]] = [u.model_dump(exclude={"chain_sha256"}) for u in sheet.unblindings]
+    path = legacy_unblinding_path(sheet)
     if not path.exists():
-        return []
+        return records
     try:
-        records = json.loads(path.read_text())
+        legacy = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise HarnessInputError(path, None, f"unreadable unblinding record ({exc})") from None
-    return records if isinstance(records, list) else []
+    return [*(legacy if isinstance(legacy, list) else []), *records]
 
 
 def may_reveal(sheet: Scoresheet, reveal: bool, unblind: bool) -> bool:
     """Whether the arms may be named: the run has ended, it was not blind, it was unblinded before, or
-    `unblind` asks for it now (recorded beside the sheet before anything is shown). `reveal` on a run still
+    `unblind` asks for it now (recorded in the sheet's chain before anything is shown). `reveal` on a run still
     open and blind, without `unblind`, is refused."""
     comparison = sheet.locked.require_comparison()
     ended = sheet.complete
     if ended or not comparison.blind or unblindings(sheet):
         return True
     if unblind:
-        scored = len(sheet.scored_attempts())
-        record = {"at": datetime.now(UTC).isoformat(timespec="seconds"), "scored_trials": scored,
-                  "note": "unblinded early with harness report --unblind, while the run was open"}
-        write_text_atomic(unblinding_path(sheet), json.dumps([*unblindings(sheet), record], indent=1) + "\n")
+        sheet.add_unblinding(datetime.now(UTC).isoformat(timespec="seconds"),
+                             "unblinded early with harness report --unblind, while the run was open")
         return True
     if reveal:
         raise HarnessInputError(sheet.path, "--reveal", "the comparison is still open and blind: its arms are "
                                 "revealed when it ends; pass --unblind to unblind it now (recorded)")
     return False
+
+
+TIMING_FIELDS = ("achieved_fps", "policy_latency_ms_p50", "policy_latency_ms_p95", "policy_latency_ms_max",
+                 "robot_io_ms_p50", "robot_io_ms_p95", "obs_to_action_ms_p50", "obs_to_action_ms_p95",
+                 "obs_to_action_ms_max", "inference_ms_p50")
+
+
+def pooled_timing(sheet: Scoresheet) -> Scoresheet:
+    """The sheet as a report may show it while a blind comparison is open and sealed: every attempt's timing
+    (loop rate, policy and robot latencies, the attempt's wall time) replaced by the median over all attempts of
+    every arm, so no figure, table or JSON field per trial says which arm is the slower policy. Never saved."""
+    if not sheet.records:
+        return sheet
+
+    def pooled(values: list[float | None]) -> float | None:
+        known = sorted(v for v in values if v is not None)
+        return known[len(known) // 2] if known else None
+
+    loop = {name: pooled([getattr(a.loop, name) for a in sheet.records]) for name in TIMING_FIELDS}
+    loop = {name: value for name, value in loop.items() if value is not None}
+    duration = pooled([a.duration_s for a in sheet.records])
+    records = [a.model_copy(update={"loop": a.loop.model_copy(update=loop), "duration_s": duration})
+               for a in sheet.records]
+    return Scoresheet(sheet.path, sheet.locked_data, sheet.lock, sheet.settings, records, sheet.measurements,
+                      None, sheet.unblindings)
 
 
 def _design(sheet: Scoresheet) -> SequentialDesign:
@@ -125,12 +151,14 @@ def comparison_blocks(sheet: Scoresheet, revealed: bool) -> list[Block]:
     design = comparison.design
     used = max((trace.final.pairs for trace in traces), default=0)
     status = sheet.stopped_by_rule() or ("ended: every block run" if sheet.complete else "still open")
+    decided = decision_text(traces, sheet.comparison_outcome()) if traces and traces[0].states else status
     blocks: list[Block] = [
         Heading("Blind comparison"),
-        Para(f"Decision: {decision_text(traces) if traces and traces[0].states else status}. "
+        Para(f"Decision: {decided}. "
              f"{'Ended' if sheet.complete else 'Still open'}; {used} blocks used of at most {design.cap}: "
              f"{used * len(comparison.arms)} trials, against {design.fixed_sample_pairs * len(comparison.arms)} for "
-             f"McNemar's fixed-sample design at alpha {design.alpha} and power {design.power} for a difference of "
+             f"McNemar's fixed-sample design (sized for independent arms) at alpha {design.alpha} and power "
+             f"{design.power} for a difference of "
              f"{design.min_difference} ({len(comparison.comparisons)} declared comparison(s), error controlled "
              "over all of them)."),
         Table(["arm", "policy", "successes", "voids (re-run)",
@@ -140,15 +168,56 @@ def comparison_blocks(sheet: Scoresheet, revealed: bool) -> list[Block]:
                                 "not blind" if not comparison.blind else "unblinded early, recorded") + ")."
                 if revealed else "sealed until the run ends (harness report --unblind reveals it now, recorded).")),
     ]
+    blocks.append(Para(null_text(sheet)))
+    old = old_rules(sheet)
+    if old:
+        blocks.append(Para("Locked under older rules, and resumed as locked: " + "; ".join(old) + "."))
+    blocks[2:2] = graded_blocks(sheet)   # a graded primary outcome: what it is and what it says
     if secondary:
         blocks.append(Para("Secondary outcome, declared in the stopping rule before trial 1 and never a reason to "
                            "stop: placement error (cm, the distance from the bowl's centre) over each arm's "
                            "successes, mean with its 95% t interval."))
-    if traces and traces[0].states:
+    if traces and traces[0].states and comparison.graded is None:   # the plot draws the success test's e-values
         blocks.append(Figure("comparison_statistic", statistic_plot(sheet, traces),
                              "Each direction's log e-value per block against the efficacy bound (a decision), and the "
                              "futility bound (that direction closes, x; both closed: no difference of that size)."))
     return blocks
+
+
+def null_text(sheet: Scoresheet) -> str:
+    """The hypothesis the decision tests, in the words a user reads, and the power it was sized for."""
+    comparison = sheet.locked.require_comparison()
+    design = comparison.design
+    if comparison.position_rule is PositionRule.DRAWN:
+        null = ("What 'better' means here: the test rejects 'equal average success over the protocol's "
+                f"{len(comparison.positions)} start positions' (each block's position drawn at random from them).")
+    else:
+        null = ("What 'better' means here: the test rejects 'equal success at every one of the protocol's "
+                f"{len(comparison.positions)} start positions' (the positions were cycled in order).")
+    if design.efficacy is EfficacyRule.MIXTURE:
+        test = (f" The test is anytime-valid (a mixture over the discordant odds against Ville's bound): its error "
+                f"stays at most alpha {design.alpha} however long the run goes, and its cap gives power "
+                f"{design.power} at a difference of {design.min_difference} whatever the dependence between the "
+                "arms.")
+    else:
+        test = (f" The test is a truncated sequential test with binding futility (its bound calibrated to the cap of "
+                f"{design.cap}); its power {design.power} assumed independent arms.")
+    return null + test
+
+
+def old_rules(sheet: Scoresheet) -> list[str]:
+    """One line for each rule a sheet was locked under that newer sheets no longer use (it resumes as locked)."""
+    comparison = sheet.locked.require_comparison()
+    lines = []
+    if comparison.codes is CodeRule.FLAG_ORDER:
+        lines.append("codes in flag order (A is the first policy named, so whoever typed the command knew the "
+                     "mapping)")
+    if comparison.position_rule is PositionRule.CYCLE:
+        lines.append("start positions cycled in the protocol's order (alpha holds only if the arms are equal at "
+                     "every position)")
+    if comparison.design.futility is FutilityRule.DISCORDANT_SPRT:
+        lines.append("futility on discordant pairs only (discordant-sprt)")
+    return lines
 
 
 def declared_secondary(sheet: Scoresheet) -> bool:
@@ -212,7 +281,8 @@ class DeclaredComparisonJson(BaseModel):
                                       "reached without a decision")
     winner: str | None
     blocks: int = Field(description="blocks (pairs) this comparison used")
-    first_only: int = Field(description="pairs where only the first arm succeeded")
+    first_only: int = Field(description="pairs where only the first arm succeeded (a graded outcome: where it "
+                                        "scored higher)")
     second_only: int
     log_e_first: list[float] = Field(description="log e-value for 'first better' after each block")
     log_e_second: list[float]
@@ -240,8 +310,13 @@ class BlindComparisonJson(BaseModel):
     futility: str = Field(description="paired-betting (every pair, concordant ones too) or discordant-sprt (sheets "
                                       "locked before it)")
     secondary: list[str] = Field(description="secondary outcomes declared in the stopping rule (never a stop)")
+    null_hypothesis: str = Field(description="what the decision rejects, in words")
+    old_rules: list[str] = Field(description="rules this sheet was locked under that newer sheets no longer use "
+                                             "(it resumes with them); empty for a sheet locked today")
     arms: list[ArmJson]
-    comparisons: list[DeclaredComparisonJson]
+    comparisons: list[DeclaredComparisonJson] = Field(description="the decisions; on a graded outcome the e-value "
+                                                                  "lists are empty (see graded)")
+    graded: GradedJson | None = Field(None, description="the graded primary outcome and its test; null for success")
 
 
 def comparison_json(sheet: Scoresheet, revealed: bool) -> BlindComparisonJson:
@@ -258,13 +333,14 @@ def comparison_json(sheet: Scoresheet, revealed: bool) -> BlindComparisonJson:
             successes=sum(1 for a in scored if a.label is Label.SUCCESS), scored=len(scored),
             voids=sum(1 for a in sheet.attempts if a.label is Label.VOID and schedule.get(a.trial_index) == code),
             placement_error_cm=placement_secondary(sheet, scored) if declared_secondary(sheet) else None))
+    on_success = comparison.graded is None
     declared = [DeclaredComparisonJson(
         first=trace.first, second=trace.second, decision=trace.final.decision.value, winner=trace.winner(),
         blocks=trace.final.pairs, first_only=trace.final.first_only, second_only=trace.final.second_only,
-        log_e_first=[round(state.log_e(design)[0], 6) for state in trace.states],
-        log_e_second=[round(state.log_e(design)[1], 6) for state in trace.states],
-        log_against_first=[round(state.log_against(design)[0], 6) for state in trace.states],
-        log_against_second=[round(state.log_against(design)[1], 6) for state in trace.states])
+        log_e_first=[round(state.log_e(design)[0], 6) for state in trace.states if on_success],
+        log_e_second=[round(state.log_e(design)[1], 6) for state in trace.states if on_success],
+        log_against_first=[round(state.log_against(design)[0], 6) for state in trace.states if on_success],
+        log_against_second=[round(state.log_against(design)[1], 6) for state in trace.states if on_success])
         for trace in sheet.comparison_traces()]
     return BlindComparisonJson(
         ended=sheet.complete, revealed=revealed, unblinded_early=bool(unblindings(sheet)),
@@ -273,4 +349,5 @@ def comparison_json(sheet: Scoresheet, revealed: bool) -> BlindComparisonJson:
         fixed_sample_trials_per_arm=comparison.design.fixed_sample_pairs,
         log_efficacy_bound=design.log_efficacy_bound, log_futility_bound=design.log_futility_bound,
         futility=design.futility.value, secondary=[o.value for o in sheet.locked.stopping_rule.secondary or []],
-        arms=arms, comparisons=declared)
+        null_hypothesis=null_text(sheet), old_rules=old_rules(sheet), arms=arms, comparisons=declared,
+        graded=graded_json(sheet))

@@ -19,6 +19,7 @@ from harness.errors import HarnessInputError
 from harness.models.anatomy import TrackingFit, tracking_fit
 from harness.models.checkpoint import checkpoint_name
 from harness.models.fidelity import SCORED_LABELS, PairedAttempt, fidelity, mmrv, pearson_r, same_ranking
+from harness.models.ppi import TWIN_EXTRA_BASE, twin_assisted
 from harness.models.scoresheet import Scoresheet, load_scoresheet
 from harness.models.taxonomy import Label
 from harness.reports.blocks import Block, Figure, Heading, Para, Table
@@ -56,6 +57,20 @@ class ModeRow(_Frozen):
     invented: int = Field(description="twin attempts with this mode whose real attempt was otherwise")
 
 
+class TwinAssistedJson(_Frozen):
+    """The real success rate estimated with the twin's help (`harness.models.ppi`), beside the real trials'."""
+
+    estimate: float = Field(description="the twin's own success rate plus the paired real-minus-twin difference")
+    low95: float
+    high95: float
+    real_only_low95: float = Field(description="the real trials alone: 95% Wilson interval")
+    real_only_high95: float
+    real_trials: int
+    twin_trials: int = Field(description="the twin's own trials at the protocol's starts (not paired)")
+    twin_successes: int
+    outcome_agreement: float = Field(description="share of paired attempts where real and twin agree on success")
+
+
 class TwinFidelity(_Frozen):
     real_sheet: str
     twin_sheet: str
@@ -75,6 +90,9 @@ class TwinFidelity(_Frozen):
     tracking_real: TrackingFit | None
     tracking_twin: TrackingFit | None
     pairs: list[PairRow]
+    twin_assisted: TwinAssistedJson | None = Field(None, description="the twin-assisted (prediction-powered) "
+                                                                     "estimate of the real success rate; null "
+                                                                     "without the twin's own trials (twin --extra)")
 
 
 class SheetRates(_Frozen):
@@ -144,6 +162,16 @@ def twin_fidelity(real: Scoresheet, twin: Scoresheet) -> TwinFidelity:
                             twin_final_top=mirrored.artifacts.get("final_top.png")))
     result = fidelity(pairs)
     rehearsal = real.locked.rehearsal
+    own = [a for a in twin.scored_attempts() if a.trial_index >= TWIN_EXTRA_BASE]
+    assisted = None
+    if own and pairs:
+        found = twin_assisted([p.real is Label.SUCCESS for p in pairs], [p.twin is Label.SUCCESS for p in pairs],
+                              sum(1 for a in own if a.label is Label.SUCCESS), len(own))
+        assisted = TwinAssistedJson(estimate=found.estimate, low95=found.low, high95=found.high,
+                                    real_only_low95=found.real_low, real_only_high95=found.real_high,
+                                    real_trials=found.real_trials, twin_trials=found.twin_trials,
+                                    twin_successes=found.twin_successes,
+                                    outcome_agreement=found.agreement / found.real_trials)
     return TwinFidelity(
         real_sheet=str(real.path), twin_sheet=str(twin.path),
         policy_label=checkpoint_name(real.locked.policy.ref).label,
@@ -158,7 +186,7 @@ def twin_fidelity(real: Scoresheet, twin: Scoresheet) -> TwinFidelity:
         modes=[ModeRow(label=m.label, real=m.real, twin=m.twin, missed=m.missed, invented=m.invented)
                for m in result.modes],
         tracking_real=tracking(real), tracking_twin=tracking(twin),
-        pairs=rows,
+        pairs=rows, twin_assisted=assisted,
     )
 
 
@@ -233,6 +261,7 @@ def twin_blocks(result: TwinFidelity, anchor: str) -> list[Block]:
         Para(f"Same label on {_pct(result.label_agreement)} of attempts (Cohen's kappa {_num(result.kappa)}); same "
              f"outcome on {_pct(result.outcome_agreement)} (kappa {_num(result.outcome_kappa)}). Kappa is agreement "
              "beyond chance: undefined when both sides used one label throughout."),
+        *_assisted_blocks(result),
         Heading("Real label (rows) against twin label (columns)", 3),
         Table(["real \\ twin", *(label.display for label in SCORED_LABELS)],
               [[real.display, *(str(result.confusion[real.value][twin.value]) for twin in SCORED_LABELS)]
@@ -258,6 +287,42 @@ def twin_blocks(result: TwinFidelity, anchor: str) -> list[Block]:
     return blocks
 
 
+def _assisted_blocks(result: TwinFidelity) -> list[Block]:
+    """Both intervals side by side, in words: what the real trials alone say, and what they say with the twin."""
+    found = result.twin_assisted
+    if found is None:
+        return []
+    alone = f"{100 * found.real_only_low95:.0f}-{100 * found.real_only_high95:.0f} %"
+    helped = f"{100 * found.low95:.0f}-{100 * found.high95:.0f} %"
+    return [
+        Heading("Real success rate, with the twin's help", 3),
+        Table(["", "estimate", "95 % interval", "width (points)", "from"],
+              [["real trials alone", f"{100 * (result.real_success.rate or 0.0):.0f} % ({result.real_success.k}/"
+                                     f"{result.real_success.n})", alone,
+                f"{100 * (found.real_only_high95 - found.real_only_low95):.0f}", f"{found.real_trials} real trials"],
+               ["with the twin", f"{100 * found.estimate:.0f} %", helped, f"{100 * (found.high95 - found.low95):.0f}",
+                f"the same {found.real_trials} real trials and {found.twin_trials} twin trials "
+                f"({found.twin_successes} successes)"]]),
+        Para(f"The twin agreed with the arm on success in {100 * found.outcome_agreement:.0f} % of the paired "
+             f"attempts. The second estimate is the twin's own success rate corrected by how much the arm and its "
+             f"twin differed on the same starts (prediction-powered inference): the real success rate lies in "
+             f"{helped} with 95 % confidence however good or bad the twin is; a twin that agrees more makes the "
+             f"interval narrower, one that disagrees makes it wider, never wrong more often than 1 time in 20."),
+    ]
+
+
+def assisted_text(report: FidelityReport) -> str | None:
+    """The plain report's lines: each twin's real success rate alone and with the twin, side by side."""
+    lines = []
+    for result in report.twins:
+        for block in _assisted_blocks(result):
+            if isinstance(block, Heading | Para):
+                lines.append(f"{block.text} ({result.policy_label})" if isinstance(block, Heading) else block.text)
+            elif isinstance(block, Table):
+                lines += ["  ".join(f"{c:<18}" for c in row) for row in [block.headers, *block.rows]]
+    return "\n".join(lines) or None
+
+
 def across_blocks(across: AcrossSheets) -> list[Block]:
     return [
         Heading("Does the twin rank the policies as the arm does?", 2),
@@ -276,3 +341,21 @@ def fidelity_blocks(report: FidelityReport) -> list[Block]:
     if report.across is not None:
         blocks += across_blocks(report.across)
     return blocks
+
+
+def fidelity_text(report: FidelityReport) -> str:
+    """What the plain `harness report` says of twin sheets: per twin the success on both sides and the agreement
+    (the same numbers as the HTML, Markdown and JSON reports), and across twins the ranking."""
+    lines = []
+    for result in report.twins:
+        pending = f", {result.pending} not run by the twin yet" if result.pending else ""
+        lines += [f"Twin        {result.policy_label}: {result.paired} real attempts paired with the twin's run"
+                  f"{pending}",
+                  f"  success   real {_pct(result.real_success)}, twin {_pct(result.twin_success)}",
+                  f"  agreement same label {_pct(result.label_agreement)} (kappa {_num(result.kappa)}), same outcome "
+                  f"{_pct(result.outcome_agreement)} (kappa {_num(result.outcome_kappa)})"]
+    if report.across is not None:
+        across = report.across
+        lines.append(f"Across      Pearson r {_num(across.pearson_r)}, MMRV {_num(across.mmrv, 3)}, same ranking: "
+                     f"{'yes' if across.same_ranking else 'no'}")
+    return "\n".join(lines)

@@ -37,6 +37,10 @@ class MoveSpeed:
         return min(self.max_s, max(self.min_s, joints, gripper))
 
 
+# A lock-step simulator's move to the start pose: fixed, so its trials start as they always did (`harness run` and
+# the LeRobot environment, `app.lerobot_env`, start each trial with this same move, from where the last one ended).
+SIM_START_POSE_S = 2.0
+
 # Wide enough to let go of the 3 cm cube (about the scripted expert's opening), in LeRobot's 0-100 gripper units;
 # and how long a let-go cube is given to fall clear before the jaws close again.
 JAWS_OPEN = 50.0

@@ -116,6 +116,15 @@ class TopView:
     scene: Scene
     rotation_deg: float      # image axes = R(rotation) . mirror . table axes
     scale: float = 1.0       # table cm per rim-plane cm: the table lies below the rim, so it looks smaller
+    size: tuple[int, int] | None = None   # (width, height) of the frames the rim was calibrated on
+
+    def check_size(self, frame: np.ndarray) -> None:
+        """The rim is in the calibration frame's pixels: a camera giving frames of another size is refused
+        (its rim would be read at the wrong scale), naming both sizes."""
+        if self.size is not None and (frame.shape[1], frame.shape[0]) != tuple(self.size):
+            raise DetectionError(NotMeasured.CALIBRATION_SIZE_MISMATCH,
+                                 f"the bowl calibration was made on {self.size[0]}x{self.size[1]} frames; the camera "
+                                 f"gives {frame.shape[1]}x{frame.shape[0]}: re-calibrate at this size")
 
     def _to_table(self, image_cm: np.ndarray) -> np.ndarray:
         t = math.radians(self.rotation_deg)
@@ -126,6 +135,7 @@ class TopView:
 
     def cube(self, frame: np.ndarray) -> CubeOnTable:
         """The cube's place on the table. Raises `DetectionError` (with its reason) when there is none."""
+        self.check_size(frame)
         m = measure_frame(frame, self.rim, self.geometry)
         t = math.radians(self.rim.angle_deg)
         u, v = m.offset_cm                                   # along the rim's axes
@@ -160,6 +170,7 @@ class TopView:
         if not reading.within or reading.cube_px is None or reading.measured_yaw_deg is None:
             return False
         try:
+            self.check_size(frame)
             centre, image_yaw, _ = find_cube(frame, self.rim, self.geometry)
         except DetectionError:
             return False
@@ -194,13 +205,15 @@ class TopView:
         return (self.rim.cx + pu * math.cos(a) - pv * math.sin(a), self.rim.cy + pu * math.sin(a) + pv * math.cos(a))
 
 
-def table_axes(rim: Rim, geometry: Geometry, scene: Scene, cube_on_trained_spot: np.ndarray) -> TopView:
+def table_axes(rim: Rim, geometry: Geometry, scene: Scene, cube_on_trained_spot: np.ndarray,
+               size: tuple[int, int] | None = None) -> TopView:
     """Find the table's axes in the image (and the table's scale) from one frame with the cube on the trained spot.
 
     Raises `DetectionError` when the cube is not measured, or when its measured distance from the bowl
     differs from the protocol's by more than 1.5 cm (a wrong scene, or the cube not on its spot).
     """
-    probe = TopView(rim, geometry, scene, 0.0)
+    probe = TopView(rim, geometry, scene, 0.0, size=size)
+    probe.check_size(cube_on_trained_spot)
     m = measure_frame(cube_on_trained_spot, rim, geometry)
     t = math.radians(rim.angle_deg)
     u, v = m.offset_cm
@@ -213,4 +226,4 @@ def table_axes(rim: Rim, geometry: Geometry, scene: Scene, cube_on_trained_spot:
         raise DetectionError(NotMeasured.TOO_UNCERTAIN, f"the cube measures {m.distance_cm:.1f} cm from the bowl; "
                              f"the protocol puts the trained spot {expected:.1f} cm from it")
     rotation = math.degrees(math.atan2(image[1], image[0]) - math.atan2(mirrored[1], mirrored[0]))
-    return TopView(probe.rim, geometry, scene, rotation, expected / m.distance_cm)
+    return TopView(probe.rim, geometry, scene, rotation, expected / m.distance_cm, size)

@@ -33,8 +33,11 @@ class LineSource(Protocol):
 
 
 class TerminalObserver:
-    def __init__(self, operator_scores: bool, out: TextIO | None = None, stdin: LineSource | None = None) -> None:
+    def __init__(self, operator_scores: bool, out: TextIO | None = None, stdin: LineSource | None = None,
+                 timing_withheld: bool = False) -> None:
         self.operator_scores = operator_scores
+        # a blind comparison's run: no wall time per trial and no estimate from them (a slower arm names itself)
+        self.timing_withheld = timing_withheld
         self.out = out or sys.stdout
         self.stdin = stdin or sys.stdin
         self._line = ""
@@ -143,8 +146,17 @@ class TerminalObserver:
         if attempt.loop.target_fps > 0:
             episode = attempt.loop.steps / attempt.loop.target_fps
             rest = attempt.duration_s - episode
-            times = (f"episode {episode:.1f} s, operator {rest:.1f} s" if rest >= 0 else
-                     f"episode {episode:.1f} s, simulated in {attempt.duration_s:.1f} s")   # lock-step sim: faster
+            # the rest is the operator's only where an operator places and scores; a simulated trial's rest is its
+            # move to the start pose and the writing of its evidence, and it may run slower than real time
+            times = (f"episode {episode:.1f} s, operator {rest:.1f} s" if rest >= 0 and self.operator_scores else
+                     f"episode {episode:.1f} s, simulated in {attempt.duration_s:.1f} s")
+            if self.timing_withheld:
+                times = f"episode {episode:.1f} s"
+        if self.timing_withheld:
+            print(f"{self._line} -> {label}{extra}{clean} [{attempt.loop.steps} steps"
+                  f"{', ' + times if attempt.loop.target_fps > 0 else ''}; wall times withheld while blind]",
+                  file=self.out, flush=True)
+            return
         print(f"{self._line} -> {label}{extra}{clean} [{attempt.loop.steps} steps, {times}"
               f"{self._eta(attempt)}]", file=self.out, flush=True)
 

@@ -185,10 +185,10 @@ class Judge:
             label, detail = Label.GRASPED_THEN_DROPPED, "released in the air away from the bowl"
         elif inside and not s.lifted:
             label, detail = Label.NO_GRASP, "slid into the bowl without a lift"
+        elif inside:
+            label, detail = Label.WRONG_PLACEMENT, "inside the bowl but the sequence was incomplete"
         else:
-            label, detail = Label.WRONG_PLACEMENT, (
-                "came to rest outside the bowl" if not inside else "inside the bowl but the sequence was incomplete"
-            )
+            label, detail = Label.WRONG_PLACEMENT, self._outside_detail(data, cube_pos)
         return JudgeVerdict(
             label=label,
             detail=detail,
@@ -201,6 +201,17 @@ class Judge:
             events=list(s.events),
             thresholds=asdict(self.t),
         )
+
+    def _outside_detail(self, data: mujoco.MjData, cube_pos: np.ndarray) -> str:
+        """Where a released cube outside the bowl is when the verdict is asked for: at rest, or (at the time
+        limit) still moving, which is not "came to rest" (a cube falling over the bowl may yet land in it)."""
+        vel = self._cube_velocity(data)
+        if (float(np.linalg.norm(vel[3:])) < self.t.rest_max_speed
+                and float(np.linalg.norm(vel[:3])) < self.t.rest_max_ang_speed):
+            return "came to rest outside the bowl"
+        if self._horizontal_distance(cube_pos) < self.rim_radius and cube_pos[2] > self.bowl_floor_z + self.half:
+            return "still falling above the bowl when the trial ended"
+        return "still moving outside the bowl when the trial ended"
 
     # --- geometry ----------------------------------------------------------
     def cube_inside_bowl(self, data: mujoco.MjData) -> bool:

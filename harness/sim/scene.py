@@ -108,6 +108,9 @@ def _add_coarse_visual_geoms(spec: mujoco.MjSpec, assets: Path) -> None:
             copy.alt = geom.alt   # some Menagerie geoms are oriented by Euler angles, not a quaternion
 
 
+MAX_FRAME = (1920, 1080)   # the largest frame (width, height) the simulated cameras draw
+
+
 def build_spec(geometry: SceneGeometry, fast_meshes: bool = True, coarse_meshes: bool = True) -> mujoco.MjSpec:
     """`coarse_meshes`: add the coarse visual set (render profiles' small frames); physics is the same without."""
     spec = mujoco.MjSpec.from_file(str(menagerie_dir() / "so101.xml"))
@@ -118,6 +121,9 @@ def build_spec(geometry: SceneGeometry, fast_meshes: bool = True, coarse_meshes:
     spec.option.timestep = PHYSICS_DT
     spec.visual.quality.offsamples = 0
     spec.visual.quality.shadowsize = 0
+    # the offscreen framebuffer bounds every frame drawn: the largest camera a desk may have (`--camera-size`
+    # takes up to 1920x1080), not the menagerie model's 640x480
+    spec.visual.global_.offwidth, spec.visual.global_.offheight = MAX_FRAME
     spec.visual.headlight.ambient = [0.25 * geometry.exposure] * 3
     spec.visual.headlight.diffuse = [0.3 * geometry.exposure] * 3
     world = spec.worldbody

@@ -187,6 +187,13 @@ class SimWorld:
     def render(self, camera: str, width: int = 640, height: int = 480) -> np.ndarray:
         return self.render_request(self.frame_request(camera, width, height))
 
+    def view(self, camera: str, width: int = 640, height: int = 480) -> np.ndarray:
+        """A frame for eyes outside the simulation (a video of the rollout a viewer watches): drawn without
+        advancing the sensor noise, so watching a trial never changes the frames its policy is given."""
+        request = FrameRequest(camera, width, height, self._posed_qpos.copy(), 0, False,
+                               self.render_profile.detail_for(width, height))
+        return self.render_request(request)
+
     def frame_request(self, camera: str, width: int = 640, height: int = 480) -> FrameRequest:
         """What `render` would draw now, without drawing it: advances the sensor noise and the
         frozen-camera bookkeeping exactly as a render does, so frames drawn later from these

@@ -305,8 +305,16 @@ class TuiObserver:
             preview = np.asarray(Image.open(path).convert("RGB"))
         anatomy = attempt.anatomy
         self.link.post(_record_score, attempt.label, _shown(attempt), preview, anatomy.summary if anatomy else None,
-                       bool(anatomy and anatomy.stalled))
+                       bool(anatomy and anatomy.stalled), self._graded(attempt))
         self._ui(undo_trial=attempt.trial_index if self._undoable is not None else None)
+
+    def _graded(self, attempt: Attempt) -> str | None:
+        """A graded comparison's word on this attempt (its arm is not named: the tally stays blind)."""
+        comparison = self.sheet.locked.comparison if self.sheet is not None else None
+        if comparison is None or comparison.graded is None or attempt.label is Label.VOID:
+            return None
+        episode = attempt.loop.episode_s if attempt.loop.episode_s is not None else attempt.duration_s
+        return comparison.graded.outcome.describe(attempt.label, attempt.judge, attempt.anatomy, episode)
 
     def stop_requested(self) -> bool:
         return self.abort.is_set()
@@ -327,8 +335,8 @@ def _update_state(app: RunApp, **changes: Any) -> None:
 
 
 def _record_score(app: RunApp, label: Label, shown: str, preview: np.ndarray | None, anatomy: str | None,
-                  stalled: bool) -> None:
-    app.record_score(label, shown, preview, anatomy, stalled)
+                  stalled: bool, graded: str | None = None) -> None:
+    app.record_score(label, shown, preview, anatomy, stalled, graded)
 
 
 def _shown(attempt: Attempt) -> str:

@@ -127,13 +127,17 @@ class RunApp(App[int]):
             self.run_screen.show(self.state)
 
     def record_score(self, label: Label, shown: str, preview: np.ndarray | None, anatomy: str | None = None,
-                     stalled: bool = False) -> None:
+                     stalled: bool = False, graded: str | None = None) -> None:
         self.update_state(tally=self.state.tally.add(label), last_label=shown, last_outcome=label, last_anatomy=anatomy,
-                          last_stalled=stalled, preview=preview if preview is not None else self.state.preview)
+                          last_stalled=stalled, last_graded=graded,
+                          preview=preview if preview is not None else self.state.preview)
 
     def _finish(self, banner: str | None) -> None:
         self.finished = True
-        done = banner or f"Run complete. Press q to quit. Report: harness report {self.engine.sheet.path}"
+        from harness.command import harness_command
+
+        done = banner or (f"Run complete. Press q to quit. Report: {harness_command()} report "
+                          f"{self.engine.sheet.path}")
         self.update_state(phase="done", banner=done, placement=None)
 
     def action_emergency_stop(self) -> None:

@@ -79,10 +79,12 @@ class RunState:
     loop_hz: float = 0.0
     policy_ms: float = 0.0
     missed: int = 0
+    timing_withheld: bool = False      # a blind comparison: the loop's timing would say which arm runs
     tally: Tally = field(default_factory=Tally)
     last_label: str | None = None      # the last attempt as shown: its label, a void with its reason
     last_outcome: Label | None = None  # ... and its label, which decides the colour
     last_anatomy: str | None = None    # what the last trial's joint trace says (first motion, where it closed)
+    last_graded: str | None = None     # a graded comparison: the last trial on its primary outcome (progress, time)
     last_stalled: bool = False
     undo_trial: int | None = None      # the trial whose last score `u` re-scores (until the next trial starts)
     banner: str | None = None

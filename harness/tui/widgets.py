@@ -111,6 +111,10 @@ class LoopPanel(Static):
         table = Table.grid(padding=(0, 1))
         table.add_column(style="bold")
         table.add_column()
+        if s.timing_withheld:   # a slower policy would name its arm
+            table.add_row("Timing", Text("withheld while the comparison is blind", style="dim"))
+            self.update(table)
+            return
         rate_style = "green" if s.loop_hz >= 0.95 * s.fps or s.pace == "lock-step" else "red"
         pace = f" {s.pace}" if s.pace else ""
         table.add_row("Loop", Text(f"{s.loop_hz:5.1f}/{s.fps} Hz{pace}", style=rate_style))
@@ -136,6 +140,8 @@ class TallyPanel(Static):
         if s.last_label:
             text.append("last: ", style="dim")
             text.append(s.last_label, style=label_style(s.last_outcome))
+        if s.last_graded:   # a graded comparison's primary outcome, for the last trial
+            text.append("\n" + s.last_graded, style="cyan")
         if s.undo_trial is not None:
             text.append(f"\nu re-scores trial #{s.undo_trial} until the next trial starts", style="yellow")
         if s.last_anatomy:

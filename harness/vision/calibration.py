@@ -77,6 +77,26 @@ def load_calibration(path: Path) -> tuple[BowlCalibration, np.ndarray]:
         raise HarnessInputError(path, None, f"not a bowl calibration ({exc})") from None
 
 
+def rim_at_size(calibration: BowlCalibration, reference: np.ndarray, size: tuple[int, int],
+                where: Path | str) -> tuple[Rim, bool]:
+    """The calibration's rim in the pixels of a frame `size` (width, height), and whether it was rescaled.
+
+    A calibration holds for the resolution it was made at. The same camera at another resolution of
+    the same aspect sees the same view, so the rim is rescaled (the caller says so); at another
+    aspect the camera crops the view differently and the rim cannot be carried over: refused, one
+    line naming the calibration (`where`) and both sizes."""
+    height, width = reference.shape[:2]
+    if (width, height) == tuple(size):
+        return calibration.rim, False
+    if abs(size[0] / size[1] - width / height) > 0.01:
+        raise HarnessInputError(where, None, f"the bowl calibration was made on {width}x{height} frames; these are "
+                                f"{size[0]}x{size[1]} (another aspect: the view is cropped differently). "
+                                "Re-calibrate at this size (harness measure --auto, or --clicks)")
+    k = size[0] / width
+    rim = calibration.rim
+    return Rim((rim.cx + 0.5) * k - 0.5, (rim.cy + 0.5) * k - 0.5, rim.a * k, rim.b * k, rim.angle_deg), True
+
+
 def camera_shift_px(reference: np.ndarray, frame: np.ndarray) -> float:
     """How far the static scene has moved between two frames (phase correlation, in pixels)."""
     a = cv2.cvtColor(reference, cv2.COLOR_RGB2GRAY).astype(np.float32)

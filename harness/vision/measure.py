@@ -58,6 +58,9 @@ MAX_TILT_DEG = 30.0        # a top camera looks down; an ellipse saying otherwis
 NO_FLOOR_TILT_DEG = 6.0    # without the floor, the rim plane's tilt is a guess to this (1 sigma)
 MODEL_FRACTION = 0.01      # modelling error left, as a share of the distance (1 sigma)
 BACKGROUND_RED = 0.15      # cube-coloured share of the frame above which a red blob may be a piece of table
+CUBE_TOO_LARGE = 1.4       # a whole cube's blob, sides and all, is at most this many top-face edges across
+UNKNOWN_LENS_K1 = -0.3    # the barrel of a cheap wide lens (OpenCV's k1): the most an uncalibrated frame allows for
+RIM_SIZE_TOLERANCE = 0.06  # the rim found within 6 % of the calibration's size (the same bowl, the same camera)
 OVERLAP_SLACK = 0.02       # silhouette placements covering the blob this nearly as well as the best fit it too
 
 
@@ -94,6 +97,13 @@ def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[fl
     if area < 0.5 * expected:
         raise DetectionError(NotMeasured.CUBE_PARTLY_HIDDEN, f"only {100 * area / expected:.0f}% of a cube's top "
                              "face is in view (under the arm?)")
+    if area > CUBE_TOO_LARGE ** 2 * expected:
+        # a cube seen with its sides is a little larger than its top face, never this much: the rim
+        # that set the scale is too small (the bowl's inner disc or floor taken for its rim)
+        raise DetectionError(NotMeasured.CUBE_SIZE_INCONSISTENT,
+                             f"the cube looks {math.sqrt(area / expected):.1f}x as wide as a {geometry.cube_cm:g} cm "
+                             f"cube at the scale of the {2 * rim.mean_radius_px:.0f} px rim: the rim found is not "
+                             "the bowl's outer edge")
     moments = cv2.moments(best)
     centre = (moments["m10"] / moments["m00"], moments["m01"] / moments["m00"])
     (_, _), (_, _), angle = cv2.minAreaRect(best)
@@ -408,11 +418,13 @@ def bowl_shape(geometry: Geometry) -> BowlShape:
 
 
 def measure_image(frame: np.ndarray, geometry: Geometry, camera: CameraIntrinsics | None = None,
-                  rim: Rim | None = None, fit: RimFit | None = None) -> FrameResult:
+                  rim: Rim | None = None, fit: RimFit | None = None, expected_rim: Rim | None = None) -> FrameResult:
     """Undistort (when the lens is known), find the rim unless one is given, then measure.
 
     With the lens's intrinsics the focal length and principal point come from them, not from
-    `geometry`; without them the frame is measured as it is and says so.
+    `geometry`; without them the frame is measured as it is and says so. `expected_rim` is the
+    calibration's rim (in this frame's pixels): the rim found must be of its size, else the frame
+    is refused (the same bowl under the same camera cannot change size).
     """
     caveats: list[Caveat] = []
     if camera is not None:
@@ -423,13 +435,52 @@ def measure_image(frame: np.ndarray, geometry: Geometry, camera: CameraIntrinsic
         caveats.append(Caveat.LENS_DISTORTION_UNCORRECTED)
     try:
         if rim is None:
-            fit = fit_rim(frame, shape=bowl_shape(geometry))
+            fit = fit_rim(frame, shape=bowl_shape(geometry),
+                          expected_radius_px=expected_rim.mean_radius_px if expected_rim else None)
             rim = fit.rim
+            if expected_rim is not None:
+                check_rim_size(rim, expected_rim)
         result = measure_frame(frame, rim, geometry, fit)
+        if camera is None and geometry.focal_px:
+            result = _with_unknown_lens(result, frame.shape, rim, geometry)
     except DetectionError as err:
         return FrameResult(None, err.reason, err.detail, tuple(caveats), rim, frame)
     caveats += result.caveats
     return FrameResult(replace(result, caveats=tuple(caveats)), None, "", tuple(caveats), rim, frame)
+
+
+def _with_unknown_lens(result: Measurement, shape: tuple[int, ...], rim: Rim, g: Geometry) -> Measurement:
+    """Without a lens calibration the frame's distortion is unknown: the +/- takes in how far a cheap wide
+    lens's barrel (k1 = UNKNOWN_LENS_K1) would move the distance, from where the cube and the rim are in
+    the frame (far from its centre a lens bends most); the verdict must hold either way, else it is refused."""
+    assert g.focal_px is not None
+    cx, cy = _nadir(shape, g)
+    matrix = np.array([[g.focal_px, 0, cx], [0, g.focal_px, cy], [0, 0, 1.0]])
+    t = math.radians(rim.angle_deg)
+    axis_a, axis_b = np.array([math.cos(t), math.sin(t)]), np.array([-math.sin(t), math.cos(t)])
+    centre = np.array([rim.cx, rim.cy])
+    points = np.array([centre + rim.a * axis_a, centre - rim.a * axis_a, centre + rim.b * axis_b,
+                       centre - rim.b * axis_b, result.cube_px])
+    moved = cv2.undistortPoints(points.reshape(-1, 1, 2).astype(np.float64), matrix,
+                                np.array([UNKNOWN_LENS_K1, 0, 0, 0, 0.0]), P=matrix).reshape(-1, 2)
+    middle = (moved[0] + moved[1]) / 2
+    straight = Rim(float(middle[0]), float(middle[1]), float(np.linalg.norm(moved[0] - moved[1]) / 2),
+                   float(np.linalg.norm(moved[2] - moved[3]) / 2), rim.angle_deg)
+    seen = float(np.hypot(*rim.to_cm(np.array([result.cube_px]), g.bowl_cm)[0]))
+    bent = float(np.hypot(*straight.to_cm(moved[4:], g.bowl_cm)[0]))
+    shift = abs(bent / max(seen, 1e-6) - 1) * result.distance_cm
+    uncertainty = math.hypot(result.uncertainty_cm, shift)
+    _check_uncertainty(uncertainty, g)
+    return replace(result, uncertainty_cm=round(uncertainty, 3))
+
+
+def check_rim_size(rim: Rim, expected: Rim) -> None:
+    """The self-check against the calibration: the rim found is the calibrated rim's size, within RIM_SIZE_TOLERANCE."""
+    found, predicted = rim.mean_radius_px, expected.mean_radius_px
+    if abs(found / predicted - 1) > RIM_SIZE_TOLERANCE:
+        raise DetectionError(NotMeasured.RIM_SIZE_INCONSISTENT,
+                             f"the rim found is {2 * found:.1f} px across; the calibration's is {2 * predicted:.1f} px "
+                             "(another edge of the bowl taken for its rim, or the camera moved: re-calibrate)")
 
 
 def annotate(frame: np.ndarray, rim: Rim, geometry: Geometry, result: Measurement | None, note: str) -> np.ndarray:

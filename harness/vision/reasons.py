@@ -17,6 +17,11 @@ class NotMeasured(StrEnum):
     CUBE_AMBIGUOUS = "cube_ambiguous"
     CUBE_COLOURED_BACKGROUND = "cube_coloured_background"
     TOO_UNCERTAIN = "too_uncertain"
+    # the self-check (issue 59): the scene does not look as it must if the rim found is the bowl's
+    RIM_FITS_DISAGREE = "rim_fits_disagree"
+    RIM_SIZE_INCONSISTENT = "rim_size_inconsistent"
+    CUBE_SIZE_INCONSISTENT = "cube_size_inconsistent"
+    CALIBRATION_SIZE_MISMATCH = "calibration_size_mismatch"   # frames of another size than the calibration's
 
 
 class Caveat(StrEnum):

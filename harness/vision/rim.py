@@ -136,12 +136,89 @@ def find_rim(frame: np.ndarray, min_radius_frac: float = 0.035, max_radius_frac:
 
 
 def fit_rim(frame: np.ndarray, min_radius_frac: float = 0.035, max_radius_frac: float = 0.3,
-            shape: BowlShape = BowlShape()) -> RimFit:
+            shape: BowlShape = BowlShape(), expected_radius_px: float | None = None) -> RimFit:
     """The bowl rim's outer edge with its uncertainty; DetectionError with the reason when unsure.
 
     The rim is a band of known width (`shape`): its outer edge and its inner edge are fitted
     together, and where only one of them shows, the floor's edge inside the bowl says which one it is.
+
+    The edge rules work at the scene's scale, not the camera's: the frame is resampled so that the
+    rim spans about WORKING_RIM_PX, the radius they were made at, whatever the resolution, field of
+    view or camera height. Where the rim's size is known (`expected_radius_px`: the calibration's
+    rim) that sets the scale; else the frame's height does (a 480-line frame). A rim found outside
+    the sizes the rules were made on (TUNED_RANGE) is fitted again at its own scale, and the two fits
+    must agree: a rim that is one thing at one scale and another at the next (the bowl's inner disc
+    at one, its outer edge at the other) is refused, not guessed between.
     """
+    height = frame.shape[0]
+    first_scale = WORKING_RIM_PX / expected_radius_px if expected_radius_px else WORKING_HEIGHT / height
+    first = _fit_scaled(frame, first_scale, min_radius_frac, max_radius_frac, shape)
+    second_scale = WORKING_RIM_PX / first.rim.mean_radius_px
+    if TUNED_RANGE[0] <= _clip_scale(frame, first_scale) / second_scale <= TUNED_RANGE[1]:
+        return first
+    try:
+        second = _fit_scaled(frame, second_scale, min_radius_frac, max_radius_frac, shape)
+    except DetectionError as err:
+        raise DetectionError(NotMeasured.RIM_FITS_DISAGREE,
+                             f"a {first.rim.mean_radius_px:.1f} px rim found at one scale is not found at the "
+                             f"rim's own ({err.detail})") from None
+    _check_agreement(first, second)
+    # agreeing, the first fit is the better placed one: an upscaled small rim's edges are no sharper, and
+    # a reduced large one's were already at the rules' scale
+    return first
+
+
+WORKING_RIM_PX = 47.0     # the rim's radius (px) the edge rules were made at: the project's 640x480 top camera
+WORKING_HEIGHT = 480      # with no rim size known, a frame is first looked at this many lines high
+TUNED_RANGE = (0.6, 1.9)  # rims of 0.6-1.9 WORKING_RIM_PX (the stress set's, 28-90 px) are fitted as they are
+AGREE_FRACTION = 0.04     # two fits of the rim agree within 4 % of its radius (size and centre)
+
+
+def _clip_scale(frame: np.ndarray, scale: float) -> float:
+    """The resampling actually used: the working frame between 160 and 1600 lines high."""
+    height = frame.shape[0]
+    return min(max(scale, 160 / height), 1600 / height)
+
+
+def _check_agreement(first: RimFit, second: RimFit) -> None:
+    a, b = first.rim, second.rim
+    radius = b.mean_radius_px
+    slack = AGREE_FRACTION * radius + 3 * math.hypot(*first.sigma[2:], *second.sigma[2:])
+    size_gap = abs(a.mean_radius_px - radius)
+    centre_gap = math.hypot(a.cx - b.cx, a.cy - b.cy)
+    if size_gap > slack or centre_gap > slack:
+        raise DetectionError(NotMeasured.RIM_FITS_DISAGREE,
+                             f"two fits of the rim disagree: {2 * a.mean_radius_px:.1f} px across at "
+                             f"({a.cx:.0f}, {a.cy:.0f}) and {2 * radius:.1f} px at ({b.cx:.0f}, {b.cy:.0f}) "
+                             "(another edge of the bowl taken for its rim at one scale?)")
+
+
+def _fit_scaled(frame: np.ndarray, scale: float, min_radius_frac: float, max_radius_frac: float,
+                shape: BowlShape) -> RimFit:
+    """`_fit_rim` on the frame resampled by `scale`, its answer in the frame's own pixels."""
+    scale = _clip_scale(frame, scale)
+    h, w = frame.shape[:2]
+    if abs(scale - 1) < 0.02:
+        return _fit_rim(frame, min_radius_frac, max_radius_frac, shape)
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    sx, sy = size[0] / w, size[1] / h
+    working = cv2.resize(frame, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_CUBIC)
+    # the minimum and maximum radius stay fractions of the frame's short side, as in the frame itself
+    fit = _fit_rim(working, min_radius_frac, max_radius_frac, shape)
+    mean = (sx + sy) / 2
+
+    def back(rim: Rim) -> Rim:
+        return Rim((rim.cx + 0.5) / sx - 0.5, (rim.cy + 0.5) / sy - 0.5, rim.a / mean, rim.b / mean, rim.angle_deg)
+
+    sigma = tuple(v / mean for v in fit.sigma)
+    return replace(fit, rim=back(fit.rim), residual_px=fit.residual_px / mean,
+                   sigma=(sigma[0], sigma[1], sigma[2], sigma[3]), rival_px=fit.rival_px / mean,
+                   floor=back(fit.floor) if fit.floor is not None else None,
+                   floor_sigma=(fit.floor_sigma[0] / mean, fit.floor_sigma[1] / mean))
+
+
+def _fit_rim(frame: np.ndarray, min_radius_frac: float, max_radius_frac: float, shape: BowlShape) -> RimFit:
+    """`fit_rim` at the frame's own scale: the edge rules, in pixels made for a WORKING_RIM_PX rim."""
     h, w = frame.shape[:2]
     r_min, r_max = min_radius_frac * min(h, w), max_radius_frac * min(h, w)
     lab = _smoothed_lab(frame)

@@ -54,11 +54,21 @@ class Distribution(StrEnum):
     against the bowl's outside (under 8 cm from its centre), dropped onto the lip, and in about
     half the frames with the gripper held over the cube so that it hides part of it. WIDE sets
     hold only a few such frames, too few to judge a 95 % interval in that band.
+
+    CAMERAS draws WIDE's scenes through the cameras a desk may have (issue 59): each of RESOLUTIONS
+    in turn (4:3 and 16:9), a horizontal field of view of 40-90 degrees, the camera 0.5-0.9 m up and
+    tilted up to 12 degrees, barrel distortion on half the frames, the light's colour temperature
+    2700-6500 K; motion blur scales with the resolution (the same motion smears more pixels).
     """
 
     STRESS = "stress"
     WIDE = "wide"
     NEAR_RIM = "near_rim"
+    CAMERAS = "cameras"
+
+
+# the cameras a desk may have (issue 59): USB-camera settings, 4:3 and 16:9
+RESOLUTIONS = ((320, 240), (424, 240), (640, 360), (640, 480), (800, 600), (1280, 720), (1920, 1080))
 
 
 WIDE_PLACES = ("inside", "rim", "outside", "far", "far")
@@ -95,6 +105,7 @@ class Look:
     aim_dxy: tuple[float, float] = (0.0, 0.0)
     arm_offsets_deg: tuple[float, ...] | None = None
     arm_over_cube: bool = False     # NEAR_RIM sets: the gripper held over the cube, hiding part of it
+    size: tuple[int, int] = (WIDTH, HEIGHT)   # the camera's resolution (width, height); CAMERAS sets vary it
 
 
 @dataclass(frozen=True)
@@ -167,6 +178,28 @@ def near_rim_look(rng: np.random.Generator, k: int) -> Look:
     return replace(look, arm_over_cube=over_cube, arm_over_rim=not over_cube and bool(rng.random() < 0.2))
 
 
+def colour_temperature_gains(kelvin: float) -> tuple[float, float, float]:
+    """RGB gains of a light at `kelvin` on a camera balanced for daylight (6500 K): warm light is redder."""
+    warm = (6500.0 - kelvin) / 3800.0          # 0 at 6500 K, 1 at 2700 K
+    return 1.0 + 0.3 * warm, 1.0 + 0.04 * warm, 1.0 - 0.35 * warm
+
+
+def camera_look(rng: np.random.Generator, k: int) -> Look:
+    """The k-th look of a CAMERAS set: a WIDE scene through a camera of any resolution, field of view and lens."""
+    look = wide_look(rng, k)
+    width, height = RESOLUTIONS[k % len(RESOLUTIONS)]
+    hfov = float(rng.uniform(40, 90))
+    fovy = math.degrees(2 * math.atan(math.tan(math.radians(hfov) / 2) * height / width))
+    barrel = bool(rng.random() < 0.5)
+    gains = colour_temperature_gains(float(rng.uniform(2700, 6500)))
+    return replace(look, size=(width, height), fovy_deg=fovy, blur_px=look.blur_px * height / HEIGHT,
+                   camera_height=float(rng.uniform(0.5, 0.9)), tilt_deg=float(rng.uniform(0, 12)),
+                   aim_dxy=(float(rng.uniform(-0.04, 0.04)), float(rng.uniform(-0.04, 0.04))),
+                   k1=float(rng.uniform(-0.3, -0.08)) if barrel else 0.0,
+                   k2=float(rng.uniform(0.0, 0.08)) if barrel else 0.0,
+                   white_balance=tuple(g * w for g, w in zip(gains, look.white_balance, strict=True)))
+
+
 def _unit(v: tuple[float, ...]) -> tuple[float, float, float]:
     a = np.asarray(v, float)
     a = a / np.linalg.norm(a)
@@ -233,12 +266,22 @@ class _Stage:
         self.bowl_geoms = {i for i, n in enumerate(names) if n.startswith("bowl_")}
         self.cube_geom = m.geom("cube").id
         self.materials = {m.material(i).name: i for i in range(m.nmat)}
-        self.segmenter = mujoco.Renderer(m, HEIGHT, WIDTH)
-        self.segmenter.enable_segmentation_rendering()
+        m.vis.global_.offwidth, m.vis.global_.offheight = max(r[0] for r in RESOLUTIONS), max(r[1] for r in RESOLUTIONS)
+        self.size = (WIDTH, HEIGHT)
+        self.segmenters: dict[tuple[int, int], mujoco.Renderer] = {}
         self.ik = TopDownIK(m)
+
+    @property
+    def segmenter(self) -> mujoco.Renderer:
+        if self.size not in self.segmenters:
+            renderer = mujoco.Renderer(self.world.model, self.size[1], self.size[0])
+            renderer.enable_segmentation_rendering()
+            self.segmenters[self.size] = renderer
+        return self.segmenters[self.size]
 
     def dress(self, look: Look) -> None:
         m = self.world.model
+        self.size = look.size
         bowl, rim, table = look.colours or PALETTES[look.palette]
         glossy = self.materials["bowl_glossy"] if "glossy" in look.palette or look.glossy else -1
         for g in self.bowl_geoms:
@@ -317,7 +360,8 @@ class _Stage:
             angle = rng.uniform(0, 2 * math.pi)
             x, y = g.bowl_xy[0] + radius * math.cos(angle), g.bowl_xy[1] + radius * math.sin(angle)
             px = self.project(np.array([[x, y, g.cube_edge]]))[0]
-            if 30 <= px[0] <= WIDTH - 30 and 30 <= px[1] <= HEIGHT - 30 and math.hypot(x, y) > 0.14:
+            margin, (width, height) = 30 * self.size[1] / HEIGHT, self.size
+            if margin <= px[0] <= width - margin and margin <= px[1] <= height - margin and math.hypot(x, y) > 0.14:
                 break
         return radius, angle
 
@@ -353,9 +397,10 @@ class _Stage:
         d = self.world.data
         pos, rot = d.cam_xpos[self.camera], d.cam_xmat[self.camera].reshape(3, 3)
         local = (points - pos) @ rot
-        f = (HEIGHT / 2) / math.tan(math.radians(self.world.model.cam_fovy[self.camera]) / 2)
-        return np.column_stack([WIDTH / 2 + f * local[:, 0] / -local[:, 2],
-                                HEIGHT / 2 - f * local[:, 1] / -local[:, 2]])
+        width, height = self.size
+        f = (height / 2) / math.tan(math.radians(self.world.model.cam_fovy[self.camera]) / 2)
+        return np.column_stack([width / 2 + f * local[:, 0] / -local[:, 2],
+                                height / 2 - f * local[:, 1] / -local[:, 2]])
 
     def rim_in_image(self) -> tuple[float, float, float]:
         g = self.geometry
@@ -375,7 +420,7 @@ class _Stage:
         ring = np.column_stack([g.bowl_xy[0] + r * np.cos(angles), g.bowl_xy[1] + r * np.sin(angles),
                                 np.full_like(angles, RIM_TOP_Z - 0.002)])
         px = np.round(self.project(ring)).astype(int)
-        inside = (px[:, 0] >= 0) & (px[:, 1] >= 0) & (px[:, 0] < WIDTH) & (px[:, 1] < HEIGHT)
+        inside = (px[:, 0] >= 0) & (px[:, 1] >= 0) & (px[:, 0] < self.size[0]) & (px[:, 1] < self.size[1])
         seen = np.zeros(len(px), bool)
         seen[inside] = np.isin(ids[px[inside, 1], px[inside, 0]], list(self.rim_geoms))
         body = world.cube_body
@@ -388,7 +433,8 @@ class _Stage:
         return float(seen.mean()), float(min(1.0, cube_pixels / expected)) if expected > 0 else 0.0
 
     def close(self) -> None:
-        self.segmenter.close()
+        for renderer in self.segmenters.values():
+            renderer.close()
         self.world.close()
 
 
@@ -406,9 +452,10 @@ def stress_frames(count: int, seed: int = 0, geometry: SceneGeometry | None = No
     geometry = geometry or SceneGeometry()
     rng = np.random.default_rng(seed)
     stage = _Stage(geometry)
-    looks = {Distribution.STRESS: random_look, Distribution.WIDE: wide_look, Distribution.NEAR_RIM: near_rim_look}
+    looks = {Distribution.STRESS: random_look, Distribution.WIDE: wide_look, Distribution.NEAR_RIM: near_rim_look,
+             Distribution.CAMERAS: camera_look}
     places = {Distribution.STRESS: ("inside", "rim", "outside"), Distribution.WIDE: WIDE_PLACES,
-              Distribution.NEAR_RIM: NEAR_RIM_PLACES}[distribution]
+              Distribution.NEAR_RIM: NEAR_RIM_PLACES, Distribution.CAMERAS: WIDE_PLACES}[distribution]
     try:
         for k in range(count):
             look = looks[distribution](rng, k)
@@ -423,8 +470,8 @@ def stress_frames(count: int, seed: int = 0, geometry: SceneGeometry | None = No
             pos, _ = world.cube_pose()
             distance = 100 * math.hypot(pos[0] - geometry.bowl_xy[0], pos[1] - geometry.bowl_xy[1])
             rim_visible, cube_visible = stage.visibility()
-            matrix = camera_matrix(look.fovy_deg)
-            ideal = world.render("top", WIDTH, HEIGHT)
+            matrix = camera_matrix(look.fovy_deg, *look.size)
+            ideal = world.render("top", *look.size)
             yield StressFrame(camera_defects(ideal, look, matrix, rng), look, distance,
                               world.judge.cube_inside_bowl(world.data), where, rim_visible, cube_visible,
                               matrix, np.array([look.k1, look.k2, 0, 0, 0], float), stage.rim_in_image())

@@ -50,7 +50,9 @@ def collect(args: argparse.Namespace) -> int:
         print(f"harness: stopped at the attempt limit ({request.max_attempts}) with {result.accepted} of "
               f"{args.episodes} episodes; raise --max-attempts and rerun to continue", file=sys.stderr)
         return 1
-    print(f"check it: harness dataset validate {output}; train with the command in {output}/README.md")
+    from harness.command import harness_command
+
+    print(f"check it: {harness_command()} dataset validate {output}; train with the command in {output}/README.md")
     return 0
 
 

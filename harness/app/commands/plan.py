@@ -16,6 +16,11 @@ def plan(args: argparse.Namespace) -> int:
     for flag, value in (("--p0", args.p0), ("--alpha", args.alpha), ("--power", args.power)):
         if not (math.isfinite(value) and 0 < value < 1):
             raise HarnessInputError(None, flag, f"{value}: must be strictly between 0 and 1")
+    if args.width is not None:
+        return plan_width(args)
+    if args.delta is None:
+        raise HarnessInputError(None, "--delta", "give the difference to detect (--delta) or a target interval "
+                                                 "width (--width)")
     if not math.isfinite(args.delta) or args.delta == 0:
         raise HarnessInputError(None, "--delta", f"{args.delta}: the difference to detect must be a number other "
                                                  "than 0")
@@ -34,10 +39,60 @@ def plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _agreement(text: str) -> float:
+    """`0.95`, `95%` or `57/60`: the twin's measured agreement on success."""
+    try:
+        if "/" in text:
+            agreed, of = (int(part) for part in text.split("/", 1))
+            if not 0 <= agreed <= of or of == 0:
+                raise ValueError
+            return agreed / of
+        value = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
+    except ValueError:
+        raise HarnessInputError(None, "--twin-agreement", f"{text!r}: a share (0.95), a percentage (95%) or a "
+                                                          "count (57/60)") from None
+    if not 0 <= value <= 1:
+        raise HarnessInputError(None, "--twin-agreement", f"{text!r}: must be between 0 and 1")
+    return value
+
+
+def plan_width(args: argparse.Namespace) -> int:
+    """Real trials for a 95% interval of the target width, alone and with the twin (`harness.models.ppi`)."""
+    import math
+
+    from harness.models.ppi import real_trials_for_width
+
+    if not (math.isfinite(args.width) and 0 < args.width < 1):
+        raise HarnessInputError(None, "--width", f"{args.width}: must be strictly between 0 and 1")
+    if args.twin_trials < 1:
+        raise HarnessInputError(None, "--twin-trials", f"{args.twin_trials}: must be at least 1")
+    alone = real_trials_for_width(args.p0, None, args.width)
+    points = f"{100 * args.width:.0f} points wide"
+    print(f"A 95% interval {points} around a success rate of {100 * args.p0:.0f}%:")
+    print(f"  real trials alone (Wilson): {alone if alone is not None else 'more than 5000'}")
+    if args.twin_agreement is None:
+        print("  with the twin: give --twin-agreement (what `harness report TWIN_SHEET` measured, e.g. 57/60)")
+        return 0
+    agreement = _agreement(args.twin_agreement)
+    helped = real_trials_for_width(args.p0, agreement, args.width, args.twin_trials)
+    saving = (f" ({100 * (1 - helped / alone):.0f}% fewer)" if helped is not None and alone else "")
+    print(f"  with the twin (agreeing on {100 * agreement:.0f}% of attempts, {args.twin_trials} twin trials from "
+          f"`harness twin --extra`): {helped if helped is not None else 'more than 5000'} real trials{saving}")
+    print("  (the twin-assisted interval stays valid however good the twin is; a worse twin only needs more real "
+          "trials: docs/twin.md)")
+    return 0
+
+
 def register(sub: Any) -> None:
     parser = sub.add_parser("plan", help="trials needed to detect a difference, and interval widths to expect")
     parser.add_argument("--p0", type=float, required=True, help="baseline success rate, e.g. 0.9")
-    parser.add_argument("--delta", type=float, required=True, help="difference to detect, e.g. -0.2")
+    parser.add_argument("--delta", type=float, help="difference to detect, e.g. -0.2")
+    parser.add_argument("--width", type=float, help="instead: real trials for a 95%% interval this wide (0.2: "
+                                                    "+-10 points), alone and with the twin")
+    parser.add_argument("--twin-agreement", help="with --width: the twin's measured agreement on success (0.95, "
+                                                 "95%%, or 57/60)")
+    parser.add_argument("--twin-trials", type=int, default=1000,
+                        help="with --width: the twin's own trials (harness twin --extra; default 1000)")
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--power", type=float, default=0.8)
     parser.set_defaults(func=plan)

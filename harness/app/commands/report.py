@@ -77,6 +77,13 @@ def report(args: argparse.Namespace) -> int:
             check_output_path(out)
             if Path(out).exists() and not args.force:
                 raise HarnessInputError(out, None, "exists; pass --force to overwrite")
+    from harness.models.posthoc import is_posthoc
+
+    posthoc = [path for path in args.scoresheets if is_posthoc(path)]
+    if posthoc:
+        return _posthoc_report(args, posthoc)
+    if args.model_card is not None:
+        return _model_card(args)
     starts = starts_per_sheet(args.training_starts or [], len(args.scoresheets))
     sheets = [load_scoresheet(path) for path in args.scoresheets]
     from harness.app.sheet_signature import check_signature
@@ -105,8 +112,12 @@ def report(args: argparse.Namespace) -> int:
         for item in found:
             print(f"warning: {path}: {item}", file=sys.stderr)
             warnings.append(f"{path}: {item}")
-    summaries = [summarize(sheet) for sheet in sheets]
     revealed, compared = _comparison_blocks(sheets, args)
+    if compared and not revealed:   # open and sealed: timing per trial would name the slower arm
+        from harness.reports.comparison import pooled_timing
+
+        sheets = [pooled_timing(sheet) for sheet in sheets]
+    summaries = [summarize(sheet) for sheet in sheets]
     if args.output or args.md:
         from harness.models.atomic import write_text_atomic
         from harness.reports.blocks import to_html, write_markdown
@@ -147,7 +158,49 @@ def report(args: argparse.Namespace) -> int:
             from harness.reports.comparison import comparison_text
 
             texts.insert(0, comparison_text(compared))
+        from harness.reports.analysis import twin_report
+        from harness.reports.fidelity import assisted_text, fidelity_text
+
+        twins = twin_report(sheets)
+        if twins is not None:   # as -o, --md and --json put it: before the runs themselves
+            texts.insert(0, fidelity_text(twins))
+            assisted = assisted_text(twins)
+            if assisted:   # a twin with its own trials: the real success rate alone and with the twin's help
+                texts.insert(1, assisted)
         print("\n\n".join(([caveat] if caveat else []) + texts))
+    return 0
+
+
+def _posthoc_report(args: argparse.Namespace, posthoc: list[str]) -> int:
+    """A `harness score` sheet (not pre-registered): its own report, whose first line says so; never beside a
+    protocol run's sheets, nor on a model card."""
+    from harness.models.posthoc import NOTICE, load_posthoc
+
+    if len(args.scoresheets) > 1 or args.model_card or args.output or args.md or args.json:
+        raise HarnessInputError(posthoc[0], None, f"{NOTICE.split(':')[0]}: a `harness score` sheet is reported "
+                                "alone, as text, and never put on a model card or beside a protocol run")
+    print("\n".join(load_posthoc(posthoc[0]).report_lines()))
+    return 0
+
+
+def _model_card(args: argparse.Namespace) -> int:
+    """`--model-card CHECKPOINT/README.md`: the sheet's success rate into the card's `model-index` (docs/running.md)."""
+    from harness import __version__
+    from harness.models.scoresheet import load_scoresheet
+    from harness.reports.comparison import may_reveal
+    from harness.reports.model_card import write_model_card
+
+    if len(args.scoresheets) != 1:
+        raise HarnessInputError(None, "--model-card", f"takes one scoresheet, not {len(args.scoresheets)}")
+    for flag, given in (("--json", args.json), ("-o", args.output), ("--md", args.md)):
+        if given:
+            raise HarnessInputError(None, "--model-card", f"writes the card alone: run the report with {flag} apart")
+    sheet = load_scoresheet(args.scoresheets[0])
+    revealed = sheet.locked.comparison is not None and may_reveal(sheet, args.reveal, args.unblind)
+    card = Path(args.model_card)
+    for line in write_model_card(card, sheet, revealed, __version__):
+        print(line)
+    print(f"model-index of {card}: up to date")
     return 0
 
 
@@ -211,6 +264,10 @@ def register(sub: Any) -> None:
     parser.add_argument("--reveal", action="store_true",
                         help="a blind comparison: name the policy behind each arm (refused while the run is open)")
     parser.add_argument("--unblind", action="store_true",
-                        help="a blind comparison still open: reveal its arms now; the unblinding is recorded beside "
-                             "the scoresheet and every later report says so")
+                        help="a blind comparison still open: reveal its arms now; the unblinding is recorded in "
+                             "the scoresheet's chain and every later report says so")
+    parser.add_argument("--model-card", metavar="CHECKPOINT/README.md",
+                        help="add or update the scoresheet's success rate (Wilson interval, trial count, protocol "
+                             "and its hash, harness version) in a Hugging Face model card's model-index; the rest "
+                             "of the card is left as it is (a comparison: each arm, once its arms are revealed)")
     parser.set_defaults(func=report)

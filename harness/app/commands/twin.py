@@ -28,4 +28,7 @@ def register(sub: Any) -> None:
                         help="run the twin's trials on N Ray workers, as `harness run --workers` does")
     parser.add_argument("--device", help="torch device for the policy (default: cuda if available)")
     parser.add_argument("--max-trials", type=int, help="stop after this many attempts (the twin stays resumable)")
+    parser.add_argument("--extra", type=int, metavar="N",
+                        help="also run N trials at the protocol's own starts, drawn at random: the twin's success rate "
+                             "for the report's twin-assisted estimate of the real rate (docs/twin.md)")
     parser.set_defaults(func=twin)

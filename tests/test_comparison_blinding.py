@@ -1,0 +1,301 @@
+"""Blindness and validity of a comparison's design that the statistics alone cannot show: the arms' codes are
+drawn at the lock (never the order the policies were named in), and each block's start position is drawn from
+the locked seed, which keeps the error at alpha under "equal average success over the protocol's positions"
+when one policy is stronger on one side of the workspace and the other on the other side."""
+
+from __future__ import annotations
+
+import math
+from itertools import permutations
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from harness.app.compare_run import _check_refs, lock_comparison, resume_comparison
+from harness.errors import StaleRunError
+from harness.models import sequential as sq
+from harness.models.comparison import (
+    ArmIdentity,
+    CodeRule,
+    PositionRule,
+    assign_codes,
+    block_positions,
+    build_schedule,
+    unseal,
+    unseal_all,
+)
+from harness.models.protocol import load_protocol
+from harness.models.run_request import RunRequest
+from harness.models.run_settings import RobotKind
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _protocol(folder: Path) -> Path:
+    data = yaml.safe_load((REPO / "protocols" / "randomized.yaml").read_text())
+    data["trials"] = data["trials"][:8]
+    data["generator"] = None
+    data["stopping_rule"] = {"kind": "sequential", "alpha": 0.05, "power": 0.8, "min_difference": 0.6,
+                             "max_trials_per_arm": 47}
+    path = folder / "cmp.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _lock(folder: Path, refs: tuple[str, ...], name: str = "sheet.yaml"):
+    protocol_path = _protocol(folder)
+    request = RunRequest(protocol=protocol_path, policies=refs, robot={"kind": "sim"}, headless=True)
+    identities = _check_refs(list(refs), RobotKind.SIM)
+    return lock_comparison(request, load_protocol(protocol_path), protocol_path, folder / name, identities,
+                           RobotKind.SIM)
+
+
+def _within(count: int, runs: int, p: float = 0.5, sigmas: float = 4.0) -> bool:
+    return abs(count / runs - p) <= sigmas * math.sqrt(p * (1 - p) / runs)
+
+
+def test_codes_are_drawn_at_the_lock_whatever_the_order_of_the_flags(tmp_path: Path) -> None:
+    """The same two policies in both flag orders: each code goes to each policy about half the time, and
+    someone who knows the command line (and reads the open sheet) guesses the mapping no better than a coin."""
+    runs = 150
+    expert_is_a = {}
+    attacker_right = 0
+    for refs in (("expert", "replay"), ("replay", "expert")):
+        hits = 0
+        for _ in range(runs):
+            sheet = _lock(tmp_path, refs)
+            comparison = sheet.locked.comparison
+            assert comparison is not None
+            assert comparison.codes is CodeRule.DRAWN and comparison.position_rule is PositionRule.DRAWN
+            mapping = unseal(comparison.sealed)
+            hits += mapping["A"].ref == "expert"
+            # the attacker's best guesses from what they know: the first flag is A, or the public seed's parity
+            attacker_right += mapping["A"].ref == refs[0]
+            attacker_right += mapping["A"].ref == refs[comparison.seed % 2]
+            # nothing the open sheet shows in the clear depends on the order
+            assert "expert" not in str(sheet.locked_data) and "replay" not in str(sheet.locked_data)
+        expert_is_a[refs] = hits
+        assert _within(hits, runs), f"{refs}: expert was A in {hits} of {runs} locks"
+    assert _within(attacker_right, 4 * runs), f"the attacker guessed right {attacker_right} of {4 * runs} times"
+
+
+def test_the_code_permutation_is_uniform_and_ignores_the_order_it_is_given() -> None:
+    arms = [ArmIdentity(ref=f"ckpt/{name}", fingerprint=f"sha256:{name}") for name in ("c", "a", "b")]
+    seen: dict[tuple[str, ...], int] = {}
+    runs = 3000
+    for seed in range(runs):
+        mapping = assign_codes(seed, arms)
+        assert mapping == assign_codes(seed, arms[::-1])   # the order they were named in plays no part
+        key = tuple(mapping[code].ref for code in "ABC")
+        seen[key] = seen.get(key, 0) + 1
+    assert set(seen) == {tuple(f"ckpt/{n}" for n in order) for order in permutations("abc")}
+    assert all(_within(count, runs, 1 / 6) for count in seen.values()), seen
+
+
+def test_the_assignment_seed_is_sealed_with_the_mapping(tmp_path: Path) -> None:
+    sheet = _lock(tmp_path, ("expert", "replay"))
+    comparison = sheet.locked.comparison
+    assert comparison is not None
+    opened = unseal_all(comparison.sealed)
+    assert opened.assignment_seed is not None and str(opened.assignment_seed) not in str(sheet.locked_data)
+    assert assign_codes(opened.assignment_seed, list(opened.arms.values())) == opened.arms
+
+
+def test_resume_matches_the_policies_by_fingerprint_in_any_order_and_refuses_another_set(tmp_path: Path) -> None:
+    sheet = _lock(tmp_path, ("expert", "replay"))
+    sheet.create()
+    protocol_path = tmp_path / "cmp.yaml"
+    for refs in (("expert", "replay"), ("replay", "expert")):
+        request = RunRequest(protocol=protocol_path, policies=refs, robot={"kind": "sim"}, headless=True,
+                             resume=True)
+        resumed = resume_comparison(request, protocol_path, sheet.path, _check_refs(list(refs), RobotKind.SIM))
+        assert resumed.locked_data == sheet.locked_data
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.json").write_text("{}")
+    refs = ("expert", str(other))
+    request = RunRequest(protocol=protocol_path, policies=refs, robot={"kind": "sim"}, headless=True, resume=True)
+    identities = [ArmIdentity(ref="expert", fingerprint="builtin:expert"),
+                  ArmIdentity(ref=str(other), fingerprint="sha256:another")]
+    with pytest.raises(StaleRunError) as refused:
+        resume_comparison(request, protocol_path, sheet.path, identities)
+    assert "not one of the 2 policies" in str(refused.value) and "replay" not in str(refused.value)
+    with pytest.raises(StaleRunError):
+        resume_comparison(request, protocol_path, sheet.path, identities[:1])
+
+
+def test_drawn_positions_are_a_pure_function_of_the_seed_uniform_and_prefix_stable() -> None:
+    codes = ("A", "B", "C")
+    positions = [4, 9, 2, 7]
+    first = build_schedule(11, codes, positions, 40, PositionRule.DRAWN)
+    assert first == build_schedule(11, codes, positions, 40, PositionRule.DRAWN)
+    assert build_schedule(11, codes, positions, 7, PositionRule.DRAWN) == first[:21]   # resuming never reshuffles
+    assert first != build_schedule(12, codes, positions, 40, PositionRule.DRAWN)
+    for block in range(40):
+        slots = [s for s in first if s.block == block]
+        assert sorted(s.arm for s in slots) == list(codes) and len({s.position for s in slots}) == 1
+    drawn = np.concatenate([block_positions(seed, 4, 50, PositionRule.DRAWN) for seed in range(200)])
+    counts = np.bincount(drawn, minlength=4)
+    assert all(_within(int(c), drawn.size, 0.25) for c in counts), counts
+    # sheets locked before the draw keep cycling through the list, as they were locked
+    assert [s.position for s in build_schedule(11, codes, positions, 6, PositionRule.CYCLE)[::3]] == [4, 9, 2, 7, 4, 9]
+
+
+def _error_with_interaction(rule: PositionRule, profile: str, runs: int = 4000) -> tuple[float, float]:
+    """Type I error of 'either arm better' when both succeed half the time on average over 16 start positions,
+    A strong on the left half of the workspace and B on the right (a step), or along a smooth slope."""
+    count, diff = 16, 0.3
+    cap = sq.minimum_cap(0.05, 0.8, diff, 1)
+    assert cap is not None
+    design = sq.mixture_design(0.05, 0.8, diff, 1, cap)   # as a comparison locks it
+    x = (np.arange(count) + 0.5) / count
+    if profile == "step":
+        p_first, p_second = np.where(x < 0.5, 0.9, 0.1), np.where(x < 0.5, 0.1, 0.9)
+    else:
+        p_first, p_second = 0.15 + 0.7 * x, 0.85 - 0.7 * x
+    assert p_first.mean() == pytest.approx(p_second.mean())
+    at = np.stack([block_positions(seed, count, cap, rule) for seed in range(runs)])
+    rng = np.random.default_rng(57)
+    first, second = rng.random((runs, cap)) < p_first[at], rng.random((runs, cap)) < p_second[at]
+    code, _ = sq.simulate(design, first, second, cap)
+    error = float(np.mean(np.abs(code) == 1))
+    return error, math.sqrt(0.05 * 0.95 / runs)
+
+
+@pytest.mark.parametrize("profile", ["step", "smooth"])
+def test_type_one_error_under_equal_average_success_with_arm_by_position_interaction(profile: str) -> None:
+    error, se = _error_with_interaction(PositionRule.DRAWN, profile)
+    assert error <= 0.05 + 3 * se, f"{profile}: {error:.3f}"
+
+
+def test_cycling_through_the_positions_in_order_would_not_hold_alpha() -> None:
+    """Why positions are drawn: the old schedule, on the same setting, names a winner far too often."""
+    error, se = _error_with_interaction(PositionRule.CYCLE, "step")
+    assert error > 0.05 + 3 * se
+
+
+def test_a_sheet_locked_under_the_old_rules_says_so_in_one_line_and_resumes_as_locked(tmp_path: Path) -> None:
+    from harness.models.comparison import seal
+    from harness.models.scoresheet import load_scoresheet, new_scoresheet
+    from harness.reports.comparison import comparison_blocks, comparison_text
+
+    fresh = _lock(tmp_path, ("expert", "replay"))
+    locked = dict(fresh.locked_data)
+    old = dict(locked["comparison"])
+    del old["codes"], old["position_rule"]       # as sheets locked before the draws were written
+    identities = _check_refs(["expert", "replay"], RobotKind.SIM)
+    old["sealed"] = seal(dict(zip("AB", identities, strict=True))).model_dump()   # A = the first flag
+    old["design"] = {**old["design"], "futility": "discordant-sprt", "futility_bet": None}
+    locked["comparison"] = old
+    path = tmp_path / "old.yaml"
+    new_scoresheet(path, locked, fresh.settings).create()
+    sheet = load_scoresheet(path)
+    text = comparison_text(comparison_blocks(sheet, revealed=False))
+    lines = [line for line in text.splitlines() if "older rules" in line]
+    assert len(lines) == 1
+    assert "flag order" in lines[0] and "cycled" in lines[0] and "discordant-sprt" in lines[0]
+    assert "equal success at every one" in text
+    positions = sheet.locked.comparison.positions
+    assert [s.position for s in sheet.comparison_schedule()[::2][:4]] == positions[:4]   # cycles, as locked
+    request = RunRequest(protocol=tmp_path / "cmp.yaml", policies=("replay", "expert"), robot={"kind": "sim"},
+                         headless=True, resume=True)
+    resumed = resume_comparison(request, tmp_path / "cmp.yaml", path, identities[::-1]).locked_data
+    # every locked field as this test locked it, but the sheet's own journal identity, which each new sheet draws
+    assert {k: v for k, v in resumed.items() if k != "journal"} == {k: v for k, v in locked.items() if k != "journal"}
+    assert "older rules" not in comparison_text(comparison_blocks(load_scoresheet(fresh.create().path), False))
+    assert "equal average success over the protocol's 8 start positions" in comparison_text(
+        comparison_blocks(load_scoresheet(fresh.path), False))
+
+
+def test_an_early_unblinding_is_a_record_in_the_chain_that_cannot_be_deleted_quietly(tmp_path: Path) -> None:
+    from harness.errors import HarnessError
+    from harness.models.scoresheet import load_scoresheet
+    from harness.reports.comparison import comparison_blocks, comparison_text, may_reveal
+
+    sheet = _lock(tmp_path, ("expert", "replay")).create()
+    assert not may_reveal(load_scoresheet(sheet.path), reveal=False, unblind=False)
+    assert may_reveal(load_scoresheet(sheet.path), reveal=False, unblind=True)
+    assert not any(p.name.endswith(".unblinded.json") for p in tmp_path.iterdir())   # no side file
+    reread = load_scoresheet(sheet.path)
+    assert [u.scored_trials for u in reread.unblindings] == [0]
+    assert "unblinded early, recorded" in comparison_text(comparison_blocks(reread, may_reveal(reread, False, False)))
+    # deleting the record from the file is refused on the next read, not forgotten
+    lines = sheet.path.read_bytes().splitlines(keepends=True)
+    assert b'"unblinding"' in lines[-1]
+    sheet.path.write_bytes(b"".join(lines[:-1]))
+    with pytest.raises(HarnessError):
+        load_scoresheet(sheet.path)
+
+
+def test_no_timing_per_arm_is_shown_while_the_comparison_is_open(tmp_path: Path, capsys) -> None:
+    """Arm A's policy takes 80 ms a step and B's 10 ms: while the run is open and sealed, the report (text and JSON)
+    shows the timing pooled over both arms, and the live line of a trial shows no wall time."""
+    import io
+    import json
+
+    from harness.cli import main
+    from harness.models.scoresheet import LoopStats
+    from harness.run.terminal import TerminalObserver
+    from tests.helpers import fake_attempt
+
+    sheet = _lock(tmp_path, ("expert", "replay")).create()
+    arm_of = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    for number in (1, 2, 3, 4):
+        slow = arm_of[number] == "A"
+        loop = LoopStats(steps=100, target_fps=30, achieved_fps=12 if slow else 30,
+                         policy_latency_ms_p50=80 if slow else 10, policy_latency_ms_p95=90 if slow else 12)
+        sheet.add_attempt(fake_attempt(number, 1, "success", loop=loop, duration_s=9.0 if slow else 4.0))
+    assert main(["report", "--json", str(sheet.path)]) == 0
+    raw = json.loads(capsys.readouterr().out)
+    trials = [t for t in raw["runs"][0]["trials"] if t["label"] != "pending"]
+    assert len(trials) == 4
+    assert len({json.dumps(t["loop"], sort_keys=True) for t in trials}) == 1   # one pooled figure for every trial
+    out = io.StringIO()
+    observer = TerminalObserver(operator_scores=False, out=out, timing_withheld=True)
+    observer._line = "[ 1/4] trial   1"
+    observer.trial_scored(sheet.attempts[0])
+    assert "withheld" in out.getvalue() and "9.0 s" not in out.getvalue() and "4.0 s" not in out.getvalue()
+
+
+def test_hub_ids_work_in_a_comparison_and_a_builtin_name_always_means_the_builtin(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import constants
+
+    from tests.test_hub_policy import COMMIT_A, cached_snapshot
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "expert").mkdir()
+    (tmp_path / "expert" / "config.json").write_text("{}")
+    arms = _check_refs(["expert", "./expert"], RobotKind.SIM)
+    assert arms[0].fingerprint == "builtin:expert"             # the folder beside it does not shadow it
+    assert arms[1].fingerprint.startswith("sha256:")           # the folder, named as a path
+    cache = tmp_path / "hub-cache"
+    cached_snapshot(cache, "org/act_cube", COMMIT_A)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    arms = _check_refs(["replay", "org/act_cube"], RobotKind.SIM)
+    assert arms[1].fingerprint == f"hub:org/act_cube@{COMMIT_A}"
+
+
+@pytest.mark.parametrize(("cap", "difference", "said"), [
+    (2000, 0.01, "no cap up to 5000 would"),             # the audit's case: it used to search for minutes
+    (5000, 0.02, "no cap up to 5000 would"),
+    (100_000, 0.05, "5000"),                              # beyond the checked limit: refused naming it
+    (2000, 0.1, "max_trials_per_arm: 2385 would"),        # a cap below what the power needs: the one that would
+])
+def test_the_design_search_answers_at_once_or_refuses_naming_the_limit(workdir: Path, capsys, cap: int,
+                                                                       difference: float, said: str) -> None:
+    import time
+
+    from tests.helpers import refused
+
+    protocol = _protocol(workdir)
+    data = yaml.safe_load(protocol.read_text())
+    data["stopping_rule"].update(min_difference=difference, max_trials_per_arm=cap)
+    protocol.write_text(yaml.safe_dump(data, sort_keys=False))
+    started = time.perf_counter()
+    line = refused(["run", str(protocol), "--policy", "expert", "--policy", "replay", "--robot", "sim",
+                    "--headless"], workdir, capsys)
+    assert time.perf_counter() - started < 10   # about a second alone; generous on a loaded machine
+    assert "max_trials_per_arm" in line and said in line, line
