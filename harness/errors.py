@@ -8,6 +8,7 @@ so every layer may raise these.
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,6 +23,17 @@ EXIT_SCRIPT_REIMPORTED = 78
 SCRIPT_REIMPORTED_ADVICE = ("it imported your script (as Python's multiprocessing does for the processes a run "
                             "starts), whose top-level code calls harness.evaluate again: put that call under "
                             "`if __name__ == \"__main__\":` (docs/programmatic.md)")
+
+
+# A write refused for want of room: the disk (or the user's quota) is full, or a file-size limit was reached.
+NO_ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def no_room(exc: BaseException) -> int | None:
+    """The error number when `exc` is a write refused for want of room (an `OSError`, or an error that carries
+    the OS error's number as `errno`, as the evidence writer's does), else None: told by number, never by text."""
+    number = getattr(exc, "errno", None)
+    return number if isinstance(number, int) and number in NO_ROOM_ERRNOS else None
 
 
 class HarnessError(Exception):

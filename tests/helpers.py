@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +169,29 @@ def parsed_python(path: Path) -> ast.Module:
     """The file's syntax tree, parsed once a run (keyed on its text, so a sample a test writes is parsed as
     written): the architecture checks and the suite rules read the same files test after test."""
     return _parsed(path.read_text(encoding="utf-8"), str(path))
+
+
+@contextlib.contextmanager
+def small_filesystem(folder: Path, size_kib: int) -> Iterator[Callable[[int], None]]:
+    """A tmpfs of `size_kib` mounted at `folder` (a full disk a test can make), or a skip saying why this machine
+    mounts none (not root, no CAP_SYS_ADMIN, not Linux); yields a function that grows it. Unmounted after."""
+    import subprocess
+
+    import pytest
+
+    folder.mkdir()
+    try:
+        made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", str(folder)],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"cannot mount a tmpfs here: {exc}")
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (not root, or no CAP_SYS_ADMIN): {made.stderr.strip()}")
+
+    def grow(kib: int) -> None:
+        subprocess.run(["mount", "-o", f"remount,size={kib}k", str(folder)], check=True, timeout=30)
+
+    try:
+        yield grow
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True, timeout=30)

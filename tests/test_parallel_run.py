@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -19,7 +21,8 @@ from harness.cli import build_parser, main
 from harness.models.scoresheet import load_scoresheet
 from harness.models.taxonomy import Label
 from harness.run.terminal import TerminalObserver
-from tests.helpers import wait_until
+from harness.scratch import SYSTEM_ROOT
+from tests.helpers import small_filesystem, wait_until
 
 PROTOCOL_ARGS = ["protocol", "new", "--randomized", "--n", "4", "--radius-cm", "4", "--min-spacing-cm", "1.2",
                  "--max-yaw-deg", "20", "--seed", "3"]
@@ -184,3 +187,46 @@ def test_driver_killed_then_resumed_records_every_trial_once(tmp_path: Path) -> 
     assert outcomes[:len(recorded)] == recorded
     assert sorted(o[0] for o in outcomes) == [1, 2, 3, 4]
     assert all(o[2] == Label.SUCCESS for o in outcomes)
+
+
+@pytest.mark.slow
+def test_a_clean_exit_leaves_no_ray_folder_and_no_raylet_line(tmp_path: Path) -> None:
+    """Issue 62: after a `--workers 2` run its `harness-ray-<pid>-*` folder stayed in the temporary folder until
+    the next command (Ray's own exit handler wrote into it again after the harness had removed it), and runs
+    ended with a spurious "(raylet) Task TrialWorker.open failed" line. The run has its own temporary folder, so
+    what it leaves there is its own."""
+    protocol = _protocol(tmp_path)
+    # the machine's temporary folder (this process's own is deeper): Ray's socket paths in it must fit 107 bytes
+    temporary = Path(tempfile.mkdtemp(prefix="h62-", dir=SYSTEM_ROOT))
+    try:
+        repo = Path(__file__).resolve().parents[1]
+        done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(protocol), "--headless", "--policy",
+                               "expert", "--scoresheet", str(tmp_path / "s.yaml"), "--runs-dir",
+                               str(tmp_path / "runs"), "--workers", "2"], capture_output=True, text=True, timeout=600,
+                              cwd=tmp_path, env={**os.environ, "TMPDIR": str(temporary), "PYTHONPATH": str(repo)})
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "4 attempts" in done.stderr, done.stderr   # the closing line: Ray was started by then
+        assert "(raylet)" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+        assert sorted(p.name for p in temporary.iterdir() if p.name.startswith("harness-")) == []
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform != "linux", reason="a tmpfs is Linux's")
+def test_a_full_disk_pauses_a_parallel_run_with_its_trials_kept(tmp_path: Path, capsys) -> None:
+    """Issue 62: room for two trials' evidence, not four. The driver's write of the next trial's folder is
+    refused: the run pauses (exit 3) naming the folder and the room a trial needs; what was recorded stays, and
+    no half-written folder is left."""
+    protocol = _protocol(tmp_path)
+    with small_filesystem(tmp_path / "disk", 1800):
+        code = main(["run", str(protocol), "--headless", "--policy", "expert", "--scoresheet",
+                     str(tmp_path / "disk" / "s.yaml"), "--runs-dir", str(tmp_path / "disk" / "runs"),
+                     "--workers", "2"])
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("harness")]
+        assert code == 3 and len(lines) == 1, lines
+        assert lines[0].startswith(f"harness: run paused: no room to record: {tmp_path / 'disk' / 'runs' / 's'}")
+        assert "a trial of this run needs about" in lines[0] and "--resume" in lines[0], lines[0]
+        recorded = _outcomes(tmp_path / "disk" / "s.yaml")
+        folders = sorted(p.name for p in (tmp_path / "disk" / "runs" / "s").iterdir() if p.is_dir())
+        assert 1 <= len(recorded) < 4 and folders == [f"trial-{o[0]:03d}-a1" for o in recorded], folders

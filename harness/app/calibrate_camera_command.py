@@ -8,11 +8,12 @@ import re
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from harness.errors import HarnessInputError
 from harness.models.atomic import write_bytes_atomic
 from harness.vision.camera import CAMERA_FILE, Board, BoardKind, calibrate
+from harness.vision.image_file import read_image
 
 RMS_WARN_PX = 1.0
 
@@ -33,11 +34,7 @@ def _images(patterns: list[str]) -> list[tuple[str, np.ndarray]]:
     paths = sorted({p for pattern in patterns for p in (glob.glob(pattern) or [pattern])})
     images = []
     for path in paths:
-        try:
-            with Image.open(path) as image:
-                images.append((path, np.asarray(image.convert("L"))))
-        except (FileNotFoundError, UnidentifiedImageError, OSError) as exc:
-            raise HarnessInputError(path, None, f"not a readable image ({type(exc).__name__})") from None
+        images.append((path, read_image(path, "L")))
     return images
 
 

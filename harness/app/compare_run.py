@@ -109,8 +109,6 @@ def _design(protocol: Protocol, protocol_path: Path, codes: tuple[str, ...]) -> 
             if code not in codes:
                 raise HarnessInputError(protocol_path, "stopping_rule.comparisons",
                                         f"arm {code} is not one of the {len(codes)} arms ({', '.join(codes)})")
-    if len(set(comparisons)) != len(comparisons):
-        raise HarnessInputError(protocol_path, "stopping_rule.comparisons", "a comparison is declared twice")
     cap = rule.max_trials_per_arm
     try:
         sequential.check_cap(cap, sequential.EfficacyRule.MIXTURE)

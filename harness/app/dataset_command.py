@@ -97,7 +97,7 @@ def _truth(args: argparse.Namespace, root: Path) -> tuple[dict[int, tuple[float,
 
     if getattr(args, "truth", None):
         path = Path(args.truth)
-        if not path.is_file():
+        if not path.exists():   # a folder, a device or a pipe: load_scoresheet says which, in one line
             raise HarnessInputError(path, "--truth", "no such scoresheet (the run that recorded this dataset)")
         truth = truth_from_scoresheet(path)
         if not truth:

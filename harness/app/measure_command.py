@@ -23,7 +23,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from harness.errors import HarnessInputError
 from harness.models.atomic import check_output_path, write_bytes_atomic
@@ -32,6 +32,7 @@ from harness.models.measure_request import MeasureRequest
 from harness.models.scoresheet import PlacementMeasurement, Scoresheet, load_scoresheet, now_iso
 from harness.vision.calibration import MOVED_PX, BowlCalibration, camera_shift_px, load_calibration, rim_at_size
 from harness.vision.camera import CAMERA_FILE, CameraIntrinsics, load_intrinsics
+from harness.vision.image_file import check_image, read_image
 from harness.vision.measure import DetectionError, Geometry, annotate, bowl_shape, measure_image
 from harness.vision.reasons import Caveat
 from harness.vision.rim import fit_rim, rim_from_clicks
@@ -66,20 +67,12 @@ def _frames(inputs: list[str]) -> list[Frame]:
 
 
 def _check_image(path: Path) -> None:
-    """Refuse a file that is not an image before anything is written (PIL reads only the header here)."""
-    try:
-        with Image.open(path) as image:
-            image.verify()
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        raise HarnessInputError(path, None, f"not a readable image ({type(exc).__name__})") from None
+    """Refuse a file that is not an image of a usable size before anything is written (nothing decoded here)."""
+    check_image(path)
 
 
 def _read_rgb(path: Path) -> np.ndarray:
-    try:
-        with Image.open(path) as image:
-            return np.asarray(image.convert("RGB"))
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        raise HarnessInputError(path, None, f"not a readable image ({type(exc).__name__})") from None
+    return read_image(path, "RGB")
 
 
 def _annotated_path(image_path: Path) -> Path:
@@ -285,19 +278,12 @@ def _measure(args: MeasureRequest, frames: list[Frame], sheets: dict[Path, Score
 
 
 def scene_check_from_args(args: argparse.Namespace) -> int:
-    import numpy as np
-    from PIL import Image, ImageDraw
+    from PIL import ImageDraw
 
     from harness.vision.scene_check import unexpected_objects
 
-    def load(path: str) -> np.ndarray:
-        try:
-            return np.asarray(Image.open(path).convert("RGB"))
-        except OSError as exc:
-            raise HarnessInputError(path, None, f"cannot read image: {exc}") from None
-
-    frame = load(args.frame)
-    references = [load(r) for r in args.reference]
+    frame = read_image(args.frame)
+    references = [read_image(r) for r in args.reference]
     for path, reference in zip(args.reference, references, strict=True):   # the camera's real size is the frame's
         if reference.shape != frame.shape:
             raise HarnessInputError(path, None, f"{reference.shape[1]}x{reference.shape[0]}; the frame is "

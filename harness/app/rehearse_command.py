@@ -42,7 +42,7 @@ from harness.models.frame_size import parse_size
 from harness.models.measure_request import MeasureRequest
 from harness.models.protocol import Protocol, load_protocol
 from harness.models.reality_gap import RealityGap, parse_gap
-from harness.models.run_request import RUN_FLAGS, RunRequest, WorkersRequest
+from harness.models.run_request import RUN_FLAGS, RunRequest, WorkersRequest, check_policy_refs
 from harness.models.run_settings import RobotKind
 from harness.run.clock import Clock, MonotonicClock
 from harness.scratch import make as make_scratch
@@ -206,6 +206,7 @@ def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
     protocol = load_protocol(protocol_path)
     check_scene(protocol, protocol_path)
     refs = [args.policy] if isinstance(args.policy, str) else list(args.policy)
+    check_policy_refs(refs)
     for ref in refs:
         check_policy_fits_robot(ref, RobotKind.SO101, emulated_truth=True)   # the expert reads the emulator
         if not Path(ref).is_dir() and not is_expert(ref):

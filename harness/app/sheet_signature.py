@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models.atomic import write_text_atomic
+from harness.models.safe_yaml import read_limited
 from harness.models.scoresheet import Scoresheet
 
 NAMESPACE = "harness-scoresheet"
@@ -130,8 +131,9 @@ def fingerprint(blob: bytes) -> str:
 
 
 def _key_blob(public_key: Path) -> bytes:
+    raw = read_limited(public_key, 64 * 1024, what="public key")   # /dev/zero or a pipe: one line, never read
     try:
-        parts = public_key.read_text().split()
+        parts = raw.decode().split()
         return base64.b64decode(parts[1], validate=True)
     except (OSError, IndexError, ValueError, UnicodeDecodeError):
         raise HarnessInputError(public_key, "--signed-by", "not an OpenSSH public key (KEY.pub)") from None

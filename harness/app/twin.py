@@ -225,7 +225,7 @@ def plan_twin(request: TwinRequest) -> TwinPlan:
     if request.max_trials is not None and request.max_trials < 1:
         raise HarnessInputError(None, "--max-trials", f"{request.max_trials}: must be at least 1")
     real_path = request.real_sheet
-    if not real_path.is_file():
+    if not real_path.exists():   # a folder, a device or a pipe: load_scoresheet says which, in one line
         raise HarnessInputError(real_path, None, "no such scoresheet")
     real = load_scoresheet(real_path)
     check_real_sheet(real)

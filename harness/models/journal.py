@@ -47,7 +47,7 @@ from typing import Any
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models import progress
 from harness.models.atomic import fsync_folder, write_bytes_atomic
-from harness.models.safe_yaml import decode_text, load_yaml_text
+from harness.models.safe_yaml import decode_text, load_yaml_text, read_limited
 
 log = logging.getLogger(__name__)
 
@@ -158,15 +158,7 @@ def _records_from_yaml(data: Any, path: Path) -> list[tuple[str, dict[str, Any]]
 
 
 def _read_bytes(path: Path) -> bytes:
-    try:
-        size = path.stat().st_size
-        if size > MAX_SHEET_BYTES:
-            raise HarnessInputError(path, None, "larger than 2 GiB: not a scoresheet")
-        return path.read_bytes()
-    except IsADirectoryError:
-        raise HarnessInputError(path, None, "is a folder, not a scoresheet") from None
-    except OSError as exc:
-        raise HarnessInputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    return read_limited(path, MAX_SHEET_BYTES, what="scoresheet")   # a folder, /dev/zero or a pipe: one line
 
 
 def read(path: Path, *, repair: bool = False) -> Contents:

@@ -19,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    Strict,
     ValidationError,
     model_serializer,
     model_validator,
@@ -48,10 +49,15 @@ MAX_TRIALS = 10_000
 PROTOCOL_MAX_BYTES = 8 * 1024 * 1024
 MAX_TABLE_CM = 200.0
 MAX_TRIAL_INDEX = 1_000_000
-Cm = Annotated[float, Field(ge=-MAX_TABLE_CM, le=MAX_TABLE_CM)]
-PositiveCm = Annotated[float, Field(gt=0, le=MAX_TABLE_CM)]
+# Numbers as the file wrote them: pydantic's lax mode reads `true` as 1 and "20" as twenty, so a slip in a
+# protocol (`max_trials_per_arm: true`) would lock a different experiment than was meant; a whole number still
+# stands for a real one.
+Real = Annotated[float, Strict()]
+Whole = Annotated[int, Strict()]
+Cm = Annotated[Real, Field(ge=-MAX_TABLE_CM, le=MAX_TABLE_CM)]
+PositiveCm = Annotated[Real, Field(gt=0, le=MAX_TABLE_CM)]
 # LeRobot so101_follower units: degrees for the body joints, 0..100 for the gripper.
-JointValue = Annotated[float, Field(ge=-360.0, le=360.0)]
+JointValue = Annotated[Real, Field(ge=-360.0, le=360.0)]
 
 
 class _Strict(BaseModel):
@@ -65,8 +71,8 @@ class Workspace(_Strict):
 
     min_reach_cm: PositiveCm = 14.0
     max_reach_cm: PositiveCm = 30.0
-    max_pan_deg: Annotated[float, Field(gt=0, le=110)] = 60.0
-    bowl_clearance_cm: Annotated[float, Field(ge=0, le=MAX_TABLE_CM)] = 1.5
+    max_pan_deg: Annotated[Real, Field(gt=0, le=110)] = 60.0
+    bowl_clearance_cm: Annotated[Real, Field(ge=0, le=MAX_TABLE_CM)] = 1.5
 
     @model_validator(mode="after")
     def _check(self) -> Workspace:
@@ -86,21 +92,21 @@ class Scene(_Strict):
 
 
 class Trial(_Strict):
-    index: Annotated[int, Field(ge=1, le=MAX_TRIAL_INDEX)]
+    index: Annotated[Whole, Field(ge=1, le=MAX_TRIAL_INDEX)]
     dx_cm: Cm
     dy_cm: Cm
-    yaw_deg: Annotated[float, Field(ge=-180.0, le=180.0)] = 0.0
+    yaw_deg: Annotated[Real, Field(ge=-180.0, le=180.0)] = 0.0
 
 
 class Generator(_Strict):
     """How a randomized trial list was made, so anyone can regenerate it."""
 
     kind: Literal["randomized", "fixed"]
-    n: Annotated[int, Field(ge=1, le=MAX_TRIALS)]
-    radius_cm: Annotated[float, Field(ge=0, le=MAX_TABLE_CM)] = 0.0
-    min_spacing_cm: Annotated[float, Field(ge=0, le=MAX_TABLE_CM)] = 0.0
-    seed: Annotated[int, Field(ge=0, lt=2**63)] = 0
-    max_yaw_deg: Annotated[float, Field(ge=0, le=180.0)] = 0.0
+    n: Annotated[Whole, Field(ge=1, le=MAX_TRIALS)]
+    radius_cm: Annotated[Real, Field(ge=0, le=MAX_TABLE_CM)] = 0.0
+    min_spacing_cm: Annotated[Real, Field(ge=0, le=MAX_TABLE_CM)] = 0.0
+    seed: Annotated[Whole, Field(ge=0, lt=2**63)] = 0
+    max_yaw_deg: Annotated[Real, Field(ge=0, le=180.0)] = 0.0
 
 
 SEQUENTIAL_FIELDS = ("alpha", "power", "min_difference", "max_trials_per_arm", "comparisons", "secondary",
@@ -121,14 +127,14 @@ class StoppingRule(_Strict):
     comparison's anytime-valid test (`harness.models.sequential`, docs/comparisons.md)."""
 
     kind: Literal["fixed", "wilson_width", "sequential"] = "fixed"
-    max_width: Annotated[float, Field(gt=0, lt=1)] | None = None   # stop once the 95% interval is this narrow
-    min_trials: Annotated[int, Field(ge=1)] = 20
+    max_width: Annotated[Real, Field(gt=0, lt=1)] | None = None   # stop once the 95% interval is this narrow
+    min_trials: Annotated[Whole, Field(ge=1)] = 20
     # sequential: error rates, the smallest difference in success rate worth detecting, the cap, and the
     # comparisons declared up front (pairs of arm codes; default every pair)
-    alpha: Annotated[float, Field(gt=0, le=0.5)] = 0.05
-    power: Annotated[float, Field(ge=0.5, lt=1)] = 0.8
-    min_difference: Annotated[float, Field(gt=0, lt=1)] | None = None
-    max_trials_per_arm: Annotated[int, Field(ge=1, le=MAX_PAIRS_SEARCHED)] | None = None   # the checked limit
+    alpha: Annotated[Real, Field(gt=0, le=0.5)] = 0.05
+    power: Annotated[Real, Field(ge=0.5, lt=1)] = 0.8
+    min_difference: Annotated[Real, Field(gt=0, lt=1)] | None = None
+    max_trials_per_arm: Annotated[Whole, Field(ge=1, le=MAX_PAIRS_SEARCHED)] | None = None   # the checked limit
     comparisons: list[tuple[ArmCode, ArmCode]] | None = None
     # sequential: outcomes reported per arm (mean and interval), declared before the run; never a stop
     secondary: list[SecondaryOutcome] | None = None
@@ -144,9 +150,17 @@ class StoppingRule(_Strict):
             for name in ("min_difference", "max_trials_per_arm"):
                 if getattr(self, name) is None:
                     raise ValueError(f"stopping_rule.{name}: required for kind sequential")
+            if self.comparisons == []:   # not "every pair", which is what leaving it out says
+                raise ValueError("stopping_rule.comparisons: empty; list the pairs to compare, or leave it out to "
+                                 "compare every pair of arms")
+            declared: set[frozenset[str]] = set()
             for first, second in self.comparisons or []:
                 if first == second:
                     raise ValueError(f"stopping_rule.comparisons: {first} against itself")
+                if frozenset((first, second)) in declared:   # counted twice, it would spend alpha twice
+                    raise ValueError(f"stopping_rule.comparisons: {first} against {second} is declared twice (in "
+                                     "either order it is one comparison)")
+                declared.add(frozenset((first, second)))
             if self.secondary is not None and len(set(self.secondary)) != len(self.secondary):
                 raise ValueError("stopping_rule.secondary: an outcome is declared twice")
         elif any(name in self.model_fields_set for name in SEQUENTIAL_FIELDS):
@@ -193,10 +207,10 @@ class Protocol(_Strict):
     task: Annotated[str, Field(min_length=1, max_length=10_000)]
     scene: Scene = Scene()
     start_pose: dict[str, JointValue]
-    fps: Annotated[int, Field(ge=1, le=200)] = 30
-    episode_time_limit_s: Annotated[float, Field(gt=0, le=3600)] = 20.0
+    fps: Annotated[Whole, Field(ge=1, le=200)] = 30
+    episode_time_limit_s: Annotated[Real, Field(gt=0, le=3600)] = 20.0
     # a trial whose arm has not moved by then is flagged as stalled (the seed saw 11-51 s stalls)
-    stall_limit_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
+    stall_limit_s: Annotated[Real, Field(gt=0, le=3600)] = 5.0
     success_definition: Annotated[str, Field(min_length=1, max_length=10_000)]
     failure_taxonomy: list[str] = Field(default_factory=lambda: list(TAXONOMY))
     generator: Generator | None = None
@@ -272,7 +286,7 @@ def parse_protocol(text: str, source: str | Path = "<protocol>") -> Protocol:
 
 def load_protocol(path: str | Path) -> Protocol:
     path = Path(path)
-    return parse_protocol(decode_text(read_limited(path, PROTOCOL_MAX_BYTES), path), path)
+    return parse_protocol(decode_text(read_limited(path, PROTOCOL_MAX_BYTES, what="protocol"), path), path)
 
 
 def file_sha256(path: str | Path) -> str:

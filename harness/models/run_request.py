@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -108,8 +108,16 @@ def _cameras(items: Any) -> tuple[Any, ...]:
     return (cameras,)
 
 
+def check_policy_refs(refs: Iterable[str]) -> None:
+    """Each `--policy` (of `run`, `collect`, `rehearse`) names something: an empty one is a slip (`--policy
+    "$UNSET"`), and taken as "none given" it would run the protocol's own policy without a word."""
+    if any(not ref.strip() for ref in refs):
+        raise HarnessInputError(None, "--policy", "empty: name a policy folder, a Hub id or a built-in (expert, "
+                                "replay); leave --policy out for the protocol's run.policy")
+
+
 def _policies(value: Any) -> tuple[Any, ...]:
-    if value is None or value == "":
+    if value is None:
         return ((),)
     return (tuple(str(v) for v in value) if isinstance(value, list | tuple) else (str(value),),)
 
@@ -451,6 +459,12 @@ class RunRequest(RequestPart):
     # what the sheet is, locked with it, set by the command that builds the run and never by a `harness run` flag:
     # a rehearsal on the emulated arm (`{"rehearsal": ...}`) or a twin of another sheet (`{"twin_of": ...}`)
     provenance: dict[str, Any] | None = None
+
+    @field_validator("policies")
+    @classmethod
+    def _policy_refs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        check_policy_refs(value)   # its own one line (a HarnessInputError passes through pydantic unchanged)
+        return value
 
     @field_validator("max_trials")
     @classmethod

@@ -5,11 +5,15 @@ aliases ("billion laughs") expand to billions of nodes in whatever walks the res
 deeply nested document exhausts the recursion of the composer. One streaming pass over the
 parser's events (libyaml's C parser when present) measures both before anything is built, so a
 hostile file costs a few milliseconds and one line of refusal instead of minutes and a
-MemoryError.
+MemoryError. Before that, `read_limited` is how a user's file is read at all (protocols, scoresheets,
+sweeps, images): only a regular file, no larger than its limit, both told from the open descriptor before a
+byte is read, so /dev/zero or a named pipe is one line too.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -87,18 +91,54 @@ def decode_text(raw: bytes, source: str | Path) -> str:
         raise HarnessInputError(source, None, f"not UTF-8 text (binary data at byte {exc.start})") from None
 
 
-def read_limited(path: str | Path, max_bytes: int = MAX_BYTES) -> bytes:
-    """A file's bytes, refusing folders, unreadable files and anything larger than `max_bytes`."""
+def size_text(size: int) -> str:
+    """A byte count as people read it (a limit in a refusal): 16 MiB, 256 KiB."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{size} bytes"
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "a special file"
+
+
+def read_limited(path: str | Path, max_bytes: int = MAX_BYTES, what: str = "file") -> bytes:
+    """A user's file's bytes, refusing folders, special files, unreadable files and anything larger than
+    `max_bytes`, each in one line naming the file as a `what` (a scoresheet, a protocol).
+
+    Why before a byte is read: a device such as /dev/zero never ends (a read of it took a machine to its
+    out-of-memory kill) and a named pipe waits for a writer that may never come, so the file is opened without
+    waiting (O_NONBLOCK: a pipe opens at once) and what it is, and its size, come from the open descriptor.
+    """
     path = Path(path)
+    a_what = f"{'an' if what[:1] in ('a', 'e', 'i', 'o', 'u') else 'a'} {what}"
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(max_bytes + 1)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except IsADirectoryError:
-        raise HarnessInputError(path, None, "is a folder, not a file") from None
+        raise HarnessInputError(path, None, f"is a folder, not {a_what}") from None
     except OSError as exc:
         raise HarnessInputError(path, None, f"cannot read: {exc.strerror or exc}") from None
-    if len(raw) > max_bytes:
-        raise HarnessInputError(path, None, f"larger than the {max_bytes // (1024 * 1024)} MiB limit for this file")
+    try:
+        found = os.fstat(fd)
+        if stat.S_ISDIR(found.st_mode):
+            raise HarnessInputError(path, None, f"is a folder, not {a_what}")
+        if not stat.S_ISREG(found.st_mode):
+            raise HarnessInputError(path, None, f"is {_kind(found.st_mode)}, not {a_what} (a regular file)")
+        if found.st_size > max_bytes:
+            raise HarnessInputError(path, None, f"larger than the {size_text(max_bytes)} limit for {a_what}")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            raw = handle.read(max_bytes + 1)
+    except OSError as exc:
+        raise HarnessInputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > max_bytes:   # grown since it was measured
+        raise HarnessInputError(path, None, f"larger than the {size_text(max_bytes)} limit for {a_what}")
     return raw
 
 

@@ -189,7 +189,7 @@ class Sweep:
 def load_sweep(path: str | Path, scoresheets_dir: Path = Path("scoresheets")) -> Sweep:
     """Read, validate and expand a sweep file; every path is checked here, before anything runs."""
     path = Path(path)
-    data = load_yaml_text(decode_text(read_limited(path, SWEEP_MAX_BYTES), path), path)
+    data = load_yaml_text(decode_text(read_limited(path, SWEEP_MAX_BYTES, what="sweep file"), path), path)
     if not isinstance(data, dict):
         raise HarnessInputError(path, None, "a sweep must be a YAML mapping")
     try:

@@ -120,13 +120,14 @@ class VoidKind(StrEnum):
     OPERATOR_ABORT = "aborted by operator"
     OPERATOR_VOID = "voided by operator"
     UI_CLOSED = "operator closed the TUI before scoring"
+    DISK_FULL = "no room to record"   # the disk (or a quota, a file-size limit) refused the trial's evidence
 
     @property
     def pauses_run(self) -> bool:
         """A fault the operator must fix before the next trial: the run stops, resumable."""
         return self in (VoidKind.CAMERA_DROPOUT, VoidKind.ROBOT_IO_ERROR, VoidKind.ARM_POWER_CYCLED,
                         VoidKind.ARM_NOT_AT_START_POSE, VoidKind.EMERGENCY_STOP, VoidKind.OPERATOR_ABORT,
-                        VoidKind.UI_CLOSED)
+                        VoidKind.UI_CLOSED, VoidKind.DISK_FULL)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.errors import EmergencyStopped, RunPaused
+from harness.errors import EmergencyStopped, RunPaused, no_room
 from harness.models.anatomy import TrialAnatomy
 from harness.models.evidence_audit import evidence_folder_name, mark_recorded
 from harness.models.protocol import Protocol as EvalProtocol
@@ -30,6 +30,7 @@ from harness.run.camera_watch import DropoutPolicy
 from harness.run.clock import Clock
 from harness.run.control_loop import ControlLoop, EpisodeOutcome, LoopSettings
 from harness.run.dataset_sink import DatasetSink
+from harness.run.disk_room import FreeBytes, TrialRoom, free_bytes
 from harness.run.evidence import EvidenceRecorder, VideoMode
 from harness.run.faults import ROBOT_FAULTS, robot_fault_void
 from harness.run.safety import GuardedRobot
@@ -96,6 +97,8 @@ class RunOptions:
     # An EvidenceWriter: frames are rendered, encoded and written in its process, off the loop.
     # Built and closed by whoever builds the engine; None renders and writes in the loop.
     evidence_writer: Any | None = None
+    # free bytes on the disk that holds a folder: a full disk pauses the run (`run.disk_room`)
+    free_bytes: FreeBytes = free_bytes
 
 
 class RunEngine:
@@ -116,6 +119,7 @@ class RunEngine:
                                              after_verdict_s=o.after_verdict_s, dropout=o.dropout, dataset=o.dataset),
                                 self.motion)
         self._grasp_points: GraspPoints | None = None   # forward kinematics, built at the first recorded trial
+        self.room = TrialRoom(self.options.runs_dir / sheet.path.stem, sheet.path, self.options.free_bytes)
         self._policy_ready = False   # a `BackgroundPolicy` waited for, checked and warmed up
 
     # --- the run -----------------------------------------------------------
@@ -184,7 +188,19 @@ class RunEngine:
             index = self.sheet.pending_trials()[0]
             trial = self.protocol.trial(index)
             done = self.sheet.locked.trial_count - len(self.sheet.pending_trials())
-            attempt, void = self._run_trial(trial, done=done, total=total)
+            short = self.room.shortfall()
+            if short is not None:   # the next trial's evidence would not fit: nothing started, nothing lost
+                raise RunPaused(short)
+            records = len(self.sheet.attempts)
+            try:
+                attempt, void = self._run_trial(trial, done=done, total=total)
+            except Exception as exc:
+                number = no_room(exc)
+                if number is None:
+                    raise
+                raise RunPaused(self.room.refused(number, getattr(exc, "filename", None),
+                                                  in_flight_recorded=len(self.sheet.attempts) > records)) from exc
+            self.room.recorded(self.room.folder / f"trial-{attempt.trial_index:03d}-a{attempt.attempt}")
             recorded += 1
             self.observer.trial_scored(attempt)
             if void is not None and void.kind is VoidKind.OPERATOR_ABORT:

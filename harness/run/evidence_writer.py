@@ -51,7 +51,12 @@ MAX_LANES = 2
 
 
 class EvidenceWriterError(HarnessError, RuntimeError):
-    """The writer process failed or died; the trial's evidence is incomplete."""
+    """The writer process failed or died; the trial's evidence is incomplete. `errno` is the failed write's
+    (`harness.errors.no_room` tells a full disk by it, as by an `OSError`'s), None when it was no OS error."""
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        self.errno = errno
+        super().__init__(message)
 
 
 @dataclass(frozen=True)
@@ -131,6 +136,7 @@ class _Failed(_Result):
     """The lane could not write the trial's evidence."""
 
     error: str
+    errno: int | None = None   # the OS error's number, when the write failed on one (a full disk: ENOSPC)
 
 
 @dataclass(frozen=True)
@@ -411,7 +417,7 @@ class EvidenceWriter:
             self._dropout = self._dropout or result.reason
             return False
         if isinstance(result, _Failed):
-            raise EvidenceWriterError(result.error)
+            raise EvidenceWriterError(result.error, result.errno)
         return True
 
     def _check_alive(self) -> None:
@@ -445,7 +451,7 @@ class _LaneWork:
                 self.files.abandon(remove=False)
                 self.files = None
             self.results.put(_Failed(message.seq if isinstance(message, _Request) else self.seq, self.index,
-                                      f"{type(exc).__name__}: {exc}"))
+                                      f"{type(exc).__name__}: {exc}", exc.errno if isinstance(exc, OSError) else None))
 
     def _handle(self, message: Any) -> None:
         from harness.run.camera_watch import CameraWatch

@@ -26,6 +26,7 @@ def _size(text: str) -> tuple[int, int]:
 def collect(args: argparse.Namespace) -> int:
     from harness.app.collect_command import CollectRequest, collect, default_output
     from harness.data.acceptance import AcceptMode
+    from harness.models.run_request import check_policy_refs
 
     if args.max_attempts is not None and args.max_attempts < 1:
         raise HarnessInputError(None, "--max-attempts", f"{args.max_attempts}: must be at least 1")
@@ -33,6 +34,7 @@ def collect(args: argparse.Namespace) -> int:
         from harness.policies.lerobot_policy import check_device
 
         check_device(args.device)
+    check_policy_refs([args.policy])
     protocol = Path(args.protocol)
     output = Path(args.output) if args.output else default_output(protocol, args.policy)
     request = CollectRequest(

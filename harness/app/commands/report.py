@@ -13,11 +13,12 @@ def training_starts(path: str) -> list[tuple[float, float]]:
     """`dx_cm,dy_cm` per line (offsets of each training episode's cube from the trained position)."""
     import math
 
+    from harness.models.safe_yaml import read_limited
+
     starts = []
+    raw = read_limited(path, what="list of training starts")   # a device or a pipe: refused, never read
     try:
-        lines = Path(path).read_bytes().decode("utf-8").splitlines()
-    except OSError as exc:
-        raise HarnessInputError(path, None, f"cannot read: {exc.strerror}") from None
+        lines = raw.decode("utf-8").splitlines()
     except UnicodeDecodeError as exc:
         raise HarnessInputError(path, None, f"not a text file (byte {exc.start} is not UTF-8)") from None
     for number, line in enumerate(lines, start=1):

@@ -23,6 +23,7 @@ later trials are discarded unrecorded (they are run again on resume).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -48,14 +49,16 @@ from harness.app.parallel.workers import (
 )
 from harness.app.parts import RayWorkerPool
 from harness.app.sheet import trials_to_run
-from harness.errors import EXIT_PAUSED, HarnessError, HarnessInputError, RunPaused
+from harness.errors import EXIT_PAUSED, HarnessError, HarnessInputError, RunPaused, no_room
 from harness.models.evidence_audit import mark_recorded
 from harness.models.protocol import Protocol
 from harness.models.run_request import RunRequest
 from harness.models.run_settings import RobotKind
 from harness.models.scoresheet import Attempt, Scoresheet
 from harness.models.taxonomy import Void, VoidKind
+from harness.run.disk_room import TrialRoom
 from harness.scratch import make as make_scratch
+from harness.scratch import remove as remove_scratch
 
 log = logging.getLogger(__name__)
 
@@ -79,11 +82,15 @@ def store_evidence(result: TrialResult, runs_dir: Path, stem: str) -> Attempt:
     partial = folder.with_name(folder.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    for name, data in result.files.items():
-        with (partial / name).open("wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+    try:
+        for name, data in result.files.items():
+            with (partial / name).open("wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+    except BaseException:   # a full disk, say: no half-written folder stays behind
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
     if folder.exists():   # left by a killed run that never recorded it: kept, never deleted
         number = 1
         while (aside := folder.with_name(f"{folder.name}.unrecorded-{number}")).exists():
@@ -144,8 +151,12 @@ def ray_environment(local: bool) -> dict[str, str]:
     """The environment Ray reads at import and hands its processes: no usage statistics (whose collector
     probes cloud metadata endpoints), and for a local runtime a node address on loopback, which is what
     makes the GCS server, raylet, agents and workers listen on 127.0.0.1 only (with the default, Ray picks
-    the machine's external address and its servers listen on every interface)."""
-    env = {"RAY_USAGE_STATS_ENABLED": "0"}
+    the machine's external address and its servers listen on every interface). A task Ray will retry prints no
+    line: a run that ends before a Ray worker is set up ends that worker (`ray.kill`), and Ray printed
+    "(raylet) Task TrialWorker.open failed. There are 3 retries remaining, so the task will be retried. Error:
+    The actor is dead because it was killed by `ray.kill`" at every such clean exit; a trial retried on a
+    restarted worker records nothing twice anyway, and a task that fails for good is still reported."""
+    env = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_enable_output_error_log_if_still_retry": "0"}
     if local:
         env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"   # Ray's switch for "this node is the whole cluster"
         env["RAY_AUTH_MODE"] = os.environ.get("RAY_AUTH_MODE", "disabled")   # nothing but loopback can reach it
@@ -212,14 +223,26 @@ def start_ray(address: str | None, workers: int, dashboard: bool = False) -> Non
         _reaper = start()
     # CPUs for every worker, and at least the machine's: a runtime that outlives this run (a sweep's next cell, a
     # test's next run) must still fit the actors it asks for, and a killed actor's restart must find a CPU
+    folder = make_scratch("ray", remove_at_exit=False)   # its sockets and logs: this run's, removed with it
     with environment(no_egress_environment(dict(os.environ))):
         ray.init(num_cpus=max(workers, local_cores()), num_gpus=0, object_store_memory=OBJECT_STORE_BYTES,
                  _node_ip_address=LOOPBACK, include_dashboard=dashboard, dashboard_host=LOOPBACK,
-                 _temp_dir=str(make_scratch("ray")), **quiet)   # its sockets and logs: this run's, removed with it
+                 _temp_dir=str(folder), **quiet)
+    atexit.register(_end_ray, folder)   # registered after Ray's own exit handler, so it runs before that one
     node = ray.util.get_node_ip_address()
     if node != LOOPBACK:   # Ray was imported before the environment above was set
         ray.shutdown()
         raise HarnessError(f"the local Ray runtime came up on {node}, not on loopback; refusing to run on it")
+
+
+def _end_ray(folder: Path) -> None:
+    """At exit: Ray shut down, then its folder removed. The other order (the folder's removal registered when
+    it was made, before `ray.init` registered Ray's shutdown, so run after it) left the folder behind after
+    every run: Ray's shutdown writes into its session folder again (its spilled objects' store)."""
+    import ray
+
+    ray.shutdown()
+    remove_scratch(folder)
 
 
 class LocalWorker:
@@ -486,11 +509,21 @@ class ParallelRun:
                 to_submit.appendleft(head)   # a void that does not pause: try the trial again, in its place
         return self.recorded
 
-    @staticmethod
-    def _result(future: Future[TrialResult], index: int) -> TrialResult:
+    def _no_room(self, exc: BaseException, in_flight_recorded: bool = False) -> RunPaused | None:
+        """A write refused for want of room, on a worker or here: the run pauses as a serial run's would."""
+        number = no_room(exc)
+        if number is None:
+            return None
+        room = TrialRoom(self.runs_dir / self.sheet.path.stem, self.sheet.path)
+        return RunPaused(room.refused(number, getattr(exc, "filename", None), in_flight_recorded))
+
+    def _result(self, future: Future[TrialResult], index: int) -> TrialResult:
         exception = future.exception()
         if exception is None:
             return future.result()
+        paused = self._no_room(exception)
+        if paused is not None:
+            raise paused from exception
         import ray
 
         if isinstance(exception, ray.exceptions.RayError):
@@ -504,10 +537,17 @@ class ParallelRun:
         done_before = total - len(self.sheet.pending_trials())
         self.observer.trial_started(trial, result.attempt.attempt, done_before, total)
         started = time.perf_counter()
-        attempt = store_evidence(result, self.runs_dir, self.sheet.path.stem)
-        recorded = self.sheet.add_attempt(attempt)
-        if result.folder_name is not None:   # the folder now proves the record existed
-            mark_recorded(self.runs_dir / self.sheet.path.stem / result.folder_name, recorded)
+        records = len(self.sheet.attempts)
+        try:
+            attempt = store_evidence(result, self.runs_dir, self.sheet.path.stem)
+            recorded = self.sheet.add_attempt(attempt)
+            if result.folder_name is not None:   # the folder now proves the record existed
+                mark_recorded(self.runs_dir / self.sheet.path.stem / result.folder_name, recorded)
+        except OSError as exc:
+            paused = self._no_room(exc, in_flight_recorded=len(self.sheet.attempts) > records)
+            if paused is None:
+                raise
+            raise paused from exc
         self.record_busy_s += time.perf_counter() - started
         self.recorded += 1
         self.worker_busy_s += result.worker_s
