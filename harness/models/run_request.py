@@ -46,25 +46,25 @@ MAX_WORKERS = 256
 # gives it, becomes its fields' values (`parse`), and how their values are typed again (`show`: what argparse would
 # hold for the flag; None or False: not given)
 
-def _same(value: Any) -> tuple[Any, ...]:
+def _parse_same(value: Any) -> tuple[Any, ...]:
     return (value,)
 
 
-def _path(value: Any) -> tuple[Any, ...]:
+def _parse_path(value: Any) -> tuple[Any, ...]:
     return (Path(value) if value not in (None, "") else None,)
 
 
-def _size(text: Any) -> tuple[Any, ...]:
+def _parse_size(text: Any) -> tuple[Any, ...]:
     if isinstance(text, list | tuple):
         return (tuple(text),)
     return (parse_size(text),)
 
 
-def _record_size(text: Any) -> tuple[Any, ...]:
+def _parse_record_size(text: Any) -> tuple[Any, ...]:
     return (parse_size(text, example="128x96"),)
 
 
-def _dropout(text: Any) -> tuple[Any, ...]:
+def _parse_dropout(text: Any) -> tuple[Any, ...]:
     if not text:
         return (None,)
     trial_s, _, step_s = str(text).partition(":")
@@ -74,7 +74,7 @@ def _dropout(text: Any) -> tuple[Any, ...]:
         raise ValueError(f"'{text}' is not TRIAL:STEP") from None
 
 
-def _tolerance(text: Any) -> tuple[Any, ...]:
+def _parse_tolerance(text: Any) -> tuple[Any, ...]:
     try:
         cm, deg = (float(v) for v in str(text).split(","))
     except ValueError:
@@ -84,7 +84,7 @@ def _tolerance(text: Any) -> tuple[Any, ...]:
     return ((cm, deg),)
 
 
-def _rename_map(value: Any) -> tuple[Any, ...]:
+def _parse_rename_map(value: Any) -> tuple[Any, ...]:
     if value is None or value == "":
         return (None,)
     if isinstance(value, str):
@@ -97,7 +97,7 @@ def _rename_map(value: Any) -> tuple[Any, ...]:
     return (value,)
 
 
-def _cameras(items: Any) -> tuple[Any, ...]:
+def _parse_cameras(items: Any) -> tuple[Any, ...]:
     items = [items] if isinstance(items, str) else list(items or [])
     cameras = {}
     for item in items:
@@ -116,13 +116,13 @@ def check_policy_refs(refs: Iterable[str]) -> None:
                                 "replay); leave --policy out for the protocol's run.policy")
 
 
-def _policies(value: Any) -> tuple[Any, ...]:
+def _parse_policies(value: Any) -> tuple[Any, ...]:
     if value is None:
         return ((),)
     return (tuple(str(v) for v in value) if isinstance(value, list | tuple) else (str(value),),)
 
 
-def _record_dataset(value: Any) -> tuple[Any, ...]:
+def _parse_record_dataset(value: Any) -> tuple[Any, ...]:
     """None: off; "" (the flag alone): on, in the default folder; a folder."""
     if value is None or value is False:
         return (False, None)
@@ -131,7 +131,7 @@ def _record_dataset(value: Any) -> tuple[Any, ...]:
     return (True, Path(value))
 
 
-def _workers(value: Any) -> tuple[Any, ...]:
+def _parse_workers(value: Any) -> tuple[Any, ...]:
     if value == "auto":
         return (value,)
     if isinstance(value, bool):
@@ -142,7 +142,7 @@ def _workers(value: Any) -> tuple[Any, ...]:
         raise ValueError(f"'{value}' is not a number or auto") from None
 
 
-def _not(value: Any) -> tuple[Any, ...]:
+def _parse_not(value: Any) -> tuple[Any, ...]:
     return (not value,)
 
 
@@ -210,7 +210,7 @@ class Flag:
     help: str | None = None
     metavar: str | None = None
     dest: str | None = None                # the argparse destination; None: the flag's name with underscores
-    parse: Callable[[Any], tuple[Any, ...]] = _same
+    parse: Callable[[Any], tuple[Any, ...]] = _parse_same
     show: Callable[..., Any] = _show_same
     also: tuple[str, ...] = ()             # more fields (paths from the request) the flag sets
     repeat: bool = False                   # given once per item (argparse's append)
@@ -242,7 +242,7 @@ class RobotRequest(RequestPart):
     cameras: Annotated[dict[str, str], Flag(
         "--camera", "real camera: top=0 or wrist=/dev/video2, optionally sized, paced and formatted: "
         "top=0@1280x720,fps=30,fourcc=MJPG (default 640x480 at the control rate); simulated (emulate-bus --sim): "
-        "top=sim or top=sim@320x240 (repeatable)", metavar="NAME=SOURCE", parse=_cameras, show=_show_cameras,
+        "top=sim or top=sim@320x240 (repeatable)", metavar="NAME=SOURCE", parse=_parse_cameras, show=_show_cameras,
         repeat=True)] = Field(default_factory=dict)
 
 
@@ -251,7 +251,7 @@ class EvidenceRequest(RequestPart):
 
     video_fps: Annotated[float, Flag("--video-fps", "evidence video frame rate (default 10)")] = 10.0
     video_size: Annotated[tuple[int, int], Flag("--video-size", "evidence video size WxH (default 320x240)",
-                                                parse=_size, show=_show_size)] = (320, 240)
+                                                parse=_parse_size, show=_show_size)] = (320, 240)
     # None: failures on the simulator, all on a real arm
     video: Annotated[VideoChoice | None, Flag(
         "--video", "simulated arm: which attempts get evidence videos (default failures: drawn for failed and "
@@ -289,11 +289,12 @@ class DatasetRequest(RequestPart):
 
     record: Annotated[bool, Flag(
         "--record-dataset", "also write the rollouts as a LeRobot v3.0 dataset (default runs/<scoresheet>/dataset)",
-        metavar="DIR", parse=_record_dataset, show=_show_record_dataset, also=("dataset.folder",),
+        metavar="DIR", parse=_parse_record_dataset, show=_show_record_dataset, also=("dataset.folder",),
         optional_value=True)] = False
     size: Annotated[tuple[int, int], Flag(
         "--record-size", "--record-dataset frame size (default 128x96: ACT trains at under a second a step on a "
-        "laptop CPU; 640x480 costs ~25 s a step)", metavar="WxH", parse=_record_size, show=_show_size)] = (128, 96)
+        "laptop CPU; 640x480 costs ~25 s a step)", metavar="WxH", parse=_parse_record_size,
+        show=_show_size)] = (128, 96)
     codec: Annotated[RecordCodec, Flag(
         "--record-codec", "--record-dataset video codec (default h264: fastest to encode and decode on a CPU; "
         "libsvtav1, LeRobot's default, makes the smallest files)")] = "h264"
@@ -308,14 +309,14 @@ class PlacementRequest(RequestPart):
 
     bowl_calibration: Annotated[Path | None, Flag(
         "--bowl-calibration", "real arm: the bowl-rim calibration (harness measure --auto): propose each outcome "
-        "from evidence", metavar="PATH", parse=_path)] = None
+        "from evidence", metavar="PATH", parse=_parse_path)] = None
     trained_spot: Annotated[Path | None, Flag(
         "--trained-spot", "real arm: a top frame with the cube on its trained spot: guide each placement",
-        metavar="PNG", parse=_path)] = None
+        metavar="PNG", parse=_parse_path)] = None
     # cm, degrees
     tolerance: Annotated[tuple[float, float], Flag(
         "--placement-tolerance", "real arm: how close the cube must be before a trial starts (default 0.5,10)",
-        metavar="CM,DEG", parse=_tolerance, show=_show_tolerance)] = (0.5, 10.0)
+        metavar="CM,DEG", parse=_parse_tolerance, show=_show_tolerance)] = (0.5, 10.0)
 
     @field_validator("tolerance")
     @classmethod
@@ -368,11 +369,11 @@ class WorkersRequest(RequestPart):
         "--workers", "simulated arm only: run this many trials at a time: this process at once, the other N-1 on "
         "Ray workers as they start; the scoresheet is written in trial order, as a serial run writes it (default "
         "1; auto: the count a model of the run's costs predicts fastest, serial when parallel would not win)",
-        metavar="N|auto", dest="workers", parse=_workers, early=True)] = 1
+        metavar="N|auto", dest="workers", parse=_parse_workers, early=True)] = 1
     # False: all N on Ray, this process only records
     driver_worker: Annotated[bool, Flag(
         "--no-driver-worker", "with --workers: all N workers on Ray, this process only records (a cluster whose "
-        "driver machine should run no trials)", parse=_not, show=_show_not)] = True
+        "driver machine should run no trials)", parse=_parse_not, show=_show_not)] = True
     # an existing Ray cluster
     address: Annotated[str | None, Flag(
         "--address", "an existing Ray cluster to run --workers on (default: a local Ray runtime on loopback only); "
@@ -399,27 +400,27 @@ class RunRequest(RequestPart):
     """One run, as asked (module docstring). The fields' order is the order `harness run --help` lists their
     flags in."""
 
-    protocol: Annotated[Path, Flag("protocol", parse=_path)]
+    protocol: Annotated[Path, Flag("protocol", parse=_parse_path)]
     resume: Annotated[bool, Flag("--resume", "continue the run's scoresheet where it stopped")] = False
     robot: RobotRequest = RobotRequest()
     # a checkpoint folder or a built-in; empty: the protocol's run.policy
     policies: Annotated[tuple[str, ...], Flag(
         "--policy", "a LeRobot pretrained folder, a Hugging Face Hub id ORG/NAME[@REVISION] (the local cache first; "
         "downloaded when HF_HUB_OFFLINE allows), or a built-in: expert, replay; two or more: a blind, interleaved "
-        "comparison with sequential stopping (docs/comparisons.md)", parse=_policies, show=_show_policies,
+        "comparison with sequential stopping (docs/comparisons.md)", parse=_parse_policies, show=_show_policies,
         repeat=True)] = ()
     # a comparison (two or more policies) hides which arm ran
     blind: Annotated[bool, Flag("--no-blind", "a comparison that shows which arm is which policy while it runs "
-                                              "(simulation)", parse=_not, show=_show_not)] = True
+                                              "(simulation)", parse=_parse_not, show=_show_not)] = True
     # None: the protocol's
     rename_map: Annotated[dict[str, str] | None, Flag(
-        "--rename-map", 'JSON map of camera keys, e.g. \'{"top": "camera1"}\'', parse=_rename_map,
+        "--rename-map", 'JSON map of camera keys, e.g. \'{"top": "camera1"}\'', parse=_parse_rename_map,
         show=_show_rename_map)] = None
     # None: scoresheets/<protocol>-<policy>.yaml
     scoresheet: Annotated[Path | None, Flag(
-        "--scoresheet", "scoresheet path (default scoresheets/<protocol>-<policy>.yaml)", parse=_path)] = None
+        "--scoresheet", "scoresheet path (default scoresheets/<protocol>-<policy>.yaml)", parse=_parse_path)] = None
     runs_dir: Annotated[Path, Flag("--runs-dir", "where per-trial evidence goes (default runs/)",
-                                   parse=_path)] = Path("runs")
+                                   parse=_parse_path)] = Path("runs")
     # plain terminal mode, no TUI
     headless: Annotated[bool, Flag("--headless", "plain terminal mode, no TUI")] = False
     # the simulator paced at wall-clock speed
@@ -435,7 +436,7 @@ class RunRequest(RequestPart):
     # testing aid: (trial, step)
     inject_dropout: Annotated[tuple[int, int] | None, Flag(
         "--inject-dropout", "testing aid: freeze the sim's top camera in TRIAL from STEP on", metavar="TRIAL:STEP",
-        parse=_dropout, show=_show_dropout)] = None
+        parse=_parse_dropout, show=_show_dropout)] = None
     # ms of simulated time, "measured", a chunked model (`ChunkLatency`), or lock-step: three flags (`_fold_latency`)
     latency: Annotated[
         Latency,
@@ -682,16 +683,19 @@ def collect_flags(model: type[BaseModel], default: BaseModel, prefix: str = "") 
         for mark in info.metadata:
             if not isinstance(mark, Flag):
                 continue
+            if not (callable(mark.parse) and callable(mark.show)):   # a validator named like it, in the class body
+                raise TypeError(f"{path}: {mark.flag}'s parse or show is not a function")
             base = _without_none(info.annotation)
             fields = (path, *mark.also)
             dest = mark.dest or mark.flag.lstrip("-").replace("-", "_")
-            plain = mark.parse is _same
+            plain = mark.parse is _parse_same
             yield RunFlag(
                 flag=mark.flag, dest=dest, fields=fields, parse=mark.parse, show=mark.show, help=mark.help,
                 metavar=mark.metavar, staged_as=mark.staged_as, repeat=mark.repeat, optional_value=mark.optional_value,
                 early=mark.early,
                 type=mark.type or (base if plain and base in (int, float) else None),
-                choices=mark.choices or _annotation_choices(base), switch=base is bool and mark.parse in (_same, _not),
+                choices=mark.choices or _annotation_choices(base),
+                switch=base is bool and mark.parse in (_parse_same, _parse_not),
                 default=mark.show(*(_field(default, p) for p in fields)) if mark.flag.startswith("-") else None)
 
 
