@@ -223,6 +223,8 @@ def test_every_run_flag_reaches_a_rehearsal(tmp_path: Path) -> None:
         assert request.placement.trained_spot == plan.files.trained_spot
         assert request.robot.cameras == dict.fromkeys(policy_cameras(tmp_path / "act"), "sim:/tmp/cams.sock@640x480")
         assert request.policy == str(tmp_path / "act") and request.scoresheet == plan.scoresheet
+        # the `harness run` line the rehearsal shows asks for exactly the desk's run
+        assert RunRequest.from_flags(vars(build_parser().parse_args(request.command_line()))) == request
 
 
 def _measure_parser() -> argparse.ArgumentParser:
