@@ -1,4 +1,4 @@
-"""The four worked examples in docs/developing.md compile and do what the text says."""
+"""The five worked examples in docs/developing.md compile and do what the text says."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from harness.reports.blocks import Table, to_html
 from tests.helpers import REPO, locked_sheet
 
 DOC = REPO / "docs" / "developing.md"
-NAMES = ("new-robot", "new-policy", "new-report-block", "new-cli-command")
+NAMES = ("new-robot", "new-policy", "new-report-block", "new-run-flag", "new-cli-command")
 
 
 def example(name: str) -> types.ModuleType:
@@ -78,3 +78,23 @@ def test_a_new_cli_command_parses_runs_and_refuses_bad_input(capsys) -> None:
     with pytest.raises(HarnessInputError) as err:
         bad.func(bad)
     assert err.value.exit_code == 2
+
+
+def test_a_new_run_flag_gets_its_type_and_default_from_its_field_and_is_shown_as_typed(capsys) -> None:
+    from harness.app.commands.run import add_run_flags
+    from harness.models.run_request import collect_flags
+
+    module = example("new-run-flag")
+    part = module.ExampleRequest
+    part.model_rebuild(_types_namespace=vars(module))   # its annotations are read from the example's namespace
+    flags = {spec.dest: spec for spec in collect_flags(part, part())}
+    parser = argparse.ArgumentParser(prog="harness run")
+    add_run_flags(parser, flags=flags)
+    assert parser.parse_args([]).settle_steps == 50
+    assert parser.parse_args(["--settle-steps", "7"]).settle_steps == 7
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--settle-steps", "many"])
+    assert "invalid int value: 'many'" in capsys.readouterr().err
+    assert "physics steps the cube settles for" in parser.format_help()
+    spec = flags["settle_steps"]
+    assert spec.typed(part(settle_steps=7)) == ["--settle-steps=7"]

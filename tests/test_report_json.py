@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import runpy
 
 import pytest
 
@@ -17,6 +18,16 @@ def test_the_documented_schema_is_the_models_schema() -> None:
     text = (REPO / "docs" / "report-json.md").read_text()
     blocks = re.findall(r"```json\n(.*?)```", text, re.S)
     assert json.loads(blocks[-1]) == ReportJson.model_json_schema(by_alias=True)
+
+
+def test_the_schema_on_the_page_is_what_its_script_writes() -> None:
+    """The page's schema block is generated (scripts/report_json_doc.py), never edited by hand: a model change
+    fails here with the command that fixes it, and the script leaves the prose above the block as it is."""
+    generator = runpy.run_path(str(REPO / "scripts" / "report_json_doc.py"))
+    page = (REPO / "docs" / "report-json.md").read_text()
+    assert page == generator["render"](page), "docs/report-json.md is stale: run `python scripts/report_json_doc.py`"
+    edited = page.replace('"title": "ReportJson"', '"title": "Edited by hand"')
+    assert edited != page and generator["render"](edited) == page
 
 
 def test_report_json_round_trips_through_the_model(tmp_path, capsys) -> None:

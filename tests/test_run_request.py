@@ -113,6 +113,36 @@ def test_each_flag_changes_its_fields_of_the_request(dest: str) -> None:
     assert _fields(request, dest) != _fields(default, dest), f"{dest} did not reach the request"
 
 
+def test_the_parsers_defaults_are_the_requests_defaults() -> None:
+    """Each flag's default is its field's (typed back as a person would type it): `harness run p.yaml` asks for
+    exactly `RunRequest(protocol=p.yaml)`, and shows as that line alone."""
+    request = RunRequest.from_flags(vars(build_parser().parse_args(["run", "p.yaml"])))
+    assert request == RunRequest(protocol=Path("p.yaml"))
+    assert request.command_line() == ["run", "p.yaml"]
+
+
+@pytest.mark.parametrize("dest", sorted(SAMPLES))
+def test_each_flag_goes_from_the_parser_to_the_request_to_the_line_shown_and_back(dest: str) -> None:
+    """The `harness run` line a rehearsal or a twin shows is generated from the request: parsed again it asks for
+    the same run, with the flag spelt as `--help` spells it."""
+    _, request = _parsed(dest)
+    shown = request.command_line()
+    assert shown[:2] == ["run", "p.yaml"]
+    assert any(word == RUN_FLAGS[dest].flag or word.startswith(RUN_FLAGS[dest].flag + "=") for word in shown), shown
+    again = RunRequest.from_flags(vars(build_parser().parse_args(shown)))
+    assert again == request, shown
+    assert again.command_line() == shown
+
+
+def test_a_request_with_many_flags_at_once_shows_a_line_that_asks_for_it_again() -> None:
+    """Flags over nested parts and repeated ones together (a desk's run: robot, cameras, files, a comparison)."""
+    words = [word for dest in sorted(SAMPLES) if dest not in ("latency", "video", "policy_server")
+             for word in SAMPLES[dest]] + ["--policy", "expert", "--camera", "wrist=/dev/video2"]
+    request = RunRequest.from_flags(vars(build_parser().parse_args(["run", "p.yaml", *words])))
+    assert request.policies == ("replay", "expert") and len(request.robot.cameras) == 2
+    assert RunRequest.from_flags(vars(build_parser().parse_args(request.command_line()))) == request
+
+
 def test_a_request_is_frozen_and_crosses_to_a_ray_worker_as_it_is() -> None:
     _, request = _parsed("camera")
     with pytest.raises(Exception, match="frozen"):
@@ -193,6 +223,8 @@ def test_every_run_flag_reaches_a_rehearsal(tmp_path: Path) -> None:
         assert request.placement.trained_spot == plan.files.trained_spot
         assert request.robot.cameras == dict.fromkeys(policy_cameras(tmp_path / "act"), "sim:/tmp/cams.sock@640x480")
         assert request.policy == str(tmp_path / "act") and request.scoresheet == plan.scoresheet
+        # the `harness run` line the rehearsal shows asks for exactly the desk's run
+        assert RunRequest.from_flags(vars(build_parser().parse_args(request.command_line()))) == request
 
 
 def _measure_parser() -> argparse.ArgumentParser:

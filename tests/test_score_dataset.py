@@ -49,7 +49,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _score(argv: list[str], answers: list[str]) -> int:
-    from harness.app.score_command import run_score
+    from harness.app.score_command import score_from_args
 
     prompts: list[str] = []
 
@@ -61,7 +61,7 @@ def _score(argv: list[str], answers: list[str]) -> int:
 
     args = build_parser().parse_args(["score", "--plain", *argv])
     try:
-        return run_score(args, read)
+        return score_from_args(args, read)
     finally:
         _score.prompts = prompts   # type: ignore[attr-defined]
 
@@ -143,7 +143,7 @@ def test_an_episode_without_frames_is_refused_in_one_line(recorded: Path, workdi
 def test_the_labelling_screen_plays_each_episodes_video_beside_its_proposal(recorded: Path, workdir: Path) -> None:
     import asyncio
 
-    from harness.app.score_command import run_score
+    from harness.app.score_command import score_from_args
 
     shown: list[str] = []
 
@@ -161,7 +161,7 @@ def test_the_labelling_screen_plays_each_episodes_video_beside_its_proposal(reco
         asyncio.run(drive())
 
     args = build_parser().parse_args(["score", str(recorded), "--scoresheet", "s.yaml"])
-    assert run_score(args, run_app=operator) == 0
+    assert score_from_args(args, run_app=operator) == 0
     assert "▀" in shown[0]   # the episode's top camera frames, drawn
     assert "episode 0" in shown[1] and "proposed" in shown[1] and "NOT PRE-REGISTERED" in shown[1]
     sheet = load_posthoc("s.yaml")

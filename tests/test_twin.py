@@ -168,21 +168,23 @@ def test_the_twins_run_is_built_as_a_request_and_the_line_it_shows_runs_the_same
     """The twin hands its run down as a `RunRequest` built from the real sheet (no argument list parsed again);
     the `harness run` line it shows a person asks for exactly that run, flags from its own command included."""
     from harness.app.request import as_request
-    from harness.app.twin import plan_twin, run_arguments, twin_request
+    from harness.app.twin import plan_twin, twin_request
     from harness.cli import build_parser
+    from harness.models.twin_request import TwinRequest
 
     real = _real_sheet(tmp_path, provenance={"rehearsal": {"gap": {}}})
-    args = build_parser().parse_args(["twin", str(real.path), "--workers", "2", "--max-trials", "1",
-                                      "--runs-dir", str(tmp_path / "runs"), "--twins-dir", str(tmp_path / "twins")])
+    args = TwinRequest.from_flags(vars(build_parser().parse_args(
+        ["twin", str(real.path), "--workers", "2", "--max-trials", "1", "--runs-dir", str(tmp_path / "runs"),
+         "--twins-dir", str(tmp_path / "twins")])))
     plan = plan_twin(args)
     request = twin_request(plan, args)
     assert request.robot.kind == "sim" and request.policies == (real.locked.policy.ref,)
     assert request.workers.count == 2 and request.max_trials == 1
     assert request.latency == 31.5   # the median of what the real attempts saw (31 and 32 ms)
     assert request.provenance == plan.provenance
-    shown = as_request(build_parser().parse_args(run_arguments(plan, args)))
+    shown = as_request(build_parser().parse_args(request.command_line()))
     assert shown.updated(provenance=plan.provenance) == request
-    bad = build_parser().parse_args(["twin", str(real.path), "--workers", "0"])
+    bad = TwinRequest.from_flags(vars(build_parser().parse_args(["twin", str(real.path), "--workers", "0"])))
     with pytest.raises(HarnessInputError, match="--workers"):
         twin_request(plan_twin(bad), bad)
     _nothing_written(tmp_path)
@@ -192,18 +194,19 @@ def test_a_chunking_policys_twin_stalls_its_arm_at_each_new_chunk_as_the_paced_a
     """Under LeRobot's synchronous engine the paced arm waited a whole inference at each new chunk: the twin's arm
     is held that long when its policy computes one (`ChunkLatency`), and the line shown asks for the same."""
     from harness.app.request import as_request
-    from harness.app.twin import plan_twin, run_arguments, twin_request
+    from harness.app.twin import plan_twin, twin_request
     from harness.cli import build_parser
     from harness.models.run_settings import ChunkLatency
+    from harness.models.twin_request import TwinRequest
 
     real = _real_sheet(tmp_path, chunked=True)
-    args = build_parser().parse_args(["twin", str(real.path), "--runs-dir", str(tmp_path / "runs"),
-                                      "--twins-dir", str(tmp_path / "twins")])
+    args = TwinRequest.from_flags(vars(build_parser().parse_args(
+        ["twin", str(real.path), "--runs-dir", str(tmp_path / "runs"), "--twins-dir", str(tmp_path / "twins")])))
     plan = plan_twin(args)
     request = twin_request(plan, args)
     # between chunks what the arm saw (31 and 32 ms); at a chunk the policy's time and the step's I/O (473.5 ms)
     assert request.latency == ChunkLatency(step_ms=31.5, chunk_ms=473.5)
-    shown = run_arguments(plan, args)
+    shown = request.command_line()
     assert "--latency-ms=31.5" in shown and "--latency-chunk-ms=473.5" in shown
     assert as_request(build_parser().parse_args(shown)).updated(provenance=plan.provenance) == request
     _nothing_written(tmp_path)

@@ -8,11 +8,11 @@ and on a resume the locked ones replace them, so a hand-edited settings block ca
 
 from __future__ import annotations
 
-import argparse
 import math
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessInputError, StaleRunError
+from harness.models.run_request import FLAG_OF_FIELD
 from harness.models.run_settings import BuiltinPolicy, InferenceEngine, RobotKind
 from harness.policies.hub import checkpoint_folder
 
@@ -21,27 +21,9 @@ if TYPE_CHECKING:
     from harness.models.scoresheet import Scoresheet
 
 # the queue settings: `InferenceRequest` field (and argparse destination) -> flag
-QUEUE_FLAGS = {"actions_per_chunk": "--actions-per-chunk", "chunk_size_threshold": "--chunk-size-threshold",
-               "aggregate_fn": "--aggregate-fn"}
+QUEUE_FLAGS = {name: FLAG_OF_FIELD[f"inference.{name}"]
+               for name in ("actions_per_chunk", "chunk_size_threshold", "aggregate_fn")}
 ASYNC_FIELDS = ("server", *QUEUE_FLAGS)
-
-
-def register_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policy-server", metavar="HOST:PORT",
-                        help="LeRobot's asynchronous inference; the policy runs in LeRobot's policy server (python "
-                             "-m lerobot.async_inference.policy_server --host=H --port=P), which loads --policy from "
-                             "the same path; on a real arm the action queue runs in wall time (a receiver thread, "
-                             "as LeRobot's robot client), on the simulated arm each round trip becomes simulated "
-                             "time; locked")
-    parser.add_argument("--actions-per-chunk", type=int, metavar="N",
-                        help="--policy-server: actions the server returns per chunk (default: the policy's "
-                             "chunk_size); locked")
-    parser.add_argument("--chunk-size-threshold", type=float, metavar="F",
-                        help="--policy-server: send an observation when the action queue is at or below this "
-                             "fraction of a chunk, 0..1 (default 0.5, LeRobot's); locked")
-    parser.add_argument("--aggregate-fn", metavar="NAME",
-                        help="--policy-server: how a new chunk merges with queued actions, one of LeRobot's "
-                             "weighted_average (default), latest_only, average, conservative; locked")
 
 
 def _queue_flags_given(request: RunRequest) -> list[str]:

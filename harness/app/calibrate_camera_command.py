@@ -46,7 +46,7 @@ def _save_png(path: Path, image: np.ndarray) -> None:
     write_bytes_atomic(path, buffer.getvalue())
 
 
-def run_calibrate_camera(args: argparse.Namespace) -> int:
+def calibrate_camera_from_args(args: argparse.Namespace) -> int:
     board = _board(args)
     images = _images(args.images) if args.images else None   # read first: a refusal writes no board either
     if args.print_board:

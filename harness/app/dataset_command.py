@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from harness.models.protocol import Scene
 
 
-def run_validate(args: argparse.Namespace) -> int:
+def validate_from_args(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from harness.data.validate import validate_dataset
@@ -110,7 +110,7 @@ def _truth(args: argparse.Namespace, root: Path) -> tuple[dict[int, tuple[float,
     return None
 
 
-def run_coverage(args: argparse.Namespace) -> int:
+def coverage_from_args(args: argparse.Namespace) -> int:
     import numpy as np
 
     from harness.data.coverage import (
@@ -234,7 +234,7 @@ def plot_coverage(coverage: Coverage, path: Path) -> None:
     plt.close(fig)
 
 
-def run_offline_eval(args: argparse.Namespace) -> int:
+def offline_eval_from_args(args: argparse.Namespace) -> int:
     from harness.data.offline_eval import MismatchKind, evaluate_checkpoint, format_table, input_mismatches
     from harness.data.split import episode_indices, every_nth_split
     from harness.models.checkpoint import checkpoint_name
@@ -281,7 +281,7 @@ def run_offline_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_split(args: argparse.Namespace) -> int:
+def split_from_args(args: argparse.Namespace) -> int:
     from harness.data.split import write_split
 
     output = Path(args.output or Path(args.path) / "meta" / "splits_every10.json")

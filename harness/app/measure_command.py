@@ -277,7 +277,7 @@ def _measure(args: MeasureRequest, frames: list[Frame], sheets: dict[Path, Score
     return 0 if failed == 0 else 1
 
 
-def run_scene_check(args: argparse.Namespace) -> int:
+def scene_check_from_args(args: argparse.Namespace) -> int:
     from PIL import ImageDraw
 
     from harness.vision.scene_check import unexpected_objects

@@ -6,9 +6,10 @@ through the constructor instead of patching a module.
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.errors import HarnessError, HarnessInputError, RunPaused, ServoBusFault
 from harness.models.locked import LockedInference
@@ -19,8 +20,16 @@ from harness.models.taxonomy import Void, VoidKind
 from harness.policies.base import EvalPolicy
 from harness.run.safety import GuardedRobot
 
-if TYPE_CHECKING:
-    from harness.app.parallel.workers import WorkerPool
+
+class RayWorkerPool(typing.Protocol):
+    """A sweep's Ray workers as a run borrows them (`app.parallel.workers.WorkerPool`, which builds its runs from
+    these parts: named here by what a run calls, so this module does not import it back)."""
+
+    def take(self, count: int) -> list[Any]: ...
+
+    def give_back(self, actors: list[Any]) -> None: ...
+
+    def close(self, closing: list[Any] | None = None, timeout_s: float = ...) -> None: ...
 
 
 def make_policy(ref: str, protocol: Protocol, settings: RunSettings, device: str | None,
@@ -162,4 +171,4 @@ class Parts:
     emulated_truth: Any | None = None
     # a sweep's Ray workers, kept from cell to cell (`app.parallel.workers`); None: a `--workers` run starts
     # its own and ends them with it
-    ray_workers: WorkerPool | None = None
+    ray_workers: RayWorkerPool | None = None

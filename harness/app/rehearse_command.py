@@ -38,6 +38,7 @@ import numpy as np
 from PIL import Image
 
 from harness.errors import HarnessInputError, StartPoseMissed
+from harness.models.frame_size import parse_size
 from harness.models.measure_request import MeasureRequest
 from harness.models.protocol import Protocol, load_protocol
 from harness.models.reality_gap import RealityGap, parse_gap
@@ -82,9 +83,9 @@ class RehearsalFiles:
 
 def _size(text: str) -> tuple[int, int]:
     try:
-        width, height = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise HarnessInputError(None, "--camera-size", f"'{text}' is not WIDTHxHEIGHT (e.g. 640x480)") from None
+        width, height = parse_size(text, example="640x480")
+    except ValueError as exc:
+        raise HarnessInputError(None, "--camera-size", str(exc)) from None
     if not (64 <= width <= 1920 and 48 <= height <= 1080):
         raise HarnessInputError(None, "--camera-size", f"'{text}': 64x48 .. 1920x1080")
     return width, height
@@ -192,7 +193,6 @@ class Rehearsal:
     placement_error_cm: float
     seed: int
     run: RunRequest   # the rehearsal's run flags; `desk_request` puts the desk's own settings over them
-    run_flags: tuple[str, ...] = ()   # ... as typed, for the command line shown
     resume: bool = False   # continue the rehearsal's scoresheet with the desk's files it already made
     gap: RealityGap = field(default_factory=RealityGap)   # how the emulated arm differs from the twin (`--gap`)
 
@@ -246,7 +246,7 @@ def plan_rehearsal(args: argparse.Namespace) -> Rehearsal:
             raise HarnessInputError(folder, "--resume", f"the desk's {', '.join(missing)} is missing: the rehearsal "
                                                         "it resumes made it; pass the same --rehearsal-dir")
     return Rehearsal(protocol_path, protocol, policies, operator, files, scoresheet, Path("runs"),
-                     size, error, args.seed, run, typed_flags(passed, run), resume, gap)
+                     size, error, args.seed, run, resume, gap)
 
 
 def check_policy_folder(policy: Path) -> None:
@@ -277,31 +277,6 @@ def check_policy_folder(policy: Path) -> None:
                                 "(lerobot-train --rename_map) names the robot's cameras")
 
 
-def typed_flags(passed: dict[str, Any], run: RunRequest) -> tuple[str, ...]:
-    """The run flags a person gave the rehearsal, as they would type them for `harness run` (those that
-    change the request from its defaults)."""
-    default = RunRequest(protocol=run.protocol)
-    shown: list[str] = []
-    for dest, value in passed.items():
-        spec = RUN_FLAGS[dest]
-        if all(_field(run, path) == _field(default, path) for path in spec.fields):
-            continue
-        if value is True:
-            shown.append(spec.flag)
-        elif isinstance(value, list):
-            shown += [f"{spec.flag}={item}" for item in value]
-        elif value is not None:
-            shown.append(f"{spec.flag}={value}")
-    return tuple(shown)
-
-
-def _field(request: RunRequest, path: str) -> Any:
-    value: Any = request
-    for name in path.split("."):
-        value = getattr(value, name)
-    return value
-
-
 def desk_request(plan: Rehearsal, port: str, camera_source: str) -> RunRequest:
     """The run on the emulated desk: the rehearsal's run flags with what the rehearsal decides over them."""
     return plan.run.updated(
@@ -311,18 +286,6 @@ def desk_request(plan: Rehearsal, port: str, camera_source: str) -> RunRequest:
         robot={"kind": RobotKind.SO101, "port": port, "robot_id": ROBOT_ID,
                "cameras": {name: camera_source for name in run_cameras(plan.policies)}},
         placement={"bowl_calibration": plan.files.calibration, "trained_spot": plan.files.trained_spot})
-
-
-def run_command_line(request: RunRequest, typed: Sequence[str] = ()) -> list[str]:
-    """What a desk would type for the same run (shown, never parsed): the settings a rehearsal decides, then
-    the run flags given to the rehearsal."""
-    robot = request.robot
-    return ["run", str(request.protocol), f"--robot={robot.kind}", f"--port={robot.port}",
-            f"--robot-id={robot.robot_id}", *(f"--policy={policy}" for policy in request.policies),
-            *(f"--camera={name}={source}" for name, source in robot.cameras.items()),
-            f"--bowl-calibration={request.placement.bowl_calibration}",
-            f"--trained-spot={request.placement.trained_spot}", f"--scoresheet={request.scoresheet}",
-            f"--runs-dir={request.runs_dir}", "--headless", *typed, *(["--resume"] if request.resume else [])]
 
 
 def desk_measure(protocol: Protocol, files: RehearsalFiles, inputs: Path, calibrate: bool) -> MeasureRequest:
@@ -403,8 +366,7 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
                 if run_measure(measure) != 0:
                     raise HarnessInputError(files.trained_spot, None, "the cube on its trained spot was not measured")
             request = desk_request(plan, rig.port, source)
-            shown = run_command_line(request, plan.run_flags)
-            say_command(shown, out)
+            say_command(request.command_line(), out)
             if plan.operator is OperatorKind.PERSON:
                 print(CONSOLE_HINT, file=out, flush=True)
             if not plan.gap.none:

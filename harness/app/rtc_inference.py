@@ -8,12 +8,12 @@ on a resume the locked ones replace them. Defaults are LeRobot's, capped for the
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessInputError, StaleRunError
+from harness.models.run_request import FLAG_OF_FIELD
 from harness.models.run_settings import InferenceEngine, RobotKind
 from harness.policies.hub import checkpoint_folder
 
@@ -22,22 +22,8 @@ if TYPE_CHECKING:
     from harness.models.scoresheet import Scoresheet
 
 # `InferenceRequest` field (and argparse destination) -> flag
-RTC_FLAGS = {"execution_horizon": "--rtc-execution-horizon", "max_guidance_weight": "--rtc-max-guidance-weight",
-             "attention_schedule": "--rtc-attention-schedule", "queue_threshold": "--rtc-queue-threshold"}
-
-
-def register_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--rtc-execution-horizon", dest="execution_horizon", type=int, metavar="N",
-                        help="--inference rtc: steps of the previous chunk a new one is inpainted against "
-                             "(default LeRobot's 10, at most the chunk size); locked")
-    parser.add_argument("--rtc-max-guidance-weight", dest="max_guidance_weight", type=float, metavar="W",
-                        help="--inference rtc: RTC's guidance weight cap (default LeRobot's 10); locked")
-    parser.add_argument("--rtc-attention-schedule", dest="attention_schedule",
-                        choices=["ZEROS", "ONES", "LINEAR", "EXP"],
-                        help="--inference rtc: prefix weights over the horizon (default LeRobot's LINEAR); locked")
-    parser.add_argument("--rtc-queue-threshold", dest="queue_threshold", type=int, metavar="N",
-                        help="--inference rtc: start an inference when N actions or fewer are queued (default "
-                             "LeRobot's 30, half the chunk for chunks under 60); locked")
+RTC_FLAGS = {name: FLAG_OF_FIELD[f"inference.{name}"]
+             for name in ("execution_horizon", "max_guidance_weight", "attention_schedule", "queue_threshold")}
 
 
 def _given(request: RunRequest) -> dict[str, Any]:

@@ -214,7 +214,7 @@ def ask_plain(episode: Episode, proposal: Any, read: Callable[[str], str]) -> tu
         print(f"  '{answer}' is not one of Enter, {keys}", file=sys.stderr)
 
 
-def run_score(args: argparse.Namespace, read: Callable[[str], str] = input,
+def score_from_args(args: argparse.Namespace, read: Callable[[str], str] = input,
               run_app: Callable[[Any], None] | None = None) -> int:
     """`read`: the plain mode's prompt; `run_app`: what runs the labelling screen (its `run()`; a test drives it)."""
     from harness.models.lock import WriterLock

@@ -13,7 +13,6 @@ The twin sheet's locked `twin_of` names the real sheet and its lock hash; `repor
 
 from __future__ import annotations
 
-import argparse
 import sys
 from contextlib import suppress
 from dataclasses import dataclass
@@ -37,10 +36,11 @@ from harness.models.protocol import (
     workspace_problem,
 )
 from harness.models.run_settings import BuiltinPolicy, ChunkLatency, InferenceEngine, RobotKind
+from harness.models.scoresheet import Attempt, LoopStats, Scoresheet, load_scoresheet, policy_fingerprint
+from harness.models.twin_request import TwinRequest
 
 if TYPE_CHECKING:
     from harness.models.run_request import RunRequest
-from harness.models.scoresheet import Attempt, LoopStats, Scoresheet, load_scoresheet, policy_fingerprint
 
 
 class StartSource(StrEnum):
@@ -150,10 +150,6 @@ def _median(values: list[float]) -> float:
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
-ASYNC_SETTINGS = {"policy_server": "--policy-server", "actions_per_chunk": "--actions-per-chunk",
-                  "chunk_size_threshold": "--chunk-size-threshold", "aggregate_fn": "--aggregate-fn"}
-
-
 def inference_settings(inference: LockedInference) -> dict[str, Any]:
     """The request's `inference` part that asks for the engine and settings the real sheet locked (the
     request's field names are the locked block's, but for the server's address)."""
@@ -167,16 +163,6 @@ def inference_settings(inference: LockedInference) -> dict[str, Any]:
                   "chunk_size_threshold": inference.chunk_size_threshold, "aggregate_fn": inference.aggregate_fn}
         return {name: value for name, value in locked.items() if value is not None}
     return {}
-
-
-def inference_flags(inference: LockedInference) -> list[str]:
-    """`harness run` flags that ask for the same (shown to the person, never parsed)."""
-    from harness.app.rtc_inference import RTC_FLAGS
-
-    flags = {**RTC_FLAGS, **ASYNC_SETTINGS}
-    settings = inference_settings(inference)
-    engine = ["--inference=rtc"] if settings.pop("engine", None) is InferenceEngine.RTC else []
-    return [*engine, *(f"{flags[name]}={value}" for name, value in settings.items())]
 
 
 @dataclass(frozen=True)
@@ -234,11 +220,11 @@ def check_twin_table(real: Scoresheet, protocol: Protocol, protocol_path: Path) 
                                                       "(from this protocol) does not match it")
 
 
-def plan_twin(args: argparse.Namespace) -> TwinPlan:
+def plan_twin(request: TwinRequest) -> TwinPlan:
     """Every check before anything is written: bad input is one line and exit 2."""
-    if args.max_trials is not None and args.max_trials < 1:
-        raise HarnessInputError(None, "--max-trials", f"{args.max_trials}: must be at least 1")
-    real_path = Path(args.real_sheet)
+    if request.max_trials is not None and request.max_trials < 1:
+        raise HarnessInputError(None, "--max-trials", f"{request.max_trials}: must be at least 1")
+    real_path = request.real_sheet
     if not real_path.exists():   # a folder, a device or a pipe: load_scoresheet says which, in one line
         raise HarnessInputError(real_path, None, "no such scoresheet")
     real = load_scoresheet(real_path)
@@ -251,17 +237,17 @@ def plan_twin(args: argparse.Namespace) -> TwinPlan:
         raise StaleRunError(protocol_path, "protocol_sha256", f"changed since {real.path} was locked")
     protocol = load_protocol(protocol_path)
     check_twin_table(real, protocol, protocol_path)
-    if args.extra is not None and not 0 <= args.extra <= MAX_TRIALS:
-        raise HarnessInputError(None, "--extra", f"{args.extra}: must be 0..{MAX_TRIALS}")
-    twin = twin_protocol(real, protocol, args.extra or 0)
+    if request.extra is not None and not 0 <= request.extra <= MAX_TRIALS:
+        raise HarnessInputError(None, "--extra", f"{request.extra}: must be 0..{MAX_TRIALS}")
+    twin = twin_protocol(real, protocol, request.extra or 0)
     stem = real_path.stem
-    scoresheet = Path(args.scoresheet) if args.scoresheet else real_path.with_name(f"{stem}-twin.yaml")
+    scoresheet = request.scoresheet or real_path.with_name(f"{stem}-twin.yaml")
     if scoresheet.resolve() == real_path.resolve():
         raise HarnessInputError(scoresheet, "--scoresheet", "is the real sheet itself")
-    twin_path = Path(args.twins_dir) / f"{scoresheet.stem}.protocol.yaml"
-    plan = TwinPlan(real, protocol, twin, twin_path, scoresheet, Path(args.runs_dir), args.resume)
+    twin_path = request.twins_dir / f"{scoresheet.stem}.protocol.yaml"
+    plan = TwinPlan(real, protocol, twin, twin_path, scoresheet, request.runs_dir, request.resume)
     if scoresheet.exists():
-        if not args.resume:
+        if not request.resume:
             raise HarnessInputError(scoresheet, None, "this twin already has a scoresheet; add --resume to continue it")
         check_resumed_twin(plan)
     elif twin_path.exists() and twin_path.read_text() != protocol_text(twin):
@@ -289,27 +275,13 @@ def check_resumed_twin(plan: TwinPlan) -> None:
                                                                "same --extra, or start a new twin (--scoresheet)")
 
 
-def run_arguments(plan: TwinPlan, args: argparse.Namespace) -> list[str]:
-    """`harness run` as a person would type the twin's run (shown, never parsed: the run is `twin_request`)."""
-    real = plan.real
-    workers = [f"--workers={args.workers}"] if args.workers != 1 else []
-    # LeRobot's policy server: the twin's arm waits on the server's real round trips, as the real one did
-    asynchronous = real.inference.engine is InferenceEngine.ASYNC
-    return ["run", str(plan.twin_protocol_path), "--robot=sim", f"--policy={real.locked.policy.ref}",
-            f"--scoresheet={plan.scoresheet}", f"--runs-dir={plan.runs_dir}", "--headless",
-            *(_latency_flag(twin_latency(real)) if not plan.resume and not asynchronous else []),
-            *([f"--rename-map={_json(real.settings.rename_map)}"] if real.settings.rename_map else []),
-            *inference_flags(real.inference), *workers, *(["--resume"] if plan.resume else []),
-            *([f"--device={args.device}"] if args.device else []),
-            *([f"--max-trials={args.max_trials}"] if args.max_trials is not None else [])]
-
-
-def twin_request(plan: TwinPlan, args: argparse.Namespace) -> RunRequest:
+def twin_request(plan: TwinPlan, asked: TwinRequest) -> RunRequest:
     """The twin's run as a request, built from the real sheet; the twin's own flags (`--workers`, `--device`,
     `--max-trials`) read as `harness run` reads them, a bad one refused in one line naming it."""
     from harness.models.run_request import RunRequest
 
     real = plan.real
+    # LeRobot's policy server: the twin's arm waits on the server's real round trips, as the real one did
     asynchronous = real.inference.engine is InferenceEngine.ASYNC
     latency = twin_latency(real) if not plan.resume and not asynchronous else None
     rename_map = dict(real.settings.rename_map) if real.settings.rename_map else None
@@ -317,23 +289,16 @@ def twin_request(plan: TwinPlan, args: argparse.Namespace) -> RunRequest:
            "policies": (real.locked.policy.ref,), "scoresheet": plan.scoresheet, "runs_dir": plan.runs_dir,
            "headless": True, "latency": latency, "rename_map": rename_map,
            "inference": inference_settings(real.inference), "resume": plan.resume, "provenance": plan.provenance}
-    return RunRequest.model_validate_flags(run, {"workers": args.workers, "device": args.device,
-                                                 "max_trials": args.max_trials})
+    return RunRequest.model_validate_flags(run, {"workers": asked.workers, "device": asked.device,
+                                                 "max_trials": asked.max_trials})
 
 
-def _latency_flag(latency: float | str | ChunkLatency) -> list[str]:
-    if isinstance(latency, ChunkLatency):
-        return [f"--latency-ms={latency.step_ms:g}", f"--latency-chunk-ms={latency.chunk_ms:g}"]
-    return ["--latency=measured"] if latency == "measured" else [f"--latency-ms={latency:g}"]
+def run_twin(asked: TwinRequest, out: Any = None) -> int:
+    """`harness twin`, from its request: planned (every check, nothing written), then run as a `RunRequest`."""
+    return _run_plan(plan_twin(asked), asked, out)
 
 
-def _json(value: Any) -> str:
-    import json
-
-    return json.dumps(value, sort_keys=True)
-
-
-def run_twin(plan: TwinPlan, args: argparse.Namespace, out: Any = None) -> int:
+def _run_plan(plan: TwinPlan, asked: TwinRequest, out: Any = None) -> int:
     from harness.app.rehearse_command import say_command
     from harness.app.run_command import run_request
 
@@ -341,7 +306,7 @@ def run_twin(plan: TwinPlan, args: argparse.Namespace, out: Any = None) -> int:
     wrote_protocol = not plan.twin_protocol_path.exists()
     made_folder = not plan.twin_protocol_path.parent.exists()
     # refused here, before anything is written, if a flag is wrong; locked with the sheet: its `twin_of`
-    request = twin_request(plan, args)
+    request = twin_request(plan, asked)
     if wrote_protocol:
         plan.twin_protocol_path.parent.mkdir(parents=True, exist_ok=True)
         parse_protocol(protocol_text(plan.twin), plan.twin_protocol_path)
@@ -353,7 +318,7 @@ def run_twin(plan: TwinPlan, args: argparse.Namespace, out: Any = None) -> int:
     print(f"twin of {real.path} ({'rehearsal, ' + gap if gap else 'real arm'}): {len(sources)} scored attempts, "
           f"{measured} from their measured start, {len(sources) - measured} from the planned one", file=out,
           flush=True)
-    say_command(run_arguments(plan, args), out)
+    say_command(request.command_line(), out)   # the `harness run` line that asks for the same run
     try:
         return run_request(request)
     finally:
@@ -362,7 +327,3 @@ def run_twin(plan: TwinPlan, args: argparse.Namespace, out: Any = None) -> int:
             if made_folder:
                 with suppress(OSError):
                     plan.twin_protocol_path.parent.rmdir()
-
-
-def twin_from_args(args: argparse.Namespace) -> int:
-    return run_twin(plan_twin(args), args)

@@ -30,7 +30,7 @@ from harness.models.graded import PrimaryOutcome
 from harness.models.run_settings import RobotKind
 from harness.models.safe_yaml import decode_text, load_yaml_text, read_limited
 from harness.models.sequential import MAX_PAIRS_SEARCHED
-from harness.models.taxonomy import TAXONOMY
+from harness.models.taxonomy import TAXONOMY, taxonomy_version
 
 JOINT_NAMES: tuple[str, ...] = (
     "shoulder_pan",
@@ -218,12 +218,16 @@ class Protocol(_Strict):
     run: RunDefaults = RunDefaults()
     trials: Annotated[list[Trial], Field(min_length=1, max_length=MAX_TRIALS)]
 
+    @property
+    def taxonomy_version(self) -> int:
+        """The version of the failure taxonomy this protocol pre-registered (`models.taxonomy`)."""
+        return taxonomy_version(self.failure_taxonomy)
+
     @model_validator(mode="after")
     def _check(self) -> Protocol:
         if "gripper" in self.start_pose and not 0 <= self.start_pose["gripper"] <= 100:
             raise ValueError("start_pose.gripper: must be within 0..100 (percent open)")
-        if list(self.failure_taxonomy) != list(TAXONOMY):
-            raise ValueError(f"failure_taxonomy: must be exactly {list(TAXONOMY)} (void is always allowed)")
+        taxonomy_version(self.failure_taxonomy)   # a list some version of the harness wrote, or refused
         if set(self.start_pose) != set(JOINT_NAMES):
             missing = sorted(set(JOINT_NAMES) - set(self.start_pose))
             extra = sorted(set(self.start_pose) - set(JOINT_NAMES))

@@ -8,23 +8,32 @@ argument list to parse it again.
 
 A field left at None was not asked for: on `--resume` the scoresheet's locked value stands (asking for another
 is refused), and on a new sheet the protocol's `run:` section (robot, policy, port, cameras, rename map) or the
-harness's default fills it. `RUN_FLAGS` maps every `harness run` flag (its argparse destination) to the fields
-it sets; `tests/test_run_request.py` checks that every flag of the parser is in it and reaches sweeps and
-rehearsals.
+harness's default fills it.
+
+Each `harness run` flag is written once, as a `Flag` on the field it sets (its spelling, help, and how its text
+becomes the field's value and back); its type, choices and default come from the field. `RUN_FLAGS` collects them
+(by argparse destination), and from it `app.commands.run.add_run_flags` builds the parser (`harness rehearse`'s
+too), a sweep condition takes any flag the sweep does not decide, and `RunRequest.command_line` types a request
+as the `harness run` line a person would give it (a rehearsal and a twin show it).
+`tests/test_run_request.py` follows every flag from the parser to the request, to the shown line and back.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
-from typing import Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.errors import HarnessInputError
+from harness.models.frame_size import parse_size, size_text
+from harness.models.render_profile import RenderProfile
 from harness.models.run_settings import ChunkLatency, InferenceEngine, Latency, RobotKind
 
 VideoChoice = Literal["failures", "all", "none"]
@@ -33,26 +42,224 @@ AttentionSchedule = Literal["ZEROS", "ONES", "LINEAR", "EXP"]
 MAX_WORKERS = 256
 
 
-class _Part(BaseModel):
+# how a flag's value, as argparse (str, int, float, bool, lists) or a sweep file's YAML (also numbers, lists, maps)
+# gives it, becomes its fields' values (`parse`), and how their values are typed again (`show`: what argparse would
+# hold for the flag; None or False: not given)
+
+def _parse_same(value: Any) -> tuple[Any, ...]:
+    return (value,)
+
+
+def _parse_path(value: Any) -> tuple[Any, ...]:
+    return (Path(value) if value not in (None, "") else None,)
+
+
+def _parse_size(text: Any) -> tuple[Any, ...]:
+    if isinstance(text, list | tuple):
+        return (tuple(text),)
+    return (parse_size(text),)
+
+
+def _parse_record_size(text: Any) -> tuple[Any, ...]:
+    return (parse_size(text, example="128x96"),)
+
+
+def _parse_dropout(text: Any) -> tuple[Any, ...]:
+    if not text:
+        return (None,)
+    trial_s, _, step_s = str(text).partition(":")
+    try:
+        return ((int(trial_s), int(step_s or 0)),)
+    except ValueError:
+        raise ValueError(f"'{text}' is not TRIAL:STEP") from None
+
+
+def _parse_tolerance(text: Any) -> tuple[Any, ...]:
+    try:
+        cm, deg = (float(v) for v in str(text).split(","))
+    except ValueError:
+        raise ValueError(f"{str(text)!r} is not CM,DEG (e.g. 0.5,10)") from None
+    if not (math.isfinite(cm) and math.isfinite(deg)) or cm <= 0 or deg <= 0:
+        raise ValueError(f"{str(text)!r}: both must be positive numbers")
+    return ((cm, deg),)
+
+
+def _parse_rename_map(value: Any) -> tuple[Any, ...]:
+    if value is None or value == "":
+        return (None,)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ValueError("must be a JSON object of names, e.g. '{\"top\": \"camera1\"}'")
+    return (value,)
+
+
+def _parse_cameras(items: Any) -> tuple[Any, ...]:
+    items = [items] if isinstance(items, str) else list(items or [])
+    cameras = {}
+    for item in items:
+        name, sep, source = str(item).partition("=")
+        if not sep or not name or not source:
+            raise ValueError(f"'{item}' is not NAME=SOURCE (e.g. top=0)")
+        cameras[name] = source
+    return (cameras,)
+
+
+def check_policy_refs(refs: Iterable[str]) -> None:
+    """Each `--policy` (of `run`, `collect`, `rehearse`) names something: an empty one is a slip (`--policy
+    "$UNSET"`), and taken as "none given" it would run the protocol's own policy without a word."""
+    if any(not ref.strip() for ref in refs):
+        raise HarnessInputError(None, "--policy", "empty: name a policy folder, a Hub id or a built-in (expert, "
+                                "replay); leave --policy out for the protocol's run.policy")
+
+
+def _parse_policies(value: Any) -> tuple[Any, ...]:
+    if value is None:
+        return ((),)
+    return (tuple(str(v) for v in value) if isinstance(value, list | tuple) else (str(value),),)
+
+
+def _parse_record_dataset(value: Any) -> tuple[Any, ...]:
+    """None: off; "" (the flag alone): on, in the default folder; a folder."""
+    if value is None or value is False:
+        return (False, None)
+    if value is True or value == "":
+        return (True, None)
+    return (True, Path(value))
+
+
+def _parse_workers(value: Any) -> tuple[Any, ...]:
+    if value == "auto":
+        return (value,)
+    if isinstance(value, bool):
+        raise ValueError(f"'{value}' is not a number or auto")
+    try:
+        return (int(value),)
+    except (TypeError, ValueError):
+        raise ValueError(f"'{value}' is not a number or auto") from None
+
+
+def _parse_not(value: Any) -> tuple[Any, ...]:
+    return (not value,)
+
+
+def _show_same(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    return str(value) if isinstance(value, Path) else value
+
+
+def _show_not(value: Any) -> Any:
+    return not value
+
+
+def _show_size(value: tuple[int, int]) -> Any:
+    return size_text(value)
+
+
+def _show_tolerance(value: tuple[float, float]) -> Any:
+    return f"{value[0]:g},{value[1]:g}"
+
+
+def _show_dropout(value: tuple[int, int] | None) -> Any:
+    return None if value is None else f"{value[0]}:{value[1]}"
+
+
+def _show_rename_map(value: dict[str, str] | None) -> Any:
+    return None if value is None else json.dumps(value, sort_keys=True)
+
+
+def _show_cameras(value: dict[str, str]) -> Any:
+    return [f"{name}={source}" for name, source in value.items()]
+
+
+def _show_policies(value: tuple[str, ...]) -> Any:
+    return list(value) or None
+
+
+def _show_record_dataset(record: bool, folder: Path | None) -> Any:
+    return (str(folder) if folder is not None else True) if record else None
+
+
+def _show_latency_ms(value: Latency) -> Any:
+    if isinstance(value, ChunkLatency):
+        return value.step_ms
+    return value if isinstance(value, float | int) else None
+
+
+def _show_latency_measured(value: Latency) -> Any:
+    return value if value == "measured" else None
+
+
+def _show_latency_chunk_ms(value: Latency) -> Any:
+    return value.chunk_ms if isinstance(value, ChunkLatency) else None
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A `harness run` flag, written once, on the request field it sets (in the field's `Annotated` metadata):
+    its spelling and help, and what the field's type does not already say. Its argparse type (int, float, a
+    yes/no switch), its choices (a `Literal` or an enum) and its default (the field's, typed as `show` types it)
+    come from the field; `RUN_FLAGS` collects them, `app.commands.run.add_run_flags` adds them to a parser, sweep
+    conditions take them by destination, and `RunRequest.command_line` types a request back as them."""
+
+    flag: str                              # --max-trials; a positional's name
+    help: str | None = None
+    metavar: str | None = None
+    dest: str | None = None                # the argparse destination; None: the flag's name with underscores
+    parse: Callable[[Any], tuple[Any, ...]] = _parse_same
+    show: Callable[..., Any] = _show_same
+    also: tuple[str, ...] = ()             # more fields (paths from the request) the flag sets
+    repeat: bool = False                   # given once per item (argparse's append)
+    optional_value: bool = False           # --record-dataset [DIR]: the flag alone means its default
+    early: bool = False                    # `parse` checks the text as argparse reads it (a bad one: a usage error)
+    type: Callable[[str], Any] | None = None        # None: int or float where the field is one
+    choices: tuple[str, ...] | None = None          # None: the field's Literal or enum values
+    staged_as: str | None = None   # set through a staging key first (two flags for one field: `_fold_latency`)
+
+
+class RequestPart(BaseModel):
+    """A frozen, strict part of the request (and the request itself); its fields may carry `Flag`s."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class RobotRequest(_Part):
+class RobotRequest(RequestPart):
     """Which arm, and how this machine reaches it; unset: the protocol's `run:` section."""
 
-    kind: RobotKind | None = None
-    port: str | None = None                      # a real arm's serial port
-    robot_id: str | None = "harness_follower"    # LeRobot's calibration id
-    cameras: dict[str, str] = Field(default_factory=dict)   # name -> source spec (`robots.camera_spec`)
+    kind: Annotated[RobotKind | None, Flag("--robot", "robot target (default: protocol's run section)")] = None
+    # a real arm's serial port
+    port: Annotated[str | None, Flag("--port", "serial port of a real arm (e.g. /dev/ttyACM0, COM4)")] = None
+    # LeRobot's calibration id
+    robot_id: Annotated[str | None, Flag(
+        "--robot-id", "calibration id: calibration/<id>.json, else LeRobot's calibration folder (where "
+        "lerobot-calibrate writes), or a path to a .json file (emulated_follower for `emulate-bus --sim`)",
+    )] = "harness_follower"
+    # name -> source spec (`robots.camera_spec`)
+    cameras: Annotated[dict[str, str], Flag(
+        "--camera", "real camera: top=0 or wrist=/dev/video2, optionally sized, paced and formatted: "
+        "top=0@1280x720,fps=30,fourcc=MJPG (default 640x480 at the control rate); simulated (emulate-bus --sim): "
+        "top=sim or top=sim@320x240 (repeatable)", metavar="NAME=SOURCE", parse=_parse_cameras, show=_show_cameras,
+        repeat=True)] = Field(default_factory=dict)
 
 
-class EvidenceRequest(_Part):
+class EvidenceRequest(RequestPart):
     """Which attempts get videos, and how they are drawn."""
 
-    video: VideoChoice | None = None     # None: failures on the simulator, all on a real arm
-    no_video: bool = False               # = video none; on a real arm: final frames only
-    video_fps: float = 10.0
-    video_size: tuple[int, int] = (320, 240)
+    video_fps: Annotated[float, Flag("--video-fps", "evidence video frame rate (default 10)")] = 10.0
+    video_size: Annotated[tuple[int, int], Flag("--video-size", "evidence video size WxH (default 320x240)",
+                                                parse=_parse_size, show=_show_size)] = (320, 240)
+    # None: failures on the simulator, all on a real arm
+    video: Annotated[VideoChoice | None, Flag(
+        "--video", "simulated arm: which attempts get evidence videos (default failures: drawn for failed and "
+        "voided attempts; every attempt keeps its state trajectory and final frames, and `harness replay` draws "
+        "any video later)")] = None
+    # = video none; on a real arm: final frames only
+    no_video: Annotated[bool, Flag("--no-video", "same as --video none; on a real arm: final frames and "
+                                                 "trajectories only")] = False
     lanes: int | None = None             # evidence writer lanes (a parallel run's worker: 0, drawn inline)
 
     @field_validator("video_fps")
@@ -64,7 +271,7 @@ class EvidenceRequest(_Part):
 
     @field_validator("video_size")
     @classmethod
-    def _size(cls, value: tuple[int, int]) -> tuple[int, int]:
+    def _video_size(cls, value: tuple[int, int]) -> tuple[int, int]:
         width, height = value
         if not (16 <= width <= 4096 and 16 <= height <= 4096) or width % 2 or height % 2:
             raise ValueError(f"'{width}x{height}': width and height must be even, 16..4096")
@@ -77,22 +284,39 @@ class EvidenceRequest(_Part):
         return self
 
 
-class DatasetRequest(_Part):
+class DatasetRequest(RequestPart):
     """`--record-dataset`: the rollouts also written as a LeRobot v3.0 dataset."""
 
-    record: bool = False
-    folder: Path | None = None           # None: runs/<scoresheet>/dataset
-    size: tuple[int, int] = (128, 96)
-    codec: RecordCodec = "h264"
-    fps: int | None = None               # None: the control rate
+    record: Annotated[bool, Flag(
+        "--record-dataset", "also write the rollouts as a LeRobot v3.0 dataset (default runs/<scoresheet>/dataset)",
+        metavar="DIR", parse=_parse_record_dataset, show=_show_record_dataset, also=("dataset.folder",),
+        optional_value=True)] = False
+    size: Annotated[tuple[int, int], Flag(
+        "--record-size", "--record-dataset frame size (default 128x96: ACT trains at under a second a step on a "
+        "laptop CPU; 640x480 costs ~25 s a step)", metavar="WxH", parse=_parse_record_size,
+        show=_show_size)] = (128, 96)
+    codec: Annotated[RecordCodec, Flag(
+        "--record-codec", "--record-dataset video codec (default h264: fastest to encode and decode on a CPU; "
+        "libsvtav1, LeRobot's default, makes the smallest files)")] = "h264"
+    # None: the control rate
+    fps: Annotated[int | None, Flag("--record-fps", "--record-dataset frame rate, a divisor of the protocol's "
+                                                    "control rate (default: the control rate)", metavar="N")] = None
+    folder: Path | None = None           # None: runs/<scoresheet>/dataset (set by --record-dataset DIR)
 
 
-class PlacementRequest(_Part):
+class PlacementRequest(RequestPart):
     """A real arm's operator aids: proposals from the bowl calibration, guided placement from the trained spot."""
 
-    bowl_calibration: Path | None = None
-    trained_spot: Path | None = None
-    tolerance: tuple[float, float] = (0.5, 10.0)    # cm, degrees
+    bowl_calibration: Annotated[Path | None, Flag(
+        "--bowl-calibration", "real arm: the bowl-rim calibration (harness measure --auto): propose each outcome "
+        "from evidence", metavar="PATH", parse=_parse_path)] = None
+    trained_spot: Annotated[Path | None, Flag(
+        "--trained-spot", "real arm: a top frame with the cube on its trained spot: guide each placement",
+        metavar="PNG", parse=_parse_path)] = None
+    # cm, degrees
+    tolerance: Annotated[tuple[float, float], Flag(
+        "--placement-tolerance", "real arm: how close the cube must be before a trial starts (default 0.5,10)",
+        metavar="CM,DEG", parse=_parse_tolerance, show=_show_tolerance)] = (0.5, 10.0)
 
     @field_validator("tolerance")
     @classmethod
@@ -102,28 +326,60 @@ class PlacementRequest(_Part):
         return value
 
 
-class InferenceRequest(_Part):
+class InferenceRequest(RequestPart):
     """The inference engine asked for and its settings; None everywhere: LeRobot's synchronous engine (or, on a
     resume, the locked one). Field names are those of the locked `inference` block."""
 
-    engine: Literal[InferenceEngine.SYNC, InferenceEngine.RTC] | None = None
-    policy_server: str | None = None      # HOST:PORT: LeRobot's asynchronous engine
-    actions_per_chunk: int | None = None
-    chunk_size_threshold: float | None = None
-    aggregate_fn: str | None = None
-    execution_horizon: int | None = None
-    max_guidance_weight: float | None = None
-    attention_schedule: AttentionSchedule | None = None
-    queue_threshold: int | None = None
+    engine: Annotated[Literal[InferenceEngine.SYNC, InferenceEngine.RTC] | None, Flag(
+        "--inference", "LeRobot inference engine: sync (default) or rtc (Real-Time Chunking, for policies that "
+        "support it; refused before anything is written otherwise); locked with the run")] = None
+    # HOST:PORT: LeRobot's asynchronous engine
+    policy_server: Annotated[str | None, Flag(
+        "--policy-server", "LeRobot's asynchronous inference; the policy runs in LeRobot's policy server (python "
+        "-m lerobot.async_inference.policy_server --host=H --port=P), which loads --policy from the same path; on "
+        "a real arm the action queue runs in wall time (a receiver thread, as LeRobot's robot client), on the "
+        "simulated arm each round trip becomes simulated time; locked", metavar="HOST:PORT")] = None
+    actions_per_chunk: Annotated[int | None, Flag(
+        "--actions-per-chunk", "--policy-server: actions the server returns per chunk (default: the policy's "
+        "chunk_size); locked", metavar="N")] = None
+    chunk_size_threshold: Annotated[float | None, Flag(
+        "--chunk-size-threshold", "--policy-server: send an observation when the action queue is at or below "
+        "this fraction of a chunk, 0..1 (default 0.5, LeRobot's); locked", metavar="F")] = None
+    aggregate_fn: Annotated[str | None, Flag(
+        "--aggregate-fn", "--policy-server: how a new chunk merges with queued actions, one of LeRobot's "
+        "weighted_average (default), latest_only, average, conservative; locked", metavar="NAME")] = None
+    execution_horizon: Annotated[int | None, Flag(
+        "--rtc-execution-horizon", "--inference rtc: steps of the previous chunk a new one is inpainted against "
+        "(default LeRobot's 10, at most the chunk size); locked", metavar="N", dest="execution_horizon")] = None
+    max_guidance_weight: Annotated[float | None, Flag(
+        "--rtc-max-guidance-weight", "--inference rtc: RTC's guidance weight cap (default LeRobot's 10); locked",
+        metavar="W", dest="max_guidance_weight")] = None
+    attention_schedule: Annotated[AttentionSchedule | None, Flag(
+        "--rtc-attention-schedule", "--inference rtc: prefix weights over the horizon (default LeRobot's LINEAR); "
+        "locked", dest="attention_schedule")] = None
+    queue_threshold: Annotated[int | None, Flag(
+        "--rtc-queue-threshold", "--inference rtc: start an inference when N actions or fewer are queued (default "
+        "LeRobot's 30, half the chunk for chunks under 60); locked", metavar="N", dest="queue_threshold")] = None
 
 
-class WorkersRequest(_Part):
+class WorkersRequest(RequestPart):
     """Where the trials run: this process, or N workers with Ray."""
 
-    count: int | Literal["auto"] = 1
-    driver_worker: bool = True        # False: all N on Ray, this process only records
-    address: str | None = None        # an existing Ray cluster
-    ray_dashboard: bool = False
+    count: Annotated[int | Literal["auto"], Flag(
+        "--workers", "simulated arm only: run this many trials at a time: this process at once, the other N-1 on "
+        "Ray workers as they start; the scoresheet is written in trial order, as a serial run writes it (default "
+        "1; auto: the count a model of the run's costs predicts fastest, serial when parallel would not win)",
+        metavar="N|auto", dest="workers", parse=_parse_workers, early=True)] = 1
+    # False: all N on Ray, this process only records
+    driver_worker: Annotated[bool, Flag(
+        "--no-driver-worker", "with --workers: all N workers on Ray, this process only records (a cluster whose "
+        "driver machine should run no trials)", parse=_parse_not, show=_show_not)] = True
+    # an existing Ray cluster
+    address: Annotated[str | None, Flag(
+        "--address", "an existing Ray cluster to run --workers on (default: a local Ray runtime on loopback only); "
+        "see docs/sweeps.md for what must protect a cluster")] = None
+    ray_dashboard: Annotated[bool, Flag(
+        "--ray-dashboard", "start Ray's dashboard for a local --workers run (on 127.0.0.1; off by default)")] = False
     on_ray: bool = False              # even one worker on Ray (a sweep's cells: the same path every time)
 
     @field_validator("count")
@@ -140,28 +396,66 @@ class WorkersRequest(_Part):
                 or not self.driver_worker)
 
 
-class RunRequest(_Part):
-    """One run, as asked (module docstring)."""
+class RunRequest(RequestPart):
+    """One run, as asked (module docstring). The fields' order is the order `harness run --help` lists their
+    flags in."""
 
-    protocol: Path
-    policies: tuple[str, ...] = ()        # a checkpoint folder or a built-in; empty: the protocol's run.policy
-    blind: bool = True                    # a comparison (two or more policies) hides which arm ran
-    render_profile: str | None = None     # how the simulated cameras draw (`models.render_profile`); None: default
-    resume: bool = False
-    scoresheet: Path | None = None        # None: scoresheets/<protocol>-<policy>.yaml
-    runs_dir: Path = Path("runs")
-    headless: bool = False                # plain terminal mode, no TUI
-    realtime: bool = False                # the simulator paced at wall-clock speed
-    device: str | None = None             # torch device for LeRobot policies
-    max_trials: int | None = None
-    rename_map: dict[str, str] | None = None   # None: the protocol's
-    latency: Latency = None   # ms of simulated time, "measured", a chunked model (`ChunkLatency`), or lock-step
-    inject_dropout: tuple[int, int] | None = None        # testing aid: (trial, step)
+    protocol: Annotated[Path, Flag("protocol", parse=_parse_path)]
+    resume: Annotated[bool, Flag("--resume", "continue the run's scoresheet where it stopped")] = False
     robot: RobotRequest = RobotRequest()
-    inference: InferenceRequest = InferenceRequest()
+    # a checkpoint folder or a built-in; empty: the protocol's run.policy
+    policies: Annotated[tuple[str, ...], Flag(
+        "--policy", "a LeRobot pretrained folder, a Hugging Face Hub id ORG/NAME[@REVISION] (the local cache first; "
+        "downloaded when HF_HUB_OFFLINE allows), or a built-in: expert, replay; two or more: a blind, interleaved "
+        "comparison with sequential stopping (docs/comparisons.md)", parse=_parse_policies, show=_show_policies,
+        repeat=True)] = ()
+    # a comparison (two or more policies) hides which arm ran
+    blind: Annotated[bool, Flag("--no-blind", "a comparison that shows which arm is which policy while it runs "
+                                              "(simulation)", parse=_parse_not, show=_show_not)] = True
+    # None: the protocol's
+    rename_map: Annotated[dict[str, str] | None, Flag(
+        "--rename-map", 'JSON map of camera keys, e.g. \'{"top": "camera1"}\'', parse=_parse_rename_map,
+        show=_show_rename_map)] = None
+    # None: scoresheets/<protocol>-<policy>.yaml
+    scoresheet: Annotated[Path | None, Flag(
+        "--scoresheet", "scoresheet path (default scoresheets/<protocol>-<policy>.yaml)", parse=_parse_path)] = None
+    runs_dir: Annotated[Path, Flag("--runs-dir", "where per-trial evidence goes (default runs/)",
+                                   parse=_parse_path)] = Path("runs")
+    # plain terminal mode, no TUI
+    headless: Annotated[bool, Flag("--headless", "plain terminal mode, no TUI")] = False
+    # the simulator paced at wall-clock speed
+    realtime: Annotated[bool, Flag("--realtime", "pace the simulator at wall-clock speed (demos)")] = False
     evidence: EvidenceRequest = EvidenceRequest()
     dataset: DatasetRequest = DatasetRequest()
     placement: PlacementRequest = PlacementRequest()
+    # torch device for LeRobot policies
+    device: Annotated[str | None, Flag(
+        "--device", "torch device for LeRobot policies (default: cuda if available)")] = None
+    max_trials: Annotated[int | None, Flag(
+        "--max-trials", "stop after this many attempts (the run stays resumable)")] = None
+    # testing aid: (trial, step)
+    inject_dropout: Annotated[tuple[int, int] | None, Flag(
+        "--inject-dropout", "testing aid: freeze the sim's top camera in TRIAL from STEP on", metavar="TRIAL:STEP",
+        parse=_parse_dropout, show=_show_dropout)] = None
+    # ms of simulated time, "measured", a chunked model (`ChunkLatency`), or lock-step: three flags (`_fold_latency`)
+    latency: Annotated[
+        Latency,
+        Flag("--latency-ms", "simulated arm: each action lands N ms of simulated time after its observation, the "
+             "arm executing its last command meanwhile (default: lock-step); locked with the run", metavar="N",
+             type=float, show=_show_latency_ms, staged_as="latency_ms"),
+        Flag("--latency", "simulated arm: the latency model with each action's own measured policy time",
+             choices=("measured",), show=_show_latency_measured, staged_as="latency_measured"),
+        Flag("--latency-chunk-ms", "simulated arm, with --latency-ms N: an action the policy computes a new chunk "
+             "for lands C ms after its observation (the others N ms), and the episode is counted in commands, as a "
+             "paced real arm's is (what `harness twin` gives a chunking policy); locked with the run", metavar="C",
+             type=float, show=_show_latency_chunk_ms, staged_as="latency_chunk_ms"),
+    ] = None
+    # how the simulated cameras draw (`models.render_profile`); None: default
+    render_profile: Annotated[str | None, Flag(
+        "--render-profile", "simulated arm: how the policy's camera frames are drawn: sized-v1 (default: frames up "
+        "to 160 px from coarse meshes, 3x cheaper, validated in docs/benchmarks.md) or full-v1 (the full meshes at "
+        "every size, as before); locked with the run", choices=tuple(p.value for p in RenderProfile))] = None
+    inference: InferenceRequest = InferenceRequest()
     workers: WorkersRequest = WorkersRequest()
     # what the sheet is, locked with it, set by the command that builds the run and never by a `harness run` flag:
     # a rehearsal on the emulated arm (`{"rehearsal": ...}`) or a twin of another sheet (`{"twin_of": ...}`)
@@ -169,7 +463,7 @@ class RunRequest(_Part):
 
     @field_validator("policies")
     @classmethod
-    def _policies(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+    def _policy_refs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         check_policy_refs(value)   # its own one line (a HarnessInputError passes through pydantic unchanged)
         return value
 
@@ -189,7 +483,7 @@ class RunRequest(_Part):
 
     @field_validator("inject_dropout")
     @classmethod
-    def _dropout(cls, value: tuple[int, int] | None) -> tuple[int, int] | None:
+    def _dropout_at(cls, value: tuple[int, int] | None) -> tuple[int, int] | None:
         if value is not None and (value[0] < 1 or value[1] < 0):
             raise ValueError(f"'{value[0]}:{value[1]}': TRIAL from 1, STEP from 0")
         return value
@@ -212,6 +506,20 @@ class RunRequest(_Part):
     def updated(self, **fields: Any) -> RunRequest:
         """A copy with fields replaced (nested parts as dicts of their fields), validated again."""
         return RunRequest.model_validate_flags(_merge(self.model_dump(), fields), {})
+
+    def command_line(self) -> list[str]:
+        """`harness run` as a person would type this request (a rehearsal and a twin show it; never parsed by
+        the harness itself): the protocol, then every flag whose value differs from the default request's, in
+        `--help`'s order, typed by its `show`. Parsed, it gives this request again (but its `provenance`, which
+        no flag sets, and a worker's evidence lanes)."""
+        default = RunRequest(protocol=self.protocol)
+        argv = ["run", str(self.protocol)]
+        for spec in RUN_FLAGS.values():
+            if not spec.option:
+                continue
+            if spec.shown(self) != spec.shown(default):
+                argv += spec.typed(self)
+        return argv
 
     @classmethod
     def model_validate_flags(cls, base: dict[str, Any], flags: Mapping[str, Any]) -> RunRequest:
@@ -286,176 +594,116 @@ def _nest(fields: tuple[str, ...], values: tuple[Any, ...]) -> dict[str, Any]:
     return nested
 
 
-# flag values as argparse (str, int, float, bool, lists) or a sweep file's YAML (also numbers, lists, maps) give them
-
-def _same(value: Any) -> tuple[Any, ...]:
-    return (value,)
-
-
-def _path(value: Any) -> tuple[Any, ...]:
-    return (Path(value) if value not in (None, "") else None,)
+def _field(request: BaseModel, path: str) -> Any:
+    value: Any = request
+    for name in path.split("."):
+        value = getattr(value, name)
+    return value
 
 
-def _size(text: Any) -> tuple[Any, ...]:
-    if isinstance(text, list | tuple):
-        return (tuple(text),)
-    try:
-        width, height = (int(v) for v in str(text).lower().split("x"))
-    except ValueError:
-        raise ValueError(f"'{text}' is not WIDTHxHEIGHT") from None
-    return ((width, height),)
+def _text(value: Any) -> str:
+    if isinstance(value, Enum):
+        return str(value.value)
+    if isinstance(value, float):
+        short = f"{value:g}"
+        return short if float(short) == value else repr(value)
+    return str(value)
 
 
-def _record_size(text: Any) -> tuple[Any, ...]:
-    width, sep, height = str(text).lower().partition("x")
-    if not sep or not width.isdigit() or not height.isdigit():
-        raise ValueError(f"'{text}' is not WIDTHxHEIGHT (e.g. 128x96)")
-    return ((int(width), int(height)),)
-
-
-def _dropout(text: Any) -> tuple[Any, ...]:
-    if not text:
-        return (None,)
-    trial_s, _, step_s = str(text).partition(":")
-    try:
-        return ((int(trial_s), int(step_s or 0)),)
-    except ValueError:
-        raise ValueError(f"'{text}' is not TRIAL:STEP") from None
-
-
-def _tolerance(text: Any) -> tuple[Any, ...]:
-    try:
-        cm, deg = (float(v) for v in str(text).split(","))
-    except ValueError:
-        raise ValueError(f"{str(text)!r} is not CM,DEG (e.g. 0.5,10)") from None
-    if not (math.isfinite(cm) and math.isfinite(deg)) or cm <= 0 or deg <= 0:
-        raise ValueError(f"{str(text)!r}: both must be positive numbers")
-    return ((cm, deg),)
-
-
-def _rename_map(value: Any) -> tuple[Any, ...]:
-    if value is None or value == "":
-        return (None,)
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError as exc:
-            raise ValueError(f"not JSON: {exc}") from None
-    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise ValueError("must be a JSON object of names, e.g. '{\"top\": \"camera1\"}'")
-    return (value,)
-
-
-def _cameras(items: Any) -> tuple[Any, ...]:
-    items = [items] if isinstance(items, str) else list(items or [])
-    cameras = {}
-    for item in items:
-        name, sep, source = str(item).partition("=")
-        if not sep or not name or not source:
-            raise ValueError(f"'{item}' is not NAME=SOURCE (e.g. top=0)")
-        cameras[name] = source
-    return (cameras,)
-
-
-def check_policy_refs(refs: Iterable[str]) -> None:
-    """Each `--policy` (of `run`, `collect`, `rehearse`) names something: an empty one is a slip (`--policy
-    "$UNSET"`), and taken as "none given" it would run the protocol's own policy without a word."""
-    if any(not ref.strip() for ref in refs):
-        raise HarnessInputError(None, "--policy", "empty: name a policy folder, a Hub id or a built-in (expert, "
-                                "replay); leave --policy out for the protocol's run.policy")
-
-
-def _policies(value: Any) -> tuple[Any, ...]:
-    if value is None:
-        return ((),)
-    return (tuple(str(v) for v in value) if isinstance(value, list | tuple) else (str(value),),)
-
-
-def _record_dataset(value: Any) -> tuple[Any, ...]:
-    """None: off; "" (the flag alone): on, in the default folder; a folder."""
+def _typed(flag: str, value: Any) -> list[str]:
+    """A flag's value as argparse holds it, typed on a command line (`--flag=value`, a switch alone)."""
     if value is None or value is False:
-        return (False, None)
-    if value is True or value == "":
-        return (True, None)
-    return (True, Path(value))
-
-
-def _workers(value: Any) -> tuple[Any, ...]:
-    if value == "auto":
-        return (value,)
-    if isinstance(value, bool):
-        raise ValueError(f"'{value}' is not a number or auto")
-    try:
-        return (int(value),)
-    except (TypeError, ValueError):
-        raise ValueError(f"'{value}' is not a number or auto") from None
-
-
-def _not(value: Any) -> tuple[Any, ...]:
-    return (not value,)
-
-
-def _flag(dest: str) -> str:
-    return "--" + dest.replace("_", "-")
+        return []
+    if value is True:
+        return [flag]
+    if isinstance(value, list):
+        return [f"{flag}={_text(item)}" for item in value]
+    return [f"{flag}={_text(value)}"]
 
 
 @dataclass(frozen=True)
 class RunFlag:
-    """One `harness run` flag: its spelling, the request fields it sets, and how its value becomes theirs."""
+    """One `harness run` flag as the parser, a sweep condition and a shown command line need it: a field's
+    `Flag` with what its field says filled in (`collect_flags`)."""
 
     flag: str
-    fields: tuple[str, ...]
-    parse: Callable[[Any], tuple[Any, ...]] = _same
-    staged_as: str | None = None   # set through a staging key first (two flags for one field: `_fold_latency`)
+    dest: str
+    fields: tuple[str, ...]                # request paths the flag sets (`robot.kind`)
+    parse: Callable[[Any], tuple[Any, ...]]
+    show: Callable[..., Any]
+    help: str | None = None
+    metavar: str | None = None
+    type: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] | None = None
+    default: Any = None
+    switch: bool = False                   # a yes/no flag (argparse's store_true)
+    repeat: bool = False
+    optional_value: bool = False
+    early: bool = False
+    staged_as: str | None = None
+
+    @property
+    def option(self) -> bool:
+        """A flag (`--x`), not the positional protocol."""
+        return self.flag.startswith("-")
+
+    def shown(self, request: BaseModel) -> Any:
+        """This flag's value as argparse would hold it for `request` (None or False: not given)."""
+        return self.show(*(_field(request, path) for path in self.fields))
+
+    def typed(self, request: BaseModel) -> list[str]:
+        """This flag as a person types it for `request` (`--flag=value`, a switch alone, one per item; none)."""
+        return _typed(self.flag, self.shown(request))
 
 
-RUN_FLAGS: dict[str, RunFlag] = {
-    "protocol": RunFlag("protocol", ("protocol",), _path),
-    "resume": RunFlag("--resume", ("resume",)),
-    "robot": RunFlag("--robot", ("robot.kind",)),
-    "port": RunFlag("--port", ("robot.port",)),
-    "robot_id": RunFlag("--robot-id", ("robot.robot_id",)),
-    "camera": RunFlag("--camera", ("robot.cameras",), _cameras),
-    "policy": RunFlag("--policy", ("policies",), _policies),
-    "rename_map": RunFlag("--rename-map", ("rename_map",), _rename_map),
-    "no_blind": RunFlag("--no-blind", ("blind",), _not),
-    "render_profile": RunFlag("--render-profile", ("render_profile",)),
-    "scoresheet": RunFlag("--scoresheet", ("scoresheet",), _path),
-    "runs_dir": RunFlag("--runs-dir", ("runs_dir",), _path),
-    "headless": RunFlag("--headless", ("headless",)),
-    "realtime": RunFlag("--realtime", ("realtime",)),
-    "video_fps": RunFlag("--video-fps", ("evidence.video_fps",)),
-    "video_size": RunFlag("--video-size", ("evidence.video_size",), _size),
-    "video": RunFlag("--video", ("evidence.video",)),
-    "no_video": RunFlag("--no-video", ("evidence.no_video",)),
-    "record_dataset": RunFlag("--record-dataset", ("dataset.record", "dataset.folder"), _record_dataset),
-    "record_size": RunFlag("--record-size", ("dataset.size",), _record_size),
-    "record_codec": RunFlag("--record-codec", ("dataset.codec",)),
-    "record_fps": RunFlag("--record-fps", ("dataset.fps",)),
-    "bowl_calibration": RunFlag("--bowl-calibration", ("placement.bowl_calibration",), _path),
-    "trained_spot": RunFlag("--trained-spot", ("placement.trained_spot",), _path),
-    "placement_tolerance": RunFlag("--placement-tolerance", ("placement.tolerance",), _tolerance),
-    "device": RunFlag("--device", ("device",)),
-    "max_trials": RunFlag("--max-trials", ("max_trials",)),
-    "inject_dropout": RunFlag("--inject-dropout", ("inject_dropout",), _dropout),
-    "latency_ms": RunFlag("--latency-ms", ("latency",), staged_as="latency_ms"),
-    "latency": RunFlag("--latency", ("latency",), staged_as="latency_measured"),
-    "latency_chunk_ms": RunFlag("--latency-chunk-ms", ("latency",), staged_as="latency_chunk_ms"),
-    "inference": RunFlag("--inference", ("inference.engine",)),
-    "policy_server": RunFlag("--policy-server", ("inference.policy_server",)),
-    "actions_per_chunk": RunFlag("--actions-per-chunk", ("inference.actions_per_chunk",)),
-    "chunk_size_threshold": RunFlag("--chunk-size-threshold", ("inference.chunk_size_threshold",)),
-    "aggregate_fn": RunFlag("--aggregate-fn", ("inference.aggregate_fn",)),
-    "execution_horizon": RunFlag("--rtc-execution-horizon", ("inference.execution_horizon",)),
-    "max_guidance_weight": RunFlag("--rtc-max-guidance-weight", ("inference.max_guidance_weight",)),
-    "attention_schedule": RunFlag("--rtc-attention-schedule", ("inference.attention_schedule",)),
-    "queue_threshold": RunFlag("--rtc-queue-threshold", ("inference.queue_threshold",)),
-    "workers": RunFlag("--workers", ("workers.count",), _workers),
-    "no_driver_worker": RunFlag("--no-driver-worker", ("workers.driver_worker",), _not),
-    "address": RunFlag("--address", ("workers.address",)),
-    "ray_dashboard": RunFlag("--ray-dashboard", ("workers.ray_dashboard",)),
-}
+def _annotation_choices(annotation: Any) -> tuple[str, ...] | None:
+    """The values a Literal or an enum allows, as a person types them; None for any other type."""
+    if get_origin(annotation) is Literal:
+        return tuple(str(v.value) if isinstance(v, Enum) else str(v) for v in get_args(annotation))
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        return tuple(str(member.value) for member in annotation)
+    return None
+
+
+def _without_none(annotation: Any) -> Any:
+    if get_origin(annotation) in (Union, UnionType):
+        rest = [arg for arg in get_args(annotation) if arg is not type(None)]
+        return rest[0] if len(rest) == 1 else annotation
+    return annotation
+
+
+def collect_flags(model: type[BaseModel], default: BaseModel, prefix: str = "") -> Iterator[RunFlag]:
+    """Every `Flag` on `model`'s fields (and its parts'), depth first in declaration order (`--help`'s order),
+    its default read from `default`, an instance of `model`."""
+    for name, info in model.model_fields.items():
+        path = prefix + name
+        if isinstance(info.annotation, type) and issubclass(info.annotation, RequestPart):
+            yield from collect_flags(info.annotation, default, path + ".")
+            continue
+        for mark in info.metadata:
+            if not isinstance(mark, Flag):
+                continue
+            if not (callable(mark.parse) and callable(mark.show)):   # a validator named like it, in the class body
+                raise TypeError(f"{path}: {mark.flag}'s parse or show is not a function")
+            base = _without_none(info.annotation)
+            fields = (path, *mark.also)
+            dest = mark.dest or mark.flag.lstrip("-").replace("-", "_")
+            plain = mark.parse is _parse_same
+            yield RunFlag(
+                flag=mark.flag, dest=dest, fields=fields, parse=mark.parse, show=mark.show, help=mark.help,
+                metavar=mark.metavar, staged_as=mark.staged_as, repeat=mark.repeat, optional_value=mark.optional_value,
+                early=mark.early,
+                type=mark.type or (base if plain and base in (int, float) else None),
+                choices=mark.choices or _annotation_choices(base),
+                switch=base is bool and mark.parse in (_parse_same, _parse_not),
+                default=mark.show(*(_field(default, p) for p in fields)) if mark.flag.startswith("-") else None)
+
+
+# every `harness run` flag by its argparse destination, from `RunRequest`'s fields (`Flag`), in `--help`'s order
+RUN_FLAGS: dict[str, RunFlag] = {spec.dest: spec for spec in
+                                 collect_flags(RunRequest, RunRequest(protocol=Path("protocol.yaml")))}
 # the field a validation error names -> the flag a person typed
 FLAG_OF_FIELD = {field: spec.flag for spec in RUN_FLAGS.values() for field in spec.fields}
 FLAG_OF_FIELD["latency"] = "--latency-ms"
 FLAG_OF_FIELD["evidence"] = "--no-video"
+

@@ -64,7 +64,7 @@ from harness.models.render_profile import LEGACY_PROFILE, RenderProfile
 from harness.models.run_settings import BuiltinPolicy, InferenceEngine, Latency, RobotKind, RunSettings
 from harness.models.sequential import SequentialDesign
 from harness.models.stats import wilson_interval
-from harness.models.taxonomy import ALL_LABELS, FAILURE_MODES, Label, Outcome
+from harness.models.taxonomy import ALL_LABELS, FAILURE_MODES, Label, Outcome, locked_labels
 from harness.models.verdict import JudgeVerdict
 
 FORMAT = journal.FORMAT
@@ -649,7 +649,7 @@ def build_locked(protocol: Protocol, protocol_path: Path, policy_ref: str, robot
     return {
         "task": protocol.task,
         "success_definition": protocol.success_definition,
-        "taxonomy": list(ALL_LABELS),
+        "taxonomy": locked_labels(protocol.failure_taxonomy),   # its version's labels: comparable across versions
         "trial_count": len(protocol.trials),
         "trials": [t.model_dump(mode="json") for t in protocol.trials],
         "protocol_file": str(protocol_path),

@@ -4,10 +4,18 @@
 carries the key an operator presses, the colour the TUI draws it in and whether it counts as a
 failure. `VoidKind` says why an attempt was voided and decides what the run does next, so no
 caller ever inspects the text of a void reason.
+
+The taxonomy a protocol pre-registers (`failure_taxonomy`) is versioned: `TAXONOMY_VERSIONS` keeps every list
+the harness has written, and a new failure label is a new version that extends the last one (a `Label` member,
+its key and colours, and the version's list). A protocol is checked against the version whose list it names, so
+the protocols written before the label keep loading, are run and locked under their own version, and stay
+comparable with each other; a new protocol (`harness protocol new`, a protocol without the field) registers the
+latest.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -72,9 +80,33 @@ class Outcome(StrEnum):
 
 FAILURE_LABELS: tuple[Label, ...] = tuple(label for label in Label if label.is_failure)
 FAILURE_MODES: tuple[str, ...] = tuple(label.value for label in Label if label.is_failure)
-TAXONOMY: tuple[str, ...] = (Label.SUCCESS.value, *FAILURE_MODES)   # what a protocol pre-registers
-ALL_LABELS: tuple[str, ...] = (*TAXONOMY, Label.VOID.value)          # what a scoresheet locks
+# every taxonomy a protocol may pre-register, by version, each extending the one before (never edited once
+# released: a protocol that names a list must keep loading); void is always allowed besides
+TAXONOMY_VERSIONS: dict[int, tuple[str, ...]] = {
+    1: (Label.SUCCESS.value, Label.NO_GRASP.value, Label.GRASPED_THEN_DROPPED.value, Label.WRONG_PLACEMENT.value),
+}
+TAXONOMY_VERSION = max(TAXONOMY_VERSIONS)
+TAXONOMY: tuple[str, ...] = TAXONOMY_VERSIONS[TAXONOMY_VERSION]   # what a new protocol pre-registers
+ALL_LABELS: tuple[str, ...] = (*TAXONOMY, Label.VOID.value)      # every label a scoresheet may hold
 SCORE_KEYS: dict[str, Label] = {label.key: label for label in Label}
+
+
+def taxonomy_version(labels: Sequence[str]) -> int:
+    """The version whose list a protocol's `failure_taxonomy` is; ValueError naming the lists it may be. The
+    table is read when called, so a version added is known at once."""
+    for version, listed in TAXONOMY_VERSIONS.items():
+        if list(labels) == list(listed):
+            return version
+    if len(TAXONOMY_VERSIONS) == 1:
+        raise ValueError(f"failure_taxonomy: must be exactly {list(TAXONOMY)} (void is always allowed)")
+    known = "; ".join(f"version {version}: {list(listed)}" for version, listed in TAXONOMY_VERSIONS.items())
+    raise ValueError(f"failure_taxonomy: must be exactly one of the harness's taxonomies ({known}; void is always "
+                     "allowed)")
+
+
+def locked_labels(labels: Sequence[str]) -> list[str]:
+    """What a scoresheet locks for a protocol's pre-registered labels: them and void."""
+    return [*labels, Label.VOID.value]
 
 
 class VoidKind(StrEnum):

@@ -15,11 +15,11 @@ import re
 from dataclasses import dataclass
 
 from harness.errors import HarnessInputError
+from harness.models.frame_size import SIZE_PATTERN, parse_size
 
 DEFAULT_SIZE = (640, 480)
 MAX_SIZE = (7680, 4320)
 MAX_FPS = 240
-_SIZE = re.compile(r"(\d+)x(\d+)", re.IGNORECASE)
 _FOURCC = re.compile(r"[A-Za-z0-9 ]{4}")
 
 
@@ -50,14 +50,14 @@ def parse_camera_spec(text: str, field: str = "--camera") -> CameraSpec:
     """`SOURCE[@WxH][,fps=N][,fourcc=CODE]` as a `CameraSpec`; `HarnessInputError` on `field` otherwise."""
     head, *options = text.split(",")
     source, at, size = head.rpartition("@")
-    if not at or not _SIZE.fullmatch(size):
+    if not at or not SIZE_PATTERN.fullmatch(size):
         source, size = head, ""
     if not source:
         raise HarnessInputError(None, field, f"'{text}': no camera source (an index such as 0, a device path, "
                                              "or sim)")
     width, height = DEFAULT_SIZE
     if size:
-        width, height = (int(v) for v in size.lower().split("x"))
+        width, height = parse_size(size)
         if not (1 <= width <= MAX_SIZE[0] and 1 <= height <= MAX_SIZE[1]):
             raise HarnessInputError(None, field, f"'{text}': size {width}x{height} is not within 1x1 .. "
                                                  f"{MAX_SIZE[0]}x{MAX_SIZE[1]}")

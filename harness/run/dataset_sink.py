@@ -45,14 +45,6 @@ class RecordingOptions:
         return None
 
 
-def parse_size(text: str) -> tuple[int, int]:
-    """'128x96' -> (128, 96); ValueError with the reason otherwise."""
-    width, sep, height = text.lower().partition("x")
-    if not sep or not width.isdigit() or not height.isdigit():
-        raise ValueError(f"'{text}' is not WIDTHxHEIGHT (e.g. 128x96)")
-    return int(width), int(height)
-
-
 class DatasetSink:
     def __init__(self, root: Path, fps: int, cameras: list[str], size: tuple[int, int] | None, task: str,
                  robot_type: str, options: RecordingOptions | None = None) -> None:

@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from PIL import Image
@@ -26,8 +26,26 @@ from harness.tui.screens import ClearTableScreen, PlaceCubeScreen, ScoreScreen, 
 from harness.tui.state import LivePlacement
 
 if TYPE_CHECKING:
-    from harness.tui.run_app import RunApp
+    from harness.tui.state import RunState
     from harness.vision.scene_check import Unexpected
+
+
+class RunApp(Protocol):
+    """The operator's app as the observer reaches it on the UI thread (`tui.run_app.RunApp`, which builds its
+    observer: named here by what the observer calls, so this module does not import it back)."""
+
+    state: RunState
+    undo_s: float
+    auto_accept: bool
+
+    def update_state(self, **changes: Any) -> None: ...
+
+    def record_score(self, label: Label, shown: str, preview: np.ndarray | None, anatomy: str | None = None,
+                     stalled: bool = False, graded: str | None = None) -> None: ...
+
+    def push_screen(self, screen: Any, callback: Any = None) -> Any: ...
+
+    def notify(self, message: str) -> Any: ...
 
 UI_UPDATE_S = 0.2
 log = logging.getLogger(__name__)

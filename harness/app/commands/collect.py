@@ -12,10 +12,12 @@ from harness.models.render_profile import DEFAULT_PROFILE, RenderProfile
 
 
 def _size(text: str) -> tuple[int, int]:
+    from harness.models.frame_size import parse_size
+
     try:
-        width, height = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise HarnessInputError(None, "--image-size", f"'{text}' is not WIDTHxHEIGHT") from None
+        width, height = parse_size(text)
+    except ValueError as exc:
+        raise HarnessInputError(None, "--image-size", str(exc)) from None
     if width < 16 or height < 16 or width % 2 or height % 2:
         raise HarnessInputError(None, "--image-size", f"'{text}': width and height must be even and at least 16")
     return width, height

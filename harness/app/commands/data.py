@@ -9,14 +9,15 @@ from typing import Any
 def dataset(args: argparse.Namespace) -> int:
     from harness.app import dataset_command as commands
 
-    handlers = {"validate": commands.run_validate, "coverage": commands.run_coverage, "split": commands.run_split}
+    handlers = {"validate": commands.validate_from_args, "coverage": commands.coverage_from_args,
+                "split": commands.split_from_args}
     return handlers[args.dataset_command](args)
 
 
 def offline_eval(args: argparse.Namespace) -> int:
-    from harness.app.dataset_command import run_offline_eval
+    from harness.app.dataset_command import offline_eval_from_args
 
-    return run_offline_eval(args)
+    return offline_eval_from_args(args)
 
 
 def register(sub: Any) -> None:

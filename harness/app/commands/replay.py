@@ -12,10 +12,12 @@ from harness.errors import HarnessInputError
 def _size(text: str | None) -> tuple[int, int] | None:
     if text is None:
         return None
+    from harness.models.frame_size import parse_size
+
     try:
-        width, height = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise HarnessInputError(None, "--size", f"'{text}' is not WIDTHxHEIGHT") from None
+        width, height = parse_size(text)
+    except ValueError as exc:
+        raise HarnessInputError(None, "--size", str(exc)) from None
     if not (16 <= width <= 4096 and 16 <= height <= 4096) or width % 2 or height % 2:
         raise HarnessInputError(None, "--size", f"'{text}': width and height must be even, 16..4096")
     return width, height

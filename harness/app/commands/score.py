@@ -7,9 +7,9 @@ from typing import Any
 
 
 def score(args: argparse.Namespace) -> int:
-    from harness.app.score_command import run_score
+    from harness.app.score_command import score_from_args
 
-    return run_score(args)
+    return score_from_args(args)
 
 
 def register(sub: Any) -> None:

@@ -14,10 +14,12 @@ MAX_SIDE = 4096
 
 
 def _size(text: str) -> tuple[int, int]:
+    from harness.models.frame_size import parse_size
+
     try:
-        width, height = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise HarnessInputError(None, "--camera-size", f"'{text}' is not WIDTHxHEIGHT") from None
+        width, height = parse_size(text)
+    except ValueError as exc:
+        raise HarnessInputError(None, "--camera-size", str(exc)) from None
     if width < 16 or height < 16:
         raise HarnessInputError(None, "--camera-size", f"'{text}': width and height must be at least 16")
     return width, height

@@ -7,13 +7,15 @@ from typing import Any
 
 
 def twin(args: argparse.Namespace) -> int:
-    from harness.app.twin import twin_from_args
+    """The command line becomes a `TwinRequest`, once; `app.twin` reads no parsed argument."""
+    from harness.app.twin import run_twin
+    from harness.models.twin_request import TwinRequest
 
-    return twin_from_args(args)
+    return run_twin(TwinRequest.from_flags(vars(args)))
 
 
 def register(sub: Any) -> None:
-    from harness.app.commands.run import _workers
+    from harness.app.commands.run import workers_type
 
     parser = sub.add_parser("twin", help="re-run every scored attempt of a real-arm (or rehearsed) scoresheet in "
                                          "the simulated arm, from each attempt's measured start, into a twin "
@@ -24,7 +26,7 @@ def register(sub: Any) -> None:
     parser.add_argument("--twins-dir", default="twins",
                         help="where the twin's protocol (the real starts as trials) is written (default twins/)")
     parser.add_argument("--resume", action="store_true", help="continue the twin's scoresheet where it stopped")
-    parser.add_argument("--workers", type=_workers, default=1, metavar="N|auto",
+    parser.add_argument("--workers", type=workers_type(), default=1, metavar="N|auto",
                         help="run the twin's trials on N Ray workers, as `harness run --workers` does")
     parser.add_argument("--device", help="torch device for the policy (default: cuda if available)")
     parser.add_argument("--max-trials", type=int, help="stop after this many attempts (the twin stays resumable)")

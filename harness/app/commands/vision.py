@@ -14,15 +14,15 @@ def measure(args: argparse.Namespace) -> int:
 
 
 def calibrate_camera(args: argparse.Namespace) -> int:
-    from harness.app.calibrate_camera_command import run_calibrate_camera
+    from harness.app.calibrate_camera_command import calibrate_camera_from_args
 
-    return run_calibrate_camera(args)
+    return calibrate_camera_from_args(args)
 
 
 def scene_check(args: argparse.Namespace) -> int:
-    from harness.app.measure_command import run_scene_check
+    from harness.app.measure_command import scene_check_from_args
 
-    return run_scene_check(args)
+    return scene_check_from_args(args)
 
 
 def register(sub: Any) -> None:

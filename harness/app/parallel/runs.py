@@ -47,6 +47,7 @@ from harness.app.parallel.workers import (
     TrialWorkerImpl,
     WorkerPool,
 )
+from harness.app.parts import RayWorkerPool
 from harness.app.sheet import trials_to_run
 from harness.errors import EXIT_PAUSED, HarnessError, HarnessInputError, RunPaused, no_room
 from harness.models.evidence_audit import mark_recorded
@@ -286,7 +287,7 @@ class RayWorkers:
     set up for this run and connected; a failure is handed over as the exception."""
 
     def __init__(self, request: RunRequest, protocol: Protocol, sheet: Scoresheet, count: int,
-                 clock: Any = time.perf_counter, pool: WorkerPool | None = None) -> None:
+                 clock: Any = time.perf_counter, pool: RayWorkerPool | None = None) -> None:
         self.request = request
         self.protocol = protocol
         self.sheet = sheet
@@ -296,7 +297,7 @@ class RayWorkers:
         self.ready_after_s: list[float] = []
         self.ray_up_after_s: float | None = None
         self.kept = pool is not None   # the pool outlives this run: its actors are given back, not ended
-        self.pool = pool if pool is not None else WorkerPool()
+        self.pool: RayWorkerPool = pool if pool is not None else WorkerPool()
         self._ready: queue.Queue[RayWorker | BaseException] = queue.Queue()
         self._actors: list[Any] = []
         self._built: list[Any] = []   # actors whose set-up finished: the ones with an arm to stop and a close
