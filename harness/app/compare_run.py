@@ -116,10 +116,9 @@ def _design(protocol: Protocol, protocol_path: Path, codes: tuple[str, ...]) -> 
         sequential.check_cap(cap, sequential.EfficacyRule.MIXTURE)
     except ValueError as exc:
         raise HarnessInputError(protocol_path, "stopping_rule.max_trials_per_arm", str(exc)) from None
-    design = sequential.mixture_design(rule.alpha, rule.power, rule.min_difference, len(comparisons), cap)
-    # one exact walk, at most about a second: the power of every cap up to the checked limit at once
-    needed = sequential.minimum_cap(rule.alpha, rule.power, rule.min_difference, len(comparisons))
-    if needed is None or needed > cap:
+    # exact walks, about a second each at most: the power of every cap up to the checked limit at once
+    design, needed = sequential.design_for_cap(rule.alpha, rule.power, rule.min_difference, len(comparisons), cap)
+    if design is None:
         would = (f"max_trials_per_arm: {needed} would" if needed is not None
                  else f"no cap up to {sequential.MAX_PAIRS_SEARCHED} would; declare a larger min_difference")
         raise HarnessInputError(protocol_path, "stopping_rule.max_trials_per_arm",
@@ -156,6 +155,7 @@ def lock_comparison(request: RunRequest, protocol: Protocol, protocol_path: Path
                    "comparisons": design.comparisons, "cap": design.cap,
                    "log_efficacy_bound": design.log_efficacy_bound, "futility": design.futility.value,
                    "futility_bet": design.futility_bet, "efficacy": design.efficacy.value,
+                   "futility_bets": None if design.futility_bets is None else list(design.futility_bets),
                    "prior_a": design.prior_a, "prior_b": design.prior_b,
                    "fixed_sample_pairs": design.fixed_sample_pairs()},
         "sealed": sealed.model_dump(), "blind": request.blind,

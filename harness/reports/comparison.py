@@ -119,7 +119,7 @@ def statistic_plot(sheet: Scoresheet, traces: list[ComparisonTrace]) -> bytes:
         ax.set_title(f"{trace.first} vs {trace.second}: " + (f"{winner} better" if winner else
                                                              trace.final.decision.value))
         marks = (first, second)
-        if design.futility is FutilityRule.PAIRED_BETTING:
+        if design.futility is not FutilityRule.DISCORDANT_SPRT:
             marks = ([a for a, _ in against], [b for _, b in against])
         for closed, values, colour in (("closed_first", marks[0], "#1f77b4"),
                                        ("closed_second", marks[1], "#d62728")):
@@ -307,8 +307,9 @@ class BlindComparisonJson(BaseModel):
     fixed_sample_trials_per_arm: int = Field(description="McNemar's fixed-sample design at the same alpha and power")
     log_efficacy_bound: float
     log_futility_bound: float
-    futility: str = Field(description="paired-betting (every pair, concordant ones too) or discordant-sprt (sheets "
-                                      "locked before it)")
+    futility: str = Field(description="paired-betting-mixture (two bets on every pair, concordant ones too, "
+                                      "averaged), paired-betting (one bet; a cap sized for it) or discordant-sprt "
+                                      "(sheets locked before paired betting)")
     secondary: list[str] = Field(description="secondary outcomes declared in the stopping rule (never a stop)")
     null_hypothesis: str = Field(description="what the decision rejects, in words")
     old_rules: list[str] = Field(description="rules this sheet was locked under that newer sheets no longer use "
