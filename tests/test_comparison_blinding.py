@@ -366,3 +366,20 @@ def test_the_tui_says_the_first_motion_is_withheld_in_a_blind_comparison(tmp_pat
     said = next(args[3] for args in link.posted if len(args) > 3)
     assert "2.7" not in said and "withheld" in said and "never closed" in said
 
+
+def test_the_end_of_run_lines_of_a_graded_comparison_give_the_graded_outcome_per_arm(tmp_path: Path) -> None:
+    """A comparison decided on progress ends with each arm's mean progress (what the decision is about), by code,
+    before the successes per arm; one on success says nothing of progress."""
+    from harness.app.compare_run import decision_lines
+    from tests.helpers import fake_attempt
+
+    sheet = _lock(tmp_path, ("expert", "replay"), primary_outcome="progress").create()
+    arm_of = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    for number in (1, 2, 3, 4):
+        sheet.add_attempt(fake_attempt(number, 1, "success" if arm_of[number] == "A" else "no_grasp"))
+    lines = decision_lines(sheet).splitlines()
+    graded = next(line for line in lines if line.startswith("progress per arm"))
+    assert "A 4.00 of 4" in graded and "B 0.00 of 4" in graded and "over 2" in graded
+    assert lines.index(graded) < next(i for i, line in enumerate(lines) if line.startswith("successes per arm"))
+    plain = _lock(tmp_path, ("expert", "replay"), name="plain.yaml").create()
+    assert "progress" not in decision_lines(plain)

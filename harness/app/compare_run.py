@@ -329,8 +329,10 @@ def _print_start(sheet: Scoresheet) -> None:
 
 
 def decision_lines(sheet: Scoresheet) -> str:
-    """What the run says when it stops (arm codes only) and its per-arm tally."""
+    """What the run says when it stops (arm codes only) and its per-arm tally: the graded outcome's mean per arm
+    when the comparison decides on one, and successes."""
     from harness.command import harness_command
+    from harness.reports.graded import graded_line
 
     decision = sheet.stopped_by_rule()
     tally = []
@@ -340,4 +342,9 @@ def decision_lines(sheet: Scoresheet) -> str:
         wins = sum(1 for a in scored if a.label is Label.SUCCESS)
         tally.append(f"{code} {wins}/{len(scored)}")
     head = f"decision: {decision}" if decision else "the comparison is still open (continue with --resume)"
-    return f"{head}\nsuccesses per arm: {', '.join(tally)}; reveal with: {harness_command()} report {sheet.path}"
+    lines = [head]
+    graded = graded_line(sheet)   # a graded primary outcome: what the decision is about, before success
+    if graded is not None:
+        lines.append(graded)
+    lines.append(f"successes per arm: {', '.join(tally)}; reveal with: {harness_command()} report {sheet.path}")
+    return "\n".join(lines)
