@@ -37,6 +37,7 @@ differ by position (McNemar's argument, made exact by the draw).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from enum import Enum, StrEnum
@@ -177,8 +178,8 @@ class SequentialDesign:
             first_terms.append(first_only * for_first + second_only * against_first + concordant * agree)
             second_terms.append(second_only * for_first + first_only * against_first + concordant * agree)
         spread = math.log(len(self.futility_bets))
-        first_mix = np.logaddexp.reduce(np.broadcast_arrays(*first_terms), axis=0) - spread
-        second_mix = np.logaddexp.reduce(np.broadcast_arrays(*second_terms), axis=0) - spread
+        first_mix = functools.reduce(np.logaddexp, first_terms) - spread   # pairwise: far faster than .reduce
+        second_mix = functools.reduce(np.logaddexp, second_terms) - spread
         return (first_mix if np.ndim(first_mix) else float(first_mix),
                 second_mix if np.ndim(second_mix) else float(second_mix))
 
@@ -610,13 +611,13 @@ def design_for_cap(alpha: float, power: float, min_difference: float, comparison
     none up to the checked limit). The mixture of futility bets when its exact walk reaches the power at this
     cap; otherwise the single bet when it does (a cap sized for it before the mixture existed keeps working:
     both are valid whatever futility does, so which one is a pre-registered choice fixed by the protocol)."""
+    known = []
     for futility in (FutilityRule.PAIRED_BETTING_MIXTURE, FutilityRule.PAIRED_BETTING):
         needed = minimum_cap(alpha, power, min_difference, comparisons, futility)
         if needed is not None and needed <= cap:
             return mixture_design(alpha, power, min_difference, comparisons, cap, futility), None
-    found = [minimum_cap(alpha, power, min_difference, comparisons, futility)
-             for futility in (FutilityRule.PAIRED_BETTING_MIXTURE, FutilityRule.PAIRED_BETTING)]
-    known = [n for n in found if n is not None]
+        if needed is not None:
+            known.append(needed)
     return None, min(known) if known else None
 
 
