@@ -1,11 +1,18 @@
 """Blind comparisons with sequential stopping (issues 39, 57): the decision procedure on simulated comparisons.
 
-Before = the design sheets were locked with until issue 57: a point-alternative SPRT whose bound is calibrated
-to its cap with binding futility, the cap sized at the least favourable *independent* rates, start positions
-cycled in the protocol's order. After = what a comparison locks now: the anytime-valid mixture over the
-discordant odds against Ville's bound, the cap sized for the declared power whatever the dependence between
-the arms (every pair discordant), each block's position drawn from the locked seed. The same simulated
-outcomes go through both.
+After = what a comparison locks now: the anytime-valid mixture over the discordant odds against Ville's bound,
+futility by the mean of two paired bets (`paired-betting-mixture`), the cap sized for the declared power
+whatever the dependence between the arms (every pair discordant), each block's position drawn from the locked
+seed. Before (default, `--before paired-betting`) = the same with futility by one paired bet (what issue 57
+locked first). `--before sprt` = the design sheets were locked with until issue 57: a point-alternative SPRT
+whose bound is calibrated to its cap with binding futility, the cap sized at the least favourable
+*independent* rates, start positions cycled in the protocol's order. The same simulated outcomes go through
+both (except, with `--before sprt`, in the interaction rows, where each design gets its own schedule).
+
+"Saved" is against two fixed-sample McNemar designs at the same alpha and power: the one sized at the least
+favourable *independent* rates (what the report prints; short of its power when the arms are negatively
+dependent) and the one sized for the dependence the cap is sized for, every pair discordant (the honest
+baseline for a design that guarantees its power at every dependence).
 
 Settings, per declared difference d in 0.1, 0.15, 0.2, 0.3 (one declared comparison):
 * equal policies (A/A) at base rates 0.1 to 0.95 and A better by d from several base rates, each with
@@ -23,7 +30,7 @@ stops), not one comparison.
 With --wall: the wall time of an expert-vs-replay comparison on the simulated arm (as `harness run` with
 two --policy flags, in a fresh process) against two separate runs of the same length (one per policy).
 
-Run: .venv/bin/python benchmarks/comparison_bench.py [--sims 10000] [--quick] [--wall]
+Run: .venv/bin/python benchmarks/comparison_bench.py [--sims 10000] [--quick] [--before sprt] [--wall]
 """
 
 from __future__ import annotations
@@ -178,9 +185,10 @@ class Tally:
 
 def one_setting(rng: np.random.Generator, sims: int, setting: Setting, diff: float,
                 designs: dict[str, sq.SequentialDesign]) -> dict[str, Tally]:
-    rules = {"before": PositionRule.CYCLE, "after": PositionRule.DRAWN}
+    cycled = designs["before"].efficacy is sq.EfficacyRule.CALIBRATED_SPRT
+    rules = {"before": PositionRule.CYCLE if cycled else PositionRule.DRAWN, "after": PositionRule.DRAWN}
     tallies = {name: Tally([], []) for name in designs}
-    interaction = setting.dependence in ("step", "smooth")
+    interaction = cycled and setting.dependence in ("step", "smooth")
     longest = max(d.cap for d in designs.values())
     for start in range(0, sims, CHUNK):
         count = min(CHUNK, sims - start)
@@ -199,6 +207,8 @@ def main() -> None:
     parser.add_argument("--sims", type=int, default=10_000)
     parser.add_argument("--quick", action="store_true", help="2,000 comparisons per setting, d 0.2 and 0.3 only")
     parser.add_argument("--old-caps", action="store_true", help="recompute the old design's caps (minutes)")
+    parser.add_argument("--before", choices=("paired-betting", "sprt"), default="paired-betting",
+                        help="the design compared against: one futility bet (default) or the pre-issue-57 SPRT")
     parser.add_argument("--wall", action="store_true")
     args = parser.parse_args()
     if args.wall:
@@ -209,22 +219,26 @@ def main() -> None:
     caps = old_caps(args.old_caps)
     rng = np.random.default_rng(20261207)
     started, cpu = time.perf_counter(), time.process_time()
-    print(f"{sims} simulated comparisons per setting; alpha {ALPHA}, power {POWER}. before: point SPRT calibrated to "
-          "its cap, positions cycled; after: anytime-valid mixture, positions drawn. Error = P(either named better) "
-          "under A/A; power = P(A named better). +- one Monte Carlo standard error.\n")
-    print("| d | setting | rates A/B | arms | cap b/a | fixed n | error or power before | after | "
-          "mean pairs before | after | saved before/after |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    saved: dict[str, list[float]] = {"before": [], "after": []}
-    out_of_sample: dict[str, list[float]] = {"before": [], "after": []}
+    before_text = ("point SPRT calibrated to its cap, positions cycled" if args.before == "sprt" else
+                   "mixture, futility by one paired bet, positions drawn")
+    print(f"{sims} simulated comparisons per setting; alpha {ALPHA}, power {POWER}. before: {before_text}; after: "
+          "anytime-valid mixture, futility by the mean of two paired bets, positions drawn. Error = P(either named "
+          "better) under A/A; power = P(A named better). +- one Monte Carlo standard error. Fixed n: McNemar at "
+          "independent / every-pair-discordant arms; saved: against each.\n")
+    print("| d | setting | rates A/B | arms | cap b/a | fixed n ind/worst | error or power before | after | "
+          "mean pairs before | after | saved before/after (ind) | after (worst) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    saved: dict[str, list[float]] = {"before": [], "after": [], "worst": []}
+    out_of_sample: dict[str, list[float]] = {"before": [], "after": [], "worst": []}
     worst: dict[str, dict[str, float]] = {"before": {"error": 0.0, "power": 1.0}, "after": {"error": 0.0, "power": 1.0}}
     longer = []
     for diff in diffs:
         after_cap = sq.minimum_cap(ALPHA, POWER, diff, 1)
         assert after_cap is not None
-        designs = {"before": sq.design(ALPHA, POWER, diff, 1, caps[(diff, 1)]),
+        designs = {"before": before_design(args.before, diff, 1, caps),
                    "after": sq.mixture_design(ALPHA, POWER, diff, 1, after_cap)}
         fixed = designs["after"].fixed_sample_pairs()
+        fixed_worst = designs["after"].fixed_sample_pairs_worst()
         for setting in settings(diff):
             tallies = one_setting(rng, sims, setting, diff, designs)
             cells = []
@@ -240,38 +254,56 @@ def main() -> None:
                     and abs(setting.p_second - 0.4) < 1e-9
                 if not tuned:
                     out_of_sample[name].append(1 - means[name][0] / fixed)
+            saved["worst"].append(1 - means["after"][0] / fixed_worst)
+            if not tuned:
+                out_of_sample["worst"].append(saved["worst"][-1])
             if means["after"][0] > fixed:
                 longer.append(f"d {diff} {setting.name} {setting.p_first:.2f}/{setting.p_second:.2f} "
-                              f"{setting.dependence}: {means['after'][0]:.1f} pairs against {fixed}")
+                              f"{setting.dependence}: {means['after'][0]:.1f} pairs against {fixed}"
+                              + (f" (and the worst-case fixed n {fixed_worst})" if means["after"][0] > fixed_worst
+                                 else f" (under the worst-case fixed n {fixed_worst})"))
             print(f"| {diff} | {setting.name} | {setting.p_first:.2f}/{setting.p_second:.2f} | {setting.dependence} | "
-                  f"{designs['before'].cap}/{designs['after'].cap} | {fixed} | {cells[0]} | {cells[1]} | "
+                  f"{designs['before'].cap}/{designs['after'].cap} | {fixed}/{fixed_worst} | {cells[0]} | {cells[1]} | "
                   f"{means['before'][0]:.1f} +- {means['before'][1]:.1f} | {means['after'][0]:.1f} +- "
-                  f"{means['after'][1]:.1f} | {100 * saved['before'][-1]:.0f} %/{100 * saved['after'][-1]:.0f} % |",
-                  flush=True)
+                  f"{means['after'][1]:.1f} | {100 * saved['before'][-1]:.0f} %/{100 * saved['after'][-1]:.0f} % | "
+                  f"{100 * saved['worst'][-1]:.0f} % |", flush=True)
     print(f"\nmean saving against McNemar's fixed n: before {100 * np.mean(saved['before']):.1f} %, after "
           f"{100 * np.mean(saved['after']):.1f} % over all {len(saved['after'])} settings; out of sample (not tuned "
           f"on): before {100 * np.mean(out_of_sample['before']):.1f} %, after "
           f"{100 * np.mean(out_of_sample['after']):.1f} %")
+    print(f"mean saving (after) against McNemar's fixed n for every pair discordant (the power it guarantees): "
+          f"{100 * np.mean(saved['worst']):.1f} % over all; out of sample "
+          f"{100 * np.mean(out_of_sample['worst']):.1f} %")
     for name in ("before", "after"):
         print(f"{name}: highest type I error {worst[name]['error']:.3f}, lowest power {worst[name]['power']:.3f}")
     print("settings where the sequential test (after) uses more pairs on average than the fixed n: "
           + ("; ".join(longer) if longer else "none"))
-    three_arms(rng, sims, caps)
+    three_arms(rng, sims, caps, args.before)
     print(f"\n{time.perf_counter() - started:.0f} s wall, {time.process_time() - cpu:.0f} s CPU, load average "
           f"{os.getloadavg()[0]:.1f}")
 
 
-def three_arms(rng: np.random.Generator, sims: int, caps: dict[tuple[float, int], int]) -> None:
+def before_design(before: str, diff: float, comparisons: int,
+                  caps: dict[tuple[float, int], int]) -> sq.SequentialDesign:
+    if before == "sprt":
+        return sq.design(ALPHA, POWER, diff, comparisons, caps[(diff, comparisons)])
+    cap = sq.minimum_cap(ALPHA, POWER, diff, comparisons, sq.FutilityRule.PAIRED_BETTING)
+    assert cap is not None
+    return sq.mixture_design(ALPHA, POWER, diff, comparisons, cap, sq.FutilityRule.PAIRED_BETTING)
+
+
+def three_arms(rng: np.random.Generator, sims: int, caps: dict[tuple[float, int], int], before: str) -> None:
     """K = 3, every pair declared, d = 0.2: a run lasts until its slowest comparison stops."""
     diff = 0.2
     after_cap = sq.minimum_cap(ALPHA, POWER, diff, 3)
     assert after_cap is not None
-    designs = {"before": sq.design(ALPHA, POWER, diff, 3, caps[(diff, 3)]),
+    designs = {"before": before_design(before, diff, 3, caps),
                "after": sq.mixture_design(ALPHA, POWER, diff, 3, after_cap)}
     fixed = designs["after"].fixed_sample_pairs()
     print(f"\nThree arms, every pair declared (K = 3, alpha {ALPHA / 3:.4f} each), d {diff}, independent arms; "
-          f"fixed n {fixed} pairs per comparison, so {fixed} blocks per run. Saving per comparison (the mean over its "
-          "three comparisons) against per run (the slowest of the three).\n")
+          f"fixed n {fixed} pairs per comparison (independent arms; {designs['after'].fixed_sample_pairs_worst()} "
+          f"every pair discordant), so {fixed} blocks per run. Saving per comparison (the mean over its "
+          "three comparisons) against per run (the slowest of the three), against the independent fixed n.\n")
     print("| rates A/B/C | cap b/a | per comparison before | after | per run before | after |")
     print("|---|---|---|---|---|---|")
     for rates in ((0.5, 0.5, 0.5), (0.8, 0.8, 0.8), (0.6, 0.4, 0.4), (0.7, 0.5, 0.3)):

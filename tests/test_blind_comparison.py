@@ -243,7 +243,7 @@ def test_an_open_run_is_revealed_only_by_an_explicit_recorded_unblinding(workdir
     raw = json.loads(capsys.readouterr().out)
     sealed = raw["blind_comparison"]
     assert [arm["policy"] for arm in sealed["arms"]] == [None, None] and not sealed["ended"]
-    assert sealed["secondary"] == ["placement_error_cm"] and sealed["futility"] == "paired-betting"
+    assert sealed["secondary"] == ["placement_error_cm"] and sealed["futility"] == "paired-betting-mixture"
     successes = {arm["code"]: arm["successes"] for arm in sealed["arms"]}
     assert {arm["code"]: arm["placement_error_cm"]["n"] for arm in sealed["arms"]} == successes   # sim truth
     assert [(arm["code"], arm["success"]["k"]) for arm in raw["runs"][0]["arms"]] == list(successes.items())

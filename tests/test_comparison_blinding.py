@@ -33,19 +33,19 @@ from harness.models.run_settings import RobotKind
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _protocol(folder: Path) -> Path:
+def _protocol(folder: Path, **rule: object) -> Path:
     data = yaml.safe_load((REPO / "protocols" / "randomized.yaml").read_text())
     data["trials"] = data["trials"][:8]
     data["generator"] = None
     data["stopping_rule"] = {"kind": "sequential", "alpha": 0.05, "power": 0.8, "min_difference": 0.6,
-                             "max_trials_per_arm": 47}
+                             "max_trials_per_arm": 47, **rule}
     path = folder / "cmp.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
 
-def _lock(folder: Path, refs: tuple[str, ...], name: str = "sheet.yaml"):
-    protocol_path = _protocol(folder)
+def _lock(folder: Path, refs: tuple[str, ...], name: str = "sheet.yaml", **rule: object):
+    protocol_path = _protocol(folder, **rule)
     request = RunRequest(protocol=protocol_path, policies=refs, robot={"kind": "sim"}, headless=True)
     identities = _check_refs(list(refs), RobotKind.SIM)
     return lock_comparison(request, load_protocol(protocol_path), protocol_path, folder / name, identities,
@@ -299,3 +299,87 @@ def test_the_design_search_answers_at_once_or_refuses_naming_the_limit(workdir: 
                     "--headless"], workdir, capsys)
     assert time.perf_counter() - started < 10   # about a second alone; generous on a loaded machine
     assert "max_trials_per_arm" in line and said in line, line
+
+
+def _anatomy(first_motion_s: float, stalled: bool = False):
+    from harness.models.anatomy import Phase, TrialAnatomy
+
+    return TrialAnatomy(first_motion_s=first_motion_s, stalled=stalled, stall_limit_s=2.0, cube_start_cm=(3.0, 0.0),
+                        closed_at_s=None, grasp_point_cm=None, holding=False, ended_in=Phase.APPROACH,
+                        summary=f"first moved at {first_motion_s:.1f} s; the gripper never closed", rules=3)
+
+
+def test_no_first_motion_time_per_arm_while_the_comparison_is_open(tmp_path: Path, capsys) -> None:
+    """Arm A's policy first moves after 2.7 s (a slow first inference), B's after 0.3 s: while the run is open and
+    sealed, no report (text, HTML, JSON) gives a trial's own first-motion time, the TUI's last-trial line says it
+    is withheld, and the live line of a stalled trial gives no time."""
+    import io
+    import json
+
+    from harness.cli import main
+    from harness.run.terminal import TerminalObserver
+    from tests.helpers import fake_attempt
+
+    sheet = _lock(tmp_path, ("expert", "replay")).create()
+    arm_of = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    for number in (1, 2, 3, 4):
+        slow = arm_of[number] == "A"
+        sheet.add_attempt(fake_attempt(number, 1, "no_grasp", anatomy=_anatomy(2.7 if slow else 0.3, stalled=slow)))
+    assert main(["report", "--json", str(sheet.path)]) == 0
+    raw = capsys.readouterr().out
+    first = json.loads(raw)["runs"][0]["anatomy"]["first_motion"]
+    assert first["median_s"] == first["max_s"]           # every trial's time pooled: the median of all of them
+    assert "2.7" not in raw and "first moved at" not in raw
+    assert main(["report", str(sheet.path)]) == 0
+    text = capsys.readouterr().out
+    assert "2.7" not in text and "first moved at" not in text
+    html = tmp_path / "report.html"
+    assert main(["report", str(sheet.path), "-o", str(html)]) == 0
+    capsys.readouterr()
+    assert "2.70" not in html.read_text() and "first moved at" not in html.read_text()
+    out = io.StringIO()
+    observer = TerminalObserver(operator_scores=False, out=out, timing_withheld=True)
+    observer._line = "[ 1/4] trial   1"
+    stalled = next(a for a in sheet.attempts if a.anatomy is not None and a.anatomy.stalled)
+    observer.trial_scored(stalled)
+    assert "STALLED" in out.getvalue() and "2.7" not in out.getvalue()
+
+
+def test_the_tui_says_the_first_motion_is_withheld_in_a_blind_comparison(tmp_path: Path) -> None:
+    """The TUI's last-trial line gives the trace's summary; in a blind comparison without the first-motion time."""
+    from harness.tui.observer import TuiObserver, UiLink
+    from tests.helpers import fake_attempt
+
+    class Recorded(UiLink):   # the link is the observer's injection point: keep what it would show
+        def __init__(self) -> None:
+            super().__init__()
+            self.posted: list[tuple] = []
+
+        def post(self, call, *args, **kwargs) -> None:
+            self.posted.append(args)
+
+    sheet = _lock(tmp_path, ("expert", "replay")).create()
+    link = Recorded()
+    observer = TuiObserver(link)
+    observer.sheet = sheet
+    observer.trial_scored(fake_attempt(1, 1, "no_grasp", anatomy=_anatomy(2.7)))
+    said = next(args[3] for args in link.posted if len(args) > 3)
+    assert "2.7" not in said and "withheld" in said and "never closed" in said
+
+
+def test_the_end_of_run_lines_of_a_graded_comparison_give_the_graded_outcome_per_arm(tmp_path: Path) -> None:
+    """A comparison decided on progress ends with each arm's mean progress (what the decision is about), by code,
+    before the successes per arm; one on success says nothing of progress."""
+    from harness.app.compare_run import decision_lines
+    from tests.helpers import fake_attempt
+
+    sheet = _lock(tmp_path, ("expert", "replay"), primary_outcome="progress").create()
+    arm_of = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    for number in (1, 2, 3, 4):
+        sheet.add_attempt(fake_attempt(number, 1, "success" if arm_of[number] == "A" else "no_grasp"))
+    lines = decision_lines(sheet).splitlines()
+    graded = next(line for line in lines if line.startswith("progress per arm"))
+    assert "A 4.00 of 4" in graded and "B 0.00 of 4" in graded and "over 2" in graded
+    assert lines.index(graded) < next(i for i, line in enumerate(lines) if line.startswith("successes per arm"))
+    plain = _lock(tmp_path, ("expert", "replay"), name="plain.yaml").create()
+    assert "progress" not in decision_lines(plain)

@@ -280,3 +280,90 @@ def test_replay_stops_each_comparison_and_the_run_when_all_have(cap):
     assert traces[0].winner() == "A" and run_finished(traces)
     assert len(traces[0].states) < cap
     assert not run_finished(replay(rule, (("A", "B"),), blocks[:1]))
+
+
+def test_the_futility_mixture_stops_equal_arms_that_always_disagree_far_sooner():
+    """Equal arms, one succeeding exactly where the other fails (every pair discordant, theta 1/2): the single bet,
+    tuned for independent arms, gains almost nothing a pair there; the mean of it and the every-pair-discordant
+    Kelly bet closes both directions in far fewer pairs (exact walks, no simulation), at the same error."""
+    cap = sq.MAX_PAIRS_SEARCHED // 5
+    single = sq.mixture_design(ALPHA, POWER, DIFF, 1, cap, sq.FutilityRule.PAIRED_BETTING)
+    mixed = sq.mixture_design(ALPHA, POWER, DIFF, 1, cap)
+    assert mixed.futility is sq.FutilityRule.PAIRED_BETTING_MIXTURE
+    _, _, pairs_single = sq.discordant_walk(single, 0.5, cap)
+    first_mixed, second_mixed, pairs_mixed = sq.discordant_walk(mixed, 0.5, cap)
+    assert pairs_mixed < 0.75 * pairs_single, (pairs_mixed, pairs_single)
+    assert first_mixed[-1] + second_mixed[-1] <= ALPHA
+
+
+def test_each_futility_bet_is_a_supermartingale_against_a_difference_of_the_declared_size():
+    """Under "A better by d" every pair's factor has mean at most 1 for both bets the mixture averages, at every
+    rate and every dependence (negative, independent, positive), so their mean is a test supermartingale too:
+    futility closes the better arm's direction with probability at most 1 - power (Ville)."""
+    for bet in sq.futility_bets(DIFF):
+        assert 0 < bet < 1 / (1 - DIFF)
+        for low in np.arange(0.0, 1 - DIFF + 1e-9, 0.05):
+            high = low + DIFF
+            for both in (max(0.0, high + low - 1), high * low, low):
+                a_only, b_only = high - both, low - both
+                factor = a_only * (1 + bet * (DIFF - 1)) + b_only * (1 + bet * (DIFF + 1)) + (1 - a_only - b_only) * (
+                    1 + bet * DIFF)
+                assert factor <= 1 + 1e-12, (bet, low, both)
+
+
+def test_the_lock_keeps_a_cap_sized_for_the_single_bet_and_names_the_smallest_cap_otherwise():
+    """For d = 0.2 the mixture needs 547 pairs, the single bet 541: a protocol declaring 541 (sized before the
+    mixture) still locks, with the single bet it was sized for; 547 locks the mixture; 540 is refused naming 541."""
+    mixed_cap = sq.minimum_cap(ALPHA, POWER, 0.2, 1)
+    single_cap = sq.minimum_cap(ALPHA, POWER, 0.2, 1, sq.FutilityRule.PAIRED_BETTING)
+    assert mixed_cap is not None and single_cap is not None
+    rule, _ = sq.design_for_cap(ALPHA, POWER, 0.2, 1, max(mixed_cap, single_cap))
+    assert rule is not None and rule.futility is sq.FutilityRule.PAIRED_BETTING_MIXTURE
+    if single_cap < mixed_cap:
+        rule, _ = sq.design_for_cap(ALPHA, POWER, 0.2, 1, single_cap)
+        assert rule is not None and rule.futility is sq.FutilityRule.PAIRED_BETTING
+    for found in (rule,):
+        assert found is not None and sq.power_at_worst_dependence(found) >= POWER
+    refused, needed = sq.design_for_cap(ALPHA, POWER, 0.2, 1, min(mixed_cap, single_cap) - 1)
+    assert refused is None and needed == min(mixed_cap, single_cap)
+
+
+def test_a_sheet_locked_with_one_futility_bet_resumes_with_it():
+    """The lock records the rule's name and its bets: a sheet locked with `paired-betting` (no `futility_bets`) is
+    read back as the single bet, every count giving the very evidence it gave when locked."""
+    from harness.models.locked import LockedDesign
+
+    single = sq.mixture_design(ALPHA, POWER, DIFF, 1, 241, sq.FutilityRule.PAIRED_BETTING)
+    locked = LockedDesign(alpha=ALPHA, power=POWER, min_difference=DIFF, comparisons=1, cap=241,
+                          log_efficacy_bound=single.log_efficacy_bound, fixed_sample_pairs=46,
+                          futility="paired-betting", futility_bet=single.futility_bet, efficacy="beta-mixture",
+                          prior_a=single.prior_a, prior_b=single.prior_b)
+    again = sq.SequentialDesign(**locked.model_dump(exclude={"fixed_sample_pairs"}))
+    assert again.futility is sq.FutilityRule.PAIRED_BETTING and again.futility_bets is None
+    mixed = sq.mixture_design(ALPHA, POWER, DIFF, 1, 241)
+    relocked = LockedDesign(**{**locked.model_dump(), "futility": "paired-betting-mixture",
+                               "futility_bets": list(mixed.futility_bets or ())})
+    mixed_again = sq.SequentialDesign(**relocked.model_dump(exclude={"fixed_sample_pairs"}))
+    for counts in ((10, 3, 3), (40, 20, 20), (7, 0, 0)):
+        assert again.log_against(*counts) == pytest.approx(single.log_against(*counts))
+        assert mixed_again.log_against(*counts) == pytest.approx(mixed.log_against(*counts))
+        assert again.log_against(*counts) != pytest.approx(mixed.log_against(*counts))
+
+
+def test_the_honest_fixed_n_has_the_power_when_every_pair_is_discordant():
+    """The honest fixed-n baseline: the fewest pairs whose exact McNemar test (every pair discordant: the exact sign
+    test at theta = (1 + d) / 2) has the declared power there; one pair fewer, or the independent-arms n, has not."""
+    from scipy.stats import binom
+
+    for diff in (0.2, 0.3):
+        rule = sq.mixture_design(ALPHA, POWER, diff, 1, 100)
+        theta = (1 + diff) / 2
+
+        def power(n: int, theta: float = theta) -> float:
+            # reject when the A-only count is at least the smallest k with P(>= k | 1/2) <= alpha / 2
+            k = next(k for k in range(n + 2) if binom.sf(k - 1, n, 0.5) <= ALPHA / 2)
+            return float(binom.sf(k - 1, n, theta))
+
+        n = rule.fixed_sample_pairs_worst()
+        assert power(n) >= POWER and power(n - 1) < POWER
+        assert power(rule.fixed_sample_pairs()) < POWER - 0.1

@@ -114,10 +114,9 @@ def _design(protocol: Protocol, protocol_path: Path, codes: tuple[str, ...]) -> 
         sequential.check_cap(cap, sequential.EfficacyRule.MIXTURE)
     except ValueError as exc:
         raise HarnessInputError(protocol_path, "stopping_rule.max_trials_per_arm", str(exc)) from None
-    design = sequential.mixture_design(rule.alpha, rule.power, rule.min_difference, len(comparisons), cap)
-    # one exact walk, at most about a second: the power of every cap up to the checked limit at once
-    needed = sequential.minimum_cap(rule.alpha, rule.power, rule.min_difference, len(comparisons))
-    if needed is None or needed > cap:
+    # exact walks, about a second each at most: the power of every cap up to the checked limit at once
+    design, needed = sequential.design_for_cap(rule.alpha, rule.power, rule.min_difference, len(comparisons), cap)
+    if design is None:
         would = (f"max_trials_per_arm: {needed} would" if needed is not None
                  else f"no cap up to {sequential.MAX_PAIRS_SEARCHED} would; declare a larger min_difference")
         raise HarnessInputError(protocol_path, "stopping_rule.max_trials_per_arm",
@@ -154,6 +153,7 @@ def lock_comparison(request: RunRequest, protocol: Protocol, protocol_path: Path
                    "comparisons": design.comparisons, "cap": design.cap,
                    "log_efficacy_bound": design.log_efficacy_bound, "futility": design.futility.value,
                    "futility_bet": design.futility_bet, "efficacy": design.efficacy.value,
+                   "futility_bets": None if design.futility_bets is None else list(design.futility_bets),
                    "prior_a": design.prior_a, "prior_b": design.prior_b,
                    "fixed_sample_pairs": design.fixed_sample_pairs()},
         "sealed": sealed.model_dump(), "blind": request.blind,
@@ -327,8 +327,10 @@ def _print_start(sheet: Scoresheet) -> None:
 
 
 def decision_lines(sheet: Scoresheet) -> str:
-    """What the run says when it stops (arm codes only) and its per-arm tally."""
+    """What the run says when it stops (arm codes only) and its per-arm tally: the graded outcome's mean per arm
+    when the comparison decides on one, and successes."""
     from harness.command import harness_command
+    from harness.reports.graded import graded_line
 
     decision = sheet.stopped_by_rule()
     tally = []
@@ -338,4 +340,9 @@ def decision_lines(sheet: Scoresheet) -> str:
         wins = sum(1 for a in scored if a.label is Label.SUCCESS)
         tally.append(f"{code} {wins}/{len(scored)}")
     head = f"decision: {decision}" if decision else "the comparison is still open (continue with --resume)"
-    return f"{head}\nsuccesses per arm: {', '.join(tally)}; reveal with: {harness_command()} report {sheet.path}"
+    lines = [head]
+    graded = graded_line(sheet)   # a graded primary outcome: what the decision is about, before success
+    if graded is not None:
+        lines.append(graded)
+    lines.append(f"successes per arm: {', '.join(tally)}; reveal with: {harness_command()} report {sheet.path}")
+    return "\n".join(lines)

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 # short of a closing command", blind to a learned policy that commands the position it reaches (issue 37).
 # 2: holding is the gripper servo's load, sustained with the gripper still (`harness.run.anatomy`).
 ANATOMY_RULES = 3
+LIFT_CM = 2.0                # lifted: the grasp point 2 cm above where it closed (the judge's lift_min_m)
 
 
 class GraspSignal(StrEnum):
@@ -147,3 +148,41 @@ def _t975(dof: int) -> float:
     from scipy.stats import t
 
     return float(t.ppf(0.975, dof))
+
+
+def describe(a: TrialAnatomy, bowl: tuple[float, float] | None, timing_withheld: bool = False) -> str:
+    """What the trace says, in the words an operator would use. `timing_withheld`: without the time of the first
+    motion (an open, sealed comparison: a slower policy moves later in every trial, so the time names its arm).
+    `bowl`: the bowl's centre relative to the trained cube position; None: the release's distance to it unsaid."""
+    if a.first_motion_s is None:
+        return "the arm never moved" + (" (stalled)" if a.stalled else "")
+    moved = "first motion withheld while blind" if timing_withheld else f"first moved at {a.first_motion_s:.1f} s"
+    wait = f"{moved}{' (stalled)' if a.stalled else ''}"
+    if a.closed_at_s is None:
+        return f"{wait}; the gripper never closed"
+    offset = a.grasp_offset_cm
+    assert offset is not None
+    where = _direction(offset)
+    if not a.holding:
+        return f"{wait}; closed on nothing {math.hypot(*offset):.1f} cm from the cube{where}"
+    if a.max_lift_cm < LIFT_CM:
+        return (f"{wait}; grasped {math.hypot(*offset):.1f} cm from the cube's start, lifted only "
+                f"{a.max_lift_cm:.1f} cm")
+    if a.released_at_s is None:
+        return f"{wait}; grasped and lifted {a.max_lift_cm:.1f} cm, still holding at the end ({a.ended_in.value})"
+    assert a.release_point_cm is not None
+    during = "transport" if a.phase_start(Phase.TRANSPORT) is not None else "lift"
+    height = f" at {a.release_height_cm:.0f} cm height" if a.release_height_cm is not None else ""
+    opened = f"{wait}; grasped, lifted {a.max_lift_cm:.1f} cm, opened after {during}{height}"
+    if bowl is None:
+        return opened
+    to_bowl = math.hypot(a.release_point_cm[0] - bowl[0], a.release_point_cm[1] - bowl[1])
+    return f"{opened}, {to_bowl:.1f} cm from the bowl centre"
+
+
+def _direction(offset: tuple[float, float]) -> str:
+    """Which way the gripper missed, along the larger axis (+x away from the robot, +y to its left)."""
+    dx, dy = offset
+    if math.hypot(dx, dy) < 0.5:
+        return ""
+    return f", {'+' if dx > 0 else '-'}x" if abs(dx) >= abs(dy) else f", {'+' if dy > 0 else '-'}y"

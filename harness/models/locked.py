@@ -123,6 +123,8 @@ class LockedDesign(BaseModel):
     efficacy: EfficacyRule = EfficacyRule.CALIBRATED_SPRT
     prior_a: float | None = None        # the mixture's Beta prior on the discordant odds
     prior_b: float | None = None
+    # paired-betting-mixture's fractions, averaged with equal weights; absent: a sheet locked before it
+    futility_bets: list[float] | None = None
 
 
 class LockedGraded(BaseModel):

@@ -37,6 +37,7 @@ differ by position (McNemar's argument, made exact by the draw).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from enum import Enum, StrEnum
@@ -66,6 +67,8 @@ class FutilityRule(StrEnum):
 
     DISCORDANT_SPRT = "discordant-sprt"   # 1 / e on discordant pairs only (sheets locked before paired-betting)
     PAIRED_BETTING = "paired-betting"     # betting on every pair's difference, concordant pairs included
+    # the same bet's equal-weight mixture over several fractions (`futility_bets`): what comparisons lock now
+    PAIRED_BETTING_MIXTURE = "paired-betting-mixture"
 
 
 class EfficacyRule(StrEnum):
@@ -112,6 +115,7 @@ class SequentialDesign:
     efficacy: EfficacyRule = EfficacyRule.CALIBRATED_SPRT
     prior_a: float | None = None   # MIXTURE's Beta prior on theta (truncated to theta >= 1/2)
     prior_b: float | None = None
+    futility_bets: tuple[float, ...] | None = None   # PAIRED_BETTING_MIXTURE's fractions, equal weights
 
     @property
     def bet(self) -> float:
@@ -158,17 +162,37 @@ class SequentialDesign:
         if self.futility is FutilityRule.DISCORDANT_SPRT:
             log_first, log_second = self.log_e(first_only, second_only)
             return -log_first, -log_second
-        d, bet = self.min_difference, self.bet
-        for_first, against_first, agree = math.log1p(bet * (d - 1)), math.log1p(bet * (d + 1)), math.log1p(bet * d)
+        d = self.min_difference
         concordant = pairs - first_only - second_only
-        return (first_only * for_first + second_only * against_first + concordant * agree,
-                second_only * for_first + first_only * against_first + concordant * agree)
+        if self.futility is FutilityRule.PAIRED_BETTING:
+            bet = self.bet
+            for_first, against_first, agree = math.log1p(bet * (d - 1)), math.log1p(bet * (d + 1)), math.log1p(bet * d)
+            return (first_only * for_first + second_only * against_first + concordant * agree,
+                    second_only * for_first + first_only * against_first + concordant * agree)
+        if not self.futility_bets:
+            raise ValueError("a futility mixture needs its bets")
+        # log of the mean of W over the bets: each W is a test supermartingale against "better by d", so is the mean
+        first_terms, second_terms = [], []
+        for bet in self.futility_bets:
+            for_first, against_first, agree = math.log1p(bet * (d - 1)), math.log1p(bet * (d + 1)), math.log1p(bet * d)
+            first_terms.append(first_only * for_first + second_only * against_first + concordant * agree)
+            second_terms.append(second_only * for_first + first_only * against_first + concordant * agree)
+        spread = math.log(len(self.futility_bets))
+        first_mix = functools.reduce(np.logaddexp, first_terms) - spread   # pairwise: far faster than .reduce
+        second_mix = functools.reduce(np.logaddexp, second_terms) - spread
+        return (first_mix if np.ndim(first_mix) else float(first_mix),
+                second_mix if np.ndim(second_mix) else float(second_mix))
 
     def closes(self, pairs: Any, first_only: Any, second_only: Any) -> tuple[Any, Any]:
         """Whether each direction's futility evidence has reached its bound at these counts."""
         against_first, against_second = self.log_against(pairs, first_only, second_only)
         return (_at_or_above(against_first, -self.log_futility_bound),
                 _at_or_above(against_second, -self.log_futility_bound))
+
+    def fixed_sample_pairs_worst(self) -> int:
+        """Pairs McNemar's fixed-sample test needs for the same power when every pair is discordant (the dependence
+        the cap is sized for): the honest fixed-n baseline of a design that guarantees its power there."""
+        return mcnemar_fixed_pairs_worst(self.alpha / self.comparisons, self.power, self.min_difference)
 
     def fixed_sample_pairs(self) -> int:
         """Pairs per arm McNemar's fixed-sample test needs at the same alpha (per comparison, two-sided),
@@ -234,6 +258,16 @@ def kelly_bet(min_difference: float) -> float:
     return low
 
 
+def futility_bets(min_difference: float) -> tuple[float, float]:
+    """The two fractions `PAIRED_BETTING_MIXTURE` averages: the Kelly bet when both arms succeed half the time
+    independently (`kelly_bet`) and when every pair is discordant (D = +-1 with probability 1/2 each: the
+    Kelly fraction is d / (1 - d^2)). One fixed bet is tuned to one dependence and crawls at the other (the
+    independent one, 0.40 for d = 0.2, gains 0.003 nats a pair when every pair is discordant, a seventh of
+    what d / (1 - d^2) = 0.21 gains there); their mean pays log 2 once and then grows at the better rate."""
+    d = min_difference
+    return kelly_bet(d), d / (1 - d * d)
+
+
 def check_cap(cap: int, efficacy: EfficacyRule) -> None:
     """Refuse a cap the exact calculations cannot check within about a second, naming the limit."""
     limit = MAX_PAIRS_SEARCHED if efficacy is EfficacyRule.MIXTURE else MAX_PAIRS_CALIBRATED
@@ -242,16 +276,20 @@ def check_cap(cap: int, efficacy: EfficacyRule) -> None:
                          "can be checked exactly)")
 
 
-def mixture_design(alpha: float, power: float, min_difference: float, comparisons: int,
-                   cap: int) -> SequentialDesign:
+def mixture_design(alpha: float, power: float, min_difference: float, comparisons: int, cap: int,
+                   futility: FutilityRule = FutilityRule.PAIRED_BETTING_MIXTURE) -> SequentialDesign:
     """The anytime-valid test (what new comparisons lock): the mixture against Ville's bound 2 K / alpha in each
-    direction, paired-betting futility (non-binding: ignoring it never raises the error)."""
+    direction, paired-betting futility (non-binding: ignoring it never raises the error), by default the mixture
+    of two bets (`futility_bets`); `FutilityRule.PAIRED_BETTING` is the single bet sheets locked before it hold."""
     check_design_inputs(alpha, power, min_difference, comparisons)
     check_cap(cap, EfficacyRule.MIXTURE)
+    if futility is FutilityRule.DISCORDANT_SPRT:
+        raise ValueError("the mixture locks paired-betting futility")
     a, b = mixture_prior(min_difference)
     bound = math.log(2 * comparisons / alpha)
-    return SequentialDesign(alpha, power, min_difference, comparisons, cap, bound, FutilityRule.PAIRED_BETTING,
-                            kelly_bet(min_difference), EfficacyRule.MIXTURE, a, b)
+    bets = futility_bets(min_difference) if futility is FutilityRule.PAIRED_BETTING_MIXTURE else None
+    return SequentialDesign(alpha, power, min_difference, comparisons, cap, bound, futility,
+                            kelly_bet(min_difference), EfficacyRule.MIXTURE, a, b, bets)
 
 
 def design(alpha: float, power: float, min_difference: float, comparisons: int, cap: int,
@@ -413,6 +451,26 @@ def mcnemar_fixed_pairs(alpha: float, power: float, p_first: float, p_second: fl
     return math.ceil((z_alpha * math.sqrt(psi) + z_beta * math.sqrt(psi - delta * delta)) ** 2 / (delta * delta))
 
 
+def mcnemar_fixed_pairs_worst(alpha: float, power: float, min_difference: float) -> int:
+    """The fewest pairs whose exact McNemar test (two-sided alpha) has the power when every pair is discordant: then
+    it is the exact sign test on n pairs at theta = (1 + d) / 2 (199 for d = 0.2 at alpha 0.05 and power 0.8;
+    Connor's normal approximation, 194, falls short of it there: 0.76). Searched upward from that approximation."""
+    from scipy.stats import binom  # here: loading a protocol imports this module, not SciPy
+
+    z_alpha = NormalDist().inv_cdf(1 - alpha / 2)
+    z_beta = NormalDist().inv_cdf(power)
+    d = min_difference
+    theta = (1 + d) / 2
+    n = max(1, math.floor((z_alpha + z_beta * math.sqrt(1 - d * d)) ** 2 / (d * d)) - 5)
+    while True:
+        k = int(binom.isf(alpha / 2, n, 0.5)) + 1   # the fewest A-only pairs with P(>= k | 1/2) <= alpha / 2
+        if binom.sf(k - 1, n, 0.5) > alpha / 2:
+            k += 1
+        if binom.sf(k - 1, n, theta) >= power:
+            return n
+        n += 1
+
+
 @dataclass(frozen=True)
 class OperatingCharacteristics:
     """Exact probabilities of each ending and the expected pairs used, given the true rates."""
@@ -508,23 +566,27 @@ def power_at_worst_dependence(design: SequentialDesign) -> float:
 
 
 def minimum_cap(alpha: float, power: float, min_difference: float, comparisons: int,
-                futility: FutilityRule = FutilityRule.PAIRED_BETTING,
+                futility: FutilityRule | None = None,
                 efficacy: EfficacyRule = EfficacyRule.MIXTURE) -> int | None:
     """The fewest pairs per comparison whose test reaches the power (MIXTURE: at the worst dependence; the old
     CALIBRATED_SPRT: at the least favourable independent rates), or None if no cap up to the checked limit does.
 
     MIXTURE: its boundaries do not depend on the cap, so one walk, stopped once the power is reached, gives
     the power of every cap at once. CALIBRATED_SPRT: searched upward from the fixed-sample n, doubling, then
-    bisecting, recalibrating the bound for each candidate."""
+    bisecting, recalibrating the bound for each candidate. `futility`: None for each test's own default
+    (the mixture's `PAIRED_BETTING_MIXTURE`, the old test's `PAIRED_BETTING`)."""
     check_design_inputs(alpha, power, min_difference, comparisons)
     if efficacy is EfficacyRule.MIXTURE:
-        rule = mixture_design(alpha, power, min_difference, comparisons, MAX_PAIRS_SEARCHED)
+        rule = mixture_design(alpha, power, min_difference, comparisons, MAX_PAIRS_SEARCHED,
+                              futility or FutilityRule.PAIRED_BETTING_MIXTURE)
         first_by, _, _ = discordant_walk(rule, worst_dependence_theta(min_difference), MAX_PAIRS_SEARCHED,
                                          until_first=power)
         return len(first_by) if first_by[-1] >= power else None
 
+    old_futility = futility or FutilityRule.PAIRED_BETTING
+
     def reaches(cap: int) -> bool:
-        return power_at_least_favourable(design(alpha, power, min_difference, comparisons, cap, futility)) >= power
+        return power_at_least_favourable(design(alpha, power, min_difference, comparisons, cap, old_futility)) >= power
 
     fixed = mcnemar_fixed_pairs(alpha / comparisons, power, *least_favourable(min_difference))
     low, high = fixed - 1, fixed
@@ -541,6 +603,22 @@ def minimum_cap(alpha: float, power: float, min_difference: float, comparisons: 
         else:
             low = middle
     return high
+
+
+def design_for_cap(alpha: float, power: float, min_difference: float, comparisons: int,
+                   cap: int) -> tuple[SequentialDesign | None, int | None]:
+    """What a comparison locks for this cap: (design, None), or (None, the smallest cap that would do; None if
+    none up to the checked limit). The mixture of futility bets when its exact walk reaches the power at this
+    cap; otherwise the single bet when it does (a cap sized for it before the mixture existed keeps working:
+    both are valid whatever futility does, so which one is a pre-registered choice fixed by the protocol)."""
+    known = []
+    for futility in (FutilityRule.PAIRED_BETTING_MIXTURE, FutilityRule.PAIRED_BETTING):
+        needed = minimum_cap(alpha, power, min_difference, comparisons, futility)
+        if needed is not None and needed <= cap:
+            return mixture_design(alpha, power, min_difference, comparisons, cap, futility), None
+        if needed is not None:
+            known.append(needed)
+    return None, min(known) if known else None
 
 
 def simulate(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import statistics
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import matplotlib.pyplot as plt
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import HarnessInputError
+from harness.models.anatomy import TrialAnatomy, describe
 from harness.models.comparison import CodeRule, ComparisonTrace, PositionRule, decision_text, unseal
 from harness.models.protocol import SecondaryOutcome
 from harness.models.scoresheet import Attempt, Scoresheet
@@ -71,19 +73,30 @@ TIMING_FIELDS = ("achieved_fps", "policy_latency_ms_p50", "policy_latency_ms_p95
 def pooled_timing(sheet: Scoresheet) -> Scoresheet:
     """The sheet as a report may show it while a blind comparison is open and sealed: every attempt's timing
     (loop rate, policy and robot latencies, the attempt's wall time) replaced by the median over all attempts of
-    every arm, so no figure, table or JSON field per trial says which arm is the slower policy. Never saved."""
+    every arm, and likewise each trial's time to first motion, so no figure, table or JSON field per trial says
+    which arm is the slower policy. Never saved."""
     if not sheet.records:
         return sheet
 
-    def pooled(values: list[float | None]) -> float | None:
-        known = sorted(v for v in values if v is not None)
-        return known[len(known) // 2] if known else None
+    def pooled(values: list[float | None]) -> float | None:   # the median (of the middle two: no one arm's own)
+        known = [v for v in values if v is not None]
+        return statistics.median(known) if known else None
 
     loop = {name: pooled([getattr(a.loop, name) for a in sheet.records]) for name in TIMING_FIELDS}
     loop = {name: value for name, value in loop.items() if value is not None}
     duration = pooled([a.duration_s for a in sheet.records])
-    records = [a.model_copy(update={"loop": a.loop.model_copy(update=loop), "duration_s": duration})
-               for a in sheet.records]
+    # the time to first motion is the first action's inference more than behaviour: pooled too, and the trace's
+    # one-line summary said again without it (and without the bowl, which the locked block does not hold)
+    first_motion = pooled([a.anatomy.first_motion_s for a in sheet.records if a.anatomy is not None])
+
+    def anatomy(a: Attempt) -> TrialAnatomy | None:
+        if a.anatomy is None or a.anatomy.first_motion_s is None:
+            return a.anatomy
+        withheld = a.anatomy.model_copy(update={"first_motion_s": first_motion})
+        return withheld.model_copy(update={"summary": describe(withheld, None, timing_withheld=True)})
+
+    records = [a.model_copy(update={"loop": a.loop.model_copy(update=loop), "duration_s": duration,
+                                    "anatomy": anatomy(a)}) for a in sheet.records]
     return Scoresheet(sheet.path, sheet.locked_data, sheet.lock, sheet.settings, records, sheet.measurements,
                       None, sheet.unblindings)
 
@@ -119,7 +132,7 @@ def statistic_plot(sheet: Scoresheet, traces: list[ComparisonTrace]) -> bytes:
         ax.set_title(f"{trace.first} vs {trace.second}: " + (f"{winner} better" if winner else
                                                              trace.final.decision.value))
         marks = (first, second)
-        if design.futility is FutilityRule.PAIRED_BETTING:
+        if design.futility is not FutilityRule.DISCORDANT_SPRT:
             marks = ([a for a, _ in against], [b for _, b in against])
         for closed, values, colour in (("closed_first", marks[0], "#1f77b4"),
                                        ("closed_second", marks[1], "#d62728")):
@@ -307,8 +320,9 @@ class BlindComparisonJson(BaseModel):
     fixed_sample_trials_per_arm: int = Field(description="McNemar's fixed-sample design at the same alpha and power")
     log_efficacy_bound: float
     log_futility_bound: float
-    futility: str = Field(description="paired-betting (every pair, concordant ones too) or discordant-sprt (sheets "
-                                      "locked before it)")
+    futility: str = Field(description="paired-betting-mixture (two bets on every pair, concordant ones too, "
+                                      "averaged), paired-betting (one bet; a cap sized for it) or discordant-sprt "
+                                      "(sheets locked before paired betting)")
     secondary: list[str] = Field(description="secondary outcomes declared in the stopping rule (never a stop)")
     null_hypothesis: str = Field(description="what the decision rejects, in words")
     old_rules: list[str] = Field(description="rules this sheet was locked under that newer sheets no longer use "

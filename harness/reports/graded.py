@@ -128,3 +128,15 @@ def graded_blocks(sheet: Scoresheet) -> list[Block]:
               [[arm.code, _mean_text(kind, arm, found.episode_limit_s), str(arm.scored)] for arm in found.arms]),
     ]
     return blocks
+
+
+def graded_line(sheet: Scoresheet) -> str | None:
+    """The run's last words on a graded comparison (arm codes only, as the tally): each arm's mean on the locked
+    outcome, the thing the decision is about; None for a comparison on success."""
+    found = graded_json(sheet)
+    if found is None:
+        return None
+    kind = PrimaryOutcome(found.outcome)
+    arms = ", ".join(f"{arm.code} {_mean_text(kind, arm, found.episode_limit_s)} over {arm.scored}"
+                     for arm in found.arms)
+    return f"{found.outcome} per arm (the primary outcome, mean with its 95% interval): {arms}"

@@ -21,13 +21,12 @@ sign of holding, the gripper stopped short of a closing command, and says so (`g
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from harness.models.anatomy import ANATOMY_RULES, GraspSignal, Phase, PhaseSpan, TrialAnatomy
+from harness.models.anatomy import ANATOMY_RULES, LIFT_CM, GraspSignal, Phase, PhaseSpan, TrialAnatomy, describe
 from harness.models.protocol import JOINT_NAMES
 from harness.sim.units import GRIPPER_LOAD_KEY
 
@@ -51,7 +50,6 @@ SHUT = 2.0                   # gripper units: at its closed end nothing is betwe
 #                              jerky command slams it into the end stop; a 3 cm cube holds it near 18)
 STILL = 0.6                  # gripper units per step below which the gripper is not moving
 GRASP_HOLD_S = 0.25          # the judge's grasp_hold_s
-LIFT_CM = 2.0                # the judge's lift_min_m
 TRANSPORT_CM = 2.0           # grasp point this far (horizontally) from where it lifted: carrying
 REOPEN = 2.0                 # gripper this far above its holding position: opening
 OPENED = 10.0                # ... and this far: open (released)
@@ -207,39 +205,6 @@ def with_cube_start(anatomy: TrialAnatomy, cube_start_cm: tuple[float, float], b
     moved = anatomy.model_copy(update={"cube_start_cm": (round(cube_start_cm[0], 3), round(cube_start_cm[1], 3))})
     bowl = (bowl_xy_cm[0] - trained_xy_cm[0], bowl_xy_cm[1] - trained_xy_cm[1])
     return moved.model_copy(update={"summary": describe(moved, bowl)})
-
-
-def describe(a: TrialAnatomy, bowl: tuple[float, float]) -> str:
-    """What the trace says, in the words an operator would use."""
-    if a.first_motion_s is None:
-        return "the arm never moved" + (" (stalled)" if a.stalled else "")
-    wait = f"first moved at {a.first_motion_s:.1f} s{' (stalled)' if a.stalled else ''}"
-    if a.closed_at_s is None:
-        return f"{wait}; the gripper never closed"
-    offset = a.grasp_offset_cm
-    assert offset is not None
-    where = _direction(offset)
-    if not a.holding:
-        return f"{wait}; closed on nothing {math.hypot(*offset):.1f} cm from the cube{where}"
-    if a.max_lift_cm < LIFT_CM:
-        return (f"{wait}; grasped {math.hypot(*offset):.1f} cm from the cube's start, lifted only "
-                f"{a.max_lift_cm:.1f} cm")
-    if a.released_at_s is None:
-        return f"{wait}; grasped and lifted {a.max_lift_cm:.1f} cm, still holding at the end ({a.ended_in.value})"
-    assert a.release_point_cm is not None
-    to_bowl = math.hypot(a.release_point_cm[0] - bowl[0], a.release_point_cm[1] - bowl[1])
-    during = "transport" if a.phase_start(Phase.TRANSPORT) is not None else "lift"
-    height = f" at {a.release_height_cm:.0f} cm height" if a.release_height_cm is not None else ""
-    return (f"{wait}; grasped, lifted {a.max_lift_cm:.1f} cm, opened after {during}{height}, "
-            f"{to_bowl:.1f} cm from the bowl centre")
-
-
-def _direction(offset: tuple[float, float]) -> str:
-    """Which way the gripper missed, along the larger axis (+x away from the robot, +y to its left)."""
-    dx, dy = offset
-    if math.hypot(dx, dy) < 0.5:
-        return ""
-    return f", {'+' if dx > 0 else '-'}x" if abs(dx) >= abs(dy) else f", {'+' if dy > 0 else '-'}y"
 
 
 def _first(mask: np.ndarray) -> int | None:

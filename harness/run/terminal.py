@@ -138,8 +138,12 @@ class TerminalObserver:
         if attempt.judge is not None and attempt.judge.clean_release is False:
             clean = ", release not clean"
         if attempt.anatomy is not None and attempt.anatomy.stalled:
-            clean += (f", STALLED (first motion {attempt.anatomy.first_motion_s:.1f} s)"
-                      if attempt.anatomy.first_motion_s is not None else ", STALLED (the arm never moved)")
+            if attempt.anatomy.first_motion_s is None:
+                clean += ", STALLED (the arm never moved)"
+            elif self.timing_withheld:   # its first-motion time would name the slower arm
+                clean += ", STALLED (first motion past the stall limit)"
+            else:
+                clean += f", STALLED (first motion {attempt.anatomy.first_motion_s:.1f} s)"
         # The episode's own time (its loop steps at the target rate) apart from the rest of the attempt: on a real
         # arm that rest is the operator placing the cube and scoring, which would otherwise read as a long episode.
         times = f"{attempt.duration_s:.1f} s"          # no loop ran (or an old sheet without its rate)

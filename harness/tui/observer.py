@@ -16,6 +16,7 @@ import numpy as np
 from PIL import Image
 
 from harness.errors import HarnessError
+from harness.models.anatomy import describe
 from harness.models.protocol import Trial
 from harness.models.scoresheet import Attempt, Scoresheet
 from harness.models.taxonomy import Label, Void, VoidKind
@@ -322,7 +323,10 @@ class TuiObserver:
         if path:
             preview = np.asarray(Image.open(path).convert("RGB"))
         anatomy = attempt.anatomy
-        self.link.post(_record_score, attempt.label, _shown(attempt), preview, anatomy.summary if anatomy else None,
+        said = anatomy.summary if anatomy else None
+        if anatomy is not None and self.sheet is not None and self.sheet.locked.blind_comparison:
+            said = describe(anatomy, None, timing_withheld=True)   # its first-motion time would name the slower arm
+        self.link.post(_record_score, attempt.label, _shown(attempt), preview, said,
                        bool(anatomy and anatomy.stalled), self._graded(attempt))
         self._ui(undo_trial=attempt.trial_index if self._undoable is not None else None)
 
