@@ -284,20 +284,17 @@ def test_hub_ids_work_in_a_comparison_and_a_builtin_name_always_means_the_builti
     (100_000, 0.05, "5000"),                              # beyond the checked limit: refused naming it
     (2000, 0.1, "max_trials_per_arm: 2385 would"),        # a cap below what the power needs: the one that would
 ])
-def test_the_design_search_answers_at_once_or_refuses_naming_the_limit(workdir: Path, capsys, cap: int,
-                                                                       difference: float, said: str) -> None:
-    import time
-
+def test_the_design_search_answers_or_refuses_naming_the_limit(workdir: Path, capsys, cap: int,
+                                                               difference: float, said: str) -> None:
+    # how long it takes is benchmarks/design_search_bench.py's figure, not a timed test's
     from tests.helpers import refused
 
     protocol = _protocol(workdir)
     data = yaml.safe_load(protocol.read_text())
     data["stopping_rule"].update(min_difference=difference, max_trials_per_arm=cap)
     protocol.write_text(yaml.safe_dump(data, sort_keys=False))
-    started = time.perf_counter()
     line = refused(["run", str(protocol), "--policy", "expert", "--policy", "replay", "--robot", "sim",
                     "--headless"], workdir, capsys)
-    assert time.perf_counter() - started < 10   # about a second alone; generous on a loaded machine
     assert "max_trials_per_arm" in line and said in line, line
 
 

@@ -220,13 +220,10 @@ def test_the_mixture_equals_betting_on_the_plug_in_odds_from_the_pairs_so_far():
         assert rule.log_e(wins, losses)[0] == pytest.approx(log_product, rel=1e-6)
 
 
-def test_the_design_search_answers_within_a_second_or_refuses_naming_the_limit():
-    import time
-
-    started = time.perf_counter()
-    assert sq.minimum_cap(ALPHA, POWER, 0.01, 1) is None            # no cap up to the limit: said at once
+def test_the_design_search_answers_or_refuses_naming_the_limit():
+    # how fast it answers is benchmarks/design_search_bench.py's (about a second alone), not a timed test's
+    assert sq.minimum_cap(ALPHA, POWER, 0.01, 1) is None            # no cap up to the limit
     assert sq.minimum_cap(ALPHA, POWER, 0.1, 1) is not None
-    assert time.perf_counter() - started < 4.0                       # generous on a loaded machine; ~1 s alone
     for cap in (sq.MAX_PAIRS_SEARCHED + 1, 100_000, True):
         with pytest.raises(ValueError, match=str(sq.MAX_PAIRS_SEARCHED)):
             sq.mixture_design(ALPHA, POWER, DIFF, 1, cap)
