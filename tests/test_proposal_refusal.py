@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 
+import numpy as np
 import pytest
 
 import harness.sim  # noqa: F401  (headless GL before mujoco)
@@ -101,3 +102,17 @@ def test_the_terminal_offers_no_default_when_nothing_was_proposed() -> None:
     text = out.getvalue()
     assert "no label proposed" in text and "Enter confirms" not in text
     assert decision.label is Label.SUCCESS   # Enter alone chose nothing; the key did
+
+
+def test_a_policy_that_holds_still_is_a_no_grasp_not_a_refusal() -> None:
+    """The start pose's gripper (10) sits in the holding band: resting there is not closing onto the cube
+    (the emulated desk's idle policy, tests/test_operator_real_arm.py), while closing from 36 to 23 and
+    resting there is (heldout-smolvla-3000 trial 4, refused above)."""
+    from harness.models.defaults import DEFAULT_START_POSE
+
+    trace = GripperTrace(lambda joints: np.zeros(3))
+    for _ in range(60):
+        trace.see(dict(DEFAULT_START_POSE))
+    got = propose(trace, FinalView(False, 19.4, 0.3), SCENE.bowl_xy, SCENE.bowl_rim_diameter / 2,
+                  SCENE.cube_edge / 2)
+    assert got.label is Label.NO_GRASP and Reason.NEVER_CLOSED in got.reasons

@@ -64,6 +64,7 @@ class GripperBands:
     steady_samples: int = 8         # ... for this many samples (0.27 s at 30 Hz, the judge's 0.25 s)
     lift_min_m: float = 0.02        # grasp point rose this far while holding: a lift
     drop_min_height_m: float = 0.04  # cube bottom higher than this above the table when let go: a drop
+    closed_by: float = 5.0          # a part-closed rest counts as a close only this far below the widest before
     eased_open: float = 8.0         # still "holding" at the end but this much wider than when it closed on the cube
     landing_cm: float = 4.0         # a dropped cube lands within this of where it was let go (plus the +/-)
 
@@ -85,7 +86,8 @@ class GripperTrace:
     release_xyz: tuple[float, float, float] | None = None
     last_grip: float | None = None
     opened: bool = False   # a grasp is an opening then a closing: a gripper resting part-closed holds nothing
-    rested_part_closed: bool = False   # ... unless it rested there: then whether it held something is unknown
+    rested_part_closed: bool = False   # ... unless it closed to rest there: then whether it holds something
+    widest: float | None = None        # is unknown (the widest it was before, to tell a close from holding still)
     hold_grip: float | None = None     # where the jaws stopped on the cube
     _steady: int = 0
 
@@ -99,8 +101,9 @@ class GripperTrace:
         if not self.held:
             self.opened = self.opened or grip > b.open_above
             if not self.opened:
+                self.widest = grip if self.widest is None else max(self.widest, grip)
                 self.rested_part_closed = self.rested_part_closed or (
-                    steady and b.holding_above <= grip <= b.holding_below)
+                    steady and b.holding_above <= grip <= b.holding_below and self.widest - grip >= b.closed_by)
                 return
             if steady and grip < b.empty_below:
                 self.closed_empty = True
