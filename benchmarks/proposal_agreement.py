@@ -51,6 +51,7 @@ from harness.sim.trajectory import Trajectory
 from harness.sim.units import from_sim
 from harness.sim.world import SimWorld
 
+NO_PROPOSAL = "no proposal"   # the proposer's evidence contradicted itself: nothing proposed
 FINAL_SIZE = (640, 480)   # the real arm's top camera as `harness rehearse` opens it (its --camera-size default)
 
 
@@ -251,7 +252,8 @@ def compare(sheets: list[Sheet], workdir: Path, out: Any = sys.stderr) -> list[C
                 trace.see(observation)
             frame, source = final_top_frame(folder, trajectory, world)
             proposal = proposer.propose(trace, frame)
-            result = Compared(s.path.stem, a.trial_index, a.attempt, a.label, proposal.label.value,
+            proposed = proposal.label.value if proposal.label is not None else NO_PROPOSAL
+            result = Compared(s.path.stem, a.trial_index, a.attempt, a.label, proposed,
                               [r.value for r in proposal.reasons],
                               a.judge.detail if a.judge is not None else "", source,
                               len(joints))
@@ -271,6 +273,7 @@ def compare(sheets: list[Sheet], workdir: Path, out: Any = sys.stderr) -> list[C
 
 def markdown(results: list[Compared], sheets: list[Sheet]) -> str:
     labels = list(TAXONOMY)
+    columns = [*labels, NO_PROPOSAL]   # the proposer refused: its evidence disagreed
     confusion = Counter((r.judge, r.proposed) for r in results)
     lines = []
     for s in sheets:
@@ -280,10 +283,10 @@ def markdown(results: list[Compared], sheets: list[Sheet]) -> str:
         lines.append(f"- `{s.path}`: policy `{s.sheet.locked.policy.ref}`, protocol `{s.protocol_path}`, "
                      f"{len(s.scored)} scored attempt{'s' * (len(s.scored) != 1)}{done} compared, "
                      f"{s.voids} void{'s' * (s.voids != 1)} not compared")
-    lines += ["", "| judge \\ proposed | " + " | ".join(labels) + " | agreement |",
-              "|---|" + "---:|" * (len(labels) + 1)]
+    lines += ["", "| judge \\ proposed | " + " | ".join(columns) + " | agreement |",
+              "|---|" + "---:|" * (len(columns) + 1)]
     for judge in labels:
-        row = [confusion[(judge, p)] for p in labels]
+        row = [confusion[(judge, p)] for p in columns]
         n = sum(row)
         share = f"{confusion[(judge, judge)]}/{n}" if n else "-"
         lines.append(f"| {judge} | " + " | ".join(str(c) for c in row) + f" | {share} |")

@@ -101,7 +101,7 @@ def play(world: SimWorld, proposer: Proposer, plan: list[np.ndarray]) -> tuple[s
         if finish_at is not None and step >= max(finish_at, len(plan)):
             break
     proposal = proposer.propose(trace, world.render("top", 640, 480))
-    return world.judge.verdict(world.data).label.value, proposal.label.value
+    return world.judge.verdict(world.data).label.value, proposal.label.value if proposal.label else "no proposal"
 
 
 def agreement(trials: int, seed: int) -> None:

@@ -64,3 +64,16 @@ def test_a_real_arm_success_counts_in_the_placement_figures_with_its_pixel_uncer
     assert summary.placement_error_cm.max == 1.2
     rows = trial_rows(reloaded)
     assert rows[0].placement_uncertainty_cm == 0.4 and rows[1].placement_uncertainty_cm is None
+
+
+def test_an_attempt_with_no_label_proposed_is_not_counted_as_a_proposal(workdir) -> None:
+    """The proposer refused (its evidence disagreed): stored with label null and its reasons, shown as no
+    proposal (not the text "None"), and left out of the proposal-against-operator count."""
+    sheet = locked_sheet(workdir)
+    sheet.add_attempt(fake_attempt(1, 1, "success", proposal={
+        "label": None, "reasons": ["jaws eased open while holding at the end: the cube may have slipped out"]}))
+    sheet.add_attempt(fake_attempt(2, 1, "no_grasp", proposal={"label": "no_grasp", "reasons": []}))
+    reloaded = load_scoresheet(sheet.path)
+    assert reloaded.attempts[0].proposal["label"] is None
+    rows = trial_rows(reloaded)
+    assert rows[0].proposed_label is None and rows[1].proposed_label == "no_grasp"

@@ -68,7 +68,8 @@ def trial_rows(sheet: Scoresheet) -> list[TrialRow]:
             wall_ms_per_step=(1000 * final.duration_s / final.loop.steps
                               if final and final.loop.steps and final.duration_s else None),
             measured_dxy_cm=_measured_start(final),
-            proposed_label=str(final.proposal["label"]) if final and final.proposal else None,
+            proposed_label=str(final.proposal["label"]) if final and final.proposal and final.proposal.get("label")
+            else None,   # label None: the evidence disagreed, nothing was proposed
         ))
     return rows
 

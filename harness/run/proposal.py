@@ -6,6 +6,10 @@ that opens again let go of it, somewhere (forward kinematics says where, and how
 top frame, measured against the bowl rim, says whether the cube ended in the bowl. Together they
 give a label with its reasons, which the operator confirms or overrides; the rules mirror the
 simulator's judge so the two can be compared on rehearsed trials.
+
+Where the evidence contradicts itself (jaws that rested part-closed without opening first, jaws easing
+open at the end while "holding", a cube seen far from where it was let go) no label is proposed: the
+operator chooses unprompted, because a wrong default confirmed with Enter is worse than no default.
 """
 
 from __future__ import annotations
@@ -36,6 +40,13 @@ class Reason(StrEnum):
     CUBE_IN_BOWL = "final frame: cube in the bowl"
     CUBE_NOT_IN_BOWL = "final frame: cube outside the bowl"
     CUBE_NOT_MEASURED = "final frame: cube not measured"
+    # the evidence contradicts itself: no label proposed
+    RESTED_PART_CLOSED = "gripper rested part-closed without opening first: held or not, unknown"
+    JAWS_EASED = "jaws eased open while holding at the end: the cube may have slipped out"
+    NOT_WHERE_LET_GO = "final frame: cube far from where it was let go"
+    LANDING_UNSEEN = "dropped, but the final frame did not show where it landed"
+
+
 
 
 @dataclass(frozen=True)
@@ -53,6 +64,9 @@ class GripperBands:
     steady_samples: int = 8         # ... for this many samples (0.27 s at 30 Hz, the judge's 0.25 s)
     lift_min_m: float = 0.02        # grasp point rose this far while holding: a lift
     drop_min_height_m: float = 0.04  # cube bottom higher than this above the table when let go: a drop
+    closed_by: float = 5.0          # a part-closed rest counts as a close only this far below the widest before
+    eased_open: float = 8.0         # still "holding" at the end but this much wider than when it closed on the cube
+    landing_cm: float = 4.0         # a dropped cube lands within this of where it was let go (plus the +/-)
 
 
 @dataclass
@@ -72,6 +86,9 @@ class GripperTrace:
     release_xyz: tuple[float, float, float] | None = None
     last_grip: float | None = None
     opened: bool = False   # a grasp is an opening then a closing: a gripper resting part-closed holds nothing
+    rested_part_closed: bool = False   # ... unless it closed to rest there: then whether it holds something
+    widest: float | None = None        # is unknown (the widest it was before, to tell a close from holding still)
+    hold_grip: float | None = None     # where the jaws stopped on the cube
     _steady: int = 0
 
     def see(self, joints: dict[str, float]) -> None:
@@ -84,11 +101,15 @@ class GripperTrace:
         if not self.held:
             self.opened = self.opened or grip > b.open_above
             if not self.opened:
+                self.widest = grip if self.widest is None else max(self.widest, grip)
+                self.rested_part_closed = self.rested_part_closed or (
+                    steady and b.holding_above <= grip <= b.holding_below and self.widest - grip >= b.closed_by)
                 return
             if steady and grip < b.empty_below:
                 self.closed_empty = True
             elif steady and b.holding_above <= grip <= b.holding_below:
                 self.held = True
+                self.hold_grip = grip
                 self.hold_start_z = float(self.grasp_point(joints)[2])
             return
         if self.released:
@@ -112,14 +133,21 @@ class FinalView:
 
 @dataclass(frozen=True)
 class Proposal:
-    label: Label
+    """A label and why; `label` None: no proposal, the evidence contradicts itself (`refused` says how)."""
+
+    label: Label | None
     reasons: tuple[Reason, ...]
     placement_error_cm: float | None = None
     uncertainty_cm: float | None = None
 
+    @property
+    def refused(self) -> bool:
+        return self.label is None
+
     def record(self) -> dict[str, object]:
-        """What the attempt stores (`Attempt.proposal`)."""
-        out: dict[str, object] = {"label": self.label.value, "reasons": [r.value for r in self.reasons]}
+        """What the attempt stores (`Attempt.proposal`); label None when none was proposed."""
+        out: dict[str, object] = {"label": self.label.value if self.label else None,
+                                  "reasons": [r.value for r in self.reasons]}
         if self.placement_error_cm is not None:
             out["placement_error_cm"] = round(self.placement_error_cm, 3)
         if self.uncertainty_cm is not None:
@@ -130,6 +158,8 @@ class Proposal:
         """One line for a prompt: the label and why."""
         where = (f", cube {self.placement_error_cm:.1f} +/- {self.uncertainty_cm or 0:.1f} cm from the bowl centre"
                  if self.placement_error_cm is not None else "")
+        if self.label is None:
+            return f"no label proposed: the evidence disagrees{where} ({self.reasons_text()})"
         return f"proposed {self.label.display}{where} ({self.reasons_text()})"
 
     def reasons_text(self) -> str:
@@ -144,10 +174,16 @@ def propose(trace: GripperTrace, view: FinalView, bowl_xy_m: tuple[float, float]
     reasons: list[Reason] = []
     seen = {True: Reason.CUBE_IN_BOWL, False: Reason.CUBE_NOT_IN_BOWL, None: Reason.CUBE_NOT_MEASURED}[view.inside]
 
-    def done(label: Label) -> Proposal:
+    def done(label: Label | None) -> Proposal:
         return Proposal(label, (*reasons, seen), view.distance_cm, view.uncertainty_cm)
 
+    def refuse(why: Reason) -> Proposal:
+        reasons.append(why)
+        return done(None)
+
     if not trace.held:
+        if trace.rested_part_closed and not trace.closed_empty:
+            return refuse(Reason.RESTED_PART_CLOSED)
         reasons.append(Reason.CLOSED_ON_NOTHING if trace.closed_empty else Reason.NEVER_CLOSED)
         return done(Label.NO_GRASP)
     reasons.append(Reason.CLOSED_ON_SOMETHING)
@@ -155,6 +191,9 @@ def propose(trace: GripperTrace, view: FinalView, bowl_xy_m: tuple[float, float]
     reasons.append(Reason.LIFTED if lifted else Reason.NOT_LIFTED)
     if not trace.released or trace.release_xyz is None:
         reasons.append(Reason.STILL_HOLDING)
+        if trace.last_grip is not None and trace.hold_grip is not None \
+                and trace.last_grip - trace.hold_grip > b.eased_open:
+            return refuse(Reason.JAWS_EASED)
         return done(Label.WRONG_PLACEMENT)
     x, y, z = trace.release_xyz
     over_bowl = math.hypot(x - bowl_xy_m[0], y - bowl_xy_m[1]) < bowl_radius_m
@@ -169,6 +208,11 @@ def propose(trace: GripperTrace, view: FinalView, bowl_xy_m: tuple[float, float]
     if inside and not lifted:
         return done(Label.NO_GRASP)
     if not inside and not over_bowl and height > b.drop_min_height_m:
+        let_go_cm = 100 * math.hypot(x - bowl_xy_m[0], y - bowl_xy_m[1])
+        if view.distance_cm is None:
+            return refuse(Reason.LANDING_UNSEEN)
+        if abs(view.distance_cm - let_go_cm) > b.landing_cm + (view.uncertainty_cm or 0.0):
+            return refuse(Reason.NOT_WHERE_LET_GO)
         return done(Label.GRASPED_THEN_DROPPED)
     return done(Label.WRONG_PLACEMENT)
 

@@ -81,7 +81,10 @@ class TerminalObserver:
         if verdict is not None and not self.operator_scores:
             return ScoreDecision(verdict.label)
         proposal, self._proposal = self._proposal, None
-        if proposal is not None:
+        if proposal is not None and proposal.label is None:   # the evidence disagreed: no default to confirm
+            print(f"{proposal.line()}. Choose the label.", file=self.out, flush=True)
+            proposal = None
+        if proposal is not None and proposal.label is not None:
             print(f"{proposal.line()}. Enter confirms {proposal.label.display}; a key overrides it.",
                   file=self.out, flush=True)
         while True:
@@ -90,7 +93,7 @@ class TerminalObserver:
             if key in SCORE_KEYS:
                 label = SCORE_KEYS[key]
                 break
-            if not key and proposal is not None:   # Enter confirms the proposal
+            if not key and proposal is not None and proposal.label is not None:   # Enter confirms the proposal
                 label = proposal.label
                 break
         operator_void = None

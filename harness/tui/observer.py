@@ -235,7 +235,8 @@ class TuiObserver:
     def _score(self, trial: Trial, verdict: JudgeVerdict | None) -> ScoreDecision:
         text = f"trial #{trial.index} (dx {trial.dx_cm:+.1f}, dy {trial.dy_cm:+.1f} cm)"
         proposal, self._proposal = self._proposal, None
-        if verdict is None and proposal is not None:   # a real arm: the proposal is the default, never auto-accepted
+        # a real arm: the proposal is the default, never auto-accepted; none when the evidence disagreed
+        if verdict is None and proposal is not None and proposal.label is not None:
             detail = proposal.reasons_text()
             if proposal.placement_error_cm is not None:
                 detail += (f"; cube {proposal.placement_error_cm:.1f} +/- {proposal.uncertainty_cm or 0:.1f}"

@@ -1,0 +1,79 @@
+"""Outcome proposals against the simulator's judge, per learned policy, on the committed traces (issue 59 item 5).
+
+`tests/data/anatomy/*.npz` holds 140 scored attempts of ACT (500/1000 steps, fixed, randomized, jittered and
+scattered protocols), SmolVLA (1500/3000/9000 steps) and two toy ACTs, each with the joint positions a real
+arm reports every control step and the judge's verdict. The proposer (`harness.run.proposal.propose`) reads
+the joints as a real arm's would; its final frame is stood in for by what a top camera sees (the cube's
+true distance from the bowl centre, inside when within the rim's radius, +/- 0.3 cm: the measurement's own
+accuracy is judged apart, `benchmarks/camera_sizes_bench.py`) or by no measurement at all (`none`).
+
+Per policy: attempts, proposals that agree with the judge, no proposal (the evidence disagreed), proposals
+that are wrong. Target: agreement >= 98 %, and a disagreement is a refusal, not a wrong label.
+
+Run: .venv/bin/python benchmarks/proposal_policies.py [--final seen|none]
+     PYTHONPATH=/path/to/older/checkout ... (the proposer before)
+"""
+
+from __future__ import annotations
+
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))   # the repository: tests.anatomy_traces
+
+import argparse
+from collections import defaultdict
+
+from harness.run.proposal import FinalView, GripperTrace, Proposal, propose, so101_grasp_point
+from harness.sim.scene import SceneGeometry
+from tests.anatomy_traces import Attempt, attempts
+
+UNCERTAINTY_CM = 0.3
+
+
+def proposal(attempt: Attempt, final: str, grasp_point, scene: SceneGeometry) -> Proposal:
+    """What the real-arm proposer says of one attempt."""
+    trace = GripperTrace(grasp_point)
+    for joints in attempt.joints:
+        trace.see(joints)
+    distance = float(attempt.judge["true_placement_error_cm"])
+    view = FinalView(None) if final == "none" else \
+        FinalView(distance < 100 * scene.bowl_rim_diameter / 2, distance, UNCERTAINTY_CM)
+    return propose(trace, view, scene.bowl_xy, scene.bowl_rim_diameter / 2, scene.cube_edge / 2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--final", choices=("seen", "none"), default="seen")
+    args = parser.parse_args()
+    scene, grasp_point = SceneGeometry(), so101_grasp_point()
+    rows: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    wrong: list[str] = []
+    for attempt in attempts():
+        got = proposal(attempt, args.final, grasp_point, scene)
+        for key in (attempt.policy, "**all**"):
+            row = rows[key]
+            row[0] += 1
+            if got.label is None:
+                row[2] += 1
+            elif got.label.value == attempt.label:
+                row[1] += 1
+            else:
+                row[3] += 1
+        if got.label is None or got.label.value != attempt.label:
+            said = got.label.value if got.label else "no proposal"
+            wrong.append(f"{attempt.policy} trial {attempt.trial}: judge {attempt.label} ({attempt.judge['detail']}); "
+                         f"{said} ({got.reasons_text()})")
+    rows["**all**"] = rows.pop("**all**")
+    print(f"final frame: {args.final}\n")
+    print("| policy | attempts | agree | no proposal | wrong | agreement |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for policy, (n, agree, refused, bad) in rows.items():
+        print(f"| {policy} | {n} | {agree} | {refused} | {bad} | {100 * agree / n:.1f} % |")
+    print()
+    for line in wrong:
+        print(f"- {line}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""The committed learned-policy attempts (`tests/data/anatomy/*.npz`): joint traces with the judge's verdict.
+
+Written by `benchmarks/anatomy_agreement.py --export` from real simulated runs of ACT and SmolVLA checkpoints
+(issue 37). Each attempt is what a real arm's proposer would see of it (the joint positions each control
+step, LeRobot units) beside the simulator judge's verdict, which is the truth the proposal is held to.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.models.protocol import JOINT_NAMES
+
+FOLDER = Path(__file__).parent / "data" / "anatomy"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    policy: str                   # the file's stem: checkpoint and protocol (e.g. heldout-smolvla-3000)
+    trial: int
+    judge: dict[str, Any]         # the judge's verdict as recorded (label, true_placement_error_cm, ...)
+    joints: list[dict[str, float]]
+
+    @property
+    def label(self) -> str:
+        return str(self.judge["label"])
+
+
+def attempts(policy: str | None = None) -> Iterator[Attempt]:
+    """Every committed attempt, policy by policy (or one policy's)."""
+    for path in sorted(FOLDER.glob("*.npz")):
+        if policy is not None and path.stem != policy:
+            continue
+        data = np.load(path)
+        columns = [str(c) for c in data["columns"]]
+        index = [columns.index(f"obs.{name}.pos") for name in JOINT_NAMES]
+        for entry in json.loads(str(data["meta"]))["attempts"]:
+            rows = data[f"trial{entry['trial']}"]
+            joints = [{name: float(row[i]) for name, i in zip(JOINT_NAMES, index, strict=True)} for row in rows]
+            yield Attempt(path.stem, int(entry["trial"]), entry["judge"], joints)

@@ -1,0 +1,118 @@
+"""Outcome proposals refuse rather than mislead (issue 59 item 5): on committed learned-policy attempts.
+
+The attempts are real simulated runs of ACT and SmolVLA checkpoints (`tests/anatomy_traces.py`), the joints
+read as a real arm reports them, the final frame stood in for by what a top camera sees of the judged end
+state. Where the evidence contradicts itself the proposer proposes nothing, and the operator's prompts offer
+no default to confirm with Enter.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+import harness.sim  # noqa: F401  (headless GL before mujoco)
+from harness.models.protocol import Trial
+from harness.models.taxonomy import Label
+from harness.run.proposal import FinalView, GripperTrace, Proposal, Reason, propose, so101_grasp_point
+from harness.run.terminal import TerminalObserver
+from harness.sim.scene import SceneGeometry
+from tests.anatomy_traces import Attempt, attempts
+
+SCENE = SceneGeometry()
+
+
+@pytest.fixture(scope="module")
+def grasp_point():
+    return so101_grasp_point()
+
+
+def proposed(attempt: Attempt, grasp_point, measured: bool = True) -> Proposal:
+    trace = GripperTrace(grasp_point)
+    for joints in attempt.joints:
+        trace.see(joints)
+    distance = float(attempt.judge["true_placement_error_cm"])
+    view = FinalView(distance < 100 * SCENE.bowl_rim_diameter / 2, distance, 0.3) if measured else FinalView(None)
+    return propose(trace, view, SCENE.bowl_xy, SCENE.bowl_rim_diameter / 2, SCENE.cube_edge / 2)
+
+
+def one(policy: str, trial: int) -> Attempt:
+    return next(a for a in attempts(policy) if a.trial == trial)
+
+
+@pytest.mark.parametrize(("policy", "trial", "why"), [
+    # SmolVLA closed part-way without opening first, then carried the cube off and dropped it: the old rule
+    # ("a gripper resting part-closed holds nothing") proposed no_grasp
+    ("heldout-smolvla-3000", 4, Reason.RESTED_PART_CLOSED),
+    # ACT eased its jaws from the cube's width to ~33 over the bowl: the cube slipped in (the judge's success);
+    # "still holding" proposed wrong_placement
+    ("heldout-scattered-act-1000", 6, Reason.JAWS_EASED),
+    # SmolVLA closed part-way on nothing, lifted and opened 14.5 cm from the bowl, the cube 8.8 cm away: the
+    # old proposal was a drop, the judge's no grasp
+    ("smolvla-1500", 3, Reason.NOT_WHERE_LET_GO),
+])
+def test_contradicting_evidence_is_not_proposed(grasp_point, policy: str, trial: int, why: Reason) -> None:
+    got = proposed(one(policy, trial), grasp_point)
+    assert got.label is None and got.refused
+    assert why in got.reasons
+    assert got.record()["label"] is None
+    assert got.line().startswith("no label proposed")
+
+
+def test_a_drop_whose_landing_is_unseen_is_not_proposed(grasp_point) -> None:
+    attempt = one("heldout2-smolvla-9000", 18)
+    assert proposed(attempt, grasp_point).label is Label.GRASPED_THEN_DROPPED   # seen landing: proposed
+    unseen = proposed(attempt, grasp_point, measured=False)
+    assert unseen.label is None and Reason.LANDING_UNSEEN in unseen.reasons
+
+
+@pytest.mark.parametrize("measured", [True, False])
+def test_across_the_committed_policies_a_disagreement_is_almost_always_a_refusal(grasp_point, measured) -> None:
+    """140 attempts of 14 policy runs: before, 4 proposals were wrong and none refused; now at most the one
+    the joints cannot tell (ACT's cube slipping from closing jaws, heldout-act-1000-rand trial 1: the judge
+    saw a 0.25 s hold, the gripper closed to its stop) is wrong."""
+    wrong, agree, total = [], 0, 0
+    for attempt in attempts():
+        got = proposed(attempt, grasp_point, measured)
+        total += 1
+        if got.label is None:
+            continue
+        if got.label.value == attempt.label:
+            agree += 1
+        else:
+            wrong.append((attempt.policy, attempt.trial))
+    assert wrong == [("heldout-act-1000-rand", 1)]
+    assert agree / total >= (0.97 if measured else 0.95)
+    # every judged success with a seen final frame is still proposed as one
+    if measured:
+        for attempt in attempts():
+            if attempt.label == "success" and attempt.judge["clean_release"] is not None:
+                got = proposed(attempt, grasp_point)
+                assert got.label in (Label.SUCCESS, None)
+
+
+def test_the_terminal_offers_no_default_when_nothing_was_proposed() -> None:
+    refused = Proposal(None, (Reason.CLOSED_ON_SOMETHING, Reason.JAWS_EASED, Reason.CUBE_IN_BOWL))
+    out = io.StringIO()
+    observer = TerminalObserver(operator_scores=True, out=out, stdin=io.StringIO("\ns\n\n"))
+    observer.proposal_ready(refused)
+    decision = observer.score(Trial(index=1, dx_cm=0.0, dy_cm=0.0), None, None)
+    text = out.getvalue()
+    assert "no label proposed" in text and "Enter confirms" not in text
+    assert decision.label is Label.SUCCESS   # Enter alone chose nothing; the key did
+
+
+def test_a_policy_that_holds_still_is_a_no_grasp_not_a_refusal() -> None:
+    """The start pose's gripper (10) sits in the holding band: resting there is not closing onto the cube
+    (the emulated desk's idle policy, tests/test_operator_real_arm.py), while closing from 36 to 23 and
+    resting there is (heldout-smolvla-3000 trial 4, refused above)."""
+    from harness.models.defaults import DEFAULT_START_POSE
+
+    trace = GripperTrace(lambda joints: np.zeros(3))
+    for _ in range(60):
+        trace.see(dict(DEFAULT_START_POSE))
+    got = propose(trace, FinalView(False, 19.4, 0.3), SCENE.bowl_xy, SCENE.bowl_rim_diameter / 2,
+                  SCENE.cube_edge / 2)
+    assert got.label is Label.NO_GRASP and Reason.NEVER_CLOSED in got.reasons
