@@ -41,9 +41,22 @@ def test_every_doc_and_picture_is_linked_and_every_link_is_there() -> None:
     assert {"docs/images/tui_mid_trial.png", "docs/images/report_grasps.png"} <= targets
 
 
-def _desk() -> list[list[str]]:
+def _desk_lines() -> list[list[str]]:
     block = next(b for b in _blocks(README) if "harness protocol new" in b)
-    return [shlex.split(line)[1:] for line in _commands(block)]
+    return [shlex.split(line) for line in _commands(block)]
+
+
+def _desk() -> list[list[str]]:
+    """The desk block's `harness` commands, without the program name (LeRobot's own commands are checked apart)."""
+    return [argv[1:] for argv in _desk_lines() if argv[0] == "harness"]
+
+
+def test_the_desk_block_names_only_harness_and_lerobot_eval_on_the_registered_env() -> None:
+    from harness.app.lerobot_env import ENV_TYPE
+
+    others = [argv for argv in _desk_lines() if argv[0] != "harness"]
+    assert all(argv[0] == "lerobot-eval" for argv in others), others
+    assert all(f"--env.type={ENV_TYPE}" in argv for argv in others), others
 
 
 def test_the_desk_commands_are_commands_with_these_flags() -> None:
