@@ -259,6 +259,35 @@ def test_no_timing_per_arm_is_shown_while_the_comparison_is_open(tmp_path: Path,
     assert "withheld" in out.getvalue() and "9.0 s" not in out.getvalue() and "4.0 s" not in out.getvalue()
 
 
+def test_no_loop_figure_that_depends_on_policy_speed_is_per_trial_while_open(tmp_path: Path, capsys) -> None:
+    """The slow arm misses its deadlines, underruns its queue and runs a longer episode on a real clock: while the
+    comparison is open and sealed every trial's loop record (each field) is one pooled figure, and the plot of
+    missed deadlines per trial draws the same bar for every trial."""
+    import json
+
+    from harness.cli import main
+    from harness.models.scoresheet import LoopStats
+    from tests.helpers import fake_attempt
+
+    sheet = _lock(tmp_path, ("expert", "replay")).create()
+    arm_of = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    for number in (1, 2, 3, 4, 5):
+        slow = arm_of[number] == "A"
+        loop = LoopStats(steps=100, target_fps=30, achieved_fps=12 if slow else 30,
+                         missed_deadlines=42 + number if slow else number, queue_underruns=30 if slow else 0,
+                         chunk_switches=9 if slow else 4, rtc_delay_steps_max=3 if slow else 1,
+                         rtc_delay_steps_p50=2 if slow else 0, episode_s=9.0 + number if slow else 3.3)
+        sheet.add_attempt(fake_attempt(number, 1, "success", loop=loop))
+    assert main(["report", "--json", str(sheet.path)]) == 0
+    trials = [t for t in json.loads(capsys.readouterr().out)["runs"][0]["trials"] if t["label"] != "pending"]
+    assert len(trials) == 5
+    for field in ("missed_deadlines", "queue_underruns", "chunk_switches", "rtc_delay_steps_max",
+                  "rtc_delay_steps_p50", "episode_s"):
+        assert len({t["loop"].get(field) for t in trials}) == 1, field
+    assert len({json.dumps(t["loop"], sort_keys=True) for t in trials}) == 1
+    assert isinstance(trials[0]["loop"]["missed_deadlines"], int)
+
+
 def test_hub_ids_work_in_a_comparison_and_a_builtin_name_always_means_the_builtin(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from huggingface_hub import constants

@@ -67,12 +67,17 @@ def may_reveal(sheet: Scoresheet, reveal: bool, unblind: bool) -> bool:
 
 TIMING_FIELDS = ("achieved_fps", "policy_latency_ms_p50", "policy_latency_ms_p95", "policy_latency_ms_max",
                  "robot_io_ms_p50", "robot_io_ms_p95", "obs_to_action_ms_p50", "obs_to_action_ms_p95",
-                 "obs_to_action_ms_max", "inference_ms_p50")
+                 "obs_to_action_ms_max", "inference_ms_p50", "episode_s")
+# counts per trial that a slower policy drives up (deadlines missed, late actions, chunks started and the delay
+# RTC spent on latency): pooled like the timing, as whole numbers
+TIMING_COUNT_FIELDS = ("missed_deadlines", "queue_underruns", "chunk_switches", "rtc_delay_steps_max",
+                       "rtc_delay_steps_p50")
 
 
 def pooled_timing(sheet: Scoresheet) -> Scoresheet:
     """The sheet as a report may show it while a blind comparison is open and sealed: every attempt's timing
-    (loop rate, policy and robot latencies, the attempt's wall time) replaced by the median over all attempts of
+    (loop rate, policy and robot latencies, episode length on the arm's clock, the counts a slower policy drives
+    up such as missed deadlines, the attempt's wall time) replaced by the median over all attempts of
     every arm, and likewise each trial's time to first motion, so no figure, table or JSON field per trial says
     which arm is the slower policy. Never saved."""
     if not sheet.records:
@@ -83,6 +88,9 @@ def pooled_timing(sheet: Scoresheet) -> Scoresheet:
         return statistics.median(known) if known else None
 
     loop = {name: pooled([getattr(a.loop, name) for a in sheet.records]) for name in TIMING_FIELDS}
+    for name in TIMING_COUNT_FIELDS:
+        count = pooled([getattr(a.loop, name) for a in sheet.records])
+        loop[name] = None if count is None else round(count)
     loop = {name: value for name, value in loop.items() if value is not None}
     duration = pooled([a.duration_s for a in sheet.records])
     # the time to first motion is the first action's inference more than behaviour: pooled too, and the trace's
