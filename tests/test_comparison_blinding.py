@@ -409,3 +409,36 @@ def test_the_end_of_run_lines_of_a_graded_comparison_give_the_graded_outcome_per
     assert lines.index(graded) < next(i for i, line in enumerate(lines) if line.startswith("successes per arm"))
     plain = _lock(tmp_path, ("expert", "replay"), name="plain.yaml").create()
     assert "progress" not in decision_lines(plain)
+
+
+def test_a_graded_comparison_explains_its_own_test_and_leaves_the_success_tests_fields_out(
+        tmp_path: Path, capsys) -> None:
+    """A comparison on progress says it rejects equal average score on progress (not equal success, nor the success
+    test's power), and its JSON has no success-test e-values or bounds beside the graded test's own."""
+    import json
+
+    from harness.cli import main
+    from tests.helpers import fake_attempt
+
+    sheet = _lock(tmp_path, ("expert", "replay"), primary_outcome="progress").create()
+    arm_of = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    for number in (1, 2, 3, 4):
+        sheet.add_attempt(fake_attempt(number, 1, "success" if arm_of[number] == "A" else "no_grasp"))
+    assert main(["report", str(sheet.path)]) == 0
+    report = capsys.readouterr().out
+    assert "equal average success" not in report and "discordant odds" not in report
+    assert "equal average progress" in report
+    assert main(["report", "--json", str(sheet.path)]) == 0
+    found = json.loads(capsys.readouterr().out)["blind_comparison"]
+    assert "equal average progress" in found["null_hypothesis"]
+    assert "discordant" not in found["null_hypothesis"] and "average success" not in found["null_hypothesis"]
+    assert found["log_futility_bound"] is None and found["log_efficacy_bound"] is None
+    assert found["futility"] is None
+    for key in ("log_e_first", "log_e_second", "log_against_first", "log_against_second"):
+        assert found["comparisons"][0][key] is None, key
+    assert found["graded"]["log_futility_bound"] > 0
+    plain = _lock(tmp_path, ("expert", "replay"), name="plain.yaml").create()
+    assert main(["report", "--json", str(plain.path)]) == 0
+    found = json.loads(capsys.readouterr().out)["blind_comparison"]
+    assert found["log_futility_bound"] < 0 and found["comparisons"][0]["log_e_first"] == []
+    assert "equal average success" in found["null_hypothesis"]
