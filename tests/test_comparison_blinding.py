@@ -442,3 +442,23 @@ def test_a_graded_comparison_explains_its_own_test_and_leaves_the_success_tests_
     found = json.loads(capsys.readouterr().out)["blind_comparison"]
     assert found["log_futility_bound"] < 0 and found["comparisons"][0]["log_e_first"] == []
     assert "equal average success" in found["null_hypothesis"]
+
+
+def test_after_an_unblinding_the_resumed_run_says_so_and_shows_timing(tmp_path: Path, capsys) -> None:
+    """`harness report --unblind` put the unblinding in the chain: the resumed run's header says it was unblinded
+    (not "blind") and the live trial lines no longer withhold their wall times."""
+    from harness.app.compare_run import _print_start
+    from harness.models.scoresheet import load_scoresheet
+    from harness.reports.comparison import may_reveal
+
+    sheet = _lock(tmp_path, ("expert", "replay")).create()
+    assert sheet.still_blind
+    _print_start(load_scoresheet(sheet.path))
+    assert ", blind;" in capsys.readouterr().out
+    assert may_reveal(load_scoresheet(sheet.path), reveal=False, unblind=True)
+    reread = load_scoresheet(sheet.path)
+    assert not reread.still_blind
+    _print_start(reread)
+    out = capsys.readouterr().out
+    assert ", blind;" not in out and "unblinded" in out
+    assert "A = " in out and "B = " in out   # the arms are named, as the report now names them
