@@ -259,6 +259,35 @@ def test_no_timing_per_arm_is_shown_while_the_comparison_is_open(tmp_path: Path,
     assert "withheld" in out.getvalue() and "9.0 s" not in out.getvalue() and "4.0 s" not in out.getvalue()
 
 
+def test_no_loop_figure_that_depends_on_policy_speed_is_per_trial_while_open(tmp_path: Path, capsys) -> None:
+    """The slow arm misses its deadlines, underruns its queue and runs a longer episode on a real clock: while the
+    comparison is open and sealed every trial's loop record (each field) is one pooled figure, and the plot of
+    missed deadlines per trial draws the same bar for every trial."""
+    import json
+
+    from harness.cli import main
+    from harness.models.scoresheet import LoopStats
+    from tests.helpers import fake_attempt
+
+    sheet = _lock(tmp_path, ("expert", "replay")).create()
+    arm_of = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    for number in (1, 2, 3, 4, 5):
+        slow = arm_of[number] == "A"
+        loop = LoopStats(steps=100, target_fps=30, achieved_fps=12 if slow else 30,
+                         missed_deadlines=42 + number if slow else number, queue_underruns=30 if slow else 0,
+                         chunk_switches=9 if slow else 4, rtc_delay_steps_max=3 if slow else 1,
+                         rtc_delay_steps_p50=2 if slow else 0, episode_s=9.0 + number if slow else 3.3)
+        sheet.add_attempt(fake_attempt(number, 1, "success", loop=loop))
+    assert main(["report", "--json", str(sheet.path)]) == 0
+    trials = [t for t in json.loads(capsys.readouterr().out)["runs"][0]["trials"] if t["label"] != "pending"]
+    assert len(trials) == 5
+    for field in ("missed_deadlines", "queue_underruns", "chunk_switches", "rtc_delay_steps_max",
+                  "rtc_delay_steps_p50", "episode_s"):
+        assert len({t["loop"].get(field) for t in trials}) == 1, field
+    assert len({json.dumps(t["loop"], sort_keys=True) for t in trials}) == 1
+    assert isinstance(trials[0]["loop"]["missed_deadlines"], int)
+
+
 def test_hub_ids_work_in_a_comparison_and_a_builtin_name_always_means_the_builtin(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from huggingface_hub import constants
@@ -380,3 +409,56 @@ def test_the_end_of_run_lines_of_a_graded_comparison_give_the_graded_outcome_per
     assert lines.index(graded) < next(i for i, line in enumerate(lines) if line.startswith("successes per arm"))
     plain = _lock(tmp_path, ("expert", "replay"), name="plain.yaml").create()
     assert "progress" not in decision_lines(plain)
+
+
+def test_a_graded_comparison_explains_its_own_test_and_leaves_the_success_tests_fields_out(
+        tmp_path: Path, capsys) -> None:
+    """A comparison on progress says it rejects equal average score on progress (not equal success, nor the success
+    test's power), and its JSON has no success-test e-values or bounds beside the graded test's own."""
+    import json
+
+    from harness.cli import main
+    from tests.helpers import fake_attempt
+
+    sheet = _lock(tmp_path, ("expert", "replay"), primary_outcome="progress").create()
+    arm_of = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    for number in (1, 2, 3, 4):
+        sheet.add_attempt(fake_attempt(number, 1, "success" if arm_of[number] == "A" else "no_grasp"))
+    assert main(["report", str(sheet.path)]) == 0
+    report = capsys.readouterr().out
+    assert "equal average success" not in report and "discordant odds" not in report
+    assert "equal average progress" in report
+    assert main(["report", "--json", str(sheet.path)]) == 0
+    found = json.loads(capsys.readouterr().out)["blind_comparison"]
+    assert "equal average progress" in found["null_hypothesis"]
+    assert "discordant" not in found["null_hypothesis"] and "average success" not in found["null_hypothesis"]
+    assert found["log_futility_bound"] is None and found["log_efficacy_bound"] is None
+    assert found["futility"] is None
+    for key in ("log_e_first", "log_e_second", "log_against_first", "log_against_second"):
+        assert found["comparisons"][0][key] is None, key
+    assert found["graded"]["log_futility_bound"] > 0
+    plain = _lock(tmp_path, ("expert", "replay"), name="plain.yaml").create()
+    assert main(["report", "--json", str(plain.path)]) == 0
+    found = json.loads(capsys.readouterr().out)["blind_comparison"]
+    assert found["log_futility_bound"] < 0 and found["comparisons"][0]["log_e_first"] == []
+    assert "equal average success" in found["null_hypothesis"]
+
+
+def test_after_an_unblinding_the_resumed_run_says_so_and_shows_timing(tmp_path: Path, capsys) -> None:
+    """`harness report --unblind` put the unblinding in the chain: the resumed run's header says it was unblinded
+    (not "blind") and the live trial lines no longer withhold their wall times."""
+    from harness.app.compare_run import _print_start
+    from harness.models.scoresheet import load_scoresheet
+    from harness.reports.comparison import may_reveal
+
+    sheet = _lock(tmp_path, ("expert", "replay")).create()
+    assert sheet.still_blind
+    _print_start(load_scoresheet(sheet.path))
+    assert ", blind;" in capsys.readouterr().out
+    assert may_reveal(load_scoresheet(sheet.path), reveal=False, unblind=True)
+    reread = load_scoresheet(sheet.path)
+    assert not reread.still_blind
+    _print_start(reread)
+    out = capsys.readouterr().out
+    assert ", blind;" not in out and "unblinded" in out
+    assert "A = " in out and "B = " in out   # the arms are named, as the report now names them

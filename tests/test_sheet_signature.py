@@ -93,3 +93,43 @@ def test_a_bad_or_foreign_signature_is_refused_in_one_line(tmp_path: Path, capsy
     signature.unlink()
     line = refused(["report", str(sheet.path), "--signed-by", f"{key}.pub"], tmp_path, capsys)
     assert "not signed" in line, line
+
+
+def test_the_signature_counts_every_record_kind_and_old_signatures_still_verify(tmp_path: Path, capsys) -> None:
+    """Signed at 2 attempts, then an unblinding and one more attempt: 2 records appended since, not 1; the signed
+    statement covers every kind the journal holds; a signature made before unblindings were counted (schema 1)
+    still verifies, and the unblinding appended after it is said to be unsigned."""
+    import json
+
+    from harness.app.sheet_signature import NAMESPACE, SignatureFile, Statement, signature_path, statement_of
+
+    sheet = _sheet(tmp_path)
+    key = _key(tmp_path, capsys)
+    assert main(["sheet", "sign", str(sheet.path), "--key", str(key)]) == 0
+    capsys.readouterr()
+    reread = load_scoresheet(sheet.path)
+    reread.add_unblinding("2026-01-01T00:00:00+00:00", "test")
+    reread.add_attempt(fake_attempt(3, 1, "success"))
+    assert main(["report", str(sheet.path)]) == 0
+    assert "2 records appended since are not signed" in capsys.readouterr().err
+    statement = statement_of(load_scoresheet(sheet.path))
+    assert set(statement.counts()) == set(journal.KINDS)
+    assert main(["sheet", "sign", str(sheet.path), "--key", str(key)]) == 0
+    capsys.readouterr()
+    assert main(["report", str(sheet.path)]) == 0
+    err = capsys.readouterr().err
+    assert "through 4 records" in err and "appended since" not in err, err
+    # an old (schema 1) statement over the first two attempts, signed as the old harness signed it
+    old = Statement(schema_="harness.sheet-signature/1", lock_sha256=statement.lock_sha256, attempts=2,
+                    attempt_head=load_scoresheet(sheet.path).records[1].chain_sha256, measurements=0,
+                    measurement_head=statement.lock_sha256)
+    assert b"unblinding" not in old.canonical()
+    import subprocess
+    done = subprocess.run(["ssh-keygen", "-Y", "sign", "-f", str(key), "-n", NAMESPACE], input=old.canonical(),
+                          capture_output=True, check=True)
+    signature_path(sheet.path).write_text(json.dumps({"statement": json.loads(old.canonical()),
+                                                      "signature": done.stdout.decode()}))
+    SignatureFile.model_validate_json(signature_path(sheet.path).read_bytes())
+    assert main(["report", str(sheet.path)]) == 0
+    err = capsys.readouterr().err
+    assert "through 2 records" in err and "2 records appended since are not signed" in err, err

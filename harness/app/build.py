@@ -186,7 +186,7 @@ def prepare_run(request: RunRequest, protocol: Protocol, sheet: Scoresheet,
     observer = (parts.observer or _observer)(front_end, not is_sim)
     from harness.run.terminal import TerminalObserver
 
-    if isinstance(observer, TerminalObserver) and sheet.locked.blind_comparison:
+    if isinstance(observer, TerminalObserver) and sheet.still_blind:
         observer.timing_withheld = True
     try:   # a real arm's calibration files are read here: a bad one leaves no torque on
         stage: TrialStage = (SimStage(robot.world, protocol, request.inject_dropout) if is_sim

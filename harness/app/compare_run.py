@@ -316,12 +316,15 @@ def _print_start(sheet: Scoresheet) -> None:
     design = comparison.design
     done = len({a.trial_index for a in sheet.scored_attempts()})
     arms = len(comparison.arms)
+    state = ("blind" if sheet.still_blind else "NOT blind (--no-blind)" if not comparison.blind
+             else "unblinded early (recorded in the chain), timing shown" if sheet.unblindings
+             else "ended, arms revealed")
     print(f"{sheet.path}: blind comparison of arms {', '.join(comparison.arms)}, "
-          f"{'blind' if comparison.blind else 'NOT blind (--no-blind)'}; at most {design.cap} trials per arm, "
+          f"{state}; at most {design.cap} trials per arm, "
           f"{design.cap * arms} in all (a fixed-sample design: {design.fixed_sample_pairs} per arm, "
           f"{design.fixed_sample_pairs * arms} in all, as the report counts them); {done} trials scored so far",
           flush=True)
-    if not comparison.blind:
+    if not sheet.still_blind:
         mapping = unseal(comparison.sealed)
         print("arms: " + ", ".join(f"{code} = {mapping[code].ref}" for code in comparison.arms), flush=True)
 

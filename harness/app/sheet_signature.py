@@ -3,7 +3,7 @@
 Why: every hash in a sheet can be recomputed by anyone (the scheme has no secret), so a deliberate forger
 who flips an outcome and re-hashes the whole chain, `.chain` included, is caught only by something they
 cannot recompute. `harness sheet sign` signs a statement of the sheet's progress (its lock hash, how many
-records of each kind, and the chain hash of the last of each) with an Ed25519 key, through OpenSSH's
+records of each kind the journal holds, and the chain hash of the last of each) with an Ed25519 key, through OpenSSH's
 `ssh-keygen -Y sign` (the standard, audited tool, on every platform OpenSSH runs on; no new dependency).
 `SHEET.sig` holds the statement and the signature. `harness report` checks a signature when one is
 present: the signature must verify, and the sheet's records up to the signed count must be the ones
@@ -26,15 +26,19 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models.atomic import write_text_atomic
+from harness.models.journal import KINDS
 from harness.models.safe_yaml import read_limited
 from harness.models.scoresheet import Scoresheet
 
 NAMESPACE = "harness-scoresheet"
-SCHEMA = "harness.sheet-signature/1"
+# 2: the unblinding records are counted too (a version-1 statement, signed before they were, still verifies: its
+# canonical bytes are unchanged, and any unblinding record is then reported as appended since, unsigned)
+SCHEMA = "harness.sheet-signature/2"
 
 
 class Statement(BaseModel):
-    """What a signature vouches for: this sheet's records, as far as the counts go."""
+    """What a signature vouches for: this sheet's records of every kind the journal holds, as far as the counts
+    go (each kind's count and the chain hash of its last record)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     schema_: str = SCHEMA
@@ -43,9 +47,20 @@ class Statement(BaseModel):
     attempt_head: str
     measurements: int
     measurement_head: str
+    unblindings: int | None = None   # None: a version-1 statement, which signed none
+    unblinding_head: str | None = None
 
     def canonical(self) -> bytes:
-        return json.dumps(self.model_dump(by_alias=True), sort_keys=True, separators=(",", ":")).encode()
+        return json.dumps(self.model_dump(by_alias=True, exclude_none=True), sort_keys=True,
+                          separators=(",", ":")).encode()
+
+    def counts(self) -> dict[str, tuple[int, str]]:
+        """Each journal record kind this statement signs: how many, and the chain hash of the last."""
+        found = {"attempt": (self.attempts, self.attempt_head),
+                 "measurement": (self.measurements, self.measurement_head)}
+        if self.unblindings is not None and self.unblinding_head is not None:
+            found["unblinding"] = (self.unblindings, self.unblinding_head)
+        return found
 
 
 class SignatureFile(BaseModel):
@@ -58,12 +73,24 @@ def signature_path(sheet: Path) -> Path:
     return Path(f"{sheet}.sig")
 
 
+def _chains(sheet: Scoresheet) -> dict[str, list[str]]:
+    """Every record kind the journal holds (`journal.KINDS`), each as its chain of hashes."""
+    chains = {"attempt": [a.chain_sha256 for a in sheet.records],
+              "measurement": [m.chain_sha256 for m in sheet.measurements],
+              "unblinding": [u.chain_sha256 for u in sheet.unblindings]}
+    assert set(chains) == set(KINDS), "a journal record kind the signature does not count"
+    return chains
+
+
 def statement_of(sheet: Scoresheet) -> Statement:
     lock = str(sheet.lock["sha256"])
-    return Statement(lock_sha256=lock, attempts=len(sheet.records),
-                     attempt_head=sheet.records[-1].chain_sha256 if sheet.records else lock,
-                     measurements=len(sheet.measurements),
-                     measurement_head=sheet.measurements[-1].chain_sha256 if sheet.measurements else lock)
+    chains = _chains(sheet)
+    return Statement(lock_sha256=lock, attempts=len(chains["attempt"]),
+                     attempt_head=chains["attempt"][-1] if chains["attempt"] else lock,
+                     measurements=len(chains["measurement"]),
+                     measurement_head=chains["measurement"][-1] if chains["measurement"] else lock,
+                     unblindings=len(chains["unblinding"]),
+                     unblinding_head=chains["unblinding"][-1] if chains["unblinding"] else lock)
 
 
 def _ssh_keygen(flag: str) -> str:
@@ -164,18 +191,17 @@ def check_signature(sheet: Scoresheet, signed_by: Path | None = None) -> Checked
     if done.returncode != 0:
         raise StaleRunError(path, "signature", "does not verify: the signed statement or the signature was "
                                                "changed after signing")
-    now = statement_of(sheet)
-    heads = {"attempt": [a.chain_sha256 for a in sheet.records], "measurement":
-             [m.chain_sha256 for m in sheet.measurements]}
-    for kind, count, head in (("attempt", statement.attempts, statement.attempt_head),
-                              ("measurement", statement.measurements, statement.measurement_head)):
+    lock = str(sheet.lock["sha256"])
+    heads = _chains(sheet)
+    signed = statement.counts()
+    for kind, (count, head) in signed.items():
         chain = heads[kind]
-        at = chain[count - 1] if 0 < count <= len(chain) else (now.lock_sha256 if count == 0 else None)
+        at = chain[count - 1] if 0 < count <= len(chain) else (lock if count == 0 else None)
         if at != head:
             raise StaleRunError(sheet.path, f"{kind}s", f"not the records {path.name} signed ({count} {kind} "
                                                         "records): changed, rolled back or re-hashed since")
-    return Checked(fingerprint(blob), statement.attempts + statement.measurements,
-                   len(sheet.records) + len(sheet.measurements))
+    return Checked(fingerprint(blob), sum(count for count, _ in signed.values()),
+                   sum(len(chain) for chain in heads.values()))
 
 
 def _first_line(text: str) -> str:

@@ -79,5 +79,5 @@ def make_app(setup: RunSetup, undo_s: float = 3.0) -> RunApp:
                      total=sheet.locked.trial_count, fps=protocol.fps, time_limit_s=protocol.episode_time_limit_s,
                      trained_xy_cm=protocol.scene.trained_cube_xy_cm, bowl_xy_cm=protocol.scene.bowl_xy_cm,
                      bowl_diameter_cm=protocol.scene.bowl_diameter_cm, tally=tally,
-                     timing_withheld=sheet.locked.blind_comparison)
+                     timing_withheld=sheet.still_blind)
     return RunApp(setup.engine, setup.observer, setup.robot, check_report(setup), state, undo_s=undo_s)

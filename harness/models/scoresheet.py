@@ -467,6 +467,13 @@ class Scoresheet:
     def complete(self) -> bool:
         return not self.pending_trials()
 
+    @property
+    def still_blind(self) -> bool:
+        """A blind comparison whose arms are still sealed: not ended and no unblinding record in the chain. While
+        it is, a run withholds each trial's timing (it would name the slower arm); after `report --unblind` the
+        arms are named anyway, so nothing is left to withhold."""
+        return self.locked.blind_comparison and not self.unblindings and not self.complete
+
     # --- mutation ----------------------------------------------------------
     def add_attempt(self, attempt: Attempt) -> Attempt:
         if attempt.trial_index not in self._trial_set:

@@ -26,7 +26,7 @@ from harness.models.sequential import EfficacyRule, FutilityRule, SequentialDesi
 from harness.models.stats import mean_interval
 from harness.models.taxonomy import Label
 from harness.reports.blocks import Block, Figure, Heading, Para, Table
-from harness.reports.graded import GradedJson, graded_blocks, graded_json
+from harness.reports.graded import GradedJson, graded_blocks, graded_json, graded_null_text
 
 
 def legacy_unblinding_path(sheet: Scoresheet) -> Path:
@@ -67,12 +67,17 @@ def may_reveal(sheet: Scoresheet, reveal: bool, unblind: bool) -> bool:
 
 TIMING_FIELDS = ("achieved_fps", "policy_latency_ms_p50", "policy_latency_ms_p95", "policy_latency_ms_max",
                  "robot_io_ms_p50", "robot_io_ms_p95", "obs_to_action_ms_p50", "obs_to_action_ms_p95",
-                 "obs_to_action_ms_max", "inference_ms_p50")
+                 "obs_to_action_ms_max", "inference_ms_p50", "episode_s")
+# counts per trial that a slower policy drives up (deadlines missed, late actions, chunks started and the delay
+# RTC spent on latency): pooled like the timing, as whole numbers
+TIMING_COUNT_FIELDS = ("missed_deadlines", "queue_underruns", "chunk_switches", "rtc_delay_steps_max",
+                       "rtc_delay_steps_p50")
 
 
 def pooled_timing(sheet: Scoresheet) -> Scoresheet:
     """The sheet as a report may show it while a blind comparison is open and sealed: every attempt's timing
-    (loop rate, policy and robot latencies, the attempt's wall time) replaced by the median over all attempts of
+    (loop rate, policy and robot latencies, episode length on the arm's clock, the counts a slower policy drives
+    up such as missed deadlines, the attempt's wall time) replaced by the median over all attempts of
     every arm, and likewise each trial's time to first motion, so no figure, table or JSON field per trial says
     which arm is the slower policy. Never saved."""
     if not sheet.records:
@@ -83,6 +88,9 @@ def pooled_timing(sheet: Scoresheet) -> Scoresheet:
         return statistics.median(known) if known else None
 
     loop = {name: pooled([getattr(a.loop, name) for a in sheet.records]) for name in TIMING_FIELDS}
+    for name in TIMING_COUNT_FIELDS:
+        count = pooled([getattr(a.loop, name) for a in sheet.records])
+        loop[name] = None if count is None else round(count)
     loop = {name: value for name, value in loop.items() if value is not None}
     duration = pooled([a.duration_s for a in sheet.records])
     # the time to first motion is the first action's inference more than behaviour: pooled too, and the trace's
@@ -201,6 +209,9 @@ def null_text(sheet: Scoresheet) -> str:
     """The hypothesis the decision tests, in the words a user reads, and the power it was sized for."""
     comparison = sheet.locked.require_comparison()
     design = comparison.design
+    if comparison.graded is not None:
+        return graded_null_text(comparison.graded.outcome.kind, len(comparison.positions),
+                                comparison.position_rule is PositionRule.DRAWN, design.alpha)
     if comparison.position_rule is PositionRule.DRAWN:
         null = ("What 'better' means here: the test rejects 'equal average success over the protocol's "
                 f"{len(comparison.positions)} start positions' (each block's position drawn at random from them).")
@@ -297,12 +308,13 @@ class DeclaredComparisonJson(BaseModel):
     first_only: int = Field(description="pairs where only the first arm succeeded (a graded outcome: where it "
                                         "scored higher)")
     second_only: int
-    log_e_first: list[float] = Field(description="log e-value for 'first better' after each block")
-    log_e_second: list[float]
-    log_against_first: list[float] = Field(description="log evidence against 'first better by min_difference' "
-                                                       "after each block (futility closes it at "
-                                                       "-log_futility_bound)")
-    log_against_second: list[float]
+    log_e_first: list[float] | None = Field(description="log e-value for 'first better' after each block; null on "
+                                                        "a graded outcome (see graded)")
+    log_e_second: list[float] | None
+    log_against_first: list[float] | None = Field(description="log evidence against 'first better by "
+                                                              "min_difference' after each block (futility closes it "
+                                                              "at -log_futility_bound); null on a graded outcome")
+    log_against_second: list[float] | None
 
 
 class BlindComparisonJson(BaseModel):
@@ -318,18 +330,21 @@ class BlindComparisonJson(BaseModel):
     min_difference: float
     max_trials_per_arm: int
     fixed_sample_trials_per_arm: int = Field(description="McNemar's fixed-sample design at the same alpha and power")
-    log_efficacy_bound: float
-    log_futility_bound: float
-    futility: str = Field(description="paired-betting-mixture (two bets on every pair, concordant ones too, "
-                                      "averaged), paired-betting (one bet; a cap sized for it) or discordant-sprt "
-                                      "(sheets locked before paired betting)")
+    log_efficacy_bound: float | None = Field(description="the success test's; null on a graded outcome (see "
+                                                         "graded.log_efficacy_bound)")
+    log_futility_bound: float | None = Field(description="the success test's (negative: evidence against); null on "
+                                                         "a graded outcome (see graded.log_futility_bound)")
+    futility: str | None = Field(description="paired-betting-mixture (two bets on every pair, concordant ones too, "
+                                             "averaged), paired-betting (one bet; a cap sized for it) or "
+                                             "discordant-sprt (sheets locked before paired betting); null on a "
+                                             "graded outcome")
     secondary: list[str] = Field(description="secondary outcomes declared in the stopping rule (never a stop)")
     null_hypothesis: str = Field(description="what the decision rejects, in words")
     old_rules: list[str] = Field(description="rules this sheet was locked under that newer sheets no longer use "
                                              "(it resumes with them); empty for a sheet locked today")
     arms: list[ArmJson]
     comparisons: list[DeclaredComparisonJson] = Field(description="the decisions; on a graded outcome the e-value "
-                                                                  "lists are empty (see graded)")
+                                                                  "lists are null (see graded)")
     graded: GradedJson | None = Field(None, description="the graded primary outcome and its test; null for success")
 
 
@@ -351,17 +366,20 @@ def comparison_json(sheet: Scoresheet, revealed: bool) -> BlindComparisonJson:
     declared = [DeclaredComparisonJson(
         first=trace.first, second=trace.second, decision=trace.final.decision.value, winner=trace.winner(),
         blocks=trace.final.pairs, first_only=trace.final.first_only, second_only=trace.final.second_only,
-        log_e_first=[round(state.log_e(design)[0], 6) for state in trace.states if on_success],
-        log_e_second=[round(state.log_e(design)[1], 6) for state in trace.states if on_success],
-        log_against_first=[round(state.log_against(design)[0], 6) for state in trace.states if on_success],
-        log_against_second=[round(state.log_against(design)[1], 6) for state in trace.states if on_success])
+        log_e_first=[round(state.log_e(design)[0], 6) for state in trace.states] if on_success else None,
+        log_e_second=[round(state.log_e(design)[1], 6) for state in trace.states] if on_success else None,
+        log_against_first=[round(state.log_against(design)[0], 6) for state in trace.states] if on_success else None,
+        log_against_second=([round(state.log_against(design)[1], 6) for state in trace.states]
+                            if on_success else None))
         for trace in sheet.comparison_traces()]
     return BlindComparisonJson(
         ended=sheet.complete, revealed=revealed, unblinded_early=bool(unblindings(sheet)),
         commitment=comparison.sealed.commitment, alpha=design.alpha, power=design.power,
         min_difference=design.min_difference, max_trials_per_arm=design.cap,
         fixed_sample_trials_per_arm=comparison.design.fixed_sample_pairs,
-        log_efficacy_bound=design.log_efficacy_bound, log_futility_bound=design.log_futility_bound,
-        futility=design.futility.value, secondary=[o.value for o in sheet.locked.stopping_rule.secondary or []],
+        log_efficacy_bound=design.log_efficacy_bound if on_success else None,
+        log_futility_bound=design.log_futility_bound if on_success else None,
+        futility=design.futility.value if on_success else None,
+        secondary=[o.value for o in sheet.locked.stopping_rule.secondary or []],
         null_hypothesis=null_text(sheet), old_rules=old_rules(sheet), arms=arms, comparisons=declared,
         graded=graded_json(sheet))

@@ -97,6 +97,18 @@ def graded_json(sheet: Scoresheet) -> GradedJson | None:
         arms=arms, comparisons=rows)
 
 
+def graded_null_text(kind: PrimaryOutcome, positions: int, drawn: bool, alpha: float) -> str:
+    """What a graded comparison's decision rejects, in a user's words: equal average score on the locked outcome
+    (not equal success, which a comparison on success tests), and the paired betting test's error guarantee."""
+    score = "progress (0-4)" if kind is PrimaryOutcome.PROGRESS else "time-to-success score"
+    where = (f"over the protocol's {positions} start positions' (each block's position drawn at random from them)"
+             if drawn else f"at every one of the protocol's {positions} start positions' (the positions were "
+             "cycled in order)")
+    return (f"What 'better' means here: the test rejects 'equal average {score} {where}, the primary outcome "
+            "locked before trial 1. The test is anytime-valid paired betting on each block's difference in score "
+            f"(Ville's bound): its error stays at most alpha {alpha} however long the run goes.")
+
+
 def _mean_text(kind: PrimaryOutcome, value: GradedArmJson, limit_s: float) -> str:
     if value.mean_score is None:
         return "no scored trials"

@@ -325,7 +325,7 @@ class TuiObserver:
             preview = np.asarray(Image.open(path).convert("RGB"))
         anatomy = attempt.anatomy
         said = anatomy.summary if anatomy else None
-        if anatomy is not None and self.sheet is not None and self.sheet.locked.blind_comparison:
+        if anatomy is not None and self.sheet is not None and self.sheet.still_blind:
             said = describe(anatomy, None, timing_withheld=True)   # its first-motion time would name the slower arm
         self.link.post(_record_score, attempt.label, _shown(attempt), preview, said,
                        bool(anatomy and anatomy.stalled), self._graded(attempt))

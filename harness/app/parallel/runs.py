@@ -581,7 +581,7 @@ def run_parallel(request: RunRequest, protocol: Protocol, sheet: Scoresheet, cre
         local = LocalWorker(TrialWorkerImpl(request, protocol, str(sheet.path), sheet.locked_data, sheet.settings,
                                             lanes=lanes, parts=parts, policy=policy))
     on_ray = workers - (local is not None)
-    observer = observer or TerminalObserver(operator_scores=False, timing_withheld=sheet.locked.blind_comparison)
+    observer = observer or TerminalObserver(operator_scores=False, timing_withheld=sheet.still_blind)
     ray_workers: RayWorkers | None = None
     started = time.perf_counter()
     try:

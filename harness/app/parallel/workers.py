@@ -61,6 +61,12 @@ class DetachedSheet:
     def inference_engine(self) -> InferenceEngine:
         return self.inference.engine
 
+    @property
+    def still_blind(self) -> bool:
+        """As `Scoresheet.still_blind`, from the locked block alone (a worker does not read the chain): a blind
+        comparison's worker withholds its timing; the driver's lines say what the chain allows."""
+        return self.locked.blind_comparison
+
     def expect_attempt(self, number: int) -> None:
         self._next_attempt = number
         self.finished = None
