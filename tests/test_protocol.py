@@ -213,3 +213,16 @@ def test_every_stopping_rule_in_the_docs_passes_the_lock_cap_check() -> None:
                 sequential.locked_design(rule.alpha, rule.power, rule.min_difference, count, rule.max_trials_per_arm)
             except ValueError as exc:
                 pytest.fail(f"docs/{page}: {exc}")
+
+
+@pytest.mark.parametrize("rule, expected", [
+    ({"kind": "sequential", "max_trials_per_arm": True}, "(given True)"),
+    ({"kind": "sequential", "alpha": 0.05, "power": 0.8, "min_difference": 0.2},
+     "stopping_rule.max_trials_per_arm: required for kind sequential"),
+])
+def test_a_stopping_rule_error_says_what_was_given_once(small_protocol_text, rule, expected) -> None:
+    data = yaml.safe_load(small_protocol_text)
+    data["stopping_rule"] = rule
+    with pytest.raises(HarnessInputError) as caught:
+        parse_protocol(yaml.safe_dump(data), Path("p.yaml"))
+    assert expected in str(caught.value) and "stopping_rule: stopping_rule" not in str(caught.value)
