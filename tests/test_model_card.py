@@ -129,7 +129,7 @@ def comparison(workdir: Path, capsys) -> tuple[Path, str]:
     return sheet_path, capsys.readouterr().out
 
 
-def test_a_blind_comparison_writes_both_arms_only_once_unblinded(comparison, workdir: Path, capsys) -> None:
+def test_a_blind_comparison_writes_only_the_cards_own_arm_once_unblinded(comparison, workdir: Path, capsys) -> None:
     from harness.models.comparison import unseal
 
     sheet_path, started = comparison
@@ -142,9 +142,65 @@ def test_a_blind_comparison_writes_both_arms_only_once_unblinded(comparison, wor
     said = refused(["report", str(sheet_path), "--model-card", str(card)], workdir, capsys)
     assert "still open and blind" in said
 
-    assert main(["report", str(sheet_path), "--model-card", str(card), "--unblind"]) == 0
-    results = _harness_results(ModelCard.load(card))
+    # neither arm is the checkpoint whose card this is (built-ins have none): refused, naming the arms,
+    # instead of writing the replay arm's rate onto this checkpoint's card
+    before = card.read_bytes()
+    capsys.readouterr()
+    assert main(["report", str(sheet_path), "--model-card", str(card), "--unblind"]) == 2
+    (said,) = capsys.readouterr().err.strip().splitlines()
     mapping = unseal(load_scoresheet(sheet_path).locked.comparison.sealed)
-    assert sorted(r.dataset_config for r in results) == ["sim, arm A", "sim, arm B"]
-    assert {r.metric_args["policy"] for r in results} == {mapping["A"].ref, mapping["B"].ref} == {"expert", "replay"}
-    assert sum(r.metric_args["trials"] for r in results) == 2
+    assert "no arm's policy is the checkpoint" in said and all(f"{code} {mapping[code].ref}" in said for code in "AB")
+    assert card.read_bytes() == before
+
+
+def test_only_the_arm_whose_policy_is_the_cards_checkpoint_is_the_cards(tmp_path: Path, monkeypatch) -> None:
+    """The card is CHECKPOINT/README.md: an arm is that checkpoint by its locked folder or by its files."""
+    from harness.models.scoresheet import policy_fingerprint
+    from harness.reports.model_card import is_checkpoint
+
+    monkeypatch.chdir(tmp_path)
+    mine, other = tmp_path / "my_act", tmp_path / "other_act"
+    for folder, weights in ((mine, b"1"), (other, b"2")):
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(weights)
+    locked = policy_fingerprint("my_act")
+    assert is_checkpoint("my_act", locked, mine)                     # the folder it was locked from
+    assert is_checkpoint("elsewhere/copy", locked, mine)             # a copy of its files
+    assert not is_checkpoint("other_act", policy_fingerprint("other_act"), mine)
+    assert not is_checkpoint("replay", "builtin:replay", mine)
+    (tmp_path / "replay").mkdir()
+    assert not is_checkpoint("replay", "builtin:replay", tmp_path / "replay")   # a built-in, even beside its name
+
+
+def test_the_card_says_written_then_up_to_date(workdir: Path, capsys) -> None:
+    sheet = _sheet(workdir, ["success"])
+    path = workdir / "README.md"
+    path.write_text(CARD)
+    assert main(["report", str(sheet), "--model-card", str(path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"model-index of {path}: updated"
+    assert main(["report", str(sheet), "--model-card", str(path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"model-index of {path}: up to date (unchanged)"
+    fresh = workdir / "fresh" / "README.md"
+    fresh.parent.mkdir()
+    assert main(["report", str(sheet), "--model-card", str(fresh)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"model-index of {fresh}: written"
+
+
+def test_the_cards_own_metadata_and_others_results_keep_every_byte(workdir: Path) -> None:
+    """Flow-style lists, comments and quoting stay as written; a result that is not harness's stays as written
+    (extra fields included), only harness's own results are added to model-index."""
+    other = ("model-index:\n- name: my_act\n  results:\n  - task: {type: robotics, name: push}\n"
+             "    dataset: {type: pusht, name: PushT, split: test}\n"
+             "    metrics:\n    - {type: pc_success, value: 40.0, verified: false}\n"
+             "    source: {name: my eval, url: 'https://example.org/x'}\n")
+    head = "license: 'apache-2.0'\ntags: [robotics, act]   # flow style\ndatasets: [\"lerobot/x\"]\n"
+    path = workdir / "README.md"
+    path.write_text(f"---\n{head}{other}---\nbody\n")
+    assert main(["report", str(_sheet(workdir, ["success"])), "--model-card", str(path)]) == 0
+    text = path.read_text()
+    assert text.startswith(f"---\n{head}") and text.endswith("---\nbody\n")
+    meta = yaml.safe_load(text.split("---\n")[1])
+    (kept, ours) = meta["model-index"][0]["results"]
+    assert kept == yaml.safe_load(other)["model-index"][0]["results"][0]
+    assert ours["dataset"]["type"] == "harness-protocol"
+    assert len(_harness_results(ModelCard.load(path))) == 1

@@ -147,3 +147,82 @@ def test_a_new_failure_label_leaves_every_committed_protocol_loading_under_its_o
     data["failure_taxonomy"] = ["success", "no_grasp"]
     with pytest.raises(Exception, match="failure_taxonomy: must be exactly one of the harness's taxonomies"):
         Protocol.model_validate(data)
+
+
+@pytest.mark.parametrize("rule, counted", [
+    ({"min_difference": 0.2, "max_trials_per_arm": 176, "primary_outcome": "progress"}, "1 comparison"),
+    ({"min_difference": 0.2, "max_trials_per_arm": 5}, "1 comparison"),
+    ({"min_difference": 0.3, "max_trials_per_arm": 250, "comparisons": [["A", "B"], ["A", "C"], ["B", "C"]]},
+     "3 comparison"),
+])
+def test_protocol_check_refuses_a_cap_the_run_would_refuse(small_protocol_text, tmp_path, capsys, rule,
+                                                            counted) -> None:
+    """`protocol check` applies the lock's own cap check: a protocol it passes is one `harness run` accepts."""
+    from harness.cli import main
+    from tests.helpers import refused
+
+    data = yaml.safe_load(small_protocol_text)
+    data["stopping_rule"] = {"kind": "sequential", "alpha": 0.05, "power": 0.8, **rule}
+    path = tmp_path / "cmp.yaml"
+    path.write_text(yaml.safe_dump(data))
+    line = refused(["protocol", "check", str(path)], tmp_path, capsys)
+    assert "stopping_rule.max_trials_per_arm" in line and "cannot reach power 0.8" in line and counted in line
+    data["stopping_rule"]["max_trials_per_arm"] = int(line.split("max_trials_per_arm: ")[-1].split()[0])
+    path.write_text(yaml.safe_dump(data))
+    assert main(["protocol", "check", str(path)]) == 0
+    assert "ok" in capsys.readouterr().out
+
+
+def test_protocol_check_counts_the_comparisons_of_the_declared_policies(small_protocol_text, tmp_path,
+                                                                         capsys) -> None:
+    """Three policies are three comparisons: a cap enough for one is refused for them, and a protocol that does
+    not name its policies is checked for two and says so."""
+    from harness.cli import main
+    from tests.helpers import refused
+
+    data = yaml.safe_load(small_protocol_text)
+    data["stopping_rule"] = {"kind": "sequential", "alpha": 0.05, "power": 0.8, "min_difference": 0.2,
+                             "max_trials_per_arm": 547}
+    path = tmp_path / "cmp.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert main(["protocol", "check", str(path)]) == 0
+    assert "checked for 2 policies" in capsys.readouterr().out
+    data.setdefault("run", {})["policies"] = ["expert", "replay", "ckpt"]
+    path.write_text(yaml.safe_dump(data))
+    assert "3 comparison(s)" in refused(["protocol", "check", str(path)], tmp_path, capsys)
+
+
+def test_every_stopping_rule_in_the_docs_passes_the_lock_cap_check() -> None:
+    """A doc's example rule runs as written: each yaml `stopping_rule:` block in docs/*.md gets a design."""
+    import re
+
+    from harness.models import sequential
+    from harness.models.protocol import StoppingRule
+
+    rules = []
+    for page in sorted((REPO / "docs").glob("*.md")):
+        for block in re.findall(r"```yaml\n(.*?)```", page.read_text(), flags=re.S):
+            data = yaml.safe_load(block)
+            if isinstance(data, dict) and isinstance(data.get("stopping_rule"), dict):
+                rules.append((page.name, StoppingRule.model_validate(data["stopping_rule"])))
+    assert len(rules) >= 2
+    for page, rule in rules:
+        if rule.kind == "sequential":
+            count = len(rule.comparisons or [("A", "B")])
+            try:
+                sequential.locked_design(rule.alpha, rule.power, rule.min_difference, count, rule.max_trials_per_arm)
+            except ValueError as exc:
+                pytest.fail(f"docs/{page}: {exc}")
+
+
+@pytest.mark.parametrize("rule, expected", [
+    ({"kind": "sequential", "max_trials_per_arm": True}, "(given True)"),
+    ({"kind": "sequential", "alpha": 0.05, "power": 0.8, "min_difference": 0.2},
+     "stopping_rule.max_trials_per_arm: required for kind sequential"),
+])
+def test_a_stopping_rule_error_says_what_was_given_once(small_protocol_text, rule, expected) -> None:
+    data = yaml.safe_load(small_protocol_text)
+    data["stopping_rule"] = rule
+    with pytest.raises(HarnessInputError) as caught:
+        parse_protocol(yaml.safe_dump(data), Path("p.yaml"))
+    assert expected in str(caught.value) and "stopping_rule: stopping_rule" not in str(caught.value)

@@ -88,6 +88,31 @@ def test_harness_plan_gives_the_real_trials_for_a_width_with_and_without_the_twi
     assert main(["plan", "--p0", "0.5"]) == 2
 
 
+def test_harness_plan_says_more_when_the_twin_costs_real_trials(capsys) -> None:
+    """A poor twin needs more real trials than none: the plan says "more", never "-4% fewer"."""
+    assert main(["plan", "--p0", "0.5", "--width", "0.2", "--twin-agreement", "0.8"]) == 0
+    out = capsys.readouterr().out
+    assert "97 real trials (4% more" in out and "fewer" not in out
+
+
+@pytest.mark.parametrize("argv, flags", [
+    (["--width", "0.2", "--twin-agreement", "61/60"], ["--twin-agreement"]),
+    (["--width", "0.2", "--twin-agreement", "0/0"], ["--twin-agreement"]),
+    (["--width", "0.2", "--twin-agreement", "abc"], ["--twin-agreement"]),
+    (["--width", "0.2", "--delta", "-0.2"], ["--width", "--delta"]),
+    (["--delta", "-0.2", "--twin-agreement", "0.9"], ["--twin-agreement", "--width"]),
+    (["--delta", "-0.2", "--twin-trials", "50"], ["--twin-trials", "--width"]),
+])
+def test_harness_plan_refuses_bad_or_ignored_inputs_before_printing_anything(capsys, argv, flags) -> None:
+    """One line naming the flag(s), exit 2, no half a report on stdout: a flag the plan would ignore is refused."""
+    capsys.readouterr()
+    assert main(["plan", "--p0", "0.5", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and all(flag in lines[0] for flag in flags), lines
+
+
 def test_the_twin_sheets_own_trials_give_the_report_both_intervals_side_by_side(tmp_path: Path, capsys) -> None:
     protocol_path = small_protocol_copy(tmp_path)
     protocol = load_protocol(protocol_path)

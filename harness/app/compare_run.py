@@ -109,20 +109,11 @@ def _design(protocol: Protocol, protocol_path: Path, codes: tuple[str, ...]) -> 
             if code not in codes:
                 raise HarnessInputError(protocol_path, "stopping_rule.comparisons",
                                         f"arm {code} is not one of the {len(codes)} arms ({', '.join(codes)})")
-    cap = rule.max_trials_per_arm
     try:
-        sequential.check_cap(cap, sequential.EfficacyRule.MIXTURE)
+        design = sequential.locked_design(rule.alpha, rule.power, rule.min_difference, len(comparisons),
+                                          rule.max_trials_per_arm)
     except ValueError as exc:
         raise HarnessInputError(protocol_path, "stopping_rule.max_trials_per_arm", str(exc)) from None
-    # exact walks, about a second each at most: the power of every cap up to the checked limit at once
-    design, needed = sequential.design_for_cap(rule.alpha, rule.power, rule.min_difference, len(comparisons), cap)
-    if design is None:
-        would = (f"max_trials_per_arm: {needed} would" if needed is not None
-                 else f"no cap up to {sequential.MAX_PAIRS_SEARCHED} would; declare a larger min_difference")
-        raise HarnessInputError(protocol_path, "stopping_rule.max_trials_per_arm",
-                                f"{cap} cannot reach power {rule.power} for a difference of {rule.min_difference} "
-                                f"at alpha {rule.alpha} over {len(comparisons)} comparison(s) whatever the dependence "
-                                f"between the arms (the hardest: one succeeds exactly where the other fails); {would}")
     return design, comparisons
 
 

@@ -276,6 +276,8 @@ def decision_text(traces: list[ComparisonTrace], outcome: PrimaryOutcome = Prima
             what = f"{trace.first} vs {trace.second}: cap reached without a decision"
         else:
             what = f"{trace.first} vs {trace.second}: still open"
-        lines.append(f"{what} after {state.pairs} blocks ({state.first_only} pairs only {trace.first} {ahead}, "
+        blocks = "block" if state.pairs == 1 else "blocks"
+        pairs = "pair" if state.first_only == 1 else "pairs"
+        lines.append(f"{what} after {state.pairs} {blocks} ({state.first_only} {pairs} only {trace.first} {ahead}, "
                      f"{state.second_only} only {trace.second})")
     return "; ".join(lines)

@@ -270,7 +270,12 @@ def _first_error_line(path: Path, err: ValidationError) -> str:
     first = err.errors()[0]
     loc = ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in first["loc"]).replace(".[", "[")
     message = first["msg"].removeprefix("Value error, ")
+    given = first.get("input")
+    if first["type"] != "value_error" and isinstance(given, (bool, int, float, str)) and "input" in first:
+        message += f" (given {given!r})"   # pydantic's type messages do not say what the file held
     more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    if loc and message.startswith((f"{loc}.", f"{loc}:")):   # a model validator's message names its own field
+        loc = ""
     return f"{loc + ': ' if loc else ''}{message}{more}"
 
 

@@ -621,6 +621,21 @@ def design_for_cap(alpha: float, power: float, min_difference: float, comparison
     return None, min(known) if known else None
 
 
+def locked_design(alpha: float, power: float, min_difference: float, comparisons: int,
+                  cap: int) -> SequentialDesign:
+    """The design a comparison locks for a declared cap, or ValueError saying why not and which cap would do:
+    the one check both `harness protocol check` and `harness run` apply, so a protocol that checks clean runs."""
+    check_cap(cap, EfficacyRule.MIXTURE)
+    design, needed = design_for_cap(alpha, power, min_difference, comparisons, cap)
+    if design is None:
+        would = (f"max_trials_per_arm: {needed} would" if needed is not None
+                 else f"no cap up to {MAX_PAIRS_SEARCHED} would; declare a larger min_difference")
+        raise ValueError(f"{cap} cannot reach power {power} for a difference of {min_difference} at alpha {alpha} "
+                         f"over {comparisons} comparison(s) whatever the dependence between the arms (the hardest: "
+                         f"one succeeds exactly where the other fails); {would}")
+    return design
+
+
 def simulate(
     design: SequentialDesign, first: np.ndarray, second: np.ndarray, cap: int
 ) -> tuple[np.ndarray, np.ndarray]:

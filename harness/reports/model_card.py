@@ -9,8 +9,8 @@ Wilson interval and trial count, the scoresheet's lock and the harness version.
 Idempotent: a result is identified by task, protocol, protocol hash, robot (and a comparison's arm) and metric;
 writing it again replaces that result, never adds a second, and a second write of the same sheet leaves the card's
 bytes as they were. The rest of the card is untouched: the body byte for byte, and the other metadata keys as
-written (only the `model-index:` block of the front matter is replaced; where that cannot be done in place, the
-front matter is written again from its parsed data, the same data).
+written (only the `model-index:` block of the front matter is replaced, and in it only harness's results; where
+that cannot be done in place, nothing is written and the refusal says why).
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from huggingface_hub.repocard_data import eval_results_to_model_index, model_ind
 from harness.errors import HarnessInputError
 from harness.models.atomic import write_text_atomic
 from harness.models.comparison import unseal
-from harness.models.scoresheet import Attempt, Scoresheet
+from harness.models.run_settings import BuiltinPolicy
+from harness.models.scoresheet import Attempt, Scoresheet, policy_fingerprint
 from harness.models.stats import wilson_interval
 from harness.models.taxonomy import Label
 
@@ -81,9 +82,25 @@ def protocol_name(protocol_file: str, sha256: str) -> str:
     return Path(protocol_file).stem
 
 
-def card_results(sheet: Scoresheet, revealed: bool, version: str) -> list[CardResult]:
-    """The results a sheet puts on a card: its success rate, or each arm's of a comparison once its arms may be
-    named (`revealed`: ended, not blind, or unblinded). Refused in one line: nothing scored, or still blind."""
+def is_checkpoint(ref: str, fingerprint: str, folder: Path) -> bool:
+    """Whether a locked policy is the checkpoint in `folder` (the card's folder): the folder it was locked from
+    (its reference, resolved from where the run was), or the same files (a copy; before the card was written
+    into it). A built-in is never a checkpoint folder, even beside a folder of its name."""
+    if BuiltinPolicy.named(ref) is not None:
+        return False
+    try:
+        if Path(ref).resolve() == folder.resolve():
+            return True
+    except OSError:
+        pass
+    return folder.is_dir() and policy_fingerprint(str(folder)) == fingerprint
+
+
+def card_results(sheet: Scoresheet, revealed: bool, version: str, checkpoint: Path) -> list[CardResult]:
+    """The results a sheet puts on a card: its success rate, or the rate of the comparison's arm(s) whose policy
+    is the checkpoint in `checkpoint` (the card's folder: another arm's rate on this card would be read as this
+    checkpoint's), once its arms may be named (`revealed`: ended, not blind, or unblinded). Refused in one line:
+    nothing scored, still blind, or no arm is this checkpoint."""
     comparison = sheet.locked.comparison
     if comparison is None:
         scored = sheet.scored_attempts()
@@ -97,8 +114,14 @@ def card_results(sheet: Scoresheet, revealed: bool, version: str) -> list[CardRe
                                 "the policy behind each arm, which is revealed when it ends (or with --unblind)")
     mapping = unseal(comparison.sealed)
     arm_of = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    mine = [code for code in comparison.arms
+            if is_checkpoint(mapping[code].ref, mapping[code].fingerprint, checkpoint)]
+    if not mine:
+        arms = ", ".join(f"{code} {mapping[code].ref}" for code in comparison.arms)
+        raise HarnessInputError(sheet.path, "--model-card", f"no arm's policy is the checkpoint {checkpoint} "
+                                f"(arms: {arms}): name the README.md in the folder of the arm to write")
     results = []
-    for code in comparison.arms:
+    for code in mine:
         scored = [a for a in sheet.scored_attempts() if arm_of.get(a.trial_index) == code]
         if scored:
             results.append(_rate(sheet, scored, code, mapping[code].ref, mapping[code].fingerprint, version))
@@ -114,8 +137,16 @@ def _same_result(a: EvalResult, b: EvalResult) -> bool:
                                b.dataset_revision, b.metric_type)
 
 
+def _harness_entry(entry: object) -> bool:
+    """A raw model-index result this module writes (its dataset type is the protocol's)."""
+    return isinstance(entry, dict) and isinstance(entry.get("dataset"), dict) \
+        and entry["dataset"].get("type") == DATASET_TYPE
+
+
 def updated_card(text: str, results: list[EvalResult], model_name: str, source: Path) -> str:
-    """The card's text with `results` in its `model-index` (each replacing the result it identifies)."""
+    """The card's text with `results` in its `model-index` (each replacing the result it identifies). Only the
+    `model-index:` block changes: every other byte of the card as it was, and every result in it that is not
+    harness's kept as written (not round-tripped through `EvalResult`, which would rewrite it)."""
     match = REGEX_YAML_BLOCK.search(text)
     header, body = (match.group(2), text[match.end():]) if match else ("", text)
     try:
@@ -124,11 +155,17 @@ def updated_card(text: str, results: list[EvalResult], model_name: str, source: 
         raise HarnessInputError(source, "front matter", f"not YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(data, dict):
         raise HarnessInputError(source, "front matter", "is not a YAML mapping")
+    raw = data.get("model-index") or [{"name": model_name, "results": []}]
+    if not (isinstance(raw, list) and raw and isinstance(raw[0], dict)
+            and isinstance(raw[0].get("results", []), list)):
+        raise HarnessInputError(source, "model-index", "not the Hub's model-index format (a list of "
+                                                       "{name, results})")
+    first = raw[0]
+    ours = [entry for entry in first.get("results", []) if _harness_entry(entry)]
     existing: list[EvalResult] = []
-    name = model_name
-    if data.get("model-index"):
+    if ours:
         try:
-            name, existing = model_index_to_eval_results(data["model-index"])
+            _, existing = model_index_to_eval_results([{"name": first.get("name", model_name), "results": ours}])
         except (KeyError, TypeError, ValueError) as exc:
             raise HarnessInputError(source, "model-index", f"not the Hub's model-index format ({exc!r})") from None
     merged = list(existing)
@@ -138,14 +175,18 @@ def updated_card(text: str, results: list[EvalResult], model_name: str, source: 
             merged.append(new)
         else:
             merged[at] = new
-    index = eval_results_to_model_index(name, merged)
-    if existing == merged and data.get("model-index") == index:
+    written = eval_results_to_model_index(str(first.get("name", model_name)), merged)[0]["results"]
+    others = [entry for entry in first.get("results", []) if not _harness_entry(entry)]
+    index = [{**first, "results": others + written}, *raw[1:]]
+    if data.get("model-index") == index:
         return text   # already there, as it would be written
     block = yaml.safe_dump({"model-index": index}, sort_keys=False, allow_unicode=True, width=110)
     new_header = _replace_key_block(header, "model-index", block)
-    wanted = {**data, "model-index": index}
-    if yaml.safe_load(new_header) != wanted:   # the in-place edit did not parse back: write the whole header
-        new_header = yaml.safe_dump(wanted, sort_keys=False, allow_unicode=True, width=110)
+    if yaml.safe_load(new_header) != {**data, "model-index": index}:
+        # rewriting the whole front matter would restyle the card's own metadata: refuse, write nothing
+        raise HarnessInputError(source, "model-index", "its block cannot be replaced in place (it is not at the "
+                                                       "start of a line, or a comment sits inside it): move it, "
+                                                       "or remove it, and report again")
     newline = "\r\n" if match and "\r\n" in match.group(1) else "\n"
     new_header = new_header.rstrip("\n").replace("\n", newline)
     if match:
@@ -169,7 +210,8 @@ def _replace_key_block(header: str, key: str, block: str) -> str:
 
 def write_model_card(path: Path, sheet: Scoresheet, revealed: bool, version: str) -> list[str]:
     """Add (or update) the sheet's results in the card at `path` (made, with only its metadata, where the
-    checkpoint folder has none); returns the lines to print. Written atomically, or not at all."""
+    checkpoint folder has none); returns the lines to print, the last saying whether the card was written,
+    updated or already up to date. Written atomically, or not at all."""
     if path.is_dir():
         raise HarnessInputError(path, None, "is a folder: name the card, CHECKPOINT/README.md")
     if not path.parent.is_dir():
@@ -178,9 +220,12 @@ def write_model_card(path: Path, sheet: Scoresheet, revealed: bool, version: str
         text = path.read_bytes().decode("utf-8") if path.exists() else ""
     except UnicodeDecodeError as exc:
         raise HarnessInputError(path, None, f"not a text file (byte {exc.start} is not UTF-8)") from None
-    results = card_results(sheet, revealed, version)
+    results = card_results(sheet, revealed, version, path.parent)
     model_name = path.parent.name if path.parent.name != "pretrained_model" else path.parent.parent.name
     new = updated_card(text, [r.result for r in results], model_name or "policy", path)
-    if new != text:
+    if new == text:
+        done = "up to date (unchanged)"
+    else:
         write_text_atomic(path, new)
-    return [r.text for r in results]
+        done = "updated" if text else "written"
+    return [*(r.text for r in results), f"model-index of {path}: {done}"]

@@ -7,6 +7,8 @@ from typing import Any
 
 from harness.errors import HarnessInputError
 
+TWIN_TRIALS = 1000   # --twin-trials' default; None on the namespace says the flag was not given
+
 
 def plan(args: argparse.Namespace) -> int:
     import math
@@ -17,7 +19,14 @@ def plan(args: argparse.Namespace) -> int:
         if not (math.isfinite(value) and 0 < value < 1):
             raise HarnessInputError(None, flag, f"{value}: must be strictly between 0 and 1")
     if args.width is not None:
+        if args.delta is not None:
+            raise HarnessInputError(None, "--width/--delta", "give one: --delta plans a difference to detect, "
+                                                             "--width an interval's width")
         return plan_width(args)
+    for flag, value in (("--twin-agreement", args.twin_agreement), ("--twin-trials", args.twin_trials)):
+        if value is not None:
+            raise HarnessInputError(None, flag, "goes with --width (real trials for an interval with the twin); "
+                                                "--delta plans a difference alone")
     if args.delta is None:
         raise HarnessInputError(None, "--delta", "give the difference to detect (--delta) or a target interval "
                                                  "width (--width)")
@@ -64,19 +73,24 @@ def plan_width(args: argparse.Namespace) -> int:
 
     if not (math.isfinite(args.width) and 0 < args.width < 1):
         raise HarnessInputError(None, "--width", f"{args.width}: must be strictly between 0 and 1")
-    if args.twin_trials < 1:
-        raise HarnessInputError(None, "--twin-trials", f"{args.twin_trials}: must be at least 1")
+    twin_trials = TWIN_TRIALS if args.twin_trials is None else args.twin_trials
+    if twin_trials < 1:
+        raise HarnessInputError(None, "--twin-trials", f"{twin_trials}: must be at least 1")
+    # every input checked before the first line: a refusal never follows half a report
+    agreement = None if args.twin_agreement is None else _agreement(args.twin_agreement)
     alone = real_trials_for_width(args.p0, None, args.width)
     points = f"{100 * args.width:.0f} points wide"
     print(f"A 95% interval {points} around a success rate of {100 * args.p0:.0f}%:")
     print(f"  real trials alone (Wilson): {alone if alone is not None else 'more than 5000'}")
-    if args.twin_agreement is None:
+    if agreement is None:
         print("  with the twin: give --twin-agreement (what `harness report TWIN_SHEET` measured, e.g. 57/60)")
         return 0
-    agreement = _agreement(args.twin_agreement)
-    helped = real_trials_for_width(args.p0, agreement, args.width, args.twin_trials)
-    saving = (f" ({100 * (1 - helped / alone):.0f}% fewer)" if helped is not None and alone else "")
-    print(f"  with the twin (agreeing on {100 * agreement:.0f}% of attempts, {args.twin_trials} twin trials from "
+    helped = real_trials_for_width(args.p0, agreement, args.width, twin_trials)
+    saving = ""
+    if helped is not None and alone:
+        change = round(100 * (1 - helped / alone))
+        saving = f" ({change}% fewer)" if change >= 0 else f" ({-change}% more: the twin agrees too seldom to help)"
+    print(f"  with the twin (agreeing on {100 * agreement:.0f}% of attempts, {twin_trials} twin trials from "
           f"`harness twin --extra`): {helped if helped is not None else 'more than 5000'} real trials{saving}")
     print("  (the twin-assisted interval stays valid however good the twin is; a worse twin only needs more real "
           "trials: docs/twin.md)")
@@ -91,7 +105,7 @@ def register(sub: Any) -> None:
                                                     "+-10 points), alone and with the twin")
     parser.add_argument("--twin-agreement", help="with --width: the twin's measured agreement on success (0.95, "
                                                  "95%%, or 57/60)")
-    parser.add_argument("--twin-trials", type=int, default=1000,
+    parser.add_argument("--twin-trials", type=int,
                         help="with --width: the twin's own trials (harness twin --extra; default 1000)")
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--power", type=float, default=0.8)

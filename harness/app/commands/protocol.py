@@ -77,8 +77,37 @@ def check(args: argparse.Namespace) -> int:
     from harness.models.protocol import load_protocol
 
     protocol = load_protocol(args.protocol)
-    print(f"{args.protocol}: ok, '{protocol.name}', {len(protocol.trials)} trials at {protocol.fps} Hz")
+    note = _check_sequential_cap(protocol, Path(args.protocol))
+    print(f"{args.protocol}: ok, '{protocol.name}', {len(protocol.trials)} trials at {protocol.fps} Hz{note}")
     return 0
+
+
+def _check_sequential_cap(protocol: Any, path: Path) -> str:
+    """The cap check `harness run` applies at the lock (`sequential.locked_design`), so a protocol that checks
+    clean runs. The number of comparisons comes from the rule's `comparisons`, else every pair of
+    `run.policies`; with neither, the policies are only known at run time: checked for one comparison (two
+    policies) and the returned note says so, since more policies need a larger cap."""
+    from harness.models import sequential
+    from harness.models.comparison import arm_codes, default_comparisons
+
+    rule = protocol.stopping_rule
+    if rule.kind != "sequential" or rule.min_difference is None or rule.max_trials_per_arm is None:
+        return ""
+    note = ""
+    if rule.comparisons:
+        count = len(rule.comparisons)
+    elif protocol.run.policies and len(protocol.run.policies) >= 2:
+        try:
+            count = len(default_comparisons(arm_codes(len(protocol.run.policies))))
+        except ValueError as exc:
+            raise HarnessInputError(path, "run.policies", str(exc)) from None
+    else:
+        count, note = 1, "; cap checked for 2 policies (1 comparison): more --policy flags need a larger one"
+    try:
+        sequential.locked_design(rule.alpha, rule.power, rule.min_difference, count, rule.max_trials_per_arm)
+    except ValueError as exc:
+        raise HarnessInputError(path, "stopping_rule.max_trials_per_arm", str(exc)) from None
+    return note
 
 
 def register(sub: Any) -> None:

@@ -200,7 +200,6 @@ def _model_card(args: argparse.Namespace) -> int:
     card = Path(args.model_card)
     for line in write_model_card(card, sheet, revealed, __version__):
         print(line)
-    print(f"model-index of {card}: up to date")
     return 0
 
 
