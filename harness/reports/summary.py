@@ -135,8 +135,8 @@ def _success_text(s: SuccessRate) -> str:
 def _placement_text(err: PlacementError | None) -> str:
     if not err:
         return "no measured successes"
-    successes = "success" if err.n == 1 else "successes"
-    return f"mean {err.mean:.2f} cm, median {err.median:.2f} cm, max {err.max:.2f} cm over {err.n} {successes}"
+    return (f"mean {err.mean:.2f} cm, median {err.median:.2f} cm, max {err.max:.2f} cm over {err.n} "
+            f"success{'' if err.n == 1 else 'es'}")
 
 
 def format_summary(summary: RunSummary) -> str:
