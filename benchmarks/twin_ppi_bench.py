@@ -26,27 +26,16 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness.models import ppi  # noqa: E402
+from tests.generators.twin_pairs import ppi_intervals  # noqa: E402
 
 TWIN_N = 1000
 
 
 def simulate(rng: np.random.Generator, pairs: int, n: int, p: float, agreement: float,
              bias: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(PPI low, high, Wilson low, high) over `pairs` simulated runs."""
-    real = rng.random((pairs, n)) < p
-    if bias == "either way":
-        flip, twin_rate = rng.random((pairs, n)) < 1 - agreement, p * agreement + (1 - p) * (1 - agreement)
-    elif bias == "too kind":
-        share = min(1.0, (1 - agreement) / (1 - p))
-        flip, twin_rate = ~real & (rng.random((pairs, n)) < share), p + (1 - p) * share
-    else:
-        share = min(1.0, (1 - agreement) / p)
-        flip, twin_rate = real & (rng.random((pairs, n)) < share), p - p * share
-    twin = real ^ flip
-    both, real_only, twin_only = (real & twin).sum(1), (real & ~twin).sum(1), (~real & twin).sum(1)
-    own = rng.binomial(TWIN_N, twin_rate, size=pairs)
-    _, low, high = ppi.ppi_interval(both, real_only, twin_only, n - both - real_only - twin_only, own, TWIN_N)
-    wl, wh = ppi.wilson(both + real_only, n)
+    """(PPI low, high, Wilson low, high) over `pairs` simulated runs (drawn by tests/generators/twin_pairs.py)."""
+    low, high, real_successes = ppi_intervals(rng, pairs, n, p, agreement, bias, TWIN_N)
+    wl, wh = ppi.wilson(real_successes, n)
     return low, high, wl, wh
 
 

@@ -16,29 +16,16 @@ from harness.models import ppi
 from harness.models.protocol import load_protocol
 from harness.models.scoresheet import build_locked, lock_scoresheet
 from harness.models.stats import newcombe_paired, wilson_interval
+from tests.generators.twin_pairs import ppi_intervals
 from tests.helpers import fake_attempt, small_protocol_copy
 
 COUNT = 2000   # per setting: the benchmark runs 10,000 (benchmarks/twin_ppi_bench.py)
 
 
 def _coverage(rng: np.random.Generator, n: int, p: float, agreement: float, bias: str) -> float:
-    """Simulated real/twin pairs: the real arm succeeds with probability p; the twin gives the same outcome with
-    probability `agreement`, its disagreements either way (unbiased) or all one way (a twin that is too kind or
-    too harsh); 1,000 twin trials of its own. The share of intervals that hold the real rate."""
-    real = rng.random((COUNT, n)) < p
-    if bias == "either way":
-        flip, twin_rate = rng.random((COUNT, n)) < 1 - agreement, p * agreement + (1 - p) * (1 - agreement)
-    elif bias == "too kind":
-        share = min(1.0, (1 - agreement) / (1 - p))
-        flip, twin_rate = ~real & (rng.random((COUNT, n)) < share), p + (1 - p) * share
-    else:
-        share = min(1.0, (1 - agreement) / p)
-        flip, twin_rate = real & (rng.random((COUNT, n)) < share), p - p * share
-    twin = real ^ flip
-    both, real_only = (real & twin).sum(1), (real & ~twin).sum(1)
-    twin_only = (~real & twin).sum(1)
-    own = rng.binomial(1000, twin_rate, size=COUNT)
-    _, low, high = ppi.ppi_interval(both, real_only, twin_only, n - both - real_only - twin_only, own, 1000)
+    """Simulated real/twin pairs (tests/generators/twin_pairs.py: a twin agreeing with probability `agreement`,
+    unbiased, too kind or too harsh, with 1,000 trials of its own): the share of intervals that hold the real rate."""
+    low, high, _ = ppi_intervals(rng, COUNT, n, p, agreement, bias)
     return float(((low <= p) & (p <= high)).mean())
 
 
