@@ -205,6 +205,10 @@ class _Lane:
         if self.process.is_alive():
             self.process.terminate()
             self.process.join(1.0)
+        # The lane is gone, so nothing will read what is still buffered for it: without this, the queue's feeder
+        # thread, blocked on a full pipe (a frame is far bigger than the pipe's buffer), is joined at interpreter
+        # exit and the caller's process hangs after its error was said (a lane that died importing the script).
+        self.requests.cancel_join_thread()
         self.requests.close()
 
 
