@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.models.stats import wilson_arrays
+
 Z95 = 1.959963984540054
 # `harness twin --extra N` numbers the twin's own trials (at the protocol's starts, not paired with a real attempt)
 # from here, above any real protocol's trial index: the report tells them from the paired ones by this alone.
@@ -43,16 +45,8 @@ TWIN_EXTRA_BASE = 900_000
 
 
 def wilson(k: Any, n: Any, z: float = Z95) -> tuple[Any, Any]:
-    """The Wilson score interval for k of n (arrays alike; `harness.models.stats.wilson_interval`, vectorised)."""
-    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
-    safe = np.maximum(n, 1)
-    p = k / safe
-    denom = 1 + z * z / safe
-    centre = (p + z * z / (2 * safe)) / denom
-    half = z * np.sqrt(p * (1 - p) / safe + z * z / (4 * safe * safe)) / denom
-    low = np.where(k == 0, 0.0, np.maximum(0.0, centre - half))
-    high = np.where(k == n, 1.0, np.minimum(1.0, centre + half))
-    return np.where(n == 0, 0.0, low), np.where(n == 0, 1.0, high)
+    """The Wilson score interval for k of n, over arrays (`harness.models.stats.wilson_arrays`)."""
+    return wilson_arrays(k, n, z)
 
 
 def clopper_pearson(k: Any, n: Any, z: float = Z95) -> tuple[Any, Any]:
