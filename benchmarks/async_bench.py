@@ -35,7 +35,7 @@ from harness.app.parts import Parts, make_policy  # noqa: E402
 from harness.app.run_command import run_from_args  # noqa: E402
 from harness.cli import build_parser  # noqa: E402
 from harness.models.scoresheet import load_scoresheet  # noqa: E402
-from harness.models.stats import percentile  # noqa: E402
+from harness.stats.estimates import percentile  # noqa: E402
 from tests.policy_server import PolicyServerProcess, free_port  # noqa: E402
 from tests.tiny_policy import save_tiny_act  # noqa: E402
 

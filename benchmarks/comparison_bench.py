@@ -49,8 +49,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.models import sequential as sq
 from harness.models.comparison import PositionRule, block_positions
+from harness.stats import sequential as sq
 
 ALPHA, POWER = 0.05, 0.8
 POSITIONS = 16

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 
-from harness.models import sequential as sq
+from harness.stats import sequential as sq
 
 ALPHA, POWER = 0.05, 0.8
 CASES = [(0.01, 2_000), (0.02, 5_000), (0.05, 100_000), (0.1, 2_000), (0.2, 547), (0.3, 250), (0.6, 47)]

@@ -6,8 +6,8 @@ pair of policies, 10,000 blind comparisons are resampled: each block draws one a
 from its pool (the pools come from different protocols, so the arms are independent here; the test does not need
 them to be). Each comparison runs, on the same draws:
 
-* success: the comparison's discordant-pair test (`harness.models.sequential`, calibrated cap);
-* progress and time_to_success: the paired betting test (`harness.models.betting`, Ville's bound);
+* success: the comparison's discordant-pair test (`harness.stats.sequential`, calibrated cap);
+* progress and time_to_success: the paired betting test (`harness.stats.betting`, Ville's bound);
 
 all at alpha 0.05, power 0.8, min_difference 0.2 (on each outcome's [0, 1] scale), cap 176 pairs. Against them,
 McNemar's fixed-sample test on success at the same alpha and power for the pair's own success rates (Connor's n,
@@ -33,11 +33,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.models import betting, sequential  # noqa: E402
 from harness.models.graded import GradedOutcome, PrimaryOutcome  # noqa: E402
 from harness.models.protocol import Scene  # noqa: E402
 from harness.models.scoresheet import load_scoresheet  # noqa: E402
 from harness.models.taxonomy import Label  # noqa: E402
+from harness.stats import betting, sequential  # noqa: E402
 
 ALPHA, POWER, DIFFERENCE, CAP = 0.05, 0.8, 0.2, 176
 LIMIT_S = 20.0   # every committed protocol's episode_time_limit_s (results/*/protocols, results/anatomy/*.yaml)

@@ -389,8 +389,8 @@ def latency_trial(protocol, trial, robot, plans) -> str:
 
 def latency_section(n: int) -> None:
     """Expert success against the latency of its actions (the latency model of the simulated arm)."""
-    from harness.models.stats import wilson_interval
     from harness.policies.scripted import PlanCache
+    from harness.stats.estimates import wilson_interval
 
     protocol = load_protocol(REPO / "protocols" / "randomized.yaml")
     trials = protocol.trials[:n]

@@ -1,5 +1,5 @@
 """Twin-assisted success rates (issue 58, item 3): the prediction-powered interval's coverage, and the real
-trials it saves for a target width (`harness.models.ppi`).
+trials it saves for a target width (`harness.stats.ppi`).
 
 Coverage: 10,000 simulated real/twin pairs of runs per setting. The real arm succeeds with probability p at each
 of n trials; the twin gives the same outcome with probability `agreement`, its disagreements either way (an
@@ -25,7 +25,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.models import ppi  # noqa: E402
+from harness.stats import ppi  # noqa: E402
 from tests.generators.twin_pairs import ppi_intervals  # noqa: E402
 
 TWIN_N = 1000

@@ -14,7 +14,7 @@ os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 # The harness leaves HF_HUB_OFFLINE to its user; its tests never reach the Hub (a Hub id is tested on a
 # Hub cache laid out locally), and every command a test starts inherits this.
 os.environ["HF_HUB_OFFLINE"] = "1"
-# Every scoresheet's progress witness goes to a state folder of the test run's own (harness.models.state_dir),
+# Every scoresheet's progress witness goes to a state folder of the test run's own (harness.storage.state_dir),
 # never the user's; commands a test starts inherit it.
 _STATE = tempfile.TemporaryDirectory(prefix="test-state-")
 os.environ["HARNESS_STATE_DIR"] = _STATE.name

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from harness.models.atomic import fsync_folder, write_text_atomic
+from harness.storage.atomic import fsync_folder, write_text_atomic
 
 
 def test_posix_branch_fsyncs_the_folder(tmp_path) -> None:

@@ -1,4 +1,4 @@
-"""The paired betting test for graded outcomes (issue 58, `harness.models.betting`): under the average-over-
+"""The paired betting test for graded outcomes (issue 58, `harness.stats.betting`): under the average-over-
 positions null its wealth is a nonnegative martingale (mean 1 at every pair) and its type I error stays at most
 alpha, on settings it was not tuned on; it finds a graded difference; a sheet's replay is the simulation's."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.models import betting
-from harness.models.betting import BettingDesign
-from harness.models.sequential import Decision
+from harness.stats import betting
+from harness.stats.betting import BettingDesign
+from harness.stats.sequential import Decision
 
 ALPHA = 0.05
 

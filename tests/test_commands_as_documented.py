@@ -11,7 +11,7 @@ import stat
 import pytest
 
 from harness.cli import main
-from harness.models.atomic import current_umask, write_text_atomic
+from harness.storage.atomic import current_umask, write_text_atomic
 from tests.helpers import fake_attempt, locked_sheet, small_protocol_copy
 
 

@@ -15,7 +15,6 @@ import yaml
 
 from harness.app.compare_run import _check_refs, lock_comparison, resume_comparison
 from harness.errors import StaleRunError
-from harness.models import sequential as sq
 from harness.models.comparison import (
     ArmIdentity,
     CodeRule,
@@ -29,6 +28,7 @@ from harness.models.comparison import (
 from harness.models.protocol import load_protocol
 from harness.models.run_request import RunRequest
 from harness.models.run_settings import RobotKind
+from harness.stats import sequential as sq
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,8 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from harness.models.logistic import fit_logistic
-from harness.models.stats import (
+from harness.stats.estimates import (
     expected_wilson_width,
     fisher_exact,
     mcnemar_exact,
@@ -18,6 +17,7 @@ from harness.models.stats import (
     newcombe_unpaired,
     trials_needed,
 )
+from harness.stats.logistic import fit_logistic
 
 
 @settings(max_examples=60, deadline=None)
@@ -90,7 +90,7 @@ def test_logistic_fit_stays_finite_on_perfect_separation() -> None:
 
 
 def test_mean_interval_is_students_t() -> None:
-    from harness.models.stats import mean_interval
+    from harness.stats.estimates import mean_interval
 
     values = [0.4, 1.1, 0.7, 2.0, 0.9]
     mean, low, high = mean_interval(values)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.models import journal
 from harness.models.scoresheet import load_scoresheet
+from harness.storage import journal
 from tests.helpers import fake_attempt, locked_sheet
 
 

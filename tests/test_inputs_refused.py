@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from harness.cli import main
-from harness.models.lock import WriterBusy, WriterLock
 from harness.models.scoresheet import load_scoresheet
+from harness.storage.lock import WriterBusy, WriterLock
 from tests.helpers import fake_attempt, locked_sheet, refused, small_protocol_copy
 
 REPO = Path(__file__).resolve().parents[1]
@@ -134,7 +134,7 @@ def test_a_5000_character_protocol_name(workdir: Path, capsys) -> None:
 def test_a_torn_binary_tail_is_dropped_with_a_warning_naming_the_bytes(sheet: Path, caplog) -> None:
     with sheet.open("ab") as handle:
         handle.write(bytes(range(128, 192)))   # 64 binary bytes, no newline
-    with caplog.at_level(logging.WARNING, logger="harness.models.journal"):
+    with caplog.at_level(logging.WARNING, logger="harness.storage.journal"):
         loaded = load_scoresheet(sheet)
     assert len(loaded.attempts) == 1
     assert any("64 bytes" in r.getMessage() and str(sheet) in r.getMessage() for r in caplog.records)

@@ -18,10 +18,7 @@ import pytest
 import yaml
 
 from harness.errors import HarnessInputError, StaleRunError
-from harness.models import journal
-from harness.models.lock import WriterBusy, WriterLock
 from harness.models.protocol import load_protocol
-from harness.models.safe_yaml import load_yaml_text
 from harness.models.scoresheet import (
     PlacementMeasurement,
     attempt_from_label,
@@ -33,6 +30,9 @@ from harness.models.scoresheet import (
     sha256_of,
 )
 from harness.run.evidence import EvidenceRecorder
+from harness.storage import journal
+from harness.storage.lock import WriterBusy, WriterLock
+from harness.storage.safe_yaml import load_yaml_text
 from tests.helpers import fake_attempt, judge_verdict, locked_sheet
 
 REPO = Path(__file__).resolve().parents[1]
@@ -113,7 +113,7 @@ def test_records_ahead_of_their_witness_lines_lose_nothing(tmp_path) -> None:
 
 HOLDER = textwrap.dedent("""
     import sys, time
-    from harness.models.lock import WriterLock
+    from harness.storage.lock import WriterLock
     lock = WriterLock(sys.argv[1], "harness run").acquire()
     print("held", flush=True)
     time.sleep(60)   # behaviour: the lock held until the test kills this process

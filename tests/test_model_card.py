@@ -13,7 +13,7 @@ from harness import __version__
 from harness.cli import main
 from harness.models.protocol import load_protocol
 from harness.models.scoresheet import build_locked, load_scoresheet, lock_scoresheet
-from harness.models.stats import wilson_interval
+from harness.stats.estimates import wilson_interval
 from tests.helpers import fake_attempt, refused, small_protocol_copy
 
 CARD = """---

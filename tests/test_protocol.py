@@ -196,8 +196,8 @@ def test_every_stopping_rule_in_the_docs_passes_the_lock_cap_check() -> None:
     """A doc's example rule runs as written: each yaml `stopping_rule:` block in docs/*.md gets a design."""
     import re
 
-    from harness.models import sequential
     from harness.models.protocol import StoppingRule
+    from harness.stats import sequential
 
     rules = []
     for page in sorted((REPO / "docs").glob("*.md")):

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from harness.errors import HarnessInputError, StaleRunError
-from harness.models import journal
 from harness.models.scoresheet import load_scoresheet
 from harness.models.taxonomy import Label
 from harness.reports.summary import summarize
+from harness.storage import journal
 from tests.helpers import fake_attempt, judge_verdict, locked_sheet
 
 

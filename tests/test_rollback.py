@@ -15,9 +15,9 @@ import yaml
 
 from harness.cli import main
 from harness.errors import StaleRunError
-from harness.models import journal, progress
 from harness.models.evidence_audit import RECORDED_FILE, evidence_folder_name, mark_recorded
 from harness.models.scoresheet import Scoresheet, load_scoresheet, sha256_of
+from harness.storage import journal, progress
 from tests.helpers import fake_attempt, locked_sheet, refused
 
 
@@ -141,7 +141,7 @@ def test_a_lost_progress_witness_leaves_the_sheet_readable_and_is_written_afresh
 
 
 def test_the_state_folder_is_named_by_the_environment(tmp_path: Path, monkeypatch) -> None:
-    from harness.models.state_dir import STATE_DIR_ENV, state_dir
+    from harness.storage.state_dir import STATE_DIR_ENV, state_dir
 
     monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "mine"))
     assert state_dir() == tmp_path / "mine"

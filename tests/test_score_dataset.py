@@ -101,7 +101,7 @@ def test_an_interrupted_scoring_resumes_at_the_first_unlabelled_episode(recorded
 
 
 def test_one_writer_at_a_time(recorded: Path, workdir: Path, capsys) -> None:
-    from harness.models.lock import WriterLock
+    from harness.storage.lock import WriterLock
 
     with WriterLock(workdir / "s.yaml"):
         said = refused(["score", str(recorded), "--scoresheet", "s.yaml", "--accept-proposals"], workdir, capsys)

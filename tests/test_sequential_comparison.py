@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pytest
 
-from harness.models import sequential as sq
 from harness.models.comparison import (
     ArmIdentity,
     PositionRule,
@@ -22,7 +21,8 @@ from harness.models.comparison import (
     seal,
     unseal,
 )
-from harness.models.sequential import ComparisonState, Decision, advance, design, discordance, operating_characteristics
+from harness.stats import sequential as sq
+from harness.stats.sequential import ComparisonState, Decision, advance, design, discordance, operating_characteristics
 
 # d = 0.3 keeps every cap small (tens of pairs) so these tests stay fast on a loaded machine.
 ALPHA, POWER, DIFF = 0.05, 0.8, 0.3
@@ -107,7 +107,7 @@ def test_a_sheet_locked_before_paired_betting_keeps_its_futility_rule():
 def test_fixed_sample_mcnemar_reaches_its_power_by_exact_enumeration():
     n = sq.mcnemar_fixed_pairs(ALPHA, POWER, 0.65, 0.35)
     # exact power of the exact McNemar test at n pairs, by the distribution of discordant counts
-    from harness.models.stats import mcnemar_exact
+    from harness.stats.estimates import mcnemar_exact
     b_p, c_p = discordance(0.65, 0.35)
     power = 0.0
     for b in range(n + 1):

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from harness.cli import main
-from harness.models import journal, progress
 from harness.models.scoresheet import load_scoresheet, sha256_of
+from harness.storage import journal, progress
 from tests.helpers import fake_attempt, locked_sheet, refused
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="OpenSSH's ssh-keygen is not installed")

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from harness.models.stats import percentile, wilson_interval
 from harness.reports.summary import format_summary, summarize
+from harness.stats.estimates import percentile, wilson_interval
 from tests.helpers import fake_attempt, locked_sheet
 
 

@@ -97,8 +97,8 @@ def test_two_checkpoints_by_two_protocols_on_local_ray_then_resume_skips_them(tm
 
 def test_the_shipped_act_against_smolvla_sweep_is_a_valid_sweep_file() -> None:
     from harness.models.run_request import RunRequest
-    from harness.models.safe_yaml import load_yaml_text
     from harness.models.sweep_spec import SweepSpec, condition_settings
+    from harness.storage.safe_yaml import load_yaml_text
 
     path = REPO / "sweeps" / "act-vs-smolvla.yaml"
     spec = SweepSpec.model_validate(load_yaml_text(path.read_text(), path))

@@ -1,4 +1,4 @@
-"""Twin-assisted success rates (issue 58, `harness.models.ppi`): the prediction-powered interval keeps its 95 %
+"""Twin-assisted success rates (issue 58, `harness.stats.ppi`): the prediction-powered interval keeps its 95 %
 coverage whatever the twin's agreement, a twin that always disagrees included; it is narrower than the real
 trials' own when the twin agrees; the twin sheet's own trials reach the report; `harness plan` says how many real
 trials a target width needs with and without the twin."""
@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from harness.cli import main
-from harness.models import ppi
 from harness.models.protocol import load_protocol
 from harness.models.scoresheet import build_locked, lock_scoresheet
-from harness.models.stats import newcombe_paired, wilson_interval
+from harness.stats import ppi
+from harness.stats.estimates import newcombe_paired, wilson_interval
 from tests.generators.twin_pairs import ppi_intervals
 from tests.helpers import fake_attempt, small_protocol_copy
 

@@ -11,7 +11,7 @@ import numpy as np
 from PIL import Image
 
 from harness.errors import HarnessInputError
-from harness.models.atomic import write_bytes_atomic
+from harness.storage.atomic import write_bytes_atomic
 from harness.vision.camera import CAMERA_FILE, Board, BoardKind, calibrate
 from harness.vision.image_file import read_image
 

@@ -23,7 +23,6 @@ from harness.app.build import FrontEnd, check_policy_fits_robot, prepare_run
 from harness.app.parallel.runs import check_workers, run_parallel
 from harness.app.parts import Parts
 from harness.errors import HarnessInputError, StaleRunError
-from harness.models import betting, sequential
 from harness.models.checkpoint import hub_ref
 from harness.models.comparison import (
     ArmIdentity,
@@ -39,7 +38,6 @@ from harness.models.comparison import (
 )
 from harness.models.evidence_audit import check_evidence
 from harness.models.graded import GradedOutcome
-from harness.models.lock import WriterLock
 from harness.models.protocol import Protocol, Trial, file_sha256
 from harness.models.run_request import RunRequest
 from harness.models.run_settings import BuiltinPolicy, InferenceEngine, RobotKind, RunSettings, latency_record
@@ -52,6 +50,8 @@ from harness.models.scoresheet import (
 from harness.models.taxonomy import Label
 from harness.policies.arms import load_arms
 from harness.policies.hub import policy_fingerprint as hub_fingerprint
+from harness.stats import betting, sequential
+from harness.storage.lock import WriterLock
 
 
 def comparison_refs(request: RunRequest, protocol: Protocol) -> list[str] | None:

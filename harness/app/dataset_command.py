@@ -121,8 +121,8 @@ def coverage_from_args(args: argparse.Namespace) -> int:
         locate_starts,
         nearest_start_cm,
     )
-    from harness.models.atomic import write_text_atomic
     from harness.models.protocol import Scene, load_protocol
+    from harness.storage.atomic import write_text_atomic
 
     root = Path(args.path)
     check_dataset_meta(root)

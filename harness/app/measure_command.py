@@ -26,10 +26,10 @@ import numpy as np
 from PIL import Image
 
 from harness.errors import HarnessInputError
-from harness.models.atomic import check_output_path, write_bytes_atomic
-from harness.models.lock import WriterLock
 from harness.models.measure_request import MeasureRequest
 from harness.models.scoresheet import PlacementMeasurement, Scoresheet, load_scoresheet, now_iso
+from harness.storage.atomic import check_output_path, write_bytes_atomic
+from harness.storage.lock import WriterLock
 from harness.vision.calibration import MOVED_PX, BowlCalibration, camera_shift_px, load_calibration, rim_at_size
 from harness.vision.camera import CAMERA_FILE, CameraIntrinsics, load_intrinsics
 from harness.vision.image_file import check_image, read_image

@@ -25,7 +25,6 @@ from harness.app.request import as_request
 from harness.app.sheet import resolve_sheet, sheet_path, trials_to_run
 from harness.app.third_party_log import third_party_output_to
 from harness.errors import HarnessInputError
-from harness.models.lock import WriterLock
 from harness.models.protocol import Protocol, load_protocol
 from harness.models.run_request import RunRequest
 from harness.models.run_settings import BuiltinPolicy, InferenceEngine
@@ -35,6 +34,7 @@ from harness.policies.base import EvalPolicy
 from harness.policies.hub import pinned_ref
 from harness.reports.summary import format_summary, summarize
 from harness.run.terminal import StopKey, TerminalObserver
+from harness.storage.lock import WriterLock
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

@@ -217,10 +217,10 @@ def ask_plain(episode: Episode, proposal: Any, read: Callable[[str], str]) -> tu
 def score_from_args(args: argparse.Namespace, read: Callable[[str], str] = input,
               run_app: Callable[[Any], None] | None = None) -> int:
     """`read`: the plain mode's prompt; `run_app`: what runs the labelling screen (its `run()`; a test drives it)."""
-    from harness.models.lock import WriterLock
     from harness.models.protocol import load_protocol
     from harness.run.anatomy import GraspPoints
     from harness.run.proposal import so101_grasp_point
+    from harness.storage.lock import WriterLock
 
     root = dataset_root(args.dataset)
     info, data, episodes = check_dataset(root)

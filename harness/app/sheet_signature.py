@@ -25,10 +25,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.errors import HarnessInputError, StaleRunError
-from harness.models.atomic import write_text_atomic
-from harness.models.journal import KINDS
-from harness.models.safe_yaml import read_limited
 from harness.models.scoresheet import Scoresheet
+from harness.storage.atomic import write_text_atomic
+from harness.storage.journal import KINDS
+from harness.storage.safe_yaml import read_limited
 
 NAMESPACE = "harness-scoresheet"
 # 2: the unblinding records are counted too (a version-1 statement, signed before they were, still verifies: its

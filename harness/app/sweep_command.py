@@ -258,7 +258,7 @@ def offline_results(sweep: Sweep) -> dict[str, OfflineResult]:
             entry = OfflineResult(checkpoint.label, None, None, str(exc))
         results[checkpoint.label] = entry
         cache[checkpoint.label] = asdict(entry)
-    from harness.models.atomic import write_text_atomic
+    from harness.storage.atomic import write_text_atomic
 
     write_text_atomic(cache_path, json.dumps(cache, indent=2))
     return results
@@ -280,7 +280,7 @@ def write_sweep_report(sweep: Sweep, offline: dict[str, OfflineResult]) -> Path:
     figures = {label: (result.val_loss, result.action_mae, result.problem) for label, result in offline.items()}
     blocks = sweep_blocks(cells, sweep.baseline.label, figures, skipped)
     title = f"Sweep {sweep.spec.name}"
-    from harness.models.atomic import write_text_atomic
+    from harness.storage.atomic import write_text_atomic
 
     html_path = sweep.folder / "report.html"
     write_text_atomic(html_path, to_html(title, blocks))

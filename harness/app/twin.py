@@ -25,7 +25,6 @@ import yaml
 
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models.locked import LockedInference
-from harness.models.ppi import TWIN_EXTRA_BASE
 from harness.models.protocol import (
     MAX_TRIALS,
     Protocol,
@@ -38,6 +37,7 @@ from harness.models.protocol import (
 from harness.models.run_settings import BuiltinPolicy, ChunkLatency, InferenceEngine, RobotKind
 from harness.models.scoresheet import Attempt, LoopStats, Scoresheet, load_scoresheet, policy_fingerprint
 from harness.models.twin_request import TwinRequest
+from harness.stats.ppi import TWIN_EXTRA_BASE
 
 if TYPE_CHECKING:
     from harness.models.run_request import RunRequest
@@ -88,7 +88,7 @@ def twin_protocol(real: Scoresheet, protocol: Protocol, extra: int = 0) -> Proto
     the twin mirrors the attempts there are), its cameras at the real ones' size. `extra`: that many more
     trials at the protocol's own starts, drawn at random (with replacement, from a generator seeded by the real
     sheet's lock hash, so a resume draws the same), numbered from `TWIN_EXTRA_BASE`: the twin's own success rate
-    for the twin-assisted estimate (`harness.models.ppi`), independent of the real attempts' starts."""
+    for the twin-assisted estimate (`harness.stats.ppi`), independent of the real attempts' starts."""
     trials = [twin_start(attempt, protocol).trial for attempt in real.scored_attempts()]
     if extra:
         if max(t.index for t in protocol.trials) >= TWIN_EXTRA_BASE:

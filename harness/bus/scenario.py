@@ -75,7 +75,7 @@ def factory_fresh_scenario() -> Scenario:
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    from harness.models.safe_yaml import load_yaml_file
+    from harness.storage.safe_yaml import load_yaml_file
 
     try:
         return Scenario.model_validate(load_yaml_file(path, max_bytes=1024 * 1024))

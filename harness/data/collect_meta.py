@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.data.collector import CollectSettings
-from harness.models.atomic import write_text_atomic
 from harness.models.protocol import JOINT_NAMES
 from harness.models.protocol import Protocol as EvalProtocol
+from harness.storage.atomic import write_text_atomic
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 BIN_CM = 2.0

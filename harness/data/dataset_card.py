@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.models.atomic import write_text_atomic
+from harness.storage.atomic import write_text_atomic
 
 FEATURE_UNITS = {
     "observation.state": "joint positions: body joints in degrees (0 = mid-range), gripper 0..100 (0 = closed)",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import HarnessInputError
-from harness.models.atomic import write_text_atomic
+from harness.storage.atomic import write_text_atomic
 
 
 def episode_indices(root: Path) -> list[int]:

@@ -19,7 +19,7 @@ and the sequential decision, all pure functions of what the scoresheet locked an
   it is not a secret from someone who runs this module: it resists accidents only), with a SHA-256
   commitment over the salt and the mapping in the locked block. The lock hash covers the commitment,
   so the mapping provably existed, unchanged, before trial 1.
-* After each complete block every declared comparison gains one pair; `harness.models.sequential`
+* After each complete block every declared comparison gains one pair; `harness.stats.sequential`
   decides.
 """
 
@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict
 
 from harness.errors import HarnessError
 from harness.models.graded import PrimaryOutcome
-from harness.models.sequential import ComparisonState, Decision, SequentialDesign, advance
+from harness.stats.sequential import ComparisonState, ComparisonTrace, Decision, SequentialDesign, advance
 
 ARM_CODES = "ABCDEFGHIJ"
 SEAL_CONTEXT = b"harness.comparison.seal/1"
@@ -192,27 +192,6 @@ def unseal(sealed: SealedMapping) -> dict[str, ArmIdentity]:
     return unseal_all(sealed).arms
 
 
-@dataclass(frozen=True)
-class ComparisonTrace:
-    """One declared comparison replayed block by block: its state after each complete block."""
-
-    first: str
-    second: str
-    states: tuple[ComparisonState, ...]
-
-    @property
-    def final(self) -> ComparisonState:
-        return self.states[-1] if self.states else ComparisonState()
-
-    def winner(self) -> str | None:
-        decision = self.final.decision
-        if decision is Decision.FIRST_BETTER:
-            return self.first
-        if decision is Decision.SECOND_BETTER:
-            return self.second
-        return None
-
-
 def replay(
     design: SequentialDesign,
     comparisons: tuple[tuple[str, str], ...],
@@ -221,7 +200,7 @@ def replay(
     """Each declared comparison's states after each complete block (`block_outcomes[b][code]`:
     whether that arm's scored trial in block b succeeded). A comparison that has stopped gains no
     more pairs: later blocks (run for the comparisons still open) do not change its decision. This is the test on
-    success; a graded primary outcome has its own (`harness.models.betting`), chosen by `Scoresheet.comparison_traces`
+    success; a graded primary outcome has its own (`harness.stats.betting`), chosen by `Scoresheet.comparison_traces`
     from what the sheet locked."""
     traces = []
     for first, second in comparisons:

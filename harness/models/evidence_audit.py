@@ -7,7 +7,7 @@ place just before the attempt is recorded) outlives the restore and names the at
 Once an attempt is recorded, its folder gets `recorded.json` naming the record's chain hash, so a folder
 that says it was recorded proves its record existed: a sheet without that record was rolled back, or
 re-hashed (the record it names is gone), and one attempt rolled back is caught too, without the progress
-witness (`harness.models.progress`). A folder holds no marker when its run was killed just after the
+witness (`harness.storage.progress`). A folder holds no marker when its run was killed just after the
 record, before the marker: its record is then in the sheet.
 
 One folder without its record (and without a marker) is the one legitimate crash case: a run killed
@@ -25,8 +25,8 @@ import re
 from pathlib import Path
 
 from harness.errors import StaleRunError
-from harness.models.atomic import write_bytes_atomic
 from harness.models.scoresheet import Attempt, Scoresheet
+from harness.storage.atomic import write_bytes_atomic
 
 FOLDER = re.compile(r"trial-(\d{3,})-a(\d+)")
 RECORDED_FILE = "recorded.json"

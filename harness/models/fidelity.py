@@ -17,8 +17,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.models.stats import wilson_interval
 from harness.models.taxonomy import Label
+from harness.stats.estimates import wilson_interval
 
 # The labels a scored attempt can carry, in the order tables show them.
 SCORED_LABELS: tuple[Label, ...] = tuple(label for label in Label if label is not Label.VOID)

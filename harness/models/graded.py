@@ -18,7 +18,7 @@ step (one grasps more often, the other lifts more often), and cannot help when t
   the episode limit. As a bounded score, ``1 - t / limit`` (0 for every failure): the share of the episode a
   success left unused.
 
-Both are scaled to [0, 1] (`GradedOutcome.score`) for the paired betting test (`harness.models.betting`). What
+Both are scaled to [0, 1] (`GradedOutcome.score`) for the paired betting test (`harness.stats.betting`). What
 was locked (`GradedOutcome`: the outcome, its definition in words, its source and the geometry it reads) is
 stored in the comparison's locked block, so a report and a resume score every attempt as the lock said.
 """
@@ -38,7 +38,7 @@ from harness.models.verdict import EventKind, JudgeVerdict
 class PrimaryOutcome(StrEnum):
     """What a comparison's test decides on (declared in the stopping rule, locked with it)."""
 
-    SUCCESS = Label.SUCCESS.value          # success or failure: the discordant-pair test (`models.sequential`)
+    SUCCESS = Label.SUCCESS.value          # success or failure: the discordant-pair test (`stats.sequential`)
     PROGRESS = "progress"                  # how far the attempt got, 0-4 (`Progress`)
     TIME_TO_SUCCESS = "time_to_success"    # when it succeeded; failures censored at the episode limit
 

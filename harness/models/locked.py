@@ -17,7 +17,7 @@ from harness.models.protocol import StoppingRule, Trial
 from harness.models.reality_gap import RealityGap
 from harness.models.render_profile import RenderProfile
 from harness.models.run_settings import InferenceEngine, Latency, RobotKind
-from harness.models.sequential import EfficacyRule, FutilityRule
+from harness.stats.sequential import EfficacyRule, FutilityRule
 
 
 class LockedPolicy(BaseModel):
@@ -62,7 +62,7 @@ class LockedTwin(BaseModel):
 
 class LockedJournal(BaseModel):
     """How the sheet is written, locked with it: a format-2 sheet is never read as format 1, and the random id
-    gives each sheet a lock hash of its own (the key of its progress witness, `harness.models.progress`)."""
+    gives each sheet a lock hash of its own (the key of its progress witness, `harness.storage.progress`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     format: int
@@ -106,7 +106,7 @@ class LockedBlock(BaseModel):
 
 
 class LockedDesign(BaseModel):
-    """The sequential test's numbers, as calibrated at the lock (`harness.models.sequential.SequentialDesign`)."""
+    """The sequential test's numbers, as calibrated at the lock (`harness.stats.sequential.SequentialDesign`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     alpha: float
@@ -129,7 +129,7 @@ class LockedDesign(BaseModel):
 
 class LockedGraded(BaseModel):
     """A graded comparison's outcome as locked (definition, source, the scene it reads) and its test's mixture of
-    bets (`harness.models.betting`); the test's error rates, difference and cap are the comparison's `design`."""
+    bets (`harness.stats.betting`); the test's error rates, difference and cap are the comparison's `design`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     outcome: GradedOutcome

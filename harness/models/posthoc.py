@@ -21,10 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.errors import HarnessInputError
 from harness.models.anatomy import TrialAnatomy
-from harness.models.atomic import write_text_atomic
 from harness.models.protocol import Scene
-from harness.models.stats import wilson_interval
 from harness.models.taxonomy import FAILURE_MODES, Label
+from harness.stats.estimates import wilson_interval
+from harness.storage.atomic import write_text_atomic
 
 KIND: Literal["harness.posthoc-scores/1"] = "harness.posthoc-scores/1"
 NOTICE = ("NOT PRE-REGISTERED: scored after the fact from a recorded dataset; nothing was locked before its "

@@ -28,9 +28,9 @@ from pydantic import (
 from harness.errors import HarnessInputError
 from harness.models.graded import PrimaryOutcome
 from harness.models.run_settings import RobotKind
-from harness.models.safe_yaml import decode_text, load_yaml_text, read_limited
-from harness.models.sequential import MAX_PAIRS_SEARCHED
 from harness.models.taxonomy import TAXONOMY, taxonomy_version
+from harness.stats.sequential import MAX_PAIRS_SEARCHED
+from harness.storage.safe_yaml import decode_text, load_yaml_text, read_limited
 
 JOINT_NAMES: tuple[str, ...] = (
     "shoulder_pan",
@@ -124,7 +124,7 @@ ArmCode = Annotated[str, Field(pattern=r"^[A-J]$")]
 
 class StoppingRule(_Strict):
     """Decided before the run: when it may stop early. `fixed` runs every trial; `sequential` is a blind
-    comparison's anytime-valid test (`harness.models.sequential`, docs/comparisons.md)."""
+    comparison's anytime-valid test (`harness.stats.sequential`, docs/comparisons.md)."""
 
     kind: Literal["fixed", "wilson_width", "sequential"] = "fixed"
     max_width: Annotated[Real, Field(gt=0, lt=1)] | None = None   # stop once the 95% interval is this narrow

@@ -1,6 +1,6 @@
 """Scoresheets: a locked header decided before the first trial, then an audited list of attempts.
 
-On disk (YAML, `harness.models.journal` has the byte layout):
+On disk (YAML, `harness.storage.journal` has the byte layout):
 
     format: harness.scoresheet/2
     locked:   task, success_definition, taxonomy, trial_count, trials,
@@ -17,9 +17,9 @@ On disk (YAML, `harness.models.journal` has the byte layout):
 
 A record is appended and fsync'd (constant cost, however long the sheet), and named in the
 `<sheet>.chain` witness, which catches a sheet whose last attempts were deleted, and in the progress
-witness in the user's state folder (`harness.models.progress`), which catches both files restored
+witness in the user's state folder (`harness.storage.progress`), which catches both files restored
 from an earlier copy. Only one
-process writes a sheet at a time (`harness.models.lock`). Format-1 sheets (the whole file
+process writes a sheet at a time (`harness.storage.lock`). Format-1 sheets (the whole file
 rewritten per attempt) still load; the first write converts them, hashes unchanged.
 """
 
@@ -45,10 +45,8 @@ from pydantic import (
 )
 
 from harness.errors import HarnessInputError, StaleRunError
-from harness.models import betting, journal
 from harness.models.anatomy import TrialAnatomy
 from harness.models.comparison import (
-    ComparisonTrace,
     Slot,
     block_outcomes,
     build_schedule,
@@ -57,15 +55,17 @@ from harness.models.comparison import (
     run_finished,
 )
 from harness.models.graded import PrimaryOutcome
-from harness.models.lock import WriterLock
 from harness.models.locked import LockedBlock, LockedInference
 from harness.models.protocol import Protocol, file_sha256
 from harness.models.render_profile import LEGACY_PROFILE, RenderProfile
 from harness.models.run_settings import BuiltinPolicy, InferenceEngine, Latency, RobotKind, RunSettings
-from harness.models.sequential import SequentialDesign
-from harness.models.stats import wilson_interval
 from harness.models.taxonomy import ALL_LABELS, FAILURE_MODES, Label, Outcome, locked_labels
 from harness.models.verdict import JudgeVerdict
+from harness.stats import betting
+from harness.stats.estimates import wilson_interval
+from harness.stats.sequential import ComparisonTrace, SequentialDesign
+from harness.storage import journal
+from harness.storage.lock import WriterLock
 
 FORMAT = journal.FORMAT
 LOCKED_FIELDS: tuple[str, ...] = (
@@ -440,7 +440,7 @@ class Scoresheet:
         return comparison.graded.outcome.kind if comparison and comparison.graded else PrimaryOutcome.SUCCESS
 
     def betting_design(self) -> betting.BettingDesign:
-        """A graded comparison's test, from the locked design and bet (`harness.models.betting`)."""
+        """A graded comparison's test, from the locked design and bet (`harness.stats.betting`)."""
         comparison = self.locked.require_comparison()
         if comparison.graded is None:
             raise ValueError("a comparison on success has no betting design")

@@ -20,7 +20,7 @@ from harness.errors import HarnessInputError
 from harness.models.checkpoint import CHECKPOINTS_DIR, PRETRAINED_DIR, checkpoint_labels, hub_ref
 from harness.models.run_request import RUN_FLAGS
 from harness.models.run_settings import BuiltinPolicy
-from harness.models.safe_yaml import decode_text, load_yaml_text, read_limited
+from harness.storage.safe_yaml import decode_text, load_yaml_text, read_limited
 
 SWEEP_MAX_BYTES = 256 * 1024
 # What the sweep itself decides for every cell: which protocol, checkpoint, robot and scoresheet, and where the

@@ -15,10 +15,15 @@ from typing import Literal
 from pydantic import Field
 
 from harness.models.anatomy import ANATOMY_RULES, TrackingFit, tracking_fit
-from harness.models.logistic import LogisticFit, fit_logistic
 from harness.models.run_settings import ChunkLatency, InferenceEngine, RobotKind, latency_text
 from harness.models.scoresheet import Attempt, Scoresheet, run_latency
-from harness.models.stats import (
+from harness.models.taxonomy import TAXONOMY, Label
+from harness.reports.comparison import BlindComparisonJson
+from harness.reports.fidelity import FidelityReport, fidelity_report
+from harness.reports.summary import REPORT_SCHEMA, RunSummary, _Frozen, summarize
+from harness.reports.timing import Culprit, time_split
+from harness.reports.trials import TrialRow, trial_rows
+from harness.stats.estimates import (
     fisher_exact,
     mcnemar_exact,
     minimum_detectable_effect,
@@ -27,12 +32,7 @@ from harness.models.stats import (
     percentile,
     wilson_interval,
 )
-from harness.models.taxonomy import TAXONOMY, Label
-from harness.reports.comparison import BlindComparisonJson
-from harness.reports.fidelity import FidelityReport, fidelity_report
-from harness.reports.summary import REPORT_SCHEMA, RunSummary, _Frozen, summarize
-from harness.reports.timing import Culprit, time_split
-from harness.reports.trials import TrialRow, trial_rows
+from harness.stats.logistic import LogisticFit, fit_logistic
 
 DISTANCE_BINS = ((0.0, 2.0), (2.0, 4.0), (4.0, 6.0), (6.0, math.inf))
 ONE_SPOT_CM = 0.5       # trial offsets all within this of each other: a fixed-position protocol

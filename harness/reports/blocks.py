@@ -7,7 +7,7 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.models.atomic import write_text_atomic
+from harness.storage.atomic import write_text_atomic
 
 
 @dataclass(frozen=True)

@@ -19,14 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import HarnessInputError
 from harness.models.anatomy import TrialAnatomy, describe
-from harness.models.comparison import CodeRule, ComparisonTrace, PositionRule, decision_text, unseal
+from harness.models.comparison import CodeRule, PositionRule, decision_text, unseal
 from harness.models.protocol import SecondaryOutcome
 from harness.models.scoresheet import Attempt, Scoresheet
-from harness.models.sequential import EfficacyRule, FutilityRule, SequentialDesign
-from harness.models.stats import mean_interval
 from harness.models.taxonomy import Label
 from harness.reports.blocks import Block, Figure, Heading, Para, Table
 from harness.reports.graded import GradedJson, graded_blocks, graded_json, graded_null_text
+from harness.stats.estimates import mean_interval
+from harness.stats.sequential import ComparisonTrace, EfficacyRule, FutilityRule, SequentialDesign
 
 
 def legacy_unblinding_path(sheet: Scoresheet) -> Path:

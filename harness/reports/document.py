@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from harness.models.logistic import LogisticFit
 from harness.models.scoresheet import Scoresheet
 from harness.models.taxonomy import Label, Outcome
 from harness.reports import figures
@@ -21,6 +20,7 @@ from harness.reports.latency import experienced_blocks, latency_text, success_by
 from harness.reports.operator import operator_blocks
 from harness.reports.timing import time_split, timing_paragraphs
 from harness.reports.trials import locked_protocol, trial_rows
+from harness.stats.logistic import LogisticFit
 
 
 def distance_caption(fit: LogisticFit | None) -> str:

@@ -19,10 +19,10 @@ from harness.errors import HarnessInputError
 from harness.models.anatomy import TrackingFit, tracking_fit
 from harness.models.checkpoint import checkpoint_name
 from harness.models.fidelity import SCORED_LABELS, PairedAttempt, fidelity, mmrv, pearson_r, same_ranking
-from harness.models.ppi import TWIN_EXTRA_BASE, twin_assisted
 from harness.models.scoresheet import Scoresheet, load_scoresheet
 from harness.models.taxonomy import Label
 from harness.reports.blocks import Block, Figure, Heading, Para, Table
+from harness.stats.ppi import TWIN_EXTRA_BASE, twin_assisted
 
 MAX_FRAME_PAIRS = 6   # disagreements drawn side by side per twin; the table lists them all
 
@@ -58,7 +58,7 @@ class ModeRow(_Frozen):
 
 
 class TwinAssistedJson(_Frozen):
-    """The real success rate estimated with the twin's help (`harness.models.ppi`), beside the real trials'."""
+    """The real success rate estimated with the twin's help (`harness.stats.ppi`), beside the real trials'."""
 
     estimate: float = Field(description="the twin's own success rate plus the paired real-minus-twin difference")
     low95: float
@@ -139,7 +139,7 @@ def tracking(sheet: Scoresheet) -> TrackingFit | None:
 
 
 def _rate(k: int, n: int) -> Rate:
-    from harness.models.stats import wilson_interval
+    from harness.stats.estimates import wilson_interval
 
     return Rate(k=k, n=n, rate=k / n if n else None, wilson95=wilson_interval(k, n))
 

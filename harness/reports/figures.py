@@ -11,10 +11,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Circle
 
-from harness.models.logistic import LogisticFit
 from harness.models.protocol import Protocol
 from harness.models.taxonomy import TAXONOMY, Label
 from harness.reports.trials import OUTCOME_COLOURS, TrialRow
+from harness.stats.logistic import LogisticFit
 
 LABELS = list(TAXONOMY)
 

@@ -1,17 +1,17 @@
 """A graded comparison's section: the primary outcome as locked (what it is, where it was read from), each arm's
 mean score, the paired betting test's decision and wealths, and the trials a fixed-n test on success alone would
-have needed at the same alpha and power (`harness.models.graded`, `harness.models.betting`)."""
+have needed at the same alpha and power (`harness.models.graded`, `harness.stats.betting`)."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.models import betting
 from harness.models.comparison import block_outcomes
 from harness.models.graded import PrimaryOutcome
 from harness.models.scoresheet import Scoresheet
-from harness.models.stats import mean_interval
 from harness.reports.blocks import Block, Para, Table
+from harness.stats import betting
+from harness.stats.estimates import mean_interval
 
 
 class GradedArmJson(BaseModel):

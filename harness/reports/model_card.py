@@ -25,12 +25,12 @@ from huggingface_hub.repocard import REGEX_YAML_BLOCK
 from huggingface_hub.repocard_data import eval_results_to_model_index, model_index_to_eval_results
 
 from harness.errors import HarnessInputError
-from harness.models.atomic import write_text_atomic
 from harness.models.comparison import unseal
 from harness.models.run_settings import BuiltinPolicy
 from harness.models.scoresheet import Attempt, Scoresheet, policy_fingerprint
-from harness.models.stats import wilson_interval
 from harness.models.taxonomy import Label
+from harness.stats.estimates import wilson_interval
+from harness.storage.atomic import write_text_atomic
 
 TASK_TYPE = "robotics"
 DATASET_TYPE = "harness-protocol"   # the "dataset" of a harness result is the pre-registered protocol

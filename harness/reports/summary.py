@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.models.locked import LockedPolicy
 from harness.models.scoresheet import Attempt, Scoresheet
-from harness.models.stats import describe, wilson_interval
 from harness.models.taxonomy import FAILURE_MODES, Label
+from harness.stats.estimates import describe, wilson_interval
 
 REPORT_SCHEMA: Final = "harness.report/1"
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.models.scoresheet import Scoresheet
-from harness.models.stats import mcnemar_exact, newcombe_paired, wilson_interval
 from harness.models.taxonomy import Label
 from harness.reports.blocks import Block, Figure, Heading, Para, Table
 from harness.reports.latency import success_by_latency
+from harness.stats.estimates import mcnemar_exact, newcombe_paired, wilson_interval
 
 DISTANCE_BINS_CM = (0.0, 1.5, 3.0, 4.5, 6.0, 9.0, 15.0)
 

@@ -21,7 +21,6 @@ from harness.errors import EmergencyStopped, PolicyFailed
 from harness.models.protocol import Protocol as EvalProtocol
 from harness.models.protocol import Trial
 from harness.models.scoresheet import LoopStats
-from harness.models.stats import percentile
 from harness.models.taxonomy import Void, VoidKind
 from harness.policies.base import EvalPolicy
 from harness.policies.inference.async_client import PolicyServerLost
@@ -34,6 +33,7 @@ from harness.run.evidence import EvidenceRecorder
 from harness.run.faults import ROBOT_FAULTS, robot_fault_void
 from harness.run.safety import GuardedRobot
 from harness.run.stages import TrialStage
+from harness.stats.estimates import percentile
 
 log = logging.getLogger(__name__)
 ClockName = Literal["simulated", "wall"]

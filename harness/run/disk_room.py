@@ -17,8 +17,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.models.safe_yaml import size_text
 from harness.models.taxonomy import Void, VoidKind
+from harness.storage.safe_yaml import size_text
 
 # The scoresheet's record of one attempt, with room to spare (a record is a few kB, its chain line 150 bytes).
 RECORD_BYTES = 64 * 1024

@@ -140,8 +140,8 @@ def _names_run(sheet: Path, run_folder: Path) -> bool:
 def replay_failures(run_folder: Path, sheet_path: Path) -> list[Path]:
     """Draw every recorded camera's video that a failed or voided attempt's folder lacks; returns the videos
     written."""
-    from harness.models.lock import WriterLock
     from harness.models.scoresheet import load_scoresheet
+    from harness.storage.lock import WriterLock
 
     if not run_folder.is_dir():
         raise HarnessInputError(run_folder, None, "no such run folder")

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from harness.models.stats import wilson_interval
 from harness.models.taxonomy import FAILURE_LABELS, Label
 from harness.run.placement_guide import PlacementReading
+from harness.stats.estimates import wilson_interval
 
 if TYPE_CHECKING:
     from harness.vision.scene_check import Unexpected

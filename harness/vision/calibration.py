@@ -13,7 +13,7 @@ import yaml
 from PIL import Image
 
 from harness.errors import HarnessInputError
-from harness.models.atomic import write_bytes_atomic, write_text_atomic
+from harness.storage.atomic import write_bytes_atomic, write_text_atomic
 from harness.vision.rim import Rim
 
 MOVED_PX = 3.0

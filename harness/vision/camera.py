@@ -20,7 +20,7 @@ import numpy as np
 import yaml
 
 from harness.errors import HarnessInputError
-from harness.models.atomic import write_text_atomic
+from harness.storage.atomic import write_text_atomic
 
 CAMERA_FILE = "camera_top.yaml"
 

@@ -3,7 +3,7 @@ they are decoded.
 
 Why: a PNG of a few dozen bytes can claim 100,000 x 100,000 pixels; decoding it is 30 GB (PIL refuses past
 179 million pixels with a `DecompressionBombError` traceback), and a 1 x 1 frame reaches OpenCV's resize as an
-empty image (an assertion traceback). The file itself is read through `models.safe_yaml.read_limited` (no
+empty image (an assertion traceback). The file itself is read through `storage.safe_yaml.read_limited` (no
 folder, device or pipe, and a size limit), then its header alone gives the dimensions, which must lie between
 `MIN_SIDE_PX` and `MAX_SIDE_PX` a side and `MAX_PIXELS` in all, before a pixel is decoded. Every refusal is
 one line (`HarnessInputError`) naming the file.
@@ -18,7 +18,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from harness.errors import HarnessInputError
-from harness.models.safe_yaml import read_limited
+from harness.storage.safe_yaml import read_limited
 
 # An encoded frame larger than this is no camera's: a 50-megapixel PNG at its worst is about 150 MiB.
 MAX_IMAGE_BYTES = 256 * 1024 * 1024

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.models import ppi
+from harness.stats import ppi
 
 BIASES = ("either way", "too kind", "too harsh")
 

@@ -13,7 +13,7 @@ TWIN_TRIALS = 1000   # --twin-trials' default; None on the namespace says the fl
 def plan(args: argparse.Namespace) -> int:
     import math
 
-    from harness.models.stats import expected_wilson_width, trials_needed
+    from harness.stats.estimates import expected_wilson_width, trials_needed
 
     for flag, value in (("--p0", args.p0), ("--alpha", args.alpha), ("--power", args.power)):
         if not (math.isfinite(value) and 0 < value < 1):
@@ -66,10 +66,10 @@ def _agreement(text: str) -> float:
 
 
 def plan_width(args: argparse.Namespace) -> int:
-    """Real trials for a 95% interval of the target width, alone and with the twin (`harness.models.ppi`)."""
+    """Real trials for a 95% interval of the target width, alone and with the twin (`harness.stats.ppi`)."""
     import math
 
-    from harness.models.ppi import real_trials_for_width
+    from harness.stats.ppi import real_trials_for_width
 
     if not (math.isfinite(args.width) and 0 < args.width < 1):
         raise HarnessInputError(None, "--width", f"{args.width}: must be strictly between 0 and 1")

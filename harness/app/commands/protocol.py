@@ -10,7 +10,6 @@ from harness.errors import HarnessInputError
 
 
 def new(args: argparse.Namespace) -> int:
-    from harness.models.atomic import write_text_atomic
     from harness.models.protocol import (
         Generator,
         Scene,
@@ -19,6 +18,7 @@ def new(args: argparse.Namespace) -> int:
         generate_randomized_trials,
         protocol_to_yaml,
     )
+    from harness.storage.atomic import write_text_atomic
 
     check_generator_inputs(args.n, args.radius_cm, args.min_spacing_cm, args.seed, args.max_yaw_deg)
     scene = Scene()
@@ -87,8 +87,8 @@ def _check_sequential_cap(protocol: Any, path: Path) -> str:
     clean runs. The number of comparisons comes from the rule's `comparisons`, else every pair of
     `run.policies`; with neither, the policies are only known at run time: checked for one comparison (two
     policies) and the returned note says so, since more policies need a larger cap."""
-    from harness.models import sequential
     from harness.models.comparison import arm_codes, default_comparisons
+    from harness.stats import sequential
 
     rule = protocol.stopping_rule
     if rule.kind != "sequential" or rule.min_difference is None or rule.max_trials_per_arm is None:

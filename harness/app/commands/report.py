@@ -13,7 +13,7 @@ def training_starts(path: str) -> list[tuple[float, float]]:
     """`dx_cm,dy_cm` per line (offsets of each training episode's cube from the trained position)."""
     import math
 
-    from harness.models.safe_yaml import read_limited
+    from harness.storage.safe_yaml import read_limited
 
     starts = []
     raw = read_limited(path, what="list of training starts")   # a device or a pipe: refused, never read
@@ -72,7 +72,7 @@ def report(args: argparse.Namespace) -> int:
                 out.encode("utf-8")   # its name goes into the report's own text
             except UnicodeEncodeError:
                 raise HarnessInputError(None, flag, "the file name is not UTF-8 text") from None
-            from harness.models.atomic import check_output_path
+            from harness.storage.atomic import check_output_path
 
             check_output_path(out)
             if Path(out).exists() and not args.force:
@@ -119,9 +119,9 @@ def report(args: argparse.Namespace) -> int:
         sheets = [pooled_timing(sheet) for sheet in sheets]
     summaries = [summarize(sheet) for sheet in sheets]
     if args.output or args.md:
-        from harness.models.atomic import write_text_atomic
         from harness.reports.blocks import to_html, write_markdown
         from harness.reports.document import report_blocks, report_title
+        from harness.storage.atomic import write_text_atomic
 
         blocks, title = [*compared, *report_blocks(sheets, starts)], report_title(sheets)
         if caveat:

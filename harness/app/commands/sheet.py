@@ -20,12 +20,12 @@ def _sheet_path(text: str) -> Path:
 
 
 def repair_chain(args: argparse.Namespace) -> int:
-    from harness.models import journal
     from harness.models.evidence_audit import check_evidence
-    from harness.models.progress import key, witness_file
     from harness.models.scoresheet import Scoresheet
     from harness.models.scoresheet import repair_chain as rebuild
     from harness.run.reanalyze import run_folder_candidates
+    from harness.storage import journal
+    from harness.storage.progress import key, witness_file
 
     path = _sheet_path(args.scoresheet)
     runs = Path(args.runs_dir) if args.runs_dir else None

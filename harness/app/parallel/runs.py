@@ -73,7 +73,7 @@ class WorkerFailed(HarnessError):
 
 def store_evidence(result: TrialResult, runs_dir: Path, stem: str) -> Attempt:
     """Write a worker's evidence where a serial run would have, durably, and point the attempt at it."""
-    from harness.models.atomic import fsync_folder
+    from harness.storage.atomic import fsync_folder
 
     attempt = result.attempt
     if result.folder_name is None:

@@ -33,7 +33,7 @@ import filelock
 import psutil
 
 from harness.errors import HarnessInputError
-from harness.models.atomic import write_text_atomic
+from harness.storage.atomic import write_text_atomic
 
 
 class WriterBusy(HarnessInputError):

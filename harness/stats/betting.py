@@ -44,8 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.models.comparison import ComparisonTrace
-from harness.models.sequential import ComparisonState, Decision
+from harness.stats.sequential import ComparisonState, ComparisonTrace, Decision
 
 # The mixture's bets, fixed before the benchmark (module docstring); locked with a graded comparison.
 DEFAULT_BETS: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.3, 0.45, 0.6, 0.75)

@@ -2,7 +2,7 @@
 
 Why a folder of its own: a witness that sits beside a scoresheet is restored with it (a `cp`, a file-history
 restore, `git checkout`), so it cannot prove the sheet was rolled back. What lives here is written by harness
-only, on this machine, for this user: the progress witnesses of every scoresheet (`harness.models.progress`)
+only, on this machine, for this user: the progress witnesses of every scoresheet (`harness.storage.progress`)
 and keys the user keeps. One definition, shared by every module that keeps state there.
 
 `HARNESS_STATE_DIR` names it outright (the tests set it to a temporary folder); otherwise

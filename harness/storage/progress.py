@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessInputError, StaleRunError
-from harness.models.atomic import fsync_folder
-from harness.models.state_dir import state_dir
+from harness.storage.atomic import fsync_folder
+from harness.storage.state_dir import state_dir
 
 HEX = frozenset("0123456789abcdef")
 

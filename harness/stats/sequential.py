@@ -672,3 +672,24 @@ def simulate(
     at = np.minimum(np.minimum(wins_first, wins_second), np.minimum(futile, cap - 1))
     code = np.select([wins_first == at, wins_second == at, futile == at], [1, -1, 0], default=2)
     return code, at + 1
+
+
+@dataclass(frozen=True)
+class ComparisonTrace:
+    """One declared comparison replayed block by block: its state after each complete block."""
+
+    first: str
+    second: str
+    states: tuple[ComparisonState, ...]
+
+    @property
+    def final(self) -> ComparisonState:
+        return self.states[-1] if self.states else ComparisonState()
+
+    def winner(self) -> str | None:
+        decision = self.final.decision
+        if decision is Decision.FIRST_BETTER:
+            return self.first
+        if decision is Decision.SECOND_BETTER:
+            return self.second
+        return None

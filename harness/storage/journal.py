@@ -27,7 +27,7 @@ does not name yet (a writer killed in between, or one appending while it read), 
 More than that (records of two appends unwitnessed, an emptied witness, a line that is not a witness
 line) is not a kill: it is refused, and only `harness sheet repair-chain` rebuilds the witness, which
 it records. After the witness line, the append writes its line in the sheet's progress witness in the
-user's state folder (`harness.models.progress`), which a restored copy of both files cannot match.
+user's state folder (`harness.storage.progress`), which a restored copy of both files cannot match.
 
 A line cut short by a kill mid-append was never acknowledged (its fsync had not returned and
 its witness line does not exist); readers skip it and the next append, under the writer lock,
@@ -45,9 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessInputError, StaleRunError
-from harness.models import progress
-from harness.models.atomic import fsync_folder, write_bytes_atomic
-from harness.models.safe_yaml import decode_text, load_yaml_text, read_limited
+from harness.storage import progress
+from harness.storage.atomic import fsync_folder, write_bytes_atomic
+from harness.storage.safe_yaml import decode_text, load_yaml_text, read_limited
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class Contents:
     needs_newline: bool = False   # the last record line lost only its newline
     bodies: list[bytes | None] = field(default_factory=list)   # each record's canonical bytes, as on disk
     warnings: list[str] = field(default_factory=list)   # what a reader should be told (a torn tail)
-    progress_key: str = ""     # the sheet's progress witness in the user's state folder (harness.models.progress)
+    progress_key: str = ""     # the sheet's progress witness in the user's state folder (harness.storage.progress)
     progress_backlog: list[bytes] = field(default_factory=list)   # its lines still to write
     progress_seen: int = 0     # records it names
 
@@ -443,7 +443,7 @@ def append(path: Path, contents: Contents, entries: list[tuple[str, dict[str, An
     contents.backlog = []
     contents.witnessed += len(entries)
     new_lines = [witness_line(k, n, r["chain_sha256"]) for k, r, n in entries]
-    # last: see harness.models.progress for the order under a kill
+    # last: see harness.storage.progress for the order under a kill
     progress.append(contents.progress_key, [*contents.progress_backlog, *new_lines], FORMAT_NUMBER)
     contents.progress_backlog = []
 

@@ -15,7 +15,7 @@ twin is any good. The twin's N trials must be drawn independently of the n real 
 distribution, other draws).
 
 The interval: the twin's rate with its exact (Clopper-Pearson) interval, the paired difference with Newcombe's
-interval for paired proportions (method 10, as `harness.models.stats.newcombe_paired`, its margins' intervals
+interval for paired proportions (method 10, as `harness.stats.estimates.newcombe_paired`, its margins' intervals
 exact too), the two summed by MOVER (Zou and Donner 2008: each bound from the two intervals' distances, as
 Newcombe's method 10 itself combines two). PPI's own normal interval is not used: when every pair agreed it
 estimates the rectifier's variance as zero and claims the twin is unbiased after a handful of real trials.
@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.models.stats import wilson_arrays
+from harness.stats.estimates import wilson_arrays
 
 Z95 = 1.959963984540054
 # `harness twin --extra N` numbers the twin's own trials (at the protocol's starts, not paired with a real attempt)
@@ -45,7 +45,7 @@ TWIN_EXTRA_BASE = 900_000
 
 
 def wilson(k: Any, n: Any, z: float = Z95) -> tuple[Any, Any]:
-    """The Wilson score interval for k of n, over arrays (`harness.models.stats.wilson_arrays`)."""
+    """The Wilson score interval for k of n, over arrays (`harness.stats.estimates.wilson_arrays`)."""
     return wilson_arrays(k, n, z)
 
 
@@ -65,7 +65,7 @@ Bounds = Callable[[Any, Any, float], tuple[Any, Any]]
 
 def newcombe_paired(both: Any, only_first: Any, only_second: Any, neither: Any, z: float = Z95,
                     bounds: Bounds = wilson) -> tuple[Any, Any]:
-    """Newcombe's method 10 for p_first - p_second from paired outcomes (`harness.models.stats.newcombe_paired`,
+    """Newcombe's method 10 for p_first - p_second from paired outcomes (`harness.stats.estimates.newcombe_paired`,
     vectorised), its two margins' intervals from `bounds` (Wilson's, as Newcombe's; or the exact ones)."""
     a, b, c, d = (np.asarray(x, dtype=float) for x in (both, only_first, only_second, neither))
     n = a + b + c + d
