@@ -44,3 +44,16 @@ def test_report_json_carries_the_torn_tail_warning(tmp_path: Path, capsys) -> No
     assert main(["report", "--json", str(sheet.path)]) == 0
     report = json.loads(capsys.readouterr().out)
     assert any("not a complete record" in said for said in report["warnings"]), report["warnings"]
+
+
+def test_a_chain_larger_than_any_sheet_is_refused_in_one_line_without_reading_it(tmp_path: Path, capsys) -> None:
+    """A `.chain` grown past the sheet size limit (sparse here: no disk is used) is refused by its size, before a
+    byte is read, naming the chain; the sheet itself is untouched."""
+    sheet = _four(tmp_path)
+    before = sheet.path.read_bytes()
+    with journal.witness_path(sheet.path).open("r+b") as chain:
+        chain.truncate(journal.MAX_SHEET_BYTES + 1)
+    assert main(["report", str(sheet.path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and ".chain" in err[0] and "scoresheet chain" in err[0], err
+    assert sheet.path.read_bytes() == before

@@ -199,7 +199,9 @@ def _chains(contents: Contents) -> list[tuple[str, str]]:
 def _read(path: Path, repair: bool) -> Contents:
     """One read of the sheet and its `.chain`, in that order (see the module doc)."""
     witness = witness_path(path)
-    witness_raw = witness.read_bytes() if witness.is_file() else None   # before the sheet: see the module doc
+    # before the sheet: see the module doc; limited as the sheet is (a chain line is shorter than its record), so a
+    # `.chain` made huge or turned into a device is one line rather than memory exhausted
+    witness_raw = read_limited(witness, MAX_SHEET_BYTES, what="scoresheet chain") if witness.is_file() else None
     raw = _read_bytes(path)
     if b"harness.scoresheet/" not in raw[:65536]:   # garbage is refused before any parsing
         raise HarnessInputError(path, "format", f"not a {FORMAT} scoresheet")
