@@ -56,6 +56,15 @@ def test_sweep_file_expands_a_training_folder_into_named_checkpoints(tmp_path: P
     ({"checkpoints": ["nowhere"]}, "checkpoints"),
     ({"name": "../escape"}, "name"),
     ({"workers": 0}, "workers"),
+    # YAML says what it means, as a protocol does: no text, switch or float where a whole number belongs
+    ({"workers": True}, "workers"),
+    ({"workers": "2"}, "workers"),
+    ({"workers": 2.0}, "workers"),
+    ({"offline_eval": {"dataset": "d", "frames": "200"}}, "frames"),
+    ({"conditions": [{"latency_ms": "50"}]}, "latency_ms: '50' is not a number"),
+    ({"conditions": [{"latency_ms": True}]}, "latency_ms: True is not a number"),
+    ({"conditions": [{"no_video": "yes"}]}, "no_video: 'yes' is not true or false"),
+    ({"conditions": [{"max_trials": 2.5}]}, "max_trials: 2.5 is not a whole number"),
 ])
 def test_bad_sweep_files_are_refused_in_one_line_before_anything_runs(tmp_path: Path, change: dict, field: str,
                                                                         capsys) -> None:

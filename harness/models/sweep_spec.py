@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harness.errors import HarnessInputError
 from harness.models.checkpoint import CHECKPOINTS_DIR, PRETRAINED_DIR, checkpoint_labels, hub_ref
+from harness.models.protocol import Whole
 from harness.models.run_request import RUN_FLAGS
 from harness.models.run_settings import BuiltinPolicy
 from harness.storage.safe_yaml import decode_text, load_yaml_text, read_limited
@@ -41,8 +42,8 @@ class OfflineEvalSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     dataset: str
-    episodes: list[int] | None = None       # default: every tenth episode
-    frames: int = Field(default=200, ge=1, le=100_000)
+    episodes: list[Whole] | None = None       # default: every tenth episode
+    frames: Whole = Field(default=200, ge=1, le=100_000)
 
 
 def _one_empty_condition() -> list[dict[str, Any]]:
@@ -57,7 +58,7 @@ class SweepSpec(BaseModel):
     protocols: list[str] = Field(min_length=1, max_length=100)
     conditions: list[dict[str, Any]] = Field(default_factory=_one_empty_condition, min_length=1, max_length=100)
     baseline: str | None = None              # a checkpoint label; default the first checkpoint
-    workers: int = Field(default=1, ge=1, le=256)
+    workers: Whole = Field(default=1, ge=1, le=256)
     offline_eval: OfflineEvalSpec | None = None
 
     @field_validator("name")
@@ -83,7 +84,32 @@ class SweepSpec(BaseModel):
                 raise ValueError(f"inference: {condition['inference']!r} is not sync or rtc")
             if "policy_server" in condition and not isinstance(condition["policy_server"], str):
                 raise ValueError("policy_server: 'local' or HOST:PORT")
+            for key, value in condition.items():
+                _check_yaml_type(key, value)
         return conditions
+
+
+def _check_yaml_type(key: str, value: Any) -> None:
+    """A condition's value has the YAML type its flag's field has: a yes/no flag true or false, a number a
+    number, anything else text (or a list of text for a repeated flag, a mapping for a JSON one). Why: the flags' parsers read command-line text, so
+    `no_video: "yes"` or `latency_ms: "50"` would pass as text a person typed, and `workers: true` as 1;
+    a sweep file says what it means, as a protocol does (`models.protocol`'s strict numbers)."""
+    if value is None:
+        return
+    spec = RUN_FLAGS[key]
+    if spec.switch:
+        ok, wanted = isinstance(value, bool), "true or false"
+    elif spec.type is int:
+        ok, wanted = isinstance(value, int) and not isinstance(value, bool), "a whole number"
+    elif spec.type is float:
+        ok, wanted = isinstance(value, int | float) and not isinstance(value, bool), "a number"
+    elif spec.repeat:
+        items = value if isinstance(value, list) else [value]
+        ok, wanted = all(isinstance(v, str) for v in items), "text or a list of text"
+    else:   # text as on the command line; a mapping where the flag takes JSON (`rename_map`)
+        ok, wanted = isinstance(value, str | dict), "text"
+    if not ok:
+        raise ValueError(f"{key}: {value!r} is not {wanted}")
 
 
 class NotApplicable(StrEnum):
