@@ -91,9 +91,9 @@ class SweepSpec(BaseModel):
 
 def _check_yaml_type(key: str, value: Any) -> None:
     """A condition's value has the YAML type its flag's field has: a yes/no flag true or false, a number a
-    number, anything else text (or a list of text for a repeated flag, a mapping for a JSON one). Why: the flags' parsers read command-line text, so
-    `no_video: "yes"` or `latency_ms: "50"` would pass as text a person typed, and `workers: true` as 1;
-    a sweep file says what it means, as a protocol does (`models.protocol`'s strict numbers)."""
+    number, anything else text (a list of text for a repeated flag, a mapping for a JSON one). Why: the flags'
+    parsers read command-line text, so `no_video: "yes"` or `latency_ms: "50"` would pass as if a person typed
+    them, and `workers: true` as 1; a sweep file says what it means, as a protocol does (strict numbers)."""
     if value is None:
         return
     spec = RUN_FLAGS[key]
