@@ -81,6 +81,26 @@ def test_scene_check_finds_an_added_object(truth) -> None:
     assert unexpected_objects(calibration, [calibration]) == []
 
 
+@pytest.mark.parametrize("size", [(320, 240), (640, 480), (1280, 960), (1920, 1440)])
+def test_scene_check_sees_the_same_object_and_ignores_the_same_speck_at_any_resolution(truth, size) -> None:
+    """One physical object (16 px across at 640x480: a pen cap) is reported and one speck (4 px: dust, a
+    noisy pixel run) is not, whatever the camera's resolution: the check's sizes scale with the frame."""
+    import cv2
+
+    calibration, _ = truth
+    width, height = size
+    s = width / 640
+    reference = cv2.resize(calibration, (width, height), interpolation=cv2.INTER_AREA)
+    frame = reference.copy()
+    x, y, side = round(500 * s), round(300 * s), round(16 * s)
+    frame[y:y + side, x:x + side] = (40, 160, 60)
+    speck_x, speck_y, speck = round(200 * s), round(400 * s), round(4 * s)
+    frame[speck_y:speck_y + speck, speck_x:speck_x + speck] = (240, 240, 240)
+    found = unexpected_objects(frame, [reference])
+    assert len(found) == 1, found
+    assert found[0].centre == pytest.approx((x + side // 2, y + side // 2), abs=3 * s + 1)
+
+
 @pytest.mark.slow
 def test_measure_command_records_placement_in_the_scoresheet(workdir, capsys) -> None:
     protocol = small_protocol_copy(workdir / "protocols")

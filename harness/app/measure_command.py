@@ -282,6 +282,8 @@ def scene_check_from_args(args: argparse.Namespace) -> int:
 
     from harness.vision.scene_check import unexpected_objects
 
+    if args.min_area_px is not None and args.min_area_px < 1:
+        raise HarnessInputError(None, "--min-area-px", f"{args.min_area_px}: must be at least 1 pixel")
     frame = read_image(args.frame)
     references = [read_image(r) for r in args.reference]
     for path, reference in zip(args.reference, references, strict=True):   # the camera's real size is the frame's

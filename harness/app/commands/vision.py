@@ -70,5 +70,7 @@ def register(sub: Any) -> None:
     scene.add_argument("frame", help="the live top frame (PNG/JPEG)")
     scene.add_argument("--reference", action="append", required=True,
                        help="empty-scene capture or a training episode's first frame (repeatable)")
-    scene.add_argument("--min-area-px", type=int, default=150)
+    scene.add_argument("--min-area-px", type=int, default=None,
+                       help="smallest region reported, in pixels (default: 150 px at 640x480, scaled with the "
+                            "frame's area: 38 at 320x240, 1,350 at 1920x1080)")
     scene.set_defaults(func=scene_check)
