@@ -15,8 +15,10 @@ Every `harness` command also makes its process's temporary folder a scratch fold
 leave files behind there: LeRobot's `PreTrainedConfig.from_pretrained` writes a `tmp*.json` on every
 policy load and never removes it. A program that calls the harness itself (`harness.evaluate`) keeps its own
 temporary folder, so each such load runs inside `library_files_removed`, which removes what was written.
-Scratch folders themselves are always made in the machine's
-temporary folder (`SYSTEM_ROOT`), short enough for Unix socket paths and where the next start looks.
+Scratch folders themselves are made in the machine's
+temporary folder (`SYSTEM_ROOT`), where the next start looks. A folder that will hold Unix sockets (Ray's
+session) needs a short path (`socket_root`): where that temporary folder is too long (a cluster job's TMPDIR,
+macOS's /var/folders/...), it is made in /tmp instead, which the next start searches as well.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ def _system_root() -> Path:
 
 
 SYSTEM_ROOT = _system_root()
+SHORT_ROOT = Path("/tmp")   # where socket folders go when SYSTEM_ROOT is too long for them
+UNIX_SOCKET_PATH_MAX = 107   # Linux's sockaddr_un path (108 bytes) less its terminating NUL
 OWNER = "owner"
 START_SLACK_S = 1.0   # a process's start time, as two reads of it may differ
 
@@ -62,11 +66,27 @@ def _start_time(pid: int) -> float | None:
         return None
 
 
-def make(kind: str, remove_at_exit: bool = True) -> Path:
+def _roots() -> list[Path]:
+    """Where scratch folders are made, hence looked for: the machine's temporary folder, and /tmp."""
+    return [SYSTEM_ROOT] + ([SHORT_ROOT] if SHORT_ROOT != SYSTEM_ROOT and SHORT_ROOT.is_dir() else [])
+
+
+def socket_root(kind: str, room: int, system_root: Path | None = None) -> Path | None:
+    """Where a scratch folder of `kind` fits Unix sockets lying `room` characters below it: the machine's
+    temporary folder, else /tmp; None when neither does (a caller says so in one line rather than letting a
+    library fail on a path it cannot bind)."""
+    name = f"/{PREFIX}{kind}-{os.getpid():07d}-xxxxxxxx"
+    for root in (system_root or SYSTEM_ROOT, SHORT_ROOT):
+        if len(str(root)) + len(name) + room <= UNIX_SOCKET_PATH_MAX and root.is_dir() and os.access(root, os.W_OK):
+            return root
+    return None
+
+
+def make(kind: str, remove_at_exit: bool = True, root: Path | None = None) -> Path:
     """A new scratch folder `harness-<kind>-<pid>-XXXXXXXX` owned by this process (and removed when it exits
-    normally, unless told otherwise)."""
+    normally, unless told otherwise), in the machine's temporary folder or `root` (one of `_roots`)."""
     pid = os.getpid()
-    folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{kind}-{pid}-", dir=SYSTEM_ROOT))
+    folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{kind}-{pid}-", dir=root or SYSTEM_ROOT))
     (folder / OWNER).write_text(json.dumps({"pid": pid, "started": _start_time(pid)}))
     if remove_at_exit:
         atexit.register(remove, folder)
@@ -99,16 +119,16 @@ def _pid_in_name(folder: Path) -> int | None:
 
 
 def scratch_folders(kind: str | None = None, root: Path | None = None) -> list[Path]:
-    """This user's scratch folders (of one kind, or all) in the temporary folder."""
-    root = root or SYSTEM_ROOT
+    """This user's scratch folders (of one kind, or all) in `root`, else wherever they are made (`_roots`)."""
     uid = os.getuid() if hasattr(os, "getuid") else None
     pattern = f"{PREFIX}{kind}-*" if kind else f"{PREFIX}*"
     found = []
-    with contextlib.suppress(OSError):
-        for path in root.glob(pattern):
-            with contextlib.suppress(OSError):
-                if path.is_dir() and not path.is_symlink() and uid in (None, path.stat().st_uid):
-                    found.append(path)
+    for where in [root] if root else _roots():
+        with contextlib.suppress(OSError):
+            for path in where.glob(pattern):
+                with contextlib.suppress(OSError):
+                    if path.is_dir() and not path.is_symlink() and uid in (None, path.stat().st_uid):
+                        found.append(path)
     return sorted(found)
 
 

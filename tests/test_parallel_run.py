@@ -194,22 +194,40 @@ def test_a_clean_exit_leaves_no_ray_folder_and_no_raylet_line(tmp_path: Path) ->
     """Issue 62: after a `--workers 2` run its `harness-ray-<pid>-*` folder stayed in the temporary folder until
     the next command (Ray's own exit handler wrote into it again after the harness had removed it), and runs
     ended with a spurious "(raylet) Task TrialWorker.open failed" line. The run has its own temporary folder, so
-    what it leaves there is its own."""
+    what it leaves there is its own. That folder's path is long (a cluster job's TMPDIR): Ray's sockets cannot
+    fit below it (Unix socket paths stop at 107 bytes; Ray failed to start, and its folder was left behind), so
+    the run puts Ray's folder in /tmp, and removes it there too."""
     protocol = _protocol(tmp_path)
-    # the machine's temporary folder (this process's own is deeper): Ray's socket paths in it must fit 107 bytes
-    temporary = Path(tempfile.mkdtemp(prefix="h62-", dir=SYSTEM_ROOT))
+    temporary = Path(tempfile.mkdtemp(prefix="h62-" + "x" * 80 + "-", dir=SYSTEM_ROOT))
     try:
         repo = Path(__file__).resolve().parents[1]
-        done = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(protocol), "--headless", "--policy",
-                               "expert", "--scoresheet", str(tmp_path / "s.yaml"), "--runs-dir",
-                               str(tmp_path / "runs"), "--workers", "2"], capture_output=True, text=True, timeout=600,
-                              cwd=tmp_path, env={**os.environ, "TMPDIR": str(temporary), "PYTHONPATH": str(repo)})
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert "4 attempts" in done.stderr, done.stderr   # the closing line: Ray was started by then
-        assert "(raylet)" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+        run = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(protocol), "--headless", "--policy",
+                                "expert", "--scoresheet", str(tmp_path / "s.yaml"), "--runs-dir",
+                                str(tmp_path / "runs"), "--workers", "2"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                               env={**os.environ, "TMPDIR": str(temporary), "PYTHONPATH": str(repo)})
+        _, stderr = run.communicate(timeout=600)
+        assert run.returncode == 0, stderr[-2000:]
+        assert "4 attempts" in stderr, stderr   # the closing line: Ray was started by then
+        assert "(raylet)" not in stderr and "Traceback" not in stderr, stderr
         assert sorted(p.name for p in temporary.iterdir() if p.name.startswith("harness-")) == []
+        assert list(Path("/tmp").glob(f"harness-ray-{run.pid}-*")) == []
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
+
+
+def test_a_socket_folder_goes_where_its_sockets_fit(tmp_path: Path) -> None:
+    """Ray's scratch folder is made in the temporary folder when its sockets fit below it, else in /tmp, else
+    nowhere (the run then says so in one line rather than Ray failing on a path it cannot bind)."""
+    from harness.app.parallel.runs import RAY_LONGEST_SOCKET
+    from harness.scratch import SHORT_ROOT, socket_root
+
+    room = len(RAY_LONGEST_SOCKET)
+    long_root = tmp_path / ("x" * 90)
+    long_root.mkdir()
+    assert socket_root("ray", room, system_root=Path("/tmp")) == Path("/tmp")
+    assert socket_root("ray", room, system_root=long_root) == SHORT_ROOT
+    assert socket_root("ray", 200, system_root=long_root) is None
 
 
 @pytest.mark.slow

@@ -57,6 +57,7 @@ from harness.models.run_settings import RobotKind
 from harness.models.scoresheet import Attempt, Scoresheet
 from harness.models.taxonomy import Void, VoidKind
 from harness.run.disk_room import TrialRoom
+from harness.scratch import SYSTEM_ROOT, socket_root
 from harness.scratch import make as make_scratch
 from harness.scratch import remove as remove_scratch
 
@@ -126,6 +127,8 @@ def check_workers(request: RunRequest, robot: RobotKind) -> None:
 LOOPBACK = "127.0.0.1"
 ADDRESS_TIMEOUT_S = 5.0
 OBJECT_STORE_BYTES = 100 * 1024 * 1024   # Ray's floor is 75 MiB; its default, 30 % of memory, is never used here
+# The longest Unix socket path Ray makes below its temporary folder (a 7-digit pid): what the folder must leave room for
+RAY_LONGEST_SOCKET = "/session_2026-12-07_07-00-42_107956_4194304/sockets/plasma_store"
 _reaper: Any = None
 
 
@@ -223,11 +226,19 @@ def start_ray(address: str | None, workers: int, dashboard: bool = False) -> Non
         _reaper = start()
     # CPUs for every worker, and at least the machine's: a runtime that outlives this run (a sweep's next cell, a
     # test's next run) must still fit the actors it asks for, and a killed actor's restart must find a CPU
-    folder = make_scratch("ray", remove_at_exit=False)   # its sockets and logs: this run's, removed with it
-    with environment(no_egress_environment(dict(os.environ))):
-        ray.init(num_cpus=max(workers, local_cores()), num_gpus=0, object_store_memory=OBJECT_STORE_BYTES,
-                 _node_ip_address=LOOPBACK, include_dashboard=dashboard, dashboard_host=LOOPBACK,
-                 _temp_dir=str(folder), **quiet)
+    root = socket_root("ray", len(RAY_LONGEST_SOCKET))
+    if root is None:
+        raise HarnessInputError(None, "TMPDIR", f"{SYSTEM_ROOT} is too long a path for Ray's sockets (Unix socket "
+                                "paths stop at 107 characters) and /tmp is not writable: set TMPDIR to a short folder")
+    folder = make_scratch("ray", remove_at_exit=False, root=root)   # its sockets and logs: this run's, removed with it
+    try:
+        with environment(no_egress_environment(dict(os.environ))):
+            ray.init(num_cpus=max(workers, local_cores()), num_gpus=0, object_store_memory=OBJECT_STORE_BYTES,
+                     _node_ip_address=LOOPBACK, include_dashboard=dashboard, dashboard_host=LOOPBACK,
+                     _temp_dir=str(folder), **quiet)
+    except BaseException:   # a runtime that failed to start leaves neither processes nor its folder
+        _end_ray(folder)
+        raise
     atexit.register(_end_ray, folder)   # registered after Ray's own exit handler, so it runs before that one
     node = ray.util.get_node_ip_address()
     if node != LOOPBACK:   # Ray was imported before the environment above was set
