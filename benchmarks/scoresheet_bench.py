@@ -6,7 +6,8 @@ Each size gets a fresh scoresheet over a protocol of that many trials, filled wi
 size of a real simulated one (judge verdict with events and thresholds, loop statistics, four
 artifact paths). `append` is one `add_attempt` on a loaded sheet (the per-trial cost of a run);
 `resume+append` and `report` are separate `harness` processes, as a user meets them, with their
-peak memory.
+peak memory. The progress witnesses go to a state folder of the bench's own (`HARNESS_STATE_DIR`), reset with
+each copy of a sheet, so appending to a copy again is not taken for a rollback.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))   # the repositor
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -28,6 +30,7 @@ from pathlib import Path
 from harness.models.defaults import DEFAULT_START_POSE, DEFAULT_SUCCESS
 from harness.models.protocol import Protocol, Trial, protocol_to_yaml
 from harness.models.scoresheet import attempt_from_label, build_locked, load_scoresheet, lock_scoresheet
+from harness.storage.state_dir import STATE_DIR_ENV, state_dir
 
 RESUME_AND_APPEND = """
 import sys, time
@@ -46,8 +49,8 @@ def judge_verdict(index: int) -> dict:
     return {
         "label": "success", "detail": "released inside the bowl", "true_placement_error_cm": 1.234 + index % 7,
         "cube_inside_bowl": True, "clean_release": True, "grasped": True, "lifted": True, "max_lift_cm": 6.21,
-        "events": [{"event": name, "t": round(0.7 * k + 0.013 * index % 1, 3), "detail": "ok"}
-                   for k, name in enumerate(("grasp", "lift", "over_bowl", "release", "settled"))],
+        "events": [{"event": name, "t": round(0.7 * k + 0.013 * index % 1, 3), "cube": [0.21, -0.04, 0.012 * k]}
+                   for k, name in enumerate(("grasp", "lift", "release", "withdraw", "stable_in_bowl"))],
         "thresholds": {"lift_m": 0.02, "drop_min_height_m": 0.03, "settle_s": 1.5, "grasp_force_n": 0.5,
                        "release_force_n": 0.2, "rim_margin_m": 0.0},
     }
@@ -118,6 +121,7 @@ def measure(size: int, scratch: Path) -> dict[str, float]:
     folder = scratch / f"n{size}"
     folder.mkdir()
     path = build_sheet(folder, size)
+    shutil.copytree(state_dir(), folder / "state-after-build")
     repeat = 3 if size <= 500 else 1
     load_s = timed(lambda: load_scoresheet(path), repeat)
     sheet = load_scoresheet(path)
@@ -138,14 +142,23 @@ def measure(size: int, scratch: Path) -> dict[str, float]:
     results["resume_in"], results["resume_wall"], results["resume_cpu"], results["resume_rss"] = (
         float(out.split()[-1]), wall, cpu, rss)
     harness = str(Path(sys.executable).with_name("harness"))
+    restore_state(folder)   # the copies' appends are not the original's
     results["report_wall"], results["report_cpu"], results["report_rss"], _ = child([harness, "report", str(path)])
     results["json_wall"], results["json_cpu"], results["json_rss"], _ = child([harness, "report", "--json",
                                                                               str(path)])
     return results
 
 
+def restore_state(folder: Path) -> None:
+    """The state folder as it was when `folder`'s sheet was built."""
+    shutil.rmtree(state_dir())
+    shutil.copytree(folder / "state-after-build", state_dir())
+
+
 def clone(source: Path, target: Path) -> None:
-    """A fresh copy of a sheet (and whatever storage travels beside it) to append to."""
+    """A fresh copy of a sheet (and whatever storage travels beside it) to append to, with the state folder as
+    it was when the sheet was built (its progress witness has not seen the copy's earlier appends)."""
+    restore_state(source.parent)
     for sibling in source.parent.glob(source.name + "*"):
         if sibling.is_file():
             (target.parent / sibling.name.replace(source.name, target.name)).write_bytes(sibling.read_bytes())
@@ -208,6 +221,8 @@ def main() -> None:
           "CPU / peak RSS | `harness report`: wall / CPU / peak RSS | `report --json`: wall / CPU / peak RSS |")
     print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="scoresheet-bench-") as scratch:
+        os.environ[STATE_DIR_ENV] = str(Path(scratch) / "state")   # children inherit it
+        state_dir().mkdir()
         for size in args.sizes:
             r = measure(size, Path(scratch))
             print(f"| {size:,} | {r['append'] * 1000:.1f} ms | {r['load'] * 1000:.0f} ms | "
