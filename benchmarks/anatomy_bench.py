@@ -26,12 +26,8 @@ from scoresheet_bench import bulk_fill  # noqa: E402
 
 import harness.sim  # noqa: E402,F401
 from harness.models.protocol import load_protocol  # noqa: E402
-from harness.models.scoresheet import (  # noqa: E402
-    attempt_from_label,
-    build_locked,
-    load_scoresheet,
-    lock_scoresheet,
-)
+from harness.models.scoresheet import build_locked, load_scoresheet, lock_scoresheet  # noqa: E402
+from harness.models.sheet_records import attempt_from_label  # noqa: E402
 from harness.policies.scripted import ExpertPolicy, ReplayPolicy  # noqa: E402
 from harness.reports.analysis import analyze_report  # noqa: E402
 from harness.run.anatomy import GraspPoints, anatomy_from_rows  # noqa: E402

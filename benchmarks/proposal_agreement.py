@@ -42,7 +42,8 @@ from PIL import Image
 import harness.sim  # noqa: F401  (headless GL before mujoco)
 from harness.errors import HarnessError, HarnessInputError
 from harness.models.protocol import JOINT_NAMES, Protocol, file_sha256, load_protocol
-from harness.models.scoresheet import Attempt, Scoresheet, load_scoresheet
+from harness.models.scoresheet import Scoresheet, load_scoresheet
+from harness.models.sheet_records import Attempt
 from harness.models.taxonomy import TAXONOMY, Label
 from harness.run.operator_trial import Proposer
 from harness.run.proposal import so101_grasp_point

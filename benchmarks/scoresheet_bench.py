@@ -29,12 +29,14 @@ from pathlib import Path
 
 from harness.models.defaults import DEFAULT_START_POSE, DEFAULT_SUCCESS
 from harness.models.protocol import Protocol, Trial, protocol_to_yaml
-from harness.models.scoresheet import attempt_from_label, build_locked, load_scoresheet, lock_scoresheet
+from harness.models.scoresheet import build_locked, load_scoresheet, lock_scoresheet
+from harness.models.sheet_records import attempt_from_label
 from harness.storage.state_dir import STATE_DIR_ENV, state_dir
 
 RESUME_AND_APPEND = """
 import sys, time
-from harness.models.scoresheet import attempt_from_label, load_scoresheet
+from harness.models.scoresheet import load_scoresheet
+from harness.models.sheet_records import attempt_from_label
 t0 = time.perf_counter()
 sheet = load_scoresheet(sys.argv[1])
 trial = sheet.pending_trials()[0]

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from harness.models.defaults import DEFAULT_START_POSE, DEFAULT_SUCCESS
 from harness.models.protocol import Protocol, Trial, protocol_to_yaml
-from harness.models.scoresheet import attempt_from_label, build_locked, load_scoresheet, lock_scoresheet, sha256_of
+from harness.models.scoresheet import build_locked, load_scoresheet, lock_scoresheet, sha256_of
+from harness.models.sheet_records import attempt_from_label
 
 ATTEMPTS = 5000
 APPENDS = 40

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.models.protocol import load_protocol
-from harness.models.scoresheet import Attempt, Scoresheet, attempt_from_label, build_locked, lock_scoresheet
+from harness.models.scoresheet import Scoresheet, build_locked, lock_scoresheet
+from harness.models.sheet_records import Attempt, attempt_from_label
 from harness.models.taxonomy import Label
 from harness.models.verdict import JudgeVerdict
 

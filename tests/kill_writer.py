@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from harness.models.scoresheet import attempt_from_label, load_scoresheet
+from harness.models.scoresheet import load_scoresheet
+from harness.models.sheet_records import attempt_from_label
 
 sheet = load_scoresheet(sys.argv[1])
 for trial in sheet.pending_trials():

@@ -9,7 +9,7 @@ import types
 import pytest
 
 from harness.models.protocol import load_protocol
-from harness.models.scoresheet import attempt_from_label
+from harness.models.sheet_records import attempt_from_label
 from harness.policies.base import TrialContext
 from harness.reports.blocks import Table, to_html
 from tests.helpers import REPO, locked_sheet

@@ -42,7 +42,7 @@ def _protocol(folder: Path, min_difference: float = 0.6, cap: int = 47, **rule: 
 
 
 def _arm_of(sheet) -> dict[int, str]:
-    return {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    return {slot.number: slot.arm for slot in sheet.comparison.schedule()}
 
 
 @pytest.mark.slow
@@ -55,7 +55,7 @@ def test_expert_against_replay_stops_early_blind_and_the_report_reveals_expert(w
     mapping = unseal(sheet.locked.comparison.sealed)
     expert = next(code for code, arm in mapping.items() if arm.ref == "expert")
     assert f"decision: {expert} better than" in live.out
-    traces = sheet.comparison_traces()
+    traces = sheet.comparison.traces()
     assert traces[0].winner() == expert
     assert traces[0].final.pairs < sheet.locked.comparison.design.fixed_sample_pairs   # stopped early
     # blind while it ran: no surface names a policy
@@ -97,7 +97,7 @@ def test_expert_against_an_expert_twin_ends_without_a_winner(workdir, capsys) ->
     assert run_from_args(args, Parts(policy=policy)) == 0
     out = capsys.readouterr().out
     sheet = load_scoresheet(SHEET)
-    trace = sheet.comparison_traces()[0]
+    trace = sheet.comparison.traces()[0]
     assert trace.winner() is None and trace.final.decision.final
     assert "decision: A vs B: " in out and "better than" not in out
 
@@ -139,9 +139,9 @@ def test_a_comparison_on_two_workers_records_the_serial_schedule_and_stops_where
     live = capsys.readouterr()
     sheet = load_scoresheet(SHEET)
     comparison = sheet.locked.comparison
-    assert sheet.comparison_schedule() == build_schedule(*comparison.schedule_args())
+    assert sheet.comparison.schedule() == build_schedule(*comparison.schedule_args())
     assert [a.trial_index for a in sheet.attempts] == list(range(1, len(sheet.attempts) + 1))
-    trace = sheet.comparison_traces()[0]
+    trace = sheet.comparison.traces()[0]
     assert trace.final.decision.final and len(sheet.attempts) == 2 * trace.final.pairs   # not one slot more
     assert trace.winner() == next(code for code, arm in unseal(comparison.sealed).items() if arm.ref == "expert")
     assert "decision: " in live.out
@@ -169,7 +169,7 @@ def test_sigkill_mid_run_and_resume_continue_the_exact_schedule(workdir) -> None
     after = load_scoresheet(SHEET)
     assert json.dumps(after.locked_data, sort_keys=True) == locked            # same seed, same sealed mapping
     comparison = after.locked.comparison
-    assert after.comparison_schedule() == build_schedule(*comparison.schedule_args())
+    assert after.comparison.schedule() == build_schedule(*comparison.schedule_args())
     scored = [a.trial_index for a in after.scored_attempts()]
     assert scored == list(range(1, len(scored) + 1))                          # no slot skipped or reordered
     assert after.attempts[:len(before.attempts)] == before.attempts
@@ -319,7 +319,7 @@ def test_a_rehearsed_comparison_on_the_emulated_arm_never_names_a_policy_to_the_
     sheet = load_scoresheet(Path("scoresheets/desk-comparison-rehearsal.yaml"))
     assert sheet.locked.robot == "so101" and len(sheet.attempts) == 2
     assert sheet.locked.rehearsal is not None          # the rehearsal's own request ran it, its provenance locked
-    assert {slot.arm for slot in sheet.comparison_schedule()[:2]} == {"A", "B"}     # block 1: each arm once
+    assert {slot.arm for slot in sheet.comparison.schedule()[:2]} == {"A", "B"}     # block 1: each arm once
     for path in [*Path("runs").rglob("*"), Path("scoresheets/desk-comparison-rehearsal.yaml").read_text()]:
         assert "ckpt_" not in str(path)
 

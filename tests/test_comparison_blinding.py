@@ -198,7 +198,7 @@ def test_a_sheet_locked_under_the_old_rules_says_so_in_one_line_and_resumes_as_l
     assert "flag order" in lines[0] and "cycled" in lines[0] and "discordant-sprt" in lines[0]
     assert "equal success at every one" in text
     positions = sheet.locked.comparison.positions
-    assert [s.position for s in sheet.comparison_schedule()[::2][:4]] == positions[:4]   # cycles, as locked
+    assert [s.position for s in sheet.comparison.schedule()[::2][:4]] == positions[:4]   # cycles, as locked
     request = RunRequest(protocol=tmp_path / "cmp.yaml", policies=("replay", "expert"), robot={"kind": "sim"},
                          headless=True, resume=True)
     resumed = resume_comparison(request, tmp_path / "cmp.yaml", path, identities[::-1]).locked_data
@@ -236,12 +236,12 @@ def test_no_timing_per_arm_is_shown_while_the_comparison_is_open(tmp_path: Path,
     import json
 
     from harness.cli import main
-    from harness.models.scoresheet import LoopStats
+    from harness.models.sheet_records import LoopStats
     from harness.run.terminal import TerminalObserver
     from tests.helpers import fake_attempt
 
     sheet = _lock(tmp_path, ("expert", "replay")).create()
-    arm_of = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    arm_of = {slot.number: slot.arm for slot in sheet.comparison.schedule()}
     for number in (1, 2, 3, 4):
         slow = arm_of[number] == "A"
         loop = LoopStats(steps=100, target_fps=30, achieved_fps=12 if slow else 30,
@@ -266,11 +266,11 @@ def test_no_loop_figure_that_depends_on_policy_speed_is_per_trial_while_open(tmp
     import json
 
     from harness.cli import main
-    from harness.models.scoresheet import LoopStats
+    from harness.models.sheet_records import LoopStats
     from tests.helpers import fake_attempt
 
     sheet = _lock(tmp_path, ("expert", "replay")).create()
-    arm_of = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    arm_of = {slot.number: slot.arm for slot in sheet.comparison.schedule()}
     for number in (1, 2, 3, 4, 5):
         slow = arm_of[number] == "A"
         loop = LoopStats(steps=100, target_fps=30, achieved_fps=12 if slow else 30,
@@ -347,7 +347,7 @@ def test_no_first_motion_time_per_arm_while_the_comparison_is_open(tmp_path: Pat
     from tests.helpers import fake_attempt
 
     sheet = _lock(tmp_path, ("expert", "replay")).create()
-    arm_of = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    arm_of = {slot.number: slot.arm for slot in sheet.comparison.schedule()}
     for number in (1, 2, 3, 4):
         slow = arm_of[number] == "A"
         sheet.add_attempt(fake_attempt(number, 1, "no_grasp", anatomy=_anatomy(2.7 if slow else 0.3, stalled=slow)))
@@ -400,7 +400,7 @@ def test_the_end_of_run_lines_of_a_graded_comparison_give_the_graded_outcome_per
     from tests.helpers import fake_attempt
 
     sheet = _lock(tmp_path, ("expert", "replay"), primary_outcome="progress").create()
-    arm_of = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    arm_of = {slot.number: slot.arm for slot in sheet.comparison.schedule()}
     for number in (1, 2, 3, 4):
         sheet.add_attempt(fake_attempt(number, 1, "success" if arm_of[number] == "A" else "no_grasp"))
     lines = decision_lines(sheet).splitlines()
@@ -421,7 +421,7 @@ def test_a_graded_comparison_explains_its_own_test_and_leaves_the_success_tests_
     from tests.helpers import fake_attempt
 
     sheet = _lock(tmp_path, ("expert", "replay"), primary_outcome="progress").create()
-    arm_of = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    arm_of = {slot.number: slot.arm for slot in sheet.comparison.schedule()}
     for number in (1, 2, 3, 4):
         sheet.add_attempt(fake_attempt(number, 1, "success" if arm_of[number] == "A" else "no_grasp"))
     assert main(["report", str(sheet.path)]) == 0

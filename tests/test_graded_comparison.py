@@ -46,14 +46,14 @@ def test_a_progress_comparison_locks_its_outcome_decides_by_betting_and_reports_
     assert sheet.locked.stopping_rule.primary_outcome is PrimaryOutcome.PROGRESS
     expert = next(code for code, arm in unseal(sheet.locked.comparison.sealed).items() if arm.ref == "expert")
     assert f"decision: {expert} better than" in live and "scored higher on progress" in live
-    trace = sheet.comparison_traces()[0]
+    trace = sheet.comparison.traces()[0]
     assert trace.winner() == expert
     # every expert trial placed the cube (4), every replay trial missed it (0): Ville's bound 40 needs
     # the mixture's largest bet reaches 40 = (1 + 0.75)^n / 8 within a handful of blocks
     assert trace.final.pairs < sheet.locked.comparison.design.fixed_sample_pairs
     # a reloaded sheet (what --resume reads) reproduces the decision
     again = load_scoresheet(SHEET)
-    assert again.comparison_traces() == sheet.comparison_traces()
+    assert again.comparison.traces() == sheet.comparison.traces()
     assert again.stopped_by_rule() == sheet.stopped_by_rule()
     assert main(["report", str(SHEET)]) == 0
     report = capsys.readouterr().out

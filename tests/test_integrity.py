@@ -19,16 +19,8 @@ import yaml
 
 from harness.errors import HarnessInputError, StaleRunError
 from harness.models.protocol import load_protocol
-from harness.models.scoresheet import (
-    PlacementMeasurement,
-    attempt_from_label,
-    build_locked,
-    hashed_fields,
-    load_scoresheet,
-    lock_scoresheet,
-    now_iso,
-    sha256_of,
-)
+from harness.models.scoresheet import build_locked, hashed_fields, load_scoresheet, lock_scoresheet, now_iso, sha256_of
+from harness.models.sheet_records import PlacementMeasurement, attempt_from_label
 from harness.run.evidence import EvidenceRecorder
 from harness.storage import journal
 from harness.storage.lock import WriterBusy, WriterLock

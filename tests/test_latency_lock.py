@@ -10,7 +10,8 @@ import pytest
 from harness.cli import main
 from harness.errors import StaleRunError
 from harness.models.protocol import load_protocol
-from harness.models.scoresheet import LoopStats, build_locked, load_scoresheet, lock_scoresheet
+from harness.models.scoresheet import build_locked, load_scoresheet, lock_scoresheet
+from harness.models.sheet_records import LoopStats
 from tests.helpers import fake_attempt, small_protocol_copy
 from tests.tiny_policy import save_tiny_act
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness.models.protocol import load_protocol
-from harness.models.scoresheet import LoopStats, Scoresheet, build_locked, lock_scoresheet
+from harness.models.scoresheet import Scoresheet, build_locked, lock_scoresheet
+from harness.models.sheet_records import LoopStats
 from harness.reports.blocks import Heading, Table
 from harness.reports.document import report_blocks
 from harness.reports.sweep_report import SweepCell, sweep_blocks

@@ -13,7 +13,7 @@ import pytest
 from textual.app import App
 
 from harness.models.protocol import Trial
-from harness.models.scoresheet import LoopStats
+from harness.models.sheet_records import LoopStats
 from harness.models.taxonomy import Label
 from harness.run.engine import ScoreDecision
 from harness.run.terminal import TerminalObserver

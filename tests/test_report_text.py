@@ -7,7 +7,8 @@ import pytest
 import yaml
 
 from harness.models.protocol import load_protocol
-from harness.models.scoresheet import LoopStats, build_locked, lock_scoresheet
+from harness.models.scoresheet import build_locked, lock_scoresheet
+from harness.models.sheet_records import LoopStats
 from harness.reports.blocks import Figure, Para
 from harness.reports.document import report_blocks, run_blocks
 from tests.helpers import fake_attempt, small_protocol_copy

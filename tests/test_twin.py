@@ -15,7 +15,8 @@ import pytest
 from harness.cli import main
 from harness.errors import HarnessInputError
 from harness.models.protocol import load_protocol
-from harness.models.scoresheet import LoopStats, Scoresheet, build_locked, load_scoresheet, lock_scoresheet
+from harness.models.scoresheet import Scoresheet, build_locked, load_scoresheet, lock_scoresheet
+from harness.models.sheet_records import LoopStats
 from tests.helpers import fake_attempt
 from tests.test_rehearse import PROTOCOL
 

@@ -14,7 +14,7 @@ from harness.app.twin import latency_seen
 from harness.models.defaults import DEFAULT_START_POSE
 from harness.models.protocol import load_protocol
 from harness.models.run_settings import ChunkLatency, InferenceEngine
-from harness.models.scoresheet import LoopStats
+from harness.models.sheet_records import LoopStats
 from harness.policies.base import BasePolicy, InferenceStats
 from harness.run.arm_motion import ArmMotion
 from harness.run.clock import ManualClock

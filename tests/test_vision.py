@@ -148,7 +148,7 @@ def test_scene_check_command_marks_the_object_and_exits_1(truth, tmp_path, capsy
 
 
 def test_pixel_uncertainty_is_kept_in_the_scoresheet_and_stated_in_the_report(workdir) -> None:
-    from harness.models.scoresheet import PlacementMeasurement
+    from harness.models.sheet_records import PlacementMeasurement
     from harness.reports.blocks import Para
     from harness.reports.document import run_blocks
     from tests.helpers import fake_attempt, locked_sheet

@@ -328,7 +328,7 @@ def decision_lines(sheet: Scoresheet) -> str:
 
     decision = sheet.stopped_by_rule()
     tally = []
-    schedule = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    schedule = {slot.number: slot.arm for slot in sheet.comparison.schedule()}
     for code in sheet.locked.require_comparison().arms:
         scored = [a for a in sheet.scored_attempts() if schedule.get(a.trial_index) == code]
         wins = sum(1 for a in scored if a.label is Label.SUCCESS)

@@ -27,7 +27,8 @@ from PIL import Image
 
 from harness.errors import HarnessInputError
 from harness.models.measure_request import MeasureRequest
-from harness.models.scoresheet import PlacementMeasurement, Scoresheet, load_scoresheet, now_iso
+from harness.models.scoresheet import Scoresheet, load_scoresheet, now_iso
+from harness.models.sheet_records import PlacementMeasurement
 from harness.storage.atomic import check_output_path, write_bytes_atomic
 from harness.storage.lock import WriterLock
 from harness.vision.calibration import MOVED_PX, BowlCalibration, camera_shift_px, load_calibration, rim_at_size

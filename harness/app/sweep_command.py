@@ -19,7 +19,8 @@ from typing import Any
 from harness.errors import HarnessInputError
 from harness.models.run_request import RobotRequest, RunRequest, WorkersRequest
 from harness.models.run_settings import BuiltinPolicy, RobotKind
-from harness.models.scoresheet import Attempt, load_scoresheet
+from harness.models.scoresheet import load_scoresheet
+from harness.models.sheet_records import Attempt
 from harness.models.sweep_spec import Cell, NotApplicable, Sweep, condition_settings, load_sweep
 from harness.models.taxonomy import Label
 from harness.policies.hub import checkpoint_folder

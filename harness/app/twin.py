@@ -35,7 +35,8 @@ from harness.models.protocol import (
     workspace_problem,
 )
 from harness.models.run_settings import BuiltinPolicy, ChunkLatency, InferenceEngine, RobotKind
-from harness.models.scoresheet import Attempt, LoopStats, Scoresheet, load_scoresheet, policy_fingerprint
+from harness.models.scoresheet import Scoresheet, load_scoresheet, policy_fingerprint
+from harness.models.sheet_records import Attempt, LoopStats
 from harness.models.twin_request import TwinRequest
 from harness.stats.ppi import TWIN_EXTRA_BASE
 

@@ -200,7 +200,7 @@ def replay(
     """Each declared comparison's states after each complete block (`block_outcomes[b][code]`:
     whether that arm's scored trial in block b succeeded). A comparison that has stopped gains no
     more pairs: later blocks (run for the comparisons still open) do not change its decision. This is the test on
-    success; a graded primary outcome has its own (`harness.stats.betting`), chosen by `Scoresheet.comparison_traces`
+    success; a graded primary outcome has its own (`harness.stats.betting`), chosen by `SheetComparison.traces`
     from what the sheet locked."""
     traces = []
     for first, second in comparisons:

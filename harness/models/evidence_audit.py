@@ -25,7 +25,8 @@ import re
 from pathlib import Path
 
 from harness.errors import StaleRunError
-from harness.models.scoresheet import Attempt, Scoresheet
+from harness.models.scoresheet import Scoresheet
+from harness.models.sheet_records import Attempt
 from harness.storage.atomic import write_bytes_atomic
 
 FOLDER = re.compile(r"trial-(\d{3,})-a(\d+)")

@@ -32,38 +32,19 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializerFunctionWrapHandler,
-    ValidationError,
-    model_serializer,
-    model_validator,
-)
+from pydantic import BaseModel, ValidationError
 
 from harness.errors import HarnessInputError, StaleRunError
-from harness.models.anatomy import TrialAnatomy
-from harness.models.comparison import (
-    Slot,
-    block_outcomes,
-    build_schedule,
-    decision_text,
-    replay,
-    run_finished,
-)
-from harness.models.graded import PrimaryOutcome
 from harness.models.locked import LockedBlock, LockedInference
 from harness.models.protocol import Protocol, file_sha256
 from harness.models.render_profile import LEGACY_PROFILE, RenderProfile
 from harness.models.run_settings import BuiltinPolicy, InferenceEngine, Latency, RobotKind, RunSettings
-from harness.models.taxonomy import ALL_LABELS, FAILURE_MODES, Label, Outcome, locked_labels
-from harness.models.verdict import JudgeVerdict
-from harness.stats import betting
+from harness.models.sheet_comparison import SheetComparison
+from harness.models.sheet_records import Attempt, AttemptChain, PlacementMeasurement, Unblinding, rescored
+from harness.models.taxonomy import Label, locked_labels
 from harness.stats.estimates import wilson_interval
-from harness.stats.sequential import ComparisonTrace, SequentialDesign
 from harness.storage import journal
 from harness.storage.lock import WriterLock
 
@@ -106,146 +87,6 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-class LoopStats(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    steps: int = 0
-    target_fps: float = 0.0
-    achieved_fps: float = 0.0
-    policy_latency_ms_p50: float = 0.0
-    policy_latency_ms_p95: float = 0.0
-    policy_latency_ms_max: float = 0.0
-    robot_io_ms_p50: float = 0.0
-    robot_io_ms_p95: float = 0.0
-    missed_deadlines: int = 0
-    # What the arm experienced (absent in sheets recorded before they existed, and omitted when unknown):
-    obs_to_action_ms_p50: float | None = None   # from the observation a step read to its action landing
-    obs_to_action_ms_p95: float | None = None
-    obs_to_action_ms_max: float | None = None
-    obs_to_action_clock: Literal["simulated", "wall"] | None = None
-    queue_underruns: int | None = None   # steps whose action landed more than a control period late
-    chunk_switches: int | None = None    # new action chunks the policy started (None: not a chunked policy)
-    rtc_delay_steps_max: int | None = None   # RTC: most steps of a chunk's inpainting horizon spent on latency
-    rtc_delay_steps_p50: int | None = None   # RTC: the median chunk's (the delay it was told, in control steps)
-    inference_ms_p50: float | None = None    # the policy's own time per inference (a chunk, or a single action)
-    realtime: bool | None = None         # a paced (real-arm) loop: ran under SCHED_FIFO or not (None: not paced)
-    # the episode's length on the arm's clock (simulated, or a real arm's wall time): with `steps`, the rate the arm
-    # got its commands at, stalls included (`achieved_fps` is the rate the loop's work alone would allow)
-    episode_s: float | None = None
-
-    @model_serializer(mode="wrap")
-    def _omit_unmeasured(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Loop stats without the arm's experience store, and hash, exactly as before those fields existed."""
-        data = handler(self)
-        for name in EXPERIENCE_FIELDS:
-            if data.get(name) is None:
-                data.pop(name, None)
-        return data
-
-
-EXPERIENCE_FIELDS = ("obs_to_action_ms_p50", "obs_to_action_ms_p95", "obs_to_action_ms_max", "obs_to_action_clock",
-                     "queue_underruns", "chunk_switches", "realtime", "rtc_delay_steps_max", "rtc_delay_steps_p50",
-                     "inference_ms_p50", "episode_s")
-
-
-class Attempt(BaseModel):
-    """One try at one trial. A voided attempt stays in the record; the trial is tried again."""
-
-    model_config = ConfigDict(extra="forbid")
-    trial_index: int
-    attempt: int
-    outcome: Outcome
-    failure_mode: Label | None = None   # one of `FAILURE_LABELS`, exactly when the outcome is a failure
-    void_reason: str | None = None
-    placement_error_cm: float | None = None
-    scored_by: Literal["judge", "operator"] = "operator"
-    judge: JudgeVerdict | None = None
-    started_at: str
-    ended_at: str
-    duration_s: float
-    loop: LoopStats = Field(default_factory=LoopStats)
-    note: str | None = None
-    artifacts: dict[str, str] = Field(default_factory=dict)
-    chain_sha256: str = ""
-    measured_start: dict[str, Any] | None = None   # real arm: where the top camera saw the cube at the start
-    proposal: dict[str, Any] | None = None         # real arm: the label proposed from evidence, with reasons
-    anatomy: TrialAnatomy | None = None            # what the joint trace says: first motion, grasp point, phases
-    # A re-score (the operator's undo): the chain hash of the record of this same attempt that this one replaces.
-    # The replaced record stays in the sheet; summaries, reports and resume count this one.
-    supersedes: str | None = None
-    rescored_at: str | None = None                 # when the operator re-scored it (the original keeps its times)
-
-    @model_serializer(mode="wrap")
-    def _omit_unmeasured(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """An attempt without a measured start, a proposal, an anatomy or a re-score stores, and hashes, exactly
-        as before they existed."""
-        data = handler(self)
-        for name in ("measured_start", "proposal", "anatomy", "supersedes", "rescored_at"):
-            if data.get(name) is None:
-                data.pop(name, None)
-        return data
-
-    @model_validator(mode="after")
-    def _failure_mode_with_failure(self) -> Attempt:
-        if self.outcome is Outcome.FAILURE and (self.failure_mode is None or not self.failure_mode.is_failure):
-            raise ValueError(f"a failure needs a failure_mode, one of {list(FAILURE_MODES)}")
-        if self.outcome is not Outcome.FAILURE and self.failure_mode is not None:
-            raise ValueError(f"failure_mode is only for a failure, not for {self.outcome.value}")
-        return self
-
-    @property
-    def label(self) -> Label:
-        """The taxonomy label: success, a failure mode, or void."""
-        return self.failure_mode if self.failure_mode is not None else Label(self.outcome.value)
-
-
-class Unblinding(BaseModel):
-    """A blind comparison's arms revealed while the run was still open (`harness report --unblind`): a record in
-    the sheet's own chain, so deleting it breaks the chain and the witness, and every later report names it."""
-
-    model_config = ConfigDict(extra="forbid")
-    at: str
-    scored_trials: int
-    note: str
-    chain_sha256: str = ""
-
-
-class PlacementMeasurement(BaseModel):
-    """Placement error measured from pixels after the attempt was recorded (`harness measure`).
-
-    Kept apart from the attempt so the attempt's own record and hash never change; a later
-    measurement of the same attempt supersedes an earlier one.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-    trial_index: int
-    attempt: int
-    placement_error_cm: float
-    inside_bowl: bool
-    method: str
-    image: str
-    measured_at: str
-    chain_sha256: str = ""
-    uncertainty_cm: float | None = None   # half-width of the measurement's 95 % interval (pixels: from the fit)
-
-    @model_serializer(mode="wrap")
-    def _omit_unknown_uncertainty(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """A measurement without an uncertainty stores, and hashes, exactly as before the field existed."""
-        data = handler(self)
-        if data.get("uncertainty_cm") is None:
-            data.pop("uncertainty_cm", None)
-        return data
-
-
-def attempt_from_label(label: Label, **fields: Any) -> Attempt:
-    """Build an attempt from a taxonomy label, the way operators and judges speak."""
-    if label not in ALL_LABELS:
-        raise HarnessInputError(None, "label", f"'{label}' is not in the taxonomy {list(ALL_LABELS)}")
-    label = Label(label)
-    if label is Label.VOID and not fields.get("void_reason"):
-        raise HarnessInputError(None, "void_reason", "a void needs a reason")
-    return Attempt(outcome=label.outcome, failure_mode=label if label.is_failure else None, **fields)
-
-
 def policy_fingerprint(policy_ref: str) -> str:
     """A built-in policy's name, or a hash over every file of a checkpoint folder.
 
@@ -283,9 +124,8 @@ class Scoresheet:
     `locked` is the typed view of the locked block; `locked_data` is that block exactly as it was
     hashed and is written back, so a file from an older version keeps verifying.
 
-    `records` is the attempt chain as written (append-only, every re-scored original kept);
-    `attempts` is what counts: each attempt's latest record, in the place of its first one, so
-    summaries, reports and resume see a re-scored attempt once, with its new label.
+    `chain` knows which attempt records count (`records`, `attempts` and `superseded` are its lists);
+    `comparison` is a blind comparison's schedule and tests over them.
     """
 
     def __init__(self, path: Path, locked: dict[str, Any], lock: dict[str, Any],
@@ -297,53 +137,33 @@ class Scoresheet:
         self.locked = LockedBlock.model_validate(locked)
         self.lock = lock
         self.settings = settings
-        self.records: list[Attempt] = []
-        self.attempts: list[Attempt] = []
-        self.superseded: list[Attempt] = []   # records replaced by a re-score (kept in the file, not counted)
+        self.chain = AttemptChain()
+        self.comparison = SheetComparison(self.locked, self.chain.final)
         self.measurements = measurements or []
         self.unblindings = unblindings or []
         self.stored = stored
         self.writer: WriterLock | None = None
         self._trial_set = {t.index for t in self.locked.trials}
-        self._final: dict[int, Attempt] = {}
-        self._tries: dict[int, int] = {}
-        self._highest: dict[int, int] = {}   # each trial's highest attempt number
-        self._position: dict[tuple[int, int], int] = {}   # (trial, attempt) -> its place in `attempts`
         for position, attempt in enumerate(attempts):
-            problem = self._replacement_problem(attempt)
+            problem = self.chain.problem(attempt)
             if problem:
                 raise StaleRunError(path, f"attempts[{position}].supersedes", problem)
-            self._index(attempt)
+            self.chain.add(attempt)
 
-    def _replacement_problem(self, attempt: Attempt) -> str | None:
-        """Why `attempt` cannot stand where it is in the chain (None: it can)."""
-        key = (attempt.trial_index, attempt.attempt)
-        if attempt.supersedes is None:
-            return None
-        current = self.attempts[self._position[key]] if key in self._position else None
-        if current is None or current.chain_sha256 != attempt.supersedes:
-            return (f"re-scores trial {key[0]} attempt {key[1]}, but that attempt's latest record is not the one "
-                    f"it names ({attempt.supersedes[:12]})")
-        if self._highest.get(key[0], 0) > key[1]:
-            return f"re-scores trial {key[0]} attempt {key[1]} after the trial was tried again"
-        return None
+    @property
+    def records(self) -> list[Attempt]:
+        """The attempt chain as written: append-only, every re-scored original kept."""
+        return self.chain.records
 
-    def _index(self, attempt: Attempt) -> None:
-        self.records.append(attempt)
-        key = (attempt.trial_index, attempt.attempt)
-        if attempt.supersedes is not None:
-            old = self.attempts[self._position[key]]
-            self.superseded.append(old)
-            self.attempts[self._position[key]] = attempt
-            if self._final.get(attempt.trial_index) is old:
-                del self._final[attempt.trial_index]
-        else:
-            self._position[key] = len(self.attempts)
-            self.attempts.append(attempt)
-            self._tries[attempt.trial_index] = self._tries.get(attempt.trial_index, 0) + 1
-            self._highest[attempt.trial_index] = max(attempt.attempt, self._highest.get(attempt.trial_index, 0))
-        if attempt.label is not Label.VOID and attempt.trial_index not in self._final:
-            self._final[attempt.trial_index] = attempt
+    @property
+    def attempts(self) -> list[Attempt]:
+        """What counts: each attempt's latest record, in the place of its first one."""
+        return self.chain.attempts
+
+    @property
+    def superseded(self) -> list[Attempt]:
+        """Records replaced by a re-score (kept in the file, not counted)."""
+        return self.chain.superseded
 
     # --- the one writer ----------------------------------------------------
     def hold_writer_lock(self, lock: WriterLock | None = None, command: str | None = None) -> WriterLock:
@@ -382,7 +202,7 @@ class Scoresheet:
         return [t.index for t in self.locked.trials]
 
     def final_attempt(self, trial_index: int) -> Attempt | None:
-        return self._final.get(trial_index)
+        return self.chain.final(trial_index)
 
     def pending_trials(self) -> list[int]:
         """Trials without a final (non-void) outcome, in protocol order; none once the
@@ -395,9 +215,7 @@ class Scoresheet:
         """Why the locked stopping rule ended the run early, or None. Derived, never stored."""
         rule = self.locked.stopping_rule
         if rule.kind == "sequential" and self.locked.comparison is not None:
-            traces = self.comparison_traces()
-            return (decision_text(traces, self.comparison_outcome()) if traces[0].states and run_finished(traces)
-                    else None)
+            return self.comparison.decided()
         if rule.kind != "wilson_width" or rule.max_width is None:
             return None
         scored = self.scored_attempts()
@@ -410,58 +228,11 @@ class Scoresheet:
                     f"(rule: at most {rule.max_width} after at least {rule.min_trials})")
         return None
 
-    def comparison_schedule(self) -> list[Slot]:
-        """A blind comparison's schedule, slot number = trial index (empty for any other run)."""
-        comparison = self.locked.comparison
-        if comparison is None:
-            return []
-        return build_schedule(*comparison.schedule_args())
-
-    def comparison_traces(self) -> list[ComparisonTrace]:
-        """Each declared comparison replayed over the complete blocks recorded so far."""
-        comparison = self.locked.comparison
-        if comparison is None:
-            return []
-
-        def success_of(number: int) -> bool | None:
-            attempt = self.final_attempt(number)
-            return None if attempt is None else attempt.label is Label.SUCCESS
-
-        design = SequentialDesign(**comparison.design.model_dump(exclude={"fixed_sample_pairs"}))
-        if comparison.graded is not None:   # a graded primary outcome: the paired betting test
-            return betting.replay_comparisons(self.betting_design(), tuple(comparison.comparisons),
-                                              block_outcomes(self.comparison_schedule(), self.graded_score))
-        outcomes = block_outcomes(self.comparison_schedule(), success_of)
-        return replay(design, tuple(comparison.comparisons), outcomes)
-
-    def comparison_outcome(self) -> PrimaryOutcome:
-        """What a comparison's test decides on, as locked (success for a sheet without a graded block)."""
-        comparison = self.locked.comparison
-        return comparison.graded.outcome.kind if comparison and comparison.graded else PrimaryOutcome.SUCCESS
-
-    def betting_design(self) -> betting.BettingDesign:
-        """A graded comparison's test, from the locked design and bet (`harness.stats.betting`)."""
-        comparison = self.locked.require_comparison()
-        if comparison.graded is None:
-            raise ValueError("a comparison on success has no betting design")
-        d = comparison.design
-        return betting.BettingDesign(d.alpha, d.power, d.min_difference, d.comparisons, d.cap,
-                                     tuple(comparison.graded.bets))
-
-    def graded_score(self, trial_index: int) -> float | None:
-        """The locked graded outcome of a trial's final attempt on [0, 1] (None: not scored yet)."""
-        attempt = self.final_attempt(trial_index)
-        graded = self.locked.require_comparison().graded
-        if attempt is None or graded is None:
-            return None
-        episode = attempt.loop.episode_s if attempt.loop.episode_s is not None else attempt.duration_s
-        return graded.outcome.score(attempt.label, attempt.judge, attempt.anatomy, episode)
-
     def scored_attempts(self) -> list[Attempt]:
         return [a for a in self.attempts if a.label is not Label.VOID]
 
     def next_attempt_number(self, trial_index: int) -> int:
-        return 1 + self._tries.get(trial_index, 0)
+        return 1 + self.chain.tries(trial_index)
 
     @property
     def complete(self) -> bool:
@@ -489,28 +260,15 @@ class Scoresheet:
         """Re-score a recorded attempt (the operator's undo): a new record of the same attempt with the new
         label, naming the record it replaces by its chain hash. The original stays in the file and the chain;
         only the latest record of an attempt counts. Refused once the trial has been tried again."""
-        fields = original.model_dump(exclude={"chain_sha256", "outcome", "failure_mode", "void_reason", "note",
-                                              "scored_by", "placement_error_cm", "supersedes", "rescored_at"})
-        fields["judge"] = original.judge
-        fields["anatomy"] = original.anatomy
-        fields["loop"] = original.loop
-        if Label(label) is Label.SUCCESS and original.judge is not None:
-            fields["placement_error_cm"] = original.judge.true_placement_error_cm
-        elif Label(label) is not Label.VOID:
-            fields["placement_error_cm"] = original.placement_error_cm
-        judged = original.judge is not None and original.judge.label is Label(label)
-        replacement = attempt_from_label(Label(label), **fields, void_reason=void_reason, note=note,
-                                         scored_by="judge" if judged else "operator",
-                                         supersedes=original.chain_sha256, rescored_at=now_iso())
-        return self._add_record(replacement)
+        return self._add_record(rescored(original, Label(label), note, void_reason, at=now_iso()))
 
     def _add_record(self, attempt: Attempt) -> Attempt:
-        problem = self._replacement_problem(attempt)
+        problem = self.chain.problem(attempt)
         if problem:
             raise HarnessInputError(self.path, "supersedes" if attempt.supersedes else "attempt", problem)
         chained = _chained(attempt, self.records[-1].chain_sha256 if self.records else self.lock["sha256"])
         self._append([("attempt", chained, len(self.records) + 1)])
-        self._index(chained)
+        self.chain.add(chained)
         return chained
 
     def add_measurement(self, measurement: PlacementMeasurement) -> PlacementMeasurement:
@@ -612,7 +370,7 @@ def _chain_hash(record: BaseModel, previous: str) -> str:
     return sha256_of({"prev": previous, "record": body})
 
 
-def _chained(record: Any, previous: str) -> Any:
+def _chained[R: BaseModel](record: R, previous: str) -> R:
     """The record with its link in the hash chain: any later edit of it, or of one before it, shows."""
     return record.model_copy(update={"chain_sha256": _chain_hash(record, previous)})
 

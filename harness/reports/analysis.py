@@ -16,7 +16,8 @@ from pydantic import Field
 
 from harness.models.anatomy import ANATOMY_RULES, TrackingFit, tracking_fit
 from harness.models.run_settings import ChunkLatency, InferenceEngine, RobotKind, latency_text
-from harness.models.scoresheet import Attempt, Scoresheet, run_latency
+from harness.models.scoresheet import Scoresheet, run_latency
+from harness.models.sheet_records import Attempt
 from harness.models.taxonomy import TAXONOMY, Label
 from harness.reports.comparison import BlindComparisonJson
 from harness.reports.fidelity import FidelityReport, fidelity_report

@@ -21,7 +21,8 @@ from harness.errors import HarnessInputError
 from harness.models.anatomy import TrialAnatomy, describe
 from harness.models.comparison import CodeRule, PositionRule, decision_text, unseal
 from harness.models.protocol import SecondaryOutcome
-from harness.models.scoresheet import Attempt, Scoresheet
+from harness.models.scoresheet import Scoresheet
+from harness.models.sheet_records import Attempt
 from harness.models.taxonomy import Label
 from harness.reports.blocks import Block, Figure, Heading, Para, Table
 from harness.reports.graded import GradedJson, graded_blocks, graded_json, graded_null_text
@@ -158,8 +159,8 @@ def statistic_plot(sheet: Scoresheet, traces: list[ComparisonTrace]) -> bytes:
 
 def comparison_blocks(sheet: Scoresheet, revealed: bool) -> list[Block]:
     comparison = sheet.locked.require_comparison()
-    traces = sheet.comparison_traces()
-    schedule = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    traces = sheet.comparison.traces()
+    schedule = {slot.number: slot.arm for slot in sheet.comparison.schedule()}
     rows = []
     mapping = unseal(comparison.sealed) if revealed else {}
     secondary = declared_secondary(sheet)
@@ -172,7 +173,7 @@ def comparison_blocks(sheet: Scoresheet, revealed: bool) -> list[Block]:
     design = comparison.design
     used = max((trace.final.pairs for trace in traces), default=0)
     status = sheet.stopped_by_rule() or ("ended: every block run" if sheet.complete else "still open")
-    decided = decision_text(traces, sheet.comparison_outcome()) if traces and traces[0].states else status
+    decided = decision_text(traces, sheet.comparison.outcome()) if traces and traces[0].states else status
     blocks: list[Block] = [
         Heading("Blind comparison"),
         Para(f"Decision: {decided}. "
@@ -351,7 +352,7 @@ class BlindComparisonJson(BaseModel):
 def comparison_json(sheet: Scoresheet, revealed: bool) -> BlindComparisonJson:
     comparison = sheet.locked.require_comparison()
     design = _design(sheet)
-    schedule = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    schedule = {slot.number: slot.arm for slot in sheet.comparison.schedule()}
     mapping = unseal(comparison.sealed) if revealed else {}
     arms = []
     for code in comparison.arms:
@@ -371,7 +372,7 @@ def comparison_json(sheet: Scoresheet, revealed: bool) -> BlindComparisonJson:
         log_against_first=[round(state.log_against(design)[0], 6) for state in trace.states] if on_success else None,
         log_against_second=([round(state.log_against(design)[1], 6) for state in trace.states]
                             if on_success else None))
-        for trace in sheet.comparison_traces()]
+        for trace in sheet.comparison.traces()]
     return BlindComparisonJson(
         ended=sheet.complete, revealed=revealed, unblinded_early=bool(unblindings(sheet)),
         commitment=comparison.sealed.commitment, alpha=design.alpha, power=design.power,

@@ -62,14 +62,14 @@ def graded_json(sheet: Scoresheet) -> GradedJson | None:
     comparison = sheet.locked.require_comparison()
     if comparison.graded is None:
         return None
-    outcome, design = comparison.graded.outcome, sheet.betting_design()
-    schedule = sheet.comparison_schedule()
-    blocks = block_outcomes(schedule, sheet.graded_score)
+    outcome, design = comparison.graded.outcome, sheet.comparison.betting_design()
+    schedule = sheet.comparison.schedule()
+    blocks = block_outcomes(schedule, sheet.comparison.graded_score)
     arms = []
     arm_of = {slot.number: slot.arm for slot in schedule}
     for code in comparison.arms:
         scores = [s for a in sheet.scored_attempts() if arm_of.get(a.trial_index) == code
-                  and (s := sheet.graded_score(a.trial_index)) is not None]
+                  and (s := sheet.comparison.graded_score(a.trial_index)) is not None]
         found = mean_interval(scores)
         mean = sum(scores) / len(scores) if scores else None
         low, high = (found[1], found[2]) if found is not None else (None, None)

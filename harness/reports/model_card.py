@@ -27,7 +27,8 @@ from huggingface_hub.repocard_data import eval_results_to_model_index, model_ind
 from harness.errors import HarnessInputError
 from harness.models.comparison import unseal
 from harness.models.run_settings import BuiltinPolicy
-from harness.models.scoresheet import Attempt, Scoresheet, policy_fingerprint
+from harness.models.scoresheet import Scoresheet, policy_fingerprint
+from harness.models.sheet_records import Attempt
 from harness.models.taxonomy import Label
 from harness.stats.estimates import wilson_interval
 from harness.storage.atomic import write_text_atomic
@@ -113,7 +114,7 @@ def card_results(sheet: Scoresheet, revealed: bool, version: str, checkpoint: Pa
         raise HarnessInputError(sheet.path, "--model-card", "the comparison is still open and blind: a card names "
                                 "the policy behind each arm, which is revealed when it ends (or with --unblind)")
     mapping = unseal(comparison.sealed)
-    arm_of = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    arm_of = {slot.number: slot.arm for slot in sheet.comparison.schedule()}
     mine = [code for code in comparison.arms
             if is_checkpoint(mapping[code].ref, mapping[code].fingerprint, checkpoint)]
     if not mine:

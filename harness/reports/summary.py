@@ -13,7 +13,8 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.models.locked import LockedPolicy
-from harness.models.scoresheet import Attempt, Scoresheet
+from harness.models.scoresheet import Scoresheet
+from harness.models.sheet_records import Attempt
 from harness.models.taxonomy import FAILURE_MODES, Label
 from harness.stats.estimates import describe, wilson_interval
 
@@ -91,7 +92,7 @@ def arm_summaries(sheet: Scoresheet) -> list[ArmSummary] | None:
     comparison = sheet.locked.comparison
     if comparison is None:
         return None
-    arm_of = {slot.number: slot.arm for slot in sheet.comparison_schedule()}
+    arm_of = {slot.number: slot.arm for slot in sheet.comparison.schedule()}
     arms = []
     for code in comparison.arms:
         scored = [a for a in sheet.scored_attempts() if arm_of.get(a.trial_index) == code]

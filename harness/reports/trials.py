@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.models.protocol import Protocol, file_sha256, load_protocol
-from harness.models.scoresheet import Attempt, Scoresheet
+from harness.models.scoresheet import Scoresheet
+from harness.models.sheet_records import Attempt
 from harness.models.taxonomy import TAXONOMY, Label
 
 OUTCOME_COLOURS = {**{label: Label(label).hex for label in TAXONOMY}, "pending": "#9e9e9e"}

@@ -20,7 +20,7 @@ import numpy as np
 from harness.errors import EmergencyStopped, PolicyFailed
 from harness.models.protocol import Protocol as EvalProtocol
 from harness.models.protocol import Trial
-from harness.models.scoresheet import LoopStats
+from harness.models.sheet_records import LoopStats
 from harness.models.taxonomy import Void, VoidKind
 from harness.policies.base import EvalPolicy
 from harness.policies.inference.async_client import PolicyServerLost

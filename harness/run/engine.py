@@ -19,7 +19,8 @@ from harness.models.anatomy import TrialAnatomy
 from harness.models.evidence_audit import evidence_folder_name, mark_recorded
 from harness.models.protocol import Protocol as EvalProtocol
 from harness.models.protocol import Trial
-from harness.models.scoresheet import Attempt, Scoresheet, attempt_from_label, now_iso
+from harness.models.scoresheet import Scoresheet, now_iso
+from harness.models.sheet_records import Attempt, attempt_from_label
 from harness.models.taxonomy import Label, Void, VoidKind
 from harness.models.verdict import JudgeVerdict
 from harness.policies.background import BackgroundPolicy

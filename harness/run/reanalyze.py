@@ -19,7 +19,8 @@ from harness.errors import HarnessInputError
 from harness.models.anatomy import TrialAnatomy
 from harness.models.evidence_audit import evidence_folder_name
 from harness.models.protocol import Scene, load_protocol
-from harness.models.scoresheet import Attempt, Scoresheet
+from harness.models.scoresheet import Scoresheet
+from harness.models.sheet_records import Attempt
 from harness.run.anatomy import GraspPoints, anatomy_from_rows
 from harness.sim.trajectory import TRAJECTORY_FILE, load_trajectory
 from harness.sim.units import GRIPPER_LOAD_KEY

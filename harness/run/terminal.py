@@ -12,7 +12,7 @@ from typing import Any, Protocol, TextIO
 
 from harness.errors import EmergencyStopped
 from harness.models.protocol import Trial
-from harness.models.scoresheet import Attempt
+from harness.models.sheet_records import Attempt
 from harness.models.taxonomy import SCORE_KEYS, Label, Void, VoidKind
 from harness.models.verdict import JudgeVerdict
 from harness.run.engine import ScoreDecision

@@ -18,7 +18,8 @@ from PIL import Image
 from harness.errors import HarnessError
 from harness.models.anatomy import describe
 from harness.models.protocol import Trial
-from harness.models.scoresheet import Attempt, Scoresheet
+from harness.models.scoresheet import Scoresheet
+from harness.models.sheet_records import Attempt
 from harness.models.taxonomy import Label, Void, VoidKind
 from harness.models.verdict import JudgeVerdict
 from harness.run.engine import ScoreDecision

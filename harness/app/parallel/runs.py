@@ -54,7 +54,8 @@ from harness.models.evidence_audit import mark_recorded
 from harness.models.protocol import Protocol
 from harness.models.run_request import RunRequest
 from harness.models.run_settings import RobotKind
-from harness.models.scoresheet import Attempt, Scoresheet
+from harness.models.scoresheet import Scoresheet
+from harness.models.sheet_records import Attempt
 from harness.models.taxonomy import Void, VoidKind
 from harness.run.disk_room import TrialRoom
 from harness.scratch import SYSTEM_ROOT, socket_root

@@ -33,7 +33,8 @@ from harness.models.locked import LockedInference
 from harness.models.protocol import Protocol
 from harness.models.run_request import RunRequest, WorkersRequest
 from harness.models.run_settings import InferenceEngine, RunSettings
-from harness.models.scoresheet import Attempt, LockedBlock, Scoresheet, run_inference
+from harness.models.scoresheet import LockedBlock, Scoresheet, run_inference
+from harness.models.sheet_records import Attempt
 from harness.models.taxonomy import Void
 from harness.scratch import make as make_scratch
 
