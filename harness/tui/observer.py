@@ -49,6 +49,8 @@ class RunApp(Protocol):
 
     def notify(self, message: str) -> Any: ...
 
+# A prompt: pushes its screen on the app with the callback that takes the operator's answer.
+type Prompt = Callable[[Any, Callable[[Any], None]], Any]
 UI_UPDATE_S = 0.2
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,94 @@ class UiLink:
         self._loop.call_soon_threadsafe(functools.partial(call, self._app, *args, **kwargs), context=self._context)
 
 
+class OperatorUndo:
+    """The operator's undo (key u): the last attempt the operator scored may be scored again, as a record in
+    `sheet` superseding it, until the next trial's policy starts. The record is written on the engine's thread (the
+    sheet's one writer) while the run goes on, on the UI thread once the engine has finished. The engine's own
+    voids (a fault, a stop) are not the operator's to take back."""
+
+    def __init__(self, link: UiLink) -> None:
+        self.link = link
+        self.sheet: Scoresheet | None = None
+        self._undoable: Attempt | None = None
+        self._operator_scored: ScoreDecision | None = None   # the operator's answer for the trial being scored
+        self._requested = threading.Event()
+        self._rescoring = False
+
+    # --- the app's side (UI thread) -------------------------------------------
+    @property
+    def can_undo(self) -> bool:
+        return self._undoable is not None and not self._rescoring
+
+    def last_scored(self) -> Attempt | None:
+        """The attempt `u` would re-score (None: none may be)."""
+        return self._undoable
+
+    def request(self) -> None:
+        """The operator pressed u: the engine's thread re-opens scoring of the last trial at its next wait."""
+        if self.can_undo:
+            self._requested.set()
+
+    # --- the engine's side (engine thread) ------------------------------------
+    def answered(self, decision: ScoreDecision | None) -> None:
+        """The trial being scored was scored by the operator (`decision`, one they may take back) or not (None)."""
+        self._operator_scored = decision
+
+    def scored(self, attempt: Attempt) -> None:
+        """The attempt is recorded: the operator's own answer may be taken back from now on."""
+        decided, self._operator_scored = self._operator_scored, None
+        operators = decided is not None and decided.label is attempt.label and self.sheet is not None
+        self._undoable = attempt if operators else None
+        self.link.post(_update_state, undo_trial=attempt.trial_index if operators else None)
+
+    def trial_started(self, trial_index: int) -> None:
+        if self._undoable is not None and self._undoable.trial_index == trial_index:
+            self.close()   # the same trial tried again: that attempt's score is final now
+
+    def close(self) -> None:
+        """The last score is final (the next trial's policy starts)."""
+        self._undoable = None
+        self._requested.clear()
+        self.link.post(_update_state, undo_trial=None)
+
+    def serve(self, ask: Callable[[Prompt], Any], stopped: threading.Event) -> None:
+        """Re-open scoring of the last trial if the operator asked (`ask` shows the prompt and waits for it):
+        called wherever the engine waits before the next trial's policy starts (between trials, the start-pose
+        move, the cube prompt, the placement guide)."""
+        if not self._requested.is_set() or self._rescoring:
+            return
+        self._requested.clear()
+        original = self._undoable
+        if original is None or self.sheet is None or stopped.is_set() or self.link.closing.is_set():
+            return
+        self._rescoring = True
+        try:
+            self.record(ask(lambda app, done: app.push_screen(rescore_screen(original), done)))
+        finally:
+            self._rescoring = False
+
+    def record(self, decision: ScoreDecision | None) -> None:
+        """Write the operator's new score for the last trial as a record superseding the old one. On the engine's
+        thread while the run goes on; on the UI thread once the engine has finished (then the only writer)."""
+        original, sheet = self._undoable, self.sheet
+        if original is None or sheet is None or decision is None:
+            return   # kept (Escape)
+        if decision.void is not None and decision.void.kind is not VoidKind.OPERATOR_VOID:
+            return   # the run is stopping (an emergency stop, the app closing): the recorded score stands
+        if decision.label is original.label and decision.note == original.note \
+                and decision.void_reason == original.void_reason:
+            return
+        try:
+            replaced = sheet.supersede(original, decision.label, decision.note, decision.void_reason)
+        except HarnessError as err:
+            self.link.post(_update_state, banner=f"Not re-scored: {err.one_line()}")
+            return
+        self._undoable = replaced
+        log.info("trial %d attempt %d re-scored: %s -> %s", original.trial_index, original.attempt, original.label,
+                 replaced.label)
+        self.link.post(_rescored, original.label, replaced.label, _shown(replaced))
+
+
 class TuiObserver:
     """The engine's `RunObserver` for the TUI; the app's keys set its pause and abort flags."""
 
@@ -94,13 +184,17 @@ class TuiObserver:
         self._answers = threading.Lock()     # the placement answers typed on the UI thread, taken here
         self._override: str | None = None    # a reason to start the trial with the cube where it is
         self._scene_note: str | None = None  # a note accepting what is in view
-        # The operator's undo: the last attempt the operator scored may be scored again (a superseding record in
-        # `sheet`, written on the engine's thread, the sheet's one writer) until the next trial's policy starts.
-        self.sheet: Scoresheet | None = None
-        self._undoable: Attempt | None = None
-        self._operator_scored: ScoreDecision | None = None   # the operator's answer for the trial being scored
-        self._undo = threading.Event()
-        self._rescoring = False
+        self.undo = OperatorUndo(self.link)
+
+    @property
+    def sheet(self) -> Scoresheet | None:
+        """The run's sheet: the undo's records go to it; its lock says whether a trial's timing is withheld (a
+        blind comparison) and what a graded comparison makes of each trial."""
+        return self.undo.sheet
+
+    @sheet.setter
+    def sheet(self, sheet: Scoresheet | None) -> None:
+        self.undo.sheet = sheet
 
     # --- the app's side (UI thread) -------------------------------------------
     @property
@@ -125,19 +219,6 @@ class TuiObserver:
         with self._answers:
             self._scene_note = note
 
-    @property
-    def can_undo(self) -> bool:
-        return self._undoable is not None and not self._rescoring
-
-    def last_scored(self) -> Attempt | None:
-        """The attempt `u` would re-score (None: none may be)."""
-        return self._undoable
-
-    def request_undo(self) -> None:
-        """The operator pressed u: the engine's thread re-opens scoring of the last trial at its next wait."""
-        if self.can_undo:
-            self._undo.set()
-
     def emergency_stop(self) -> None:
         """After the guard has stopped the arm: a prompt the engine is waiting on (the cube placed, the score)
         ends now; the engine then voids the trial in flight as an emergency stop."""
@@ -154,8 +235,7 @@ class TuiObserver:
         self.link.post(_update_state, **changes)
 
     def trial_started(self, trial: Trial, attempt: int, done: int, total: int) -> None:
-        if self._undoable is not None and self._undoable.trial_index == trial.index:
-            self._close_undo()   # the same trial tried again: that attempt's score is final now
+        self.undo.trial_started(trial.index)
         self._loop_t0 = time.perf_counter()
         self._missed = 0
         self._ui(position=done + 1, trial_index=trial.index, attempt=attempt, dx_cm=trial.dx_cm, dy_cm=trial.dy_cm,
@@ -166,7 +246,7 @@ class TuiObserver:
         if name == "placing cube":   # a new placement: answers typed for an earlier one do not carry over
             self._take_answers()
         if name == "running":   # the next trial starts: the last score is final
-            self._close_undo()
+            self.undo.close()
         self._ui(phase=name, placement=None)
 
     def step(self, step: int, timing: dict[str, float]) -> None:
@@ -225,12 +305,12 @@ class TuiObserver:
         return taken
 
     def score(self, trial: Trial, verdict: JudgeVerdict | None, void: Void | None) -> ScoreDecision:
-        self._operator_scored = None
+        self.undo.answered(None)
         if void is not None:
             return ScoreDecision(Label.VOID, void)
         decision = self._score(trial, verdict)
         if decision.void is None or decision.void.kind is VoidKind.OPERATOR_VOID:
-            self._operator_scored = decision   # the operator's own answer: one they may take back
+            self.undo.answered(decision)   # the operator's own answer: one they may take back
         return decision
 
     def _score(self, trial: Trial, verdict: JudgeVerdict | None) -> ScoreDecision:
@@ -253,7 +333,7 @@ class TuiObserver:
         """The real arm's proposal for the trial about to be scored: the scoring screen's default."""
         self._proposal = proposal
 
-    def _ask(self, push: Callable[[Any, Callable[[Any], None]], Any]) -> Any:
+    def _ask(self, push: Prompt) -> Any:
         """Show a prompt on the UI thread and wait here for the operator's answer."""
         answered = threading.Event()
         box: list[Any] = []
@@ -271,55 +351,11 @@ class TuiObserver:
                 return ScoreDecision(Label.VOID, Void(VoidKind.UI_CLOSED))
         return box[0]
 
-    # --- the undo (engine thread) -------------------------------------------------------------------------
     def serve_undo(self) -> None:
-        """Re-open scoring of the last trial if the operator asked: called wherever the engine waits before the
-        next trial's policy starts (between trials, the start-pose move, the cube prompt, the placement guide)."""
-        if not self._undo.is_set() or self._rescoring:
-            return
-        self._undo.clear()
-        original, sheet = self._undoable, self.sheet
-        if original is None or sheet is None or self.stopped.is_set() or self.link.closing.is_set():
-            return
-        self._rescoring = True
-        try:
-            decision = self._ask(lambda app, done: app.push_screen(rescore_screen(original), done))
-            self.record_rescore(decision)
-        finally:
-            self._rescoring = False
-
-    def record_rescore(self, decision: ScoreDecision | None) -> None:
-        """Write the operator's new score for the last trial as a record superseding the old one. On the engine's
-        thread while the run goes on; on the UI thread once the engine has finished (then the only writer)."""
-        original, sheet = self._undoable, self.sheet
-        if original is None or sheet is None or decision is None:
-            return   # kept (Escape)
-        if decision.void is not None and decision.void.kind is not VoidKind.OPERATOR_VOID:
-            return   # the run is stopping (an emergency stop, the app closing): the recorded score stands
-        if decision.label is original.label and decision.note == original.note \
-                and decision.void_reason == original.void_reason:
-            return
-        try:
-            replaced = sheet.supersede(original, decision.label, decision.note, decision.void_reason)
-        except HarnessError as err:
-            self._ui(banner=f"Not re-scored: {err.one_line()}")
-            return
-        self._undoable = replaced
-        log.info("trial %d attempt %d re-scored: %s -> %s", original.trial_index, original.attempt, original.label,
-                 replaced.label)
-        self.link.post(_rescored, original.label, replaced.label, _shown(replaced))
-
-    def _close_undo(self) -> None:
-        self._undoable = None
-        self._undo.clear()
-        self._ui(undo_trial=None)
+        """Wherever the engine waits before the next trial's policy starts: a re-score the operator asked for."""
+        self.undo.serve(self._ask, self.stopped)
 
     def trial_scored(self, attempt: Attempt) -> None:
-        decided, self._operator_scored = self._operator_scored, None
-        if decided is not None and decided.label is attempt.label and self.sheet is not None:
-            self._undoable = attempt
-        else:
-            self._undoable = None   # the engine's own void (a fault, a stop): not the operator's to take back
         preview = None
         path = attempt.artifacts.get("final_top.png")
         if path:
@@ -330,7 +366,7 @@ class TuiObserver:
             said = describe(anatomy, None, timing_withheld=True)   # its first-motion time would name the slower arm
         self.link.post(_record_score, attempt.label, _shown(attempt), preview, said,
                        bool(anatomy and anatomy.stalled), self._graded(attempt))
-        self._ui(undo_trial=attempt.trial_index if self._undoable is not None else None)
+        self.undo.scored(attempt)
 
     def _graded(self, attempt: Attempt) -> str | None:
         """A graded comparison's word on this attempt (its arm is not named: the tally stays blind)."""

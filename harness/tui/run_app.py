@@ -181,13 +181,14 @@ class RunApp(App[int]):
     def action_undo_last(self) -> None:
         """Re-open scoring of the last trial: the engine's thread does it at its next wait, before the next trial's
         policy starts; once the run has finished, it is done here (the engine no longer writes)."""
-        last = self.observer.last_scored()
-        if last is None or not self.observer.can_undo:
+        undo = self.observer.undo
+        last = undo.last_scored()
+        if last is None or not undo.can_undo:
             return
         if self.finished:
-            self.push_screen(rescore_screen(last), self.observer.record_rescore)
+            self.push_screen(rescore_screen(last), undo.record)
             return
-        self.observer.request_undo()
+        undo.request()
         self.notify("Re-opening scoring of the last trial (before the next trial starts)")
 
     def action_start_anyway(self) -> None:
