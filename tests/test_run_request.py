@@ -121,6 +121,31 @@ def test_the_parsers_defaults_are_the_requests_defaults() -> None:
     assert request.command_line() == ["run", "p.yaml"]
 
 
+def _spelled_default(spec: Any) -> str | None:
+    """Where a flag's help writes its field's default out by hand (a second definition), the words; else None."""
+    default = spec.default
+    if default in (None, False, "", []) or not spec.help:
+        return None
+    spellings = {str(default), *((f"{default:g}",) if isinstance(default, float) else ())}
+    return next((f"default {text}" for text in spellings if f"default {text}" in spec.help), None)
+
+
+def test_a_flags_help_shows_the_default_of_its_field_not_a_copy() -> None:
+    """`--help` says a flag's default from the field (argparse's `%(default)s`), so changing the field's default
+    changes the help with it; a copy in the text would go on naming the old one."""
+    copied = {dest: said for dest, spec in RUN_FLAGS.items() if (said := _spelled_default(spec))}
+    assert not copied, f"flags whose help spells their default by hand (write %(default)s): {copied}"
+    text = " ".join(_run_help().split())   # as `harness run --help` prints it, unwrapped
+    assert "(default 10)" in text and "(default 320x240)" in text and "(default runs/)" in text
+    assert "(default 0.5,10)" in text and "(default 128x96:" in text and "(default h264:" in text
+
+
+def _run_help() -> str:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["run"].format_help()
+
+
 @pytest.mark.parametrize("dest", sorted(SAMPLES))
 def test_each_flag_goes_from_the_parser_to_the_request_to_the_line_shown_and_back(dest: str) -> None:
     """The `harness run` line a rehearsal or a twin shows is generated from the request: parsed again it asks for

@@ -249,8 +249,8 @@ class RobotRequest(RequestPart):
 class EvidenceRequest(RequestPart):
     """Which attempts get videos, and how they are drawn."""
 
-    video_fps: Annotated[float, Flag("--video-fps", "evidence video frame rate (default 10)")] = 10.0
-    video_size: Annotated[tuple[int, int], Flag("--video-size", "evidence video size WxH (default 320x240)",
+    video_fps: Annotated[float, Flag("--video-fps", "evidence video frame rate (default %(default)g)")] = 10.0
+    video_size: Annotated[tuple[int, int], Flag("--video-size", "evidence video size WxH (default %(default)s)",
                                                 parse=_parse_size, show=_show_size)] = (320, 240)
     # None: failures on the simulator, all on a real arm
     video: Annotated[VideoChoice | None, Flag(
@@ -292,11 +292,11 @@ class DatasetRequest(RequestPart):
         metavar="DIR", parse=_parse_record_dataset, show=_show_record_dataset, also=("dataset.folder",),
         optional_value=True)] = False
     size: Annotated[tuple[int, int], Flag(
-        "--record-size", "--record-dataset frame size (default 128x96: ACT trains at under a second a step on a "
+        "--record-size", "--record-dataset frame size (default %(default)s: ACT trains at under a second a step on a "
         "laptop CPU; 640x480 costs ~25 s a step)", metavar="WxH", parse=_parse_record_size,
         show=_show_size)] = (128, 96)
     codec: Annotated[RecordCodec, Flag(
-        "--record-codec", "--record-dataset video codec (default h264: fastest to encode and decode on a CPU; "
+        "--record-codec", "--record-dataset video codec (default %(default)s: fastest to encode and decode on a CPU; "
         "libsvtav1, LeRobot's default, makes the smallest files)")] = "h264"
     # None: the control rate
     fps: Annotated[int | None, Flag("--record-fps", "--record-dataset frame rate, a divisor of the protocol's "
@@ -315,7 +315,7 @@ class PlacementRequest(RequestPart):
         metavar="PNG", parse=_parse_path)] = None
     # cm, degrees
     tolerance: Annotated[tuple[float, float], Flag(
-        "--placement-tolerance", "real arm: how close the cube must be before a trial starts (default 0.5,10)",
+        "--placement-tolerance", "real arm: how close the cube must be before a trial starts (default %(default)s)",
         metavar="CM,DEG", parse=_parse_tolerance, show=_show_tolerance)] = (0.5, 10.0)
 
     @field_validator("tolerance")
@@ -368,7 +368,7 @@ class WorkersRequest(RequestPart):
     count: Annotated[int | Literal["auto"], Flag(
         "--workers", "simulated arm only: run this many trials at a time: this process at once, the other N-1 on "
         "Ray workers as they start; the scoresheet is written in trial order, as a serial run writes it (default "
-        "1; auto: the count a model of the run's costs predicts fastest, serial when parallel would not win)",
+        "%(default)s; auto: the count a model of the run's costs predicts fastest, serial when parallel would not win)",
         metavar="N|auto", dest="workers", parse=_parse_workers, early=True)] = 1
     # False: all N on Ray, this process only records
     driver_worker: Annotated[bool, Flag(
@@ -419,7 +419,7 @@ class RunRequest(RequestPart):
     # None: scoresheets/<protocol>-<policy>.yaml
     scoresheet: Annotated[Path | None, Flag(
         "--scoresheet", "scoresheet path (default scoresheets/<protocol>-<policy>.yaml)", parse=_parse_path)] = None
-    runs_dir: Annotated[Path, Flag("--runs-dir", "where per-trial evidence goes (default runs/)",
+    runs_dir: Annotated[Path, Flag("--runs-dir", "where per-trial evidence goes (default %(default)s/)",
                                    parse=_parse_path)] = Path("runs")
     # plain terminal mode, no TUI
     headless: Annotated[bool, Flag("--headless", "plain terminal mode, no TUI")] = False
