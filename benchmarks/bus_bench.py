@@ -1,13 +1,16 @@
 """Feetech bus speed through the emulator: sync read/write with wire timing at 1 Mbaud, stock LeRobot
 bus vs the re-locking bus, fix-ids' diagnosis against LeRobot's scan_port on a collided chain, and
-fix-ids' voting scan against the single-ping scan it replaced, on a clean and a noisy line.
+fix-ids' voting scan against the single-ping scan it replaced, on a clean and a noisy line; with `--imports`,
+what importing the bus package costs a fresh process (issue 61: the servo emulator left `bus`, and MuJoCo with it).
 
-Run: .venv/bin/python benchmarks/bus_bench.py
+Run: .venv/bin/python benchmarks/bus_bench.py [--noise-only] [--torque-check] [--imports]
 """
 
 from __future__ import annotations
 
+import json
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -151,7 +154,44 @@ def torque_check_cost(iterations: int = 200) -> None:
         print(f"| {label} | {p50:.2f} / {p99:.2f} |")
 
 
+IMPORTS = {   # what a fresh process imports, by what it is for
+    "harness.bus.fix_ids (harness fix-ids)": "import harness.bus.fix_ids",
+    "harness.bus.relocking_bus (a real arm's bus)": "import harness.bus.relocking_bus",
+    "every module of harness/bus": ("import importlib, pkgutil, harness.bus\n"
+                                    "for m in pkgutil.iter_modules(harness.bus.__path__):\n"
+                                    "    importlib.import_module('harness.bus.' + m.name)"),
+}
+PROBE = """import sys, time
+t0 = time.perf_counter()
+{code}
+seconds = time.perf_counter() - t0
+print(json.dumps({{"s": seconds, "mujoco": "mujoco" in sys.modules, "torch": "torch" in sys.modules,
+                  "sim": sorted(m for m in sys.modules if m.startswith("harness.sim")),
+                  "modules": len(sys.modules)}}))"""
+
+
+def import_cost(runs: int = 5) -> None:
+    """Wall time of the imports alone, in a fresh interpreter each run (median of `runs`), and whether they pull
+    in MuJoCo, torch or any of `harness.sim`."""
+    root = Path(__file__).resolve().parents[1]
+    print(f"\n| import, fresh process | median of {runs}, ms | modules loaded | MuJoCo | torch | harness.sim modules |")
+    print("|---|---|---|---|---|---|")
+    for label, code in IMPORTS.items():
+        results = []
+        for _ in range(runs):
+            out = subprocess.run([sys.executable, "-c", "import json\n" + PROBE.format(code=code)], cwd=root,
+                                 capture_output=True, text=True, check=True, env={"PYTHONPATH": str(root),
+                                                                                  "PATH": "/usr/bin:/bin"})
+            results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        last = results[-1]
+        print(f"| {label} | {1000 * statistics.median(r['s'] for r in results):.0f} | {last['modules']} | "
+              f"{'yes' if last['mujoco'] else 'no'} | {'yes' if last['torch'] else 'no'} | {len(last['sim'])} |")
+
+
 if __name__ == "__main__":
+    if "--imports" in sys.argv:
+        import_cost()
+        sys.exit()
     if "--torque-check" in sys.argv:
         torque_check_cost()
         sys.exit()
