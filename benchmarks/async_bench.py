@@ -107,7 +107,7 @@ def _real_arm_row(folder: Path, seconds: float, server: PolicyServerProcess) -> 
     tests/test_real_arm_path.py. Figures are the sheet's per-trial ones (the worst trial's shown)."""
     import resource
 
-    from harness.bus.scenario import default_scenario, open_rig
+    from harness.emulator.scenario import default_scenario, open_rig
     from tests.lerobot_tool import LeRobotTool
     from tests.test_real_arm_path import PLACE, TWO_TRIALS
 

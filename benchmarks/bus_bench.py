@@ -23,12 +23,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.bus import packets as p
 from harness.bus.diagnosis import diagnose
-from harness.bus.emulator import Faults, Servo, ServoChain
-from harness.bus.pty_port import PtyBus
 from harness.bus.relocking_bus import RelockingFeetechBus
 from harness.bus.scan import SCAN_BAUDS, SO101_IDS, TARGET_BAUD, Details, Heard, Scan, Seen, quick_scan
-from harness.bus.scenario import SO101_NAMES
 from harness.bus.wire import Wire
+from harness.emulator.pty_port import PtyBus
+from harness.emulator.scenario import SO101_NAMES
+from harness.emulator.servos import Faults, Servo, ServoChain
 
 ITERATIONS = 300
 
@@ -137,7 +137,7 @@ def noisy_line(runs: int = 5) -> None:
 
 def torque_check_cost(iterations: int = 200) -> None:
     """What checking torque before every motion adds to `send_action` (issue 14's power-cycle detection)."""
-    from harness.bus.scenario import build_chain, default_scenario
+    from harness.emulator.scenario import build_chain, default_scenario
     from harness.robots.so101 import REPO_CALIBRATION, make_so101_follower
 
     print("\n| send_action, 6 servos, wire-timed emulator | p50 / p99 ms |")

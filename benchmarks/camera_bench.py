@@ -46,7 +46,7 @@ SIZES = ((640, 480), (320, 240))
 def serve(socket_path: str, port_file: str) -> None:
     """The emulator process: serve the bus and the cameras until stdin closes."""
     import harness.sim  # noqa: F401
-    from harness.bus.scenario import default_scenario, open_rig
+    from harness.emulator.scenario import default_scenario, open_rig
 
     with open_rig(default_scenario(), sim=True, camera_socket=socket_path) as rig:
         gc.freeze()   # as `harness emulate-bus` does once it is built

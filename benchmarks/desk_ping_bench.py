@@ -35,8 +35,8 @@ from pathlib import Path
 
 import serial
 
-from harness.bus.remote_rig import open_rig_process
 from harness.bus.wire import Wire
+from harness.emulator.remote_rig import open_rig_process
 from harness.realtime import CAMERA_PRIORITY, LOOP_PRIORITY, realtime_thread
 from harness.sim.config_sim_camera import HarnessSimCameraConfig
 from harness.sim.sim_camera import HarnessSimCamera

@@ -27,9 +27,9 @@ sys.path.insert(0, str(REPO))
 
 from harness.app.parts import make_real_robot  # noqa: E402
 from harness.bus import packets as p  # noqa: E402
-from harness.bus.emulator import ServoChain  # noqa: E402
-from harness.bus.pty_port import PtyBus  # noqa: E402
-from harness.bus.scenario import build_chain, default_scenario  # noqa: E402
+from harness.emulator.pty_port import PtyBus  # noqa: E402
+from harness.emulator.scenario import build_chain, default_scenario  # noqa: E402
+from harness.emulator.servos import ServoChain  # noqa: E402
 from harness.errors import EmergencyStopped  # noqa: E402
 from harness.models.protocol import JOINT_NAMES, load_protocol  # noqa: E402
 from harness.run.clock import MonotonicClock  # noqa: E402

@@ -7,9 +7,9 @@ from collections.abc import Callable
 import serial
 
 from harness.bus import packets as p
-from harness.bus.emulator import Firmware, Servo, ServoChain
-from harness.bus.pty_port import PtyBus
-from harness.bus.scenario import SO101_NAMES
+from harness.emulator.pty_port import PtyBus
+from harness.emulator.scenario import SO101_NAMES
+from harness.emulator.servos import Firmware, Servo, ServoChain
 
 
 class ScriptedOperator:

@@ -283,7 +283,7 @@ def test_the_emulated_real_arm_reports_the_gripper_load_as_the_simulated_arm_doe
     scale as the simulated arm's (a gripper closing pushes towards closed, negative; one at its command, none)."""
     import time
 
-    from harness.bus.scenario import default_scenario, open_rig
+    from harness.emulator.scenario import default_scenario, open_rig
     from harness.robots.so101 import make_so101_follower
 
     with open_rig(default_scenario(), sim=True) as rig:

@@ -185,11 +185,11 @@ def test_no_two_modules_import_each_other_even_through_others() -> None:
 def test_only_the_app_layer_reads_command_line_arguments() -> None:
     """Handlers live in `app/`; a domain module that takes an `argparse.Namespace` is a hidden CLI.
 
-    `sim/frame_render.py` and `bus/rig_process.py` are the exceptions the docs name: each is the entry point of
+    `sim/frame_render.py` and `emulator/rig_process.py` are the exceptions the docs name: each is the entry point of
     its own process.
     """
     readers = []
-    entry_points = ("harness.sim.frame_render", "harness.bus.rig_process")
+    entry_points = ("harness.sim.frame_render", "harness.emulator.rig_process")
     for module, imports in _modules(PACKAGE).items():
         if "argparse" in imports and _node(module) not in ("app", "cli") and module not in entry_points:
             readers.append(module)

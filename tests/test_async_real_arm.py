@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from harness.bus.scenario import default_scenario, open_rig
+from harness.emulator.scenario import default_scenario, open_rig
 from harness.models.protocol import JOINT_NAMES
 from harness.policies.inference.async_client import PolicyServerLost
 from harness.policies.inference.async_policy import AsyncSettings

@@ -11,12 +11,12 @@ from lerobot.motors import Motor, MotorNormMode
 from lerobot.motors.feetech import FeetechMotorsBus
 
 from harness.bus import packets as p
-from harness.bus.emulator import Faults, Firmware, Servo, ServoChain
-from harness.bus.pty_port import PtyBus
 from harness.bus.relocking_bus import RelockingFeetechBus
 from harness.bus.scan import quick_scan
-from harness.bus.scenario import SO101_NAMES
 from harness.bus.wire import Wire
+from harness.emulator.pty_port import PtyBus
+from harness.emulator.scenario import SO101_NAMES
+from harness.emulator.servos import Faults, Firmware, Servo, ServoChain
 from harness.errors import BusSafetyError
 from tests.helpers import wait_until
 
@@ -256,7 +256,7 @@ def test_lerobots_so101_follower_drives_the_mujoco_arm_over_the_wire() -> None:
     import json as jsonlib
 
     import harness.sim  # noqa: F401
-    from harness.bus.sim_coupling import JointCalibration, SimCoupledChain, so101_servos
+    from harness.emulator.sim_coupling import JointCalibration, SimCoupledChain, so101_servos
     from harness.robots.so101 import REPO_CALIBRATION, make_so101_follower
     from harness.sim.world import SimWorld
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import serial
 
-from harness.bus.pty_port import PtyBus
 from harness.bus.wire import Wire
+from harness.emulator.pty_port import PtyBus
 from tests.bus_people import arm
 from tests.helpers import wait_until
 

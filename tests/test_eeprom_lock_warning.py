@@ -11,9 +11,9 @@ from lerobot.motors.feetech import FeetechMotorsBus
 from rich.console import Console
 
 from harness.app.parts import make_real_robot
-from harness.bus.pty_port import PtyBus
 from harness.bus.relocking_bus import RelockingFeetechBus
-from harness.bus.scenario import SO101_NAMES, build_chain, default_scenario, factory_fresh_scenario
+from harness.emulator.pty_port import PtyBus
+from harness.emulator.scenario import SO101_NAMES, build_chain, default_scenario, factory_fresh_scenario
 from harness.models.protocol import load_protocol
 from harness.models.run_settings import RunSettings
 from harness.tui.screens import CheckReport, CheckScreen

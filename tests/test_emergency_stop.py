@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 import harness.sim  # noqa: F401
 from harness.app.parts import make_real_robot
 from harness.bus import packets as p
-from harness.bus.emulator import ServoChain
-from harness.bus.pty_port import PtyBus
-from harness.bus.scenario import build_chain, default_scenario
+from harness.emulator.pty_port import PtyBus
+from harness.emulator.scenario import build_chain, default_scenario
+from harness.emulator.servos import ServoChain
 from harness.errors import RunPaused
 from harness.models.protocol import load_protocol
 from harness.models.run_settings import RunSettings

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from harness.bus import packets as p
-from harness.bus.scenario import SO101_NAMES, console, default_scenario, open_rig
+from harness.emulator.scenario import SO101_NAMES, console, default_scenario, open_rig
 
 
 class Screen:

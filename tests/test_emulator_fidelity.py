@@ -13,10 +13,10 @@ from lerobot.motors import Motor, MotorNormMode
 from lerobot.motors.feetech import FeetechMotorsBus
 
 from harness.bus import packets as p
-from harness.bus.emulator import ErrorBit, Servo, ServoChain
-from harness.bus.pty_port import PtyBus
-from harness.bus.scenario import Rig, Scenario, ServoSpec, build_chain, run_command
 from harness.bus.wire import Wire
+from harness.emulator.pty_port import PtyBus
+from harness.emulator.scenario import Rig, Scenario, ServoSpec, build_chain, run_command
+from harness.emulator.servos import ErrorBit, Servo, ServoChain
 from tests.helpers import wait_until
 
 

@@ -11,12 +11,12 @@ from lerobot.motors.feetech import FeetechMotorsBus
 
 from harness.bus import packets as p
 from harness.bus.diagnosis import diagnose
-from harness.bus.emulator import Firmware
 from harness.bus.fix_ids import fix_ids
-from harness.bus.pty_port import PtyBus
 from harness.bus.scan import quick_scan
-from harness.bus.scenario import SO101_NAMES
 from harness.bus.wire import Wire
+from harness.emulator.pty_port import PtyBus
+from harness.emulator.scenario import SO101_NAMES
+from harness.emulator.servos import Firmware
 from tests.bus_people import ScriptedOperator, arm, open_port, turn
 from tests.test_bus import _motors
 

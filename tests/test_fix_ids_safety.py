@@ -12,12 +12,12 @@ from lerobot.motors.feetech import FeetechMotorsBus
 
 from harness.bus import packets as p
 from harness.bus.diagnosis import FindingKind, diagnose
-from harness.bus.emulator import Faults, Firmware, ServoChain
 from harness.bus.fix_ids import TerminalOperator, fix_ids
-from harness.bus.pty_port import PtyBus
 from harness.bus.scan import Certainty, quick_scan
-from harness.bus.scenario import SO101_NAMES, Scenario, build_chain
 from harness.bus.wire import Wire
+from harness.emulator.pty_port import PtyBus
+from harness.emulator.scenario import SO101_NAMES, Scenario, build_chain
+from harness.emulator.servos import Faults, Firmware, ServoChain
 from tests.bus_people import ScriptedOperator, arm, open_port, turn
 from tests.test_bus import _motors
 

@@ -12,11 +12,11 @@ import pytest
 
 from harness.bus.diagnosis import FindingKind, diagnose
 from harness.bus.fix_ids import fix_ids
-from harness.bus.pty_port import PtyBus
 from harness.bus.scan import quick_scan
-from harness.bus.scenario import Scenario, build_chain, default_scenario, load_scenario
 from harness.bus.signature import load_expected
 from harness.bus.wire import Wire
+from harness.emulator.pty_port import PtyBus
+from harness.emulator.scenario import Scenario, build_chain, default_scenario, load_scenario
 from harness.errors import HarnessInputError
 from tests.bus_people import Person, open_port
 from tests.helpers import REPO

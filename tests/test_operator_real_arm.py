@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from harness.bus.scenario import default_scenario, open_rig
+from harness.emulator.scenario import default_scenario, open_rig
 from harness.models.defaults import DEFAULT_START_POSE
 from tests.lerobot_tool import LeRobotTool
 

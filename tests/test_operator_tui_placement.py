@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.bus.remote_rig import open_rig_process
+from harness.emulator.remote_rig import open_rig_process
 from tests.helpers import press_keys, type_text
 from tests.test_operator_real_arm import PROTOCOL, _check_time_frames
 from tests.test_real_arm_path import _until

@@ -16,8 +16,8 @@ import pytest
 from lerobot.motors import Motor, MotorNormMode
 from lerobot.motors.feetech import FeetechMotorsBus
 
-from harness.bus.remote_rig import open_rig_process
-from harness.bus.scenario import DEFAULT_ASSEMBLY, SO101_NAMES, default_scenario, factory_fresh_scenario, open_rig
+from harness.emulator.remote_rig import open_rig_process
+from harness.emulator.scenario import DEFAULT_ASSEMBLY, SO101_NAMES, default_scenario, factory_fresh_scenario, open_rig
 from tests.helpers import press_keys, wait_until
 from tests.lerobot_tool import LeRobotTool
 

@@ -62,8 +62,8 @@ def test_emulate_bus_takes_a_gap_only_for_the_simulated_arm(capsys: pytest.Captu
 def _servo_chain(gap: RealityGap):
     import harness.sim  # noqa: F401
     from harness.bus import packets as p
-    from harness.bus.emulator import encode_sign_magnitude
-    from harness.bus.sim_coupling import JointCalibration, SimCoupledChain, so101_servos
+    from harness.emulator.servos import encode_sign_magnitude
+    from harness.emulator.sim_coupling import JointCalibration, SimCoupledChain, so101_servos
     from harness.robots.so101 import REPO_CALIBRATION
     from harness.sim.world import SimWorld
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.bus.remote_rig import RigProcessError, open_rig_process
-from harness.bus.scenario import SO101_NAMES, default_scenario, open_rig
+from harness.emulator.remote_rig import RigProcessError, open_rig_process
+from harness.emulator.scenario import SO101_NAMES, default_scenario, open_rig
 from tests.helpers import REPO, wait_until
 
 PINGER = """

@@ -12,9 +12,9 @@ import pytest
 
 from harness.app.parts import make_real_robot
 from harness.bus import packets as p
-from harness.bus.emulator import ADDR_HOMING_OFFSET, ADDR_PRESENT_LOAD, ErrorBit, ServoChain
-from harness.bus.pty_port import PtyBus
-from harness.bus.scenario import build_chain, default_scenario
+from harness.emulator.pty_port import PtyBus
+from harness.emulator.scenario import build_chain, default_scenario
+from harness.emulator.servos import ADDR_HOMING_OFFSET, ADDR_PRESENT_LOAD, ErrorBit, ServoChain
 from harness.errors import RunPaused, ServoBusFault
 from harness.models.protocol import JOINT_NAMES, load_protocol
 from harness.models.run_settings import RunSettings

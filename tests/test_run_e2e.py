@@ -200,8 +200,8 @@ def test_torque_is_released_on_interrupts_and_crashes_and_nothing_half_written(w
 
 @pytest.mark.slow
 def test_a_policy_needing_a_camera_the_robot_lacks_is_refused_and_nothing_is_written(workdir, capsys) -> None:
-    from harness.bus.pty_port import PtyBus
-    from harness.bus.scenario import build_chain, default_scenario
+    from harness.emulator.pty_port import PtyBus
+    from harness.emulator.scenario import build_chain, default_scenario
 
     ckpt = save_tiny_act(workdir / "act_top")
     protocol = small_protocol_copy(workdir / "protocols")

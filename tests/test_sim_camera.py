@@ -14,7 +14,7 @@ import pytest
 from lerobot.cameras.utils import make_cameras_from_configs
 from lerobot.utils.errors import DeviceNotConnectedError
 
-from harness.bus.scenario import default_scenario, open_rig
+from harness.emulator.scenario import default_scenario, open_rig
 from harness.sim.config_sim_camera import HarnessSimCameraConfig
 from harness.sim.sim_camera import HarnessSimCamera
 from tests.helpers import wait_until

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.bus.remote_rig import open_rig_process
+from harness.emulator.remote_rig import open_rig_process
 from tests.helpers import press_keys
 from tests.test_real_arm_path import TWO_TRIALS, _until, tui_desk_run
 

@@ -9,10 +9,10 @@ import time
 from lerobot.motors import Motor, MotorNormMode
 
 from harness.bus import packets as p
-from harness.bus.emulator import Servo, ServoChain
-from harness.bus.pty_port import PtyBus
 from harness.bus.relocking_bus import RelockingFeetechBus
-from harness.bus.scenario import SO101_NAMES
+from harness.emulator.pty_port import PtyBus
+from harness.emulator.scenario import SO101_NAMES
+from harness.emulator.servos import Servo, ServoChain
 from tests.helpers import wait_until
 
 

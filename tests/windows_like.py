@@ -24,7 +24,7 @@ import sys
 
 POSIX_ONLY = frozenset({"termios", "tty", "pty", "fcntl", "resource", "grp", "pwd", "posix", "syslog", "crypt",
                         "curses", "_curses", "readline", "spwd", "nis", "_posixsubprocess", "_posixshmem"})
-EMULATOR = ("harness.bus.pty_port",)   # the bus emulator's pseudo-terminal: POSIX only, by design
+EMULATOR = ("harness.emulator.pty_port",)   # the bus emulator's pseudo-terminal: POSIX only, by design
 THIRD_PARTY = ("asyncio", "subprocess", "multiprocessing", "concurrent.futures", "numpy", "pandas", "torch",
                "torchvision", "lerobot", "lerobot.motors.feetech", "lerobot.robots", "lerobot.cameras",
                "lerobot.policies.factory", "lerobot.datasets.lerobot_dataset", "textual", "textual.app", "rich",
@@ -78,10 +78,10 @@ def fix_ids_session() -> dict[str, object]:
     import threading
 
     from harness.bus import packets as p
-    from harness.bus.emulator import Servo, ServoChain
-    from harness.bus.protocol_emulated import InProcessBus
-    from harness.bus.scenario import SO101_NAMES
     from harness.cli import main
+    from harness.emulator.protocol_emulated import InProcessBus
+    from harness.emulator.scenario import SO101_NAMES
+    from harness.emulator.servos import Servo, ServoChain
 
     servos = [Servo(name, i + 1) for i, name in enumerate(SO101_NAMES)]
     gripper = servos[-1]

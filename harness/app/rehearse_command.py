@@ -6,7 +6,7 @@ top-camera photo of the empty table, and a photo with the cube on its trained sp
 on the run's folder. A rehearsal does exactly that, on `harness emulate-bus --sim`'s arm and cameras:
 
 1. the emulated servos drive the simulated arm, its cameras served as on `emulate-bus --sim`, all in a process
-   of their own (`bus.rig_process`: the servos answer whatever the policy does to this one's interpreter lock);
+   of their own (`emulator.rig_process`: the servos answer whatever the policy does to this one's interpreter lock);
 2. LeRobot's SO-101 follower (the same one `harness run` connects) takes the arm to the protocol's start
    pose; its top camera photographs the empty table and the cube on its trained spot;
 3. `harness measure --auto` (its handler, given its `MeasureRequest`) calibrates the rim on the empty table and
@@ -346,7 +346,7 @@ def rehearse(plan: Rehearsal, out: Any = None) -> int:
     from harness.app.measure_command import run_measure
     from harness.app.rehearse_operator import CONSOLE_HINT, OFF_TABLE_CM
     from harness.app.run_command import run_request
-    from harness.bus.remote_rig import open_rig_process
+    from harness.emulator.remote_rig import open_rig_process
 
     protocol, files = plan.protocol, plan.files
     width, height = plan.size

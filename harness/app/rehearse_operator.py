@@ -18,7 +18,7 @@ import shlex
 import sys
 from typing import Any, Protocol, TextIO
 
-from harness.bus.scenario import COMMANDS, HELP
+from harness.emulator.scenario import COMMANDS, HELP
 from harness.errors import HarnessError
 from harness.models.protocol import Trial
 from harness.models.taxonomy import Void
@@ -33,8 +33,8 @@ OFF_TABLE_CM = (80.0, 80.0)   # an offset from the trained spot that puts the cu
 
 
 class Desk(Protocol):
-    """The emulated desk the operator's hands act on: `bus.scenario.Rig` in this process, or
-    `bus.remote_rig.RemoteRig` (the emulated arm in its own process, as `harness rehearse` runs it)."""
+    """The emulated desk the operator's hands act on: `emulator.scenario.Rig` in this process, or
+    `emulator.remote_rig.RemoteRig` (the emulated arm in its own process, as `harness rehearse` runs it)."""
 
     def place_cube(self, dx_cm: float, dy_cm: float, yaw_deg: float = 0.0, seed: int = 0) -> None: ...
 

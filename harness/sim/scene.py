@@ -262,7 +262,7 @@ def build_model(geometry: SceneGeometry | None = None, fast_meshes: bool = True,
 
 def gapped_geometry(gap: RealityGap, base: SceneGeometry | None = None) -> SceneGeometry:
     """The emulated arm's table with a declared reality gap: the scene's knobs (cube friction and mass, the top
-    camera's tilt, exposure, the table's height); the servos' knobs are `bus.sim_coupling`'s."""
+    camera's tilt, exposure, the table's height); the servos' knobs are `emulator.sim_coupling`'s."""
     return replace(base or SceneGeometry(), cube_friction=gap.cube_friction, cube_mass=gap.cube_mass_g / 1000,
                    top_camera_tilt_deg=gap.camera_tilt_deg, exposure=gap.exposure,
                    table_z=gap.table_height_mm / 1000)

@@ -175,7 +175,7 @@ class SimWorld:
     def servo_loads(self) -> np.ndarray:
         """Each joint's actuator force as an STS3215 reports its Present_Load: signed, in 0.1 % of the
         servo's full torque (here the actuator's force cap), so +-1000 is a stalled servo pushing its hardest.
-        The emulator's `--sim` servos report the same numbers on the wire (`bus.sim_coupling`)."""
+        The emulator's `--sim` servos report the same numbers on the wire (`emulator.sim_coupling`)."""
         return actuator_loads(self.model, self.data.actuator_force, self.actuator_ids)
 
     def cube_pose(self) -> tuple[np.ndarray, float]:

@@ -63,8 +63,8 @@ def _calibration_path(robot_id: str | None, must_exist: bool) -> Path:
 
 
 def emulate_bus(args: argparse.Namespace) -> int:
-    from harness.bus.pty_port import PtyBus
-    from harness.bus.scenario import (
+    from harness.emulator.pty_port import PtyBus
+    from harness.emulator.scenario import (
         DEFAULT_ASSEMBLY,
         build_chain,
         console,
@@ -89,7 +89,7 @@ def emulate_bus(args: argparse.Namespace) -> int:
     world = None   # the simulated world these servos drive (--sim only)
     if args.sim:
         import harness.sim  # noqa: F401  (headless GL before mujoco)
-        from harness.bus.sim_coupling import JointCalibration, SimCoupledChain
+        from harness.emulator.sim_coupling import JointCalibration, SimCoupledChain
         from harness.sim.world import SimWorld
 
         try:

@@ -17,10 +17,10 @@ from typing import Any
 import serial
 
 from harness.bus import packets as p
-from harness.bus.emulator import ServoChain
+from harness.emulator.servos import ServoChain
 
 SCHEME = "emulated"
-_HANDLER_PACKAGE = "harness.bus"
+_HANDLER_PACKAGE = "harness.emulator"
 _buses: dict[str, InProcessBus] = {}
 _names = itertools.count(1)
 

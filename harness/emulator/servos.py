@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import Enum, IntFlag
 
 from harness.bus import packets as p
-from harness.bus.hands import Hand
+from harness.emulator.hands import Hand
 
 TICKS = 4096
 INSTR_RESET = 0x06  # factory reset: EEPROM back to defaults; answered with a status packet

@@ -7,7 +7,7 @@ rehearsal paused on "no status packet" (docs/benchmarks.md, "Twin fidelity"). A 
 with the host's Python; neither do these now. The simulated cameras got their own render process for the same
 reason (`sim.frame_render`); it is this process's child, as the cameras were the in-process emulator's.
 
-Here the servos and the world stay coupled exactly as `bus.scenario.open_rig(sim=True)` couples them (it is what
+Here the servos and the world stay coupled exactly as `emulator.scenario.open_rig(sim=True)` couples them (it is what
 runs): `SimCoupledChain` on a `PtyBus`, the `FrameServer` beside it. What the rehearsal's process still needs
 of the desk goes over a control link (`ControlLink`, JSON lines on a socket pair): a person's hands (the cube
 placed, a console line carried out, which servos hold torque) and the simulator's truth (its clock and the cube's
@@ -15,7 +15,7 @@ pose) for the emulated expert. It ends when its standard input closes: when the 
 when the rehearsal dies, however it dies; never on a signal meant for the rehearsal (Ctrl+C in its terminal),
 which releases torque on these servos as it stops.
 
-Started by `harness.bus.remote_rig.open_rig_process` as `python -m harness.bus.rig_process`.
+Started by `harness.emulator.remote_rig.open_rig_process` as `python -m harness.emulator.rig_process`.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class ControlLink:
 
 def answer(rig: Any, request: dict[str, Any]) -> dict[str, Any]:
     """Carry out one request on the rig; the answer, or `{"error": ...}` for one that cannot be."""
-    from harness.bus.scenario import ConsoleError, run_command
+    from harness.emulator.scenario import ConsoleError, run_command
 
     op = request.get("op")
     try:
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         stack.callback(link.close)
         try:
             import harness.sim  # noqa: F401  (headless GL before mujoco)
-            from harness.bus.scenario import default_scenario, open_rig
+            from harness.emulator.scenario import default_scenario, open_rig
             from harness.models.reality_gap import RealityGap
 
             gap = RealityGap.model_validate(json.loads(args.gap))

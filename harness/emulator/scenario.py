@@ -24,8 +24,8 @@ from typing import Any, Literal, TextIO
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.bus import packets as p
-from harness.bus.emulator import ADDR_HOMING_OFFSET, Faults, Firmware, Servo, ServoChain, encode_sign_magnitude
-from harness.bus.hands import Finished
+from harness.emulator.hands import Finished
+from harness.emulator.servos import ADDR_HOMING_OFFSET, Faults, Firmware, Servo, ServoChain, encode_sign_magnitude
 from harness.errors import HarnessError, HarnessInputError
 from harness.models.reality_gap import RealityGap
 
@@ -225,7 +225,7 @@ class Rig:
 
 def load_assembly(path: str | Path) -> dict[str, Any]:
     """How the simulated arm's encoders sit on its joints, as a LeRobot calibration file (no homing offset)."""
-    from harness.bus.sim_coupling import JointCalibration
+    from harness.emulator.sim_coupling import JointCalibration
 
     try:
         raw = json.loads(Path(path).read_text())
@@ -240,14 +240,14 @@ def open_rig(scenario: Scenario | None = None, sim: bool = False, assembly: str 
     """What `harness emulate-bus` serves, as an object for scripts and tests: the chain on a pseudo-terminal;
     with `sim` the MuJoCo arm the servos drive; with a `camera_socket` too, the simulated cameras. `gap`: the
     declared reality gap the simulated arm, its table and its cameras differ from the twin by."""
-    from harness.bus.pty_port import PtyBus
+    from harness.emulator.pty_port import PtyBus
 
     scenario = scenario or default_scenario()
     chain = build_chain(scenario)
     world = frames = None
     if sim:
         import harness.sim  # noqa: F401  (headless GL before mujoco)
-        from harness.bus.sim_coupling import SimCoupledChain
+        from harness.emulator.sim_coupling import SimCoupledChain
         from harness.sim.scene import gapped_geometry
         from harness.sim.world import SimWorld
 

@@ -16,7 +16,7 @@ import time
 import tty
 
 from harness.bus import packets as p
-from harness.bus.emulator import ServoChain
+from harness.emulator.servos import ServoChain
 from harness.realtime import DEVICE_PRIORITY, realtime_thread
 
 GIL_SWITCH_S = 0.0005

@@ -1,4 +1,4 @@
-"""The rehearsal's side of the emulated arm's own process (`bus.rig_process`, which says why it is one).
+"""The rehearsal's side of the emulated arm's own process (`emulator.rig_process`, which says why it is one).
 
 `open_rig_process` starts it and hands back a `RemoteRig`: the port LeRobot's follower opens, the hands a person
 or the scripted operator has at the desk (`place_cube`, a console line), and `truth`, the simulator's clock and
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.bus.rig_process import READY, ControlLink
+from harness.emulator.rig_process import READY, ControlLink
 from harness.errors import HarnessError
 from harness.models.reality_gap import RealityGap
 from harness.sim.frame_server import env_finding_this_package
@@ -58,7 +58,7 @@ class EmulatedTruth:
 
 
 class RemoteRig:
-    """The emulated desk as the rehearsal's process sees it (`bus.scenario.Rig`'s hands, over the control link)."""
+    """The emulated desk as the rehearsal's process sees it (`emulator.scenario.Rig`'s hands, over the control link)."""
 
     def __init__(self, port: str, link: ControlLink, gap: RealityGap, camera_socket: Path | None, pid: int) -> None:
         from harness.sim.scene import gapped_geometry
@@ -92,7 +92,8 @@ class RemoteRig:
         return {str(name): bool(on) for name, on in self.call({"op": "torque"})["torque"].items()}
 
     def command(self, line: str) -> list[str] | None:
-        """One console line carried out on the arm (`bus.scenario.run_command`): the lines to print, None for quit."""
+        """One console line carried out on the arm (`emulator.scenario.run_command`): the lines to print, None
+        for quit."""
         lines = self.call({"op": "command", "line": line})["lines"]
         return None if lines is None else [str(text) for text in lines]
 
@@ -104,7 +105,7 @@ def open_rig_process(camera_socket: Path | None = None, gap: RealityGap | None =
     of its own, for as long as the block runs."""
     gap = gap or RealityGap()
     ours, theirs = socket.socketpair()
-    argv = [sys.executable, "-m", "harness.bus.rig_process", "--control-fd", str(theirs.fileno()),
+    argv = [sys.executable, "-m", "harness.emulator.rig_process", "--control-fd", str(theirs.fileno()),
             "--gap", json.dumps(gap.declared())]
     if camera_socket is not None:
         argv += ["--camera-socket", str(camera_socket)]

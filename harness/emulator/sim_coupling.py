@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
-from harness.bus.emulator import TICKS, Faults, Servo, ServoChain
+from harness.emulator.servos import TICKS, Faults, Servo, ServoChain
 from harness.models.protocol import JOINT_NAMES
 from harness.sim.units import from_sim, to_sim
 from harness.sim.world import SimWorld, actuator_loads
