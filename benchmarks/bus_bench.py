@@ -166,19 +166,20 @@ IMPORTS = {   # what a fresh process imports, by what it is for
         "    importlib.import_module('harness.emulator.' + m.name)"),
 }
 PROBE = """import sys, time
-t0 = time.perf_counter()
+t0, cpu0 = time.perf_counter(), time.process_time()
 {code}
-seconds = time.perf_counter() - t0
-print(json.dumps({{"s": seconds, "mujoco": "mujoco" in sys.modules, "torch": "torch" in sys.modules,
+seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+print(json.dumps({{"s": seconds, "cpu": cpu, "mujoco": "mujoco" in sys.modules, "torch": "torch" in sys.modules,
                   "sim": sorted(m for m in sys.modules if m.startswith("harness.sim")),
                   "modules": len(sys.modules)}}))"""
 
 
 def import_cost(runs: int = 5) -> None:
-    """Wall time of the imports alone, in a fresh interpreter each run (median of `runs`), and whether they pull
-    in MuJoCo, torch or any of `harness.sim`."""
+    """Wall and CPU time of the imports alone, in a fresh interpreter each run (median of `runs`; the CPU time is
+    the steadier on a busy machine), and whether they pull in MuJoCo, torch or any of `harness.sim`."""
     root = Path(__file__).resolve().parents[1]
-    print(f"\n| import, fresh process | median of {runs}, ms | modules loaded | MuJoCo | torch | harness.sim modules |")
+    print(f"\n| import, fresh process | median of {runs}: wall / CPU ms | modules loaded | MuJoCo | torch | "
+          "harness.sim modules |")
     print("|---|---|---|---|---|---|")
     for label, code in IMPORTS.items():
         if "harness.emulator" in code and not (root / "harness" / "emulator").is_dir():
@@ -190,7 +191,8 @@ def import_cost(runs: int = 5) -> None:
                                                                                   "PATH": "/usr/bin:/bin"})
             results.append(json.loads(out.stdout.strip().splitlines()[-1]))
         last = results[-1]
-        print(f"| {label} | {1000 * statistics.median(r['s'] for r in results):.0f} | {last['modules']} | "
+        wall, cpu = (1000 * statistics.median(r[key] for r in results) for key in ("s", "cpu"))
+        print(f"| {label} | {wall:.0f} / {cpu:.0f} | {last['modules']} | "
               f"{'yes' if last['mujoco'] else 'no'} | {'yes' if last['torch'] else 'no'} | {len(last['sim'])} |")
 
 
