@@ -64,6 +64,9 @@ NEAR_BOWL = (0.85, 1.6)    # "beside the bowl": the blob's centre this many rim 
 CUBE_TOO_LARGE = 1.4       # a whole cube's blob, sides and all, is at most this many top-face edges across
 UNKNOWN_LENS_K1 = -0.3    # the barrel of a cheap wide lens (OpenCV's k1): the most an uncalibrated frame allows for
 RIM_SIZE_TOLERANCE = 0.06  # the rim found within 6 % of the calibration's size (the same bowl, the same camera)
+# where the fixed cube-colour rule finds no cube-sized blob: (least saturation, least value), tried in turn
+STRICTER_RED = ((150, 120), (170, 170), (170, 220))
+TABLE_VALUE_MARGIN = 30    # ... each used only on a table this much darker (HSV value) than its least value
 OVERLAP_SLACK = 0.02       # silhouette placements covering the blob this nearly as well as the best fit it too
 
 
@@ -71,23 +74,9 @@ def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[fl
     """Centre (px), yaw (deg) and outline of the red cube: saturation and hue, not brightness, so a
     dimmer room or the yellow arm in view do not fool it. A blob much smaller than a whole cube's top
     face is a cube partly hidden (under the gripper, out of the frame): no number then."""
-    mask = _red_mask(frame)
     px_per_cm = rim.mean_radius_px / (geometry.bowl_cm / 2)
     expected = (geometry.cube_cm * px_per_cm) ** 2
-    if np.count_nonzero(mask) > BACKGROUND_RED * mask.size:
-        # warm light (or a warm table) turns the whole table "red": balanced against the table's own colour
-        # (the frame's median: the table fills most of a top view), only the cube stays red
-        mask = _red_mask(_table_balanced(frame))
-    if np.count_nonzero(mask) > BACKGROUND_RED * mask.size:
-        raise DetectionError(NotMeasured.CUBE_COLOURED_BACKGROUND,
-                             f"{100 * np.count_nonzero(mask) / mask.size:.0f}% of the frame has the cube's colour "
-                             "(a red table?): a red blob may be a piece of it, and the cube may merge with it")
-    contours, _ = cv2.findContours(mask, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
-    candidates = [c for c in contours if 0.2 * expected <= cv2.contourArea(c) <= 3.0 * expected]
-    if not candidates:
-        sizes = sorted((round(cv2.contourArea(c)) for c in contours), reverse=True)[:3]
-        raise DetectionError(NotMeasured.CUBE_NOT_FOUND, f"no cube-coloured blob of about {expected:.0f} px^2 "
-                             f"(largest red blobs: {sizes or 'none'})")
+    candidates = _cube_candidates(frame, expected)
     scored = sorted(((_cube_likeness(c, expected), i) for i, c in enumerate(candidates)), reverse=True)
     best = candidates[scored[0][1]]
     if len(scored) > 1 and scored[1][0] >= CUBE_AMBIGUOUS * scored[0][0]:
@@ -121,10 +110,47 @@ def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[fl
     return centre, angle % 90, best
 
 
-def _red_mask(frame: np.ndarray) -> np.ndarray:
-    """The cube's colour by hue and saturation, not brightness (a dimmer room, the yellow arm)."""
+def _cube_candidates(frame: np.ndarray, expected: float) -> list[np.ndarray]:
+    """Red blobs of about a cube's size (`expected`: its top face, px^2), from the first cube-colour rule that
+    finds any: the fixed one; on a table that is itself "red" to it, the same rule on the frame balanced
+    against the table; then STRICTER_RED, ever more saturated and bright. A red table under warm light, or
+    a pink lip the cube touches (one blob, too large), passes the fixed rule; the cube, a deeply saturated
+    red lit full on, stays clear of both at a stricter one (balanced against a red table, its red clipped
+    at 255 turns grey instead)."""
+    first = _red_mask(frame)
+    masks = [first]
+    if np.count_nonzero(first) > BACKGROUND_RED * first.size:
+        # warm light (or a warm table) turns the whole table "red": balanced against the table's own colour
+        # (the frame's median: the table fills most of a top view), only the cube stays red
+        masks.append(_red_mask(_table_balanced(frame)))
+    # a stricter rule only where the table (the frame's median brightness) stays well below its least value:
+    # a table of the cube's own colour and brightness leaves no blob that is surely the cube
+    table_value = float(np.median(cv2.cvtColor(frame, cv2.COLOR_RGB2HSV)[::7, ::7, 2]))
+    masks += [_red_mask(frame, saturation, value) for saturation, value in STRICTER_RED
+              if table_value <= value - TABLE_VALUE_MARGIN]
+    seen: list[np.ndarray] = []
+    for mask in masks:
+        if np.count_nonzero(mask) > BACKGROUND_RED * mask.size:
+            continue
+        contours, _ = cv2.findContours(mask, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+        candidates = [c for c in contours if 0.2 * expected <= cv2.contourArea(c) <= 3.0 * expected]
+        if candidates:
+            return candidates
+        seen = seen or list(contours)
+    if not seen and all(np.count_nonzero(m) > BACKGROUND_RED * m.size for m in masks[:2]):
+        raise DetectionError(NotMeasured.CUBE_COLOURED_BACKGROUND,
+                             f"{100 * np.count_nonzero(masks[-1]) / first.size:.0f}% of the frame has the cube's "
+                             "colour (a red table?): a red blob may be a piece of it, and the cube may merge with it")
+    sizes = sorted((round(cv2.contourArea(c)) for c in seen), reverse=True)[:3]
+    raise DetectionError(NotMeasured.CUBE_NOT_FOUND, f"no cube-coloured blob of about {expected:.0f} px^2 "
+                         f"(largest red blobs: {sizes or 'none'})")
+
+
+def _red_mask(frame: np.ndarray, saturation: int = 80, value: int = 40) -> np.ndarray:
+    """The cube's colour by hue and saturation, not brightness (a dimmer room, the yellow arm); `saturation`
+    and `value` are the least of each (0-255) a cube pixel has."""
     hsv = cv2.cvtColor(frame, cv2.COLOR_RGB2HSV)
-    red = ((hsv[:, :, 0] <= 8) | (hsv[:, :, 0] >= 172)) & (hsv[:, :, 1] >= 80) & (hsv[:, :, 2] >= 40)
+    red = ((hsv[:, :, 0] <= 8) | (hsv[:, :, 0] >= 172)) & (hsv[:, :, 1] >= saturation) & (hsv[:, :, 2] >= value)
     return cv2.morphologyEx(red.astype(np.uint8) * 255, cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
 
 
@@ -476,9 +502,29 @@ def measure_image(frame: np.ndarray, geometry: Geometry, camera: CameraIntrinsic
 
 
 def _with_unknown_lens(result: Measurement, shape: tuple[int, ...], rim: Rim, g: Geometry) -> Measurement:
-    """Without a lens calibration the frame's distortion is unknown: the +/- takes in how far a cheap wide
-    lens's barrel (k1 = UNKNOWN_LENS_K1) would move the distance, from where the cube and the rim are in
-    the frame (far from its centre a lens bends most); the verdict must hold either way, else it is refused."""
+    """Without a lens calibration the frame's distortion is unknown, anywhere from none to a cheap wide
+    lens's barrel (k1 = UNKNOWN_LENS_K1). The distance is read as through the middle of that range (half
+    the barrel) and the +/- takes in how far either end would move it, from where the cube and the rim are
+    in the frame (far from its centre a lens bends most), added to the +/- (a bias, not a random error):
+    the middle halves the worst error a guess at either end makes (read as through no lens at all, a far
+    cube through a strong barrel was off by more than 1 cm, its +/- only just covering it)."""
+    assert g.focal_px is not None
+    seen = float(np.hypot(*result.offset_cm))
+    ratios = [_barrel_ratio(result.cube_px, shape, rim, g, k1) for k1 in (UNKNOWN_LENS_K1 / 2, UNKNOWN_LENS_K1)]
+    middle = ratios[0]
+    shift = max(abs(1.0 - middle), abs(ratios[1] - middle)) * seen
+    offset = np.asarray(result.offset_cm) * middle
+    # the lens is one unknown for the whole frame, a bias of either sign up to `shift`, not a random error:
+    # it adds to the interval rather than in quadrature
+    uncertainty = result.uncertainty_cm + shift
+    _check_uncertainty(uncertainty, g)
+    return replace(result, offset_cm=(float(offset[0]), float(offset[1])), distance_cm=seen * middle,
+                   inside=_inside(offset, result.yaw_deg, g), uncertainty_cm=round(uncertainty, 3))
+
+
+def _barrel_ratio(cube_px: tuple[float, float], shape: tuple[int, ...], rim: Rim, g: Geometry, k1: float) -> float:
+    """How much a barrel of `k1` (OpenCV's) changes the cube's distance read in the rim's own scale: the
+    rim's axes and the cube straightened as through such a lens, the distance taken again, over as seen."""
     assert g.focal_px is not None
     cx, cy = _nadir(shape, g)
     matrix = np.array([[g.focal_px, 0, cx], [0, g.focal_px, cy], [0, 0, 1.0]])
@@ -486,18 +532,15 @@ def _with_unknown_lens(result: Measurement, shape: tuple[int, ...], rim: Rim, g:
     axis_a, axis_b = np.array([math.cos(t), math.sin(t)]), np.array([-math.sin(t), math.cos(t)])
     centre = np.array([rim.cx, rim.cy])
     points = np.array([centre + rim.a * axis_a, centre - rim.a * axis_a, centre + rim.b * axis_b,
-                       centre - rim.b * axis_b, result.cube_px])
+                       centre - rim.b * axis_b, cube_px])
     moved = cv2.undistortPoints(points.reshape(-1, 1, 2).astype(np.float64), matrix,
-                                np.array([UNKNOWN_LENS_K1, 0, 0, 0, 0.0]), P=matrix).reshape(-1, 2)
+                                np.array([k1, 0, 0, 0, 0.0]), P=matrix).reshape(-1, 2)
     middle = (moved[0] + moved[1]) / 2
     straight = Rim(float(middle[0]), float(middle[1]), float(np.linalg.norm(moved[0] - moved[1]) / 2),
                    float(np.linalg.norm(moved[2] - moved[3]) / 2), rim.angle_deg)
-    seen = float(np.hypot(*rim.to_cm(np.array([result.cube_px]), g.bowl_cm)[0]))
+    seen = float(np.hypot(*rim.to_cm(np.array([cube_px]), g.bowl_cm)[0]))
     bent = float(np.hypot(*straight.to_cm(moved[4:], g.bowl_cm)[0]))
-    shift = abs(bent / max(seen, 1e-6) - 1) * result.distance_cm
-    uncertainty = math.hypot(result.uncertainty_cm, shift)
-    _check_uncertainty(uncertainty, g)
-    return replace(result, uncertainty_cm=round(uncertainty, 3))
+    return bent / max(seen, 1e-6)
 
 
 def check_rim_size(rim: Rim, expected: Rim) -> None:
