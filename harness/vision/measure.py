@@ -67,6 +67,8 @@ RIM_SIZE_TOLERANCE = 0.06  # the rim found within 6 % of the calibration's size 
 # where the fixed cube-colour rule finds no cube-sized blob: (least saturation, least value), tried in turn
 STRICTER_RED = ((150, 120), (170, 170), (170, 220))
 TABLE_VALUE_MARGIN = 30    # ... each used only on a table this much darker (HSV value) than its least value
+LIP_CONTACT = 0.04         # a blob's outline within 4 % of the rim's radius outside its edge touches the lip...
+LIP_CONTACT_SHARE = 0.1    # ... where this share of its outline does (one side of a cube's outline, in part)
 OVERLAP_SLACK = 0.02       # silhouette placements covering the blob this nearly as well as the best fit it too
 
 
@@ -181,9 +183,37 @@ def measure_frame(frame: np.ndarray, rim: Rim, geometry: Geometry, fit: RimFit |
         return _measure_posed(frame.shape, rim, geometry, fit, centre, yaw, outline)
     offset, inside = _offset(frame.shape, rim, geometry, centre, yaw, _nadir(frame.shape, geometry))
     uncertainty = _uncertainty(frame.shape, rim, geometry, centre, yaw, outline, fit, inside)
+    uncertainty += _under_lip_doubt(outline, rim, geometry)
     _check_uncertainty(uncertainty, geometry)
     return Measurement(centre, (float(offset[0]), float(offset[1])), float(np.hypot(*offset)), inside, yaw,
                        round(uncertainty, 3), (Caveat.NO_HEIGHT_CORRECTION,))
+
+
+def _under_lip_doubt(outline: np.ndarray, rim: Rim, g: Geometry) -> float:
+    """How much less surely a cube pushed against the bowl's outside is placed (cm; 0 for any other).
+
+    The bowl's wall slopes out to its lip, so a cube set down against it stands with the edge of its top
+    face under the lip, hidden from above by up to the lip's overhang at the cube's height; and the blob,
+    whole-looking, gives no sign of it (its boundary on the bowl's side is the rim's own edge). Its
+    centroid then sits up to half the overhang farther out than the cube's: two of the tuning sets'
+    frames (5902/6, 6001/36) read 0.65 and 0.74 cm far, outside their +/-. That half is added to the
+    +/- (a bias of one sign, not a random error) wherever the blob runs along the rim's outer edge."""
+    corners = outline.reshape(-1, 2).astype(float)
+    # the outline's corners (runs compressed), walked at every pixel so that each stretch counts by its length
+    steps = [np.linspace(a, b, max(1, math.ceil(np.abs(b - a).max())), endpoint=False)
+             for a, b in zip(corners, np.roll(corners, -1, axis=0), strict=True)]
+    points = np.vstack(steps)
+    rho = np.linalg.norm(rim.to_cm(points, g.bowl_cm), axis=1) / (g.bowl_cm / 2)
+    moments = cv2.moments(outline)
+    if moments["m00"] <= 0:
+        return 0.0
+    centre = np.array([[moments["m10"] / moments["m00"], moments["m01"] / moments["m00"]]])
+    outside = float(np.linalg.norm(rim.to_cm(centre, g.bowl_cm))) > g.bowl_cm / 2
+    if not outside or np.mean(rho <= 1.0 + LIP_CONTACT) < LIP_CONTACT_SHARE:
+        return 0.0
+    floor_r, lip_r = g.floor_cm / 2, g.bowl_cm / 2 - g.rim_width_cm
+    wall = floor_r + (lip_r - floor_r) * (g.cube_cm - g.bowl_floor_cm) / (g.bowl_height_cm - g.bowl_floor_cm)
+    return max(0.0, g.bowl_cm / 2 - wall) / 2   # the wall's inner face at the cube top's height: the most hidden
 
 
 def _check_uncertainty(uncertainty: float, geometry: Geometry) -> None:
@@ -247,6 +277,7 @@ def _measure_posed(shape: tuple[int, ...], rim: Rim, g: Geometry, fit: RimFit | 
     offset, inside = _place_cube(pose, g, centre, yaw, offset)
     uncertainty = _posed_uncertainty(rim, g, fit, k, centre, yaw, outline, offset, inside,
                                      fitting - fitting.mean(axis=0))
+    uncertainty += _under_lip_doubt(outline, rim, g)
     _check_uncertainty(uncertainty, g)
     return Measurement(centre, (float(offset[0]), float(offset[1])), float(np.hypot(*offset)), inside, yaw,
                        round(uncertainty, 3), ())
