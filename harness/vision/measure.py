@@ -17,7 +17,7 @@ import numpy as np
 from harness.vision import plane
 from harness.vision.camera import CameraIntrinsics
 from harness.vision.reasons import Caveat, DetectionError, NotMeasured
-from harness.vision.rim import BowlShape, Rim, RimFit, fit_rim
+from harness.vision.rim import FLOOR_TOLERANCE, BowlShape, Rim, RimFit, fit_rim
 
 __all__ = ["DetectionError", "FrameResult", "Geometry", "Measurement", "NotMeasured", "annotate", "bowl_shape",
            "find_cube", "measure_frame", "measure_image"]
@@ -69,7 +69,18 @@ STRICTER_RED = ((150, 120), (170, 170), (170, 220))
 TABLE_VALUE_MARGIN = 30    # ... each used only on a table this much darker (HSV value) than its least value
 LIP_CONTACT = 0.04         # a blob's outline within 4 % of the rim's radius outside its edge touches the lip...
 LIP_CONTACT_SHARE = 0.1    # ... where this share of its outline does (one side of a cube's outline, in part)
+CUBE_SIDES_SHOWN = 1.1     # a whole cube's blob is about this many top-face edges across (its sides in view)
+FLOOR_CENTRE_SLACK = 0.1   # the floor's edge, seen from a tilted camera, within 10 % of the rim's radius of its centre
 OVERLAP_SLACK = 0.02       # silhouette placements covering the blob this nearly as well as the best fit it too
+
+
+class RimTooSmall(DetectionError):
+    """The cube's blob is too large for the rim found (`cube_size_inconsistent`): that rim is an inner edge of
+    the bowl. `rim_radius_px` is the rim's radius the cube's own size puts there, where to look again."""
+
+    def __init__(self, detail: str, rim_radius_px: float) -> None:
+        super().__init__(NotMeasured.CUBE_SIZE_INCONSISTENT, detail)
+        self.rim_radius_px = rim_radius_px
 
 
 def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[float, float], float, np.ndarray]:
@@ -104,10 +115,10 @@ def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[fl
     if area > CUBE_TOO_LARGE ** 2 * expected:
         # a cube seen with its sides is a little larger than its top face, never this much: the rim
         # that set the scale is too small (the bowl's inner disc or floor taken for its rim)
-        raise DetectionError(NotMeasured.CUBE_SIZE_INCONSISTENT,
-                             f"the cube looks {math.sqrt(area / expected):.1f}x as wide as a {geometry.cube_cm:g} cm "
-                             f"cube at the scale of the {2 * rim.mean_radius_px:.0f} px rim: the rim found is not "
-                             "the bowl's outer edge")
+        raise RimTooSmall(f"the cube looks {math.sqrt(area / expected):.1f}x as wide as a {geometry.cube_cm:g} cm "
+                          f"cube at the scale of the {2 * rim.mean_radius_px:.0f} px rim: the rim found is not "
+                          "the bowl's outer edge",
+                          math.sqrt(area) / CUBE_SIDES_SHOWN / geometry.cube_cm * geometry.bowl_cm / 2)
     (_, _), (_, _), angle = cv2.minAreaRect(best)
     return centre, angle % 90, best
 
@@ -523,13 +534,38 @@ def measure_image(frame: np.ndarray, geometry: Geometry, camera: CameraIntrinsic
             rim = fit.rim
             if expected_rim is not None:
                 check_rim_size(rim, expected_rim)
-        result = measure_frame(frame, rim, geometry, fit)
+        try:
+            result = measure_frame(frame, rim, geometry, fit)
+        except RimTooSmall as small:
+            if fit is None or expected_rim is not None:
+                raise
+            fit = _outer_rim_at_cube_scale(frame, geometry, fit, small)
+            rim = fit.rim
+            result = measure_frame(frame, rim, geometry, fit)
         if camera is None and geometry.focal_px:
             result = _with_unknown_lens(result, frame.shape, rim, geometry)
     except DetectionError as err:
         return FrameResult(None, err.reason, err.detail, tuple(caveats), rim, frame)
     caveats += result.caveats
     return FrameResult(replace(result, caveats=tuple(caveats)), None, "", tuple(caveats), rim, frame)
+
+
+def _outer_rim_at_cube_scale(frame: np.ndarray, geometry: Geometry, first: RimFit, small: RimTooSmall) -> RimFit:
+    """The rim looked for again at the scale the cube's size says, kept only where it shows what went wrong:
+    the rim found first is the bowl's floor edge (concentric with the new one, at the floor's size for it;
+    tuning frames 5903/25 and 6002/27, where the fit at the frame's own scale took the floor's edge and the
+    fit at the rim's found the rim). Anything else is refused as before (`small`)."""
+    shape = bowl_shape(geometry)
+    try:
+        again = fit_rim(frame, shape=shape, expected_radius_px=small.rim_radius_px)
+    except DetectionError:
+        raise small from None
+    inner, outer = first.rim, again.rim
+    ratio = inner.mean_radius_px / outer.mean_radius_px
+    concentric = math.hypot(inner.cx - outer.cx, inner.cy - outer.cy) <= FLOOR_CENTRE_SLACK * outer.mean_radius_px
+    if not concentric or abs(ratio / shape.floor_ratio - 1) > FLOOR_TOLERANCE:
+        raise small
+    return again
 
 
 def _with_unknown_lens(result: Measurement, shape: tuple[int, ...], rim: Rim, g: Geometry) -> Measurement:
