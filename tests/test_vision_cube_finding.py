@@ -103,3 +103,20 @@ def test_a_rim_the_cube_shows_to_be_the_floor_is_looked_for_again_at_the_cubes_s
     m = result.measurement
     assert abs(m.distance_cm - f.distance_cm) <= min(1.0, m.uncertainty_cm) and m.inside == f.inside
     assert result.rim is not None and result.rim.mean_radius_px == pytest.approx(f.rim_px[2], rel=0.03)
+
+
+def test_on_a_small_rim_a_cube_a_pixel_from_the_lip_counts_as_against_it() -> None:
+    """Tuning frame 6001/36 (424x240, a 22 px rim): the cube's blob ends a pixel short of the rim's edge (the
+    mask's opening, blur), outside 4 % of so small a rim: read 0.74 cm far, +/- 0.54. Within 1.5 px counts."""
+    small = Rim(160.0, 120.0, 22.0, 22.0, 0.0)
+    edge = 3.0 * 22.0 / (11.5 / 2)
+
+    def measured(gap_px: float) -> Measurement:
+        frame = np.full((240, 320, 3), (95, 100, 105), np.uint8)
+        cv2.circle(frame, (160, 120), 21, (215, 210, 200), 2)
+        x0 = 160 + 22 + gap_px
+        cv2.rectangle(frame, (round(x0), round(120 - edge / 2)), (round(x0 + edge), round(120 + edge / 2)),
+                      (235, 40, 35), -1)
+        return measure_frame(frame, small, Geometry())
+
+    assert measured(1.0).uncertainty_cm >= measured(6.0).uncertainty_cm + 0.4

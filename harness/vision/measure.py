@@ -68,6 +68,7 @@ RIM_SIZE_TOLERANCE = 0.06  # the rim found within 6 % of the calibration's size 
 STRICTER_RED = ((150, 120), (170, 170), (170, 220))
 TABLE_VALUE_MARGIN = 30    # ... each used only on a table this much darker (HSV value) than its least value
 LIP_CONTACT = 0.04         # a blob's outline within 4 % of the rim's radius outside its edge touches the lip...
+LIP_CONTACT_PX = 1.5       # ... or within 1.5 px, whichever is more
 LIP_CONTACT_SHARE = 0.1    # ... where this share of its outline does (one side of a cube's outline, in part)
 CUBE_SIDES_SHOWN = 1.1     # a whole cube's blob is about this many top-face edges across (its sides in view)
 FLOOR_CENTRE_SLACK = 0.1   # the floor's edge, seen from a tilted camera, within 10 % of the rim's radius of its centre
@@ -220,7 +221,9 @@ def _under_lip_doubt(outline: np.ndarray, rim: Rim, g: Geometry) -> float:
         return 0.0
     centre = np.array([[moments["m10"] / moments["m00"], moments["m01"] / moments["m00"]]])
     outside = float(np.linalg.norm(rim.to_cm(centre, g.bowl_cm))) > g.bowl_cm / 2
-    if not outside or np.mean(rho <= 1.0 + LIP_CONTACT) < LIP_CONTACT_SHARE:
+    # the blob's edge is placed to a pixel or so (the mask's opening, blur): at least that near counts on a small rim
+    contact = max(LIP_CONTACT, LIP_CONTACT_PX / rim.mean_radius_px)
+    if not outside or np.mean(rho <= 1.0 + contact) < LIP_CONTACT_SHARE:
         return 0.0
     floor_r, lip_r = g.floor_cm / 2, g.bowl_cm / 2 - g.rim_width_cm
     wall = floor_r + (lip_r - floor_r) * (g.cube_cm - g.bowl_floor_cm) / (g.bowl_height_cm - g.bowl_floor_cm)
