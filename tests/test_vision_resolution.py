@@ -139,7 +139,7 @@ def test_the_placement_guide_refuses_frames_of_another_size_than_its_calibration
 @pytest.fixture(scope="module")
 def cameras() -> list:
     """One frame through each camera size (tests/generators/stress_set.py's CAMERAS set, seed 5903: a tuning
-    seed; the held-out sets, 5951-5953, are the benchmark's, benchmarks/camera_sizes_bench.py)."""
+    seed; the benchmark's sets, tuning and held out, are listed in tests/data/heldout_seeds.yaml)."""
     from tests.generators.stress_set import Distribution, stress_frames
 
     return list(stress_frames(7, seed=5903, distribution=Distribution.CAMERAS))
