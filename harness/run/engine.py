@@ -101,6 +101,9 @@ class RunOptions:
 
 
 class RunEngine:
+    """One arm's attempts at a protocol's trials (`attempt`, the `AttemptMaker` of `run.sequencing`), run in the
+    sequence's order by `run`, with torque released however it ends."""
+
     def __init__(self, protocol: EvalProtocol, sheet: Scoresheet, robot: GuardedRobot, policy: EvalPolicy,
                  stage: TrialStage, observer: RunObserver, clock: Clock, options: RunOptions | None = None) -> None:
         self.protocol = protocol
