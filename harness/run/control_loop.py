@@ -5,7 +5,9 @@ real arm (and runs it at real-time priority where the OS allows), records the st
 frame, watches the cameras for dropouts, and ends the episode at the time limit, after the judge's verdict, on
 the operator's abort, an emergency stop, a robot fault or a camera dropout (each a `Void` in the outcome, never
 an exception: the trial's sequencing decides what the void means for the run). `stats` turns an episode's
-timings into the `LoopStats` stored with its attempt.
+timings into the `LoopStats` stored with its attempt. What differs between a simulated arm's step and a real
+arm's (whose clock dates it, what the arm experienced from observation to action, which frames it draws) is
+one `run.episode_clock.EpisodeClock`, chosen when the loop is built, so `_episode` reads as the loop.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import logging
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -29,6 +31,7 @@ from harness.run.arm_motion import ArmMotion
 from harness.run.camera_watch import CameraWatch, DropoutPolicy
 from harness.run.clock import Clock
 from harness.run.dataset_sink import DatasetSink
+from harness.run.episode_clock import ClockName, episode_clock
 from harness.run.evidence import EvidenceRecorder
 from harness.run.faults import ROBOT_FAULTS, robot_fault_void
 from harness.run.safety import GuardedRobot
@@ -36,7 +39,6 @@ from harness.run.stages import TrialStage
 from harness.stats.estimates import percentile
 
 log = logging.getLogger(__name__)
-ClockName = Literal["simulated", "wall"]
 
 
 class LoopObserver(Protocol):
@@ -76,6 +78,48 @@ class EpisodeOutcome:
     episode_s: float | None = None       # the episode's length on the arm's clock (simulated, or wall)
 
 
+@dataclass
+class _Exchange:
+    """One step's observation and the action sent, with the loop's clock before the observation (`t0`), after
+    it (`t1`), after the policy (`t2`) and after the action (`t3`)."""
+
+    observation: dict[str, Any]
+    sent: dict[str, Any]
+    draw_frames: bool
+    t0: float
+    t1: float
+    t2: float
+    t3: float
+
+
+@dataclass
+class _Episode:
+    """One episode in progress: what it records to and watches, each step's timings, and how it ends."""
+
+    trial: Trial
+    recorder: EvidenceRecorder
+    watch: CameraWatch
+    unwatched: list[str]   # cameras nothing else looks at, inspected every `watch_every` steps
+    watch_every: int
+    others_look: bool      # a dataset or an eager evidence recorder takes every step's frames
+    policy_ms: list[float] = field(default_factory=list)
+    io_ms: list[float] = field(default_factory=list)
+    obs_to_action_ms: list[float] = field(default_factory=list)
+    missed: int = 0
+    void: Void | None = None
+    stopped: bool = False
+    finish_at: int | None = None   # the last step, once the judge's verdict is final
+
+    def timed(self, exchange: _Exchange, obs_to_action_ms: float, period: float) -> dict[str, float]:
+        """The step's timings, tallied: the policy's, the robot's I/O, and whether it missed its deadline."""
+        self.obs_to_action_ms.append(obs_to_action_ms)
+        self.policy_ms.append(1000 * (exchange.t2 - exchange.t1))
+        self.io_ms.append(1000 * ((exchange.t1 - exchange.t0) + (exchange.t3 - exchange.t2)))
+        late = (exchange.t3 - exchange.t0) > period
+        self.missed += late
+        return {"policy_ms": self.policy_ms[-1], "io_ms": self.io_ms[-1], "missed": float(late)}
+
+
 class ControlLoop:
     """One arm, one policy, one stage: runs episodes (`run`) and summarises their timing (`stats`)."""
 
@@ -90,6 +134,7 @@ class ControlLoop:
         self.settings = settings
         self.motion = motion
         self.period = 1.0 / protocol.fps
+        self.episode_clock = episode_clock(stage.world, robot, clock, self.period)   # a simulated arm's, or wall time
         self._told_priority = False
 
     def run(self, trial: Trial, recorder: EvidenceRecorder) -> EpisodeOutcome:
@@ -109,118 +154,130 @@ class ControlLoop:
         return episode
 
     def _episode(self, trial: Trial, recorder: EvidenceRecorder) -> EpisodeOutcome:
-        watch = CameraWatch(list(self.settings.evidence_cameras), self.settings.dropout)
+        """Steps until the time limit on the arm's clock, or until a step ends the episode."""
+        episode = self._begin(trial, recorder)
+        limit = self.protocol.episode_time_limit_s
+        # a paced arm's episode is its commands, however long they take (a real arm's, and a simulated one that
+        # mirrors it); otherwise the arm's clock ends it (a latency model makes a simulated arm's steps longer)
+        in_commands = self.robot.episode_in_commands
+        self.episode_clock.begin()
+        for step in range(round(limit * self.protocol.fps)):
+            elapsed = self.episode_clock.elapsed(step)
+            if elapsed >= limit and not in_commands:
+                break
+            if not self._step(episode, step, elapsed):
+                break
+        return self._outcome(episode)
+
+    def _begin(self, trial: Trial, recorder: EvidenceRecorder) -> _Episode:
         # the cameras nothing else looks at (no frames drawn while the trial runs, the policy does not read
         # them) are watched anyway; on the simulator only where a dropout is injected, the one way its
         # cameras freeze
         unwatched = [] if recorder.eager or not self.stage.may_freeze_camera(trial) else [
             cam for cam in self.settings.evidence_cameras if cam not in self.policy.camera_keys]
-        watch_every = max(1, round(self.protocol.fps / self.settings.dropout.watch_hz))
-        max_steps = round(self.protocol.episode_time_limit_s * self.protocol.fps)
-        policy_ms: list[float] = []
-        io_ms: list[float] = []
-        missed = 0
-        stopped = False
-        void: Void | None = None
-        finish_at: int | None = None
-        step = 0
-        world = self.stage.world   # the simulator's clock, when there is one: a latency model makes steps longer
-        t_begin = world.time if world is not None else 0.0
-        # what the arm experienced: a simulated arm's own record of when each action landed (lock-step: at once),
-        # a real arm's wall time from reading the observation to writing the action
-        landed = self.robot.landed_latencies_s if world is not None else None
-        landed_from = len(landed) if landed is not None else 0
-        obs_to_action_ms: list[float] = []
-        # a simulated step's frames only for eyes that look: the policy (unless it pops a queued action),
-        # a dataset, an eager evidence recorder
-        frames_for_policy_only = world is not None and self.settings.dataset is None and not recorder.eager
-        # a paced arm's episode is its commands, however long they take (a real arm's, and a simulated one that
-        # mirrors it); otherwise the simulator's clock ends it (a latency model makes steps longer)
-        in_commands = self.robot.episode_in_commands
-        t_start = self.clock.now()
-        for step in range(max_steps):
-            sim_t = world.time - t_begin if world is not None else step * self.period
-            if sim_t >= self.protocol.episode_time_limit_s and not in_commands:
-                break
-            t0 = self.clock.now()
-            try:
-                draw_frames = not frames_for_policy_only or self.policy.reads_frames_next()
-                computes = world is None or self.policy.computes_next()
-                observation = self.robot.get_observation(draw_frames, computes)
-                t1 = self.clock.now()
-                action = self._select_action(observation, trial)
-                t2 = self.clock.now()
-                sent = self.robot.send_action(action)
-            except EmergencyStopped:
-                void = Void(VoidKind.EMERGENCY_STOP)
-                break
-            except PolicyServerLost as exc:   # the arm answers: it stops where it is
-                void = Void(VoidKind.ROBOT_IO_ERROR, str(exc))
-                self.observer.warn(f"{void.reason}. Restart the policy server, then resume.")
-                self.motion.hold_still()
-                break
-            except ROBOT_FAULTS as exc:  # a servo or camera stopped answering: void, never lose the trial
-                void = robot_fault_void(exc)
-                self.observer.warn(f"{void.reason}. Check cables and power, then resume.")
-                break
-            t3 = self.clock.now()
-            if world is None:
-                obs_to_action_ms.append(1000 * (t3 - t0))
-            else:
-                obs_to_action_ms.append(1000 * landed[-1] if landed is not None and len(landed) > landed_from else 0.0)
-            self.stage.observed(observation)
-            policy_ms.append(1000 * (t2 - t1))
-            io_ms.append(1000 * ((t1 - t0) + (t3 - t2)))
-            late = (t3 - t0) > self.period
-            missed += late
-            timing = {"policy_ms": policy_ms[-1], "io_ms": io_ms[-1], "missed": float(late)}
-            for cam in self.policy.camera_keys if draw_frames else ():
-                watch.see(cam, observation.get(cam), sim_t)
-            # a real arm's row is dated when its observation was read (never before its schedule): a late
-            # loop's steps are spread over the wall time they took
-            read_at = None if world is not None else max(sim_t, t0 - t_start)
-            captured = recorder.record_step(step, sim_t, observation, sent, timing, read_at)
-            if self.settings.dataset is not None:
-                self._record_dataset_frame(self.settings.dataset, observation, sent)
-            for cam, frame in captured.items():
-                watch.see(cam, frame, sim_t)
-            if unwatched and step % watch_every == 0:   # no video frames to inspect: look anyway
-                for cam in unwatched:   # drawn and inspected by the evidence writer when there is one
-                    if not recorder.watch(cam, sim_t, *self.settings.dropout.watch_size):
-                        watch.see(cam, self.stage.frame(cam, *self.settings.dropout.watch_size), sim_t)
-            if step % self.protocol.fps == 0 and log.isEnabledFor(logging.DEBUG):
-                ages = ", ".join(f"{cam} {age:.2f} s" for cam, age in watch.frame_ages(sim_t).items())
-                log.debug("step %d: policy %.1f ms, robot I/O %.1f ms, missed %d; frame ages: %s",
-                          step, policy_ms[-1], io_ms[-1], missed, ages or "no cameras")
-            self.observer.step(step, timing)
-            self.stage.on_step(trial, step)
-            dropout = watch.dropout(sim_t) or recorder.dropout()
-            if dropout:
-                void = Void(VoidKind.CAMERA_DROPOUT, dropout)
-                self.observer.warn(void.reason)
-                self.motion.hold_still()
-                break
-            if finish_at is None and self.stage.finished():
-                finish_at = step + round(self.settings.after_verdict_s * self.protocol.fps)
-            if finish_at is not None and step >= finish_at:
-                break
-            if self.observer.stop_requested():
-                stopped = True
-                break
-            if self.settings.paced:
-                self.clock.sleep(t0 + self.period - self.clock.now())
+        return _Episode(trial, recorder, CameraWatch(list(self.settings.evidence_cameras), self.settings.dropout),
+                        unwatched, max(1, round(self.protocol.fps / self.settings.dropout.watch_hz)),
+                        others_look=self.settings.dataset is not None or recorder.eager)
+
+    def _step(self, episode: _Episode, step: int, elapsed: float) -> bool:
+        """Observe, select, act, record, and pace: False once the episode ends at this step."""
+        exchange = self._exchange(episode)
+        if isinstance(exchange, Void):
+            episode.void = exchange
+            return False
+        self.stage.observed(exchange.observation)
+        timing = episode.timed(exchange, self.episode_clock.obs_to_action_ms(exchange.t0, exchange.t3), self.period)
+        self._record(episode, step, elapsed, exchange, timing)
+        self.observer.step(step, timing)
+        self.stage.on_step(episode.trial, step)
+        if self._ends(episode, step, elapsed):
+            return False
+        if self.settings.paced:
+            self.clock.sleep(exchange.t0 + self.period - self.clock.now())
+        return True
+
+    def _exchange(self, episode: _Episode) -> _Exchange | Void:
+        """The step's observation, the policy's action and the action sent, timed on the loop's clock; a fault on
+        the way is the episode's void (never lose the trial), never an exception."""
+        t0 = self.clock.now()
+        try:
+            # a simulated step's frames only for eyes that look: the policy (unless it pops a queued action),
+            # a dataset, an eager evidence recorder
+            draw_frames = self.episode_clock.frames_wanted(self.policy, episode.others_look)
+            observation = self.robot.get_observation(draw_frames, self.episode_clock.policy_computes(self.policy))
+            t1 = self.clock.now()
+            action = self._select_action(observation, episode.trial)
+            t2 = self.clock.now()
+            sent = self.robot.send_action(action)
+        except EmergencyStopped:
+            return Void(VoidKind.EMERGENCY_STOP)
+        except PolicyServerLost as exc:   # the arm answers: it stops where it is
+            void = Void(VoidKind.ROBOT_IO_ERROR, str(exc))
+            self.observer.warn(f"{void.reason}. Restart the policy server, then resume.")
+            self.motion.hold_still()
+            return void
+        except ROBOT_FAULTS as exc:  # a servo or camera stopped answering: void, never lose the trial
+            void = robot_fault_void(exc)
+            self.observer.warn(f"{void.reason}. Check cables and power, then resume.")
+            return void
+        return _Exchange(observation, sent, draw_frames, t0, t1, t2, self.clock.now())
+
+    def _record(self, episode: _Episode, step: int, elapsed: float, exchange: _Exchange,
+                timing: dict[str, float]) -> None:
+        """The step's evidence row and dataset frame; every frame it brought shown to the camera watch."""
+        watch = episode.watch
+        for cam in self.policy.camera_keys if exchange.draw_frames else ():
+            watch.see(cam, exchange.observation.get(cam), elapsed)
+        captured = episode.recorder.record_step(step, elapsed, exchange.observation, exchange.sent, timing,
+                                                self.episode_clock.read_at(elapsed, exchange.t0))
+        if self.settings.dataset is not None:
+            self._record_dataset_frame(self.settings.dataset, exchange.observation, exchange.sent)
+        for cam, frame in captured.items():
+            watch.see(cam, frame, elapsed)
+        if episode.unwatched and step % episode.watch_every == 0:   # no video frames to inspect: look anyway
+            size = self.settings.dropout.watch_size
+            for cam in episode.unwatched:   # drawn and inspected by the evidence writer when there is one
+                if not episode.recorder.watch(cam, elapsed, *size):
+                    watch.see(cam, self.stage.frame(cam, *size), elapsed)
+        if step % self.protocol.fps == 0 and log.isEnabledFor(logging.DEBUG):
+            ages = ", ".join(f"{cam} {age:.2f} s" for cam, age in watch.frame_ages(elapsed).items())
+            log.debug("step %d: policy %.1f ms, robot I/O %.1f ms, missed %d; frame ages: %s",
+                      step, episode.policy_ms[-1], episode.io_ms[-1], episode.missed, ages or "no cameras")
+
+    def _ends(self, episode: _Episode, step: int, elapsed: float) -> bool:
+        """Whether the episode ends after this step: a camera dropout (a void; the arm stops where it is), the
+        policy's time to withdraw after the judge's final verdict over, or the operator's abort."""
+        dropout = episode.watch.dropout(elapsed) or episode.recorder.dropout()
+        if dropout:
+            episode.void = Void(VoidKind.CAMERA_DROPOUT, dropout)
+            self.observer.warn(episode.void.reason)
+            self.motion.hold_still()
+            return True
+        if episode.finish_at is None and self.stage.finished():
+            episode.finish_at = step + round(self.settings.after_verdict_s * self.protocol.fps)
+        if episode.finish_at is not None and step >= episode.finish_at:
+            return True
+        if self.observer.stop_requested():
+            episode.stopped = True
+            return True
+        return False
+
+    def _outcome(self, episode: _Episode) -> EpisodeOutcome:
+        """The episode's outcome; observation-to-action times in the policy's own clock where it keeps them."""
+        policy_ms = episode.policy_ms
         if policy_ms and statistics.median(policy_ms) > 1000 * self.period:
             self.observer.warn(
                 f"policy inference (median {statistics.median(policy_ms):.0f} ms) cannot keep {self.protocol.fps} Hz"
             )
-        clock = "simulated" if world is not None else "wall"
-        episode_s = world.time - t_begin if world is not None else self.clock.now() - t_start
+        clock: str = self.episode_clock.name
+        obs_to_action_ms = episode.obs_to_action_ms
+        episode_s = self.episode_clock.episode_s()
         stats = self.policy.inference_stats()
         if stats.round_trips_ms is not None:   # chunks beside the loop (async, RTC): latency in the policy's time
             obs_to_action_ms, clock = list(stats.round_trips_ms), stats.clock
-        return EpisodeOutcome(len(policy_ms), void, stopped, policy_ms, io_ms, missed, obs_to_action_ms, clock,
-                              stats.queue_underruns, stats.chunk_switches, list(stats.rtc_inference_delays),
-                              list(stats.inference_ms), episode_s=episode_s)
+        return EpisodeOutcome(len(policy_ms), episode.void, episode.stopped, policy_ms, episode.io_ms, episode.missed,
+                              obs_to_action_ms, clock, stats.queue_underruns, stats.chunk_switches,
+                              list(stats.rtc_inference_delays), list(stats.inference_ms), episode_s=episode_s)
 
     def _select_action(self, observation: dict[str, Any], trial: Trial) -> dict[str, Any]:
         """The policy's action. Its own failure is not the robot's: an `OSError` from a policy reading its

@@ -1,10 +1,11 @@
 """The trial engine: one protocol, one scoresheet, trial after trial, resumable.
 
-The TUI and the plain terminal mode are both `RunObserver`s over this engine. It sequences the trials and
-makes every decision about the run (what voids a trial, what pauses the run, returning to the start pose on
-an abort, releasing torque on every way out, what is recorded when a stop lands where), so both front ends
-behave the same. A trial's episode is `run.control_loop` (pacing, the action queue's policy, step timing,
-loop statistics); the arm's moves outside the policy are `run.arm_motion`.
+The TUI and the plain terminal mode are both `RunObserver`s over this engine. It makes every decision about
+the run's arm and its attempts (what voids a trial, returning to the start pose on an abort, releasing torque
+on every way out, what is recorded when a stop lands where), so both front ends behave the same. Which trial
+comes next and what pauses the run is `run.sequencing` (a `--workers` run's driver sequences its workers'
+attempts with it too); a trial's episode is `run.control_loop` (pacing, the action queue's policy, step
+timing, loop statistics); the arm's moves outside the policy are `run.arm_motion`.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
-from harness.errors import EmergencyStopped, RunPaused, no_room
+from harness.errors import EmergencyStopped, RunPaused
 from harness.models.anatomy import TrialAnatomy
 from harness.models.evidence_audit import evidence_folder_name, mark_recorded
 from harness.models.protocol import Protocol as EvalProtocol
@@ -35,6 +36,7 @@ from harness.run.disk_room import FreeBytes, TrialRoom, free_bytes
 from harness.run.evidence import EvidenceRecorder, VideoMode
 from harness.run.faults import ROBOT_FAULTS, robot_fault_void
 from harness.run.safety import GuardedRobot
+from harness.run.sequencing import SequenceObserver, TrialSequence
 from harness.run.stages import TrialStage
 
 log = logging.getLogger(__name__)
@@ -56,8 +58,9 @@ class ScoreDecision:
         return self.void.reason if self.void is not None else None
 
 
-class RunObserver(Protocol):
-    def trial_started(self, trial: Trial, attempt: int, done: int, total: int) -> None: ...
+class RunObserver(SequenceObserver, Protocol):
+    """What the engine tells the front end and asks it: the sequence's calls, and each attempt's."""
+
     def phase(self, name: str) -> None: ...
     def step(self, step: int, timing: dict[str, float]) -> None: ...
     def warn(self, message: str) -> None: ...
@@ -65,13 +68,8 @@ class RunObserver(Protocol):
         """The label for a finished trial; when the engine already voided it (`void`), return that void."""
         ...
 
-    def trial_scored(self, attempt: Attempt) -> None: ...
     def stop_requested(self) -> bool:
         """True once the operator aborted: the trial in flight is voided and the run ends."""
-        ...
-
-    def wait_if_paused(self) -> bool:
-        """Called between trials: block while paused; False ends the run (aborted while paused)."""
         ...
 
 
@@ -103,6 +101,9 @@ class RunOptions:
 
 
 class RunEngine:
+    """One arm's attempts at a protocol's trials (`attempt`, the `AttemptMaker` of `run.sequencing`), run in the
+    sequence's order by `run`, with torque released however it ends."""
+
     def __init__(self, protocol: EvalProtocol, sheet: Scoresheet, robot: GuardedRobot, policy: EvalPolicy,
                  stage: TrialStage, observer: RunObserver, clock: Clock, options: RunOptions | None = None) -> None:
         self.protocol = protocol
@@ -131,7 +132,9 @@ class RunEngine:
         the arm to its start pose). Torque is released however this returns.
         """
         try:
-            return self._run()
+            self._await_policy()
+            return TrialSequence(self.protocol, self.sheet, self.observer, self, self.room,
+                                 self.options.max_attempts).run()
         finally:
             self._release_torque()
 
@@ -170,71 +173,23 @@ class RunEngine:
             log.info("policy %s loaded in %.1f s, warm-up inference %s ms", policy.name, policy.load_s or 0.0,
                      f"{warm:.1f}" if warm is not None else "n/a")
 
-    def _run(self) -> int:
-        recorded = 0
-        self._await_policy()
-        pending = len(self.sheet.pending_trials())
-        limit = self.options.max_attempts
-        # progress and time left count what this run will do: a --max-trials run stops short of the protocol
-        total = self.sheet.locked.trial_count - pending + (min(pending, limit) if limit is not None else pending)
-        while self.sheet.pending_trials():
-            if self.robot.stopped:   # stopped between trials: nothing in flight to void
-                raise RunPaused(Void(VoidKind.EMERGENCY_STOP))
-            if self.options.max_attempts is not None and recorded >= self.options.max_attempts:
-                break
-            if not self.observer.wait_if_paused():
-                self._abort()
-            if self.robot.stopped:   # pressed while the run waited on its pause
-                raise RunPaused(Void(VoidKind.EMERGENCY_STOP))
-            index = self.sheet.pending_trials()[0]
-            trial = self.protocol.trial(index)
-            done = self.sheet.locked.trial_count - len(self.sheet.pending_trials())
-            short = self.room.shortfall()
-            if short is not None:   # the next trial's evidence would not fit: nothing started, nothing lost
-                raise RunPaused(short)
-            records = len(self.sheet.attempts)
-            try:
-                attempt, void = self._run_trial(trial, done=done, total=total)
-            except Exception as exc:
-                number = no_room(exc)
-                if number is None:
-                    raise
-                raise RunPaused(self.room.refused(number, getattr(exc, "filename", None),
-                                                  in_flight_recorded=len(self.sheet.attempts) > records)) from exc
-            self.room.recorded(self.room.folder / f"trial-{attempt.trial_index:03d}-a{attempt.attempt}")
-            recorded += 1
-            self.observer.trial_scored(attempt)
-            if void is not None and void.kind is VoidKind.OPERATOR_ABORT:
-                self._abort()
-            if void is not None and void.kind.pauses_run:
-                log.info("run paused: %s", void.reason)
-                raise RunPaused(void)
-        if self.robot.stopped:   # after the last trial was recorded: nothing voided, but the run says it was stopped
-            raise RunPaused(Void(VoidKind.EMERGENCY_STOP))
-        return recorded
+    def emergency_stopped(self) -> bool:
+        """The guard's stop was pressed (between trials, nothing is in flight for it to void)."""
+        return self.robot.stopped
 
-    def _abort(self) -> None:
+    def abort(self) -> NoReturn:
         """The operator aborted: back to the start pose (unless the e-stop forbids motion), then pause."""
         if not self.robot.stopped:
             self._phase("moving to start pose")
             self.motion.move_to(self.protocol.start_pose, self.options.start_pose_s)
         raise RunPaused(Void(VoidKind.OPERATOR_ABORT))
 
-    def run_trial(self, trial: Trial, done: int = 0, total: int = 0) -> Attempt:
-        """Run and record one attempt at `trial` (the scoresheet is saved before this returns)."""
-        return self._run_trial(trial, done, total)[0]
-
-    def attempt_trial(self, trial: Trial, done: int = 0, total: int = 0) -> tuple[Attempt, Void | None]:
-        """One recorded attempt and the void that decides whether a run pauses (None when scored): what a
-        parallel worker hands its driver, which makes the pause decision a serial run would have made."""
-        return self._run_trial(trial, done, total)
-
-    def _run_trial(self, trial: Trial, done: int, total: int) -> tuple[Attempt, Void | None]:
-        """One attempt, recorded. From `trial_started` until its attempt is appended the trial is in flight:
-        an emergency stop anywhere in that span (start-pose move, placement, the episode, its last step,
-        scoring) records it as an emergency-stop void, never as scored."""
-        number = self.sheet.next_attempt_number(trial.index)
-        self.observer.trial_started(trial, number, done, total)
+    def attempt(self, trial: Trial, number: int) -> tuple[Attempt, Void | None]:
+        """Attempt `number` at `trial`, recorded, and the void that decides whether a run pauses (None when
+        scored): a serial run's step of its `TrialSequence`, and what a parallel worker hands its driver, which
+        makes the pause decision a serial run would have made. From `trial_started` until its attempt is
+        appended the trial is in flight: an emergency stop anywhere in that span (start-pose move, placement,
+        the episode, its last step, scoring) records it as an emergency-stop void, never as scored."""
         log.info("trial %d attempt %d: start", trial.index, number)
         started = now_iso()
         t_start = self.clock.now()

@@ -14,7 +14,9 @@ from the policies and simulators it keeps (`workers`: a sweep keeps its Ray work
 A worker draws its evidence inline (no writer lane processes: it has one core, and the other cores are the
 other workers'). Evidence is written in the worker's own temporary folder and shipped back as bytes, so
 workers on other machines of a Ray cluster need no shared disk. The driver's main thread is the only writer
-of the scoresheet and the runs folder; it appends attempts strictly in the order a serial run would have.
+of the scoresheet and the runs folder, and it runs a serial run's own trial sequence (`run.sequencing`): the
+workers only run trials ahead of it, so attempts are appended in the order, and the run stops or pauses where,
+a serial run's would be.
 
 Faults: a worker process that dies is restarted by Ray and its trial retried (nothing was recorded
 for it); a void that would pause a serial run pauses this one at the same place, and the results of
@@ -33,12 +35,11 @@ import socket
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from harness.app.parallel.workers import (
     CONTROL_GROUP,
@@ -51,13 +52,14 @@ from harness.app.parts import RayWorkerPool
 from harness.app.sheet import trials_to_run
 from harness.errors import EXIT_PAUSED, HarnessError, HarnessInputError, RunPaused, no_room
 from harness.models.evidence_audit import mark_recorded
-from harness.models.protocol import Protocol
+from harness.models.protocol import Protocol, Trial
 from harness.models.run_request import RunRequest
 from harness.models.run_settings import RobotKind
 from harness.models.scoresheet import Scoresheet
 from harness.models.sheet_records import Attempt
 from harness.models.taxonomy import Void, VoidKind
 from harness.run.disk_room import TrialRoom
+from harness.run.sequencing import TrialSequence
 from harness.scratch import SYSTEM_ROOT, socket_root
 from harness.scratch import make as make_scratch
 from harness.scratch import remove as remove_scratch
@@ -438,7 +440,14 @@ def quiet_ray_init() -> Iterator[None]:
 
 @dataclass
 class ParallelRun:
-    """Drives the driver's own worker and the Ray workers over the pending trials of one locked scoresheet."""
+    """The driver's own worker and the Ray workers over the pending trials of one locked scoresheet.
+
+    `run` is a serial run's `TrialSequence`, with this as its `AttemptMaker`: asked for a trial's attempt, it
+    hands the pending trials to whichever worker is free next (the one asked for first, later ones ahead of the
+    sequence while `--max-trials` leaves room), waits for the one asked for and records it (its evidence, then
+    its attempt). So which trial is next, what pauses the run and what is recorded are decided where a serial
+    run decides them; the results of later trials wait their turn, and are dropped unrecorded where the
+    sequence stops (they are run again on resume)."""
 
     request: RunRequest
     protocol: Protocol
@@ -453,6 +462,12 @@ class ParallelRun:
     recorded: int = 0
     ran_by: dict[str, int] = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)
+    _in_flight: dict[Future[TrialResult], tuple[int, Any]] = field(default_factory=dict)
+    _done: dict[int, Future[TrialResult]] = field(default_factory=dict)   # finished, not yet recorded
+    _idle: list[Any] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._idle = [self.local] if self.local is not None else []
 
     def shut_gate(self) -> None:
         """The stop key was pressed (any thread, a signal handler included): no trial is submitted again, and
@@ -470,72 +485,74 @@ class ParallelRun:
 
     def run(self) -> int:
         """Run every pending trial; returns how many attempts were recorded. Raises `RunPaused` where a
-        serial run would have paused, and on the stop key once the trials in flight are recorded."""
-        total = self.sheet.locked.trial_count
-        order: deque[int] = deque(self.sheet.pending_trials())
-        to_submit: deque[int] = deque(order)
-        done: dict[int, TrialResult] = {}
-        in_flight: dict[Future[TrialResult], tuple[int, Any]] = {}
-        idle: list[Any] = [self.local] if self.local is not None else []
-
-        def wanted() -> bool:   # --max-trials: start no more trials than there are attempts left to record
-            return self.max_attempts is None or self.recorded + len(in_flight) + len(done) < self.max_attempts
-
-        def hand_out() -> None:
-            while idle and to_submit and wanted() and not self.stopping.is_set():
-                worker = idle.pop(0)   # the driver first: its evidence needs no shipping
-                index = to_submit.popleft()
-                in_flight[worker.submit(index, self.sheet.next_attempt_number(index))] = (index, worker)
-
-        while order:
-            if self.stopping.is_set() and not in_flight:   # stopped between trials: nothing in flight to void
-                raise RunPaused(Void(VoidKind.EMERGENCY_STOP))
-            idle.extend(self.ray_workers.newly_ready(wait_s=0 if in_flight else STOP_KEY_POLL_S))
-            hand_out()
-            # short waits: the stop key's signal handler runs only when this thread is back in Python, and a
-            # Ray worker that became ready is given a trial within one
-            finished, _ = wait(list(in_flight), timeout=STOP_KEY_POLL_S, return_when=FIRST_COMPLETED)
-            for future in finished:
-                index, worker = in_flight.pop(future)
-                if worker is self.local:
-                    idle.insert(0, worker)
-                else:
-                    idle.append(worker)
-                done[index] = self._result(future, index)
-                self.ran_by[worker.name] = self.ran_by.get(worker.name, 0) + 1
-            hand_out()   # a freed worker starts its next trial before this thread records the last one
-            while order and order[0] in done:
-                head = order[0]
-                result = done.pop(head)
-                self._record(result, total)
-                if self.max_attempts is not None and self.recorded >= self.max_attempts:
-                    return self.recorded
-                if self.sheet.stopped_by_rule() is not None:   # where a serial run stops; later results unrecorded
-                    return self.recorded
-                if result.void is None:
-                    order.popleft()
-                    continue
-                if result.void.kind.pauses_run:
-                    log.info("run paused: %s", result.void.reason)
-                    raise RunPaused(result.void)
-                to_submit.appendleft(head)   # a void that does not pause: try the trial again, in its place
-        return self.recorded
-
-    def _no_room(self, exc: BaseException, in_flight_recorded: bool = False) -> RunPaused | None:
-        """A write refused for want of room, on a worker or here: the run pauses as a serial run's would."""
-        number = no_room(exc)
-        if number is None:
-            return None
+        serial run would have paused, and on the stop key once the trials it voided are recorded."""
         room = TrialRoom(self.runs_dir / self.sheet.path.stem, self.sheet.path)
-        return RunPaused(room.refused(number, getattr(exc, "filename", None), in_flight_recorded))
+        return TrialSequence(self.protocol, self.sheet, self.observer, self, room, self.max_attempts).run()
+
+    def emergency_stopped(self) -> bool:
+        """The stop key was pressed, and no worker has or will have an attempt at the next trial to record."""
+        if not self.stopping.is_set():
+            return False
+        pending = self.sheet.pending_trials()
+        return not pending or not self._coming(pending[0])
+
+    def abort(self) -> NoReturn:
+        """An operator's abort pauses the run (a `--workers` run's arms are simulated: none to move home)."""
+        raise RunPaused(Void(VoidKind.OPERATOR_ABORT))
+
+    def attempt(self, trial: Trial, number: int) -> tuple[Attempt, Void | None]:
+        """Attempt `number` at `trial`, run by a worker (perhaps already) and recorded here."""
+        order = self.sheet.pending_trials()   # `trial` first
+        while trial.index not in self._done:
+            self._idle.extend(self.ray_workers.newly_ready(wait_s=0 if self._in_flight else STOP_KEY_POLL_S))
+            self._hand_out(order)
+            if self.stopping.is_set() and not self._coming(trial.index):   # the stop key came before it started
+                raise RunPaused(Void(VoidKind.EMERGENCY_STOP))
+            self._collect()
+            self._hand_out(order)   # a freed worker starts its next trial before this thread records the last one
+        result = self._result(self._done.pop(trial.index), trial.index)
+        return self._record(result), result.void
+
+    def _coming(self, index: int) -> bool:
+        """A worker runs, or ran, trial `index` for an attempt not yet recorded."""
+        return index in self._done or any(running == index for running, _ in self._in_flight.values())
+
+    def _hand_out(self, order: list[int]) -> None:
+        """Idle workers take the pending trials not yet started, in trial order (the driver's own first: its
+        evidence needs no shipping); none once the stop key was pressed. Beyond `order[0]`, the trial the
+        sequence waits for, no more are started than `--max-trials` leaves attempts to record."""
+        for index in order:
+            if not self._idle or self.stopping.is_set():
+                return
+            if self._coming(index):
+                continue
+            ahead = len(self._in_flight) + len(self._done)
+            if index != order[0] and self.max_attempts is not None and self.recorded + ahead >= self.max_attempts:
+                return
+            worker = self._idle.pop(0)
+            self._in_flight[worker.submit(index, self.sheet.next_attempt_number(index))] = (index, worker)
+
+    def _collect(self) -> None:
+        """The trials finished within a short wait: the stop key's signal handler runs only when this thread is
+        back in Python, and a Ray worker that became ready is given a trial within one."""
+        finished, _ = wait(list(self._in_flight), timeout=STOP_KEY_POLL_S, return_when=FIRST_COMPLETED)
+        for future in finished:
+            index, worker = self._in_flight.pop(future)
+            if worker is self.local:
+                self._idle.insert(0, worker)
+            else:
+                self._idle.append(worker)
+            self._done[index] = future
+            self.ran_by[worker.name] = self.ran_by.get(worker.name, 0) + 1
 
     def _result(self, future: Future[TrialResult], index: int) -> TrialResult:
+        """A finished trial's result; a worker's write refused for want of room is raised as it is (the
+        sequence pauses the run on it), a Ray worker that kept failing as `WorkerFailed`."""
         exception = future.exception()
         if exception is None:
             return future.result()
-        paused = self._no_room(exception)
-        if paused is not None:
-            raise paused from exception
+        if no_room(exception) is not None:
+            raise exception
         import ray
 
         if isinstance(exception, ray.exceptions.RayError):
@@ -544,26 +561,17 @@ class ParallelRun:
                                ) from None
         raise exception
 
-    def _record(self, result: TrialResult, total: int) -> None:
-        trial = self.protocol.trial(result.trial_index)
-        done_before = total - len(self.sheet.pending_trials())
-        self.observer.trial_started(trial, result.attempt.attempt, done_before, total)
+    def _record(self, result: TrialResult) -> Attempt:
+        """The worker's evidence stored where a serial run writes it, then its attempt appended."""
         started = time.perf_counter()
-        records = len(self.sheet.attempts)
-        try:
-            attempt = store_evidence(result, self.runs_dir, self.sheet.path.stem)
-            recorded = self.sheet.add_attempt(attempt)
-            if result.folder_name is not None:   # the folder now proves the record existed
-                mark_recorded(self.runs_dir / self.sheet.path.stem / result.folder_name, recorded)
-        except OSError as exc:
-            paused = self._no_room(exc, in_flight_recorded=len(self.sheet.attempts) > records)
-            if paused is None:
-                raise
-            raise paused from exc
+        attempt = store_evidence(result, self.runs_dir, self.sheet.path.stem)
+        recorded = self.sheet.add_attempt(attempt)
+        if result.folder_name is not None:   # the folder now proves the record existed
+            mark_recorded(self.runs_dir / self.sheet.path.stem / result.folder_name, recorded)
         self.record_busy_s += time.perf_counter() - started
         self.recorded += 1
         self.worker_busy_s += result.worker_s
-        self.observer.trial_scored(recorded)
+        return recorded
 
 
 def local_cores() -> int:

@@ -43,15 +43,13 @@ CLOSE_TIMEOUT_S = 10.0   # for the Ray workers to release their arms and remove 
 
 
 class DetachedSheet:
-    """What a worker's engine sees instead of the scoresheet: the locked block and settings (read-only),
-    the attempt number the driver chose, and a slot that receives the finished attempt unwritten."""
+    """What a worker's engine sees instead of the scoresheet: the locked block and settings (read-only), and an
+    `add_attempt` that hands the finished attempt back unwritten (the driver numbers and records attempts)."""
 
     def __init__(self, path: Path, locked_data: dict[str, Any], settings: RunSettings) -> None:
         self.path = path
         self.locked = LockedBlock.model_validate(locked_data)
         self.settings = settings
-        self._next_attempt = 1
-        self.finished: Attempt | None = None
 
     @property
     def inference(self) -> LockedInference:
@@ -68,15 +66,7 @@ class DetachedSheet:
         comparison's worker withholds its timing; the driver's lines say what the chain allows."""
         return self.locked.blind_comparison
 
-    def expect_attempt(self, number: int) -> None:
-        self._next_attempt = number
-        self.finished = None
-
-    def next_attempt_number(self, trial_index: int) -> int:
-        return self._next_attempt
-
     def add_attempt(self, attempt: Attempt) -> Attempt:
-        self.finished = attempt
         return attempt
 
 
@@ -137,9 +127,8 @@ class TrialWorkerImpl:
 
     def run_trial(self, trial_index: int, attempt_number: int) -> TrialResult:
         started = time.perf_counter()
-        self.sheet.expect_attempt(attempt_number)
         trial = self.protocol.trial(trial_index)
-        attempt, void = self.setup.engine.attempt_trial(trial)
+        attempt, void = self.setup.engine.attempt(trial, attempt_number)
         folder = self.tmp / self.sheet.path.stem / evidence_folder_name(trial_index, attempt_number)
         files: dict[str, bytes] = {}
         if folder.is_dir():
