@@ -7,8 +7,8 @@ top frame, measured against the bowl rim, says whether the cube ended in the bow
 give a label with its reasons, which the operator confirms or overrides; the rules mirror the
 simulator's judge so the two can be compared on rehearsed trials.
 
-Where the evidence contradicts itself (jaws that rested part-closed without opening first, jaws easing
-open at the end while "holding", a cube seen far from where it was let go) no label is proposed: the
+Where the evidence contradicts itself (jaws that rested part-closed without opening first, a cube seen far
+from where it was let go, a drop whose landing the final frame did not show) no label is proposed: the
 operator chooses unprompted, because a wrong default confirmed with Enter is worse than no default.
 """
 
@@ -42,7 +42,6 @@ class Reason(StrEnum):
     CUBE_NOT_MEASURED = "final frame: cube not measured"
     # the evidence contradicts itself: no label proposed
     RESTED_PART_CLOSED = "gripper rested part-closed without opening first: held or not, unknown"
-    JAWS_EASED = "jaws eased open while holding at the end: the cube may have slipped out"
     NOT_WHERE_LET_GO = "final frame: cube far from where it was let go"
     LANDING_UNSEEN = "dropped, but the final frame did not show where it landed"
 
@@ -65,7 +64,8 @@ class GripperBands:
     lift_min_m: float = 0.02        # grasp point rose this far while holding: a lift
     drop_min_height_m: float = 0.04  # cube bottom higher than this above the table when let go: a drop
     closed_by: float = 5.0          # a part-closed rest counts as a close only this far below the widest before
-    eased_open: float = 8.0         # still "holding" at the end but this much wider than when it closed on the cube
+    eased_open: float = 8.0         # this much wider than where they stopped on the cube: the jaws let it go
+    #                                 (held cubes drift the jaws at most ~4 units; the judge sees it released by then)
     landing_cm: float = 4.0         # a dropped cube lands within this of where it was let go (plus the +/-)
 
 
@@ -115,7 +115,8 @@ class GripperTrace:
         if self.released:
             return
         point = self.grasp_point(joints)
-        if grip > b.open_above or grip < b.empty_below:   # let go (or slipped out and the jaws closed)
+        eased = self.hold_grip is not None and grip - self.hold_grip > b.eased_open
+        if grip > b.open_above or grip < b.empty_below or eased:   # let go (or slipped out and the jaws closed)
             self.released = True
             self.release_xyz = (float(point[0]), float(point[1]), float(point[2]))
             return
@@ -191,9 +192,6 @@ def propose(trace: GripperTrace, view: FinalView, bowl_xy_m: tuple[float, float]
     reasons.append(Reason.LIFTED if lifted else Reason.NOT_LIFTED)
     if not trace.released or trace.release_xyz is None:
         reasons.append(Reason.STILL_HOLDING)
-        if trace.last_grip is not None and trace.hold_grip is not None \
-                and trace.last_grip - trace.hold_grip > b.eased_open:
-            return refuse(Reason.JAWS_EASED)
         return done(Label.WRONG_PLACEMENT)
     x, y, z = trace.release_xyz
     over_bowl = math.hypot(x - bowl_xy_m[0], y - bowl_xy_m[1]) < bowl_radius_m
