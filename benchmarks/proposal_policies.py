@@ -7,10 +7,15 @@ the joints as a real arm's would; its final frame is stood in for by what a top 
 true distance from the bowl centre, inside when within the rim's radius, +/- 0.3 cm: the measurement's own
 accuracy is judged apart, `benchmarks/camera_sizes_bench.py`) or by no measurement at all (`none`).
 
-Per policy: attempts, proposals that agree with the judge, no proposal (the evidence disagreed), proposals
-that are wrong. Target: agreement >= 98 %, and a disagreement is a refusal, not a wrong label.
+Per policy: attempts; agree (a label proposed and the judge's); no proposal (the evidence disagreed: the
+operator chooses unprompted, which is not a wrong label); wrong (a label proposed and not the judge's);
+agreement = agree / attempts; proposed = (agree + wrong) / attempts, the share the operator gets a default for;
+right when proposed = agree / (agree + wrong). Target: agreement >= 98 %, and a disagreement is a refusal.
 
-Run: .venv/bin/python benchmarks/proposal_policies.py [--final seen|none]
+`--folder DIR` judges another export's attempts instead of the committed ones: the held-out learned-policy
+runs `scripts/proposal_heldout` makes (judge them once, with the rules frozen).
+
+Run: .venv/bin/python benchmarks/proposal_policies.py [--final seen|none] [--folder DIR]
      PYTHONPATH=/path/to/older/checkout ... (the proposer before)
 """
 
@@ -26,7 +31,7 @@ from collections import defaultdict
 
 from harness.run.proposal import FinalView, GripperTrace, Proposal, propose, so101_grasp_point
 from harness.sim.scene import SceneGeometry
-from tests.anatomy_traces import Attempt, attempts
+from tests.anatomy_traces import FOLDER, Attempt, attempts
 
 UNCERTAINTY_CM = 0.3
 
@@ -45,11 +50,12 @@ def proposal(attempt: Attempt, final: str, grasp_point, scene: SceneGeometry) ->
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--final", choices=("seen", "none"), default="seen")
+    parser.add_argument("--folder", type=_Path, default=FOLDER, help="exported attempts (default: the committed)")
     args = parser.parse_args()
     scene, grasp_point = SceneGeometry(), so101_grasp_point()
     rows: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     wrong: list[str] = []
-    for attempt in attempts():
+    for attempt in attempts(folder=args.folder):
         got = proposal(attempt, args.final, grasp_point, scene)
         for key in (attempt.policy, "**all**"):
             row = rows[key]
@@ -65,11 +71,13 @@ def main() -> None:
             wrong.append(f"{attempt.policy} trial {attempt.trial}: judge {attempt.label} ({attempt.judge['detail']}); "
                          f"{said} ({got.reasons_text()})")
     rows["**all**"] = rows.pop("**all**")
-    print(f"final frame: {args.final}\n")
-    print("| policy | attempts | agree | no proposal | wrong | agreement |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(f"final frame: {args.final}; attempts: {args.folder}\n")
+    print("| policy | attempts | agree | no proposal | wrong | agreement | proposed | right when proposed |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for policy, (n, agree, refused, bad) in rows.items():
-        print(f"| {policy} | {n} | {agree} | {refused} | {bad} | {100 * agree / n:.1f} % |")
+        right = f"{100 * agree / (agree + bad):.1f} %" if agree + bad else "-"
+        print(f"| {policy} | {n} | {agree} | {refused} | {bad} | {100 * agree / n:.1f} % | "
+              f"{100 * (agree + bad) / n:.1f} % | {right} |")
     print()
     for line in wrong:
         print(f"- {line}")

@@ -32,9 +32,10 @@ class Attempt:
         return str(self.judge["label"])
 
 
-def attempts(policy: str | None = None) -> Iterator[Attempt]:
-    """Every committed attempt, policy by policy (or one policy's)."""
-    for path in sorted(FOLDER.glob("*.npz")):
+def attempts(policy: str | None = None, folder: Path = FOLDER) -> Iterator[Attempt]:
+    """Every committed attempt, policy by policy (or one policy's); `folder`: another export's (the held-out
+    runs `scripts/proposal_heldout` writes)."""
+    for path in sorted(folder.glob("*.npz")):
         if policy is not None and path.stem != policy:
             continue
         data = np.load(path)

@@ -89,9 +89,9 @@ def test_a_drop_whose_landing_is_unseen_is_not_proposed(grasp_point) -> None:
 
 @pytest.mark.parametrize("measured", [True, False])
 def test_across_the_committed_policies_a_disagreement_is_almost_always_a_refusal(grasp_point, measured) -> None:
-    """140 attempts of 14 policy runs: before, 4 proposals were wrong and none refused; now at most the one
-    the joints cannot tell (ACT's cube slipping from closing jaws, heldout-act-1000-rand trial 1: the judge
-    saw a 0.25 s hold, the gripper closed to its stop) is wrong."""
+    """140 attempts of 14 policy runs: before, 4 proposals were wrong and none refused; now 137 agree, 2 are
+    refused and at most the one the joints cannot tell (ACT's cube slipping from closing jaws,
+    heldout-act-1000-rand trial 1: the judge saw a 0.25 s hold, the gripper closed to its stop) is wrong."""
     wrong, agree, total = [], 0, 0
     for attempt in attempts():
         got = proposed(attempt, grasp_point, measured)
@@ -103,13 +103,12 @@ def test_across_the_committed_policies_a_disagreement_is_almost_always_a_refusal
         else:
             wrong.append((attempt.policy, attempt.trial))
     assert wrong == [("heldout-act-1000-rand", 1)]
-    assert agree / total >= (0.97 if measured else 0.95)
-    # every judged success with a seen final frame is still proposed as one
+    assert agree / total >= (0.975 if measured else 0.96)
+    # every judged success with a seen final frame is proposed as one (none refused)
     if measured:
         for attempt in attempts():
-            if attempt.label == "success" and attempt.judge["clean_release"] is not None:
-                got = proposed(attempt, grasp_point)
-                assert got.label in (Label.SUCCESS, None)
+            if attempt.label == "success":
+                assert proposed(attempt, grasp_point).label is Label.SUCCESS, (attempt.policy, attempt.trial)
 
 
 def test_the_terminal_offers_no_default_when_nothing_was_proposed() -> None:
