@@ -27,13 +27,15 @@ from pathlib import Path as _Path
 _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))   # the repository: tests.anatomy_traces
 
 import argparse
-from collections import defaultdict
+from collections import Counter, defaultdict
 
+from harness.models.taxonomy import Label
 from harness.run.proposal import FinalView, GripperTrace, Proposal, propose, so101_grasp_point
 from harness.sim.scene import SceneGeometry
 from tests.anatomy_traces import FOLDER, Attempt, attempts
 
 UNCERTAINTY_CM = 0.3
+SHORT = {Label.SUCCESS: "S", Label.NO_GRASP: "NG", Label.GRASPED_THEN_DROPPED: "D", Label.WRONG_PLACEMENT: "WP"}
 
 
 def proposal(attempt: Attempt, final: str, grasp_point, scene: SceneGeometry) -> Proposal:
@@ -54,10 +56,12 @@ def main() -> None:
     args = parser.parse_args()
     scene, grasp_point = SceneGeometry(), so101_grasp_point()
     rows: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    judged: dict[str, Counter[str]] = defaultdict(Counter)   # the judge's labels: how hard each set is
     wrong: list[str] = []
     for attempt in attempts(folder=args.folder):
         got = proposal(attempt, args.final, grasp_point, scene)
         for key in (attempt.policy, "**all**"):
+            judged[key][SHORT.get(Label(attempt.label), attempt.label)] += 1
             row = rows[key]
             row[0] += 1
             if got.label is None:
@@ -72,11 +76,13 @@ def main() -> None:
                          f"{said} ({got.reasons_text()})")
     rows["**all**"] = rows.pop("**all**")
     print(f"final frame: {args.final}; attempts: {args.folder}\n")
-    print("| policy | attempts | agree | no proposal | wrong | agreement | proposed | right when proposed |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| policy | attempts | judge's labels | agree | no proposal | wrong | agreement | proposed | "
+          "right when proposed |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
     for policy, (n, agree, refused, bad) in rows.items():
         right = f"{100 * agree / (agree + bad):.1f} %" if agree + bad else "-"
-        print(f"| {policy} | {n} | {agree} | {refused} | {bad} | {100 * agree / n:.1f} % | "
+        mix = " ".join(f"{judged[policy][k]} {k}" for k in (*SHORT.values(),) if judged[policy][k])
+        print(f"| {policy} | {n} | {mix} | {agree} | {refused} | {bad} | {100 * agree / n:.1f} % | "
               f"{100 * (agree + bad) / n:.1f} % | {right} |")
     print()
     for line in wrong:
