@@ -19,7 +19,7 @@ from harness.models.taxonomy import Label
 from harness.run.proposal import FinalView, GripperTrace, Proposal, Reason, propose, so101_grasp_point
 from harness.run.terminal import TerminalObserver
 from harness.sim.scene import SceneGeometry
-from tests.anatomy_traces import Attempt, attempts
+from tests.anatomy_traces import FOLDER, Attempt, attempts
 
 SCENE = SceneGeometry()
 
@@ -134,3 +134,20 @@ def test_a_policy_that_holds_still_is_a_no_grasp_not_a_refusal() -> None:
     got = propose(trace, FinalView(False, 19.4, 0.3), SCENE.bowl_xy, SCENE.bowl_rim_diameter / 2,
                   SCENE.cube_edge / 2)
     assert got.label is Label.NO_GRASP and Reason.NEVER_CLOSED in got.reasons
+
+
+ACT128 = FOLDER.parent / "proposal_act128"   # scripts/proposal_heldout's first 80 attempts: held out once, tuning since
+
+
+@pytest.mark.parametrize(("policy", "trial"), [
+    ("act128s2000-400-rand", 2), ("act128s2000-400-rand", 3), ("act128s2000-400-rand", 5),
+    ("act128s2000-400-rand", 8), ("act128s1000-400-rand", 2)])
+def test_jaws_resting_wider_than_the_cube_without_a_lift_are_not_called_a_grasp(grasp_point, policy, trial) -> None:
+    """A small ACT closed its jaws to 23-33 and held them there (the command, not the cube, stopped them: a
+    3 cm cube stops them near 18) beside the cube, never lifting: the judge's no grasp. "Stopped part-way:
+    holding something; never lifted" proposed wrong_placement, 5 times in 80 held-out attempts. Every judged
+    grasp that was not lifted rested at 18.1 or narrower."""
+    attempt = next(a for a in attempts(policy, folder=ACT128) if a.trial == trial)
+    assert attempt.label == "no_grasp"
+    got = proposed(attempt, grasp_point)
+    assert got.label is None and Reason.STOPPED_WIDE in got.reasons

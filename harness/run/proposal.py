@@ -7,8 +7,9 @@ top frame, measured against the bowl rim, says whether the cube ended in the bow
 give a label with its reasons, which the operator confirms or overrides; the rules mirror the
 simulator's judge so the two can be compared on rehearsed trials.
 
-Where the evidence contradicts itself (jaws that rested part-closed without opening first, a cube seen far
-from where it was let go, a drop whose landing the final frame did not show) no label is proposed: the
+Where the evidence contradicts itself (jaws that rested part-closed without opening first, jaws that rested
+wider than the cube and never lifted, a cube seen far from where it was let go, a drop whose landing the final
+frame did not show) no label is proposed: the
 operator chooses unprompted, because a wrong default confirmed with Enter is worse than no default.
 """
 
@@ -43,6 +44,7 @@ class Reason(StrEnum):
     # the evidence contradicts itself: no label proposed
     RESTED_PART_CLOSED = "gripper rested part-closed without opening first: held or not, unknown"
     NOT_WHERE_LET_GO = "final frame: cube far from where it was let go"
+    STOPPED_WIDE = "jaws rested wider than the cube and never lifted: on the cube or short of it, unknown"
     LANDING_UNSEEN = "dropped, but the final frame did not show where it landed"
 
 
@@ -67,6 +69,8 @@ class GripperBands:
     eased_open: float = 8.0         # this much wider than where they stopped on the cube: the jaws let it go
     #                                 (held cubes drift the jaws at most ~4 units; the judge sees it released by then)
     landing_cm: float = 4.0         # a dropped cube lands within this of where it was let go (plus the +/-)
+    on_cube_below: float = 21.0     # jaws resting at or under this while holding are on the cube (it stops them
+    #                                 near 18); resting only wider, the policy's command may have stopped them
 
 
 @dataclass
@@ -89,6 +93,7 @@ class GripperTrace:
     rested_part_closed: bool = False   # ... unless it closed to rest there: then whether it holds something
     widest: float | None = None        # is unknown (the widest it was before, to tell a close from holding still)
     hold_grip: float | None = None     # where the jaws stopped on the cube
+    rest_grip: float | None = None     # the narrowest the jaws rested while holding (steady, before letting go)
     _steady: int = 0
 
     def see(self, joints: dict[str, float]) -> None:
@@ -109,7 +114,7 @@ class GripperTrace:
                 self.closed_empty = True
             elif steady and b.holding_above <= grip <= b.holding_below:
                 self.held = True
-                self.hold_grip = grip
+                self.hold_grip = self.rest_grip = grip
                 self.hold_start_z = float(self.grasp_point(joints)[2])
             return
         if self.released:
@@ -120,6 +125,8 @@ class GripperTrace:
             self.released = True
             self.release_xyz = (float(point[0]), float(point[1]), float(point[2]))
             return
+        if steady:
+            self.rest_grip = min(self.rest_grip if self.rest_grip is not None else grip, grip)
         self.max_lift_m = max(self.max_lift_m, float(point[2]) - (self.hold_start_z or 0.0))
 
 
@@ -190,6 +197,8 @@ def propose(trace: GripperTrace, view: FinalView, bowl_xy_m: tuple[float, float]
     reasons.append(Reason.CLOSED_ON_SOMETHING)
     lifted = trace.max_lift_m >= b.lift_min_m
     reasons.append(Reason.LIFTED if lifted else Reason.NOT_LIFTED)
+    if not lifted and (trace.rest_grip is None or trace.rest_grip > b.on_cube_below):
+        return refuse(Reason.STOPPED_WIDE)
     if not trace.released or trace.release_xyz is None:
         reasons.append(Reason.STILL_HOLDING)
         return done(Label.WRONG_PLACEMENT)
