@@ -136,7 +136,7 @@ def test_a_policy_that_holds_still_is_a_no_grasp_not_a_refusal() -> None:
     assert got.label is Label.NO_GRASP and Reason.NEVER_CLOSED in got.reasons
 
 
-ACT128 = FOLDER.parent / "proposal_act128"   # scripts/proposal_heldout's first 80 attempts: held out once, tuning since
+ACT128 = FOLDER.parent / "proposal_act128"   # scripts/proposal_heldout's 110 attempts: each held out once, tuning since
 
 
 @pytest.mark.parametrize(("policy", "trial"), [
@@ -153,11 +153,12 @@ def test_jaws_resting_wider_than_the_cube_without_a_lift_are_not_called_a_grasp(
     assert got.label is None and Reason.STOPPED_WIDE in got.reasons
 
 
-def test_on_the_small_acts_the_wrong_proposals_are_the_three_the_evidence_cannot_tell(grasp_point) -> None:
-    """The 80 attempts of scripts/proposal_heldout's first two trainings, judged once before any rule saw them
-    (71 agree, 1 refused, 8 wrong), since tuning: 71 agree, 6 refused, 3 wrong. The three: two cubes released
-    over the bowl and seen inside that the judge did not call a success (the sequence incomplete: the jaws
-    touched the cube again), and a 0.25 s grab by jaws that never rested, which the joints read as never closing."""
+def test_on_the_small_acts_the_wrong_proposals_are_those_the_evidence_cannot_tell(grasp_point) -> None:
+    """The 110 attempts of scripts/proposal_heldout's three trainings, each set judged once before any rule saw
+    it (71/1/8 of 80, then 20/3/7 of 30: agree / no proposal / wrong), tuning since. The wrong ones left: cubes
+    released over the bowl and seen inside that the judge did not call a success (never at rest in the bowl for
+    0.5 s before the time limit: the sequence incomplete), and a 0.25 s grab by jaws that never rested, which the
+    joints read as never closing."""
     wrong, agree, total = [], 0, 0
     for attempt in attempts(folder=ACT128):
         got = proposed(attempt, grasp_point)
@@ -165,6 +166,21 @@ def test_on_the_small_acts_the_wrong_proposals_are_the_three_the_evidence_cannot
         if got.label is not None and got.label.value == attempt.label:
             agree += 1
         elif got.label is not None:
-            wrong.append((attempt.policy, attempt.trial))
-    assert wrong == [("act128s1000-200-jitter", 2), ("act128s1000-600-jitter", 4), ("act128s2000-400-jitter", 8)]
-    assert total == 80 and agree >= 71
+            wrong.append((attempt.policy, attempt.trial, got.label.value, attempt.label))
+    incomplete = {("act128s1000-600-jitter", 4), ("act128s2000-400-jitter", 8), ("act128s3000-500-jitter", 3),
+                  ("act128s3000-500-jitter", 10), ("act128s3000-500-rand", 8), ("act128s3000-500-rand", 9)}
+    assert {(p, t) for p, t, _, _ in wrong} == incomplete | {("act128s1000-200-jitter", 2)}, wrong
+    assert total == 110 and agree >= 91
+
+
+@pytest.mark.parametrize(("policy", "trial", "why"), [
+    # jaws rested at 32-35 beside the cube, then the arm rose 2.2-2.8 cm: a lift of nothing
+    ("act128s3000-500-mid", 1, Reason.STOPPED_WIDE), ("act128s3000-500-rand", 2, Reason.STOPPED_WIDE),
+    # let go over the bowl, the cube seen 21 cm away at its start: it was never carried
+    ("act128s3000-500-jitter", 8, Reason.NOT_WHERE_LET_GO)])
+def test_a_lift_or_a_release_over_the_bowl_does_not_make_a_grasp_the_jaws_and_the_frame_deny(
+        grasp_point, policy, trial, why) -> None:
+    attempt = next(a for a in attempts(policy, folder=ACT128) if a.trial == trial)
+    assert attempt.label == "no_grasp"
+    got = proposed(attempt, grasp_point)
+    assert got.label is None and why in got.reasons

@@ -8,8 +8,8 @@ give a label with its reasons, which the operator confirms or overrides; the rul
 simulator's judge so the two can be compared on rehearsed trials.
 
 Where the evidence contradicts itself (jaws that rested part-closed without opening first, jaws that rested
-wider than the cube and never lifted, a cube seen far from where it was let go, a drop whose landing the final
-frame did not show) no label is proposed: the
+only wider than the cube, a cube seen far from where it was let go, a drop whose landing the final frame did
+not show) no label is proposed: the
 operator chooses unprompted, because a wrong default confirmed with Enter is worse than no default.
 """
 
@@ -44,7 +44,7 @@ class Reason(StrEnum):
     # the evidence contradicts itself: no label proposed
     RESTED_PART_CLOSED = "gripper rested part-closed without opening first: held or not, unknown"
     NOT_WHERE_LET_GO = "final frame: cube far from where it was let go"
-    STOPPED_WIDE = "jaws rested wider than the cube and never lifted: on the cube or short of it, unknown"
+    STOPPED_WIDE = "jaws rested only wider than the cube: on the cube or short of it, unknown"
     LANDING_UNSEEN = "dropped, but the final frame did not show where it landed"
 
 
@@ -197,7 +197,7 @@ def propose(trace: GripperTrace, view: FinalView, bowl_xy_m: tuple[float, float]
     reasons.append(Reason.CLOSED_ON_SOMETHING)
     lifted = trace.max_lift_m >= b.lift_min_m
     reasons.append(Reason.LIFTED if lifted else Reason.NOT_LIFTED)
-    if not lifted and (trace.rest_grip is None or trace.rest_grip > b.on_cube_below):
+    if trace.rest_grip is None or trace.rest_grip > b.on_cube_below:   # a lift then raised nothing
         return refuse(Reason.STOPPED_WIDE)
     if not trace.released or trace.release_xyz is None:
         reasons.append(Reason.STILL_HOLDING)
@@ -210,6 +210,9 @@ def propose(trace: GripperTrace, view: FinalView, bowl_xy_m: tuple[float, float]
     else:
         reasons.append(Reason.OPENED_MID_AIR if height > b.drop_min_height_m else Reason.OPENED_LOW_AWAY)
     inside = view.inside if view.inside is not None else over_bowl   # unmeasured: where it was let go
+    if over_bowl and view.inside is False and view.distance_cm is not None and \
+            view.distance_cm - 100 * bowl_radius_m > b.landing_cm + (view.uncertainty_cm or 0.0):
+        return refuse(Reason.NOT_WHERE_LET_GO)   # let go over the bowl, seen far beyond its rim: never carried
     if inside and lifted and over_bowl:
         return done(Label.SUCCESS)
     if inside and not lifted:
