@@ -190,8 +190,8 @@ def test_a_lift_or_a_release_over_the_bowl_does_not_make_a_grasp_the_jaws_and_th
                                        "part-closed (about 34) for the grasp (docs/benchmarks.md, third held-out set)")
 def test_a_policy_that_pauses_part_closed_before_its_grasp_meets_the_target(grasp_point) -> None:
     """A fourth small ACT (scripts/proposal_heldout, seed 4000), held out once with proposal rules C
-    (docs/benchmarks.md): the issue's target (>= 98 % agreement, no wrong proposal) on it. Expected to fail until the hold is read from the last rest
-    before the lift (or the gripper's load), not the first."""
+    (docs/benchmarks.md): the issue's target (>= 98 % agreement, no wrong proposal) on it. Expected to fail
+    until the hold is read from the last rest before the lift (or the gripper's load), not the first."""
     got = [(proposed(a, grasp_point), a.label) for a in attempts(folder=FOLDER.parent / "proposal_act128_s4000")]
     assert len(got) == 30
     assert not [p for p, label in got if p.label is not None and p.label.value != label]
