@@ -35,6 +35,27 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.fixture(scope="session")
+def harness_cli():
+    """Starts `python -m harness.cli ARGS` as a user runs it: `harness_cli.run(args, ...)` as `subprocess.run`,
+    `harness_cli.popen(args, ...)` as `subprocess.Popen` (same keyword arguments, same handle).
+
+    The CLI is forked from a server process of this pytest worker that has imported torch, LeRobot, transformers,
+    MuJoCo and harness once (started on first use, ended with the session), so a command costs its own work, not
+    8-13 CPU seconds of imports; it still has its own pid, argv, folder, environment, stdin/stdout/stderr and exit
+    status, and the test's signals reach it alone. It falls back to a real subprocess when the request's
+    environment differs from the server's in a variable read at import time (HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE,
+    HF_LEROBOT_HOME, MUJOCO_GL, TMPDIR, HOME, PYTHON*...), or when the test passes `fresh=True` because a fresh
+    interpreter is what it tests (installs, README commands, the no-egress and orphan audits, import behaviour);
+    `harness_cli.last_fresh_reason` says why. HARNESS_TEST_CLI_SERVER=0 makes every start a real subprocess.
+    tests/cli_process.py says what is and is not shared."""
+    from tests.cli_process import CliServer, HarnessCli
+
+    server = CliServer()
+    yield HarnessCli(server)
+    server.close()
+
+
 @pytest.fixture(scope="module")
 def world():
     """One simulated scene per test module (tests reset it as they need)."""

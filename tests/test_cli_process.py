@@ -1,0 +1,153 @@
+"""The e2e tests' CLI starter (tests/cli_process.py): a CLI forked from the preloaded server is isolated as a
+subprocess is (pid, argv, folder, environment, streams, exit status, signals), a crash ends only the child, a
+request the server cannot honour gets a real subprocess, and the server dies with the process that started it."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.cli_process import CliProcess, fresh_reason
+from tests.helpers import REPO, wait_until
+
+PROBE = "tests.cli_process_probe"
+
+
+def _report(harness_cli, tmp_path: Path, **popen) -> dict:
+    done = harness_cli.run(["report", "3"], module=PROBE, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                           **popen)
+    assert done.returncode == 3, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_forked_cli_has_its_own_pid_argv_folder_environment_and_stdin(harness_cli, tmp_path) -> None:
+    env = {key: value for key, value in os.environ.items() if key != "USER"}
+    env["HARNESS_STATE_DIR"] = str(tmp_path / "state")   # read when used: honoured by the fork
+    env["PROBE_ONLY"] = "yes"
+    process = harness_cli.popen(["report", "3"], module=PROBE, cwd=tmp_path, env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert isinstance(process, CliProcess), harness_cli.last_fresh_reason
+    out, err = process.communicate("typed on stdin\n", timeout=60)
+    assert process.returncode == 3, err
+    seen = json.loads(out)
+    assert seen["pid"] == process.pid and seen["ppid"] == harness_cli.server.pid != os.getpid()
+    assert seen["argv"] == [str(REPO / "tests" / "cli_process_probe.py"), "report", "3"]   # as `python -m` sets it
+    assert seen["main"] == "__main__" and seen["path0"] == str(tmp_path) and seen["cwd"] == str(tmp_path)
+    assert seen["env"] == env   # the environment replaced whole: USER removed, the others set
+    assert seen["stdin"] == "typed on stdin\n"
+    assert seen["pgid"] == os.getpgid(0)   # the test's process group, as a subprocess's
+    again = _report(harness_cli, tmp_path)
+    assert again["pid"] != seen["pid"] and again["ppid"] == seen["ppid"] and again["env"] == dict(os.environ)
+
+
+def _streams_on_a_terminal(harness_cli, tmp_path: Path, env: dict[str, str], fresh: bool) -> dict:
+    leader, follower = pty.openpty()
+    try:
+        process = harness_cli.popen(["report", "0"], module=PROBE, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=follower, stderr=subprocess.PIPE, start_new_session=True, fresh=fresh)
+        assert isinstance(process, CliProcess) != fresh, harness_cli.last_fresh_reason
+        assert process.wait(timeout=60) == 0, process.stderr.read() if process.stderr else ""
+        return json.loads(os.read(leader, 65536).decode().splitlines()[0])
+    finally:
+        os.close(leader)
+        os.close(follower)
+
+
+@pytest.mark.parametrize("unbuffered", ["1", ""])
+def test_streams_are_buffered_as_a_fresh_interpreters_and_a_new_session_is_honoured(harness_cli, tmp_path,
+                                                                                   unbuffered) -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": unbuffered}
+    forked = _streams_on_a_terminal(harness_cli, tmp_path, env, fresh=False)
+    fresh = _streams_on_a_terminal(harness_cli, tmp_path, env, fresh=True)
+    assert forked["streams"] == fresh["streams"]
+    assert forked["streams"][1][:2] == ([False, True] if unbuffered else [True, False])   # stdout on a terminal
+    assert forked["pgid"] == forked["pid"]
+    pipes = _report(harness_cli, tmp_path, env=env)
+    assert pipes["streams"][1][:2] == ([False, True] if unbuffered else [False, False])
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, -signal.SIGINT), (signal.SIGTERM, -signal.SIGTERM),
+                                           (signal.SIGKILL, -signal.SIGKILL)])
+def test_a_signal_reaches_the_child_alone_and_its_status_comes_back(harness_cli, tmp_path, sig, code) -> None:
+    process = harness_cli.popen(["wait"], module=PROBE, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert isinstance(process, CliProcess)
+    assert process.stdout is not None and process.stdout.readline() == b"waiting\n"
+    with pytest.raises(subprocess.TimeoutExpired):
+        process.wait(timeout=0.2)
+    assert process.poll() is None
+    process.send_signal(sig)
+    assert process.wait(timeout=30) == code
+    if sig == signal.SIGINT:   # Python's own end: the KeyboardInterrupt's traceback, then death by SIGINT
+        assert process.stderr is not None and b"KeyboardInterrupt" in process.stderr.read()
+    process.send_signal(signal.SIGKILL)   # after the end: nothing, as Popen does
+    assert psutil.pid_exists(harness_cli.server.pid)
+    assert _report(harness_cli, tmp_path)["ppid"] == harness_cli.server.pid   # the server serves on
+
+
+def test_a_crash_ends_only_the_child_and_an_uncaught_error_exits_1_with_its_traceback(harness_cli, tmp_path) -> None:
+    crashed = harness_cli.run(["crash"], module=PROBE, cwd=tmp_path, capture_output=True, timeout=60)
+    assert crashed.returncode == -signal.SIGSEGV
+    raised = harness_cli.run(["raise"], module=PROBE, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert raised.returncode == 1 and raised.stderr.strip().endswith("ValueError: the probe's own error")
+    assert _report(harness_cli, tmp_path)["ppid"] == harness_cli.server.pid
+
+
+def test_the_interpreters_shutdown_joins_threads_runs_atexit_and_flushes(harness_cli, tmp_path) -> None:
+    done = harness_cli.run(["shutdown"], module=PROBE, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["unflushed", "thread joined", "atexit ran"]
+
+
+def test_the_harness_cli_forked_writes_where_it_is_started_and_refuses_bad_flags_in_one_line(harness_cli,
+                                                                                              tmp_path) -> None:
+    made = harness_cli.run(["protocol", "new", "--fixed", "--n", "2", "-o", "p.yaml"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)
+    assert harness_cli.last_fresh_reason is None
+    assert made.returncode == 0, made.stderr
+    assert (tmp_path / "p.yaml").exists()
+    assert "RuntimeWarning" not in made.stderr   # harness.cli runs as __main__ as under `python -m`, no warning
+    bad = harness_cli.run(["run", "p.yaml", "--no-such-flag"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_an_environment_read_at_import_gets_a_real_subprocess(harness_cli, tmp_path) -> None:
+    server = harness_cli.server.environment()
+    assert fresh_reason(dict(server), server) is None
+    assert "HF_HOME" in (fresh_reason({**server, "HF_HOME": str(tmp_path)}, server) or "")
+    assert "MUJOCO_GL" in (fresh_reason({**server, "MUJOCO_GL": "osmesa"}, server) or "")
+    assert "HF_HUB_OFFLINE" in (fresh_reason({k: v for k, v in server.items() if k != "HF_HUB_OFFLINE"}, server)
+                                or "")
+    assert fresh_reason({**server, "PYTHONPATH": str(REPO)}, server) is None   # this checkout: the same
+    assert fresh_reason({**server, "PYTHONPATH": str(tmp_path)}, server) is not None
+    process = harness_cli.popen(["report", "0"], module=PROBE, cwd=tmp_path, stdout=subprocess.PIPE,
+                                env={**os.environ, "HF_HOME": str(tmp_path / "hf")})
+    out, _ = process.communicate(timeout=120)
+    assert not isinstance(process, CliProcess) and "HF_HOME" in (harness_cli.last_fresh_reason or "")
+    assert json.loads(out)["ppid"] == os.getpid() and json.loads(out)["env"]["HF_HOME"] == str(tmp_path / "hf")
+    fresh = harness_cli.popen(["report", "0"], module=PROBE, cwd=tmp_path, stdout=subprocess.DEVNULL, fresh=True)
+    assert fresh.wait(timeout=120) == 0 and not isinstance(fresh, CliProcess)
+
+
+def test_the_server_dies_with_the_process_that_started_it(tmp_path) -> None:
+    starter = subprocess.Popen(
+        [sys.executable, "-c", "from tests.cli_process import CliServer; s = CliServer(); s.environment(); "
+                               "print(s.pid, flush=True); import signal; signal.pause()"],
+        cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert starter.stdout is not None
+        server = int(starter.stdout.readline())
+        assert psutil.Process(server).ppid() == starter.pid
+    finally:
+        starter.kill()
+        starter.wait()
+    wait_until(lambda: not psutil.pid_exists(server) or psutil.Process(server).status() == psutil.STATUS_ZOMBIE,
+               30, "the server to end with its pytest process")
