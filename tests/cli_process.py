@@ -41,6 +41,7 @@ be; the test that started one ends it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -52,7 +53,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -139,6 +139,16 @@ def _receive(sock: socket.socket, max_fds: int = 0) -> tuple[dict[str, Any] | No
     return json.loads(body), fds
 
 
+_reported = [0.0]
+
+
+def reported_cpu_s() -> float:
+    """CPU seconds of every server's start and of the CLIs they forked that have ended, in this process so far: the
+    test process does not wait for them itself, so its RUSAGE_CHILDREN misses them (benchmarks/suite_cpu_plugin.py
+    adds this)."""
+    return _reported[0]
+
+
 # --- the test's side ---------------------------------------------------------------------------------------------
 class CliServer:
     """The server of one pytest process, started on the first request that needs it."""
@@ -149,7 +159,7 @@ class CliServer:
         self._folder: Path | None = None
         self.env: dict[str, str] = {}
         self.started: dict[str, Any] = {}
-        self.cpu_s = 0.0   # the server's imports and its children's CPU, as they are reported (suite_cpu's plugin)
+        self.cpu_s = 0.0   # the server's start and its children's CPU, as they are reported
 
     @property
     def socket_path(self) -> Path:
@@ -177,7 +187,11 @@ class CliServer:
         if not line:
             raise RuntimeError(f"the CLI server did not start: {self.log_tail()}")
         self.started = json.loads(line)
-        self.cpu_s += self.started["cpu_s"]
+        self._count(self.started["cpu_s"])
+
+    def _count(self, cpu_s: float) -> None:
+        self.cpu_s += cpu_s
+        _reported[0] += cpu_s
 
     def log_tail(self) -> str:
         path = self._folder / "server.log" if self._folder else None
@@ -224,7 +238,7 @@ class CliProcess(subprocess.Popen):  # type: ignore[type-arg]
     exit status the server sends back (the CLI is the server's child, not this process's)."""
 
     def __init__(self, server: CliServer, args: Sequence[str], unbuffered: bool = False, module: str = MODULE,
-                 **popen: Any) -> None:
+                 rlimits: Mapping[int, tuple[int, int]] | None = None, **popen: Any) -> None:
         for unsupported in ("preexec_fn", "pass_fds", "shell", "executable", "user", "group", "extra_groups",
                             "umask"):
             if popen.get(unsupported):
@@ -233,6 +247,7 @@ class CliProcess(subprocess.Popen):  # type: ignore[type-arg]
         self._unbuffered = unbuffered
         self._cli_args = [str(a) for a in args]
         self._module = module   # another module than the CLI: tests/test_cli_process.py's probe
+        self._rlimits = [[which, *limits] for which, limits in (rlimits or {}).items()]
         self._status: socket.socket | None = None
         self.cpu_s = 0.0
         command = [sys.executable, *(["-u"] if unbuffered else []), "-m", module, *self._cli_args]
@@ -249,7 +264,7 @@ class CliProcess(subprocess.Popen):  # type: ignore[type-arg]
         fds = [p2cread if p2cread != -1 else 0, c2pwrite if c2pwrite != -1 else 1, errwrite if errwrite != -1 else 2]
         request = {"module": self._module, "argv": self._cli_args, "cwd": os.path.abspath(folder),
                    "env": {os.fsdecode(k): os.fsdecode(v) for k, v in (env if env is not None else os.environ).items()},
-                   "unbuffered": self._unbuffered, "new_session": bool(start_new_session),
+                   "unbuffered": self._unbuffered, "new_session": bool(start_new_session), "rlimits": self._rlimits,
                    "process_group": process_group}
         try:
             sock = self._server.connect()
@@ -279,7 +294,7 @@ class CliProcess(subprocess.Popen):  # type: ignore[type-arg]
             if reply is None:
                 raise RuntimeError(f"the CLI server went away before pid {self.pid} ended: {self._server.log_tail()}")
             self.cpu_s = reply["cpu_s"]
-            self._server.cpu_s += self.cpu_s
+            self._server._count(self.cpu_s)
             self.returncode = reply["returncode"]
             return self.returncode
 
@@ -318,22 +333,26 @@ class HarnessCli:
         return fresh_reason(os.environ if env is None else env, self.server.environment())
 
     def popen(self, args: Sequence[str], *, unbuffered: bool = False, fresh: bool = False, module: str = MODULE,
+              rlimits: Mapping[int, tuple[int, int]] | None = None,
               **popen: Any) -> subprocess.Popen:  # type: ignore[type-arg]
-        """`subprocess.Popen` of `python [-u] -m MODULE ARGS` (`module`: the CLI, or a probe that tests the server)."""
+        """`subprocess.Popen` of `python [-u] -m MODULE ARGS` (`module`: the CLI, or a probe that tests the server);
+        `rlimits`: `resource.setrlimit`'s limits the process starts with (a file-size limit for a full disk), where a
+        subprocess would take a `preexec_fn`, which cannot cross to the server."""
         self.last_fresh_reason = self.why_fresh(popen.get("env"), fresh)
         if self.last_fresh_reason is not None:
+            if rlimits:
+                popen["preexec_fn"] = functools.partial(_set_limits, dict(rlimits))
             return subprocess.Popen(self.command(args, unbuffered, module), **popen)
-        return CliProcess(self.server, args, unbuffered=unbuffered, module=module, **popen)
+        return CliProcess(self.server, args, unbuffered=unbuffered, module=module, rlimits=rlimits, **popen)
 
     def run(self, args: Sequence[str], *, input: Any = None, capture_output: bool = False,
-            timeout: float | None = None, check: bool = False, unbuffered: bool = False, fresh: bool = False,
-            module: str = MODULE, **popen: Any) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
-        """`subprocess.run` of the CLI (its body, over `popen`)."""
+            timeout: float | None = None, check: bool = False, **popen: Any) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+        """`subprocess.run` of the CLI (its body, over `popen`, which takes the other keyword arguments)."""
         if input is not None:
             popen["stdin"] = subprocess.PIPE
         if capture_output:
             popen["stdout"] = popen["stderr"] = subprocess.PIPE
-        with self.popen(args, unbuffered=unbuffered, fresh=fresh, module=module, **popen) as process:
+        with self.popen(args, **popen) as process:
             try:
                 stdout, stderr = process.communicate(input, timeout=timeout)
             except subprocess.TimeoutExpired as exc:
@@ -348,6 +367,13 @@ class HarnessCli:
             if check and code:
                 raise subprocess.CalledProcessError(code, process.args, output=stdout, stderr=stderr)
         return subprocess.CompletedProcess(process.args, code, stdout, stderr)
+
+
+def _set_limits(limits: dict[int, tuple[int, int]]) -> None:
+    import resource
+
+    for which, values in limits.items():
+        resource.setrlimit(which, values)
 
 
 # --- the server's side -------------------------------------------------------------------------------------------
@@ -372,17 +398,23 @@ def _threads() -> int:
 
 def serve(socket_path: str) -> None:
     _die_with_parent()
-    started = time.process_time()
     import importlib
+    import resource
 
     for name in PRELOAD:
         importlib.import_module(name)
     if threading.active_count() != 1:
         raise RuntimeError(f"a preloaded module started threads: {threading.enumerate()}")
+    import gc
+
+    gc.collect()
+    gc.freeze()   # the preloaded half a million objects out of every child's collections: a full collection would
+    #               walk them all, and touching them copies the pages a fork shares (Python's own advice for forks)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path)
     listener.listen(64)
-    sys.stdout.write(json.dumps({"pid": os.getpid(), "cpu_s": time.process_time() - started,
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    sys.stdout.write(json.dumps({"pid": os.getpid(), "cpu_s": usage.ru_utime + usage.ru_stime,
                                  "threads": _threads(), "modules": len(sys.modules)}) + "\n")
     sys.stdout.flush()
     children: dict[int, tuple[int, socket.socket]] = {}   # pidfd -> (pid, the request's connection)
@@ -443,6 +475,10 @@ def _child(request: dict[str, Any], fds: list[int], sockets: list[socket.socket]
             os.setsid()
         elif request["process_group"] is not None and request["process_group"] >= 0:
             os.setpgid(0, request["process_group"])
+        import resource
+
+        for which, soft, hard in request["rlimits"]:
+            resource.setrlimit(which, (soft, hard))
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         for fd in set(fds) - {0, 1, 2}:

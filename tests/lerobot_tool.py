@@ -1,5 +1,6 @@
 """Runs one of LeRobot's own command-line tools as a person would: its real entry point in a
-subprocess, reading what it prints and answering its prompts on stdin."""
+subprocess, reading what it prints and answering its prompts on stdin. `harness` itself runs the same way,
+forked from the e2e fixture's preloaded server when the test hands its `harness_cli` over."""
 
 from __future__ import annotations
 
@@ -9,17 +10,25 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tests.cli_process import HarnessCli
 
 
 class LeRobotTool:
-    def __init__(self, module: str, args: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, module: str, args: list[str], cwd: Path, env: dict[str, str] | None = None,
+                 harness_cli: HarnessCli | None = None) -> None:
         self.output = ""
         self._cond = threading.Condition()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-u", "-c", f"import sys; from {module} import main; sys.exit(main())", *args],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd,
-            env={**os.environ, **(env or {})}, text=True,
-        )
+        streams = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "cwd": cwd,
+                   "env": {**os.environ, **(env or {})}, "text": True}
+        if harness_cli is not None and module == "harness.cli":   # `python -u -m harness.cli ARGS`, forked
+            self.proc = harness_cli.popen(args, unbuffered=True, **streams)
+        else:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-u", "-c", f"import sys; from {module} import main; sys.exit(main())", *args],
+                **streams)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         self._seen = 0

@@ -208,7 +208,7 @@ def test_a_server_lost_on_the_receiver_thread_stops_the_next_control_step() -> N
 
 
 @pytest.mark.slow
-def test_a_real_arm_run_against_lerobots_policy_server_in_wall_time(tmp_path: Path) -> None:
+def test_a_real_arm_run_against_lerobots_policy_server_in_wall_time(tmp_path: Path, harness_cli) -> None:
     """`harness run --robot so101 --policy-server` as a person runs it: the emulated arm with simulated cameras,
     LeRobot's policy server serving the tiny ACT on 127.0.0.1, the operator placing the cube and scoring; each
     attempt records what its paced arm saw in wall time, and torque is off at the end."""
@@ -225,7 +225,8 @@ def test_a_real_arm_run_against_lerobots_policy_server_in_wall_time(tmp_path: Pa
             tool = LeRobotTool("harness.cli", ["run", str(protocol), "--robot", "so101", "--port", rig.port,
                                                "--robot-id", "emulated_follower", "--policy", str(checkpoint),
                                                "--camera", f"top=sim:{socket}@128x96", "--headless",
-                                               "--policy-server", server.address], tmp_path)
+                                               "--policy-server", server.address], tmp_path,
+                               harness_cli=harness_cli)
             for _ in range(2):
                 tool.expect("Place the cube at dx", timeout_s=180)
                 tool.expect("then press Enter.")
@@ -272,7 +273,8 @@ def test_the_report_says_a_real_arms_round_trips_were_wall_time(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_a_policy_server_lost_mid_trial_on_a_real_arm_voids_it_and_releases_the_arm(tmp_path: Path) -> None:
+def test_a_policy_server_lost_mid_trial_on_a_real_arm_voids_it_and_releases_the_arm(tmp_path: Path,
+                                                                                     harness_cli) -> None:
     """LeRobot's server dies at the trial's first inference: no chunk ever reaches the emulated arm, which held
     its position meanwhile; the trial is voided as robot I/O naming the server, the run pauses (exit 3) and
     torque is off."""
@@ -290,7 +292,8 @@ def test_a_policy_server_lost_mid_trial_on_a_real_arm_voids_it_and_releases_the_
             tool = LeRobotTool("harness.cli", ["run", str(protocol), "--robot", "so101", "--port", rig.port,
                                                "--robot-id", "emulated_follower", "--policy", str(checkpoint),
                                                "--camera", f"top=sim:{socket}@128x96", "--headless", "--no-video",
-                                               "--policy-server", server.address], tmp_path)
+                                               "--policy-server", server.address], tmp_path,
+                               harness_cli=harness_cli)
             tool.expect("Place the cube at dx", timeout_s=180)
             tool.expect("then press Enter.")
             dx, dy, yaw = (float(v) for v in PLACE.findall(tool.output)[-1])

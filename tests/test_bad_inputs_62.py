@@ -247,11 +247,11 @@ def test_an_empty_policy_from_python_is_refused_too(workdir: Path) -> None:
 
 # --- a full disk: the run pauses, every scored trial kept ---------------------------------------------------
 
-def _run(work: Path, *extra: str, preexec=None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.cli", "run", str(work / "small.yaml"), "--headless",
-                           "--policy", "expert", "--scoresheet", str(work / "disk" / "s.yaml"), "--runs-dir",
-                           str(work / "disk" / "runs"), *extra], cwd=work, capture_output=True, text=True,
-                          timeout=300, preexec_fn=preexec, env={**os.environ, "PYTHONPATH": str(REPO)})
+def _run(harness_cli, work: Path, *extra: str, rlimits=None) -> subprocess.CompletedProcess[str]:
+    return harness_cli.run(["run", str(work / "small.yaml"), "--headless", "--policy", "expert", "--scoresheet",
+                            str(work / "disk" / "s.yaml"), "--runs-dir", str(work / "disk" / "runs"), *extra],
+                           cwd=work, capture_output=True, text=True, timeout=300, rlimits=rlimits,
+                           env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 def _paused_line(child: subprocess.CompletedProcess[str]) -> str:
@@ -263,20 +263,20 @@ def _paused_line(child: subprocess.CompletedProcess[str]) -> str:
 
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="a tmpfs is Linux's")
-def test_a_disk_that_fills_mid_run_pauses_it_and_the_resume_finishes(tmp_path: Path) -> None:
+def test_a_disk_that_fills_mid_run_pauses_it_and_the_resume_finishes(tmp_path: Path, harness_cli) -> None:
     """Room for the scoresheet and two trials' evidence (about 750 KiB each), not three: the run pauses
     before the third trial, names the folder and the room a trial needs; once the disk grows, --resume
     finishes the run with the first two trials as they were."""
     shutil.copy(SMALL, tmp_path / "small.yaml")
     with small_filesystem(tmp_path / "disk", 1800) as grow:
-        line = _paused_line(_run(tmp_path))
+        line = _paused_line(_run(harness_cli, tmp_path))
         runs = tmp_path / "disk" / "runs" / "s"
         assert f"{runs}: " in line and "free" in line and "a trial of this run needs about" in line, line
         kept = load_scoresheet(tmp_path / "disk" / "s.yaml").attempts
         assert [(a.trial_index, a.label) for a in kept] == [(1, Label.SUCCESS), (2, Label.SUCCESS)]
         assert sorted(p.name for p in runs.glob("trial-*")) == ["trial-001-a1", "trial-002-a1"]
         grow(4096)
-        resumed = _run(tmp_path, "--resume")
+        resumed = _run(harness_cli, tmp_path, "--resume")
         assert resumed.returncode == 0, resumed.stderr[-2000:]
         done = load_scoresheet(tmp_path / "disk" / "s.yaml").attempts
         assert done[:2] == kept and [a.trial_index for a in done] == [1, 2, 3]
@@ -284,12 +284,13 @@ def test_a_disk_that_fills_mid_run_pauses_it_and_the_resume_finishes(tmp_path: P
 
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="a tmpfs is Linux's")
-def test_a_disk_full_before_the_first_trials_evidence_pauses_with_nothing_half_written(tmp_path: Path) -> None:
+def test_a_disk_full_before_the_first_trials_evidence_pauses_with_nothing_half_written(tmp_path: Path,
+                                                                                         harness_cli) -> None:
     """Room for the scoresheet, not for a trial's frames: the write refused mid-trial (ENOSPC, in the evidence
     writer's process) pauses the run; the trial in flight leaves no folder and no record."""
     shutil.copy(SMALL, tmp_path / "small.yaml")
     with small_filesystem(tmp_path / "disk", 400):
-        line = _paused_line(_run(tmp_path))
+        line = _paused_line(_run(harness_cli, tmp_path))
         assert "No space left on device" in line and "the trial in flight was not recorded" in line, line
         assert load_scoresheet(tmp_path / "disk" / "s.yaml").attempts == []
         assert list((tmp_path / "disk" / "runs" / "s").glob("trial-*")) == []
@@ -297,16 +298,14 @@ def test_a_disk_full_before_the_first_trials_evidence_pauses_with_nothing_half_w
 
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
-def test_a_file_size_limit_mid_trial_pauses_the_run(tmp_path: Path) -> None:
+def test_a_file_size_limit_mid_trial_pauses_the_run(tmp_path: Path, harness_cli) -> None:
     """The same refusal without root: a file-size limit under a trial's frames (about 300 KiB each) but over
     the scoresheet (a few KiB) refuses the first frame's write (EFBIG) as a full disk would."""
     shutil.copy(SMALL, tmp_path / "small.yaml")
     (tmp_path / "disk").mkdir()
 
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (200 * 1024, resource.RLIM_INFINITY))
-
-    line = _paused_line(_run(tmp_path, preexec=limit))
+    limit = {resource.RLIMIT_FSIZE: (200 * 1024, resource.RLIM_INFINITY)}
+    line = _paused_line(_run(harness_cli, tmp_path, rlimits=limit))
     assert "File too large" in line and str(tmp_path / "disk" / "runs" / "s") in line, line
     assert load_scoresheet(tmp_path / "disk" / "s.yaml").attempts == []
     assert list((tmp_path / "disk" / "runs" / "s").glob("trial-*")) == []

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -18,8 +17,6 @@ from harness.bus.wire import Wire
 from harness.emulator.pty_port import PtyBus
 from tests.bus_people import arm
 from tests.helpers import wait_until
-
-HARNESS = [sys.executable, "-m", "harness.cli"]
 
 
 class Lines:
@@ -63,9 +60,9 @@ class Lines:
 
 @pytest.mark.slow
 @pytest.mark.desk
-def test_emulate_bus_with_closed_input_keeps_serving_from_another_folder(tmp_path: Path) -> None:
-    child = subprocess.Popen([*HARNESS, "emulate-bus", "--sim"], cwd=tmp_path, stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+def test_emulate_bus_with_closed_input_keeps_serving_from_another_folder(tmp_path: Path, harness_cli) -> None:
+    child = harness_cli.popen(["emulate-bus", "--sim"], cwd=tmp_path, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         lines = Lines(child.stdout)
         port = lines.wait_for("Emulated STS3215 bus on").rsplit(" ", 1)[1]
@@ -79,12 +76,12 @@ def test_emulate_bus_with_closed_input_keeps_serving_from_another_folder(tmp_pat
 
 
 @pytest.mark.slow
-def test_fix_ids_speaks_first_and_enter_typed_while_busy_answers_nothing() -> None:
+def test_fix_ids_speaks_first_and_enter_typed_while_busy_answers_nothing(harness_cli) -> None:
     chain = arm(ids={"gripper": 5})
     master, slave = os.openpty()
     with PtyBus(chain) as bus:
-        child = subprocess.Popen([*HARNESS, "fix-ids", "--port", bus.port], stdin=slave, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT)
+        child = harness_cli.popen(["fix-ids", "--port", bus.port], stdin=slave, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT)
         try:
             lines = Lines(child.stdout)
             assert lines.wait_for("fix-ids:", timeout=20).startswith("fix-ids: scanning")

@@ -7,7 +7,6 @@ import json
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,8 +15,6 @@ import pytest
 
 from harness.cli import main
 from tests.helpers import REPO, wait_until
-
-HARNESS = [sys.executable, "-m", "harness.cli"]
 
 
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(workdir, capsys) -> None:
@@ -41,13 +38,13 @@ def _journal_attempts(path: Path) -> int:
 
 
 @pytest.mark.slow
-def test_sigkill_mid_collection_then_rerun_gives_one_intact_dataset(tmp_path) -> None:
+def test_sigkill_mid_collection_then_rerun_gives_one_intact_dataset(tmp_path, harness_cli) -> None:
     root = tmp_path / "demos"
     journal = tmp_path / "demos.collect" / "journal.jsonl"
-    command = [*HARNESS, "collect", str(REPO / "protocols" / "randomized.yaml"), "--policy", "expert",
+    command = ["collect", str(REPO / "protocols" / "randomized.yaml"), "--policy", "expert",
                "--episodes", "5", "--no-video", "--checkpoint-every", "2", "-o", str(root)]
     rng = random.Random(21)
-    child = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = harness_cli.popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     kill_after = rng.choice([3, 4])  # attempts journaled: past a checkpoint, mid-segment
     wait_until(lambda: _journal_attempts(journal) >= kill_after or child.poll() is not None, 600,
                f"{kill_after} attempts journaled", poll_s=0.05)
@@ -56,7 +53,7 @@ def test_sigkill_mid_collection_then_rerun_gives_one_intact_dataset(tmp_path) ->
     child.send_signal(signal.SIGKILL)
     child.wait()
 
-    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    done = harness_cli.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     episodes = sorted(int(i) for f in sorted((root / "meta" / "episodes").glob("chunk-*/*.parquet"))
                       for i in pd.read_parquet(f)["episode_index"])
@@ -65,8 +62,8 @@ def test_sigkill_mid_collection_then_rerun_gives_one_intact_dataset(tmp_path) ->
     assert [a["episode_index"] for a in selection["accepted"]] == episodes
     attempts = [a["attempt"] for a in selection["accepted"]] + selection["interrupted_attempts"]
     assert sorted(attempts) == list(range(1, selection["totals"]["attempts"] + 1))
-    validated = subprocess.run([*HARNESS, "dataset", "validate", str(root)], cwd=tmp_path, capture_output=True,
-                               text=True, timeout=300)
+    validated = harness_cli.run(["dataset", "validate", str(root)], cwd=tmp_path, capture_output=True, text=True,
+                                timeout=300)
     assert validated.returncode == 0, validated.stdout[-2000:]
 
 

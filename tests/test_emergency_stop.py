@@ -269,11 +269,10 @@ def test_a_stop_on_the_emulated_real_arm_voids_the_trial_and_no_goal_follows_it(
 # --- the stop key in plain mode, as a terminal sends it (SIGINT to the foreground process group) -------
 
 @pytest.mark.parametrize("extra", [["--realtime"], ["--workers", "2"]], ids=["serial", "ray-workers"])
-def test_ctrl_c_in_plain_mode_is_the_emergency_stop(tmp_path, extra) -> None:
+def test_ctrl_c_in_plain_mode_is_the_emergency_stop(tmp_path, extra, harness_cli) -> None:
     import os
     import signal
     import subprocess
-    import sys
 
     from harness.models.scoresheet import load_scoresheet
     from tests.helpers import small_protocol_copy, wait_until
@@ -282,10 +281,10 @@ def test_ctrl_c_in_plain_mode_is_the_emergency_stop(tmp_path, extra) -> None:
     sheet = tmp_path / "plain.yaml"
     # --video all: every trial draws its videos while it runs (seconds), so the stop lands while trial 2 is in
     # flight; with the default (failures) a successful trial can end before the stop arrives
-    command = [sys.executable, "-m", "harness.cli", "run", str(protocol), "--headless", "--policy", "expert",
-               "--scoresheet", str(sheet), "--runs-dir", str(tmp_path / "runs"), "--video", "all", *extra]
-    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           start_new_session=True)
+    command = ["run", str(protocol), "--headless", "--policy", "expert", "--scoresheet", str(sheet), "--runs-dir",
+               str(tmp_path / "runs"), "--video", "all", *extra]
+    run = harness_cli.popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
     assert run.stdout is not None
     said = []
     for line in run.stdout:   # the first trial is recorded ...

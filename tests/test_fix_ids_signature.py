@@ -4,8 +4,6 @@ the servo's EEPROM as well as by movement. On the default emulated arm and on a 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -105,11 +103,11 @@ def test_a_calibration_file_with_a_bad_field_is_one_line(tmp_path: Path) -> None
     assert err.value.one_line().startswith(f"{bad}: gripper.range_min: ")
 
 
-@pytest.mark.slow   # a subprocess that loads LeRobot
-def test_fix_ids_with_a_missing_calibration_file_exits_2_before_touching_the_port(tmp_path: Path) -> None:
+@pytest.mark.slow   # a process of its own that loads LeRobot
+def test_fix_ids_with_a_missing_calibration_file_exits_2_before_touching_the_port(tmp_path: Path,
+                                                                                  harness_cli) -> None:
     missing = tmp_path / "nowhere.json"
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "fix-ids", "--port", str(tmp_path / "no-port"),
-                           "--robot-id", str(missing)],
-                          capture_output=True, text=True, timeout=120)
+    done = harness_cli.run(["fix-ids", "--port", str(tmp_path / "no-port"), "--robot-id", str(missing)],
+                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [f"harness: error: {missing}: no such calibration file (--robot-id)"]

@@ -10,7 +10,6 @@ import contextlib
 import io
 import os
 import resource
-import subprocess
 import sys
 from pathlib import Path
 
@@ -146,15 +145,12 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, inputs, workdir) 
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
-def test_a_full_disk_while_writing_is_one_line_and_leaves_nothing(tmp_path) -> None:
+def test_a_full_disk_while_writing_is_one_line_and_leaves_nothing(tmp_path, harness_cli) -> None:
     """A file-size limit stands in for a full disk: the write fails with EFBIG part-way."""
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))
-
     out = tmp_path / "new.yaml"
-    child = subprocess.run([sys.executable, "-m", "harness.cli", "protocol", "new", "--fixed", "--n", "500", "-o",
-                            str(out)], cwd=REPO, capture_output=True, text=True, preexec_fn=limit, timeout=120,
-                           env={**os.environ, "PYTHONPATH": str(REPO)})
+    child = harness_cli.run(["protocol", "new", "--fixed", "--n", "500", "-o", str(out)], cwd=REPO,
+                            capture_output=True, text=True, rlimits={resource.RLIMIT_FSIZE: (2000, 2000)}, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
     assert child.returncode == 2, child.stderr
     lines = child.stderr.strip().splitlines()
     assert len(lines) == 1 and str(out) in lines[0] and "Traceback" not in child.stderr

@@ -24,7 +24,6 @@ import os
 import resource
 import shlex
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -217,17 +216,16 @@ WRITERS = {
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
 @pytest.mark.parametrize("writer", sorted(WRITERS))
-def test_a_full_disk_is_one_line_naming_the_file_and_leaves_nothing(writer: str, inputs: Path, tmp_path: Path) -> None:
+def test_a_full_disk_is_one_line_naming_the_file_and_leaves_nothing(writer: str, inputs: Path, tmp_path: Path,
+                                                                     harness_cli) -> None:
     work = tmp_path / "w"
     work.mkdir()
     argv = shlex.split(WRITERS[writer].format(d=inputs, w=work))
     before = _snapshot(inputs), _snapshot(work)
 
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))
-
-    child = subprocess.run([sys.executable, "-m", "harness.cli", *argv], cwd=work, capture_output=True, text=True,
-                           preexec_fn=limit, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    child = harness_cli.run(argv, cwd=work, capture_output=True, text=True, timeout=300,
+                            rlimits={resource.RLIMIT_FSIZE: (1024, resource.RLIM_INFINITY)},
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
     lines = [line for line in child.stderr.strip().splitlines() if line.startswith("harness")]
     assert child.returncode == 2, f"{writer}: exit {child.returncode}: {child.stderr[-1500:]}"
     assert "Traceback" not in child.stderr and len(lines) == 1, child.stderr[-1500:]

@@ -10,7 +10,6 @@ import json
 import logging
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -147,10 +146,9 @@ def test_a_binary_line_in_a_sheet_is_one_line(sheet: Path, workdir: Path, capsys
 
 
 @pytest.mark.slow
-def test_a_closed_pipe_ends_quietly(sheet: Path) -> None:
-    child = subprocess.Popen([sys.executable, "-m", "harness.cli", "report", str(sheet), str(sheet), str(sheet)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=sheet.parent)
+def test_a_closed_pipe_ends_quietly(sheet: Path, harness_cli) -> None:
+    child = harness_cli.popen(["report", str(sheet), str(sheet), str(sheet)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=sheet.parent)
     assert child.stdout is not None and child.stderr is not None
     child.stdout.close()   # the reader is gone before the first line: like `| head -0`
     err = child.stderr.read().decode()

@@ -53,7 +53,7 @@ def _check_time_frames(geometry, folder: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_guided_real_arm_trial_with_a_proposal_confirmed_by_enter(tmp_path: Path) -> None:
+def test_a_guided_real_arm_trial_with_a_proposal_confirmed_by_enter(tmp_path: Path, harness_cli) -> None:
     from harness.models.scoresheet import load_scoresheet
     from tests.tiny_policy import save_tiny_act
 
@@ -68,7 +68,8 @@ def test_a_guided_real_arm_trial_with_a_proposal_confirmed_by_enter(tmp_path: Pa
                                            "--robot-id", "emulated_follower", "--policy", str(checkpoint),
                                            "--camera", f"top=sim:{socket}@640x480", "--headless",
                                            "--bowl-calibration", str(tmp_path / "bowl.yaml"),
-                                           "--trained-spot", str(tmp_path / "spot.png")], tmp_path)
+                                           "--trained-spot", str(tmp_path / "spot.png")], tmp_path,
+                           harness_cli=harness_cli)
         tool.expect("empty-scene reference", timeout_s=240)
         tool.send()                                       # the cube is off the table already
         tool.expect("target dx", timeout_s=60)

@@ -166,13 +166,13 @@ def test_a_worker_killed_mid_trial_voids_nothing_and_its_trial_is_retried(tmp_pa
 
 
 @pytest.mark.slow
-def test_driver_killed_then_resumed_records_every_trial_once(tmp_path: Path) -> None:
+def test_driver_killed_then_resumed_records_every_trial_once(tmp_path: Path, harness_cli) -> None:
     protocol = _protocol(tmp_path)
     sheet = tmp_path / "driver.yaml"
-    command = [sys.executable, "-m", "harness.cli", "run", str(protocol), "--headless", "--policy", "expert",
-               "--scoresheet", str(sheet), "--runs-dir", str(tmp_path / "runs"), "--workers", "2"]
-    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              start_new_session=True)
+    command = ["run", str(protocol), "--headless", "--policy", "expert", "--scoresheet", str(sheet), "--runs-dir",
+               str(tmp_path / "runs"), "--workers", "2"]
+    driver = harness_cli.popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)
     assert driver.stdout is not None
     for line in driver.stdout:   # the first recorded trial, then the driver dies without warning
         if "trial   1" in line:

@@ -139,7 +139,7 @@ PLACE = re.compile(r"Place the cube at dx ([-+]\d+\.\d) cm, dy ([-+]\d+\.\d) cm,
 
 
 @pytest.mark.slow
-def test_a_two_trial_real_arm_run_with_a_saved_act_and_simulated_cameras(tmp_path: Path) -> None:
+def test_a_two_trial_real_arm_run_with_a_saved_act_and_simulated_cameras(tmp_path: Path, harness_cli) -> None:
     """`harness run --robot so101` as a person runs it: the emulator (with --sim and its cameras) on the desk,
     a saved LeRobot ACT reading the simulated top camera, the operator placing the cube and scoring."""
     from harness.models.scoresheet import load_scoresheet
@@ -152,7 +152,8 @@ def test_a_two_trial_real_arm_run_with_a_saved_act_and_simulated_cameras(tmp_pat
     with open_rig(default_scenario(), sim=True, camera_socket=socket) as rig:
         tool = LeRobotTool("harness.cli", ["run", str(protocol), "--robot", "so101", "--port", rig.port,
                                            "--robot-id", "emulated_follower", "--policy", str(checkpoint),
-                                           "--camera", f"top=sim:{socket}@128x96", "--headless"], tmp_path)
+                                           "--camera", f"top=sim:{socket}@128x96", "--headless"], tmp_path,
+                           harness_cli=harness_cli)
         placed = []
         for _ in range(2):
             tool.expect("Place the cube at dx", timeout_s=180)

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from harness.cli import main
 from harness.models.protocol import Trial
 from harness.run.placement_guide import PlacementReading
+
+if TYPE_CHECKING:
+    from tests.cli_process import HarnessCli
 
 PROTOCOL = """name: desk
 task: Pick up the cube and place it in the bowl.
@@ -166,18 +170,17 @@ class _Terminal:
     """`harness rehearse` with a person at a terminal: stdin is a pseudo-terminal we type into, output read
     as it comes."""
 
-    def __init__(self, argv: list[str], cwd: Path) -> None:
+    def __init__(self, harness_cli: HarnessCli, argv: list[str], cwd: Path) -> None:
         import os
         import subprocess
-        import sys
         import threading
 
         from tests.helpers import REPO
 
         self.master, slave = os.openpty()
-        self.proc = subprocess.Popen([sys.executable, "-u", "-m", "harness.cli", *argv], stdin=slave,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd,
-                                     env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True)
+        self.proc = harness_cli.popen(argv, unbuffered=True, stdin=slave, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO)},
+                                      start_new_session=True)
         os.close(slave)
         self.output = ""
         self.seen = 0
@@ -211,13 +214,14 @@ class _Terminal:
 
 
 @pytest.mark.slow
-def test_a_person_places_the_cube_with_the_console_commands_typed_at_the_prompts(tmp_path: Path) -> None:
+def test_a_person_places_the_cube_with_the_console_commands_typed_at_the_prompts(tmp_path: Path,
+                                                                                 harness_cli) -> None:
     from harness.models.scoresheet import load_scoresheet
     from tests.tiny_policy import save_tiny_act
 
     save_tiny_act(tmp_path / "act", height=480, width=640)
     protocol = _protocol(tmp_path)
-    person = _Terminal(["rehearse", str(protocol), "--policy", "act", "--max-trials", "1"], tmp_path)
+    person = _Terminal(harness_cli, ["rehearse", str(protocol), "--policy", "act", "--max-trials", "1"], tmp_path)
     try:
         person.expect("Clear the table")
         person.type("")

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -18,8 +17,6 @@ from harness.models.scoresheet import load_scoresheet
 from tests.helpers import REPO, short_protocol_copy, small_protocol_copy, wait_until
 from tests.tiny_policy import save_tiny_act
 
-HARNESS = [sys.executable, "-m", "harness.cli"]
-
 
 def _wait_for(predicate, timeout: float) -> bool:
     return bool(wait_until(predicate, timeout, "the run's progress", poll_s=0.05))
@@ -30,22 +27,21 @@ def _finals(sheet_path: Path) -> list[int]:
 
 
 @pytest.mark.slow
-def test_kill_mid_trial_then_resume_scores_every_trial_exactly_once(workdir) -> None:
+def test_kill_mid_trial_then_resume_scores_every_trial_exactly_once(workdir, harness_cli) -> None:
     protocol = small_protocol_copy(workdir / "protocols")
     sheet = workdir / "scoresheets" / "small-expert.yaml"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     # --video all: every attempt's whole evidence is drawn, so a kill mid-drawing is tested too
-    child = subprocess.Popen([*HARNESS, "run", str(protocol), "--headless", "--video", "all"], cwd=workdir, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    child = harness_cli.popen(["run", str(protocol), "--headless", "--video", "all"], cwd=workdir, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert _wait_for(lambda: sheet.exists() and len(load_scoresheet(sheet).attempts) >= 1, 120)
     assert _wait_for(lambda: any(workdir.glob("runs/small-expert/*.partial")), 60), "trial 2 never started"
     child.send_signal(signal.SIGKILL)
     child.wait()
     assert _finals(sheet) == [1]
 
-    done = subprocess.run([*HARNESS, "run", str(protocol), "--resume", "--headless", "--video", "all"], cwd=workdir,
-                          env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = harness_cli.run(["run", str(protocol), "--resume", "--headless", "--video", "all"], cwd=workdir, env=env,
+                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "Success     3/3" in done.stdout
     assert sorted(_finals(sheet)) == [1, 2, 3]
@@ -59,8 +55,8 @@ def test_kill_mid_trial_then_resume_scores_every_trial_exactly_once(workdir) -> 
         assert json.loads((folder / "judge.json").read_text())["label"] == "success"
     assert not list(workdir.glob("runs/small-expert/*.partial"))
 
-    again = subprocess.run([*HARNESS, "run", str(protocol), "--resume", "--headless"], cwd=workdir, env=env,
-                           capture_output=True, text=True, timeout=120)
+    again = harness_cli.run(["run", str(protocol), "--resume", "--headless"], cwd=workdir, env=env,
+                            capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "all 3 trials are scored" in again.stdout
 
 

@@ -172,11 +172,10 @@ def test_the_cameras_draw_in_a_process_of_their_own_that_ends_with_the_rig(tmp_p
 
 
 @pytest.mark.slow
-def test_the_cameras_go_when_the_emulator_is_killed(tmp_path: Path) -> None:
+def test_the_cameras_go_when_the_emulator_is_killed(tmp_path: Path, harness_cli) -> None:
     socket = tmp_path / "cams.sock"
-    emulator = subprocess.Popen([sys.executable, "-m", "harness.cli", "emulate-bus", "--sim", "--camera-socket",
-                                 str(socket)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+    emulator = harness_cli.popen(["emulate-bus", "--sim", "--camera-socket", str(socket)], stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert emulator.stdout is not None
         for line in emulator.stdout:
