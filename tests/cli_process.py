@@ -123,18 +123,28 @@ def _send(sock: socket.socket, message: dict[str, Any], fds: Sequence[int] = ())
 
 
 def _receive(sock: socket.socket, max_fds: int = 0) -> tuple[dict[str, Any] | None, list[int]]:
-    """One message and the descriptors that came with it; (None, []) at end-of-file."""
-    data, fds, _, _ = socket.recv_fds(sock, 65536, max_fds) if max_fds else (sock.recv(65536), [], 0, None)
-    if len(data) < 4:
-        for fd in fds:
-            os.close(fd)
-        return None, []
-    size = struct.unpack("!I", data[:4])[0]
-    body = data[4:]
+    """One message and the descriptors that came with it (they come with its first byte); (None, []) at end-of-file.
+    Reads exactly one frame: the server's two messages (the pid, then the exit status) may already be queued."""
+    fds: list[int] = []
+    data = b""
+    while len(data) < 4:
+        if max_fds and not fds:
+            more, fds, _, _ = socket.recv_fds(sock, 4 - len(data), max_fds)
+        else:
+            more = sock.recv(4 - len(data))
+        if not more:
+            for fd in fds:
+                os.close(fd)
+            return None, []
+        data += more
+    size = struct.unpack("!I", data)[0]
+    body = b""
     while len(body) < size:
         more = sock.recv(size - len(body))
         if not more:
-            return None, fds
+            for fd in fds:
+                os.close(fd)
+            return None, []
         body += more
     return json.loads(body), fds
 
@@ -179,7 +189,11 @@ class CliServer:
         log = open(self._folder / "server.log", "wb")   # noqa: SIM115  (the server's, kept for a failure's message)
         with log:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "tests.cli_process", str(self.socket_path)], cwd=REPO, env=self.env,
+                [sys.executable, "-m", "tests.cli_process", str(self.socket_path),
+                 # Linux's parent-death signal fires when the *thread* that started the server ends: asked for only
+                 # from the main thread (pytest's), which lasts the session
+                 *(["--die-with-parent"] if threading.current_thread() is threading.main_thread() else [])],
+                cwd=REPO, env=self.env,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
         assert self._process.stdout is not None
         ready, _, _ = select.select([self._process.stdout], [], [], READY_TIMEOUT_S)
@@ -396,8 +410,9 @@ def _threads() -> int:
         return threading.active_count()
 
 
-def serve(socket_path: str) -> None:
-    _die_with_parent()
+def serve(socket_path: str, die_with_parent: bool) -> None:
+    if die_with_parent:
+        _die_with_parent()
     import importlib
     import resource
 
@@ -547,4 +562,4 @@ def _finish() -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    serve(sys.argv[1], "--die-with-parent" in sys.argv[2:])

@@ -8,6 +8,7 @@ import json
 import os
 import pty
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.cli_process import CliProcess, fresh_reason
+from tests.cli_process import CliProcess, _receive, _send, fresh_reason
 from tests.helpers import REPO, wait_until
 
 PROBE = "tests.cli_process_probe"
@@ -151,3 +152,24 @@ def test_the_server_dies_with_the_process_that_started_it(tmp_path) -> None:
         starter.wait()
     wait_until(lambda: not psutil.pid_exists(server) or psutil.Process(server).status() == psutil.STATUS_ZOMBIE,
                30, "the server to end with its pytest process")
+
+
+def test_two_messages_queued_on_the_socket_are_read_one_at_a_time_with_their_descriptors() -> None:
+    """A CLI that ends at once: the server's pid and exit status can both be waiting when the test reads the pid."""
+    ours, theirs = socket.socketpair()
+    read_end, write_end = os.pipe()
+    try:
+        _send(theirs, {"pid": 7}, [write_end])
+        _send(theirs, {"returncode": 0, "cpu_s": 0.1})
+        theirs.close()
+        first, fds = _receive(ours, max_fds=3)
+        assert first == {"pid": 7} and len(fds) == 1
+        os.write(fds[0], b"x")   # the descriptor that came with it is the pipe's write end
+        os.close(fds[0])
+        assert os.read(read_end, 1) == b"x"
+        assert _receive(ours) == ({"returncode": 0, "cpu_s": 0.1}, [])
+        assert _receive(ours) == (None, [])
+    finally:
+        ours.close()
+        os.close(read_end)
+        os.close(write_end)
