@@ -163,7 +163,11 @@ def reported_cpu_s() -> float:
 class CliServer:
     """The server of one pytest process, started on the first request that needs it."""
 
-    def __init__(self) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        """`env`: the environment the server starts with (default: this process's when it starts). The suite passes
+        the session's, so a test that has patched the environment when it first needs the server does not leave
+        its patch in every later CLI (or make every later request a real subprocess)."""
+        self._base_env = dict(env) if env is not None else None
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._folder: Path | None = None
@@ -185,7 +189,8 @@ class CliServer:
 
     def _start(self) -> None:
         self._folder = Path(tempfile.mkdtemp(prefix="cli-server-"))
-        self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(python_path(os.environ))}
+        base = self._base_env if self._base_env is not None else dict(os.environ)
+        self.env = {**base, "PYTHONPATH": os.pathsep.join(python_path(base))}
         log = open(self._folder / "server.log", "wb")   # noqa: SIM115  (the server's, kept for a failure's message)
         with log:
             self._process = subprocess.Popen(

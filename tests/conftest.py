@@ -20,6 +20,7 @@ _STATE = tempfile.TemporaryDirectory(prefix="test-state-")
 os.environ["HARNESS_STATE_DIR"] = _STATE.name
 
 REPO = Path(__file__).resolve().parents[1]
+_SESSION_ENV = dict(os.environ)   # as every test starts: the e2e fixture's CLI server runs with it
 
 
 @pytest.fixture
@@ -51,7 +52,7 @@ def harness_cli():
     tests/cli_process.py says what is and is not shared."""
     from tests.cli_process import CliServer, HarnessCli
 
-    server = CliServer()
+    server = CliServer(env=_SESSION_ENV)
     yield HarnessCli(server)
     server.close()
 

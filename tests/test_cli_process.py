@@ -173,3 +173,15 @@ def test_two_messages_queued_on_the_socket_are_read_one_at_a_time_with_their_des
         ours.close()
         os.close(read_end)
         os.close(write_end)
+
+
+def test_a_patched_environment_is_compared_when_the_cli_starts(harness_cli, tmp_path, monkeypatch) -> None:
+    """`env` left out: the test's environment as it is now, so a variable read at import that the test has patched
+    gets a real subprocess, and one read when used is handed to the fork."""
+    monkeypatch.setenv("HARNESS_STATE_DIR", str(tmp_path / "state"))
+    seen = _report(harness_cli, tmp_path)
+    assert harness_cli.last_fresh_reason is None and seen["env"]["HARNESS_STATE_DIR"] == str(tmp_path / "state")
+    monkeypatch.setenv("MUJOCO_GL", "osmesa")
+    seen = _report(harness_cli, tmp_path)
+    assert "MUJOCO_GL" in (harness_cli.last_fresh_reason or "") and seen["ppid"] == os.getpid()
+    assert harness_cli.server.environment()["MUJOCO_GL"] != "osmesa"   # the server kept the session's
