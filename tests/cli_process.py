@@ -1,9 +1,10 @@
 """`python -m harness.cli` for the e2e tests, forked from a process that has already imported it.
 
-Why: a fresh `harness` process spends 8-13 CPU seconds importing torch, LeRobot (its policies pull in transformers),
-MuJoCo, OpenCV and pyarrow before it reads its first flag, and CI's two cores are CPU-bound (docs/benchmarks.md).
-One **server** per pytest process (each xdist worker) imports all of that once, then forks a fresh CLI for every
-request, which costs a few hundredths of a second.
+Why: a fresh `harness` command that runs a policy spends 2.5-6 CPU seconds importing torch, LeRobot (its policies
+pull in transformers), MuJoCo, OpenCV and pyarrow, and CI's two cores are CPU-bound (docs/benchmarks.md: a one-trial
+run of a tiny ACT costs 10.5 CPU s fresh, 4.5 forked). One **server** per pytest process (each xdist worker) imports
+all of that once (6.2 CPU s, 860 MiB), freezes it out of the garbage collector (a child's full collection would walk
+it and copy the pages the fork shares), then forks a fresh CLI for every request.
 
 What a forked CLI shares with a real subprocess, and so what a test may still assert:
 - its own pid, a child of the server (not of the test): signals the test sends (SIGINT, SIGTERM, SIGKILL) reach
@@ -29,8 +30,10 @@ What it cannot share, and so where `HarnessCli` starts a real subprocess instead
 
 Also shared with the server, unlike a fresh interpreter: the modules imported (the child starts with the server's
 `sys.modules`), the string-hash seed, and torch's default generator state (untouched in the server, so the same).
-The server starts no thread, thread pool, GL context or Ray before forking, and checks that it has only one
-thread; numpy's global generator is reseeded in each child, as Python's `random` is by Python itself.
+The server starts no thread, thread pool, GL context or Ray before forking, and checks that it has only one Python
+thread (the native threads the imports start, OpenBLAS's and jemalloc's, a fresh process has too, and those
+libraries remake them after a fork); numpy's global generator is reseeded in each child, as Python's `random` is by
+Python itself. A `harness run` unfreezes the collector when it ends (run_command.py), the server's objects with it.
 
 The server (`python -m tests.cli_process SOCKET`) dies with its pytest process: its stdin is a pipe whose other end
 only that process holds (end-of-file: it exits, as `harness.lifeline` children do), and it asks Linux for SIGKILL
