@@ -43,7 +43,7 @@ def harness_cli():
 
     The CLI is forked from a server process of this pytest worker that has imported torch, LeRobot, transformers,
     MuJoCo and harness once (started on first use, ended with the session), so a command costs its own work, not
-    8-13 CPU seconds of imports; it still has its own pid, argv, folder, environment, stdin/stdout/stderr and exit
+    2.5-6 CPU seconds of imports; it still has its own pid, argv, folder, environment, stdin/stdout/stderr and exit
     status, and the test's signals reach it alone. It falls back to a real subprocess when the request's
     environment differs from the server's in a variable read at import time (HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE,
     HF_LEROBOT_HOME, MUJOCO_GL, TMPDIR, HOME, PYTHON*...), or when the test passes `fresh=True` because a fresh
