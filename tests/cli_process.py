@@ -21,7 +21,8 @@ What a forked CLI shares with a real subprocess, and so what a test may still as
 What it cannot share, and so where `HarnessCli` starts a real subprocess instead (`fresh_reason` says why):
 - an environment that differs from the server's in a variable read at import time (`IMPORT_TIME`: Hugging Face's
   `HF_HOME`/`HF_HUB_CACHE`/`HF_HUB_OFFLINE` constants and LeRobot's `HF_LEROBOT_HOME`, `MUJOCO_GL` and
-  `PYOPENGL_PLATFORM`, `TMPDIR` (harness.scratch reads it once), `HOME`, the locale, `PYTHON*` flags, torch's and
+  `PYOPENGL_PLATFORM`, `TMPDIR` up to the `harness-*` scratch folders an in-process `harness` call adds (harness.scratch
+  reads it once: `temporary_root`), `HOME`, the locale, `PYTHON*` flags, torch's and
   OpenMP's thread settings). Variables read when used (`HARNESS_STATE_DIR`, `RAY_*`, `HF_DATASETS_*` set by the
   command itself) are honoured. `PYTHONPATH` counts as the same when it names the same folders once this checkout
   is on it (the server imports harness from this checkout, as the tests do);
@@ -88,7 +89,7 @@ PRELOAD = (
 # environment differs from the server's in one of them gets a real subprocess. Names, and prefixes ending in "_".
 IMPORT_TIME = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TORCH_", "OMP_", "MKL_", "OPENBLAS_", "CUDA_", "LEROBOT_",
                "MUJOCO_GL", "PYOPENGL_PLATFORM", "TMPDIR", "HOME", "LANG", "LC_", "PYTHON")
-HONOURED = frozenset({"PYTHONUNBUFFERED", "PYTHONPATH", "HF_DATASETS_DISABLE_PROGRESS_BARS"})
+HONOURED = frozenset({"PYTHONUNBUFFERED", "PYTHONPATH", "HF_DATASETS_DISABLE_PROGRESS_BARS", "TMPDIR"})
 SERVER_ENV = "HARNESS_TEST_CLI_SERVER"   # "0": every request a real subprocess (to compare, or to rule the server out)
 READY_TIMEOUT_S = 300.0
 
@@ -105,6 +106,16 @@ def python_path(env: Mapping[str, str]) -> list[str]:
     return list(dict.fromkeys([str(REPO), *folders]))
 
 
+def temporary_root(env: Mapping[str, str]) -> str:
+    """The temporary folder harness.scratch settles on at import (`SYSTEM_ROOT`) under `env`: TMPDIR without the
+    `harness-*` scratch folders at its end. A `harness` command run in-process (`main`) points this process's TMPDIR
+    at a scratch folder of its own; a CLI started after it sees the same root, and makes its own folder there."""
+    path = Path(env.get("TMPDIR") or env.get("TEMP") or env.get("TMP") or "/tmp")
+    while path.name.startswith("harness-") and path.parent != path:
+        path = path.parent
+    return str(path)
+
+
 def fresh_reason(request: Mapping[str, str], server: Mapping[str, str]) -> str | None:
     """Why a CLI with environment `request` cannot be forked from a server started with `server`; None if it can."""
     differ = sorted(name for name in import_time_names(request) | import_time_names(server)
@@ -113,6 +124,8 @@ def fresh_reason(request: Mapping[str, str], server: Mapping[str, str]) -> str |
         return f"read at import, and not the server's: {', '.join(differ)}"
     if python_path(request) != python_path(server):
         return "PYTHONPATH names other folders than the server's"
+    if temporary_root(request) != temporary_root(server):
+        return "read at import, and not the server's: TMPDIR (another temporary folder)"
     return None
 
 
@@ -509,6 +522,7 @@ def _child(request: dict[str, Any], fds: list[int], sockets: list[socket.socket]
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        tempfile.tempdir = None   # read again from TMPDIR, as a fresh interpreter does (its root is the server's)
         unbuffered = request["unbuffered"] or bool(os.environ.get("PYTHONUNBUFFERED"))
         _kept.extend([sys.stdin, sys.stdout, sys.stderr])   # the server's: never flushed or closed into these fds
         sys.stdin = sys.__stdin__ = _stdio(0, unbuffered, sys.__stdin__)  # type: ignore[arg-type]

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.cli_process import CliProcess, _receive, _send, fresh_reason
+from tests.cli_process import CliProcess, _receive, _send, fresh_reason, temporary_root
 from tests.helpers import REPO, wait_until
 
 PROBE = "tests.cli_process_probe"
@@ -129,6 +129,9 @@ def test_an_environment_read_at_import_gets_a_real_subprocess(harness_cli, tmp_p
                                 or "")
     assert fresh_reason({**server, "PYTHONPATH": str(REPO)}, server) is None   # this checkout: the same
     assert fresh_reason({**server, "PYTHONPATH": str(tmp_path)}, server) is not None
+    scratch = Path(temporary_root(server)) / "harness-tmp-123-abcd"   # what an in-process `harness` call sets
+    assert fresh_reason({**server, "TMPDIR": str(scratch)}, server) is None
+    assert "TMPDIR" in (fresh_reason({**server, "TMPDIR": str(tmp_path)}, server) or "")
     process = harness_cli.popen(["report", "0"], module=PROBE, cwd=tmp_path, stdout=subprocess.PIPE,
                                 env={**os.environ, "HF_HOME": str(tmp_path / "hf")})
     out, _ = process.communicate(timeout=120)
