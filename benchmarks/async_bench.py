@@ -109,7 +109,7 @@ def _real_arm_row(folder: Path, seconds: float, server: PolicyServerProcess) -> 
 
     from harness.emulator.scenario import default_scenario, open_rig
     from tests.lerobot_tool import LeRobotTool
-    from tests.test_real_arm_path import PLACE, TWO_TRIALS
+    from tests.realtime.test_real_arm_path import PLACE, TWO_TRIALS
 
     checkpoint = save_tiny_act(folder / "act")
     protocol = folder / "desk.yaml"

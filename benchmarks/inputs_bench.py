@@ -1,7 +1,7 @@
 """Issue 28: what refusing bad input and keeping Ray on loopback cost.
 
 Prints two tables:
-- the generated fuzz suite (tests/test_fuzz_generated.py): its case count and wall time, as CI runs it;
+- the generated fuzz suite (tests/e2e/test_fuzz_generated.py): its case count and wall time, as CI runs it;
 - Ray start-up (ray.init to the first task's answer, then shutdown) with today's settings before this
   issue (node address picked by Ray, usage stats on) against the loopback settings of
   `harness.app.parallel.runs.start_ray` (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, _node_ip_address=127.0.0.1,
@@ -48,12 +48,12 @@ def ray_startup(mode: str) -> tuple[float, float, str]:
 
 def fuzz() -> tuple[int, float, str]:
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "tests/test_fuzz_generated.py", "-q", "-p",
+    done = subprocess.run([sys.executable, "-m", "pytest", "tests/e2e/test_fuzz_generated.py", "-q", "-p",
                            "no:cacheprovider"], cwd=REPO, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     wall = time.perf_counter() - started
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-200:]
-    from tests.test_fuzz_generated import CASES, WRITERS
+    from tests.e2e.test_fuzz_generated import CASES, WRITERS
 
     return len(CASES) + len(WRITERS) + 1, wall, summary
 
@@ -74,7 +74,7 @@ def main() -> None:
         print()
         print("| fuzz suite | cases | wall time, s | pytest |")
         print("|---|---|---|---|")
-        print(f"| tests/test_fuzz_generated.py | {cases} | {wall:.0f} | {summary} |")
+        print(f"| tests/e2e/test_fuzz_generated.py | {cases} | {wall:.0f} | {summary} |")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from harness.models.scoresheet import load_scoresheet
 from harness.models.taxonomy import Label
 from tests.helpers import refused, small_filesystem
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SMALL = REPO / "tests" / "data" / "small.yaml"
 
 

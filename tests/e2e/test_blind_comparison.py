@@ -21,7 +21,7 @@ from harness.models.scoresheet import load_scoresheet
 from harness.models.taxonomy import Label
 from tests.helpers import refused, wait_until
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHEET = Path("scoresheets/cmp-comparison.yaml")
 
 

@@ -146,7 +146,7 @@ def test_a_killed_run_leaves_no_writer_process_behind() -> None:
     script = ("import sys, time\nfrom harness.run.evidence_writer import EvidenceWriter\n"
               "w = EvidenceWriter(lanes=2)\nprint(*w.pids, flush=True)\ntime.sleep(60)\n")
     run = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     children = [int(pid) for pid in run.stdout.readline().split()]
     assert len(children) == 2
     run.send_signal(signal.SIGKILL)

@@ -19,7 +19,7 @@ from PIL import Image
 
 from harness.cli import main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SMALL = (REPO / "tests" / "data" / "small.yaml").read_text()
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 9) + "]\n" for i in range(9))

@@ -33,7 +33,7 @@ from PIL import Image
 
 from harness.cli import build_parser, main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CASE_LIMIT_S = 60
 
 # Bases: {d} the inputs folder, {w} the working folder. A command missing here gets a generated base

@@ -20,7 +20,7 @@ from harness.models.scoresheet import load_scoresheet
 from harness.storage.lock import WriterBusy, WriterLock
 from tests.helpers import fake_attempt, locked_sheet, refused, small_protocol_copy
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 

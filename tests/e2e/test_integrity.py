@@ -27,7 +27,7 @@ from harness.storage.lock import WriterBusy, WriterLock
 from harness.storage.safe_yaml import load_yaml_text
 from tests.helpers import fake_attempt, judge_verdict, locked_sheet
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _scored(sheet, *labels: str):

@@ -16,8 +16,8 @@ from harness.models.defaults import DEFAULT_START_POSE, DEFAULT_SUCCESS
 from harness.models.protocol import Protocol, Trial, protocol_to_yaml
 from harness.models.scoresheet import build_locked, load_scoresheet, lock_scoresheet
 
-WRITER = Path(__file__).with_name("kill_writer.py")
-REPO = Path(__file__).resolve().parents[1]
+WRITER = Path(__file__).resolve().parents[1] / "kill_writer.py"
+REPO = Path(__file__).resolve().parents[2]
 KILLS = 20
 
 

@@ -16,7 +16,7 @@ import pytest
 from harness.models.protocol import JOINT_NAMES
 from tests.tiny_policy import save_tiny_act
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PROTOCOL = REPO / "tests" / "data" / "small.yaml"
 # the tiny ACT's actions centre on a pose reaching down and forward, jaws half open: the arm moves, so the two
 # runs are compared on a trace and a cube that are not simply standing still

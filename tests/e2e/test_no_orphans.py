@@ -22,7 +22,7 @@ import yaml
 from harness.cli import main
 from harness.scratch import OWNER, PREFIX, SYSTEM_ROOT, make, owner_alive, remove_orphans, scratch_folders
 from tests.helpers import REPO, wait_until
-from tests.test_rehearse import _protocol
+from tests.realtime.test_rehearse import _protocol
 from tests.tiny_policy import save_tiny_act
 
 GONE_WITHIN_S = 5.0

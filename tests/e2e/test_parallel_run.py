@@ -200,7 +200,7 @@ def test_a_clean_exit_leaves_no_ray_folder_and_no_raylet_line(tmp_path: Path) ->
     protocol = _protocol(tmp_path)
     temporary = Path(tempfile.mkdtemp(prefix="h62-" + "x" * 80 + "-", dir=SYSTEM_ROOT))
     try:
-        repo = Path(__file__).resolve().parents[1]
+        repo = Path(__file__).resolve().parents[2]
         run = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(protocol), "--headless", "--policy",
                                 "expert", "--scoresheet", str(tmp_path / "s.yaml"), "--runs-dir",
                                 str(tmp_path / "runs"), "--workers", "2"], stdout=subprocess.PIPE,

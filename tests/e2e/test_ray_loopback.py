@@ -23,7 +23,7 @@ from harness.cli import main
 from harness.errors import HarnessInputError
 from tests.helpers import wait_until
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 GONE_WITHIN_S = 10.0
 
 

@@ -19,7 +19,7 @@ from harness.cli import build_parser
 from harness.errors import HarnessInputError
 from harness.models.run_request import RUN_FLAGS, RunRequest
 from tests.helpers import small_protocol_copy
-from tests.test_rehearse import _protocol as desk_protocol
+from tests.realtime.test_rehearse import _protocol as desk_protocol
 
 # one value unlike the default for every flag, as a person types it
 SAMPLES: dict[str, list[str]] = {

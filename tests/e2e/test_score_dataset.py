@@ -25,7 +25,7 @@ from harness.models.taxonomy import Label
 from tests.helpers import refused
 from tests.tiny_policy import save_tiny_act
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow   # LeRobot's recorder runs its episodes in real time (about 30 s)
 
 

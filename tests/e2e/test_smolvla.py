@@ -193,7 +193,7 @@ def test_one_rehearsed_real_arm_trial_with_lerobots_rtc_in_wall_time(trained: Pa
     """`harness rehearse --inference rtc`: the emulated arm with simulated cameras, the paced loop popping RTC's
     queue while LeRobot's RTC runs on its inference thread; the trial records, in wall time, what its arm saw;
     a resume asking for another RTC setting is refused before anything connects."""
-    from tests.test_rehearse import _protocol
+    from tests.realtime.test_rehearse import _protocol
 
     monkeypatch.chdir(tmp_path)
     protocol = _protocol(tmp_path)

@@ -21,7 +21,7 @@ from harness.policies.inference.async_wall import WallClockAsyncPolicy
 from harness.run.clock import ManualClock
 from tests.lerobot_tool import LeRobotTool
 from tests.policy_server import PolicyServerProcess, free_port
-from tests.test_real_arm_path import PLACE, TWO_TRIALS
+from tests.realtime.test_real_arm_path import PLACE, TWO_TRIALS
 
 PERIOD = 1 / 30
 KEYS = [f"{joint}.pos" for joint in JOINT_NAMES]

@@ -35,7 +35,7 @@ from harness.run.terminal import StopKey, TerminalObserver
 from harness.sim.config_sim_so101 import SimSO101Config
 from harness.sim.sim_so101 import SimSO101
 from tests.helpers import locked_sheet
-from tests.test_run_bus_faults import HoldStartPose
+from tests.realtime.test_run_bus_faults import HoldStartPose
 
 pytestmark = pytest.mark.slow   # whole simulated and emulated trials
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.doc_walkthrough import Desk, walkthroughs
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "emulator.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "emulator.md"
 WALKTHROUGHS = walkthroughs(DOC.read_text())
 POLICY = Path("outputs/train/act_desk/checkpoints/last/pretrained_model")
 

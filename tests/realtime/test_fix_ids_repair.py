@@ -18,7 +18,7 @@ from harness.emulator.pty_port import PtyBus
 from harness.emulator.scenario import SO101_NAMES
 from harness.emulator.servos import Firmware
 from tests.bus_people import ScriptedOperator, arm, open_port, turn
-from tests.test_bus import _motors
+from tests.realtime.test_bus import _motors
 
 
 @pytest.mark.slow   # wire-timed: seconds of emulated bus traffic; the inner loop keeps one repair test

@@ -19,7 +19,7 @@ from harness.emulator.pty_port import PtyBus
 from harness.emulator.scenario import SO101_NAMES, Scenario, build_chain
 from harness.emulator.servos import Faults, Firmware, ServoChain
 from tests.bus_people import ScriptedOperator, arm, open_port, turn
-from tests.test_bus import _motors
+from tests.realtime.test_bus import _motors
 
 ALL = SO101_NAMES
 

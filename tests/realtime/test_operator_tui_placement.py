@@ -16,8 +16,8 @@ import pytest
 
 from harness.emulator.remote_rig import open_rig_process
 from tests.helpers import press_keys, type_text
-from tests.test_operator_real_arm import PROTOCOL, _check_time_frames
-from tests.test_real_arm_path import _until
+from tests.realtime.test_operator_real_arm import PROTOCOL, _check_time_frames
+from tests.realtime.test_real_arm_path import _until
 
 pytestmark = pytest.mark.slow   # a real-time run of two short trials with a live top camera
 

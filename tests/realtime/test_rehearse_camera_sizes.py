@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from tests.test_rehearse import _protocol
+from tests.realtime.test_rehearse import _protocol
 
 TRAINED_SPOT_CM = math.hypot(22.0 - 18.0, -5.0 - 14.0)   # the protocol's trained spot from its bowl
 

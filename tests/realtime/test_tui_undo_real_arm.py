@@ -10,7 +10,7 @@ import pytest
 
 from harness.emulator.remote_rig import open_rig_process
 from tests.helpers import press_keys
-from tests.test_real_arm_path import TWO_TRIALS, _until, tui_desk_run
+from tests.realtime.test_real_arm_path import TWO_TRIALS, _until, tui_desk_run
 
 pytestmark = pytest.mark.slow   # two real-time trials on the emulated arm behind the app
 

@@ -30,7 +30,7 @@ from harness.models.run_request import RunRequest
 from harness.models.run_settings import RobotKind
 from harness.stats import sequential as sq
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _protocol(folder: Path, **rule: object) -> Path:
@@ -292,7 +292,7 @@ def test_hub_ids_work_in_a_comparison_and_a_builtin_name_always_means_the_builti
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from huggingface_hub import constants
 
-    from tests.test_hub_policy import COMMIT_A, cached_snapshot
+    from tests.e2e.test_hub_policy import COMMIT_A, cached_snapshot
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "expert").mkdir()

@@ -8,7 +8,7 @@ import pytest
 
 from harness.cli import main
 from harness.run.clock import ManualClock
-from tests.test_loop_timing import CostlyPolicy, SlowRobot, _engine, _live
+from tests.unit.run.test_loop_timing import CostlyPolicy, SlowRobot, _engine, _live
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from harness.run.placement_guide import PlacementReading
 from harness.run.stages import OperatorStage
 from harness.sim.world import SimWorld
 from harness.vision.scene_check import Unexpected
-from tests.test_operator_proposal import sim_top_view
+from tests.unit.run.test_operator_proposal import sim_top_view
 
 pytestmark = pytest.mark.slow  # renders and measures a few dozen frames
 

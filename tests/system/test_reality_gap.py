@@ -37,7 +37,7 @@ def test_gap_flags_parse_to_named_knobs_and_bad_ones_are_refused_by_name() -> No
 def test_rehearse_refuses_a_bad_gap_in_one_line_before_the_emulator_starts(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from harness.cli import main
-    from tests.test_rehearse import PROTOCOL
+    from tests.realtime.test_rehearse import PROTOCOL
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "desk.yaml").write_text(PROTOCOL % "18.0, 14.0")
@@ -210,7 +210,7 @@ def test_a_rehearsal_with_a_gap_says_so_in_its_locked_sheet(tmp_path: Path, monk
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     from harness.cli import main
     from harness.models.scoresheet import load_scoresheet
-    from tests.test_rehearse import PROTOCOL
+    from tests.realtime.test_rehearse import PROTOCOL
     from tests.tiny_policy import save_tiny_act
 
     monkeypatch.chdir(tmp_path)

@@ -206,7 +206,7 @@ def test_a_folder_marked_recorded_proves_its_record_one_rollback_included(tmp_pa
 def test_a_resume_of_a_rolled_back_run_is_refused_by_its_evidence(workdir, capsys) -> None:
     """On a real (simulated) run: the sheet and its `.chain` restored from a copy taken after the first trial,
     the progress witness deleted; the resume refuses before it runs or moves anything."""
-    shutil.copy(Path(__file__).parent / "data" / "small.yaml", workdir / "protocols" / "small.yaml")
+    shutil.copy(Path(__file__).parents[1] / "data" / "small.yaml", workdir / "protocols" / "small.yaml")
     argv = ["run", "protocols/small.yaml", "--policy", "expert", "--robot", "sim", "--headless", "--no-video"]
     assert main([*argv, "--max-trials", "1"]) == 0
     sheet_path = workdir / "scoresheets" / "small-expert.yaml"
@@ -222,7 +222,7 @@ def test_a_resume_of_a_rolled_back_run_is_refused_by_its_evidence(workdir, capsy
 def test_a_comparison_rolled_back_after_its_decision_is_refused_never_resumed(workdir, capsys) -> None:
     """The battery's case: the decided comparison's sheet and `.chain` replaced by copies a few blocks earlier
     (here, its last two blocks cut from both) read as "still open" and ran on; now report and resume refuse."""
-    data = yaml.safe_load((Path(__file__).parents[1] / "protocols" / "randomized.yaml").read_text())
+    data = yaml.safe_load((Path(__file__).parents[2] / "protocols" / "randomized.yaml").read_text())
     data["trials"] = [t for t in data["trials"] if t["dx_cm"] ** 2 + t["dy_cm"] ** 2 >= 9][:8]
     data["generator"] = None
     data["episode_time_limit_s"] = 12.0

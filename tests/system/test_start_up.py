@@ -27,7 +27,7 @@ from harness.run.engine import RunEngine, RunOptions
 from harness.run.safety import GuardedRobot
 from harness.tui.screens import CheckReport, CheckScreen
 from tests.helpers import locked_sheet
-from tests.test_loop_timing import CostlyPolicy, PersonStage, Scorer, SlowRobot, _live
+from tests.unit.run.test_loop_timing import CostlyPolicy, PersonStage, Scorer, SlowRobot, _live
 
 
 def _arm_at(clock: ManualClock, pose: dict[str, float]) -> SlowRobot:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tests.helpers import parsed_python
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 CHECKING_CALLS = {"raises", "fail", "warns", "deprecated_call"}   # pytest.<name>
 HEAVY_LEROBOT = ("lerobot.policies", "lerobot.processor", "lerobot.configs", "lerobot.datasets",
                  "lerobot.async_inference", "lerobot.utils.feature_utils", "lerobot.envs", "transformers",
@@ -57,7 +57,12 @@ def _checks_directly(node: ast.AST) -> bool:
 
 
 def _trees(folder: Path) -> dict[Path, ast.Module]:
-    return {path: parsed_python(path) for path in sorted(folder.glob("*.py"))}
+    """Every Python file under `folder`, tiers' subfolders included (tests/unit/<package>/, tests/e2e/, ...)."""
+    return {path: parsed_python(path) for path in sorted(folder.rglob("*.py"))}
+
+
+def _shown(path: Path, folder: Path) -> str:
+    return path.relative_to(folder).as_posix()
 
 
 def unfailing_tests(folder: Path) -> list[str]:
@@ -79,7 +84,7 @@ def unfailing_tests(folder: Path) -> list[str]:
             continue
         for f in _functions(tree):
             if f.name.startswith("test_") and not (_checks_directly(f) or calls[id(f)] & checking):
-                found.append(f"{path.name}:{f.lineno} {f.name}")
+                found.append(f"{_shown(path, folder)}:{f.lineno} {f.name}")
     return found
 
 
@@ -98,7 +103,7 @@ def waiting_sleeps(folder: Path) -> list[str]:
             if not (is_sleep or text_sleep) or node.lineno in allowed:
                 continue
             if not any("behaviour" in line for line in lines[node.lineno - 2:node.end_lineno]):
-                found.append(f"{path.name}:{node.lineno}")
+                found.append(f"{_shown(path, folder)}:{node.lineno}")
     return found
 
 
@@ -109,7 +114,7 @@ def heavy_top_level_imports(folder: Path) -> list[str]:
         for node in tree.body:
             names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
                      else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
-            found += [f"{path.name}:{node.lineno} {name}" for name in names
+            found += [f"{_shown(path, folder)}:{node.lineno} {name}" for name in names
                       if name.startswith(HEAVY_LEROBOT)]
     return found
 

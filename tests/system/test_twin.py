@@ -18,7 +18,7 @@ from harness.models.protocol import load_protocol
 from harness.models.scoresheet import Scoresheet, build_locked, load_scoresheet, lock_scoresheet
 from harness.models.sheet_records import LoopStats
 from tests.helpers import fake_attempt
-from tests.test_rehearse import PROTOCOL
+from tests.realtime.test_rehearse import PROTOCOL
 
 STARTS = {1: (2.8, -1.9, 14.0), 2: (-2.1, 1.6, -9.0)}   # measured near the planned (3, -2, 15) and (-2, 1.5, -10)
 

@@ -25,8 +25,8 @@ from harness.sim.config_sim_so101 import SimSO101Config
 from harness.sim.sim_so101 import SimSO101
 from harness.sim.world import SimWorld
 from tests.helpers import REPO
-from tests.test_control_loop import _episode
-from tests.test_loop_timing import PersonStage, Scorer, SlowRobot
+from tests.unit.run.test_control_loop import _episode
+from tests.unit.run.test_loop_timing import PersonStage, Scorer, SlowRobot
 
 EPISODE_S = 4.0
 RATE_TOLERANCE = 0.02   # the arm's command rate, twin against real: within 2 %

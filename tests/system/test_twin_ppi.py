@@ -151,7 +151,7 @@ def test_the_twins_own_trials_are_drawn_from_the_protocols_starts_the_same_way_o
 @pytest.mark.slow   # the twin's trials in the simulated arm
 def test_harness_twin_extra_runs_the_twins_own_trials_and_the_report_uses_them(tmp_path: Path, monkeypatch,
                                                                                  capsys) -> None:
-    from tests.test_twin import _real_sheet
+    from tests.system.test_twin import _real_sheet
 
     monkeypatch.chdir(tmp_path)
     real = _real_sheet(tmp_path)

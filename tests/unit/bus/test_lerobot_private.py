@@ -20,7 +20,7 @@ from lerobot.robots.so_follower import SO101Follower
 
 from harness.bus.lerobot_private import PINNED, Pinned
 
-PACKAGE = Path(__file__).resolve().parents[1] / "harness"
+PACKAGE = Path(__file__).resolve().parents[3] / "harness"
 ADAPTER = PACKAGE / "bus" / "lerobot_private.py"
 # Where LeRobot's bus and follower are subclassed or driven (harness/sim has LeRobot `Robot`s of its own,
 # whose underscored names are their own).

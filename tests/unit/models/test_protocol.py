@@ -18,7 +18,7 @@ from harness.models.protocol import (
     workspace_problem,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _edit(text: str, change) -> str:

@@ -17,7 +17,7 @@ from harness.run.stages import SimStage
 from harness.sim.units import to_sim
 from harness.sim.world import SimWorld
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 PROTOCOL = load_protocol(REPO / "protocols" / "randomized.yaml")
 
 

@@ -13,7 +13,7 @@ from harness.realtime import realtime_thread
 from harness.run.arm_motion import JAWS_OPEN, ArmMotion
 from harness.run.clock import ManualClock
 from harness.run.safety import GuardedRobot
-from tests.test_loop_timing import SlowRobot
+from tests.unit.run.test_loop_timing import SlowRobot
 
 POSE = {"shoulder_pan": 10.0, "shoulder_lift": -60.0, "elbow_flex": 60.0, "wrist_flex": 70.0, "wrist_roll": -5.0,
         "gripper": 20.0}

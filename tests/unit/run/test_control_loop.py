@@ -16,7 +16,7 @@ from harness.run.control_loop import ControlLoop, EpisodeOutcome, LoopSettings
 from harness.run.evidence import EvidenceRecorder, VideoMode
 from harness.run.safety import GuardedRobot
 from tests.helpers import REPO
-from tests.test_loop_timing import CostlyPolicy, PersonStage, Scorer, SlowRobot, _live
+from tests.unit.run.test_loop_timing import CostlyPolicy, PersonStage, Scorer, SlowRobot, _live
 
 
 class Failing(SlowRobot):

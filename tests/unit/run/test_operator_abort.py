@@ -16,7 +16,7 @@ from harness.run.stages import SimStage
 from harness.sim.config_sim_so101 import SimSO101Config
 from harness.sim.sim_so101 import SimSO101
 from tests.helpers import locked_sheet
-from tests.test_safety import KeyAt
+from tests.system.test_safety import KeyAt
 
 pytestmark = pytest.mark.slow  # runs the simulated arm through a trial
 

@@ -12,7 +12,7 @@ from harness.run.clock import ManualClock
 from harness.run.engine import RunEngine, RunOptions, ScoreDecision
 from harness.run.safety import GuardedRobot
 from tests.helpers import locked_sheet
-from tests.test_loop_timing import CostlyPolicy, PersonStage, Scorer, SlowRobot, _live
+from tests.unit.run.test_loop_timing import CostlyPolicy, PersonStage, Scorer, SlowRobot, _live
 
 
 class FailsInTrial(SlowRobot):
