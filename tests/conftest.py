@@ -68,79 +68,37 @@ def world():
     w.close()
 
 
-# Modules whose tests need the machine to themselves: they run the emulated real arm's wall-time servo and camera
-# threads against LeRobot's deadlines, or time pings on the wire. scripts/test runs every other test on both
-# cores, then these alone (`-m serial`). Beside the rest of the suite on three workers a servo's reply still
-# missed LeRobot's window now and then: with the serial modules in parallel runs of their own (session 38: a
-# leader arm's handshake, a fix-ids diagnosis), and with one desk at a time and the rest of the suite niced
-# beside it (session 39: a fix-ids case, `lerobot-record` against two arms served from the test's own process;
-# docs/benchmarks.md). An arm whose process also runs the TUI, the engine and a policy runs in a process of its
-# own (`open_rig_process`), as a rehearsal's does. A test that only kills processes (test_kill: the kill lands
-# after the writer's own commits), measures CPU rather than wall time (test_integrity's alias bomb) or asks the
-# scheduler for a policy (test_realtime) runs on both cores: load cannot change what it asserts.
-SERIAL_MODULES = frozenset({
-    "test_rehearse", "test_rehearse_camera_sizes",   # the desk flow at camera sizes other than 640x480 (issue 59)
-    "test_real_arm_path", "test_operator_real_arm", "test_operator_tui_placement",
-    "test_async_real_arm", "test_rtc_real_arm", "test_emulator_walkthrough", "test_emergency_stop",
-    "test_run_bus_faults", "test_tui_undo_real_arm", "test_rig_process",
-    # wire-timed pings whose agreement decides a diagnosis: a loaded core can make a noisy line look sure, and a
-    # clean one noisy (test_fix_ids_repair, in test_bus.py until it failed beside the parallel pass in session 42's CI)
-    "test_fix_ids_safety", "test_fix_ids_signature", "test_fix_ids_repair",
-})
-
-# Modules whose tests start a Ray cluster of their own and compare it, kill its workers or audit its sockets: Ray
-# sizes itself to the machine's cores, so two at once would each expect the whole machine. They run in the
-# parallel pass, one test at a time on one pytest-xdist worker (`xdist_group`), beside the rest (green in five
-# runs beside the whole suite's load, session 38; they had run alone since session 28).
-RAY_CLUSTER_MODULES = frozenset({"test_parallel_run", "test_ray_loopback", "test_sweep"})
-
-
-# The modules that take longest (minutes each on two cores; `--durations` of a full run), run first: pytest-xdist
-# hands tests out in collection order, and one of these started last kept one core busy minutes after the other
-# had run out of work. Whole modules move, in their own order, so a module's fixtures are still made once.
-LONGEST_FIRST = ("test_tui_start_stress", "test_coverage_experiment", "test_smolvla", "test_install_beside_lerobot",
-                 "test_no_egress", "test_no_orphans", "test_blind_comparison", "test_tui", "test_train_reference",
-                 "test_latency_experiment")
-
-
-# Modules whose quick tests import LeRobot's policies, processors or dataset classes (lerobot.policies pulls in
-# transformers and torchvision: about 10 s). With `--dist loadgroup` (pyproject's addopts) pytest-xdist gives
-# their quick tests to one worker, so the inner loop pays that import once rather than once a worker; their
-# slow tests (several of the longest modules) stay spread over both, as CI needs. Test modules import
-# these LeRobot parts inside the tests that use them, never at the top, so collection stays light.
-LEROBOT_POLICY_MODULES = frozenset({
-    "test_smolvla", "test_async_inference", "test_dataset", "test_latency_lock", "test_latency_threads", "test_twin",
-    "test_hub_policy", "test_offline_eval", "test_run_e2e", "test_reality_gap", "test_no_orphans", "test_collect_cli",
-    "test_no_egress", "test_blind_comparison", "test_run_request", "test_async_real_arm", "test_rehearse",
-    "test_rtc_real_arm", "test_sweep", "test_lerobot_env",
-})
-
-
-# Modules whose slow tests share a module-scoped fixture that takes a core 20 s or more to build (a trained SmolVLA;
-# a rendered set of a few dozen scenes). Spread test by test, each xdist worker built it again: about 150 of the
-# parallel pass's 2,424 CPU-seconds (session 36, benchmarks/suite_cpu.py). Their slow tests go to one worker,
-# module by module; their quick tests (if any) stay where the groups above put them.
-SHARED_FIXTURE_MODULES = frozenset({"test_smolvla", "test_vision_stress", "test_vision_far", "test_vision_near_rim"})
-
-
+# Where a test runs in CI is declared where the test lives: the folder's conftest (tests/realtime/ marks its tests
+# `serial`; tests/e2e/ goes first) or the module's own `pytestmark`. This hook turns the marks a module declares into
+# pytest-xdist groups (`--dist loadgroup`, pyproject's addopts), one group a test at most (two would make a third):
+# - `desk`: a parallel-pass test that starts an emulated desk (a rehearsal, `emulate-bus --sim`, the simulated arm's
+#   cameras): one desk at a time, on one worker; another desk's real-time threads stretch a desk's servo replies,
+#   ordinary load barely does (benchmarks/desk_ping_bench.py).
+# - `ray_cluster`: a module whose tests start a Ray cluster of their own and compare it, kill its workers or audit its
+#   sockets. Ray sizes itself to the machine's cores, so two at once would each expect the whole machine: one test at
+#   a time on one worker, beside the rest (green in five runs beside the whole suite's load, session 38; they had run
+#   alone since session 28).
+# - `lerobot_policies`: a module whose quick tests import LeRobot's policies, processors or dataset classes
+#   (lerobot.policies pulls in transformers and torchvision: about 10 s). Its quick tests go to one worker, so the
+#   inner loop pays that import once rather than once a worker; its slow tests (several of the longest modules) stay
+#   spread over both, as CI needs. Test modules import these LeRobot parts inside the tests that use them, never at
+#   the top, so collection stays light (tests/system/test_suite_rules.py).
+# - `shared_fixture`: a module whose slow tests share a module-scoped fixture that takes a core 20 s or more to build
+#   (a trained SmolVLA; a rendered set of a few dozen scenes). Spread test by test, each xdist worker built it again:
+#   about 150 of the parallel pass's 2,424 CPU-seconds (session 36, benchmarks/suite_cpu.py). Its slow tests go to
+#   one worker, module by module; its quick tests (if any) stay where the marks above put them.
 @pytest.hookimpl(tryfirst=True)   # before pytest-xdist's own hook reads the xdist_group marks into node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.stem in SERIAL_MODULES:
-            item.add_marker(pytest.mark.serial)
         slow = item.get_closest_marker("slow") is not None
         if item.get_closest_marker("desk") is not None:
-            # a parallel-pass test that starts an emulated desk: one desk at a time, on one worker; another desk's
-            # real-time threads stretch a desk's servo replies, ordinary load barely does (desk_ping_bench.py)
             item.add_marker(pytest.mark.xdist_group("desk"))
-        elif item.path.stem in RAY_CLUSTER_MODULES:
+        elif item.get_closest_marker("ray_cluster") is not None:
             item.add_marker(pytest.mark.xdist_group("ray_cluster"))
-        elif item.path.stem in LEROBOT_POLICY_MODULES and not slow:
+        elif item.get_closest_marker("lerobot_policies") is not None and not slow:
             item.add_marker(pytest.mark.xdist_group("lerobot_policies"))   # not the slow ones: CI spreads those
-        elif item.path.stem in SHARED_FIXTURE_MODULES and slow:
+        elif item.get_closest_marker("shared_fixture") is not None and slow:
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
-    rank = {stem: place for place, stem in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))   # stable: the rest keep their order
 
 
 _exit_status: list[int] = []

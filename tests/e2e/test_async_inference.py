@@ -21,6 +21,8 @@ from tests.helpers import short_protocol_copy, small_protocol_copy
 from tests.policy_server import PolicyServerProcess, free_port
 from tests.tiny_policy import save_tiny_act
 
+pytestmark = pytest.mark.lerobot_policies   # quick tests import LeRobot's policies (tests/conftest.py)
+
 FPS = 30
 KEYS = [f"{joint}.pos" for joint in JOINT_NAMES]
 

@@ -21,6 +21,8 @@ from harness.models.scoresheet import load_scoresheet
 from harness.models.taxonomy import Label
 from tests.helpers import refused, wait_until
 
+pytestmark = pytest.mark.lerobot_policies   # quick tests import LeRobot's policies (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 SHEET = Path("scoresheets/cmp-comparison.yaml")
 

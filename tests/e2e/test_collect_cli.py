@@ -16,6 +16,8 @@ import pytest
 from harness.cli import main
 from tests.helpers import REPO, wait_until
 
+pytestmark = pytest.mark.lerobot_policies   # quick tests import LeRobot's policies (tests/conftest.py)
+
 
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(workdir, capsys) -> None:
     protocol = str(REPO / "protocols" / "randomized.yaml")

@@ -24,6 +24,8 @@ from harness.models.sweep_spec import expand_checkpoints
 from harness.policies.hub import checkpoint_folder, pinned_ref, policy_fingerprint
 from tests.helpers import REPO, small_protocol_copy
 
+pytestmark = pytest.mark.lerobot_policies   # quick tests import LeRobot's policies (tests/conftest.py)
+
 COMMIT_A = "a" * 40
 COMMIT_B = "b" * 40
 

@@ -16,6 +16,8 @@ import pytest
 from harness.models.protocol import JOINT_NAMES
 from tests.tiny_policy import save_tiny_act
 
+pytestmark = pytest.mark.lerobot_policies   # quick tests import LeRobot's policies (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 PROTOCOL = REPO / "tests" / "data" / "small.yaml"
 # the tiny ACT's actions centre on a pose reaching down and forward, jaws half open: the arm moves, so the two

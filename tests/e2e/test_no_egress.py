@@ -23,6 +23,8 @@ from harness.cli import main
 from tests.helpers import REPO
 from tests.tiny_policy import save_tiny_act
 
+pytestmark = pytest.mark.lerobot_policies   # quick tests import LeRobot's policies (tests/conftest.py)
+
 IPV4 = re.compile(r'sa_family=AF_INET,.*?sin_port=htons\((\d+)\), sin_addr=inet_addr\("([^"]+)"\)')
 IPV6 = re.compile(r'sa_family=AF_INET6,.*?sin6_port=htons\((\d+)\).*?inet_pton\(AF_INET6, "([^"]+)"')
 

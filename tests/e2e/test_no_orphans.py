@@ -25,6 +25,8 @@ from tests.helpers import REPO, wait_until
 from tests.realtime.test_rehearse import _protocol
 from tests.tiny_policy import save_tiny_act
 
+pytestmark = pytest.mark.lerobot_policies   # quick tests import LeRobot's policies (tests/conftest.py)
+
 GONE_WITHIN_S = 5.0
 UP_WITHIN_S = 240.0
 

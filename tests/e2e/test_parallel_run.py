@@ -24,6 +24,8 @@ from harness.run.terminal import TerminalObserver
 from harness.scratch import SYSTEM_ROOT
 from tests.helpers import small_filesystem, wait_until
 
+pytestmark = pytest.mark.ray_cluster   # starts Ray clusters of its own (tests/conftest.py)
+
 PROTOCOL_ARGS = ["protocol", "new", "--randomized", "--n", "4", "--radius-cm", "4", "--min-spacing-cm", "1.2",
                  "--max-yaw-deg", "20", "--seed", "3"]
 

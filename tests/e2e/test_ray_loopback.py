@@ -23,6 +23,8 @@ from harness.cli import main
 from harness.errors import HarnessInputError
 from tests.helpers import wait_until
 
+pytestmark = pytest.mark.ray_cluster   # starts Ray clusters of its own (tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[2]
 GONE_WITHIN_S = 10.0
 

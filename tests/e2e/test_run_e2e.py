@@ -17,6 +17,8 @@ from harness.models.scoresheet import load_scoresheet
 from tests.helpers import REPO, short_protocol_copy, small_protocol_copy, wait_until
 from tests.tiny_policy import save_tiny_act
 
+pytestmark = pytest.mark.lerobot_policies   # quick tests import LeRobot's policies (tests/conftest.py)
+
 
 def _wait_for(predicate, timeout: float) -> bool:
     return bool(wait_until(predicate, timeout, "the run's progress", poll_s=0.05))

@@ -21,6 +21,8 @@ from harness.models.run_request import RUN_FLAGS, RunRequest
 from tests.helpers import small_protocol_copy
 from tests.realtime.test_rehearse import _protocol as desk_protocol
 
+pytestmark = pytest.mark.lerobot_policies   # quick tests import LeRobot's policies (tests/conftest.py)
+
 # one value unlike the default for every flag, as a person types it
 SAMPLES: dict[str, list[str]] = {
     "resume": ["--resume"],

@@ -22,6 +22,9 @@ from harness.models.scoresheet import load_scoresheet
 from tests.helpers import REPO, short_protocol_copy, small_protocol_copy
 from tests.policy_server import PolicyServerProcess, free_port
 
+# quick tests import LeRobot's policies; slow tests share a fixture built in 20 s+ (tests/conftest.py)
+pytestmark = [pytest.mark.lerobot_policies, pytest.mark.shared_fixture]
+
 TASK = "Pick up the cube and place it in the bowl."
 SIZE = (128, 96)
 

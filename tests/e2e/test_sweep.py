@@ -14,6 +14,9 @@ from harness.models.sweep_spec import load_sweep
 from tests.helpers import REPO
 from tests.tiny_policy import save_tiny_act
 
+# starts Ray clusters of its own; quick tests import LeRobot's policies (tests/conftest.py)
+pytestmark = [pytest.mark.ray_cluster, pytest.mark.lerobot_policies]
+
 
 def _protocols(tmp_path: Path) -> tuple[Path, Path]:
     randomized, fixed = tmp_path / "scattered.yaml", tmp_path / "fixed.yaml"

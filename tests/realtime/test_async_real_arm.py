@@ -23,6 +23,8 @@ from tests.lerobot_tool import LeRobotTool
 from tests.policy_server import PolicyServerProcess, free_port
 from tests.realtime.test_real_arm_path import PLACE, TWO_TRIALS
 
+pytestmark = pytest.mark.lerobot_policies   # quick tests import LeRobot's policies (tests/conftest.py)
+
 PERIOD = 1 / 30
 KEYS = [f"{joint}.pos" for joint in JOINT_NAMES]
 SETTINGS = AsyncSettings("127.0.0.1:1", actions_per_chunk=10, chunk_size_threshold=0.5,

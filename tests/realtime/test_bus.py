@@ -20,6 +20,9 @@ from harness.emulator.servos import Faults, Firmware, Servo, ServoChain
 from harness.errors import BusSafetyError
 from tests.helpers import wait_until
 
+# wall-timed, and passes beside the parallel pass's load (tests/realtime/conftest.py)
+pytestmark = pytest.mark.shares_cores
+
 GOLDEN = [  # request -> reply, from Feetech's protocol manual and the SDK
     ("FF FF 01 02 01 FB", "FF FF 01 02 00 FC"),                      # PING id 1
     ("FF FF 01 04 02 38 02 BE", "FF FF 01 04 00 00 08 F2"),          # READ Present_Position = 2048

@@ -18,6 +18,9 @@ from harness.emulator.pty_port import PtyBus
 from tests.bus_people import arm
 from tests.helpers import wait_until
 
+# wall-timed, and passes beside the parallel pass's load (tests/realtime/conftest.py)
+pytestmark = pytest.mark.shares_cores
+
 
 class Lines:
     """A child's stdout as it arrives (prompts end without a newline), with a deadline on each wait."""

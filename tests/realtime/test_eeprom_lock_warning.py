@@ -20,6 +20,9 @@ from harness.tui.screens import CheckReport, CheckScreen
 from tests.helpers import REPO
 from tests.tui_snapshot_apps import LOCKED
 
+# wall-timed, and passes beside the parallel pass's load (tests/realtime/conftest.py)
+pytestmark = pytest.mark.shares_cores
+
 MOTORS = {name: Motor(i + 1, "sts3215", MotorNormMode.DEGREES) for i, name in enumerate(SO101_NAMES)}
 
 

@@ -15,6 +15,9 @@ import pytest
 from harness.bus import packets as p
 from harness.emulator.scenario import SO101_NAMES, console, default_scenario, open_rig
 
+# wall-timed, and passes beside the parallel pass's load (tests/realtime/conftest.py)
+pytestmark = pytest.mark.shares_cores
+
 
 class Screen:
     """What the console prints, line by line, with a deadline on each wait."""

@@ -19,6 +19,9 @@ from harness.emulator.scenario import Rig, Scenario, ServoSpec, build_chain, run
 from harness.emulator.servos import ErrorBit, Servo, ServoChain
 from tests.helpers import wait_until
 
+# wall-timed, and passes beside the parallel pass's load (tests/realtime/conftest.py)
+pytestmark = pytest.mark.shares_cores
+
 
 def _bus(port: str, name: str = "elbow_flex", motor_id: int = 1) -> FeetechMotorsBus:
     bus = FeetechMotorsBus(port, {name: Motor(motor_id, "sts3215", MotorNormMode.DEGREES)})

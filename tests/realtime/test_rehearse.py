@@ -20,6 +20,7 @@ from harness.run.placement_guide import PlacementReading
 
 if TYPE_CHECKING:
     from tests.cli_process import HarnessCli
+pytestmark = pytest.mark.lerobot_policies   # quick tests import LeRobot's policies (tests/conftest.py)
 
 PROTOCOL = """name: desk
 task: Pick up the cube and place it in the bowl.

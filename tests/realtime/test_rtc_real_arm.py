@@ -15,6 +15,8 @@ from harness.policies.inference.rtc_wall import WallClockRtc
 from harness.run.clock import ManualClock
 from tests.helpers import wait_until
 
+pytestmark = pytest.mark.lerobot_policies   # quick tests import LeRobot's policies (tests/conftest.py)
+
 PERIOD = 1 / 30
 SETTINGS = RtcSettings(execution_horizon=5, max_guidance_weight=10.0, attention_schedule="LINEAR", queue_threshold=5)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
 from lerobot.motors import Motor, MotorNormMode
 
 from harness.bus import packets as p
@@ -14,6 +15,9 @@ from harness.emulator.pty_port import PtyBus
 from harness.emulator.scenario import SO101_NAMES
 from harness.emulator.servos import Servo, ServoChain
 from tests.helpers import wait_until
+
+# wall-timed, and passes beside the parallel pass's load (tests/realtime/conftest.py)
+pytestmark = pytest.mark.shares_cores
 
 
 def _arm() -> ServoChain:

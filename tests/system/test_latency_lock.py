@@ -15,6 +15,8 @@ from harness.models.sheet_records import LoopStats
 from tests.helpers import fake_attempt, small_protocol_copy
 from tests.tiny_policy import save_tiny_act
 
+pytestmark = pytest.mark.lerobot_policies   # quick tests import LeRobot's policies (tests/conftest.py)
+
 
 def _run(protocol: Path, tmp_path: Path, *extra: str) -> int:
     return main(["run", str(protocol), "--headless", "--no-video", "--scoresheet", str(tmp_path / "s.yaml"),

@@ -14,6 +14,8 @@ import pytest
 from harness.errors import HarnessInputError
 from harness.models.reality_gap import RealityGap, parse_gap
 
+pytestmark = pytest.mark.lerobot_policies   # quick tests import LeRobot's policies (tests/conftest.py)
+
 
 def test_gap_flags_parse_to_named_knobs_and_bad_ones_are_refused_by_name() -> None:
     gap = parse_gap(["cube_friction=0.3", "servo_backlash_deg=2"])

@@ -20,6 +20,8 @@ from harness.models.sheet_records import LoopStats
 from tests.helpers import fake_attempt
 from tests.realtime.test_rehearse import PROTOCOL
 
+pytestmark = pytest.mark.lerobot_policies   # quick tests import LeRobot's policies (tests/conftest.py)
+
 STARTS = {1: (2.8, -1.9, 14.0), 2: (-2.1, 1.6, -9.0)}   # measured near the planned (3, -2, 15) and (-2, 1.5, -10)
 
 

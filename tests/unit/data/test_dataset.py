@@ -14,6 +14,8 @@ from harness.data.validate import validate_dataset
 from tests.generators.defects import DEFECTS
 from tests.generators.synthetic import make_dataset
 
+pytestmark = pytest.mark.lerobot_policies   # quick tests import LeRobot's policies (tests/conftest.py)
+
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory):

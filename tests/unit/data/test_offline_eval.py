@@ -11,6 +11,8 @@ import pytest
 
 from harness.models.checkpoint import checkpoint_labels, checkpoint_name
 
+pytestmark = pytest.mark.lerobot_policies   # quick tests import LeRobot's policies (tests/conftest.py)
+
 
 def _lerobot_run(root: Path, steps: list[int]) -> Path:
     """The folder layout `lerobot-train` writes: checkpoints/<step>/pretrained_model, and `last`."""

@@ -8,6 +8,8 @@ import torch
 from harness.policies.lerobot_policy import LeRobotPolicy, ThreadPolicy, available_cores
 from tests.tiny_policy import save_tiny_act
 
+pytestmark = pytest.mark.lerobot_policies   # quick tests import LeRobot's policies (tests/conftest.py)
+
 
 def test_inference_gets_the_cores_nobody_else_needs() -> None:
     assert ThreadPolicy.for_cores(2, reserved=1).torch_threads == 1

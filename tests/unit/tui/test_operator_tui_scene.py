@@ -25,9 +25,9 @@ from harness.tui.run_app import RunApp
 from harness.tui.screens import TextPrompt
 from harness.tui.state import RunState
 from tests.helpers import press_keys, type_text
-from tests.unit.run.test_operator_proposal import sim_top_view
 from tests.realtime.test_real_arm_path import _until
 from tests.tui_snapshot_apps import LOCKED
+from tests.unit.run.test_operator_proposal import sim_top_view
 
 pytestmark = pytest.mark.slow   # renders and measures a few dozen frames
 

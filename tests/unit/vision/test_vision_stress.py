@@ -17,7 +17,7 @@ from harness.vision.reasons import NotMeasured
 from tests.generators.stress_set import StressFrame, stress_frames
 from tests.helpers import stress_lens
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.shared_fixture]   # slow tests share a 20 s+ fixture (conftest.py)
 
 
 @pytest.fixture(scope="module")
