@@ -52,28 +52,6 @@ def test_an_operator_void_keeps_the_operators_words() -> None:
     assert Void(VoidKind.ROBOT_IO_ERROR, "ConnectionError: no status packet").reason.startswith("robot I/O error: ")
 
 
-def test_the_console_entry_keeps_exit_code_output_and_exit_handlers(tmp_path) -> None:
-    """`entry` skips only the native teardown: atexit handlers, thread joins and buffered output survive."""
-    import subprocess
-    import sys
-
-    script = (
-        "import atexit, threading, time\n"
-        "from harness.cli import entry\n"
-        "atexit.register(lambda: print('atexit ran', flush=True))\n"
-        # behaviour: a thread that outlives entry() by 0.3 s, whose output must survive the exit
-        "threading.Thread(target=lambda: (time.sleep(0.3), print('thread finished'))).start()\n"
-        "print('buffered line', end='')\n"
-        "entry(['protocol', 'check', 'no-such-protocol.yaml'])\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == EXIT_BAD_INPUT
-    assert "no-such-protocol.yaml" in done.stderr
-    assert "buffered line" in done.stdout
-    assert done.stdout.index("thread finished") < done.stdout.index("atexit ran")
-
-
 def test_every_exception_the_package_defines_is_a_harness_error() -> None:
     """A user meets only `HarnessError`s: each carries its exit code and its one line."""
     import importlib
