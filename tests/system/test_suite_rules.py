@@ -12,6 +12,12 @@ period, a kill at a random moment): such a line, or the one above it, says so in
 LeRobot's policies, processors, dataset class and async-inference helpers (transformers, torchvision: about
 10 s) are imported inside the test or helper that uses them, never at a module's top: every pytest-xdist worker
 collects every module, so one such line made each worker pay for it in the inner loop.
+
+Tests live in their tier (docs/developing.md): a test module that starts a process (`subprocess`,
+`multiprocessing`, `os.fork`/`exec*`/`spawn*`/`system`, `sys.executable`, pexpect, Ray, tmux through one of
+these, a helper under tests/ that does, `open_rig_process`, or a fixture of tests/conftest.py that does: the
+CLI-process fixture) lives in tests/e2e/ or tests/realtime/; a module in tests/unit/ reads no wall clock and
+sleeps not at all (its time is a `ManualClock`'s; `wait_until` on another thread's condition is allowed).
 """
 
 from __future__ import annotations
@@ -119,6 +125,122 @@ def heavy_top_level_imports(folder: Path) -> list[str]:
     return found
 
 
+PROCESS_MODULES = ("subprocess", "multiprocessing", "pexpect", "ray", "libtmux")   # importing one is starting one
+OS_PROCESS_CALLS = ("fork", "forkpty", "system", "popen", "posix_spawn", "exec", "spawn")   # os.<name...>
+PRODUCT_PROCESS_STARTERS = frozenset({"open_rig_process"})   # harness functions whose one job is a process
+PROCESS_TIERS = ("e2e", "realtime")
+WALL_CLOCK = frozenset({"sleep", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns", "time", "time_ns"})
+
+
+def _starts_directly(node: ast.AST) -> str | None:
+    """What in `node` starts a process by itself, or None."""
+    for child in ast.walk(node):
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            names = [child.module or ""] if isinstance(child, ast.ImportFrom) else [a.name for a in child.names]
+            for name in names:
+                if name.split(".")[0] in PROCESS_MODULES:
+                    return f"imports {name}"
+        elif isinstance(child, ast.Attribute) and isinstance(child.value, ast.Name):
+            if child.value.id in PROCESS_MODULES:
+                return f"{child.value.id}.{child.attr}"
+            if child.value.id == "sys" and child.attr in ("executable", "_base_executable"):
+                return f"sys.{child.attr}"
+            if child.value.id == "os" and child.attr.startswith(OS_PROCESS_CALLS):
+                return f"os.{child.attr}"
+        elif isinstance(child, ast.Name) and child.id in PRODUCT_PROCESS_STARTERS:
+            return child.id
+    return None
+
+
+def _imported_from_tests(tree: ast.Module, folder: Path) -> dict[str, Path]:
+    """Each name a module imports from another file under `folder` (`from tests.x.y import name`), with that file."""
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "tests":
+            source = folder.joinpath(*node.module.split(".")[1:]).with_suffix(".py")
+            found.update({alias.asname or alias.name: source for alias in node.names})
+    return found
+
+
+def _fixture_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The fixtures a test or fixture asks for: its parameters and `@pytest.mark.usefixtures(...)`."""
+    names = {a.arg for a in node.args.args + node.args.kwonlyargs}
+    for decorator in node.decorator_list:
+        if isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Attribute) \
+                and decorator.func.attr == "usefixtures":
+            names |= {a.value for a in decorator.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+    return names
+
+
+def process_starters(folder: Path) -> dict[Path, str]:
+    """Each Python file under `folder` that starts a process, with the first reason found.
+
+    A file starts one directly (`_starts_directly`), or calls a function or class it defines or imports from another
+    file under `folder` that does, or asks for a fixture of a conftest.py that does (a fixed point, by name within a
+    file: two files' helpers of one name are not confused)."""
+    trees = _trees(folder)
+    defined = {path: {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef
+                                                                          | ast.ClassDef)}
+               for path, tree in trees.items()}
+    imported = {path: _imported_from_tests(tree, folder) for path, tree in trees.items()}
+    starting: dict[tuple[Path, str], str] = {   # (file, function or class) -> why; names imported from subprocess...
+        (path, alias.asname or alias.name): f"{node.module}.{alias.name}" for path, tree in trees.items()
+        for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+        and node.module.split(".")[0] in PROCESS_MODULES for alias in node.names}
+    for path, names in defined.items():
+        for name, node in names.items():
+            if (why := _starts_directly(node)) is not None:
+                starting[path, name] = why
+    conftest_fixtures: dict[str, str] = {}
+    changed = True
+    while changed:
+        changed = False
+        for path, names in defined.items():
+            for name, node in names.items():
+                if (path, name) in starting:
+                    continue
+                for called in _called_names(node) | {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}:
+                    source = imported[path].get(called, path)
+                    if (source, called) in starting and (source, called) != (path, name):
+                        starting[path, name] = f"{called}: {starting[source, called]}"
+                        changed = True
+                        break
+                else:
+                    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                        asked = _fixture_names(node) & set(conftest_fixtures)
+                        if asked:
+                            fixture = sorted(asked)[0]
+                            starting[path, name] = f"fixture {fixture}: {conftest_fixtures[fixture]}"
+                            changed = True
+        conftest_fixtures = {name: why for (path, name), why in starting.items() if path.name == "conftest.py"}
+    found = {}
+    for path, tree in trees.items():
+        whys = [why for (p, _), why in starting.items() if p == path]
+        if (why := _starts_directly(tree) or (whys[0] if whys else None)) is not None:
+            found[path] = why
+    return found
+
+
+def misplaced_process_tests(folder: Path) -> list[str]:
+    """`file: why` of each test module outside e2e/ and realtime/ that starts a process."""
+    return [f"{_shown(path, folder)}: {why}" for path, why in process_starters(folder).items()
+            if path.name.startswith("test_") and path.relative_to(folder).parts[0] not in PROCESS_TIERS]
+
+
+def unit_wall_clocks(folder: Path) -> list[str]:
+    """`file:line time.name` of each sleep or wall-clock read in a test module under `folder`/unit."""
+    found = []
+    for path, tree in _trees(folder / "unit").items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "time" \
+                    and node.attr in WALL_CLOCK:
+                found.append(f"{_shown(path, folder)}:{node.lineno} time.{node.attr}")
+            elif isinstance(node, ast.ImportFrom) and node.module == "time":
+                found += [f"{_shown(path, folder)}:{node.lineno} time.{a.name}" for a in node.names
+                          if a.name in WALL_CLOCK]
+    return found
+
+
 def test_every_test_function_can_fail() -> None:
     assert not (found := unfailing_tests(TESTS)), (
         "test functions with no assert, raise, pytest.raises/fail or checking helper:\n" + "\n".join(found))
@@ -134,6 +256,49 @@ def test_no_test_module_imports_lerobots_policies_at_its_top() -> None:
     assert not (found := heavy_top_level_imports(TESTS)), (
         "import these inside the test or helper that uses them (every xdist worker collects every module):\n"
         + "\n".join(found))
+
+
+def test_a_module_that_starts_a_process_lives_in_e2e_or_realtime() -> None:
+    assert not (found := misplaced_process_tests(TESTS)), (
+        "a test module that starts a process belongs in tests/e2e/ (a command as a user runs it, another process) "
+        "or tests/realtime/ (wall-timed: the emulated desk); what starts one:\n" + "\n".join(found))
+
+
+def test_unit_tests_read_no_wall_clock() -> None:
+    assert not (found := unit_wall_clocks(TESTS)), (
+        "tests/unit/ runs on a ManualClock: drive time by hand, or move a test that needs the wall clock to "
+        "tests/system/ or tests/realtime/:\n" + "\n".join(found))
+
+
+def test_the_process_rule_follows_helpers_and_fixtures_and_the_clock_rule_reads_unit_only(tmp_path: Path) -> None:
+    for tier in ("unit/run", "system", "e2e", "realtime"):
+        (tmp_path / tier).mkdir(parents=True)
+    (tmp_path / "tool.py").write_text("import subprocess\n\nclass Tool:\n    def start(self):\n"
+                                      "        return subprocess.Popen(['true'])\n\ndef pure(x):\n    return x\n")
+    (tmp_path / "conftest.py").write_text("import pytest\nfrom tests.tool import Tool\n\n@pytest.fixture\n"
+                                          "def started():\n    return Tool().start()\n\n@pytest.fixture\n"
+                                          "def plain():\n    return 1\n")
+    (tmp_path / "system" / "test_helper.py").write_text("from tests.tool import Tool\n\ndef test_a():\n"
+                                                        "    assert Tool()\n")
+    (tmp_path / "system" / "test_fixture.py").write_text("def test_a(started):\n    assert started\n")
+    (tmp_path / "system" / "test_marked.py").write_text(
+        "import pytest\n\n@pytest.mark.usefixtures('started')\ndef test_a():\n    assert True\n")
+    (tmp_path / "system" / "test_exec.py").write_text("import os\n\ndef test_a():\n    os.execv('x', [])\n")
+    (tmp_path / "system" / "test_python.py").write_text("import sys\n\ndef test_a():\n    assert sys.executable\n")
+    (tmp_path / "system" / "test_pure.py").write_text(
+        "from tests.tool import pure\n\ndef Tool():\n    return 1\n\ndef test_a(plain):\n    assert pure(Tool())\n")
+    (tmp_path / "e2e" / "test_cli.py").write_text("import subprocess\n\ndef test_a():\n    assert subprocess\n")
+    (tmp_path / "unit" / "run" / "test_clock.py").write_text(
+        "import time\nfrom time import perf_counter\n\ndef test_a():\n    time.sleep(1)  # behaviour\n"
+        "    assert time.monotonic() and perf_counter()\n")
+    (tmp_path / "realtime" / "test_wall.py").write_text("import time\n\ndef test_a():\n    assert time.monotonic()\n")
+    assert misplaced_process_tests(tmp_path) == [
+        "system/test_exec.py: os.execv", "system/test_fixture.py: fixture started: Tool: subprocess.Popen",
+        "system/test_helper.py: Tool: subprocess.Popen",
+        "system/test_marked.py: fixture started: Tool: subprocess.Popen", "system/test_python.py: sys.executable"]
+    assert unit_wall_clocks(tmp_path) == ["unit/run/test_clock.py:2 time.perf_counter",
+                                          "unit/run/test_clock.py:5 time.sleep",
+                                          "unit/run/test_clock.py:6 time.monotonic"]
 
 
 def test_the_rules_catch_a_test_that_cannot_fail_and_a_sleep_that_waits(tmp_path: Path) -> None:
