@@ -191,27 +191,25 @@ def process_starters(folder: Path) -> dict[Path, str]:
         for name, node in names.items():
             if (why := _starts_directly(node)) is not None:
                 starting[path, name] = why
+    refs = {(path, name): _called_names(node) | {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+            for path, names in defined.items() for name, node in names.items()}   # walked once, not once a round
+    asks = {(path, name): _fixture_names(node) for path, names in defined.items() for name, node in names.items()
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}
     conftest_fixtures: dict[str, str] = {}
     changed = True
     while changed:
         changed = False
-        for path, names in defined.items():
-            for name, node in names.items():
-                if (path, name) in starting:
-                    continue
-                for called in _called_names(node) | {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}:
-                    source = imported[path].get(called, path)
-                    if (source, called) in starting and (source, called) != (path, name):
-                        starting[path, name] = f"{called}: {starting[source, called]}"
-                        changed = True
-                        break
-                else:
-                    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                        asked = _fixture_names(node) & set(conftest_fixtures)
-                        if asked:
-                            fixture = sorted(asked)[0]
-                            starting[path, name] = f"fixture {fixture}: {conftest_fixtures[fixture]}"
-                            changed = True
+        for key, names in refs.items():
+            if key in starting:
+                continue
+            path = key[0]
+            sources = ((imported[path].get(called, path), called) for called in names)
+            if (source := next((s for s in sources if s in starting and s != key), None)) is not None:
+                starting[key] = f"{source[1]}: {starting[source]}"
+                changed = True
+            elif asked := sorted(asks.get(key, set()) & set(conftest_fixtures)):
+                starting[key] = f"fixture {asked[0]}: {conftest_fixtures[asked[0]]}"
+                changed = True
         conftest_fixtures = {name: why for (path, name), why in starting.items() if path.name == "conftest.py"}
     found = {}
     for path, tree in trees.items():
