@@ -104,7 +104,7 @@ def _row(folder: Path, name: str, protocol: Path, extra: list[str], server: Poli
 def _real_arm_row(folder: Path, seconds: float, server: PolicyServerProcess) -> list[str]:
     """`harness run --robot so101 --policy-server` on the emulated arm (`open_rig`, simulated cameras) in a child
     process, paced at 30 Hz with the queue in wall time; the operator's cube placement and keys scripted as in
-    tests/test_real_arm_path.py. Figures are the sheet's per-trial ones (the worst trial's shown)."""
+    tests/realtime/test_real_arm_path.py. Figures are the sheet's per-trial ones (the worst trial's shown)."""
     import resource
 
     from harness.emulator.scenario import default_scenario, open_rig

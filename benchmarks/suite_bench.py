@@ -1,14 +1,15 @@
-"""The test suite's inner loop, timed (issue 38, item 5): `pytest -m "not slow" -n 2` as the README gives it, at
+"""The test suite's inner loop, timed (issue 38, item 5): `pytest -m "not slow" -n 2` over the tiers given with
+--path (the README's inner loop: `--path tests/unit --path tests/system`; the whole suite when none is given), at
 one or more git revisions side by side on this machine, with the CPU it took and one process's collection.
 
 Each revision runs in a temporary git worktree (removed at the end however the bench ends) with this
 checkout's virtual environment; the working tree itself is timed when no revision is named. A run on a loaded
 machine says little: the load average before and after each run is printed beside it.
 
-    .venv/bin/python benchmarks/suite_bench.py                        # the working tree
+    .venv/bin/python benchmarks/suite_bench.py --path tests/unit --path tests/system   # the working tree's inner loop
     .venv/bin/python benchmarks/suite_bench.py --rev d88dca0 --rev HEAD --runs 2
     .venv/bin/python benchmarks/suite_bench.py --rev d7c0a2f --rev HEAD --marker "" --workers 0 \
-        --path tests/test_operator_tui_placement.py          # some modules, every test, in one process
+        --path tests/realtime/test_operator_tui_placement.py          # some modules, every test, in one process
 """
 
 from __future__ import annotations

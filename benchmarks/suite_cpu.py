@@ -9,7 +9,7 @@ counted in the first test that used it, once per worker that built it.
     .venv/bin/python benchmarks/suite_cpu.py                                  # CI's parallel pass
     .venv/bin/python benchmarks/suite_cpu.py --marks serial --workers 0 --by test --top 20
     .venv/bin/python benchmarks/suite_cpu.py --marks "" --workers 3           # the whole suite in one run
-    .venv/bin/python benchmarks/suite_cpu.py --paths tests/test_smolvla.py --keep /tmp/cpu   # and keep the records
+    .venv/bin/python benchmarks/suite_cpu.py --paths tests/e2e/test_smolvla.py --keep /tmp/cpu   # and keep the records
 """
 
 from __future__ import annotations

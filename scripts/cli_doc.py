@@ -3,7 +3,7 @@
     python scripts/cli_doc.py          # rewrite docs/cli.md
     python scripts/cli_doc.py --check  # exit 1 when docs/cli.md is not what the parsers say
 
-tests/test_cli_doc.py runs the check, so a flag added or changed without rerunning this fails the suite.
+tests/system/test_cli_doc.py runs the check, so a flag added or changed without rerunning this fails the suite.
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ def render() -> str:
     commands = _subcommands(parser)
     lines = ["# Command reference", "",
              "Every `harness` command with all its flags, as `harness COMMAND --help` prints them. Generated from "
-             "the argument parsers by `python scripts/cli_doc.py` (tests/test_cli_doc.py fails when this page and "
-             "the parsers disagree); exit codes are in the [README](../README.md#exit-codes).", "",
+             "the argument parsers by `python scripts/cli_doc.py` (tests/system/test_cli_doc.py fails when this page "
+             "and the parsers disagree); exit codes are in the [README](../README.md#exit-codes).", "",
              "```text", parser.format_help().rstrip(), "```", "",
              "Commands: " + ", ".join(f"[`{name}`](#harness-{name})" for name, _, _ in commands) + ".", ""]
     lines += _sections(parser, "harness", 2)

@@ -5,7 +5,7 @@
 
 The page's prose and example are written by hand; the schema under "## JSON Schema" is
 `harness.reports.analysis.ReportJson.model_json_schema(by_alias=True)`, so a field added to a report model is
-one run of this script away from the page. tests/test_report_json.py runs the check.
+one run of this script away from the page. tests/unit/reports/test_report_json.py runs the check.
 """
 
 from __future__ import annotations

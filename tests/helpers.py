@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def wait_until[T](condition: Callable[[], T], timeout_s: float, what: str, poll_s: float = 0.01) -> T:
     """The first truthy value of `condition`, asked until `timeout_s` has passed; then an AssertionError
-    naming `what`. The suite's one polling loop (tests/test_suite_rules.py allows its sleep): a test
+    naming `what`. The suite's one polling loop (tests/system/test_suite_rules.py allows its sleep): a test
     waits on the condition it needs, never for a guessed time."""
     deadline = time.monotonic() + timeout_s
     while not (value := condition()):

@@ -1,4 +1,4 @@
-"""Run in a subprocess by tests/test_portability.py: this interpreter plays Windows as far as the harness sees.
+"""Run in a subprocess by tests/e2e/test_portability.py: this interpreter plays Windows as far as the harness sees.
 
 - Every `import` statement in harness code (outside the bus emulator, which needs a pseudo-terminal) of a
   POSIX-only standard module fails as it would on Windows: `builtins.__import__` is wrapped, so a module

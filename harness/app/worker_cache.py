@@ -5,7 +5,7 @@ world, then closes both. A worker that keeps them pays for a checkpoint's load (
 processors) once per checkpoint and for the scene (the MuJoCo model with its mesh sets) once per scene,
 not once per cell. The cache hands out the same objects through `Parts`, so a run uses them exactly as it
 uses fresh ones; a kept policy's `close` is the cache's to call, and a kept world starts each run from
-MuJoCo's reset state, as a fresh one does (tests/test_worker_cache.py: the same outcomes either way).
+MuJoCo's reset state, as a fresh one does (tests/system/test_worker_cache.py: the same outcomes either way).
 A policy behind LeRobot's policy server is not kept: its server lives only as long as its cell.
 """
 

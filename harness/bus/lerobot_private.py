@@ -8,7 +8,7 @@ packet handlers and the sync reader/writer built on them, and the SDK timeout fi
 its port (`patch_setPacketTimeout`). None of these is a documented contract, and any LeRobot
 release may rename or reshape one. They are used here only, through `LeRobotFeetechBus`, whose
 methods are public and documented; `PINNED` lists each one with the parameters relied on, and
-`tests/test_lerobot_private.py` checks them against the installed LeRobot, so an upgrade that
+`tests/unit/bus/test_lerobot_private.py` checks them against the installed LeRobot, so an upgrade that
 changes one fails that test naming the call, not a session on an arm.
 """
 

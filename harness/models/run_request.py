@@ -15,7 +15,7 @@ becomes the field's value and back); its type, choices and default come from the
 (by argparse destination), and from it `app.commands.run.add_run_flags` builds the parser (`harness rehearse`'s
 too), a sweep condition takes any flag the sweep does not decide, and `RunRequest.command_line` types a request
 as the `harness run` line a person would give it (a rehearsal and a twin show it).
-`tests/test_run_request.py` follows every flag from the parser to the request, to the shown line and back.
+`tests/e2e/test_run_request.py` follows every flag from the parser to the request, to the shown line and back.
 """
 
 from __future__ import annotations

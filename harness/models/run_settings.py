@@ -110,5 +110,5 @@ class RunSettings(BaseModel):
 
 # The `robot_type` a dataset of the SO-101 records: LeRobot's own, the name of its SO-101 follower class
 # (`lerobot.robots.so_follower.SO101Follower.name`), which `lerobot-record` writes; simulated recordings
-# have the follower's features and units, so they say the same. tests/test_lerobot_names.py pins it.
+# have the follower's features and units, so they say the same. tests/unit/policies/test_lerobot_names.py pins it.
 SO101_ROBOT_TYPE = "so_follower"

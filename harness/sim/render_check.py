@@ -1,7 +1,7 @@
 """How close a render profile's frames are to the full meshes': structural similarity (SSIM) per camera.
 
 Wang et al.'s SSIM (11x11 Gaussian window, sigma 1.5, on luminance), computed with OpenCV so no image
-library is added for it. Used by tests/test_render_profile.py and benchmarks/floor_bench.py to validate a
+library is added for it. Used by tests/unit/sim/test_render_profile.py and benchmarks/floor_bench.py to validate a
 profile at each size a policy uses (issue 42).
 """
 

@@ -83,7 +83,7 @@ def _use_decimated_visual_meshes(spec: mujoco.MjSpec, assets: Path) -> None:
 
 def _add_coarse_visual_geoms(spec: mujoco.MjSpec, assets: Path) -> None:
     """A copy of every visual mesh geom from the coarse mesh set, in its own geom group, massless and without
-    contacts: physics does not change (tests/test_render_profile.py), and a renderer picks one set or the
+    contacts: physics does not change (tests/unit/sim/test_render_profile.py), and a renderer picks one set or the
     other through its geom groups."""
     files = {mesh.name: (mesh.file, list(mesh.scale)) for mesh in spec.meshes}
     made: set[str] = set()

@@ -1,4 +1,4 @@
-"""Simulated real/twin runs for the twin-assisted interval's coverage (tests/test_twin_ppi.py and
+"""Simulated real/twin runs for the twin-assisted interval's coverage (tests/system/test_twin_ppi.py and
 benchmarks/twin_ppi_bench.py draw them the same way, from here).
 
 The real arm succeeds with probability p; the twin gives the same outcome with probability `agreement`, its

@@ -1,6 +1,6 @@
 """A chain witness (`<sheet>.chain`) that names another record is refused; a torn sheet's warning is in
 `report --json`. A damaged witness stops report and resume until `harness sheet repair-chain` rebuilds it
-(tests/test_rollback.py)."""
+(tests/system/test_rollback.py)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ closes the run and keeps the rest. The kept actors wait in Ray's `ActorPool` bet
 Every call names its run (`RunSpec`, put in Ray's object store once per run), so an actor that Ray restarted
 in the middle of a run (its process died: `max_restarts`) builds the run again on the retried trial, as a
 worker started for that run would. A kept worker gives the outcomes a fresh one gives, trial for trial
-(tests/test_sweep.py: the same sweep kept and fresh).
+(tests/e2e/test_sweep.py: the same sweep kept and fresh).
 """
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ def test_the_terminal_offers_no_default_when_nothing_was_proposed() -> None:
 
 def test_a_policy_that_holds_still_is_a_no_grasp_not_a_refusal() -> None:
     """The start pose's gripper (10) sits in the holding band: resting there is not closing onto the cube
-    (the emulated desk's idle policy, tests/test_operator_real_arm.py), while closing from 36 to 23 and
+    (the emulated desk's idle policy, tests/realtime/test_operator_real_arm.py), while closing from 36 to 23 and
     resting there is (heldout-smolvla-3000 trial 4, refused above)."""
     from harness.models.defaults import DEFAULT_START_POSE
 
