@@ -13,7 +13,8 @@ LeRobot's policies, processors, dataset class and async-inference helpers (trans
 10 s) are imported inside the test or helper that uses them, never at a module's top: every pytest-xdist worker
 collects every module, so one such line made each worker pay for it in the inner loop.
 
-Tests live in their tier (docs/developing.md): a test module that starts a process (`subprocess`,
+Tests live in their tier (docs/developing.md), each test module in one of tests/unit/<package>/, tests/system/,
+tests/e2e/ and tests/realtime/: a test module that starts a process (`subprocess`,
 `multiprocessing`, `os.fork`/`exec*`/`spawn*`/`system`, `sys.executable`, pexpect, Ray, tmux through one of
 these, a helper under tests/ that does, `open_rig_process`, or a fixture of tests/conftest.py that does: the
 CLI-process fixture) lives in tests/e2e/ or tests/realtime/; a module in tests/unit/ reads no wall clock and
@@ -219,6 +220,17 @@ def process_starters(folder: Path) -> dict[Path, str]:
     return found
 
 
+def untiered_test_modules(folder: Path) -> list[str]:
+    """Each test module under `folder` that is not in a tier: tests/unit/<package>/, system/, e2e/ or realtime/."""
+    found = []
+    for path in sorted(folder.rglob("test_*.py")):
+        parts = path.relative_to(folder).parts
+        depth = 3 if parts[0] == "unit" else 2   # unit/<package>/test_x.py; system/test_x.py
+        if parts[0] not in ("unit", "system", *PROCESS_TIERS) or len(parts) != depth:
+            found.append(_shown(path, folder))
+    return found
+
+
 def misplaced_process_tests(folder: Path) -> list[str]:
     """`file: why` of each test module outside e2e/ and realtime/ that starts a process."""
     return [f"{_shown(path, folder)}: {why}" for path, why in process_starters(folder).items()
@@ -254,6 +266,13 @@ def test_no_test_module_imports_lerobots_policies_at_its_top() -> None:
     assert not (found := heavy_top_level_imports(TESTS)), (
         "import these inside the test or helper that uses them (every xdist worker collects every module):\n"
         + "\n".join(found))
+
+
+def test_every_test_module_lives_in_a_tier() -> None:
+    assert not (found := untiered_test_modules(TESTS)), (
+        "put each test module in its tier (docs/developing.md, 'Tests: the tiers'): tests/unit/<package>/ (one "
+        "package, in-process), tests/system/ (several, in-process), tests/e2e/ (starts a process) or tests/realtime/ "
+        "(the emulated desk, wall-timed):\n" + "\n".join(found))
 
 
 def test_a_module_that_starts_a_process_lives_in_e2e_or_realtime() -> None:
@@ -294,6 +313,9 @@ def test_the_process_rule_follows_helpers_and_fixtures_and_the_clock_rule_reads_
         "system/test_exec.py: os.execv", "system/test_fixture.py: fixture started: Tool: subprocess.Popen",
         "system/test_helper.py: Tool: subprocess.Popen",
         "system/test_marked.py: fixture started: Tool: subprocess.Popen", "system/test_python.py: sys.executable"]
+    (tmp_path / "test_flat.py").write_text("def test_a():\n    assert True\n")
+    (tmp_path / "unit" / "test_no_package.py").write_text("def test_a():\n    assert True\n")
+    assert untiered_test_modules(tmp_path) == ["test_flat.py", "unit/test_no_package.py"]
     assert unit_wall_clocks(tmp_path) == ["unit/run/test_clock.py:2 time.perf_counter",
                                           "unit/run/test_clock.py:5 time.sleep",
                                           "unit/run/test_clock.py:6 time.monotonic"]
