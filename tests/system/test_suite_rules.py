@@ -133,8 +133,15 @@ PROCESS_TIERS = ("e2e", "realtime")
 WALL_CLOCK = frozenset({"sleep", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns", "time", "time_ns"})
 
 
-def _starts_directly(node: ast.AST) -> str | None:
-    """What in `node` starts a process by itself, or None."""
+def _bound_modules(tree: ast.AST) -> set[str]:
+    """The names `import x` / `import x as y` bind in a file: `ray.init` is Ray's only where `ray` is the module,
+    not a test's local variable of that name."""
+    return {alias.asname or alias.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+            for alias in n.names}
+
+
+def _starts_directly(node: ast.AST, modules: set[str]) -> str | None:
+    """What in `node` starts a process by itself, or None (`modules`: the module names its file binds)."""
     for child in ast.walk(node):
         if isinstance(child, ast.Import | ast.ImportFrom):
             names = [child.module or ""] if isinstance(child, ast.ImportFrom) else [a.name for a in child.names]
@@ -142,7 +149,7 @@ def _starts_directly(node: ast.AST) -> str | None:
                 if name.split(".")[0] in PROCESS_MODULES:
                     return f"imports {name}"
         elif isinstance(child, ast.Attribute) and isinstance(child.value, ast.Name):
-            if child.value.id in PROCESS_MODULES:
+            if child.value.id in PROCESS_MODULES and child.value.id in modules:
                 return f"{child.value.id}.{child.attr}"
             if child.value.id == "sys" and child.attr in ("executable", "_base_executable"):
                 return f"sys.{child.attr}"
@@ -190,7 +197,7 @@ def process_starters(folder: Path) -> dict[Path, str]:
         and node.module.split(".")[0] in PROCESS_MODULES for alias in node.names}
     for path, names in defined.items():
         for name, node in names.items():
-            if (why := _starts_directly(node)) is not None:
+            if (why := _starts_directly(node, _bound_modules(trees[path]))) is not None:
                 starting[path, name] = why
     refs = {(path, name): _called_names(node) | {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
             for path, names in defined.items() for name, node in names.items()}   # walked once, not once a round
@@ -215,7 +222,7 @@ def process_starters(folder: Path) -> dict[Path, str]:
     found = {}
     for path, tree in trees.items():
         whys = [why for (p, _), why in starting.items() if p == path]
-        if (why := _starts_directly(tree) or (whys[0] if whys else None)) is not None:
+        if (why := _starts_directly(tree, _bound_modules(tree)) or (whys[0] if whys else None)) is not None:
             found[path] = why
     return found
 
@@ -305,6 +312,8 @@ def test_the_process_rule_follows_helpers_and_fixtures_and_the_clock_rule_reads_
     (tmp_path / "system" / "test_pure.py").write_text(
         "from tests.tool import pure\n\ndef Tool():\n    return 1\n\ndef test_a(plain):\n    assert pure(Tool())\n")
     (tmp_path / "e2e" / "test_cli.py").write_text("import subprocess\n\ndef test_a():\n    assert subprocess\n")
+    (tmp_path / "system" / "test_named_ray.py").write_text(   # a local named like a module is not the module
+        "def test_a():\n    ray = object()\n    assert ray.__class__\n")
     (tmp_path / "unit" / "run" / "test_clock.py").write_text(
         "import time\nfrom time import perf_counter\n\ndef test_a():\n    time.sleep(1)  # behaviour\n"
         "    assert time.monotonic() and perf_counter()\n")
