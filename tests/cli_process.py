@@ -281,7 +281,7 @@ class CliProcess(subprocess.Popen):  # type: ignore[type-arg]
         self._server = server
         self._unbuffered = unbuffered
         self._cli_args = [str(a) for a in args]
-        self._module = module   # another module than the CLI: tests/test_cli_process.py's probe
+        self._module = module   # another module than the CLI: tests/e2e/test_cli_process.py's probe
         self._rlimits = [[which, *limits] for which, limits in (rlimits or {}).items()]
         self._status: socket.socket | None = None
         self.cpu_s = 0.0

@@ -1,4 +1,4 @@
-"""What tests/test_cli_process.py runs in place of the CLI: it reports what a process sees of itself (argv, folder,
+"""What tests/e2e/test_cli_process.py runs in place of the CLI: it reports what a process sees of itself (argv, folder,
 environment, streams) as JSON on stdout, then does what its first argument says: exit with a code, wait for a
 signal, crash, or leave an atexit handler and a thread's output for the interpreter's shutdown."""
 
