@@ -56,6 +56,7 @@ def _within(count: int, runs: int, p: float = 0.5, sigmas: float = 4.0) -> bool:
     return abs(count / runs - p) <= sigmas * math.sqrt(p * (1 - p) / runs)
 
 
+@pytest.mark.slow   # 300 sheets locked: a statistical audit, the inner loop's largest cost (docs/developing.md)
 def test_codes_are_drawn_at_the_lock_whatever_the_order_of_the_flags(tmp_path: Path) -> None:
     """The same two policies in both flag orders: each code goes to each policy about half the time, and
     someone who knows the command line (and reads the open sheet) guesses the mapping no better than a coin."""
