@@ -24,6 +24,7 @@ from harness.models.sheet_records import Attempt
 from harness.models.sweep_spec import Cell, NotApplicable, Sweep, condition_settings, load_sweep
 from harness.models.taxonomy import Label
 from harness.policies.hub import checkpoint_folder
+from harness.run.sequencing import SequenceObserver
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,10 @@ class CellProgress:
     def warn(self, message: str) -> None:
         self.cell_bar.write(f"warning: {self.label}: {message}")
 
+    def wait_if_paused(self) -> bool:
+        """A sweep's cell has no pause key: never paused, never aborted between trials."""
+        return True
+
 
 def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
               scoresheets_dir: Path = Path("scoresheets"), keep_workers: bool = True,
@@ -157,7 +162,8 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
                 pending = _planned(cell) - _scored(sheet)
                 with tqdm(total=pending, desc=name, unit="trial", position=1, leave=False, file=sys.stderr) as bar, \
                         _served(sweep, cell, servers[cell.key]):
-                    run_request(request, parts, observer=CellProgress(bar, overall, cell.key))
+                    progress: SequenceObserver = CellProgress(bar, overall, cell.key)   # typed: what the sequence calls
+                    run_request(request, parts, observer=progress)
                 cells_run += 1
                 overall.write(f"{name}: {_summary_line(sheet)}")
         if keep_workers and cells_run:
