@@ -7,7 +7,7 @@ Why: `loop_bench.py` times the loop in wall time against LeRobot's, which on a m
 measures the other tenants (at a load of 11 on 2 cores its overhead medians move by 10 ms and more). What a
 change to the loop or the trial sequence costs is the CPU its own code spends per step: here the engine runs
 a 3-trial protocol (`tests/data/small.yaml`, `--seconds` a trial at 30 Hz, paced) on a manual clock (nothing
-sleeps) with a stand-in arm and policy that cost nothing but a dict (the test suite's `tests/test_loop_timing`
+sleeps) with a stand-in arm and policy that cost nothing but a dict (the test suite's `tests/unit/run/test_loop_timing`
 stand-ins), no evidence cameras and no video. The thread's CPU time in the episodes is divided by the steps
 run (the control loop's own cost), the rest by the trials (start pose, evidence folder, scoring, the
 scoresheet's durable append, the sequence's decisions). Each
@@ -38,7 +38,7 @@ def child(seconds: float) -> None:
     from harness.run.engine import RunEngine, RunOptions
     from harness.run.safety import GuardedRobot
     from tests.helpers import locked_sheet
-    from tests.test_loop_timing import CostlyPolicy, PersonStage, Scorer, SlowRobot
+    from tests.unit.run.test_loop_timing import CostlyPolicy, PersonStage, Scorer, SlowRobot
 
     rng = np.random.default_rng(0)   # live frames, made before the clock starts: a camera that is not frozen
     frames = [rng.integers(0, 255, size=(48, 64, 3), dtype=np.uint8) for _ in range(32)]
