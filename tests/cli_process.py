@@ -377,6 +377,10 @@ class HarnessCli:
         if self.last_fresh_reason is not None:
             if rlimits:
                 popen["preexec_fn"] = functools.partial(_set_limits, dict(rlimits))
+            # this checkout on the path, as the server has it: a probe under tests/ (and this tree's harness, not an
+            # installed one) must be found from any folder, not only where pytest was started with PYTHONPATH set
+            env = dict(os.environ if popen.get("env") is None else popen["env"])
+            popen["env"] = {**env, "PYTHONPATH": os.pathsep.join(python_path(env))}
             return subprocess.Popen(self.command(args, unbuffered, module), **popen)
         return CliProcess(self.server, args, unbuffered=unbuffered, module=module, rlimits=rlimits, **popen)
 
