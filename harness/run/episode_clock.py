@@ -77,7 +77,7 @@ class SimulatedEpisodeClock:
         self.landed_from = len(self.landed) if self.landed is not None else 0
 
     def elapsed(self, step: int) -> float:
-        return float(self.world.time - self.t_begin)
+        return self.episode_s()   # the simulator's own time, however many steps it took
 
     def frames_wanted(self, policy: EvalPolicy, others_look: bool) -> bool:
         return others_look or policy.reads_frames_next()

@@ -75,8 +75,7 @@ class TrialSequence:
         recorded = 0
         total = self._total()
         while self.sheet.pending_trials():
-            if self.maker.emergency_stopped():   # stopped between trials: nothing in flight to void
-                raise RunPaused(Void(VoidKind.EMERGENCY_STOP))
+            self._pause_if_stopped()   # stopped between trials: nothing in flight to void
             if self.max_attempts is not None and recorded >= self.max_attempts:
                 break
             self._check_between_trials()
@@ -89,9 +88,13 @@ class TrialSequence:
             if void is not None and void.kind.pauses_run:
                 log.info("run paused: %s", void.reason)
                 raise RunPaused(void)
-        if self.maker.emergency_stopped():   # after the last trial was recorded: nothing voided, but it was stopped
-            raise RunPaused(Void(VoidKind.EMERGENCY_STOP))
+        self._pause_if_stopped()   # after the last trial was recorded: nothing voided, but it was stopped
         return recorded
+
+    def _pause_if_stopped(self) -> None:
+        """The emergency stop was pressed with no attempt in flight: the run pauses here."""
+        if self.maker.emergency_stopped():
+            raise RunPaused(Void(VoidKind.EMERGENCY_STOP))
 
     def _total(self) -> int:
         """The trials this run will attempt, for progress and time left: a --max-trials run stops short."""
@@ -104,8 +107,7 @@ class TrialSequence:
         pause, ends the run; so does a disk that has no room for the next trial's evidence."""
         if not self.observer.wait_if_paused():
             self.maker.abort()
-        if self.maker.emergency_stopped():   # pressed while the run waited on its pause
-            raise RunPaused(Void(VoidKind.EMERGENCY_STOP))
+        self._pause_if_stopped()   # pressed while the run waited on its pause
         short = self.room.shortfall()
         if short is not None:   # the next trial's evidence would not fit: nothing started, nothing lost
             raise RunPaused(short)

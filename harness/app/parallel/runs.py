@@ -449,7 +449,6 @@ class ParallelRun:
     run decides them; the results of later trials wait their turn, and are dropped unrecorded where the
     sequence stops (they are run again on resume)."""
 
-    request: RunRequest
     protocol: Protocol
     sheet: Scoresheet
     observer: Any
@@ -615,7 +614,7 @@ def run_parallel(request: RunRequest, protocol: Protocol, sheet: Scoresheet, cre
               f"{here}{on_ray} on Ray as they start)", flush=True)
         ray_workers = RayWorkers(request, protocol, sheet, on_ray,
                                  pool=parts.ray_workers if parts is not None else None)
-        run = ParallelRun(request, protocol, sheet, observer, local, ray_workers, request.runs_dir,
+        run = ParallelRun(protocol, sheet, observer, local, ray_workers, request.runs_dir,
                           request.max_trials)
         try:
             with StopKey(run, lambda: False):

@@ -108,7 +108,7 @@ def _parallel(tmp_path: Path, script: Script, max_attempts: int | None = None, o
     sheet = locked_sheet(tmp_path)
     local, ray = Worker("driver", script, late), Worker("ray-1", script)
     ray.peer = local
-    run = ParallelRun(None, load_protocol(tmp_path / "small.yaml"), sheet, observer or StopAfter(),  # type: ignore[arg-type]
+    run = ParallelRun(load_protocol(tmp_path / "small.yaml"), sheet, observer or StopAfter(),
                       local, RayWorkers(ray), tmp_path / "runs", max_attempts)  # type: ignore[arg-type]
     if observer is not None:
         observer.run = run
