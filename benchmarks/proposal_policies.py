@@ -35,14 +35,16 @@ from harness.sim.scene import SceneGeometry
 from tests.anatomy_traces import FOLDER, Attempt, attempts
 
 UNCERTAINTY_CM = 0.3
+TUNING = [FOLDER, FOLDER.parent / "proposal_act128", FOLDER.parent / "proposal_act128_s4000"]
 SHORT = {Label.SUCCESS: "S", Label.NO_GRASP: "NG", Label.GRASPED_THEN_DROPPED: "D", Label.WRONG_PLACEMENT: "WP"}
 
 
-def proposal(attempt: Attempt, final: str, grasp_point, scene: SceneGeometry) -> Proposal:
+def proposal(attempt: Attempt, final: str, grasp_point, scene: SceneGeometry, load: bool = True) -> Proposal:
     """What the real-arm proposer says of one attempt."""
     trace = GripperTrace(grasp_point)
-    for joints in attempt.joints:
-        trace.see(joints)
+    loads = attempt.loads if attempt.loads is not None and load else [None] * len(attempt.joints)
+    for joints, grip_load in zip(attempt.joints, loads, strict=True):
+        trace.see(joints, grip_load)
     distance = float(attempt.judge["true_placement_error_cm"])
     view = FinalView(None) if final == "none" else \
         FinalView(distance < 100 * scene.bowl_rim_diameter / 2, distance, UNCERTAINTY_CM)
@@ -52,14 +54,16 @@ def proposal(attempt: Attempt, final: str, grasp_point, scene: SceneGeometry) ->
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--final", choices=("seen", "none"), default="seen")
-    parser.add_argument("--folder", type=_Path, default=FOLDER, help="exported attempts (default: the committed)")
+    parser.add_argument("--folder", type=_Path, nargs="+", default=TUNING,
+                        help="exported attempts (default: the committed, all tuning now)")
+    parser.add_argument("--no-load", action="store_true", help="ignore the gripper's load (an arm that lacks it)")
     args = parser.parse_args()
     scene, grasp_point = SceneGeometry(), so101_grasp_point()
     rows: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     judged: dict[str, Counter[str]] = defaultdict(Counter)   # the judge's labels: how hard each set is
     wrong: list[str] = []
-    for attempt in attempts(folder=args.folder):
-        got = proposal(attempt, args.final, grasp_point, scene)
+    for attempt in (a for folder in args.folder for a in attempts(folder=folder)):
+        got = proposal(attempt, args.final, grasp_point, scene, not args.no_load)
         for key in (attempt.policy, "**all**"):
             judged[key][SHORT.get(Label(attempt.label), attempt.label)] += 1
             row = rows[key]
@@ -75,7 +79,8 @@ def main() -> None:
             wrong.append(f"{attempt.policy} trial {attempt.trial}: judge {attempt.label} ({attempt.judge['detail']}); "
                          f"{said} ({got.reasons_text()})")
     rows["**all**"] = rows.pop("**all**")
-    print(f"final frame: {args.final}; attempts: {args.folder}\n")
+    print(f"final frame: {args.final}; gripper load: {'ignored' if args.no_load else 'read'}; attempts: "
+          f"{', '.join(str(f) for f in args.folder)}\n")
     print("| policy | attempts | judge's labels | agree | no proposal | wrong | agreement | proposed | "
           "right when proposed |")
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|")

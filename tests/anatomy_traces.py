@@ -2,7 +2,7 @@
 
 Written by `benchmarks/anatomy_agreement.py --export` from real simulated runs of ACT and SmolVLA checkpoints
 (issue 37). Each attempt is what a real arm's proposer would see of it (the joint positions each control
-step, LeRobot units) beside the simulator judge's verdict, which is the truth the proposal is held to.
+step, LeRobot units, and the gripper servo's load) beside the simulator judge's verdict, which is the truth the proposal is held to.
 """
 
 from __future__ import annotations
@@ -16,6 +16,9 @@ from typing import Any
 import numpy as np
 
 from harness.models.protocol import JOINT_NAMES
+from harness.sim.units import GRIPPER_LOAD_KEY
+
+LOAD_COLUMN = f"obs.{GRIPPER_LOAD_KEY}"
 
 FOLDER = Path(__file__).parent / "data" / "anatomy"
 
@@ -26,6 +29,7 @@ class Attempt:
     trial: int
     judge: dict[str, Any]         # the judge's verdict as recorded (label, true_placement_error_cm, ...)
     joints: list[dict[str, float]]
+    loads: list[float] | None = None   # the gripper servo's load each step (None: the export lacks it)
 
     @property
     def label(self) -> str:
@@ -41,7 +45,9 @@ def attempts(policy: str | None = None, folder: Path = FOLDER) -> Iterator[Attem
         data = np.load(path)
         columns = [str(c) for c in data["columns"]]
         index = [columns.index(f"obs.{name}.pos") for name in JOINT_NAMES]
+        load = columns.index(LOAD_COLUMN) if LOAD_COLUMN in columns else None
         for entry in json.loads(str(data["meta"]))["attempts"]:
             rows = data[f"trial{entry['trial']}"]
             joints = [{name: float(row[i]) for name, i in zip(JOINT_NAMES, index, strict=True)} for row in rows]
-            yield Attempt(path.stem, int(entry["trial"]), entry["judge"], joints)
+            loads = [float(row[load]) for row in rows] if load is not None else None
+            yield Attempt(path.stem, int(entry["trial"]), entry["judge"], joints, loads)

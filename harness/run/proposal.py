@@ -24,6 +24,7 @@ import numpy as np
 
 from harness.models.protocol import JOINT_NAMES
 from harness.models.taxonomy import Label
+from harness.run.anatomy import GRIP_STILL, LOAD_HOLD, SHUT
 
 
 class Reason(StrEnum):
@@ -94,28 +95,43 @@ class GripperTrace:
     widest: float | None = None        # is unknown (the widest it was before, to tell a close from holding still)
     hold_grip: float | None = None     # where the jaws stopped on the cube
     rest_grip: float | None = None     # the narrowest the jaws rested while holding (steady, before letting go)
+    fps: float = 30.0                  # observations a second (the engine's control rate)
+    samples: int = 0                   # observations seen
+    released_at: int | None = None     # ... when the jaws let go
+    load_read: bool = False            # the arm reports the gripper's load: holding is read from it
     _steady: int = 0
+    _squeeze: int = 0
 
-    def see(self, joints: dict[str, float]) -> None:
+    def see(self, joints: dict[str, float], load: float | None = None) -> None:
+        """One observation: the joints (LeRobot units) and, where the arm reports it, the gripper servo's load
+        (`GRIPPER_LOAD_KEY`, negative towards closed). With the load, holding is the servo squeezing something
+        (`run.anatomy`'s rule): a policy that pauses its jaws part-closed, on nothing, is not holding, and a grasp
+        is dated where the jaws squeeze the cube, not at the first rest on the way."""
         grip = float(joints["gripper"])
         b = self.bands
-        self._steady = self._steady + 1 if self.last_grip is not None and abs(grip - self.last_grip) < b.steady_delta \
-            else 0
+        self.samples += 1
+        moved = None if self.last_grip is None else abs(grip - self.last_grip)
+        self._steady = self._steady + 1 if moved is not None and moved < b.steady_delta else 0
+        squeezing = load is not None and -load >= LOAD_HOLD and grip > SHUT
+        self.load_read = self.load_read or load is not None
+        self._squeeze = self._squeeze + 1 if squeezing and (moved is None or moved < GRIP_STILL) else 0
         self.last_grip = grip
         steady = self._steady >= b.steady_samples
         if not self.held:
             self.opened = self.opened or grip > b.open_above
             if not self.opened:
                 self.widest = grip if self.widest is None else max(self.widest, grip)
+            if self.load_read:
+                self._hold_by_load(joints, grip, steady)
+                return
+            if not self.opened:
                 self.rested_part_closed = self.rested_part_closed or (
                     steady and b.holding_above <= grip <= b.holding_below and self.widest - grip >= b.closed_by)
                 return
             if steady and grip < b.empty_below:
                 self.closed_empty = True
             elif steady and b.holding_above <= grip <= b.holding_below:
-                self.held = True
-                self.hold_grip = self.rest_grip = grip
-                self.hold_start_z = float(self.grasp_point(joints)[2])
+                self._hold(joints, grip)
             return
         if self.released:
             return
@@ -124,10 +140,36 @@ class GripperTrace:
         if grip > b.open_above or grip < b.empty_below or eased:   # let go (or slipped out and the jaws closed)
             self.released = True
             self.release_xyz = (float(point[0]), float(point[1]), float(point[2]))
+            self.released_at = self.samples
             return
         if steady:
             self.rest_grip = min(self.rest_grip if self.rest_grip is not None else grip, grip)
         self.max_lift_m = max(self.max_lift_m, float(point[2]) - (self.hold_start_z or 0.0))
+
+    def _hold_by_load(self, joints: dict[str, float], grip: float, steady: bool) -> None:
+        """Before a hold, with the load read: squeezing for the steady span after closing (an opening, or
+        `closed_by` from the widest before: the start pose's gripper pushing on its own stop is no grasp) is
+        holding; resting at the closed end without squeezing closed on nothing; resting part-closed without
+        squeezing is the policy's own pause (its command, not a cube, stopped the jaws), which says nothing yet."""
+        closed = self.opened or (self.widest is not None and self.widest - grip >= self.bands.closed_by)
+        if closed and self._squeeze >= self.bands.steady_samples:
+            self._hold(joints, grip)
+        elif steady and grip < self.bands.empty_below and self.opened:
+            self.closed_empty = True
+
+    def _hold(self, joints: dict[str, float], grip: float) -> None:
+        self.held = True
+        self.hold_grip = self.rest_grip = grip
+        self.hold_start_z = float(self.grasp_point(joints)[2])
+
+    @property
+    def after_release_s(self) -> float | None:
+        """How long the trace went on after the jaws let go (None: never let go)."""
+        return None if self.released_at is None else (self.samples - self.released_at) / self.fps
+
+    @property
+    def elapsed_s(self) -> float:
+        return self.samples / self.fps
 
 
 @dataclass(frozen=True)
