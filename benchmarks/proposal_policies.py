@@ -29,17 +29,20 @@ _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))   # the repositor
 import argparse
 from collections import Counter, defaultdict
 
+from harness.models.protocol import Protocol
 from harness.models.taxonomy import Label
-from harness.run.proposal import FinalView, GripperTrace, Proposal, propose, so101_grasp_point
+from harness.run.proposal import EpisodeEnd, FinalView, GripperTrace, Proposal, propose, so101_grasp_point
 from harness.sim.scene import SceneGeometry
 from tests.anatomy_traces import FOLDER, Attempt, attempts
 
 UNCERTAINTY_CM = 0.3
+TIME_LIMIT_S = Protocol.model_fields["episode_time_limit_s"].default   # every exported protocol's (20 s)
 TUNING = [FOLDER, FOLDER.parent / "proposal_act128", FOLDER.parent / "proposal_act128_s4000"]
 SHORT = {Label.SUCCESS: "S", Label.NO_GRASP: "NG", Label.GRASPED_THEN_DROPPED: "D", Label.WRONG_PLACEMENT: "WP"}
 
 
-def proposal(attempt: Attempt, final: str, grasp_point, scene: SceneGeometry, load: bool = True) -> Proposal:
+def proposal(attempt: Attempt, final: str, grasp_point, scene: SceneGeometry, load: bool = True,
+             ends: str = "judge") -> Proposal:
     """What the real-arm proposer says of one attempt."""
     trace = GripperTrace(grasp_point)
     loads = attempt.loads if attempt.loads is not None and load else [None] * len(attempt.joints)
@@ -48,7 +51,8 @@ def proposal(attempt: Attempt, final: str, grasp_point, scene: SceneGeometry, lo
     distance = float(attempt.judge["true_placement_error_cm"])
     view = FinalView(None) if final == "none" else \
         FinalView(distance < 100 * scene.bowl_rim_diameter / 2, distance, UNCERTAINTY_CM)
-    return propose(trace, view, scene.bowl_xy, scene.bowl_rim_diameter / 2, scene.cube_edge / 2)
+    episode = EpisodeEnd(TIME_LIMIT_S, ends_when_settled=ends == "judge")
+    return propose(trace, view, scene.bowl_xy, scene.bowl_rim_diameter / 2, scene.cube_edge / 2, episode)
 
 
 def main() -> None:
@@ -56,6 +60,9 @@ def main() -> None:
     parser.add_argument("--final", choices=("seen", "none"), default="seen")
     parser.add_argument("--folder", type=_Path, nargs="+", default=TUNING,
                         help="exported attempts (default: the committed, all tuning now)")
+    parser.add_argument("--ends", choices=("judge", "limit"), default="judge",
+                        help="judge: the episodes end once the judge's verdict is final, as these simulated ones did; "
+                             "limit: read them as a real arm's, whose episode always runs to its time limit")
     parser.add_argument("--no-load", action="store_true", help="ignore the gripper's load (an arm that lacks it)")
     args = parser.parse_args()
     scene, grasp_point = SceneGeometry(), so101_grasp_point()
@@ -63,7 +70,7 @@ def main() -> None:
     judged: dict[str, Counter[str]] = defaultdict(Counter)   # the judge's labels: how hard each set is
     wrong: list[str] = []
     for attempt in (a for folder in args.folder for a in attempts(folder=folder)):
-        got = proposal(attempt, args.final, grasp_point, scene, not args.no_load)
+        got = proposal(attempt, args.final, grasp_point, scene, not args.no_load, args.ends)
         for key in (attempt.policy, "**all**"):
             judged[key][SHORT.get(Label(attempt.label), attempt.label)] += 1
             row = rows[key]
@@ -79,7 +86,8 @@ def main() -> None:
             wrong.append(f"{attempt.policy} trial {attempt.trial}: judge {attempt.label} ({attempt.judge['detail']}); "
                          f"{said} ({got.reasons_text()})")
     rows["**all**"] = rows.pop("**all**")
-    print(f"final frame: {args.final}; gripper load: {'ignored' if args.no_load else 'read'}; attempts: "
+    print(f"final frame: {args.final}; gripper load: {'ignored' if args.no_load else 'read'}; episode end: "
+          f"{args.ends}; attempts: "
           f"{', '.join(str(f) for f in args.folder)}\n")
     print("| policy | attempts | judge's labels | agree | no proposal | wrong | agreement | proposed | "
           "right when proposed |")

@@ -2,7 +2,8 @@
 
 Written by `benchmarks/anatomy_agreement.py --export` from real simulated runs of ACT and SmolVLA checkpoints
 (issue 37). Each attempt is what a real arm's proposer would see of it (the joint positions each control
-step, LeRobot units, and the gripper servo's load) beside the simulator judge's verdict, which is the truth the proposal is held to.
+step, LeRobot units, and the gripper servo's load) beside the simulator judge's verdict, which is the truth
+the proposal is held to.
 """
 
 from __future__ import annotations

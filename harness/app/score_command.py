@@ -159,8 +159,9 @@ def score_episode(episode: Episode, scene: Scene, stall_limit_s: float, grasp_po
     anatomy = anatomy_from_rows(rows, grasp_points, scene.trained_cube_xy_cm, (0.0, 0.0), scene.bowl_xy_cm,
                                 stall_limit_s)
     trace = proposer.trace() if proposer is not None else GripperTrace(grasp_point)
-    for state in episode.state:
-        trace.see({n: float(v) for n, v in zip(JOINT_NAMES, state, strict=True)})
+    for i, state in enumerate(episode.state):
+        trace.see({n: float(v) for n, v in zip(JOINT_NAMES, state, strict=True)},
+                  float(episode.load[i]) if episode.load is not None else None)
     if proposer is not None:
         proposal = proposer.propose(trace, frame)
     else:

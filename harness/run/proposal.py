@@ -31,8 +31,10 @@ class Reason(StrEnum):
     """Why a label was proposed; stored by value in the attempt."""
 
     NEVER_CLOSED = "gripper never closed"
+    NEVER_SQUEEZED = "gripper closed part-way but never squeezed anything: nothing between the jaws"
     CLOSED_ON_NOTHING = "gripper closed to its stop: nothing between the jaws"
     CLOSED_ON_SOMETHING = "gripper stopped part-way: holding something"
+    SQUEEZED_SOMETHING = "gripper squeezed something part-way: holding it"
     LIFTED = "lifted while holding"
     NOT_LIFTED = "never lifted while holding"
     OPENED_OVER_BOWL = "opened over the bowl"
@@ -47,6 +49,8 @@ class Reason(StrEnum):
     NOT_WHERE_LET_GO = "final frame: cube far from where it was let go"
     STOPPED_WIDE = "jaws rested only wider than the cube: on the cube or short of it, unknown"
     LANDING_UNSEEN = "dropped, but the final frame did not show where it landed"
+    LET_GO_LATE = "let go too near the end to know whether the cube settled in time"
+    RAN_TO_LIMIT = "ran to its time limit after letting go over the bowl: the cube never settled in time"
 
 
 
@@ -72,6 +76,7 @@ class GripperBands:
     landing_cm: float = 4.0         # a dropped cube lands within this of where it was let go (plus the +/-)
     on_cube_below: float = 21.0     # jaws resting at or under this while holding are on the cube (it stops them
     #                                 near 18); resting only wider, the policy's command may have stopped them
+    settle_s: float = 1.0           # let go at least this before the end: the cube's fall, the judge's 0.5 s at rest
 
 
 @dataclass
@@ -99,8 +104,11 @@ class GripperTrace:
     samples: int = 0                   # observations seen
     released_at: int | None = None     # ... when the jaws let go
     load_read: bool = False            # the arm reports the gripper's load: holding is read from it
+    squeezed: bool = False             # the hold is the servo squeezing something (not only a rest part-closed)
+    closed_part: bool = False          # with the load read: closed part-way after opening (squeezing or not)
     _steady: int = 0
     _squeeze: int = 0
+    _widest_yet: float = -math.inf
 
     def see(self, joints: dict[str, float], load: float | None = None) -> None:
         """One observation: the joints (LeRobot units) and, where the arm reports it, the gripper servo's load
@@ -120,13 +128,13 @@ class GripperTrace:
         if not self.held:
             self.opened = self.opened or grip > b.open_above
             if not self.opened:
-                self.widest = grip if self.widest is None else max(self.widest, grip)
+                self.widest = widest = grip if self.widest is None else max(self.widest, grip)
             if self.load_read:
                 self._hold_by_load(joints, grip, steady)
                 return
             if not self.opened:
                 self.rested_part_closed = self.rested_part_closed or (
-                    steady and b.holding_above <= grip <= b.holding_below and self.widest - grip >= b.closed_by)
+                    steady and b.holding_above <= grip <= b.holding_below and widest - grip >= b.closed_by)
                 return
             if steady and grip < b.empty_below:
                 self.closed_empty = True
@@ -147,15 +155,19 @@ class GripperTrace:
         self.max_lift_m = max(self.max_lift_m, float(point[2]) - (self.hold_start_z or 0.0))
 
     def _hold_by_load(self, joints: dict[str, float], grip: float, steady: bool) -> None:
-        """Before a hold, with the load read: squeezing for the steady span after closing (an opening, or
-        `closed_by` from the widest before: the start pose's gripper pushing on its own stop is no grasp) is
+        """Before a hold, with the load read: squeezing for the steady span after closing (`closed_by` below the
+        widest yet: a gripper opening, or the start pose's pushing on its own stop, is no grasp) is
         holding; resting at the closed end without squeezing closed on nothing; resting part-closed without
         squeezing is the policy's own pause (its command, not a cube, stopped the jaws), which says nothing yet."""
-        closed = self.opened or (self.widest is not None and self.widest - grip >= self.bands.closed_by)
+        self._widest_yet = max(self._widest_yet, grip)
+        closed = self._widest_yet - grip >= self.bands.closed_by
         if closed and self._squeeze >= self.bands.steady_samples:
             self._hold(joints, grip)
+            self.squeezed = True
         elif steady and grip < self.bands.empty_below and self.opened:
             self.closed_empty = True
+        elif self.opened and grip <= self.bands.holding_below:
+            self.closed_part = True
 
     def _hold(self, joints: dict[str, float], grip: float) -> None:
         self.held = True
@@ -179,6 +191,18 @@ class FinalView:
     inside: bool | None
     distance_cm: float | None = None
     uncertainty_cm: float | None = None
+
+
+@dataclass(frozen=True)
+class EpisodeEnd:
+    """What the end of the episode says. A real arm's episode runs to its time limit whatever happened
+    (`ends_when_settled` False: its end says nothing). A simulated one ends `after_verdict_s` after its judge's
+    final verdict, so a cube that settled in the bowl ends it early: one that ran to `time_limit_s` with the cube
+    let go over the bowl never settled there in time, whatever the final frame shows (the judge's "inside the
+    bowl but the sequence was incomplete": a cube still rocking on the bowl's slope, which no joint shows)."""
+
+    time_limit_s: float | None = None
+    ends_when_settled: bool = False
 
 
 @dataclass(frozen=True)
@@ -218,8 +242,13 @@ class Proposal:
 
 
 def propose(trace: GripperTrace, view: FinalView, bowl_xy_m: tuple[float, float], bowl_radius_m: float,
-            cube_half_m: float) -> Proposal:
-    """The judge's rules, read from proprioception and the final frame instead of the true state."""
+            cube_half_m: float, episode: EpisodeEnd | None = None) -> Proposal:
+    """The judge's rules, read from proprioception and the final frame instead of the true state.
+
+    A success is proposed only with the evidence that the sequence completed in time: let go at least
+    `settle_s` before the episode ended, and, where a settled cube would have ended the episode early
+    (`episode`), an episode that ended early."""
+    episode = episode or EpisodeEnd()
     b = trace.bands
     reasons: list[Reason] = []
     seen = {True: Reason.CUBE_IN_BOWL, False: Reason.CUBE_NOT_IN_BOWL, None: Reason.CUBE_NOT_MEASURED}[view.inside]
@@ -234,13 +263,14 @@ def propose(trace: GripperTrace, view: FinalView, bowl_xy_m: tuple[float, float]
     if not trace.held:
         if trace.rested_part_closed and not trace.closed_empty:
             return refuse(Reason.RESTED_PART_CLOSED)
-        reasons.append(Reason.CLOSED_ON_NOTHING if trace.closed_empty else Reason.NEVER_CLOSED)
+        reasons.append(Reason.CLOSED_ON_NOTHING if trace.closed_empty else
+                       Reason.NEVER_SQUEEZED if trace.closed_part else Reason.NEVER_CLOSED)
         return done(Label.NO_GRASP)
-    reasons.append(Reason.CLOSED_ON_SOMETHING)
+    reasons.append(Reason.SQUEEZED_SOMETHING if trace.squeezed else Reason.CLOSED_ON_SOMETHING)
     lifted = trace.max_lift_m >= b.lift_min_m
     reasons.append(Reason.LIFTED if lifted else Reason.NOT_LIFTED)
-    if trace.rest_grip is None or trace.rest_grip > b.on_cube_below:   # a lift then raised nothing
-        return refuse(Reason.STOPPED_WIDE)
+    if not trace.squeezed and (trace.rest_grip is None or trace.rest_grip > b.on_cube_below):
+        return refuse(Reason.STOPPED_WIDE)   # a lift then raised nothing, unless the servo felt the cube
     if not trace.released or trace.release_xyz is None:
         reasons.append(Reason.STILL_HOLDING)
         return done(Label.WRONG_PLACEMENT)
@@ -256,6 +286,12 @@ def propose(trace: GripperTrace, view: FinalView, bowl_xy_m: tuple[float, float]
             view.distance_cm - 100 * bowl_radius_m > b.landing_cm + (view.uncertainty_cm or 0.0):
         return refuse(Reason.NOT_WHERE_LET_GO)   # let go over the bowl, seen far beyond its rim: never carried
     if inside and lifted and over_bowl:
+        after = trace.after_release_s
+        if after is not None and after < b.settle_s:
+            return refuse(Reason.LET_GO_LATE)
+        if episode.ends_when_settled and episode.time_limit_s is not None and \
+                trace.elapsed_s >= episode.time_limit_s - 1.5 / trace.fps:
+            return refuse(Reason.RAN_TO_LIMIT)
         return done(Label.SUCCESS)
     if inside and not lifted:
         return done(Label.NO_GRASP)

@@ -13,6 +13,7 @@ from harness.models.taxonomy import Label
 from harness.models.verdict import JudgeVerdict
 from harness.run.operator_trial import PlacementGuide, PlacementOutcome, Proposer
 from harness.run.proposal import GripperTrace, Proposal
+from harness.sim.units import GRIPPER_LOAD_KEY
 
 
 class TrialStage(Protocol):
@@ -119,7 +120,9 @@ class OperatorStage:
     def observed(self, observation: dict[str, Any]) -> None:
         self.last_observation = observation
         if self.trace is not None:
-            self.trace.see({name: float(observation[f"{name}.pos"]) for name in JOINT_NAMES})
+            load = observation.get(GRIPPER_LOAD_KEY)   # a real SO-101 reports it: holding read as a squeeze
+            self.trace.see({name: float(observation[f"{name}.pos"]) for name in JOINT_NAMES},
+                           float(load) if load is not None else None)
 
     def frame(self, camera: str, width: int, height: int) -> np.ndarray | None:
         frame = self.last_observation.get(camera)

@@ -21,7 +21,7 @@ from harness.run.operator_trial import Proposer
 from harness.run.placement_guide import TopView, table_axes
 from harness.run.proposal import Reason
 from harness.run.stages import OperatorStage
-from harness.sim.units import GRIPPER_CLOSED_RAD, from_sim
+from harness.sim.units import GRIPPER_CLOSED_RAD, GRIPPER_LOAD_KEY, from_sim
 from harness.sim.world import SimWorld
 from harness.vision.measure import Geometry
 from harness.vision.rim import fit_rim
@@ -59,7 +59,8 @@ def play_and_propose(world: SimWorld, proposer: Proposer, targets: list[np.ndarr
     tail = [targets[-1]] * round(settle_s * world.control_fps)
     for q in [*targets, *tail]:
         world.step_control(q)
-        trace.see({n: from_sim(n, v) for n, v in zip(JOINT_NAMES, world.joint_positions_rad(), strict=True)})
+        trace.see({n: from_sim(n, v) for n, v in zip(JOINT_NAMES, world.joint_positions_rad(), strict=True)},
+                  float(world.servo_loads()[-1]))   # the gripper's load, as a real SO-101 reports it
     proposal = proposer.propose(trace, world.render("top", 640, 480))
     return proposal, world.judge.verdict(world.data)
 
@@ -76,7 +77,7 @@ def test_a_scripted_success_is_proposed_as_success_with_the_measured_placement(r
     plan = plan_pick_and_place(world.model, 30, _start(), cube, yaw, world.geometry.bowl_xy)
     proposal, verdict = play_and_propose(world, proposer, plan)
     assert verdict.label == proposal.label == Label.SUCCESS
-    assert Reason.CLOSED_ON_SOMETHING in proposal.reasons and Reason.OPENED_OVER_BOWL in proposal.reasons
+    assert Reason.SQUEEZED_SOMETHING in proposal.reasons and Reason.OPENED_OVER_BOWL in proposal.reasons
     assert Reason.CUBE_IN_BOWL in proposal.reasons
     assert abs(proposal.placement_error_cm - verdict.true_placement_error_cm) <= proposal.uncertainty_cm + 0.3
 
@@ -135,10 +136,12 @@ def test_the_operator_stage_proposes_from_its_observations_and_records_the_propo
     for q in [*plan, *[plan[-1]] * 45]:
         world.step_control(q)
         joints = {f"{n}.pos": from_sim(n, v) for n, v in zip(JOINT_NAMES, world.joint_positions_rad(), strict=True)}
-        stage.observed({**joints, "top": None})
+        # the gripper servo's load, as the SO-101 reports it beside its positions (`robots.so101`)
+        stage.observed({**joints, GRIPPER_LOAD_KEY: float(world.servo_loads()[-1]), "top": None})
     stage.observed({**joints, "top": world.render("top", 640, 480)})   # the camera's last frame
     assert stage.verdict() is None   # the operator scores a real arm; the proposal is only a default
     assert [p.label for p in shown] == [Label.SUCCESS] == [world.judge.verdict(world.data).label]
+    assert Reason.SQUEEZED_SOMETHING in shown[0].reasons   # the hold read from the servo's squeeze
     assert stage.attempt_fields()["proposal"]["label"] == "success"
     # the operator's success: its placement error, measured on the final frame, is the attempt's own
     fields = stage.attempt_fields(Label.SUCCESS)

@@ -1,9 +1,11 @@
 """Outcome proposals refuse rather than mislead (issue 59 item 5): on committed learned-policy attempts.
 
 The attempts are real simulated runs of ACT and SmolVLA checkpoints (`tests/anatomy_traces.py`), the joints
-read as a real arm reports them, the final frame stood in for by what a top camera sees of the judged end
-state. Where the evidence contradicts itself the proposer proposes nothing, and the operator's prompts offer
-no default to confirm with Enter.
+and the gripper servo's load read as a real arm reports them, the final frame stood in for by what a top camera
+sees of the judged end state, the episode's end as the simulator's (a settled cube ends it early). Where the
+evidence contradicts itself, or cannot show that the sequence completed in time, the proposer proposes nothing,
+and the operator's prompts offer no default to confirm with Enter. An arm that does not report the load is
+read from the gripper's positions alone (`load=False`).
 """
 
 from __future__ import annotations
@@ -16,12 +18,23 @@ import pytest
 import harness.sim  # noqa: F401  (headless GL before mujoco)
 from harness.models.protocol import Trial
 from harness.models.taxonomy import Label
-from harness.run.proposal import FinalView, GripperTrace, Proposal, Reason, propose, so101_grasp_point
+from harness.run.proposal import (
+    EpisodeEnd,
+    FinalView,
+    GripperTrace,
+    Proposal,
+    Reason,
+    propose,
+    so101_grasp_point,
+)
 from harness.run.terminal import TerminalObserver
 from harness.sim.scene import SceneGeometry
 from tests.anatomy_traces import FOLDER, Attempt, attempts
 
 SCENE = SceneGeometry()
+SIMULATED = EpisodeEnd(20.0, ends_when_settled=True)   # the exported runs' episodes: 20 s, ended by the judge
+ACT128 = FOLDER.parent / "proposal_act128"   # scripts/proposal_heldout's 110 attempts: each held out once, tuning since
+S4000 = FOLDER.parent / "proposal_act128_s4000"   # ... and its seed-4000 policy's 30
 
 
 @pytest.fixture(scope="module")
@@ -29,29 +42,34 @@ def grasp_point():
     return so101_grasp_point()
 
 
-def proposed(attempt: Attempt, grasp_point, measured: bool = True) -> Proposal:
+def proposed(attempt: Attempt, grasp_point, measured: bool = True, load: bool = True,
+             episode: EpisodeEnd = SIMULATED) -> Proposal:
     trace = GripperTrace(grasp_point)
-    for joints in attempt.joints:
-        trace.see(joints)
+    assert attempt.loads is not None
+    for joints, grip_load in zip(attempt.joints, attempt.loads, strict=True):
+        trace.see(joints, grip_load if load else None)
     distance = float(attempt.judge["true_placement_error_cm"])
     view = FinalView(distance < 100 * SCENE.bowl_rim_diameter / 2, distance, 0.3) if measured else FinalView(None)
-    return propose(trace, view, SCENE.bowl_xy, SCENE.bowl_rim_diameter / 2, SCENE.cube_edge / 2)
+    return propose(trace, view, SCENE.bowl_xy, SCENE.bowl_rim_diameter / 2, SCENE.cube_edge / 2, episode)
 
 
-def one(policy: str, trial: int) -> Attempt:
-    return next(a for a in attempts(policy) if a.trial == trial)
+def one(policy: str, trial: int, folder=FOLDER) -> Attempt:
+    return next(a for a in attempts(policy, folder=folder) if a.trial == trial)
 
 
-@pytest.mark.parametrize(("policy", "trial", "why"), [
+@pytest.mark.parametrize(("policy", "trial", "load", "why"), [
     # SmolVLA closed part-way without opening first, then carried the cube off and dropped it: the old rule
-    # ("a gripper resting part-closed holds nothing") proposed no_grasp
-    ("heldout-smolvla-3000", 4, Reason.RESTED_PART_CLOSED),
+    # ("a gripper resting part-closed holds nothing") proposed no_grasp. With the load, the squeeze is seen, and
+    # the cube's landing 9 cm from where the jaws let it go is what contradicts
+    ("heldout-smolvla-3000", 4, False, Reason.RESTED_PART_CLOSED),
+    ("heldout-smolvla-3000", 4, True, Reason.NOT_WHERE_LET_GO),
     # SmolVLA closed part-way on nothing, lifted and opened 14.5 cm from the bowl, the cube 8.8 cm away: the
     # old proposal was a drop, the judge's no grasp
-    ("smolvla-1500", 3, Reason.NOT_WHERE_LET_GO),
+    ("smolvla-1500", 3, False, Reason.NOT_WHERE_LET_GO),
+    ("smolvla-1500", 3, True, Reason.NOT_WHERE_LET_GO),
 ])
-def test_contradicting_evidence_is_not_proposed(grasp_point, policy: str, trial: int, why: Reason) -> None:
-    got = proposed(one(policy, trial), grasp_point)
+def test_contradicting_evidence_is_not_proposed(grasp_point, policy: str, trial: int, load: bool, why: Reason) -> None:
+    got = proposed(one(policy, trial), grasp_point, load=load)
     assert got.label is None and got.refused
     assert why in got.reasons
     assert got.record()["label"] is None
@@ -136,63 +154,125 @@ def test_a_policy_that_holds_still_is_a_no_grasp_not_a_refusal() -> None:
     assert got.label is Label.NO_GRASP and Reason.NEVER_CLOSED in got.reasons
 
 
-ACT128 = FOLDER.parent / "proposal_act128"   # scripts/proposal_heldout's 110 attempts: each held out once, tuning since
+# Cubes let go over the bowl and seen inside it that the judge did not call a success: never at rest in the bowl
+# for its 0.5 s before the 20 s limit ("inside the bowl but the sequence was incomplete"). The joints after the
+# release are those of the policy's successes (it withdraws and never comes back near the cube): what differs is
+# that a settled cube would have ended the simulated episode 1.5 s later, and these ran to the limit.
+INCOMPLETE = [(ACT128, "act128s1000-600-jitter", 4), (ACT128, "act128s2000-400-jitter", 8),
+              (ACT128, "act128s3000-500-jitter", 3), (ACT128, "act128s3000-500-jitter", 10),
+              (ACT128, "act128s3000-500-rand", 8), (ACT128, "act128s3000-500-rand", 9),
+              (S4000, "act128s4000-500-jitter", 2), (S4000, "act128s4000-500-jitter", 8)]
 
 
-@pytest.mark.parametrize(("policy", "trial"), [
-    ("act128s2000-400-rand", 2), ("act128s2000-400-rand", 3), ("act128s2000-400-rand", 5),
-    ("act128s2000-400-rand", 8), ("act128s1000-400-rand", 2)])
-def test_jaws_resting_wider_than_the_cube_without_a_lift_are_not_called_a_grasp(grasp_point, policy, trial) -> None:
-    """A small ACT closed its jaws to 23-33 and held them there (the command, not the cube, stopped them: a
-    3 cm cube stops them near 18) beside the cube, never lifting: the judge's no grasp. "Stopped part-way:
-    holding something; never lifted" proposed wrong_placement, 5 times in 80 held-out attempts. Every judged
-    grasp that was not lifted rested at 18.1 or narrower."""
-    attempt = next(a for a in attempts(policy, folder=ACT128) if a.trial == trial)
-    assert attempt.label == "no_grasp"
+@pytest.mark.parametrize(("folder", "policy", "trial"), INCOMPLETE)
+def test_a_release_over_the_bowl_never_seen_to_settle_in_time_is_not_proposed_a_success(grasp_point, folder, policy,
+                                                                                        trial) -> None:
+    attempt = one(policy, trial, folder)
+    assert attempt.label == "wrong_placement" and "incomplete" in attempt.judge["detail"]
     got = proposed(attempt, grasp_point)
-    assert got.label is None and Reason.STOPPED_WIDE in got.reasons
+    assert got.label is None and Reason.RAN_TO_LIMIT in got.reasons
+    assert Reason.OPENED_OVER_BOWL in got.reasons and Reason.CUBE_IN_BOWL in got.reasons
+    # the episode's end is the only evidence: read as a real arm's (which always runs to its limit), the same
+    # joints and frame are proposed a success, the known limit (docs/benchmarks.md)
+    assert proposed(attempt, grasp_point, episode=EpisodeEnd(20.0)).label is Label.SUCCESS
 
 
-def test_on_the_small_acts_the_wrong_proposals_are_those_the_evidence_cannot_tell(grasp_point) -> None:
-    """The 110 attempts of scripts/proposal_heldout's three trainings, each set judged once before any rule saw
-    it (71/1/8 of 80, then 20/3/7 of 30: agree / no proposal / wrong), tuning since. The wrong ones left: cubes
-    released over the bowl and seen inside that the judge did not call a success (never at rest in the bowl for
-    0.5 s before the time limit: the sequence incomplete), and a 0.25 s grab by jaws that never rested, which the
-    joints read as never closing."""
-    wrong, agree, total = [], 0, 0
-    for attempt in attempts(folder=ACT128):
-        got = proposed(attempt, grasp_point)
-        total += 1
-        if got.label is not None and got.label.value == attempt.label:
-            agree += 1
-        elif got.label is not None:
-            wrong.append((attempt.policy, attempt.trial, got.label.value, attempt.label))
-    incomplete = {("act128s1000-600-jitter", 4), ("act128s2000-400-jitter", 8), ("act128s3000-500-jitter", 3),
-                  ("act128s3000-500-jitter", 10), ("act128s3000-500-rand", 8), ("act128s3000-500-rand", 9)}
-    assert {(p, t) for p, t, _, _ in wrong} == incomplete | {("act128s1000-200-jitter", 2)}, wrong
-    assert total == 110 and agree >= 91
+def _placed(open_before_end_s: float, episode: EpisodeEnd) -> Proposal:
+    """A synthetic pick and place read with the load: opened, closed on the cube (the servo squeezing), lifted,
+    carried over the bowl and let go `open_before_end_s` before the episode's last observation."""
+    bx, by = SCENE.bowl_xy
+    trace = GripperTrace(lambda joints: np.array([joints["shoulder_pan"], joints["shoulder_lift"],
+                                                  joints["elbow_flex"]]))
+    frames = [(60.0, 0.25, 0.0, 0.02, 0.0)] * 10 + [(18.0, 0.25, 0.0, 0.02, -1000.0)] * 12 \
+        + [(18.0, 0.25, 0.0, 0.10, -1000.0)] * 10 + [(18.0, bx, by, 0.08, -1000.0)] * 30
+    tail = round(open_before_end_s * 30)
+    frames += [(60.0, bx, by, 0.10, 0.0)] * tail
+    for grip, x, y, z, load in frames:
+        trace.see({"gripper": grip, "shoulder_pan": x, "shoulder_lift": y, "elbow_flex": z}, load)
+    return propose(trace, FinalView(True, 1.0, 0.3), SCENE.bowl_xy, SCENE.bowl_rim_diameter / 2,
+                   SCENE.cube_edge / 2, episode)
+
+
+def test_a_cube_let_go_too_near_the_end_is_not_proposed_a_success() -> None:
+    """The judge wants the cube at rest in the bowl for 0.5 s before the limit; let go 0.4 s before the end
+    nothing can show it settled, whatever the final frame shows: refused. Let go 2 s before: a success."""
+    real_arm = EpisodeEnd(20.0)
+    late = _placed(0.4, real_arm)
+    assert late.label is None and Reason.LET_GO_LATE in late.reasons
+    assert _placed(2.0, real_arm).label is Label.SUCCESS
+    # a simulated episode that ended early (its judge's verdict) says it settled: proposed
+    assert _placed(2.0, SIMULATED).label is Label.SUCCESS
+
+
+@pytest.mark.parametrize(("policy", "trial", "judged", "from_positions"), [
+    # the seed-4000 ACT closes to ~34, pauses, then closes on the cube: positions alone date the hold at the
+    # pause, so the lift from it reads as no lift and the release as "in the air away from the bowl"
+    ("act128s4000-500-rand", 5, Label.SUCCESS, Label.WRONG_PLACEMENT),
+    # ... or it closes on nothing after the pause and carries nothing: positions alone read a drop
+    ("act128s4000-500-jitter", 4, Label.NO_GRASP, Label.GRASPED_THEN_DROPPED),
+    ("act128s4000-500-jitter", 5, Label.NO_GRASP, Label.GRASPED_THEN_DROPPED),
+    ("act128s4000-500-mid", 10, Label.NO_GRASP, Label.GRASPED_THEN_DROPPED),
+])
+def test_a_pause_part_closed_is_not_the_grasp_the_servos_squeeze_is(grasp_point, policy, trial, judged,
+                                                                     from_positions) -> None:
+    attempt = one(policy, trial, S4000)
+    assert attempt.label == judged.value
+    assert proposed(attempt, grasp_point, load=False).label is from_positions   # the old reading, wrong
+    got = proposed(attempt, grasp_point)
+    assert got.label is judged
+    why = {Reason.SQUEEZED_SOMETHING} if judged is Label.SUCCESS else {Reason.NEVER_SQUEEZED, Reason.CLOSED_ON_NOTHING}
+    assert why & set(got.reasons)
 
 
 @pytest.mark.parametrize(("policy", "trial", "why"), [
+    # jaws closed to 23-33 and held there beside the cube (the command, not the cube, stopped them), never lifting
+    ("act128s2000-400-rand", 2, Reason.STOPPED_WIDE), ("act128s2000-400-rand", 3, Reason.STOPPED_WIDE),
+    ("act128s2000-400-rand", 5, Reason.STOPPED_WIDE), ("act128s2000-400-rand", 8, Reason.STOPPED_WIDE),
+    ("act128s1000-400-rand", 2, Reason.STOPPED_WIDE),
     # jaws rested at 32-35 beside the cube, then the arm rose 2.2-2.8 cm: a lift of nothing
     ("act128s3000-500-mid", 1, Reason.STOPPED_WIDE), ("act128s3000-500-rand", 2, Reason.STOPPED_WIDE),
     # let go over the bowl, the cube seen 21 cm away at its start: it was never carried
     ("act128s3000-500-jitter", 8, Reason.NOT_WHERE_LET_GO)])
-def test_a_lift_or_a_release_over_the_bowl_does_not_make_a_grasp_the_jaws_and_the_frame_deny(
-        grasp_point, policy, trial, why) -> None:
-    attempt = next(a for a in attempts(policy, folder=ACT128) if a.trial == trial)
+def test_jaws_that_stopped_without_squeezing_hold_nothing(grasp_point, policy, trial, why) -> None:
+    """From the positions alone these rests part-closed may be on the cube or short of it: refused (they were
+    proposed wrong_placement or success before). The servo's load says no squeeze: the judge's no grasp."""
+    attempt = one(policy, trial, ACT128)
     assert attempt.label == "no_grasp"
+    without = proposed(attempt, grasp_point, load=False)
+    assert without.label is None and why in without.reasons
     got = proposed(attempt, grasp_point)
-    assert got.label is None and why in got.reasons
+    assert got.label is Label.NO_GRASP and {Reason.NEVER_SQUEEZED, Reason.CLOSED_ON_NOTHING} & set(got.reasons)
 
 
-@pytest.mark.xfail(strict=True, reason="7 agree / 12 no proposal / 11 wrong of 30: the trace takes the policy's pause "
-                                       "part-closed (about 34) for the grasp (docs/benchmarks.md, third held-out set)")
+# the judge saw a 0.25-0.5 s hold of a cube that slipped out of closing jaws; the servo never squeezed it
+BRIEF_GRABS = {("heldout-act-1000-rand", 1), ("act128s1000-200-jitter", 2), ("act128s4000-500-mid", 1)}
+
+
+def test_across_all_280_tuning_attempts_the_only_wrong_proposals_are_grabs_the_servo_never_felt(grasp_point) -> None:
+    """The committed 140, then scripts/proposal_heldout's 110 and 30, each held out once (71/1/8, 20/3/7,
+    7/12/11: agree / no proposal / wrong), tuning since: 266 agree, 11 refused, 3 wrong (docs/benchmarks.md)."""
+    wrong, refused, agree = set(), set(), 0
+    for folder in (FOLDER, ACT128, S4000):
+        for attempt in attempts(folder=folder):
+            got = proposed(attempt, grasp_point)
+            if got.label is None:
+                refused.add((attempt.policy, attempt.trial))
+            elif got.label.value == attempt.label:
+                agree += 1
+            else:
+                wrong.add((attempt.policy, attempt.trial))
+    assert wrong == BRIEF_GRABS
+    assert {(p, t) for _, p, t in INCOMPLETE} <= refused and len(refused) <= 11
+    assert agree >= 266
+
+
+@pytest.mark.xfail(strict=True, reason="27 agree / 2 no proposal / 1 wrong of 30 (rules D, tuned on it): two incomplete"
+                                       " sequences refused, a 0.5 s grab the servo never felt (docs/benchmarks.md)")
 def test_a_policy_that_pauses_part_closed_before_its_grasp_meets_the_target(grasp_point) -> None:
     """A fourth small ACT (scripts/proposal_heldout, seed 4000), held out once with proposal rules C
-    (docs/benchmarks.md): the issue's target (>= 98 % agreement, no wrong proposal) on it. Expected to fail
-    until the hold is read from the last rest before the lift (or the gripper's load), not the first."""
-    got = [(proposed(a, grasp_point), a.label) for a in attempts(folder=FOLDER.parent / "proposal_act128_s4000")]
+    (docs/benchmarks.md): the issue's target (>= 98 % agreement, no wrong proposal) on it. With the load its
+    pause is no longer the grasp; what keeps it under the target is evidence no rule reads."""
+    got = [(proposed(a, grasp_point), a.label) for a in attempts(folder=S4000)]
     assert len(got) == 30
     assert not [p for p, label in got if p.label is not None and p.label.value != label]
     assert sum(p.label is not None and p.label.value == label for p, label in got) >= 0.98 * len(got)
