@@ -1,11 +1,16 @@
 """An outcome proposed from a real arm's evidence: the gripper's own positions and the final top frame.
 
 A person scoring fifty trials in a row mislabels some. The arm already says most of what happened:
-a gripper that closes to its stop closed on nothing; one that stops part-way holds something; one
-that opens again let go of it, somewhere (forward kinematics says where, and how high). The final
-top frame, measured against the bowl rim, says whether the cube ended in the bowl. Together they
-give a label with its reasons, which the operator confirms or overrides; the rules mirror the
-simulator's judge so the two can be compared on rehearsed trials.
+a gripper that closes to its stop closed on nothing; one whose servo squeezes part-way holds something
+(without the servo's load: one that stops part-way); one that opens again let go of it, somewhere (forward
+kinematics says where, and how high). The final top frame, measured against the bowl rim, says whether the
+cube ended in the bowl. Together they give a label with its reasons, which the operator confirms or overrides;
+the rules mirror the simulator's judge so the two can be compared on rehearsed trials.
+
+A success needs the evidence that the sequence completed in time: the cube let go at least `settle_s` before
+the episode's end and, where a settled cube ends the episode early (a simulated one, `EpisodeEnd`), an episode
+that did not run to its limit. Otherwise no success is proposed: a cube in the bowl that the judge never saw
+at rest there is no success, and nothing in the joints tells it from one that settled.
 
 Where the evidence contradicts itself (jaws that rested part-closed without opening first, jaws that rested
 only wider than the cube, a cube seen far from where it was let go, a drop whose landing the final frame did
@@ -24,7 +29,7 @@ import numpy as np
 
 from harness.models.protocol import JOINT_NAMES
 from harness.models.taxonomy import Label
-from harness.run.anatomy import GRIP_STILL, LOAD_HOLD, SHUT
+from harness.run.anatomy import GRIP_STILL, LOAD_HOLD
 
 
 class Reason(StrEnum):
@@ -120,7 +125,7 @@ class GripperTrace:
         self.samples += 1
         moved = None if self.last_grip is None else abs(grip - self.last_grip)
         self._steady = self._steady + 1 if moved is not None and moved < b.steady_delta else 0
-        squeezing = load is not None and -load >= LOAD_HOLD and grip > SHUT
+        squeezing = load is not None and -load >= LOAD_HOLD and b.holding_above <= grip <= b.holding_below
         self.load_read = self.load_read or load is not None
         self._squeeze = self._squeeze + 1 if squeezing and (moved is None or moved < GRIP_STILL) else 0
         self.last_grip = grip
