@@ -1,21 +1,26 @@
 """Outcome proposals against the simulator's judge, per learned policy, on the committed traces (issue 59 item 5).
 
-`tests/data/anatomy/*.npz` holds 140 scored attempts of ACT (500/1000 steps, fixed, randomized, jittered and
-scattered protocols), SmolVLA (1500/3000/9000 steps) and two toy ACTs, each with the joint positions a real
-arm reports every control step and the judge's verdict. The proposer (`harness.run.proposal.propose`) reads
-the joints as a real arm's would; its final frame is stood in for by what a top camera sees (the cube's
-true distance from the bowl centre, inside when within the rim's radius, +/- 0.3 cm: the measurement's own
-accuracy is judged apart, `benchmarks/camera_sizes_bench.py`) or by no measurement at all (`none`).
+By default all 400 committed attempts, every one tuning data now: `tests/data/anatomy/*.npz` (140 scored
+attempts of ACT 500/1000 steps on fixed, randomized, jittered and scattered protocols, SmolVLA 1500/3000/9000
+steps and two toy ACTs) and `tests/data/proposal_act*/` (260 of the small ACTs `scripts/proposal_heldout`
+trained, each set held out once). Each attempt has the joint positions and the gripper servo's load a real arm
+reports every control step, and the judge's verdict. The proposer (`harness.run.proposal.propose`) reads them
+as a real arm's would (`--no-load`: an arm that does not report the load); its final frame is stood in for by
+what a top camera sees (the cube's true distance from the bowl centre, inside when within the rim's radius,
++/- 0.3 cm: the measurement's own accuracy is judged apart, `benchmarks/camera_sizes_bench.py`) or by no
+measurement at all (`none`); the episode's end is the simulator's (a settled cube ends it early), or with
+`--ends limit` a real arm's (it always runs to its limit, and says nothing).
 
 Per policy: attempts; agree (a label proposed and the judge's); no proposal (the evidence disagreed: the
 operator chooses unprompted, which is not a wrong label); wrong (a label proposed and not the judge's);
 agreement = agree / attempts; proposed = (agree + wrong) / attempts, the share the operator gets a default for;
 right when proposed = agree / (agree + wrong). Target: agreement >= 98 %, and a disagreement is a refusal.
 
-`--folder DIR` judges another export's attempts instead of the committed ones: the held-out learned-policy
+`--folder DIR ...` judges other exports' attempts instead of the committed ones: the held-out learned-policy
 runs `scripts/proposal_heldout` makes (judge them once, with the rules frozen).
 
-Run: .venv/bin/python benchmarks/proposal_policies.py [--final seen|none] [--folder DIR]
+Run: .venv/bin/python benchmarks/proposal_policies.py [--final seen|none] [--no-load] [--ends judge|limit]
+     [--folder DIR ...]
      PYTHONPATH=/path/to/older/checkout ... (the proposer before)
 """
 
@@ -37,7 +42,8 @@ from tests.anatomy_traces import FOLDER, Attempt, attempts
 
 UNCERTAINTY_CM = 0.3
 TIME_LIMIT_S = Protocol.model_fields["episode_time_limit_s"].default   # every exported protocol's (20 s)
-TUNING = [FOLDER, FOLDER.parent / "proposal_act128", FOLDER.parent / "proposal_act128_s4000"]
+TUNING = [FOLDER, *(FOLDER.parent / name for name in ("proposal_act128", "proposal_act128_s4000",
+                                                       "proposal_act128_s5000", "proposal_act256_s7000"))]
 SHORT = {Label.SUCCESS: "S", Label.NO_GRASP: "NG", Label.GRASPED_THEN_DROPPED: "D", Label.WRONG_PLACEMENT: "WP"}
 
 
