@@ -1,10 +1,11 @@
 """The realtime tier: the emulated real arm's wall-time servo and camera threads against LeRobot's deadlines, pings
 timed on the wire, emulated desks, and the wall-timed tests beside them.
 
-Every test here is `serial` (scripts/test runs every other test on both cores, then these alone: `-m serial`), unless
-it says it can share the cores: a `desk` test (one desk at a time on one pytest-xdist worker of the parallel pass:
-tests/conftest.py) or a module marked `shares_cores` (wall-timed, but its assertions hold beside the parallel pass's
-load; shown there since before the tiers, when it ran in the parallel pass). A new realtime module starts serial.
+Every test here is `serial` unless it says it can share the cores: a `desk` test (one desk at a time: tests/conftest.py)
+or a module marked `shares_cores` (wall-timed, but its assertions hold beside other tests' load; shown in the parallel
+pass since before the tiers). A new realtime module starts serial. scripts/test (so CI) runs the `serial` tests one
+at a time at normal priority, then the `desk` and `shares_cores` ones, beside the rest of the suite on both cores at
+nice 19, which takes only the CPU these leave idle (docs/developing.md, "How the suite shares two cores").
 
 Why serial: beside the rest of the suite on three workers a servo's reply still missed LeRobot's window now and then:
 with the serial modules in parallel runs of their own (session 38: a leader arm's handshake, a fix-ids diagnosis),
