@@ -74,8 +74,8 @@ def world():
 # - `desk`: a parallel-pass test that starts an emulated desk (a rehearsal, `emulate-bus --sim`, the simulated arm's
 #   cameras): one desk at a time, on one worker; another desk's real-time threads stretch a desk's servo replies,
 #   ordinary load barely does (benchmarks/desk_ping_bench.py).
-# - `ray_cluster`: a module whose tests start a Ray cluster of their own and compare it, kill its workers or audit its
-#   sockets. Ray sizes itself to the machine's cores, so two at once would each expect the whole machine: one test at
+# - `ray_cluster`: a test (or a module whose tests) start a Ray cluster of their own and compare it, kill its workers
+#   or audit its sockets; a module's quick tests that never reach Ray are left unmarked, off this group's worker. Ray sizes itself to the machine's cores, so two at once would each expect the whole machine: one test at
 #   a time on one worker, beside the rest (green in five runs beside the whole suite's load, session 38; they had run
 #   alone since session 28).
 # - `lerobot_policies`: a module whose quick tests import LeRobot's policies, processors or dataset classes

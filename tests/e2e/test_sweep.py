@@ -14,8 +14,9 @@ from harness.models.sweep_spec import load_sweep
 from tests.helpers import REPO
 from tests.tiny_policy import save_tiny_act
 
-# starts Ray clusters of its own; quick tests import LeRobot's policies (tests/conftest.py)
-pytestmark = [pytest.mark.ray_cluster, pytest.mark.lerobot_policies]
+# quick tests import LeRobot's policies; the two that run a sweep start Ray clusters of their own, marked one by one so
+# that the quick ones (refused before anything runs) stay off the one worker that runs every Ray test (tests/conftest.py)
+pytestmark = pytest.mark.lerobot_policies
 
 
 def _protocols(tmp_path: Path) -> tuple[Path, Path]:
@@ -82,6 +83,7 @@ def test_bad_sweep_files_are_refused_in_one_line_before_anything_runs(tmp_path: 
 
 
 @pytest.mark.slow
+@pytest.mark.ray_cluster
 def test_two_checkpoints_by_two_protocols_on_local_ray_then_resume_skips_them(tmp_path: Path, capsys) -> None:
     randomized, fixed = _protocols(tmp_path)
     _training_output(tmp_path)
@@ -170,6 +172,7 @@ def _records(sheets: Path, runs: Path) -> dict[str, tuple[list[dict], list]]:
 
 
 @pytest.mark.slow
+@pytest.mark.ray_cluster
 def test_a_sweep_whose_workers_keep_their_policies_scores_what_fresh_workers_score(tmp_path: Path, capfd) -> None:
     import re
 
@@ -182,7 +185,10 @@ def test_a_sweep_whose_workers_keep_their_policies_scores_what_fresh_workers_sco
     protocols = []
     for kind, seed in (("--randomized", "5"), ("--fixed", "0")):
         protocols.append(tmp_path / f"{kind[2:]}.yaml")
-        assert main(["protocol", "new", kind, "--n", "3", "--seed", seed, "--time-limit-s", "2",
+        # two trials a cell (a kept worker's second trial of a cell after its first) and a second of each: the
+        # outcomes are compared trial for trial, and the arms still move (below); three 2-s trials cost the
+        # fresh sweep's one Ray worker per cell twice the time for the same comparison
+        assert main(["protocol", "new", kind, "--n", "2", "--seed", seed, "--time-limit-s", "1",
                      "-o", str(protocols[-1])]) == 0
     for step, pan in (("000002", 25.0), ("000004", -25.0)):   # image-dependent ACTs that move the arm
         mean = [DEFAULT_START_POSE[n] + (pan if n == "shoulder_pan" else 0.0) for n in JOINT_NAMES]
@@ -196,13 +202,13 @@ def test_a_sweep_whose_workers_keep_their_policies_scores_what_fresh_workers_sco
         assert run_sweep(spec, False, None, tmp_path / f"runs-{name}", tmp_path / f"sheets-{name}",
                          keep_workers=name == "kept", driver_worker=False) == 0
         runs[name] = capfd.readouterr().err
-        assert re.findall(r"\d+ attempts in [^(]+\(([^;]+);", runs[name]) == ["3 by ray-1"] * 4, runs[name]
+        assert re.findall(r"\d+ attempts in [^(]+\(([^;]+);", runs[name]) == ["2 by ray-1"] * 4, runs[name]
     kept = _records(tmp_path / "sheets-kept" / "kept", tmp_path / "runs-kept" / "kept")
     fresh = _records(tmp_path / "sheets-fresh" / "kept", tmp_path / "runs-fresh" / "kept")
     assert sorted(kept) == sorted(fresh) and len(kept) == 4
     for cell in kept:
         assert kept[cell][0] == fresh[cell][0], cell   # outcomes, judges, anatomy: attempt for attempt
-        assert len(kept[cell][1]) == len(fresh[cell][1]) == 3
+        assert len(kept[cell][1]) == len(fresh[cell][1]) == 2
         for a, b in zip(kept[cell][1], fresh[cell][1], strict=True):
             np.testing.assert_array_equal(a, b)
     moved = max(np.abs(trial[-1] - trial[0]).max() for _, trials in kept.values() for trial in trials)
