@@ -7,7 +7,7 @@ CI runs every `ray_cluster` test on one xdist worker, so their summed wall time 
 workers that import torch and LeRobot) spend, not the test's process. Here the tree is sampled every 0.1 s (as
 `parallel_bench.py` does): a process that lives less than that is missed, so the CPU figures are a floor.
 
-    .venv/bin/python benchmarks/ray_tests_bench.py tests/e2e/test_sweep.py::test_a_sweep_whose_workers_keep_their_policies_scores_what_fresh_workers_score
+    .venv/bin/python benchmarks/ray_tests_bench.py --module tests/e2e/test_sweep.py -k fresh
     .venv/bin/python benchmarks/ray_tests_bench.py --module tests/e2e/test_parallel_run.py -k killed
 
 The machine's 1-minute load before each test and the cores other processes used during it are printed beside

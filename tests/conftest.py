@@ -75,9 +75,10 @@ def world():
 #   cameras): one desk at a time, on one worker; another desk's real-time threads stretch a desk's servo replies,
 #   ordinary load barely does (benchmarks/desk_ping_bench.py).
 # - `ray_cluster`: a test (or a module whose tests) start a Ray cluster of their own and compare it, kill its workers
-#   or audit its sockets; a module's quick tests that never reach Ray are left unmarked, off this group's worker. Ray sizes itself to the machine's cores, so two at once would each expect the whole machine: one test at
-#   a time on one worker, beside the rest (green in five runs beside the whole suite's load, session 38; they had run
-#   alone since session 28).
+#   or audit its sockets; a module's quick tests that never reach Ray are left unmarked, off this group's worker. Ray
+#   sizes itself to the machine's cores, so two at once would each expect the whole machine: one test at a time on
+#   one worker, beside the rest (green in five runs beside the whole suite's load, session 38; they had run alone
+#   since session 28).
 # - `lerobot_policies`: a module whose quick tests import LeRobot's policies, processors or dataset classes
 #   (lerobot.policies pulls in transformers and torchvision: about 10 s). Its quick tests go to one worker, so the
 #   inner loop pays that import once rather than once a worker; its slow tests (several of the longest modules) stay

@@ -14,8 +14,8 @@ from harness.models.sweep_spec import load_sweep
 from tests.helpers import REPO
 from tests.tiny_policy import save_tiny_act
 
-# quick tests import LeRobot's policies; the two that run a sweep start Ray clusters of their own, marked one by one so
-# that the quick ones (refused before anything runs) stay off the one worker that runs every Ray test (tests/conftest.py)
+# quick tests import LeRobot's policies; the two that run a sweep start Ray clusters of their own, marked one by one
+# so that the quick ones (refused before anything runs) stay off the worker that runs every Ray test (tests/conftest.py)
 pytestmark = pytest.mark.lerobot_policies
 
 
