@@ -44,14 +44,15 @@ def group_of(name: str) -> str:
     return "pytest and its CLIs"
 
 
-def run_test(node: str) -> dict[str, float | str]:
-    """One pytest process running `node`: its wall seconds and its tree's CPU seconds by group."""
+def run_test(node: str, repo: Path = REPO) -> dict[str, float | str]:
+    """One pytest process running `node` in the checkout `repo`: its wall seconds and its tree's CPU seconds by
+    group."""
     load = os.getloadavg()[0]
     busy = _busy_ticks()
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(repo)}
     started = time.perf_counter()
     seen: dict[tuple[int, float], tuple[float, str]] = {}
-    with subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", node], cwd=REPO,
+    with subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", node], cwd=repo,
                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
         root = psutil.Process(proc.pid)
         while proc.poll() is None:
@@ -80,10 +81,10 @@ def run_test(node: str) -> dict[str, float | str]:
             "workers": sum(1 for _, name in seen.values() if group_of(name) == "Ray workers")}
 
 
-def collect(module: str, keyword: str | None) -> list[str]:
+def collect(module: str, keyword: str | None, repo: Path = REPO) -> list[str]:
     command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", module,
                *(["-k", keyword] if keyword else [])]
-    out = subprocess.run(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, check=True,
+    out = subprocess.run(command, cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, check=True,
                          stdout=subprocess.PIPE, text=True).stdout
     return [line for line in out.splitlines() if "::" in line]
 
@@ -93,13 +94,15 @@ def main() -> None:
     parser.add_argument("tests", nargs="*", help="pytest node ids")
     parser.add_argument("--module", help="every test of this module (with -k: those it selects)")
     parser.add_argument("-k", dest="keyword")
+    parser.add_argument("--repo", type=Path, default=REPO, help="the checkout to test (default: this one), e.g. "
+                        "main's, for a before beside this checkout's after")
     args = parser.parse_args()
-    nodes = [*args.tests, *(collect(args.module, args.keyword) if args.module else [])]
+    nodes = [*args.tests, *(collect(args.module, args.keyword, args.repo) if args.module else [])]
     print("| test | wall s | CPU s (tree) | pytest s | Ray workers s | Ray daemons s | Ray worker processes | "
           "load before | others' cores |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for node in nodes:
-        r = run_test(node)
+        r = run_test(node, args.repo)
         name = str(r["test"]).split("::", 1)[-1][:90]
         print(f"| `{name}` | {r['wall']:.0f} | {r['cpu']:.0f} | {r['pytest and its CLIs']:.0f} | "
               f"{r['Ray workers']:.0f} | {r['Ray daemons']:.0f} | {r['workers']} | {r['load']:.1f} | "

@@ -109,8 +109,9 @@ def run_sweep(path: Path, resume: bool, address: str | None, runs_dir: Path,
     """Run every cell not yet scored, then write the sweep report. Returns the process exit code.
 
     The sweep's process and its Ray workers each keep the policies and simulators they loaded, from cell to
-    cell; `keep_workers=False` loads everything afresh for every cell (the same outcomes: a test compares, with
-    `driver_worker=False` so that every trial runs on a Ray worker)."""
+    cell; `keep_workers=False` loads everything afresh for every cell (the same outcomes: tests/e2e/test_sweep.py
+    compares a sweep whose trials all ran on one kept Ray worker, `driver_worker=False`, with the same sweep loaded
+    afresh for every cell)."""
     from tqdm import tqdm
 
     from harness.app.parallel.runs import check_address

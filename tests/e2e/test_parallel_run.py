@@ -127,7 +127,9 @@ def test_parallel_run_records_what_a_serial_run_records(tmp_path: Path, where: s
 def test_a_run_shorter_than_rays_start_up_is_a_serial_run(tmp_path: Path, capfd) -> None:
     protocol = tmp_path / "p1.yaml"
     assert main(["protocol", "new", "--fixed", "--n", "1", "-o", str(protocol)]) == 0
-    assert _run(protocol, tmp_path, "short", "--workers", "4") == 0
+    # one Ray worker shows it as well as three, which the run starts and then ends unused (each importing LeRobot
+    # and MuJoCo on a core the driver's one trial needs)
+    assert _run(protocol, tmp_path, "short", "--workers", "2") == 0
     said = capfd.readouterr().err
     assert "1 by driver" in said and "by ray" not in said, said
     assert [o[:3] for o in _outcomes(tmp_path / "short.yaml")] == [(1, 1, Label.SUCCESS)]

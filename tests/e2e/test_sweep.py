@@ -198,11 +198,14 @@ def test_a_sweep_whose_workers_keep_their_policies_scores_what_fresh_workers_sco
                                             "protocols": [p.name for p in protocols],
                                             "conditions": [{"no_video": True}]})
     runs = {}
-    for name in ("kept", "fresh"):   # every trial on the Ray worker: kept from cell to cell, or one per cell
+    # kept: every trial on one Ray worker, kept from cell to cell; fresh: every cell's checkpoint loaded and scene
+    # built afresh, by a worker of its own, the driver's (a Ray worker started per cell scores what the driver's
+    # scores: test_parallel_run.py; here it cost four more starts of a process importing torch and LeRobot)
+    for name, driver, ran_by in (("kept", False, "2 by ray-1"), ("fresh", True, "2 by driver")):
         assert run_sweep(spec, False, None, tmp_path / f"runs-{name}", tmp_path / f"sheets-{name}",
-                         keep_workers=name == "kept", driver_worker=False) == 0
+                         keep_workers=name == "kept", driver_worker=driver) == 0
         runs[name] = capfd.readouterr().err
-        assert re.findall(r"\d+ attempts in [^(]+\(([^;]+);", runs[name]) == ["2 by ray-1"] * 4, runs[name]
+        assert re.findall(r"\d+ attempts in [^(]+\(([^;]+);", runs[name]) == [ran_by] * 4, runs[name]
     kept = _records(tmp_path / "sheets-kept" / "kept", tmp_path / "runs-kept" / "kept")
     fresh = _records(tmp_path / "sheets-fresh" / "kept", tmp_path / "runs-fresh" / "kept")
     assert sorted(kept) == sorted(fresh) and len(kept) == 4
