@@ -44,15 +44,18 @@ def group_of(name: str) -> str:
     return "pytest and its CLIs"
 
 
-def run_test(node: str, repo: Path = REPO) -> dict[str, float | str]:
-    """One pytest process running `node` in the checkout `repo`: its wall seconds and its tree's CPU seconds by
+def run_test(node: str, repo: Path = REPO, marks: str | None = None) -> dict[str, float | str]:
+    """One pytest process running `node` (several node ids or paths joined by "+": one after the other in that
+    process, as CI's one worker runs them) in the checkout `repo`: its wall seconds and its tree's CPU seconds by
     group."""
     load = os.getloadavg()[0]
     busy = _busy_ticks()
     env = {**os.environ, "PYTHONPATH": str(repo)}
     started = time.perf_counter()
     seen: dict[tuple[int, float], tuple[float, str]] = {}
-    with subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", node], cwd=repo,
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(["-m", marks] if marks else []),
+               *node.split("+")]
+    with subprocess.Popen(command, cwd=repo,
                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
         root = psutil.Process(proc.pid)
         while proc.poll() is None:
@@ -94,6 +97,7 @@ def main() -> None:
     parser.add_argument("tests", nargs="*", help="pytest node ids")
     parser.add_argument("--module", help="every test of this module (with -k: those it selects)")
     parser.add_argument("-k", dest="keyword")
+    parser.add_argument("-m", dest="marks", help="pytest's -m for each run, e.g. ray_cluster")
     parser.add_argument("--repo", type=Path, default=REPO, help="the checkout to test (default: this one), e.g. "
                         "main's, for a before beside this checkout's after")
     args = parser.parse_args()
@@ -102,8 +106,8 @@ def main() -> None:
           "load before | others' cores |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for node in nodes:
-        r = run_test(node, args.repo)
-        name = str(r["test"]).split("::", 1)[-1][:90]
+        r = run_test(node, args.repo, args.marks)
+        name = str(r["test"]).split("::", 1)[-1][:90] if "+" not in node else node.replace("tests/e2e/", "")
         print(f"| `{name}` | {r['wall']:.0f} | {r['cpu']:.0f} | {r['pytest and its CLIs']:.0f} | "
               f"{r['Ray workers']:.0f} | {r['Ray daemons']:.0f} | {r['workers']} | {r['load']:.1f} | "
               f"{r['others']:.1f} |", flush=True)
