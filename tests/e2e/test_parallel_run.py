@@ -210,7 +210,9 @@ def test_a_clean_exit_leaves_no_ray_folder_and_no_raylet_line(tmp_path: Path) ->
     ended with a spurious "(raylet) Task TrialWorker.open failed" line. The run has its own temporary folder, so
     what it leaves there is its own. That folder's path is long (a cluster job's TMPDIR): Ray's sockets cannot
     fit below it (Unix socket paths stop at 107 bytes; Ray failed to start, and its folder was left behind), so
-    the run puts Ray's folder in /tmp, and removes it there too."""
+    the run puts Ray's folder in /tmp, and removes it there too. The shell has a RAY_ADDRESS (one set up for a
+    cluster): a run without --address still starts a Ray runtime of its own (it failed: Ray tried to join that
+    address with the run's CPU count)."""
     protocol = _protocol(tmp_path)
     temporary = Path(tempfile.mkdtemp(prefix="h62-" + "x" * 80 + "-", dir=SYSTEM_ROOT))
     try:
@@ -219,7 +221,8 @@ def test_a_clean_exit_leaves_no_ray_folder_and_no_raylet_line(tmp_path: Path) ->
                                 "expert", "--scoresheet", str(tmp_path / "s.yaml"), "--runs-dir",
                                 str(tmp_path / "runs"), "--workers", "2"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                               env={**os.environ, "TMPDIR": str(temporary), "PYTHONPATH": str(repo)})
+                               env={**os.environ, "TMPDIR": str(temporary), "PYTHONPATH": str(repo),
+                                    "RAY_ADDRESS": "127.0.0.1:9"})   # a loopback port: nothing answers there
         _, stderr = run.communicate(timeout=600)
         assert run.returncode == 0, stderr[-2000:]
         assert "4 attempts" in stderr, stderr   # the closing line: Ray was started by then

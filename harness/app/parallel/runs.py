@@ -236,7 +236,12 @@ def start_ray(address: str | None, workers: int, dashboard: bool = False) -> Non
     folder = make_scratch("ray", remove_at_exit=False, root=root)   # its sockets and logs: this run's, removed with it
     try:
         with environment(no_egress_environment(dict(os.environ))):
-            ray.init(num_cpus=max(workers, local_cores()), num_gpus=0, object_store_memory=OBJECT_STORE_BYTES,
+            # "local": a runtime of this run's own, always. Without it Ray first obeys a RAY_ADDRESS in the user's
+            # environment (a shell set up for a cluster: the run then failed, "When connecting to an existing
+            # cluster, num_cpus and num_gpus must not be provided") and reads every process's command line looking
+            # for a GCS server to join; a cluster is what --address is for
+            ray.init(address="local", num_cpus=max(workers, local_cores()), num_gpus=0,
+                     object_store_memory=OBJECT_STORE_BYTES,
                      _node_ip_address=LOOPBACK, include_dashboard=dashboard, dashboard_host=LOOPBACK,
                      _temp_dir=str(folder), **quiet)
     except BaseException:   # a runtime that failed to start leaves neither processes nor its folder
