@@ -66,12 +66,17 @@ UNKNOWN_LENS_K1 = -0.3    # the barrel of a cheap wide lens (OpenCV's k1): the m
 RIM_SIZE_TOLERANCE = 0.06  # the rim found within 6 % of the calibration's size (the same bowl, the same camera)
 # where the fixed cube-colour rule finds no cube-sized blob: (least saturation, least value), tried in turn
 STRICTER_RED = ((150, 120), (170, 170), (170, 220))
+WARM_RED = (120, 170)      # ... then, as saturated and bright as a lit cube, ...
+WARM_RED_HUE = 13          # ... a hue up to 26 degrees (OpenCV's 13): the cube's red turned orange by warm light
 TABLE_VALUE_MARGIN = 30    # ... each used only on a table this much darker (HSV value) than its least value
 LIP_CONTACT = 0.04         # a blob's outline within 4 % of the rim's radius outside its edge touches the lip...
 LIP_CONTACT_PX = 1.5       # ... or within 1.5 px, whichever is more
 LIP_CONTACT_SHARE = 0.1    # ... where this share of its outline does (one side of a cube's outline, in part)
 CUBE_SIDES_SHOWN = 1.1     # a whole cube's blob is about this many top-face edges across (its sides in view)
 FLOOR_CENTRE_SLACK = 0.1   # the floor's edge, seen from a tilted camera, within 10 % of the rim's radius of its centre
+DEEPER_RED = 30            # a patch this much more saturated (0-255) than the cube's blob, as bright, ...
+DEEPER_RED_SHARE = 0.05    # ... and this share of a top face, apart from the blob, is where the cube is
+DEEPER_RED_APART = 0.3     # ... apart: beyond this many top-face edges of the blob (its own sides left out)
 OVERLAP_SLACK = 0.02       # silhouette placements covering the blob this nearly as well as the best fit it too
 
 
@@ -93,11 +98,20 @@ def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[fl
     candidates = _cube_candidates(frame, expected)
     scored = sorted(((_cube_likeness(c, expected), i) for i, c in enumerate(candidates)), reverse=True)
     best = candidates[scored[0][1]]
+    hsv = cv2.cvtColor(frame, cv2.COLOR_RGB2HSV)
     if len(scored) > 1 and scored[1][0] >= CUBE_AMBIGUOUS * scored[0][0]:
-        (x1, y1), _ = cv2.minEnclosingCircle(best)
-        (x2, y2), _ = cv2.minEnclosingCircle(candidates[scored[1][1]])
-        raise DetectionError(NotMeasured.CUBE_AMBIGUOUS, f"two red blobs look about as much like the cube "
-                             f"(at x={x1:.0f}, y={y1:.0f} and x={x2:.0f}, y={y2:.0f} px)")
+        second = candidates[scored[1][1]]
+        # the cube is the deepest red in view: of two blobs about as cube-like, one markedly deeper and at
+        # least as bright is the cube (tuning frame 6001/00: the cube in the bowl against a reddish wood
+        # grain's dark blob, saturation 202 against 167, brightness 239 against 70)
+        if _deeper(_colour(hsv, second), _colour(hsv, best)):
+            best = second
+        elif not _deeper(_colour(hsv, best), _colour(hsv, second)):
+            (x1, y1), _ = cv2.minEnclosingCircle(best)
+            (x2, y2), _ = cv2.minEnclosingCircle(second)
+            raise DetectionError(NotMeasured.CUBE_AMBIGUOUS, f"two red blobs look about as much like the cube "
+                                 f"(at x={x1:.0f}, y={y1:.0f} and x={x2:.0f}, y={y2:.0f} px)")
+    _check_no_deeper_red_elsewhere(frame, hsv, best, expected)
     area = cv2.contourArea(best)
     x, y, w, h = cv2.boundingRect(best)
     if x <= 1 or y <= 1 or x + w >= frame.shape[1] - 1 or y + h >= frame.shape[0] - 1:
@@ -124,6 +138,47 @@ def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[fl
     return centre, angle % 90, best
 
 
+def _colour(hsv: np.ndarray, blob: np.ndarray) -> tuple[float, float]:
+    """A blob's saturation and brightness (HSV, 0-255): the upper quartile of each over its pixels, its lit part."""
+    inside = np.zeros(hsv.shape[:2], np.uint8)
+    cv2.drawContours(inside, [blob], -1, 1, -1)
+    return float(np.percentile(hsv[:, :, 1][inside > 0], 75)), float(np.percentile(hsv[:, :, 2][inside > 0], 75))
+
+
+def _deeper(one: tuple[float, float], other: tuple[float, float]) -> bool:
+    """`one` (saturation, brightness) is a markedly deeper red than `other` and at least as bright."""
+    return one[0] >= other[0] + DEEPER_RED and one[1] >= other[1]
+
+
+def _check_no_deeper_red_elsewhere(frame: np.ndarray, hsv: np.ndarray, blob: np.ndarray, expected: float) -> None:
+    """Refuse (`cube_ambiguous`) where a patch of deeper red than the blob taken for the cube, and at least
+    as bright, lies apart from it: the cube is the most saturated red in view, so that blob is something
+    paler of the cube's hue and the cube itself is elsewhere, mostly hidden (tuning frame 7001/42, 320x240:
+    under warm light the bowl's pale floor, cut to a cube's size by the gripper's jaw, was measured 8.7 cm
+    from the cube, which showed 14 % of itself beside the arm as a small patch of full red)."""
+    inside = np.zeros(frame.shape[:2], np.uint8)
+    cv2.drawContours(inside, [blob], -1, 1, -1)
+    saturation, value = _colour(hsv, blob)
+    if saturation + DEEPER_RED > 255:
+        return
+    # the blob's own shaded sides and edges (a cube's sides are its own red) are left out: only a patch apart counts
+    apart = round(DEEPER_RED_APART * math.sqrt(expected))
+    near = cv2.dilate(inside, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * apart + 1, 2 * apart + 1)))
+    deeper = _red_mask(frame, round(saturation) + DEEPER_RED, round(value))
+    deeper[near > 0] = 0
+    count, _, stats, centres = cv2.connectedComponentsWithStats(deeper)
+    if count <= 1:
+        return
+    biggest = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
+    if stats[biggest, cv2.CC_STAT_AREA] >= DEEPER_RED_SHARE * expected:
+        moments = cv2.moments(blob)
+        x, y = centres[biggest]
+        raise DetectionError(NotMeasured.CUBE_AMBIGUOUS,
+                             f"a patch of deeper red at x={x:.0f}, y={y:.0f} px than the cube-sized blob at "
+                             f"x={moments['m10'] / moments['m00']:.0f}, y={moments['m01'] / moments['m00']:.0f} px: "
+                             "that blob is something paler of the cube's colour, the cube hidden (under the arm?)")
+
+
 def _cube_candidates(frame: np.ndarray, expected: float) -> list[np.ndarray]:
     """Red blobs of about a cube's size (`expected`: its top face, px^2), from the first cube-colour rule that
     finds any: the fixed one; on a table that is itself "red" to it, the same rule on the frame balanced
@@ -142,6 +197,11 @@ def _cube_candidates(frame: np.ndarray, expected: float) -> list[np.ndarray]:
     table_value = float(np.median(cv2.cvtColor(frame, cv2.COLOR_RGB2HSV)[::7, ::7, 2]))
     masks += [_red_mask(frame, saturation, value) for saturation, value in STRICTER_RED
               if table_value <= value - TABLE_VALUE_MARGIN]
+    # last, warm light's cube: under 2700-3500 K the cube's red turns orange, past the hue rule's edge (tuning
+    # frames 5952/60, 5953/04: hue 18-26 degrees), so an orange-red as saturated and bright as a lit cube
+    saturation, value = WARM_RED
+    if table_value <= value - TABLE_VALUE_MARGIN:
+        masks.append(_red_mask(frame, saturation, value, WARM_RED_HUE))
     seen: list[np.ndarray] = []
     for mask in masks:
         if np.count_nonzero(mask) > BACKGROUND_RED * mask.size:
@@ -160,11 +220,11 @@ def _cube_candidates(frame: np.ndarray, expected: float) -> list[np.ndarray]:
                          f"(largest red blobs: {sizes or 'none'})")
 
 
-def _red_mask(frame: np.ndarray, saturation: int = 80, value: int = 40) -> np.ndarray:
+def _red_mask(frame: np.ndarray, saturation: int = 80, value: int = 40, hue: int = 8) -> np.ndarray:
     """The cube's colour by hue and saturation, not brightness (a dimmer room, the yellow arm); `saturation`
-    and `value` are the least of each (0-255) a cube pixel has."""
+    and `value` are the least of each (0-255) a cube pixel has, `hue` the most towards orange (OpenCV's 0-180)."""
     hsv = cv2.cvtColor(frame, cv2.COLOR_RGB2HSV)
-    red = ((hsv[:, :, 0] <= 8) | (hsv[:, :, 0] >= 172)) & (hsv[:, :, 1] >= saturation) & (hsv[:, :, 2] >= value)
+    red = ((hsv[:, :, 0] <= hue) | (hsv[:, :, 0] >= 172)) & (hsv[:, :, 1] >= saturation) & (hsv[:, :, 2] >= value)
     return cv2.morphologyEx(red.astype(np.uint8) * 255, cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
 
 

@@ -101,6 +101,8 @@ HYPOTHESIS_SUPPORT = 0.3  # a layer worth trying as one edge of the rim's band
 AMBIGUOUS_SCORE = 0.95   # a ring elsewhere this bowl-like: no rim is trusted
 OUTER_ALONE = 0.8        # an outer edge on this share of the rays is fitted alone
 RIVAL_SCORE = 0.85       # another band this well supported widens the uncertainty
+WHOLE_RING = 0.9         # a ring whose edges show on this share of its rays, elsewhere, scoring RIVAL_SCORE of the
+WHOLE_RING_GAP = 0.2     # best, is the bowl where the best shows this much less of its own: that one is partial
 RIM_WIDTH_SIGMA_FRAC = 0.05 / 5.75   # the rim's width known to about half a millimetre
 FLOOR_WEIGHT = 0.5      # the floor breaks ties between the band's two readings; the band itself comes first
 FLOOR_TOLERANCE = 0.05   # the floor's edge within 5 % of where the bowl's shape puts it
@@ -228,7 +230,7 @@ def _fit_rim(frame: np.ndarray, min_radius_frac: float, max_radius_frac: float, 
     if not centres:
         raise DetectionError(NotMeasured.RIM_NOT_FOUND, "no circular edges in the frame")
     best: tuple[float, _Ring, list[_Ring], list[_Layer]] | None = None
-    per_centre: list[_Ring] = []
+    per_centre: list[tuple[_Ring, list[_Ring], list[_Layer]]] = []
     weakest_miss = 0.0
     for centre in centres:
         rays = _edges_along_rays(lab, centre, r_min, r_max)
@@ -247,7 +249,7 @@ def _fit_rim(frame: np.ndarray, min_radius_frac: float, max_radius_frac: float, 
             continue
         # the bowl is the centre whose rim band and floor show best (a round arm joint has no floor)
         ring = max(rings, key=lambda r: r.score)
-        per_centre.append(ring)
+        per_centre.append((ring, rings, layers))
         if best is None or ring.score > best[0]:
             best = (ring.score, ring, rings, layers)
     if best is None:
@@ -258,8 +260,26 @@ def _fit_rim(frame: np.ndarray, min_radius_frac: float, max_radius_frac: float, 
         raise DetectionError(NotMeasured.RIM_NOT_FOUND, "no ring of edges around any candidate centre")
     _, ring, rings, all_layers = best
     ratio = shape.inner_ratio
-    elsewhere = [other for other in per_centre if other.score >= AMBIGUOUS_SCORE * ring.score and math.hypot(
-        other.rim.cx - ring.rim.cx, other.rim.cy - ring.rim.cy) > 0.5 * ring.rim.mean_radius_px]
+
+    def apart(one: _Ring, other: _Ring) -> bool:
+        return math.hypot(other.rim.cx - one.rim.cx, other.rim.cy - one.rim.cy) > 0.5 * one.rim.mean_radius_px
+
+    def partial_beside(one: _Ring, other: _Ring) -> bool:
+        """`other` seen on much less of its circumference than `one`, a ring seen all round, scoring at most a
+        little more."""
+        return (one.either_share >= WHOLE_RING and other.either_share <= one.either_share - WHOLE_RING_GAP
+                and other.score * RIVAL_SCORE <= one.score)
+
+    # a ring seen all round beats rings seen on part of their circumference that score a little higher: round
+    # parts of the arm, an inner edge taken for the bowl's floor, outscored a dark bowl that shows no floor
+    # (tuning frames 7002/31 on the undistorted frame, 4.2 cm off; 7003/18, refused for a cube too small at
+    # such a ring's scale). Those partial rings are then no rivals to it; any other ring as good still is.
+    whole = [(other, other_rings, layers) for other, other_rings, layers in per_centre
+             if partial_beside(other, ring) and apart(ring, other)]
+    if whole:
+        ring, rings, all_layers = max(whole, key=lambda chosen: chosen[0].score)
+    elsewhere = [other for other, _, _ in per_centre if other.score >= AMBIGUOUS_SCORE * ring.score
+                 and apart(ring, other) and not partial_beside(ring, other)]
     if elsewhere:
         other = elsewhere[0].rim
         raise DetectionError(NotMeasured.RIM_AMBIGUOUS,

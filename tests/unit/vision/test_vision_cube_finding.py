@@ -120,3 +120,22 @@ def test_on_a_small_rim_a_cube_a_pixel_from_the_lip_counts_as_against_it() -> No
         return measure_frame(frame, small, Geometry())
 
     assert measured(1.0).uncertainty_cm >= measured(6.0).uncertainty_cm + 0.4
+
+
+def test_a_cube_turned_orange_by_warm_light_is_found() -> None:
+    """Tuning frames 5952/60 and 5953/04 (800x600, 2700-3500 K light): the cube's red, turned orange (hue 18-26
+    degrees), was past the hue rule's edge at 16 degrees: no cube found in full view. As saturated and bright as
+    a lit cube, it is found."""
+    frame = _striped_table((70, 110, 60), 0.05)
+    _square(frame, (450.0, 330.0), (245, 125, 70))       # hue 19 degrees, saturation 0.71, value 245
+    centre, _, _ = find_cube(frame, RIM, Geometry())
+    assert math.dist(centre, (450.0, 330.0)) < 1.5
+
+
+def test_an_orange_wood_table_without_a_cube_is_still_refused() -> None:
+    """The orange try asks for a lit cube's saturation and brightness on a darker table: an orange wood grain,
+    without a cube, gives no blob."""
+    frame = _striped_table((150, 80, 35), 0.2)
+    with pytest.raises(DetectionError) as refused:
+        find_cube(frame, RIM, Geometry())
+    assert refused.value.reason in (NotMeasured.CUBE_NOT_FOUND, NotMeasured.CUBE_COLOURED_BACKGROUND)
