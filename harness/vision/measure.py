@@ -67,7 +67,8 @@ RIM_SIZE_TOLERANCE = 0.06  # the rim found within 6 % of the calibration's size 
 # where the fixed cube-colour rule finds no cube-sized blob: (least saturation, least value), tried in turn
 STRICTER_RED = ((150, 120), (170, 170), (170, 220))
 WARM_RED = (120, 170)      # ... then, as saturated and bright as a lit cube, ...
-WARM_RED_HUE = 13          # ... a hue up to 26 degrees (OpenCV's 13): the cube's red turned orange by warm light
+WARM_RED_HUE = 13          # ... a hue up to 26 degrees (OpenCV's 13): the cube's red turned orange by warm light,
+WARM_RED_ALONE = 2.0       # ... trusted where all of it in view is at most this many top faces (the cube alone)
 TABLE_VALUE_MARGIN = 30    # ... each used only on a table this much darker (HSV value) than its least value
 LIP_CONTACT = 0.04         # a blob's outline within 4 % of the rim's radius outside its edge touches the lip...
 LIP_CONTACT_PX = 1.5       # ... or within 1.5 px, whichever is more
@@ -198,10 +199,14 @@ def _cube_candidates(frame: np.ndarray, expected: float) -> list[np.ndarray]:
     masks += [_red_mask(frame, saturation, value) for saturation, value in STRICTER_RED
               if table_value <= value - TABLE_VALUE_MARGIN]
     # last, warm light's cube: under 2700-3500 K the cube's red turns orange, past the hue rule's edge (tuning
-    # frames 5952/60, 5953/04: hue 18-26 degrees), so an orange-red as saturated and bright as a lit cube
+    # frames 5952/60, 5953/04: hue 18-26 degrees), so an orange-red as saturated and bright as a lit cube, but
+    # only where it is the one such thing in view: an orange wood grain's bright stripes pass it too (stress set
+    # 20 frame 39, the cube under the gripper: a stripe was read 10.7 cm off), the cube alone is one blob
     saturation, value = WARM_RED
     if table_value <= value - TABLE_VALUE_MARGIN:
-        masks.append(_red_mask(frame, saturation, value, WARM_RED_HUE))
+        warm = _red_mask(frame, saturation, value, WARM_RED_HUE)
+        if np.count_nonzero(warm) <= WARM_RED_ALONE * expected:
+            masks.append(warm)
     seen: list[np.ndarray] = []
     for mask in masks:
         if np.count_nonzero(mask) > BACKGROUND_RED * mask.size:

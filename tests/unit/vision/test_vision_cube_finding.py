@@ -139,3 +139,17 @@ def test_an_orange_wood_table_without_a_cube_is_still_refused() -> None:
     with pytest.raises(DetectionError) as refused:
         find_cube(frame, RIM, Geometry())
     assert refused.value.reason in (NotMeasured.CUBE_NOT_FOUND, NotMeasured.CUBE_COLOURED_BACKGROUND)
+
+
+def test_a_bright_orange_wood_grain_is_not_taken_for_an_orange_cube() -> None:
+    """Stress set 20 frame 39: the cube under the gripper, an orange wood table whose bright stripes are as orange,
+    saturated and bright as a cube under warm light; a stripe of a cube's size was read 10.7 cm off. The orange
+    try is trusted only where the cube is all of that colour in view."""
+    frame = _striped_table((120, 64, 28), 0.1)         # a dark orange wood, hue 23 degrees
+    bright = (200, 107, 47)                               # its bright grain: as orange, saturated and lit as a cube
+    _square(frame, (450.0, 330.0), bright)                # one piece of it a cube's size, five narrow ones
+    for k in range(5):
+        cv2.rectangle(frame, (80 + 90 * k, 60), (86 + 90 * k, 92), bright, -1)
+    with pytest.raises(DetectionError) as refused:
+        find_cube(frame, RIM, Geometry())
+    assert refused.value.reason in (NotMeasured.CUBE_NOT_FOUND, NotMeasured.CUBE_COLOURED_BACKGROUND)
