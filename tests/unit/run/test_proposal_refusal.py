@@ -359,3 +359,19 @@ def test_a_squeeze_lost_at_once_is_not_proposed(grasp_point, policy, trial, fold
     assert got.label is None and Reason.LOST_AT_ONCE in got.reasons
     kept = proposed(one("act256s7000-900-rand", 3, S7000), grasp_point)   # lost 0.2 s after the hold
     assert kept.label is Label.WRONG_PLACEMENT
+
+
+S6000 = FOLDER.parent / "proposal_act64_s6000"   # a dim-64, two-encoder-layer ACT, held out once at rules E
+
+
+def test_a_policy_held_out_at_rules_e_gets_no_wrong_proposal(grasp_point) -> None:
+    """scripts/proposal_heldout with DIM=64 ENC_LAYERS=2 STEPS=800 SAVE_FREQ=200 SEED=6000 (checkpoints
+    200/400/600/800 on protocols from seeds 9191 and 9393), judged once after rules E were frozen: 79 agree, 1
+    refused (a cube opened out of the jaws seen far from where they let it go), none wrong (docs/benchmarks.md).
+    Tuning data from here on."""
+    got = [(proposed(a, grasp_point), a) for a in attempts(folder=S6000)]
+    assert len(got) == 80
+    assert not [(a.policy, a.trial) for p, a in got if p.label is not None and p.label.value != a.label]
+    assert sum(p.label is not None and p.label.value == a.label for p, a in got) >= 79
+    refused = [p for p, _ in got if p.label is None]
+    assert len(refused) == 1 and Reason.NOT_WHERE_LET_GO in refused[0].reasons
