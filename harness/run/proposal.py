@@ -10,11 +10,16 @@ the rules mirror the simulator's judge so the two can be compared on rehearsed t
 A success needs the evidence that the sequence completed in time: the cube let go at least `settle_s` before
 the episode's end and, where a settled cube ends the episode early (a simulated one, `EpisodeEnd`), an episode
 that did not run to its limit. Otherwise no success is proposed: a cube in the bowl that the judge never saw
-at rest there is no success, and nothing in the joints tells it from one that settled.
+at rest there is no success, and nothing in the joints tells it from one that settled. Where the episode's end
+says the cube never settled (a simulated episode that ran to its limit), that is the judge's wrong placement.
+
+A cube opened out of the jaws lands near where they let go; one squeezed out (the jaws closing on past it to
+their stop) is flung, and lands further (`squeezed_out_cm`), if the squeeze began at the table, where a cube
+to squeeze lies.
 
 Where the evidence contradicts itself (jaws that rested part-closed without opening first, jaws that rested
 only wider than the cube, a cube seen far from where it was let go, a drop whose landing the final frame did
-not show) no label is proposed: the
+not show, a squeeze lost at once before any lift) no label is proposed: the
 operator chooses unprompted, because a wrong default confirmed with Enter is worse than no default.
 """
 
@@ -55,7 +60,8 @@ class Reason(StrEnum):
     STOPPED_WIDE = "jaws rested only wider than the cube: on the cube or short of it, unknown"
     LANDING_UNSEEN = "dropped, but the final frame did not show where it landed"
     LET_GO_LATE = "let go too near the end to know whether the cube settled in time"
-    RAN_TO_LIMIT = "ran to its time limit after letting go over the bowl: the cube never settled in time"
+    LOST_AT_ONCE = "jaws closed on past what they squeezed at once, before any lift: held or not, unknown"
+    NEVER_SETTLED = "ran to its time limit after letting go over the bowl: the cube never settled there in time"
 
 
 
@@ -82,6 +88,12 @@ class GripperBands:
     on_cube_below: float = 21.0     # jaws resting at or under this while holding are on the cube (it stops them
     #                                 near 18); resting only wider, the policy's command may have stopped them
     settle_s: float = 1.0           # let go at least this before the end: the cube's fall, the judge's 0.5 s at rest
+    squeezed_out_cm: float = 10.0   # a cube the jaws squeezed out (closed on past it to their stop) is flung: it
+    #                                 lands within this of where it went (5.0-8.4 cm seen, cubes 7-11 cm high) ...
+    on_table_m: float = 0.05        # ... if the squeeze began with the grasp point this low (a cube on the table;
+    #                                 one squeezed higher was not on the table to be squeezed: the hold is in doubt)
+    lost_at_once_s: float = 0.15    # squeezed out this soon after the hold, never lifted: the judge's grasp (both
+    #                                 jaws on the cube for its span) may or may not have been met
 
 
 @dataclass
@@ -107,7 +119,9 @@ class GripperTrace:
     rest_grip: float | None = None     # the narrowest the jaws rested while holding (steady, before letting go)
     fps: float = 30.0                  # observations a second (the engine's control rate)
     samples: int = 0                   # observations seen
+    held_at: int | None = None         # the observation the hold was established at
     released_at: int | None = None     # ... when the jaws let go
+    squeezed_out: bool = False         # ... by closing on past the cube to their stop (it slipped or was flung out)
     load_read: bool = False            # the arm reports the gripper's load: holding is read from it
     squeezed: bool = False             # the hold is the servo squeezing something (not only a rest part-closed)
     closed_part: bool = False          # with the load read: closed part-way after opening (squeezing or not)
@@ -152,6 +166,7 @@ class GripperTrace:
         eased = self.hold_grip is not None and grip - self.hold_grip > b.eased_open
         if grip > b.open_above or grip < b.empty_below or eased:   # let go (or slipped out and the jaws closed)
             self.released = True
+            self.squeezed_out = grip < b.empty_below
             self.release_xyz = (float(point[0]), float(point[1]), float(point[2]))
             self.released_at = self.samples
             return
@@ -176,6 +191,7 @@ class GripperTrace:
 
     def _hold(self, joints: dict[str, float], grip: float) -> None:
         self.held = True
+        self.held_at = self.samples
         self.hold_grip = self.rest_grip = grip
         self.hold_start_z = float(self.grasp_point(joints)[2])
 
@@ -276,6 +292,9 @@ def propose(trace: GripperTrace, view: FinalView, bowl_xy_m: tuple[float, float]
     reasons.append(Reason.LIFTED if lifted else Reason.NOT_LIFTED)
     if not trace.squeezed and (trace.rest_grip is None or trace.rest_grip > b.on_cube_below):
         return refuse(Reason.STOPPED_WIDE)   # a lift then raised nothing, unless the servo felt the cube
+    if not lifted and trace.squeezed_out and trace.held_at is not None and trace.released_at is not None and \
+            (trace.released_at - trace.held_at) / trace.fps < b.lost_at_once_s:
+        return refuse(Reason.LOST_AT_ONCE)   # a grasp the judge may or may not have counted
     if not trace.released or trace.release_xyz is None:
         reasons.append(Reason.STILL_HOLDING)
         return done(Label.WRONG_PLACEMENT)
@@ -291,12 +310,13 @@ def propose(trace: GripperTrace, view: FinalView, bowl_xy_m: tuple[float, float]
             view.distance_cm - 100 * bowl_radius_m > b.landing_cm + (view.uncertainty_cm or 0.0):
         return refuse(Reason.NOT_WHERE_LET_GO)   # let go over the bowl, seen far beyond its rim: never carried
     if inside and lifted and over_bowl:
+        if episode.ends_when_settled and episode.time_limit_s is not None and \
+                trace.elapsed_s >= episode.time_limit_s - 1.5 / trace.fps:
+            reasons.append(Reason.NEVER_SETTLED)   # a settled cube would have ended it early: the judge's verdict
+            return done(Label.WRONG_PLACEMENT)     # at the limit is "inside the bowl, sequence incomplete"
         after = trace.after_release_s
         if after is not None and after < b.settle_s:
             return refuse(Reason.LET_GO_LATE)
-        if episode.ends_when_settled and episode.time_limit_s is not None and \
-                trace.elapsed_s >= episode.time_limit_s - 1.5 / trace.fps:
-            return refuse(Reason.RAN_TO_LIMIT)
         return done(Label.SUCCESS)
     if inside and not lifted:
         return done(Label.NO_GRASP)
@@ -304,7 +324,9 @@ def propose(trace: GripperTrace, view: FinalView, bowl_xy_m: tuple[float, float]
         let_go_cm = 100 * math.hypot(x - bowl_xy_m[0], y - bowl_xy_m[1])
         if view.distance_cm is None:
             return refuse(Reason.LANDING_UNSEEN)
-        if abs(view.distance_cm - let_go_cm) > b.landing_cm + (view.uncertainty_cm or 0.0):
+        flung = trace.squeezed_out and trace.hold_start_z is not None and trace.hold_start_z <= b.on_table_m
+        if abs(view.distance_cm - let_go_cm) > (b.squeezed_out_cm if flung else b.landing_cm) + \
+                (view.uncertainty_cm or 0.0):
             return refuse(Reason.NOT_WHERE_LET_GO)
         return done(Label.GRASPED_THEN_DROPPED)
     return done(Label.WRONG_PLACEMENT)

@@ -107,9 +107,11 @@ def test_a_drop_whose_landing_is_unseen_is_not_proposed(grasp_point) -> None:
 
 @pytest.mark.parametrize("measured", [True, False])
 def test_across_the_committed_policies_a_disagreement_is_almost_always_a_refusal(grasp_point, measured) -> None:
-    """140 attempts of 14 policy runs: before, 4 proposals were wrong and none refused; now 137 agree, 2 are
+    """140 attempts of 14 policy runs: before, 4 proposals were wrong and none refused; now 136 agree, 3 are
     refused and at most the one the joints cannot tell (ACT's cube slipping from closing jaws,
-    heldout-act-1000-rand trial 1: the judge saw a 0.25 s hold, the gripper closed to its stop) is wrong."""
+    heldout-act-1000-rand trial 1: the judge saw a 0.25 s hold, the gripper closed to its stop) is wrong.
+    (137 agreed at rules D: trial 2 of the same run, a squeeze lost at once without a lift, is refused since
+    rules E, as its twin the judge called no grasp is: `test_a_squeeze_lost_at_once_is_not_proposed`.)"""
     wrong, agree, total = [], 0, 0
     for attempt in attempts():
         got = proposed(attempt, grasp_point, measured)
@@ -121,7 +123,7 @@ def test_across_the_committed_policies_a_disagreement_is_almost_always_a_refusal
         else:
             wrong.append((attempt.policy, attempt.trial))
     assert wrong == [("heldout-act-1000-rand", 1)]
-    assert agree / total >= (0.975 if measured else 0.96)
+    assert agree / total >= (0.97 if measured else 0.955)
     # every judged success with a seen final frame is proposed as one (none refused)
     if measured:
         for attempt in attempts():
@@ -157,7 +159,9 @@ def test_a_policy_that_holds_still_is_a_no_grasp_not_a_refusal() -> None:
 # Cubes let go over the bowl and seen inside it that the judge did not call a success: never at rest in the bowl
 # for its 0.5 s before the 20 s limit ("inside the bowl but the sequence was incomplete"). The joints after the
 # release are those of the policy's successes (it withdraws and never comes back near the cube): what differs is
-# that a settled cube would have ended the simulated episode 1.5 s later, and these ran to the limit.
+# that a settled cube would have ended the simulated episode 1.5 s later, and these ran to the limit. A grasped,
+# lifted cube let go over the bowl whose episode ran to its limit is the judge's wrong placement, whatever
+# the final frame shows: refused at rules D, proposed so since rules E.
 INCOMPLETE = [(ACT128, "act128s1000-600-jitter", 4), (ACT128, "act128s2000-400-jitter", 8),
               (ACT128, "act128s3000-500-jitter", 3), (ACT128, "act128s3000-500-jitter", 10),
               (ACT128, "act128s3000-500-rand", 8), (ACT128, "act128s3000-500-rand", 9),
@@ -165,12 +169,12 @@ INCOMPLETE = [(ACT128, "act128s1000-600-jitter", 4), (ACT128, "act128s2000-400-j
 
 
 @pytest.mark.parametrize(("folder", "policy", "trial"), INCOMPLETE)
-def test_a_release_over_the_bowl_never_seen_to_settle_in_time_is_not_proposed_a_success(grasp_point, folder, policy,
-                                                                                        trial) -> None:
+def test_a_release_over_the_bowl_never_seen_to_settle_in_time_is_a_wrong_placement(grasp_point, folder, policy,
+                                                                                     trial) -> None:
     attempt = one(policy, trial, folder)
     assert attempt.label == "wrong_placement" and "incomplete" in attempt.judge["detail"]
     got = proposed(attempt, grasp_point)
-    assert got.label is None and Reason.RAN_TO_LIMIT in got.reasons
+    assert got.label is Label.WRONG_PLACEMENT and Reason.NEVER_SETTLED in got.reasons
     assert Reason.OPENED_OVER_BOWL in got.reasons and Reason.CUBE_IN_BOWL in got.reasons
     # the episode's end is the only evidence: read as a real arm's (which always runs to its limit), the same
     # joints and frame are proposed a success, the known limit (docs/benchmarks.md)
@@ -245,14 +249,20 @@ def test_jaws_that_stopped_without_squeezing_hold_nothing(grasp_point, policy, t
 
 
 # the judge saw a 0.25-0.5 s hold of a cube that slipped out of closing jaws; the servo never squeezed it
-BRIEF_GRABS = {("heldout-act-1000-rand", 1), ("act128s1000-200-jitter", 2), ("act128s4000-500-mid", 1)}
+BRIEF_GRABS = {("heldout-act-1000-rand", 1), ("act128s1000-200-jitter", 2), ("act128s4000-500-mid", 1),
+               ("act256s7000-600-rand", 10)}
+S5000 = FOLDER.parent / "proposal_act128_s5000"   # a fifth small ACT, held out once at rules D
+S7000 = FOLDER.parent / "proposal_act256_s7000"   # a dim-256 ACT, 900 steps, held out once at rules D
+TUNING = (FOLDER, ACT128, S4000, S5000, S7000)
 
 
-def test_across_all_280_tuning_attempts_the_only_wrong_proposals_are_grabs_the_servo_never_felt(grasp_point) -> None:
-    """The committed 140, then scripts/proposal_heldout's 110 and 30, each held out once (71/1/8, 20/3/7,
-    7/12/11: agree / no proposal / wrong), tuning since: 266 agree, 11 refused, 3 wrong (docs/benchmarks.md)."""
+def test_across_all_400_tuning_attempts_the_only_wrong_proposals_are_grabs_the_servo_never_felt(grasp_point) -> None:
+    """The committed 140, then scripts/proposal_heldout's 110, 30, 60 and 60, each held out once, tuning since:
+    at rules D 374 agree, 21 refused, 5 wrong; at rules E 392 agree, 4 refused, 4 wrong (docs/benchmarks.md).
+    What is refused: a squeeze lost at once (two, the judge split on them), a drop and a no grasp whose cubes
+    were seen far from where the jaws let go after holds that began high above the table."""
     wrong, refused, agree = set(), set(), 0
-    for folder in (FOLDER, ACT128, S4000):
+    for folder in TUNING:
         for attempt in attempts(folder=folder):
             got = proposed(attempt, grasp_point)
             if got.label is None:
@@ -262,12 +272,13 @@ def test_across_all_280_tuning_attempts_the_only_wrong_proposals_are_grabs_the_s
             else:
                 wrong.add((attempt.policy, attempt.trial))
     assert wrong == BRIEF_GRABS
-    assert {(p, t) for _, p, t in INCOMPLETE} <= refused and len(refused) <= 11
-    assert agree >= 266
+    assert refused == {("heldout-act-1000-rand", 2), ("act256s7000-900-jitter", 2), ("heldout-smolvla-3000", 4),
+                       ("smolvla-1500", 3)}
+    assert agree >= 392
 
 
-@pytest.mark.xfail(strict=True, reason="27 agree / 2 no proposal / 1 wrong of 30 (rules D, tuned on it): two incomplete"
-                                       " sequences refused, a 0.5 s grab the servo never felt (docs/benchmarks.md)")
+@pytest.mark.xfail(strict=True, reason="29 agree / 0 no proposal / 1 wrong of 30 (rules E, tuned on it): a 0.5 s grab"
+                                       " the servo never felt (docs/benchmarks.md)")
 def test_a_policy_that_pauses_part_closed_before_its_grasp_meets_the_target(grasp_point) -> None:
     """A fourth small ACT (scripts/proposal_heldout, seed 4000), held out once with proposal rules C
     (docs/benchmarks.md): the issue's target (>= 98 % agreement, no wrong proposal) on it. With the load its
@@ -278,9 +289,6 @@ def test_a_policy_that_pauses_part_closed_before_its_grasp_meets_the_target(gras
     assert sum(p.label is not None and p.label.value == label for p, label in got) >= 0.98 * len(got)
 
 
-S5000 = FOLDER.parent / "proposal_act128_s5000"   # a fifth small ACT, held out once at rules D
-
-
 def test_a_policy_held_out_at_rules_d_gets_no_wrong_proposal(grasp_point) -> None:
     """scripts/proposal_heldout with seed 5000 (checkpoints 200/400/600 on protocols from seeds 8181 and 8383),
     judged once after rules D were frozen: 56 agree, 4 refused (three incomplete sequences, one drop that landed
@@ -289,12 +297,12 @@ def test_a_policy_held_out_at_rules_d_gets_no_wrong_proposal(grasp_point) -> Non
     assert len(got) == 60
     assert not [(a.policy, a.trial) for p, a in got if p.label is not None and p.label.value != a.label]
     assert sum(p.label is not None and p.label.value == a.label for p, a in got) >= 56
-    refused = {(a.policy, a.trial): p for p, a in got if p.label is None}
-    late = refused[("act128s5000-200-jitter", 6)]   # incomplete, the cube let go under 1 s before the end
-    assert Reason.LET_GO_LATE in late.reasons
-
-
-S7000 = FOLDER.parent / "proposal_act256_s7000"   # a dim-256 ACT, 900 steps, held out once at rules D
+    # an incomplete sequence, the cube let go under 1 s before the end: its simulated episode ran to the limit,
+    # so the judge's wrong placement (rules E; refused at rules D); a real arm's episode says nothing: refused
+    late = one("act128s5000-200-jitter", 6, S5000)
+    assert proposed(late, grasp_point).label is Label.WRONG_PLACEMENT
+    real_arm = proposed(late, grasp_point, episode=EpisodeEnd(20.0))
+    assert real_arm.label is None and Reason.LET_GO_LATE in real_arm.reasons
 
 
 def test_a_differently_shaped_policy_held_out_at_rules_d(grasp_point) -> None:
@@ -311,3 +319,59 @@ def test_a_differently_shaped_policy_held_out_at_rules_d(grasp_point) -> None:
             wrong.add((attempt.policy, attempt.trial))
     assert wrong <= {("act256s7000-600-rand", 10), ("act256s7000-900-jitter", 2)}
     assert agree >= 52
+
+
+@pytest.mark.parametrize(("folder", "policy", "trial"), [
+    (ACT128, "act128s1000-400-jitter", 4), (S5000, "act128s5000-600-rand", 7), (S7000, "act256s7000-300-jitter", 4),
+    (S7000, "act256s7000-300-jitter", 6), (S7000, "act256s7000-600-rand", 9)])
+def test_a_cube_squeezed_out_of_the_jaws_in_the_air_is_a_drop_where_it_was_flung(grasp_point, folder, policy,
+                                                                                  trial) -> None:
+    """Picked off the table, lifted 5-8 cm, then the jaws closed on past it to their stop: the cube squirted out
+    and landed 5.0-8.4 cm from where the jaws let go. A cube opened out of the jaws lands within 4 cm; one
+    squeezed out is flung, within 10 cm: the judge's drop (refused at rules D as "far from where it was let go")."""
+    attempt = one(policy, trial, folder)
+    assert attempt.label == "grasped_then_dropped"
+    got = proposed(attempt, grasp_point)
+    assert got.label is Label.GRASPED_THEN_DROPPED
+    assert Reason.LIFTED in got.reasons and Reason.NOT_WHERE_LET_GO not in got.reasons
+    unseen = proposed(attempt, grasp_point, measured=False)   # where it landed is still what says so
+    assert unseen.label is None and Reason.LANDING_UNSEEN in unseen.reasons
+
+
+def test_a_hold_that_began_high_above_the_table_gets_no_flung_allowance(grasp_point) -> None:
+    """SmolVLA squeezed at 17 with the grasp point 6.8 cm up (a cube on the table is squeezed at about 2), lifted,
+    closed to its stop 14.5 cm from the bowl, the cube seen 8.8 cm from it: the judge saw no grasp. A squeeze
+    that high had no cube on the table in it, so the landing rule stays the opened cube's 4 cm: refused."""
+    got = proposed(one("smolvla-1500", 3), grasp_point)
+    assert got.label is None and Reason.NOT_WHERE_LET_GO in got.reasons
+
+
+@pytest.mark.parametrize(("policy", "trial", "folder", "judged"), [
+    ("act256s7000-900-jitter", 2, S7000, Label.NO_GRASP), ("heldout-act-1000-rand", 2, FOLDER, Label.WRONG_PLACEMENT)])
+def test_a_squeeze_lost_at_once_is_not_proposed(grasp_point, policy, trial, folder, judged) -> None:
+    """The servo squeezed something at 11-12 units for the steady span, then within 0.07 s the jaws closed on
+    past it to their stop, nothing lifted. The judge called one of these a grasp (wrong placement) and the other
+    none: nothing in the joints tells them apart, so neither is proposed (rules D proposed both a wrong
+    placement, one wrong). A squeeze held 0.2 s or more before it was lost stays a wrong placement."""
+    attempt = one(policy, trial, folder)
+    assert attempt.label == judged.value
+    got = proposed(attempt, grasp_point)
+    assert got.label is None and Reason.LOST_AT_ONCE in got.reasons
+    kept = proposed(one("act256s7000-900-rand", 3, S7000), grasp_point)   # lost 0.2 s after the hold
+    assert kept.label is Label.WRONG_PLACEMENT
+
+
+S6000 = FOLDER.parent / "proposal_act64_s6000"   # a dim-64, two-encoder-layer ACT, held out once at rules E
+
+
+def test_a_policy_held_out_at_rules_e_gets_no_wrong_proposal(grasp_point) -> None:
+    """scripts/proposal_heldout with DIM=64 ENC_LAYERS=2 STEPS=800 SAVE_FREQ=200 SEED=6000 (checkpoints
+    200/400/600/800 on protocols from seeds 9191 and 9393), judged once after rules E were frozen: 79 agree, 1
+    refused (a cube opened out of the jaws seen far from where they let it go), none wrong (docs/benchmarks.md).
+    Tuning data from here on."""
+    got = [(proposed(a, grasp_point), a) for a in attempts(folder=S6000)]
+    assert len(got) == 80
+    assert not [(a.policy, a.trial) for p, a in got if p.label is not None and p.label.value != a.label]
+    assert sum(p.label is not None and p.label.value == a.label for p, a in got) >= 79
+    refused = [p for p, _ in got if p.label is None]
+    assert len(refused) == 1 and Reason.NOT_WHERE_LET_GO in refused[0].reasons
