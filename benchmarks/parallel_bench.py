@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import process_tree
 import psutil
 
 HARNESS = [sys.executable, "-m", "harness.cli"]
@@ -62,16 +63,10 @@ class Run:
         return [float(v) for v in re.findall(pattern, self.stderr)]
 
 
-def _busy_ticks() -> int:
-    with open("/proc/stat") as stat:
-        values = [int(v) for v in stat.readline().split()[1:]]
-    return sum(values) - values[3] - values[4]
-
-
 def run_once(label: str, command: list[str]) -> Run:
     """One command: its wall time, the CPU of its whole process tree, and when each trial line appeared."""
     load = os.getloadavg()[0]
-    busy = _busy_ticks()
+    busy = process_tree.busy_ticks()
     started = time.perf_counter()
     seen: dict[tuple[int, float], tuple[float, str]] = {}
     marks: list[float] = []
@@ -88,17 +83,7 @@ def run_once(label: str, command: list[str]) -> Run:
         reader = threading.Thread(target=read_trial_lines, daemon=True)
         reader.start()
         while proc.poll() is None:
-            try:
-                family = [root, *root.children(recursive=True)]
-            except psutil.Error:
-                family = []
-            for member in family:
-                try:
-                    times = member.cpu_times()
-                    name = member.name() + " " + " ".join(member.cmdline()[:3])
-                    seen[(member.pid, member.create_time())] = (times.user + times.system, name)
-                except psutil.Error:
-                    continue
+            process_tree.sample(root, seen)
             time.sleep(0.1)   # the sampling period
         reader.join(timeout=10)
         err.seek(0)
@@ -107,7 +92,7 @@ def run_once(label: str, command: list[str]) -> Run:
     if proc.returncode != 0:
         raise SystemExit(f"{label} failed ({proc.returncode}): {' '.join(command)}\n{stderr[-2000:]}")
     cpu = sum(v for v, _ in seen.values())
-    others = ((_busy_ticks() - busy) / os.sysconf("SC_CLK_TCK") - cpu) / wall
+    others = process_tree.others_cores(busy, cpu, wall)
     ray = sum(v for v, name in seen.values() if any(d in name for d in RAY_DAEMONS))
     worker = sum(v for v, name in seen.values() if "TrialWorkerImpl" in name)
     return Run(label, wall, cpu, load, max(0.0, others), marks, ray, worker, stderr)

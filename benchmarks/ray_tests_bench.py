@@ -24,17 +24,12 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import process_tree
 import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 GROUPS = (("Ray workers", ("default_worker", "ray::")), ("Ray daemons", ("gcs_server", "raylet", "agent", "dashboard",
           "monitor", "log_monitor", "ray_reaper", "ray_client")))
-
-
-def _busy_ticks() -> int:
-    with open("/proc/stat") as stat:
-        values = [int(v) for v in stat.readline().split()[1:]]
-    return sum(values) - values[3] - values[4]
 
 
 def group_of(name: str) -> str:
@@ -49,7 +44,7 @@ def run_test(node: str, repo: Path = REPO, marks: str | None = None) -> dict[str
     process, as CI's one worker runs them) in the checkout `repo`: its wall seconds and its tree's CPU seconds by
     group."""
     load = os.getloadavg()[0]
-    busy = _busy_ticks()
+    busy = process_tree.busy_ticks()
     env = {**os.environ, "PYTHONPATH": str(repo)}
     started = time.perf_counter()
     seen: dict[tuple[int, float], tuple[float, str]] = {}
@@ -59,17 +54,7 @@ def run_test(node: str, repo: Path = REPO, marks: str | None = None) -> dict[str
                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
         root = psutil.Process(proc.pid)
         while proc.poll() is None:
-            try:
-                family = [root, *root.children(recursive=True)]
-            except psutil.Error:
-                family = []
-            for member in family:
-                try:
-                    times = member.cpu_times()
-                    seen[(member.pid, member.create_time())] = (times.user + times.system,
-                                                                " ".join(member.cmdline()[:3]) or member.name())
-                except psutil.Error:
-                    continue
+            process_tree.sample(root, seen)
             time.sleep(0.1)
         out = proc.stdout.read() if proc.stdout else ""
     wall = time.perf_counter() - started
@@ -77,7 +62,7 @@ def run_test(node: str, repo: Path = REPO, marks: str | None = None) -> dict[str
     for cpu, name in seen.values():
         by_group[group_of(name)] += cpu
     cpu = sum(by_group.values())
-    others = max(0.0, ((_busy_ticks() - busy) / os.sysconf("SC_CLK_TCK") - cpu) / wall)
+    others = max(0.0, process_tree.others_cores(busy, cpu, wall))
     status = "passed" if proc.returncode == 0 else f"FAILED ({proc.returncode})\n{out[-3000:]}"
     return {"test": node, "status": status, "wall": wall, "cpu": cpu, "load": load, "others": others,
             **{group: by_group.get(group, 0.0) for group in ("pytest and its CLIs", *(g for g, _ in GROUPS))},
