@@ -50,6 +50,8 @@ import io
 import json
 import os
 import select
+import shlex
+import shutil
 import signal
 import socket
 import struct
@@ -92,6 +94,12 @@ IMPORT_TIME = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TORCH_", "OMP_", "MKL_",
 HONOURED = frozenset({"PYTHONUNBUFFERED", "PYTHONPATH", "HF_DATASETS_DISABLE_PROGRESS_BARS", "TMPDIR"})
 SERVER_ENV = "HARNESS_TEST_CLI_SERVER"   # "0": every request a real subprocess (to compare, or to rule the server out)
 READY_TIMEOUT_S = 300.0
+CLIENT_CPU = "clients.cpu"   # beside the socket: the CPU seconds of each CLI a script's client had forked, a line each
+# The commands a script under test takes from PYTHON_BIN (`harness_cli.script_env()`), and what the client forks
+SCRIPT_COMMANDS = {"harness": MODULE, "lerobot-train": "lerobot.scripts.lerobot_train"}
+# What scripts/coverage_experiment, latency_experiment and train_reference export on a CPU before their first command
+# (one torch thread a process on two shared cores): read at import, so their server starts with it too
+SCRIPT_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def import_time_names(env: Mapping[str, str]) -> set[str]:
@@ -166,13 +174,14 @@ def _receive(sock: socket.socket, max_fds: int = 0) -> tuple[dict[str, Any] | No
 
 
 _reported = [0.0]
+_servers: list[CliServer] = []   # started and not yet closed: their scripts' CLIs are counted from their files
 
 
 def reported_cpu_s() -> float:
     """CPU seconds of every server's start and of the CLIs they forked that have ended, in this process so far: the
     test process does not wait for them itself, so its RUSAGE_CHILDREN misses them (benchmarks/suite_cpu_plugin.py
-    adds this)."""
-    return _reported[0]
+    adds this). A script's CLIs (tests/cli_client.py) are included: the server writes theirs down."""
+    return _reported[0] + sum(server.clients_cpu_s() for server in _servers)
 
 
 # --- the test's side ---------------------------------------------------------------------------------------------
@@ -223,6 +232,32 @@ class CliServer:
             raise RuntimeError(f"the CLI server did not start: {self.log_tail()}")
         self.started = json.loads(line)
         self._count(self.started["cpu_s"])
+        _servers.append(self)
+
+    def clients_cpu_s(self) -> float:
+        """CPU seconds of the CLIs that scripts' clients had this server fork, and that have ended."""
+        path = self._folder / CLIENT_CPU if self._folder else None
+        try:
+            return sum(float(line) for line in path.read_text().split()) if path else 0.0
+        except FileNotFoundError:
+            return 0.0
+
+    def script_bin(self) -> Path:
+        """A folder of `harness`, `lerobot-train` and `python` for a script's PYTHON_BIN: the first two hand their
+        command to this server (tests/cli_client.py), `python` is this interpreter."""
+        self.environment()
+        assert self._folder is not None
+        folder = self._folder / "bin"
+        if not folder.is_dir():
+            folder.mkdir()
+            python = shlex.quote(sys.executable)
+            client = shlex.quote(str(REPO / "tests" / "cli_client.py"))
+            wrappers = {name: f'{python} -S {client} {shlex.quote(str(self.socket_path))} {module} "$@"'
+                        for name, module in SCRIPT_COMMANDS.items()}
+            for name, command in {**wrappers, "python": f'{python} "$@"'}.items():
+                (folder / name).write_text(f"#!/bin/sh\nexec {command}\n")
+                (folder / name).chmod(0o755)
+        return folder
 
     def _count(self, cpu_s: float) -> None:
         self.cpu_s += cpu_s
@@ -255,12 +290,11 @@ class CliServer:
                 if self._process.stdout is not None:
                     self._process.stdout.close()
                 self._process = None
+            if self in _servers:
+                _servers.remove(self)
+                self._count(self.clients_cpu_s())
             if self._folder is not None:
-                for name in ("cli.sock", "server.log"):
-                    with contextlib.suppress(FileNotFoundError):
-                        (self._folder / name).unlink()
-                with contextlib.suppress(OSError):
-                    self._folder.rmdir()
+                shutil.rmtree(self._folder, ignore_errors=True)
                 self._folder = None
 
     @property
@@ -355,6 +389,25 @@ class HarnessCli:
     def __init__(self, server: CliServer) -> None:
         self.server = server
         self.last_fresh_reason: str | None = None
+        self._script_server: CliServer | None = None
+
+    def script_env(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment to run a script under test with (scripts/coverage_experiment, latency_experiment,
+        train_reference: they take their commands from PYTHON_BIN): `env` (default: this process's) with PYTHON_BIN
+        a folder whose `harness` and `lerobot-train` are forked by a server of the scripts' own (tests/cli_client.py),
+        and the one torch thread the scripts export on a CPU (read at import, so that server starts with it too)."""
+        base = {**(os.environ if env is None else env), **SCRIPT_THREADS}
+        if os.environ.get(SERVER_ENV) == "0":
+            return base
+        with self.server._lock:
+            if self._script_server is None:
+                self._script_server = CliServer(env={**(self.server._base_env or os.environ), **SCRIPT_THREADS})
+        return {**base, "PYTHON_BIN": str(self._script_server.script_bin())}
+
+    def close(self) -> None:
+        for server in (self.server, self._script_server):
+            if server is not None:
+                server.close()
 
     @staticmethod
     def command(args: Sequence[str], unbuffered: bool = False, module: str = MODULE) -> list[str]:
@@ -438,6 +491,8 @@ def _threads() -> int:
 def serve(socket_path: str, die_with_parent: bool) -> None:
     if die_with_parent:
         _die_with_parent()
+    environment = dict(os.environ)   # as started: what a script's client request is compared with (fresh_reason)
+    client_cpu = Path(socket_path).with_name(CLIENT_CPU)
     import importlib
     import resource
 
@@ -457,7 +512,7 @@ def serve(socket_path: str, die_with_parent: bool) -> None:
     sys.stdout.write(json.dumps({"pid": os.getpid(), "cpu_s": usage.ru_utime + usage.ru_stime,
                                  "threads": _threads(), "modules": len(sys.modules)}) + "\n")
     sys.stdout.flush()
-    children: dict[int, tuple[int, socket.socket]] = {}   # pidfd -> (pid, the request's connection)
+    children: dict[int, tuple[int, socket.socket, bool]] = {}   # pidfd -> (pid, the request's connection, client?)
     while True:
         ready, _, _ = select.select([listener, sys.stdin.fileno(), *children], [], [])
         if sys.stdin.fileno() in ready and not os.read(sys.stdin.fileno(), 4096):
@@ -466,7 +521,11 @@ def serve(socket_path: str, die_with_parent: bool) -> None:
         if listener in ready:
             conn, _ = listener.accept()
             request, fds = _receive(conn, max_fds=3)
-            if request is None or len(fds) != 3:
+            refused = request is not None and request.get("client") and fresh_reason(request["env"], environment)
+            if request is None or len(fds) != 3 or refused:
+                if refused:   # tests/cli_client.py runs the real command instead
+                    with contextlib.suppress(OSError):
+                        _send(conn, {"refused": refused})
                 conn.close()
                 for fd in fds:
                     os.close(fd)
@@ -475,15 +534,18 @@ def serve(socket_path: str, die_with_parent: bool) -> None:
                 warnings.filterwarnings("ignore", r"This process .* is multi-threaded", DeprecationWarning)
                 pid = os.fork()
             if pid == 0:
-                _child(request, fds, [listener, conn, *(c for _, c in children.values())], list(children))
+                _child(request, fds, [listener, conn, *(c for _, c, _ in children.values())], list(children))
             for fd in fds:
                 os.close(fd)
             _send(conn, {"pid": pid})
-            children[os.pidfd_open(pid)] = (pid, conn)
+            children[os.pidfd_open(pid)] = (pid, conn, bool(request.get("client")))
         for pidfd in [fd for fd in ready if isinstance(fd, int) and fd in children]:
-            pid, conn = children.pop(pidfd)
+            pid, conn, client = children.pop(pidfd)
             _, status, usage = os.wait4(pid, 0)
             os.close(pidfd)
+            if client:   # the test does not hear from a script's client: its CPU is counted from this file
+                with open(client_cpu, "a") as record:
+                    record.write(f"{usage.ru_utime + usage.ru_stime}\n")
             with contextlib.suppress(OSError):
                 _send(conn, {"returncode": os.waitstatus_to_exitcode(status),
                              "cpu_s": usage.ru_utime + usage.ru_stime})
