@@ -20,6 +20,7 @@ Stdlib only, started with `-S`: the client's own start costs tens of millisecond
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -28,7 +29,7 @@ import sys
 if __package__ in (None, ""):   # run by path: the checkout's tests package, for the wire shared with the server
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from tests.cli_process import SERVER_ENV, _receive, _send, python_path  # noqa: E402
+from tests.cli_process import SERVER_ENV, _receive, _send, python_path
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -72,15 +73,14 @@ def main(argv: list[str]) -> None:
 
     def forward(signum: int, _frame: object) -> None:
         if child:
-            try:
+            with contextlib.suppress(ProcessLookupError):   # it has ended: its status is on its way
                 os.kill(child[0], signum)
-            except ProcessLookupError:
-                pass   # it has ended; its status is on its way
         else:
             pending.append(signum)
 
     for signum in FORWARDED:
-        signal.signal(signum, forward)
+        if signal.getsignal(signum) != signal.SIG_IGN:   # ignored (bash's `&` ignores SIGINT): left so, as in Python
+            signal.signal(signum, forward)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(socket_path)

@@ -234,13 +234,20 @@ class CliServer:
         self._count(self.started["cpu_s"])
         _servers.append(self)
 
-    def clients_cpu_s(self) -> float:
-        """CPU seconds of the CLIs that scripts' clients had this server fork, and that have ended."""
+    def clients_cpu(self) -> list[float]:
+        """CPU seconds of each CLI that scripts' clients had this server fork, and that has ended."""
         path = self._folder / CLIENT_CPU if self._folder else None
         try:
-            return sum(float(line) for line in path.read_text().split()) if path else 0.0
+            return [float(line) for line in path.read_text().split()] if path else []
         except FileNotFoundError:
-            return 0.0
+            return []
+
+    def clients_cpu_s(self) -> float:
+        return sum(self.clients_cpu())
+
+    def client_command(self, module: str = MODULE) -> list[str]:
+        """The command that has this server fork `python -m MODULE` with the arguments that follow it."""
+        return [sys.executable, "-S", str(REPO / "tests" / "cli_client.py"), str(self.socket_path), module]
 
     def script_bin(self) -> Path:
         """A folder of `harness`, `lerobot-train` and `python` for a script's PYTHON_BIN: the first two hand their
@@ -250,11 +257,9 @@ class CliServer:
         folder = self._folder / "bin"
         if not folder.is_dir():
             folder.mkdir()
-            python = shlex.quote(sys.executable)
-            client = shlex.quote(str(REPO / "tests" / "cli_client.py"))
-            wrappers = {name: f'{python} -S {client} {shlex.quote(str(self.socket_path))} {module} "$@"'
+            wrappers = {name: f'{shlex.join(self.client_command(module))} "$@"'
                         for name, module in SCRIPT_COMMANDS.items()}
-            for name, command in {**wrappers, "python": f'{python} "$@"'}.items():
+            for name, command in {**wrappers, "python": f'{shlex.quote(sys.executable)} "$@"'}.items():
                 (folder / name).write_text(f"#!/bin/sh\nexec {command}\n")
                 (folder / name).chmod(0o755)
         return folder
@@ -399,10 +404,15 @@ class HarnessCli:
         base = {**(os.environ if env is None else env), **SCRIPT_THREADS}
         if os.environ.get(SERVER_ENV) == "0":
             return base
+        return {**base, "PYTHON_BIN": str(self.script_server.script_bin())}
+
+    @property
+    def script_server(self) -> CliServer:
+        """The scripts' server: the session's environment with SCRIPT_THREADS (created here, started on first use)."""
         with self.server._lock:
             if self._script_server is None:
                 self._script_server = CliServer(env={**(self.server._base_env or os.environ), **SCRIPT_THREADS})
-        return {**base, "PYTHON_BIN": str(self._script_server.script_bin())}
+            return self._script_server
 
     def close(self) -> None:
         for server in (self.server, self._script_server):
