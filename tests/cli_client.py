@@ -96,8 +96,8 @@ def main(argv: list[str]) -> None:
         become_real(module, args, env)
         return
     child.append(reply["pid"])
-    for signum in pending:
-        forward(signum, None)
+    for early in pending:
+        forward(early, None)
     status, _ = _receive(sock)   # interrupted by a forwarded signal, the read carries on (PEP 475)
     if status is None:
         os.write(2, f"cli_client: the test's CLI server went away before pid {child[0]} ended\n".encode())

@@ -251,16 +251,19 @@ class CliServer:
 
     def script_bin(self) -> Path:
         """A folder of `harness`, `lerobot-train` and `python` for a script's PYTHON_BIN: the first two hand their
-        command to this server (tests/cli_client.py), `python` is this interpreter."""
+        command to this server (tests/cli_client.py), and so does `python -m MODULE ...` (LeRobot's policy server in
+        scripts/latency_experiment); any other `python` command is this interpreter."""
         self.environment()
         assert self._folder is not None
         folder = self._folder / "bin"
         if not folder.is_dir():
             folder.mkdir()
-            wrappers = {name: f'{shlex.join(self.client_command(module))} "$@"'
-                        for name, module in SCRIPT_COMMANDS.items()}
-            for name, command in {**wrappers, "python": f'{shlex.quote(sys.executable)} "$@"'}.items():
-                (folder / name).write_text(f"#!/bin/sh\nexec {command}\n")
+            client = shlex.join(self.client_command(MODULE)[:-1])   # then the module, then its arguments
+            wrappers = {name: f'exec {client} {module} "$@"' for name, module in SCRIPT_COMMANDS.items()}
+            python = (f'if [ "$1" = -m ] && [ $# -ge 2 ]; then module=$2; shift 2; exec {client} "$module" "$@"; fi'
+                      f'\nexec {shlex.quote(sys.executable)} "$@"')
+            for name, body in {**wrappers, "python": python}.items():
+                (folder / name).write_text(f"#!/bin/sh\n{body}\n")
                 (folder / name).chmod(0o755)
         return folder
 

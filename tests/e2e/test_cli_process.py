@@ -254,6 +254,23 @@ def test_a_command_the_server_cannot_fork_becomes_the_real_command(harness_cli, 
     assert seen["env"]["HF_HOME"] == str(tmp_path / "hf")
 
 
+def test_a_scripts_python_bin_forks_its_commands_and_python_dash_m_and_runs_other_python_itself(harness_cli,
+                                                                                                  tmp_path) -> None:
+    env = harness_cli.script_env()
+    server = harness_cli.script_server
+    forked_before = len(server.clients_cpu())
+    script = ('"$PYTHON_BIN/harness" protocol new --fixed --n 1 -o p.yaml && '
+              '"$PYTHON_BIN/python" -m tests.cli_process_probe report 0 < /dev/null > probe.json && '
+              '"$PYTHON_BIN/python" -c "import os; print(os.getppid())" && echo "$$"')
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "p.yaml").is_file()
+    assert json.loads((tmp_path / "probe.json").read_text())["ppid"] == server.pid
+    python_parent, shell = done.stdout.split()[-2:]
+    assert python_parent == shell   # `python -c` is the interpreter itself, the script's child
+    assert len(server.clients_cpu()) == forked_before + 2
+
+
 @pytest.mark.slow
 def test_lerobot_train_forked_from_the_server_trains_exactly_as_a_fresh_one(harness_cli, tmp_path) -> None:
     """The server has imported torch and LeRobot but run nothing: a seeded `lerobot-train` forked from it (no torch
