@@ -177,10 +177,18 @@ _reported = [0.0]
 _servers: list[CliServer] = []   # started and not yet closed: their scripts' CLIs are counted from their files
 
 
+def _children_cpu_s() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def reported_cpu_s() -> float:
     """CPU seconds of every server's start and of the CLIs they forked that have ended, in this process so far: the
     test process does not wait for them itself, so its RUSAGE_CHILDREN misses them (benchmarks/suite_cpu_plugin.py
-    adds this). A script's CLIs (tests/cli_client.py) are included: the server writes theirs down."""
+    adds this). A script's CLIs (tests/cli_client.py) are included: the server writes theirs down. Less, once a
+    server is closed, what reaping it added to RUSAGE_CHILDREN that had been reported already: counted once."""
     return _reported[0] + sum(server.clients_cpu_s() for server in _servers)
 
 
@@ -287,20 +295,24 @@ class CliServer:
     def close(self) -> None:
         """End the server (its stdin closes: it exits at once) and wait for it; the CLIs it forked are not touched."""
         with self._lock:
+            if self in _servers:
+                _servers.remove(self)
+                self._count(self.clients_cpu_s())
             if self._process is not None:
                 assert self._process.stdin is not None
                 self._process.stdin.close()
+                waited = _children_cpu_s()
                 try:
                     self._process.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     self._process.kill()
                     self._process.wait()
+                # reaped, the server brings its start and every CLI it reaped into this process's RUSAGE_CHILDREN:
+                # those were counted as they were reported, so they come off here (its own serving stays counted)
+                _reported[0] -= min(self.cpu_s, max(0.0, _children_cpu_s() - waited))
                 if self._process.stdout is not None:
                     self._process.stdout.close()
                 self._process = None
-            if self in _servers:
-                _servers.remove(self)
-                self._count(self.clients_cpu_s())
             if self._folder is not None:
                 shutil.rmtree(self._folder, ignore_errors=True)
                 self._folder = None

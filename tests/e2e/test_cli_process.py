@@ -16,7 +16,16 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.cli_process import CliProcess, _receive, _send, fresh_reason, temporary_root
+from tests.cli_process import (
+    CliProcess,
+    CliServer,
+    HarnessCli,
+    _receive,
+    _send,
+    fresh_reason,
+    reported_cpu_s,
+    temporary_root,
+)
 from tests.helpers import REPO, wait_until
 
 PROBE = "tests.cli_process_probe"
@@ -308,3 +317,26 @@ def test_lerobot_train_forked_from_the_server_trains_exactly_as_a_fresh_one(harn
     assert len(losses(forked)) == 3 and losses(forked) == losses(fresh), (losses(forked), losses(fresh))
     weights = "checkpoints/000003/pretrained_model/model.safetensors"
     assert (tmp_path / "forked" / weights).read_bytes() == (tmp_path / "fresh" / weights).read_bytes()
+
+
+def test_a_closed_servers_cpu_is_counted_once(tmp_path) -> None:
+    """benchmarks/suite_cpu_plugin.py adds this process's CPU, its waited-for children's and `reported_cpu_s()`:
+    reaping a server at the session's end brings the CLIs it forked into RUSAGE_CHILDREN, where they must not be
+    counted a second time (they were, as the last test's CPU, before)."""
+    import resource
+
+    def counted() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime + reported_cpu_s()
+
+    before = counted()
+    cli = HarnessCli(CliServer())
+    cli.run(["report", "0"], module=PROBE, cwd=tmp_path, capture_output=True, timeout=120)
+    subprocess.run(["bash", "-c", '"$PYTHON_BIN/harness" protocol new --fixed --n 1 -o p.yaml'], cwd=tmp_path,
+                   env=cli.script_env(), check=True, timeout=120)
+    servers = cli.server.cpu_s + cli.script_server.cpu_s + cli.script_server.clients_cpu_s()
+    open_ = counted() - before
+    cli.close()
+    closed = counted() - before
+    assert servers > 5 and open_ >= servers   # two servers' imports and what they forked, counted while open
+    assert closed < open_ + 1.0, (open_, closed)   # and not again when they were reaped
