@@ -36,6 +36,13 @@ thread (the native threads the imports start, OpenBLAS's and jemalloc's, a fresh
 libraries remake them after a fork); numpy's global generator is reseeded in each child, as Python's `random` is by
 Python itself. A `harness run` unfreezes the collector when it ends (run_command.py), the server's objects with it.
 
+A shell script under test (scripts/coverage_experiment, latency_experiment, train_reference) reaches a server of its
+own through `HarnessCli.script_env()`: its PYTHON_BIN's `harness`, `lerobot-train` and `python -m` are
+tests/cli_client.py, which hands the script's argv, folder, environment and descriptors over the same socket (a
+request marked `client`: the server itself checks `fresh_reason`, refuses, and the client execs the real command) and
+ends as the forked command ended. That server starts with the environment the scripts export on a CPU before their
+first command (`SCRIPT_THREADS`: one torch thread, read at import), so their commands are forked, not refused.
+
 The server (`python -m tests.cli_process SOCKET`) dies with its pytest process: its stdin is a pipe whose other end
 only that process holds (end-of-file: it exits, as `harness.lifeline` children do), and it asks Linux for SIGKILL
 when its parent dies (PR_SET_PDEATHSIG). The CLIs it forked are left running as a killed test's subprocesses would
