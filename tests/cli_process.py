@@ -532,6 +532,8 @@ def serve(socket_path: str, die_with_parent: bool) -> None:
         importlib.import_module(name)
     if threading.active_count() != 1:
         raise RuntimeError(f"a preloaded module started threads: {threading.enumerate()}")
+    if sys.modules["torch"].cuda.is_initialized():   # a forked child could not use CUDA (lerobot-train on a GPU)
+        raise RuntimeError("a preloaded module initialised CUDA")
     import gc
 
     gc.collect()
