@@ -424,8 +424,9 @@ class HarnessCli:
         a folder whose `harness` and `lerobot-train` are forked by a server of the scripts' own (tests/cli_client.py),
         and the one torch thread the scripts export on a CPU (read at import, so that server starts with it too)."""
         base = {**(os.environ if env is None else env), **SCRIPT_THREADS}
+        base["PYTHONPATH"] = os.pathsep.join(python_path(base))   # this checkout's harness, as the server has it
         if os.environ.get(SERVER_ENV) == "0":
-            return base
+            return {**base, "PYTHON_BIN": str(Path(sys.executable).parent)}
         return {**base, "PYTHON_BIN": str(self.script_server.script_bin())}
 
     @property
@@ -557,7 +558,8 @@ def serve(socket_path: str, die_with_parent: bool) -> None:
             request, fds = _receive(conn, max_fds=3)
             refused = request is not None and request.get("client") and fresh_reason(request["env"], environment)
             if request is None or len(fds) != 3 or refused:
-                if refused:   # tests/cli_client.py runs the real command instead
+                if refused:   # tests/cli_client.py runs the real command instead; the log says why
+                    print(f"refused {request['module']} {request['argv'][:2]}: {refused}", file=sys.stderr, flush=True)
                     with contextlib.suppress(OSError):
                         _send(conn, {"refused": refused})
                 conn.close()

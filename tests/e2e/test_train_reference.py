@@ -21,7 +21,7 @@ OFFLINE = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:
 
 
 def _run(harness_cli, out: Path, steps: int) -> str:
-    env = harness_cli.script_env({**os.environ, **OFFLINE, "PYTHONPATH": str(REPO), "SAVE_FREQ": "2"})
+    env = harness_cli.script_env({**os.environ, **OFFLINE, "SAVE_FREQ": "2"})   # this checkout's harness, forked
     done = subprocess.run(["bash", str(REPO / "scripts" / "train_reference"), "--quick", "--steps", str(steps),
                            str(out)], capture_output=True, text=True, timeout=900, env=env)
     output = done.stdout + done.stderr
