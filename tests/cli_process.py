@@ -36,6 +36,13 @@ thread (the native threads the imports start, OpenBLAS's and jemalloc's, a fresh
 libraries remake them after a fork); numpy's global generator is reseeded in each child, as Python's `random` is by
 Python itself. A `harness run` unfreezes the collector when it ends (run_command.py), the server's objects with it.
 
+A shell script under test (scripts/coverage_experiment, latency_experiment, train_reference) reaches a server of its
+own through `HarnessCli.script_env()`: its PYTHON_BIN's `harness`, `lerobot-train` and `python -m` are
+tests/cli_client.py, which hands the script's argv, folder, environment and descriptors over the same socket (a
+request marked `client`: the server itself checks `fresh_reason`, refuses, and the client execs the real command) and
+ends as the forked command ended. That server starts with the environment the scripts export on a CPU before their
+first command (`SCRIPT_THREADS`: one torch thread, read at import), so their commands are forked, not refused.
+
 The server (`python -m tests.cli_process SOCKET`) dies with its pytest process: its stdin is a pipe whose other end
 only that process holds (end-of-file: it exits, as `harness.lifeline` children do), and it asks Linux for SIGKILL
 when its parent dies (PR_SET_PDEATHSIG). The CLIs it forked are left running as a killed test's subprocesses would
@@ -50,6 +57,8 @@ import io
 import json
 import os
 import select
+import shlex
+import shutil
 import signal
 import socket
 import struct
@@ -92,6 +101,12 @@ IMPORT_TIME = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TORCH_", "OMP_", "MKL_",
 HONOURED = frozenset({"PYTHONUNBUFFERED", "PYTHONPATH", "HF_DATASETS_DISABLE_PROGRESS_BARS", "TMPDIR"})
 SERVER_ENV = "HARNESS_TEST_CLI_SERVER"   # "0": every request a real subprocess (to compare, or to rule the server out)
 READY_TIMEOUT_S = 300.0
+CLIENT_CPU = "clients.cpu"   # beside the socket: the CPU seconds of each CLI a script's client had forked, a line each
+# The commands a script under test takes from PYTHON_BIN (`harness_cli.script_env()`), and what the client forks
+SCRIPT_COMMANDS = {"harness": MODULE, "lerobot-train": "lerobot.scripts.lerobot_train"}
+# What scripts/coverage_experiment, latency_experiment and train_reference export on a CPU before their first command
+# (one torch thread a process on two shared cores): read at import, so their server starts with it too
+SCRIPT_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def import_time_names(env: Mapping[str, str]) -> set[str]:
@@ -166,13 +181,22 @@ def _receive(sock: socket.socket, max_fds: int = 0) -> tuple[dict[str, Any] | No
 
 
 _reported = [0.0]
+_servers: list[CliServer] = []   # started and not yet closed: their scripts' CLIs are counted from their files
+
+
+def _children_cpu_s() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def reported_cpu_s() -> float:
     """CPU seconds of every server's start and of the CLIs they forked that have ended, in this process so far: the
     test process does not wait for them itself, so its RUSAGE_CHILDREN misses them (benchmarks/suite_cpu_plugin.py
-    adds this)."""
-    return _reported[0]
+    adds this). A script's CLIs (tests/cli_client.py) are included: the server writes theirs down. Less, once a
+    server is closed, what reaping it added to RUSAGE_CHILDREN that had been reported already: counted once."""
+    return _reported[0] + sum(server.clients_cpu_s() for server in _servers)
 
 
 # --- the test's side ---------------------------------------------------------------------------------------------
@@ -223,6 +247,40 @@ class CliServer:
             raise RuntimeError(f"the CLI server did not start: {self.log_tail()}")
         self.started = json.loads(line)
         self._count(self.started["cpu_s"])
+        _servers.append(self)
+
+    def clients_cpu(self) -> list[float]:
+        """CPU seconds of each CLI that scripts' clients had this server fork, and that has ended."""
+        path = self._folder / CLIENT_CPU if self._folder else None
+        try:
+            return [float(line) for line in path.read_text().split()] if path else []
+        except FileNotFoundError:
+            return []
+
+    def clients_cpu_s(self) -> float:
+        return sum(self.clients_cpu())
+
+    def client_command(self, module: str = MODULE) -> list[str]:
+        """The command that has this server fork `python -m MODULE` with the arguments that follow it."""
+        return [sys.executable, "-S", str(REPO / "tests" / "cli_client.py"), str(self.socket_path), module]
+
+    def script_bin(self) -> Path:
+        """A folder of `harness`, `lerobot-train` and `python` for a script's PYTHON_BIN: the first two hand their
+        command to this server (tests/cli_client.py), and so does `python -m MODULE ...` (LeRobot's policy server in
+        scripts/latency_experiment); any other `python` command is this interpreter."""
+        self.environment()
+        assert self._folder is not None
+        folder = self._folder / "bin"
+        if not folder.is_dir():
+            folder.mkdir()
+            client = shlex.join(self.client_command(MODULE)[:-1])   # then the module, then its arguments
+            wrappers = {name: f'exec {client} {module} "$@"' for name, module in SCRIPT_COMMANDS.items()}
+            python = (f'if [ "$1" = -m ] && [ $# -ge 2 ]; then module=$2; shift 2; exec {client} "$module" "$@"; fi'
+                      f'\nexec {shlex.quote(sys.executable)} "$@"')
+            for name, body in {**wrappers, "python": python}.items():
+                (folder / name).write_text(f"#!/bin/sh\n{body}\n")
+                (folder / name).chmod(0o755)
+        return folder
 
     def _count(self, cpu_s: float) -> None:
         self.cpu_s += cpu_s
@@ -244,23 +302,26 @@ class CliServer:
     def close(self) -> None:
         """End the server (its stdin closes: it exits at once) and wait for it; the CLIs it forked are not touched."""
         with self._lock:
+            if self in _servers:
+                _servers.remove(self)
+                self._count(self.clients_cpu_s())
             if self._process is not None:
                 assert self._process.stdin is not None
                 self._process.stdin.close()
+                waited = _children_cpu_s()
                 try:
                     self._process.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     self._process.kill()
                     self._process.wait()
+                # reaped, the server brings its start and every CLI it reaped into this process's RUSAGE_CHILDREN:
+                # those were counted as they were reported, so they come off here (its own serving stays counted)
+                _reported[0] -= min(self.cpu_s, max(0.0, _children_cpu_s() - waited))
                 if self._process.stdout is not None:
                     self._process.stdout.close()
                 self._process = None
             if self._folder is not None:
-                for name in ("cli.sock", "server.log"):
-                    with contextlib.suppress(FileNotFoundError):
-                        (self._folder / name).unlink()
-                with contextlib.suppress(OSError):
-                    self._folder.rmdir()
+                shutil.rmtree(self._folder, ignore_errors=True)
                 self._folder = None
 
     @property
@@ -355,6 +416,31 @@ class HarnessCli:
     def __init__(self, server: CliServer) -> None:
         self.server = server
         self.last_fresh_reason: str | None = None
+        self._script_server: CliServer | None = None
+
+    def script_env(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment to run a script under test with (scripts/coverage_experiment, latency_experiment,
+        train_reference: they take their commands from PYTHON_BIN): `env` (default: this process's) with PYTHON_BIN
+        a folder whose `harness` and `lerobot-train` are forked by a server of the scripts' own (tests/cli_client.py),
+        and the one torch thread the scripts export on a CPU (read at import, so that server starts with it too)."""
+        base = {**(os.environ if env is None else env), **SCRIPT_THREADS}
+        base["PYTHONPATH"] = os.pathsep.join(python_path(base))   # this checkout's harness, as the server has it
+        if os.environ.get(SERVER_ENV) == "0":
+            return {**base, "PYTHON_BIN": str(Path(sys.executable).parent)}
+        return {**base, "PYTHON_BIN": str(self.script_server.script_bin())}
+
+    @property
+    def script_server(self) -> CliServer:
+        """The scripts' server: the session's environment with SCRIPT_THREADS (created here, started on first use)."""
+        with self.server._lock:
+            if self._script_server is None:
+                self._script_server = CliServer(env={**(self.server._base_env or os.environ), **SCRIPT_THREADS})
+            return self._script_server
+
+    def close(self) -> None:
+        for server in (self.server, self._script_server):
+            if server is not None:
+                server.close()
 
     @staticmethod
     def command(args: Sequence[str], unbuffered: bool = False, module: str = MODULE) -> list[str]:
@@ -438,6 +524,8 @@ def _threads() -> int:
 def serve(socket_path: str, die_with_parent: bool) -> None:
     if die_with_parent:
         _die_with_parent()
+    environment = dict(os.environ)   # as started: what a script's client request is compared with (fresh_reason)
+    client_cpu = Path(socket_path).with_name(CLIENT_CPU)
     import importlib
     import resource
 
@@ -445,6 +533,8 @@ def serve(socket_path: str, die_with_parent: bool) -> None:
         importlib.import_module(name)
     if threading.active_count() != 1:
         raise RuntimeError(f"a preloaded module started threads: {threading.enumerate()}")
+    if sys.modules["torch"].cuda.is_initialized():   # a forked child could not use CUDA (lerobot-train on a GPU)
+        raise RuntimeError("a preloaded module initialised CUDA")
     import gc
 
     gc.collect()
@@ -457,7 +547,7 @@ def serve(socket_path: str, die_with_parent: bool) -> None:
     sys.stdout.write(json.dumps({"pid": os.getpid(), "cpu_s": usage.ru_utime + usage.ru_stime,
                                  "threads": _threads(), "modules": len(sys.modules)}) + "\n")
     sys.stdout.flush()
-    children: dict[int, tuple[int, socket.socket]] = {}   # pidfd -> (pid, the request's connection)
+    children: dict[int, tuple[int, socket.socket, bool]] = {}   # pidfd -> (pid, the request's connection, client?)
     while True:
         ready, _, _ = select.select([listener, sys.stdin.fileno(), *children], [], [])
         if sys.stdin.fileno() in ready and not os.read(sys.stdin.fileno(), 4096):
@@ -466,7 +556,12 @@ def serve(socket_path: str, die_with_parent: bool) -> None:
         if listener in ready:
             conn, _ = listener.accept()
             request, fds = _receive(conn, max_fds=3)
-            if request is None or len(fds) != 3:
+            refused = request is not None and request.get("client") and fresh_reason(request["env"], environment)
+            if request is None or len(fds) != 3 or refused:
+                if refused:   # tests/cli_client.py runs the real command instead; the log says why
+                    print(f"refused {request['module']} {request['argv'][:2]}: {refused}", file=sys.stderr, flush=True)
+                    with contextlib.suppress(OSError):
+                        _send(conn, {"refused": refused})
                 conn.close()
                 for fd in fds:
                     os.close(fd)
@@ -475,15 +570,18 @@ def serve(socket_path: str, die_with_parent: bool) -> None:
                 warnings.filterwarnings("ignore", r"This process .* is multi-threaded", DeprecationWarning)
                 pid = os.fork()
             if pid == 0:
-                _child(request, fds, [listener, conn, *(c for _, c in children.values())], list(children))
+                _child(request, fds, [listener, conn, *(c for _, c, _ in children.values())], list(children))
             for fd in fds:
                 os.close(fd)
             _send(conn, {"pid": pid})
-            children[os.pidfd_open(pid)] = (pid, conn)
+            children[os.pidfd_open(pid)] = (pid, conn, bool(request.get("client")))
         for pidfd in [fd for fd in ready if isinstance(fd, int) and fd in children]:
-            pid, conn = children.pop(pidfd)
+            pid, conn, client = children.pop(pidfd)
             _, status, usage = os.wait4(pid, 0)
             os.close(pidfd)
+            if client:   # the test does not hear from a script's client: its CPU is counted from this file
+                with open(client_cpu, "a") as record:
+                    record.write(f"{usage.ru_utime + usage.ru_stime}\n")
             with contextlib.suppress(OSError):
                 _send(conn, {"returncode": os.waitstatus_to_exitcode(status),
                              "cpu_s": usage.ru_utime + usage.ru_stime})

@@ -49,12 +49,13 @@ def harness_cli():
     HF_LEROBOT_HOME, MUJOCO_GL, TMPDIR, HOME, PYTHON*...), or when the test passes `fresh=True` because a fresh
     interpreter is what it tests (installs, README commands, the no-egress and orphan audits, import behaviour);
     `harness_cli.last_fresh_reason` says why. HARNESS_TEST_CLI_SERVER=0 makes every start a real subprocess.
-    tests/cli_process.py says what is and is not shared."""
+    tests/cli_process.py says what is and is not shared. A shell script under test gets the same through
+    `env=harness_cli.script_env(...)`: its `harness` and `lerobot-train` are forked too (tests/cli_client.py)."""
     from tests.cli_process import CliServer, HarnessCli
 
-    server = CliServer(env=_SESSION_ENV)
-    yield HarnessCli(server)
-    server.close()
+    cli = HarnessCli(CliServer(env=_SESSION_ENV))
+    yield cli
+    cli.close()
 
 
 @pytest.fixture(scope="module")

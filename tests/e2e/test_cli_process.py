@@ -16,7 +16,16 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.cli_process import CliProcess, _receive, _send, fresh_reason, temporary_root
+from tests.cli_process import (
+    CliProcess,
+    CliServer,
+    HarnessCli,
+    _receive,
+    _send,
+    fresh_reason,
+    reported_cpu_s,
+    temporary_root,
+)
 from tests.helpers import REPO, wait_until
 
 PROBE = "tests.cli_process_probe"
@@ -188,3 +197,146 @@ def test_a_patched_environment_is_compared_when_the_cli_starts(harness_cli, tmp_
     seen = _report(harness_cli, tmp_path)
     assert "MUJOCO_GL" in (harness_cli.last_fresh_reason or "") and seen["ppid"] == os.getpid()
     assert harness_cli.server.environment()["MUJOCO_GL"] != "osmesa"   # the server kept the session's
+
+
+# --- a shell script's commands, through tests/cli_client.py ------------------------------------------------------
+def test_a_scripts_command_is_forked_with_its_argv_folder_environment_streams_and_exit_status(harness_cli,
+                                                                                               tmp_path) -> None:
+    """What a script's `"$HARNESS" ...` sees through the client is what the real command would: the arguments, the
+    folder the script is in, its environment, and the descriptors it was given (here a redirection from a file and
+    to files); the script gets the command's exit status."""
+    server = harness_cli.script_server
+    env = {**harness_cli.script_env(), "PROBE_ONLY": "yes"}
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "in.txt").write_text("from a file\n")
+    script = 'cd sub && "$@" report 3 "two words" < ../in.txt > ../out.json 2> ../err.txt; echo "status $?"'
+    done = subprocess.run(["bash", "-c", script, "bash", *server.client_command(PROBE)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout == "status 3\n", (done.stderr, (tmp_path / "err.txt").read_text())
+    seen = json.loads((tmp_path / "out.json").read_text())
+    assert seen["ppid"] == server.pid and seen["cwd"] == str(tmp_path / "sub")
+    assert seen["argv"] == [str(REPO / "tests" / "cli_process_probe.py"), "report", "3", "two words"]
+    assert seen["stdin"] == "from a file\n"
+    assert seen["env"]["PROBE_ONLY"] == "yes" and seen["env"]["PWD"] == str(tmp_path / "sub")   # bash's, as it is
+    assert seen["env"]["OMP_NUM_THREADS"] == "1" == server.environment()["OMP_NUM_THREADS"]
+    assert server.clients_cpu_s() > 0   # counted, though the test never hears from the CLI itself
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_the_client_reaches_the_forked_command_and_the_client_ends_by_it(harness_cli, tmp_path,
+                                                                                      sig) -> None:
+    server = harness_cli.script_server
+    env = harness_cli.script_env()
+    client = subprocess.Popen([*server.client_command(PROBE), "wait"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    assert client.stdout is not None and client.stdout.readline() == b"waiting\n"
+    forked = [child for child in psutil.Process(server.pid).children() if child.pid != client.pid]
+    assert forked and client.poll() is None
+    client.send_signal(sig)
+    assert client.wait(timeout=30) == -sig   # ended by the signal that ended the command, as a shell expects
+    wait_until(lambda: not any(child.is_running() and child.status() != psutil.STATUS_ZOMBIE for child in forked),
+               30, "the forked command to end")
+
+
+def test_a_script_reads_a_killed_commands_status_as_a_shell_does(harness_cli, tmp_path) -> None:
+    """128 + n for a command a signal ended (a script's `trap` and `set -e` depend on it). SIGTERM: a shell's
+    background command ignores SIGINT, and the client leaves it ignored, as Python does."""
+    server = harness_cli.script_server
+    script = ('"$@" wait > out.txt & until [[ -s out.txt ]]; do sleep 0.05; done; '
+              'kill -TERM $!; wait $!; echo "status $?"')
+    done = subprocess.run(["bash", "-c", script, "bash", *server.client_command(PROBE)], cwd=tmp_path,
+                          env=harness_cli.script_env(), capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert done.stdout == "status 143\n", done.stderr
+
+
+def test_a_command_the_server_cannot_fork_becomes_the_real_command(harness_cli, tmp_path) -> None:
+    """An environment variable read at import that differs from the server's (`fresh_reason`): the server refuses,
+    and the client execs `python -m MODULE` itself, so the script still runs the command as given."""
+    server = harness_cli.script_server
+    env = {**harness_cli.script_env(), "HF_HOME": str(tmp_path / "hf")}
+    client = subprocess.Popen([*server.client_command(PROBE), "report", "4"], cwd=tmp_path, env=env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+    out, _ = client.communicate(timeout=120)
+    seen = json.loads(out)
+    assert client.returncode == 4 and seen["pid"] == client.pid and seen["ppid"] == os.getpid()   # the client itself
+    assert seen["env"]["HF_HOME"] == str(tmp_path / "hf")
+
+
+def test_a_scripts_python_bin_forks_its_commands_and_python_dash_m_and_runs_other_python_itself(harness_cli,
+                                                                                                  tmp_path) -> None:
+    env = harness_cli.script_env()
+    server = harness_cli.script_server
+    forked_before = len(server.clients_cpu())
+    script = ('"$PYTHON_BIN/harness" protocol new --fixed --n 1 -o p.yaml && '
+              '"$PYTHON_BIN/python" -m tests.cli_process_probe report 0 < /dev/null > probe.json && '
+              '"$PYTHON_BIN/python" -c "import os; print(os.getppid())" && echo "$$"')
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "p.yaml").is_file()
+    assert json.loads((tmp_path / "probe.json").read_text())["ppid"] == server.pid
+    python_parent, shell = done.stdout.split()[-2:]
+    assert python_parent == shell   # `python -c` is the interpreter itself, the script's child
+    assert len(server.clients_cpu()) == forked_before + 2
+
+
+@pytest.mark.slow
+def test_lerobot_train_forked_from_the_server_trains_exactly_as_a_fresh_one(harness_cli, tmp_path) -> None:
+    """The server has imported torch and LeRobot but run nothing: a seeded `lerobot-train` forked from it (no torch
+    thread pool yet, no CUDA, its data loader's workers its own) logs the same losses and saves the same weights, to
+    the byte, as the same command in a fresh interpreter."""
+    env = harness_cli.script_env()
+    tools = Path(env["PYTHON_BIN"])
+    server = harness_cli.script_server
+
+    def tool(*args: str) -> str:
+        done = subprocess.run([*args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout + done.stderr
+
+    tool(str(tools / "harness"), "protocol", "new", "--fixed", "--n", "2", "-o", "p.yaml")
+    tool(str(tools / "harness"), "collect", "p.yaml", "--policy", "expert", "--episodes", "2", "--accept",
+         "clean-release", "--image-size", "96x72", "-o", "data")
+    recipe = ["--policy.type=act", "--dataset.repo_id=local/data", f"--dataset.root={tmp_path / 'data'}",
+              "--dataset.video_backend=pyav", "--policy.push_to_hub=false", "--wandb.enable=false",
+              "--policy.device=cpu", "--policy.pretrained_backbone_weights=null", "--policy.dim_model=32",
+              "--policy.n_heads=2", "--policy.dim_feedforward=64", "--policy.n_encoder_layers=1",
+              "--policy.n_decoder_layers=1", "--policy.n_vae_encoder_layers=1", "--policy.latent_dim=8",
+              "--policy.chunk_size=10", "--policy.n_action_steps=10", "--steps=3", "--batch_size=2", "--save_freq=3",
+              "--log_freq=1", "--num_workers=1", "--seed=1000"]
+    forked_before = len(server.clients_cpu())
+    forked = tool(str(tools / "lerobot-train"), *recipe, "--output_dir=forked")
+    assert len(server.clients_cpu()) == forked_before + 1   # the server forked it
+    fresh = tool(sys.executable, "-m", "lerobot.scripts.lerobot_train", *recipe, "--output_dir=fresh")
+    assert len(server.clients_cpu()) == forked_before + 1
+
+    def losses(log: str) -> list[str]:
+        return [" ".join(word for word in line.split() if word.startswith(("step:", "loss:", "grdn:")))
+                for line in log.splitlines() if " loss:" in line]
+
+    assert len(losses(forked)) == 3 and losses(forked) == losses(fresh), (losses(forked), losses(fresh))
+    weights = "checkpoints/000003/pretrained_model/model.safetensors"
+    assert (tmp_path / "forked" / weights).read_bytes() == (tmp_path / "fresh" / weights).read_bytes()
+
+
+def test_a_closed_servers_cpu_is_counted_once(tmp_path) -> None:
+    """benchmarks/suite_cpu_plugin.py adds this process's CPU, its waited-for children's and `reported_cpu_s()`:
+    reaping a server at the session's end brings the CLIs it forked into RUSAGE_CHILDREN, where they must not be
+    counted a second time (they were, as the last test's CPU, before)."""
+    import resource
+
+    def counted() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime + reported_cpu_s()
+
+    before = counted()
+    cli = HarnessCli(CliServer())
+    cli.run(["report", "0"], module=PROBE, cwd=tmp_path, capture_output=True, timeout=120)
+    subprocess.run(["bash", "-c", '"$PYTHON_BIN/harness" protocol new --fixed --n 1 -o p.yaml'], cwd=tmp_path,
+                   env=cli.script_env(), check=True, timeout=120)
+    servers = cli.server.cpu_s + cli.script_server.cpu_s + cli.script_server.clients_cpu_s()
+    open_ = counted() - before
+    cli.close()
+    closed = counted() - before
+    assert servers > 5 and open_ >= servers   # two servers' imports and what they forked, counted while open
+    assert closed < open_ + 1.0, (open_, closed)   # and not again when they were reaped

@@ -16,10 +16,10 @@ from tests.helpers import REPO
 
 
 @pytest.mark.slow
-def test_quick_coverage_experiment_runs_end_to_end(tmp_path) -> None:
+def test_quick_coverage_experiment_runs_end_to_end(harness_cli, tmp_path) -> None:
     out = tmp_path / "coverage"
     done = subprocess.run(["bash", str(REPO / "scripts" / "coverage_experiment"), "--quick", str(out)],
-                          capture_output=True, text=True, timeout=3000)
+                          capture_output=True, text=True, timeout=3000, env=harness_cli.script_env())
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
     for kind in ("fixed", "scattered"):
         selection = json.loads((out / "data" / kind / "meta" / "selection.json").read_text())

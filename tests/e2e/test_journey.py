@@ -63,7 +63,7 @@ def _calibrate(workdir: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_record_check_train_evaluate_without_workarounds(workdir, capsys) -> None:
+def test_record_check_train_evaluate_without_workarounds(workdir, capsys, harness_cli) -> None:
     from harness.cli import main
 
     protocol = _short_protocol(workdir / "protocols", seconds=1.0, trials=4)
@@ -91,7 +91,7 @@ def test_record_check_train_evaluate_without_workarounds(workdir, capsys) -> Non
     assert split == {"train": [1, 2, 3], "val": [0]}
     train = workdir / "outputs" / "act_demos"
     command = [
-        str(Path(sys.executable).with_name("lerobot-train")), "--policy.type=act", "--dataset.repo_id=local/demos",
+        "--policy.type=act", "--dataset.repo_id=local/demos",
         f"--dataset.root={data}", f"--dataset.episodes={json.dumps(split['train'])}", "--dataset.video_backend=pyav",
         "--policy.push_to_hub=false", "--wandb.enable=false", "--policy.device=cpu",
         "--policy.pretrained_backbone_weights=null", "--policy.dim_model=32", "--policy.n_heads=2",
@@ -100,8 +100,8 @@ def test_record_check_train_evaluate_without_workarounds(workdir, capsys) -> Non
         "--policy.n_action_steps=10", "--steps=2", "--batch_size=2", "--save_freq=1", "--num_workers=0",
         f"--output_dir={train}", "--job_name=act_demos",
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    done = harness_cli.run(command, module="lerobot.scripts.lerobot_train", capture_output=True, text=True,
+                           timeout=900, env={**os.environ, "HF_HUB_OFFLINE": "1"})   # forked: it trains as a fresh one
     assert done.returncode == 0, done.stderr[-2000:]
     step1 = train / "checkpoints" / "000001" / "pretrained_model"
     step2 = train / "checkpoints" / "000002" / "pretrained_model"

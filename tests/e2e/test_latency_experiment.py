@@ -14,10 +14,10 @@ from tests.tiny_policy import save_tiny_act
 
 
 @pytest.mark.slow
-def test_quick_latency_experiment_scores_each_engine_and_reports_them_side_by_side(tmp_path) -> None:
+def test_quick_latency_experiment_scores_each_engine_and_reports_them_side_by_side(harness_cli, tmp_path) -> None:
     policy = save_tiny_act(tmp_path / "tiny_act")
     out = tmp_path / "latency"
-    env = {**os.environ, "LATENCIES": "100", "PORT_BASE": "47300"}
+    env = harness_cli.script_env({**os.environ, "LATENCIES": "100", "PORT_BASE": "47300"})
     done = subprocess.run(["bash", str(REPO / "scripts" / "latency_experiment"), "--quick", str(policy), str(out)],
                           capture_output=True, text=True, timeout=1800, env=env)
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])

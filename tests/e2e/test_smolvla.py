@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +28,7 @@ SIZE = (128, 96)
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> Path:
+def trained(tmp_path_factory, harness_cli) -> Path:
     """Backbone and base (the harness command), two collected episodes, two training steps (LeRobot's own)."""
     from harness.app.collect_command import CollectRequest, collect
     from harness.data.acceptance import AcceptMode
@@ -45,16 +43,16 @@ def trained(tmp_path_factory) -> Path:
     assert result.accepted == 2
     splits = json.loads((demos / "meta/splits.json").read_text())
     out = root / "train"
-    command = [   # the card's SmolVLA command, our base for lerobot/smolvla_base, toy-sized
-        str(Path(sys.executable).with_name("lerobot-train")), f"--policy.path={root / 'tiny/smolvla_base'}",
+    command = [   # the card's SmolVLA command's arguments, our base for lerobot/smolvla_base, toy-sized
+        f"--policy.path={root / 'tiny/smolvla_base'}",
         "--dataset.repo_id=local/demos", f"--dataset.root={demos}", f"--dataset.episodes={json.dumps(splits['train'])}",
         "--policy.push_to_hub=false", "--wandb.enable=false",
         f"--rename_map={json.dumps(rename_map_for_smolvla(['observation.images.top', 'observation.images.wrist']))}",
         "--policy.empty_cameras=1", "--dataset.video_backend=pyav", "--policy.device=cpu", "--steps=2",
         "--batch_size=2", "--save_freq=2", "--num_workers=0", f"--output_dir={out}",
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    done = harness_cli.run(command, module="lerobot.scripts.lerobot_train", capture_output=True, text=True,
+                           timeout=900, env={**os.environ, "HF_HUB_OFFLINE": "1"})   # forked: it trains as a fresh one
     assert done.returncode == 0, done.stderr[-2000:]
     return out / "checkpoints" / "last" / "pretrained_model"
 

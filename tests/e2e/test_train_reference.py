@@ -20,9 +20,8 @@ OFFLINE = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:
            "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "HF_HUB_OFFLINE": "1"}
 
 
-def _run(out: Path, steps: int) -> str:
-    env = {**os.environ, **OFFLINE, "PYTHONPATH": str(REPO), "PYTHON_BIN": str(Path(sys.executable).parent),
-           "SAVE_FREQ": "2"}
+def _run(harness_cli, out: Path, steps: int) -> str:
+    env = harness_cli.script_env({**os.environ, **OFFLINE, "SAVE_FREQ": "2"})   # this checkout's harness, forked
     done = subprocess.run(["bash", str(REPO / "scripts" / "train_reference"), "--quick", "--steps", str(steps),
                            str(out)], capture_output=True, text=True, timeout=900, env=env)
     output = done.stdout + done.stderr
@@ -32,9 +31,9 @@ def _run(out: Path, steps: int) -> str:
 
 
 @pytest.mark.slow
-def test_quick_reference_training_resumes_offline_without_tracebacks(tmp_path) -> None:
+def test_quick_reference_training_resumes_offline_without_tracebacks(harness_cli, tmp_path) -> None:
     out = tmp_path / "reference"
-    first = _run(out, steps=2)
+    first = _run(harness_cli, out, steps=2)
     run = out / "train" / "act-fixed"
     assert (run / "checkpoints" / "000002" / "pretrained_model" / "model.safetensors").is_file()
     config = json.loads((run / "checkpoints" / "000002" / "pretrained_model" / "config.json").read_text())
@@ -54,14 +53,14 @@ def test_quick_reference_training_resumes_offline_without_tracebacks(tmp_path) -
     assert (out / "eval" / "protocols" / "randomized.yaml").read_bytes() == \
         (REPO / "protocols" / "randomized.yaml").read_bytes()
 
-    second = _run(out, steps=4)  # raising the steps continues the same run
+    second = _run(harness_cli, out, steps=4)  # raising the steps continues the same run
     assert "resuming train/act-fixed from step 2" in second
     assert "stage collect: done (2 episodes)" in second
     state = json.loads((run / "checkpoints" / "last" / "training_state" / "training_step.json").read_text())
     assert state["step"] == 4
     assert (run / "checkpoints" / "000002").is_dir()  # the earlier checkpoint was kept, not retrained
 
-    third = _run(out, steps=4)
+    third = _run(harness_cli, out, steps=4)
     assert "stage train: done (4 steps)" in third and "stage train: 4 steps" not in third
 
 
