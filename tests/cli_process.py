@@ -398,6 +398,12 @@ class CliProcess(subprocess.Popen):  # type: ignore[type-arg]
                        _ECHILD: Any = None) -> int | None:
         if self.returncode is None and self._status is None:
             return None
+        if self.returncode is None and self._status is not None and self._status.fileno() < 0:
+            # Collected unwaited in a reference cycle: Popen.__del__ put it on subprocess._active, whose every later
+            # Popen polls it, but its status socket was finalised in the same collection, so no status can come.
+            # As Popen does for a child it cannot wait for: the dead state (which drops it from _active).
+            self.returncode = _deadstate
+            return _deadstate
         return self._exit_status(0)
 
     def _wait(self, timeout: float | None) -> int:

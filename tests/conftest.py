@@ -3,11 +3,19 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+
+# The suite asserts what Ctrl+C does to the commands it starts (a run's emergency stop, a CLI ended by SIGINT), as
+# at a terminal. A suite started in the background (bash's `&`, a CI runner's shell) begins with SIGINT ignored, and
+# every process it starts would inherit that (Python leaves an ignored SIGINT ignored): the tests' own processes
+# take the terminal's disposition back, so what they start behaves as a user's command does.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])

@@ -340,3 +340,19 @@ def test_a_closed_servers_cpu_is_counted_once(tmp_path) -> None:
     closed = counted() - before
     assert servers > 5 and open_ >= servers   # two servers' imports and what they forked, counted while open
     assert closed < open_ + 1.0, (open_, closed)   # and not again when they were reaped
+
+
+def test_a_forked_cli_collected_unwaited_does_not_break_the_workers_later_subprocesses(harness_cli, tmp_path) -> None:
+    """A test that fails mid-wait leaves its CliProcess in a traceback's reference cycle; the cyclic collector runs
+    Popen.__del__ (which puts an unwaited process on subprocess._active, polled by every later Popen) and finalises
+    its status socket in the same pass. That closed socket made every later subprocess in the worker raise
+    "file descriptor cannot be a negative integer (-1)" (44 tests of one CI run)."""
+    process = harness_cli.popen(["wait"], module=PROBE, cwd=tmp_path, stdout=subprocess.PIPE)
+    assert isinstance(process, CliProcess)
+    assert process.stdout is not None and process.stdout.readline() == b"waiting\n"
+    process.kill()
+    process._status.close()   # what the collector's finaliser does to it  # type: ignore[union-attr]
+    subprocess._active.append(process)   # type: ignore[attr-defined]   # what Popen.__del__ does with it
+    assert subprocess.run([sys.executable, "-c", "pass"], check=False).returncode == 0
+    assert process not in subprocess._active   # type: ignore[attr-defined]
+    process.stdout.close()
