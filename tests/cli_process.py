@@ -261,7 +261,9 @@ class CliServer:
         return sum(self.clients_cpu())
 
     def client_command(self, module: str = MODULE) -> list[str]:
-        """The command that has this server fork `python -m MODULE` with the arguments that follow it."""
+        """The command that has this server fork `python -m MODULE` with the arguments that follow it (the server
+        started first if it is not yet: the command names its socket)."""
+        self.environment()
         return [sys.executable, "-S", str(REPO / "tests" / "cli_client.py"), str(self.socket_path), module]
 
     def script_bin(self) -> Path:

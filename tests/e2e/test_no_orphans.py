@@ -177,7 +177,8 @@ def test_a_program_that_loads_a_policy_keeps_its_temporary_folder_as_it_was(tmp_
     LeRobotPolicy(save_tiny_act(tmp_path / "act"), task="t", device="cpu")
     torch_cache = f"torchinductor_{getpass.getuser()}"   # torch's own cache, one a user, made empty on import
     assert sorted(p.name for p in mine.iterdir() if p.name != torch_cache) == []
-    assert set(scratch_folders("lib")) == before, "the loading left its scratch folder"
+    # only a folder that appeared counts: another test's process may end (and remove its own) meanwhile
+    assert set(scratch_folders("lib")) - before == set(), "the loading left its scratch folder"
 
 
 MAKES_A_FOLDER = "from harness.scratch import make; print(make('test', False))"
