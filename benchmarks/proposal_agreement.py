@@ -169,7 +169,7 @@ def calibrated_proposer(world: SimWorld, protocol: Protocol, folder: Path) -> Pr
                                 protocol)
     if placement is None:
         raise HarnessInputError(files.calibration, None, "no bowl calibration was written")
-    return Proposer(placement.view, so101_grasp_point())
+    return Proposer(placement.view, so101_grasp_point(), fps=protocol.fps)
 
 
 # --- the comparison -----------------------------------------------------------------------------------

@@ -107,7 +107,7 @@ def play(world: SimWorld, proposer: Proposer, plan: list[np.ndarray]) -> tuple[s
 def agreement(trials: int, seed: int) -> None:
     scene = Scene()
     world = SimWorld(control_fps=FPS)
-    proposer = Proposer(top_view(world, scene), so101_grasp_point())
+    proposer = Proposer(top_view(world, scene), so101_grasp_point(), fps=FPS)
     plan_trials = generate_randomized_trials(scene, trials, radius_cm=6.0, min_spacing_cm=0.5, seed=seed,
                                              max_yaw_deg=30.0)
     rng = np.random.default_rng(seed)

@@ -84,7 +84,7 @@ def operator_stage(request: PlacementRequest, protocol: Protocol, robot: Any, ob
     from harness.run.operator_trial import PlacementGuide, Proposer
     from harness.run.proposal import so101_grasp_point
 
-    proposer = Proposer(files.view, so101_grasp_point())
+    proposer = Proposer(files.view, so101_grasp_point(), fps=protocol.fps)
     guide = None
     cameras = getattr(getattr(robot, "robot", None), "cameras", {}) or {}
     if files.guided and "top" in cameras and hasattr(observer, "placement"):

@@ -43,6 +43,7 @@ def robot_types() -> frozenset[str]:
 @dataclass(frozen=True)
 class Episode:
     index: int
+    fps: float             # the dataset's frame rate (info.json): the proposal's times are counted in frames
     t: np.ndarray          # seconds from the episode's start
     state: np.ndarray      # (frames, 6), the follower's units
     action: np.ndarray     # (frames, 6)
@@ -127,8 +128,8 @@ def episodes_of(root: Path, info: dict[str, Any], data: Any, episodes: Any, came
                 video_key=camera, chunk_index=int(row[f"videos/{camera}/chunk_index"]),
                 file_index=int(row[f"videos/{camera}/file_index"])))
             start, end = float(row[f"videos/{camera}/from_timestamp"]), float(row[f"videos/{camera}/to_timestamp"])
-        yield Episode(index, t - t[0], np.stack(frames[STATE].to_numpy()), np.stack(frames[ACTION].to_numpy()), load,
-                      video, start, end)
+        yield Episode(index, float(info["fps"]), t - t[0], np.stack(frames[STATE].to_numpy()),
+                      np.stack(frames[ACTION].to_numpy()), load, video, start, end)
 
 
 def last_frame(episode: Episode) -> np.ndarray | None:
@@ -158,7 +159,7 @@ def score_episode(episode: Episode, scene: Scene, stall_limit_s: float, grasp_po
         rows.append(row)
     anatomy = anatomy_from_rows(rows, grasp_points, scene.trained_cube_xy_cm, (0.0, 0.0), scene.bowl_xy_cm,
                                 stall_limit_s)
-    trace = proposer.trace() if proposer is not None else GripperTrace(grasp_point)
+    trace = proposer.trace() if proposer is not None else GripperTrace(grasp_point, fps=episode.fps)
     for i, state in enumerate(episode.state):
         trace.see({n: float(v) for n, v in zip(JOINT_NAMES, state, strict=True)},
                   float(episode.load[i]) if episode.load is not None else None)
@@ -233,7 +234,7 @@ def score_from_args(args: argparse.Namespace, read: Callable[[str], str] = input
         if camera is None:
             raise HarnessInputError(root, f"features.observation.images.{args.top_camera}",
                                     "missing: --bowl-calibration measures the final top frame")
-        proposer = placement_proposer(Path(args.bowl_calibration), protocol)
+        proposer = placement_proposer(Path(args.bowl_calibration), protocol, float(info["fps"]))
     info_bytes = (root / "meta" / "info.json").read_bytes()
     ref = DatasetRef(source=args.dataset, root=str(root.resolve()), robot_type=str(info["robot_type"]),
                      fps=float(info["fps"]), episodes=len(episodes), info_sha256=hashlib.sha256(info_bytes).hexdigest(),
@@ -286,7 +287,8 @@ def score_from_args(args: argparse.Namespace, read: Callable[[str], str] = input
     return 0
 
 
-def placement_proposer(calibration: Path, protocol: Protocol) -> Any:
+def placement_proposer(calibration: Path, protocol: Protocol, fps: float) -> Any:
+    """The final-frame proposer for a dataset recorded at `fps`."""
     from harness.app.operator_parts import placement_files
     from harness.models.run_request import PlacementRequest
     from harness.run.operator_trial import Proposer
@@ -294,7 +296,7 @@ def placement_proposer(calibration: Path, protocol: Protocol) -> Any:
 
     files = placement_files(PlacementRequest(bowl_calibration=calibration), protocol)
     assert files is not None   # a calibration was given
-    return Proposer(files.view, so101_grasp_point())
+    return Proposer(files.view, so101_grasp_point(), fps=fps)
 
 
 def scene_protocol() -> Protocol:

@@ -135,15 +135,19 @@ class PlacementGuide:
 
 @dataclass
 class Proposer:
-    """Makes the trace for each trial and, at its end, the proposal (final frame measured with the rim)."""
+    """Makes the trace for each trial and, at its end, the proposal (final frame measured with the rim).
+
+    `fps`: the observations' rate (the protocol's control rate; a scored dataset's frame rate): "let go at least
+    1 s before the end" and "lost at once" are times, counted in observations."""
 
     view: TopView
     grasp_point: Callable[[dict[str, float]], np.ndarray]
+    fps: float
     camera: str = "top"
     bands: GripperBands = field(default_factory=GripperBands)
 
     def trace(self) -> GripperTrace:
-        return GripperTrace(self.grasp_point, self.bands)
+        return GripperTrace(self.grasp_point, self.bands, fps=self.fps)
 
     def final_view(self, frame: np.ndarray | None) -> FinalView:
         if frame is None:

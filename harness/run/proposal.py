@@ -66,11 +66,16 @@ class Reason(StrEnum):
 
 
 
+BANDS_FPS = 30.0   # the rate the per-sample bands were tuned at (the engine's and the exported runs')
+
+
 @dataclass(frozen=True)
 class GripperBands:
     """Gripper positions (LeRobot units, 0 closed .. 100 open) that tell the cases apart.
 
-    Defaults are the SO-101 on a 3 cm cube (it stops near 18); a real arm's calibration may move them.
+    Defaults are the SO-101 on a 3 cm cube (it stops near 18); a real arm's calibration may move them. The per-sample
+    ones (`steady_delta`, `steady_samples`, and anatomy's `GRIP_STILL`) are at `BANDS_FPS`: a trace at another rate
+    scales them to the same speeds and spans.
     """
 
     empty_below: float = 6.0        # closed this far: nothing between the jaws
@@ -98,7 +103,8 @@ class GripperBands:
 
 @dataclass
 class GripperTrace:
-    """Follows the gripper through one episode, observation by observation (the engine's 30 Hz).
+    """Follows the gripper through one episode, observation by observation, at `fps` (the protocol's control rate
+    in a run, the dataset's frame rate in `harness score`): the hold's and the release's times read from it.
 
     `grasp_point` is the arm's forward kinematics: joint positions (LeRobot units) -> metres.
     """
@@ -117,7 +123,7 @@ class GripperTrace:
     widest: float | None = None        # is unknown (the widest it was before, to tell a close from holding still)
     hold_grip: float | None = None     # where the jaws stopped on the cube
     rest_grip: float | None = None     # the narrowest the jaws rested while holding (steady, before letting go)
-    fps: float = 30.0                  # observations a second (the engine's control rate)
+    fps: float = 30.0                  # observations a second (the caller passes the protocol's or dataset's)
     samples: int = 0                   # observations seen
     held_at: int | None = None         # the observation the hold was established at
     released_at: int | None = None     # ... when the jaws let go
@@ -138,12 +144,14 @@ class GripperTrace:
         b = self.bands
         self.samples += 1
         moved = None if self.last_grip is None else abs(grip - self.last_grip)
-        self._steady = self._steady + 1 if moved is not None and moved < b.steady_delta else 0
+        per_sample = BANDS_FPS / self.fps   # a speed in units a sample at BANDS_FPS, in this trace's samples
+        self._steady = self._steady + 1 if moved is not None and moved < b.steady_delta * per_sample else 0
         squeezing = load is not None and -load >= LOAD_HOLD and b.holding_above <= grip <= b.holding_below
         self.load_read = self.load_read or load is not None
-        self._squeeze = self._squeeze + 1 if squeezing and (moved is None or moved < GRIP_STILL) else 0
+        still = moved is None or moved < GRIP_STILL * per_sample
+        self._squeeze = self._squeeze + 1 if squeezing and still else 0
         self.last_grip = grip
-        steady = self._steady >= b.steady_samples
+        steady = self._steady >= self.steady_samples
         if not self.held:
             self.opened = self.opened or grip > b.open_above
             if not self.opened:
@@ -181,7 +189,7 @@ class GripperTrace:
         squeezing is the policy's own pause (its command, not a cube, stopped the jaws), which says nothing yet."""
         self._widest_yet = max(self._widest_yet, grip)
         closed = self._widest_yet - grip >= self.bands.closed_by
-        if closed and self._squeeze >= self.bands.steady_samples:
+        if closed and self._squeeze >= self.steady_samples:
             self._hold(joints, grip)
             self.squeezed = True
         elif steady and grip < self.bands.empty_below and self.opened:
@@ -194,6 +202,18 @@ class GripperTrace:
         self.held_at = self.samples
         self.hold_grip = self.rest_grip = grip
         self.hold_start_z = float(self.grasp_point(joints)[2])
+
+    @property
+    def steady_samples(self) -> int:
+        """The bands' steady span (`steady_samples` at `BANDS_FPS`) in this trace's samples."""
+        return max(1, round(self.bands.steady_samples * self.fps / BANDS_FPS))
+
+    @property
+    def held_s(self) -> float | None:
+        """How long the jaws held before letting go (None: never held, or never let go)."""
+        if self.held_at is None or self.released_at is None:
+            return None
+        return (self.released_at - self.held_at) / self.fps
 
     @property
     def after_release_s(self) -> float | None:
@@ -292,8 +312,8 @@ def propose(trace: GripperTrace, view: FinalView, bowl_xy_m: tuple[float, float]
     reasons.append(Reason.LIFTED if lifted else Reason.NOT_LIFTED)
     if not trace.squeezed and (trace.rest_grip is None or trace.rest_grip > b.on_cube_below):
         return refuse(Reason.STOPPED_WIDE)   # a lift then raised nothing, unless the servo felt the cube
-    if not lifted and trace.squeezed_out and trace.held_at is not None and trace.released_at is not None and \
-            (trace.released_at - trace.held_at) / trace.fps < b.lost_at_once_s:
+    held_s = trace.held_s
+    if not lifted and trace.squeezed_out and held_s is not None and held_s < b.lost_at_once_s:
         return refuse(Reason.LOST_AT_ONCE)   # a grasp the judge may or may not have counted
     if not trace.released or trace.release_xyz is None:
         reasons.append(Reason.STILL_HOLDING)

@@ -33,8 +33,9 @@ def test_the_final_top_frame_gives_the_placement_and_whether_the_cube_is_in_the_
     world.close()
 
     pose = np.array([DEFAULT_START_POSE[n] for n in JOINT_NAMES])
-    episode = Episode(0, np.arange(30) / 30, np.tile(pose, (30, 1)), np.tile(pose, (30, 1)), None, None, None, None)
-    proposer = placement_proposer(tmp_path / "bowl.yaml", protocol)
+    episode = Episode(0, 30.0, np.arange(30) / 30, np.tile(pose, (30, 1)), np.tile(pose, (30, 1)), None, None, None,
+                      None)
+    proposer = placement_proposer(tmp_path / "bowl.yaml", protocol, episode.fps)
     _, proposal = score_episode(episode, protocol.scene, 5.0, GraspPoints(), so101_grasp_point(), proposer, in_bowl)
     assert Reason.CUBE_IN_BOWL in proposal.reasons
     assert proposal.placement_error_cm is not None and abs(proposal.placement_error_cm - 1.0) < 0.6

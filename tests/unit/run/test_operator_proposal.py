@@ -50,7 +50,7 @@ def rig():
     view = sim_top_view(world)
     from harness.run.proposal import so101_grasp_point
 
-    yield world, Proposer(view, so101_grasp_point())
+    yield world, Proposer(view, so101_grasp_point(), fps=world.control_fps)
     world.close()
 
 
