@@ -17,6 +17,9 @@ def _policy() -> int:
 
 
 def test_only_the_loop_thread_is_raised_and_it_is_restored_after() -> None:
+    """Restored to what it was (SCHED_OTHER for a command; the test suite's main stream runs at SCHED_IDLE); what the
+    loop starts gets the normal policy, not the loop's."""
+    before = _policy()
     seen: dict[str, int] = {}
 
     def started_inside() -> None:          # torch's workers, the evidence writer: started by the loop
@@ -31,16 +34,18 @@ def test_only_the_loop_thread_is_raised_and_it_is_restored_after() -> None:
         child.start()
         child.join()
     assert seen == {"loop": os.SCHED_FIFO, "child": os.SCHED_OTHER}
-    assert _policy() == os.SCHED_OTHER
+    assert _policy() == before
 
 
 def test_an_unpaced_loop_is_left_alone() -> None:
+    before = _policy()
     with realtime_thread(enabled=False) as priority:
-        assert not priority.realtime and _policy() == os.SCHED_OTHER
+        assert not priority.realtime and _policy() == before
 
 
 def test_where_the_os_refuses_the_loop_runs_as_before_and_says_why(monkeypatch) -> None:
     """No CAP_SYS_NICE, no rtprio limit: the loop keeps its normal scheduling and the reason names the fix."""
+    before = _policy()
     asked = []
 
     def refuse(pid: int, policy: int, param: os.sched_param) -> None:
@@ -50,6 +55,6 @@ def test_where_the_os_refuses_the_loop_runs_as_before_and_says_why(monkeypatch) 
     monkeypatch.setattr(os, "sched_setscheduler", refuse)
     with realtime_thread() as priority:
         assert asked == [os.SCHED_FIFO]
-        assert not priority.realtime and _policy() == os.SCHED_OTHER
+        assert not priority.realtime and _policy() == before
         assert "not permitted" in priority.why_not and "rtprio" in priority.why_not
-    assert _policy() == os.SCHED_OTHER
+    assert _policy() == before
