@@ -27,6 +27,14 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 _STATE = tempfile.TemporaryDirectory(prefix="test-state-")
 os.environ["HARNESS_STATE_DIR"] = _STATE.name
 
+# One OpenMP thread a process (torch's CPU pool), unless the shell says otherwise: the suite runs two streams of
+# tests on two cores, and a pool of one thread a core spin-waits between operations on the core the other stream
+# needs (the lerobot-eval test: 52 CPU s with the default pool, 17 with one thread). The harness's own inference sets
+# its threads itself (ThreadPolicy, tested), so what the harness decides is still what is tested; LeRobot's tools,
+# the tests' training and their in-process policies run on one thread, as scripts/coverage_experiment's do.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
 REPO = Path(__file__).resolve().parents[1]
 _SESSION_ENV = dict(os.environ)   # as every test starts: the e2e fixture's CLI server runs with it
 
