@@ -6,7 +6,7 @@ or a module marked `shares_cores` (wall-timed, but its assertions hold beside ot
 pass since before the tiers). A new realtime module starts serial. scripts/test (so CI) runs the `serial` tests one
 at a time at normal priority, then the `desk` and `shares_cores` ones, beside the rest of the suite on both cores at
 nice 19, which takes only the CPU these leave idle (docs/developing.md, "How the suite shares two cores"); a module
-marked `quiet` (fix-ids' wire-timed diagnoses) runs alone, after both.
+marked `quiet` (fix-ids' wire-timed diagnoses) runs after both, two tests at a time and nothing else.
 
 Why serial: beside the rest of the suite on three workers a servo's reply still missed LeRobot's window now and then:
 with the serial modules in parallel runs of their own (session 38: a leader arm's handshake, a fix-ids diagnosis),

@@ -21,7 +21,7 @@ from tests.bus_people import ScriptedOperator, arm, open_port, turn
 from tests.realtime.test_bus import _motors
 
 # Wire-timed pings whose agreement decides a diagnosis: even a nice-19 neighbour has made a clean line look noisy
-# here (a CI run of session 45), so these run alone, on a quiet machine, after the rest (scripts/test).
+# here (a CI run of session 45), so these run after the rest, two at a time and nothing else (scripts/test).
 pytestmark = pytest.mark.quiet
 
 
