@@ -118,6 +118,20 @@ def video_mode(request: RunRequest, robot: RobotKind) -> VideoMode:
     return VideoMode.FAILURES if RobotKind(robot).simulated else VideoMode.ALL
 
 
+def evidence_lanes(request: RunRequest, robot: RobotKind) -> int | None:
+    """The evidence writer's lanes (processes): a parallel run's worker sets `request.evidence.lanes` (0: drawn
+    inline, its cores are the other workers'). A simulated run without video and without an injected dropout
+    draws only each trial's two final frames (tens of milliseconds a trial): inline, rather than two processes
+    that each start an interpreter and a scene of their own (about a CPU second each, more than a short run's
+    drawing; benchmarks/eval_speed_bench.py, docs/benchmarks.md). None: the writer's default (one a core, at most
+    two)."""
+    if request.evidence.lanes is not None:
+        return request.evidence.lanes
+    if RobotKind(robot).simulated and video_mode(request, robot) is VideoMode.NONE and request.inject_dropout is None:
+        return 0
+    return None
+
+
 def check_policy_fits_robot(policy_ref: str, robot: RobotKind, emulated_truth: bool = False) -> None:
     """The scripted built-ins plan in the simulator (`expert` from the true cube pose, `replay` through the
     simulated arm's kinematics and clock), which a real arm does not have: refused in one line before
@@ -204,14 +218,13 @@ def prepare_run(request: RunRequest, protocol: Protocol, sheet: Scoresheet,
                               robot_type=SO101_ROBOT_TYPE, options=recording_options(request, protocol.fps))
     writer = None
     # Frames rendered (sim) and encoded in other processes, off the control loop; without video a
-    # simulated run still hands them its final frames and the dropout watch's frames to draw. A parallel
-    # run's worker sets `request.evidence.lanes` (0: drawn inline, its cores are the other workers').
+    # simulated run still hands them its final frames and the dropout watch's frames to draw.
     if not request.evidence.no_video or is_sim:
         from harness.run.evidence_writer import EvidenceWriter
 
         world = robot.world if is_sim else None
         writer = EvidenceWriter(world.geometry if world is not None else None, control_fps=protocol.fps,
-                                lanes=request.evidence.lanes)
+                                lanes=evidence_lanes(request, sheet.locked.robot))
     options = RunOptions(runs_dir=request.runs_dir, paced=not is_sim, video=video_mode(request, sheet.locked.robot),
                          video_fps=request.evidence.video_fps, video_size=request.evidence.video_size,
                          max_attempts=request.max_trials, start_pose_s=SIM_START_POSE_S if is_sim else MoveSpeed(),
