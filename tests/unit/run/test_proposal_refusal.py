@@ -489,3 +489,16 @@ def test_the_placement_bands_are_the_judges() -> None:
     bands, judge = GripperBands(), JudgeThresholds()
     assert (bands.release_max_height_m, bands.withdraw_min_m, bands.lift_min_m, bands.drop_min_height_m) == \
         (judge.release_max_height_m, judge.withdraw_min_m, judge.lift_min_m, judge.drop_min_height_m)
+
+
+S8000 = FOLDER.parent / "proposal_act96_s8000"   # a dim-96, three-encoder-layer ACT, held out once at rules F
+
+
+@pytest.mark.parametrize("episode", [SIMULATED, EpisodeEnd(20.0)])
+def test_a_policy_held_out_at_rules_f_gets_no_wrong_proposal(grasp_point, episode) -> None:
+    """scripts/proposal_heldout with DIM=96 ENC_LAYERS=3 SEED=8000 (checkpoints 200/400/600 on protocols from seeds
+    9595 and 9797), judged once after rules F were frozen: 60 agree, read with the simulated episode's end and as a
+    real arm's (docs/benchmarks.md, rules F). An easy set (56 judged no grasp, 4 successes). Tuning data since."""
+    got = [(proposed(a, grasp_point, episode=episode), a) for a in attempts(folder=S8000)]
+    assert len(got) == 60
+    assert [(a.policy, a.trial) for p, a in got if p.label is None or p.label.value != a.label] == []
