@@ -20,6 +20,7 @@ from harness.models.protocol import JOINT_NAMES
 from harness.sim.units import GRIPPER_LOAD_KEY
 
 LOAD_COLUMN = f"obs.{GRIPPER_LOAD_KEY}"
+GRIPPER_COMMAND_COLUMN = "action.gripper.pos"
 
 FOLDER = Path(__file__).parent / "data" / "anatomy"
 
@@ -31,6 +32,8 @@ class Attempt:
     judge: dict[str, Any]         # the judge's verdict as recorded (label, true_placement_error_cm, ...)
     joints: list[dict[str, float]]
     loads: list[float] | None = None   # the gripper servo's load each step (None: the export lacks it)
+    cube_start_cm: tuple[float, float] = (0.0, 0.0)   # the trial's planned offset from the trained spot
+    gripper_commands: list[float] | None = None       # the gripper's command each step (the policy's action)
 
     @property
     def label(self) -> str:
@@ -47,8 +50,11 @@ def attempts(policy: str | None = None, folder: Path = FOLDER) -> Iterator[Attem
         columns = [str(c) for c in data["columns"]]
         index = [columns.index(f"obs.{name}.pos") for name in JOINT_NAMES]
         load = columns.index(LOAD_COLUMN) if LOAD_COLUMN in columns else None
+        command = columns.index(GRIPPER_COMMAND_COLUMN)
         for entry in json.loads(str(data["meta"]))["attempts"]:
             rows = data[f"trial{entry['trial']}"]
             joints = [{name: float(row[i]) for name, i in zip(JOINT_NAMES, index, strict=True)} for row in rows]
             loads = [float(row[load]) for row in rows] if load is not None else None
-            yield Attempt(path.stem, int(entry["trial"]), entry["judge"], joints, loads)
+            dx, dy = entry["cube_start_cm"]
+            yield Attempt(path.stem, int(entry["trial"]), entry["judge"], joints, loads, (float(dx), float(dy)),
+                          [float(row[command]) for row in rows])

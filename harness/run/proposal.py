@@ -13,13 +13,20 @@ that did not run to its limit. Otherwise no success is proposed: a cube in the b
 at rest there is no success, and nothing in the joints tells it from one that settled. Where the episode's end
 says the cube never settled (a simulated episode that ran to its limit), that is the judge's wrong placement.
 
+The judge's placement is more than a cube let go over the bowl: let go at most 12 cm above the bowl floor
+(higher, it was dropped in), the gripper then withdrawn 4 cm from it, and nothing moving it before it rests. The
+grasp point says all three within allowances (where the trace reads the release, where the cube then lies):
+past them the judge's label is proposed, within them nothing is, and a gripper that came back to where the cube
+lies after withdrawing is never proposed anything (it may have moved a cube that had already settled).
+
 A cube opened out of the jaws lands near where they let go; one squeezed out (the jaws closing on past it to
 their stop) is flung, and lands further (`squeezed_out_cm`), if the squeeze began at the table, where a cube
 to squeeze lies.
 
 Where the evidence contradicts itself (jaws that rested part-closed without opening first, jaws that rested
 only wider than the cube, a cube seen far from where it was let go, a drop whose landing the final frame did
-not show, a squeeze lost at once before any lift) no label is proposed: the
+not show, a squeeze lost at once before any lift, a release height or a withdrawal within its allowance, a
+gripper back at the cube) no label is proposed: the
 operator chooses unprompted, because a wrong default confirmed with Enter is worse than no default.
 """
 
@@ -62,6 +69,11 @@ class Reason(StrEnum):
     LET_GO_LATE = "let go too near the end to know whether the cube settled in time"
     LOST_AT_ONCE = "jaws closed on past what they squeezed at once, before any lift: held or not, unknown"
     NEVER_SETTLED = "ran to its time limit after letting go over the bowl: the cube never settled there in time"
+    OPENED_TOO_HIGH = "opened over the bowl higher than a placement (12 cm above its floor): dropped in"
+    RELEASE_HEIGHT_UNSURE = "opened over the bowl near the highest a placement may be: placed or dropped, unknown"
+    NEVER_WITHDREW = "the gripper never withdrew from where it let go"
+    WITHDRAWAL_UNSURE = "the gripper stayed near where it let go: whether it withdrew from the cube, unknown"
+    CAME_BACK = "the gripper came back to where it let go: whether it moved the cube, unknown"
 
 
 
@@ -99,6 +111,18 @@ class GripperBands:
     #                                 one squeezed higher was not on the table to be squeezed: the hold is in doubt)
     lost_at_once_s: float = 0.15    # squeezed out this soon after the hold, never lifted: the judge's grasp (both
     #                                 jaws on the cube for its span) may or may not have been met
+    # The judge's placement (`sim.judge.JudgeThresholds`, pinned equal by a test), read from the grasp point:
+    release_max_height_m: float = 0.12   # a placement lets go with the cube's bottom at most this above the bowl
+    bowl_floor_m: float = 0.004          # floor, which is this above the table; higher, the cube was dropped in
+    release_read_high_m: float = 0.04    # the trace reads the release later than the judge (jaws past the open
+    release_read_low_m: float = 0.02     # band): its cube height, from the grasp point, read 0.9 cm under to 3.3 cm
+    #                                      over the judge's on the 166 attempts let go over the bowl: within these
+    #                                      of the limit, placed or dropped is unknown
+    withdraw_min_m: float = 0.04    # a placement's gripper withdraws this far from the cube after letting go
+    cube_spot_m: float = 0.01       # where the cube lies after a release over the bowl (under where it was let
+    #                                 go, on the bowl floor) is known to about this
+    came_back_m: float = 0.03       # the grasp point back this near to where the cube lies, after withdrawing:
+    #                                 the jaws reach it (the judge's success may have come before, or never)
 
 
 @dataclass
@@ -131,6 +155,8 @@ class GripperTrace:
     load_read: bool = False            # the arm reports the gripper's load: holding is read from it
     squeezed: bool = False             # the hold is the servo squeezing something (not only a rest part-closed)
     closed_part: bool = False          # with the load read: closed part-way after opening (squeezing or not)
+    after_release: list[tuple[float, float, float]] = field(default_factory=list)   # the grasp point each
+    #                                    observation after the jaws let go: did it withdraw, did it come back
     _steady: int = 0
     _squeeze: int = 0
     _widest_yet: float = -math.inf
@@ -168,9 +194,10 @@ class GripperTrace:
             elif steady and b.holding_above <= grip <= b.holding_below:
                 self._hold(joints, grip)
             return
-        if self.released:
-            return
         point = self.grasp_point(joints)
+        if self.released:
+            self.after_release.append((float(point[0]), float(point[1]), float(point[2])))
+            return
         eased = self.hold_grip is not None and grip - self.hold_grip > b.eased_open
         if grip > b.open_above or grip < b.empty_below or eased:   # let go (or slipped out and the jaws closed)
             self.released = True
@@ -223,6 +250,13 @@ class GripperTrace:
     @property
     def elapsed_s(self) -> float:
         return self.samples / self.fps
+
+    def distances_after_release(self, spot: tuple[float, float, float]) -> np.ndarray:
+        """The grasp point's distance (m) from `spot` at each observation after the jaws let go (empty: none)."""
+        if not self.after_release:
+            return np.zeros(0)
+        gaps: np.ndarray = np.linalg.norm(np.asarray(self.after_release) - np.asarray(spot), axis=1)
+        return gaps
 
 
 @dataclass(frozen=True)
@@ -323,20 +357,35 @@ def propose(trace: GripperTrace, view: FinalView, bowl_xy_m: tuple[float, float]
     height = z - cube_half_m
     if over_bowl:
         reasons.append(Reason.OPENED_OVER_BOWL)
+        above_floor = height - b.bowl_floor_m   # the cube's bottom over the bowl floor, as the trace reads it
+        if above_floor > b.release_max_height_m + b.release_read_high_m:
+            reasons.append(Reason.OPENED_TOO_HIGH)   # the judge's drop (or, landed inside, no placement)
+            over_bowl = False
+        elif above_floor > b.release_max_height_m - b.release_read_low_m:
+            return refuse(Reason.RELEASE_HEIGHT_UNSURE)
     else:
         reasons.append(Reason.OPENED_MID_AIR if height > b.drop_min_height_m else Reason.OPENED_LOW_AWAY)
     inside = view.inside if view.inside is not None else over_bowl   # unmeasured: where it was let go
     if over_bowl and view.inside is False and view.distance_cm is not None and \
             view.distance_cm - 100 * bowl_radius_m > b.landing_cm + (view.uncertainty_cm or 0.0):
         return refuse(Reason.NOT_WHERE_LET_GO)   # let go over the bowl, seen far beyond its rim: never carried
+    gaps = trace.distances_after_release((x, y, b.bowl_floor_m + cube_half_m))   # from where the cube lies
+    withdrawn = np.flatnonzero(gaps >= b.withdraw_min_m + b.cube_spot_m)   # surely past the judge's withdrawal
+    if over_bowl and len(withdrawn) and gaps[withdrawn[0]:].min() <= b.came_back_m:
+        return refuse(Reason.CAME_BACK)   # settled before it came back (a success) or moved by it: unknown
     if inside and lifted and over_bowl:
         if episode.ends_when_settled and episode.time_limit_s is not None and \
                 trace.elapsed_s >= episode.time_limit_s - 1.5 / trace.fps:
             reasons.append(Reason.NEVER_SETTLED)   # a settled cube would have ended it early: the judge's verdict
             return done(Label.WRONG_PLACEMENT)     # at the limit is "inside the bowl, sequence incomplete"
+        if len(gaps) and gaps.max() < b.withdraw_min_m - b.cube_spot_m:
+            reasons.append(Reason.NEVER_WITHDREW)   # the judge's "inside the bowl, sequence incomplete"
+            return done(Label.WRONG_PLACEMENT)
         after = trace.after_release_s
         if after is not None and after < b.settle_s:
             return refuse(Reason.LET_GO_LATE)
+        if not len(withdrawn):
+            return refuse(Reason.WITHDRAWAL_UNSURE)
         return done(Label.SUCCESS)
     if inside and not lifted:
         return done(Label.NO_GRASP)
