@@ -111,6 +111,7 @@ def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[fl
             raise DetectionError(NotMeasured.CUBE_AMBIGUOUS, f"two red blobs look about as much like the cube "
                                  f"(at x={x1:.0f}, y={y1:.0f} and x={x2:.0f}, y={y2:.0f} px)")
     _check_no_deeper_red_elsewhere(frame, hsv, best, expected)
+    best = _deeper_cube_within(frame, hsv, best, expected)
     area = cv2.contourArea(best)
     x, y, w, h = cv2.boundingRect(best)
     if x <= 1 or y <= 1 or x + w >= frame.shape[1] - 1 or y + h >= frame.shape[0] - 1:
@@ -138,7 +139,41 @@ def _colour(hsv: np.ndarray, blob: np.ndarray) -> tuple[float, float]:
     """A blob's saturation and brightness (HSV, 0-255): the upper quartile of each over its pixels, its lit part."""
     inside = np.zeros(hsv.shape[:2], np.uint8)
     cv2.drawContours(inside, [blob], -1, 1, -1)
-    return float(np.percentile(hsv[:, :, 1][inside > 0], 75)), float(np.percentile(hsv[:, :, 2][inside > 0], 75))
+    return _colour_of(hsv, inside > 0)
+
+
+def _colour_of(hsv: np.ndarray, pixels: np.ndarray) -> tuple[float, float]:
+    """`_colour` of the pixels a boolean mask picks."""
+    return float(np.percentile(hsv[:, :, 1][pixels], 75)), float(np.percentile(hsv[:, :, 2][pixels], 75))
+
+
+def _deeper_cube_within(frame: np.ndarray, hsv: np.ndarray, blob: np.ndarray, expected: float) -> np.ndarray:
+    """The cube inside a blob too large to be it alone, where the rest of that blob is a paler red: the cube
+    touching something of its hue but paler (a mauve bowl's wall, a dark brown-red bowl's inside) makes one
+    blob with it under the fixed colour rule. At a stricter rule (STRICTER_RED, in turn) the cube is left alone,
+    of a cube's size, and markedly deeper (DEEPER_RED) and as bright as the rest (tuning frames 5951/45 and
+    7002/20: cubes in the bowl read as 1.5-1.6 cubes wide and refused for a rim too small, the rim right).
+    Anything else is returned as it is: a blob all of one red (a cube seen large at a rim too small, the bowl's
+    floor taken for it) stays too large and says so."""
+    if cv2.contourArea(blob) <= CUBE_TOO_LARGE ** 2 * expected:
+        return blob
+    inside = np.zeros(frame.shape[:2], np.uint8)
+    cv2.drawContours(inside, [blob], -1, 1, -1)
+    for saturation, value in STRICTER_RED:
+        strict = _red_mask(frame, saturation, value) & (inside * 255)
+        contours, _ = cv2.findContours(strict, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+        if not contours:
+            return blob
+        cube = max(contours, key=cv2.contourArea)
+        if cv2.contourArea(cube) > CUBE_TOO_LARGE ** 2 * expected:
+            continue
+        alone = np.zeros_like(inside)
+        cv2.drawContours(alone, [cube], -1, 1, -1)
+        rest = (inside > 0) & (alone == 0)
+        if np.count_nonzero(rest) and _deeper(_colour_of(hsv, alone > 0), _colour_of(hsv, rest)):
+            return cube
+        return blob
+    return blob
 
 
 def _deeper(one: tuple[float, float], other: tuple[float, float]) -> bool:

@@ -12,6 +12,8 @@ refused wherever it is, not only beside the bowl. 8003 frame 00 (320x240, a came
 rim fit took the bowl's floor edge, the cube showed it too small, and the rim found again at the cube's scale
 was thrown away because the floor was seen 11 % of the rim's radius off its centre (the parallax of a tilted
 camera; 10 % was allowed there, 25 % where the rim fit looks for the floor): one rule now, `is_floor_of`.
+Tuning frames 5951/45 and 7002/20 (cubes in a dark or mauve bowl, the rim right): the cube and the bowl's paler
+red inside made one blob 1.5-1.6 cubes wide, refused as a rim too small; the cube is the deeper red within it.
 """
 
 from __future__ import annotations
@@ -198,3 +200,31 @@ def test_the_rim_is_found_again_under_a_tilted_camera_that_shows_the_floor_off_c
         m = result.measurement
         assert m is not None, result.why_not()
         assert abs(m.distance_cm - f.distance_cm) <= min(1.0, m.uncertainty_cm) and m.inside == f.inside
+
+
+def _cube_touching(patch: tuple[int, int, int]) -> np.ndarray:
+    """A cube in the bowl with a patch beside it, touching it, as large as the cube: together one blob twice a
+    cube's size to the fixed colour rule."""
+    frame = np.full((480, 640, 3), (95, 100, 105), np.uint8)
+    cv2.circle(frame, (320, 240), 50, (60, 60, 70), 3)
+    half = EDGE_PX / 2
+    x0, y0, x1, y1 = round(320 - half), round(240 - half), round(320 + half), round(240 + half)
+    cv2.rectangle(frame, (x1 + 1, y0 - 4), (x1 + round(EDGE_PX) + 4, y1 + 4), patch, -1)
+    cv2.rectangle(frame, (x0, y0), (x1, y1), (235, 40, 35), -1)
+    return frame
+
+
+def test_a_cube_touching_a_paler_red_is_found_within_the_blob_they_make() -> None:
+    """5951/45, 7002/20: the cube against the bowl's mauve (or dark red-brown) inside. The blob is too large for a
+    cube at the rim's scale, but its deeper red part is a cube's size: that is the cube."""
+    centre, _, outline = find_cube(_cube_touching((150, 70, 85)), RIM, Geometry())
+    assert math.dist(centre, (320.0, 240.0)) < 1.5
+    assert cv2.contourArea(outline) < 1.2 * EDGE_PX ** 2
+
+
+def test_a_blob_all_of_the_cubes_red_is_still_too_large_for_the_rim() -> None:
+    """The same blob all of the cube's own red (a cube seen large because the rim found is the bowl's floor): no
+    deeper part to take, the rim is refused as too small (and looked for again at the cube's scale)."""
+    with pytest.raises(DetectionError) as refused:
+        find_cube(_cube_touching((225, 38, 33)), RIM, Geometry())
+    assert refused.value.reason is NotMeasured.CUBE_SIZE_INCONSISTENT
