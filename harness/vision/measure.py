@@ -106,10 +106,13 @@ def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[fl
         if _deeper(_colour(hsv, second), _colour(hsv, best)):
             best = second
         elif not _deeper(_colour(hsv, best), _colour(hsv, second)):
-            (x1, y1), _ = cv2.minEnclosingCircle(best)
-            (x2, y2), _ = cv2.minEnclosingCircle(second)
-            raise DetectionError(NotMeasured.CUBE_AMBIGUOUS, f"two red blobs look about as much like the cube "
-                                 f"(at x={x1:.0f}, y={y1:.0f} and x={x2:.0f}, y={y2:.0f} px)")
+            alone = _alone_on_balanced_table(frame, expected)
+            if alone is None:
+                (x1, y1), _ = cv2.minEnclosingCircle(best)
+                (x2, y2), _ = cv2.minEnclosingCircle(second)
+                raise DetectionError(NotMeasured.CUBE_AMBIGUOUS, f"two red blobs look about as much like the cube "
+                                     f"(at x={x1:.0f}, y={y1:.0f} and x={x2:.0f}, y={y2:.0f} px)")
+            best = alone
     _check_no_deeper_red_elsewhere(frame, hsv, best, expected)
     best = _deeper_cube_within(frame, hsv, best, expected)
     area = cv2.contourArea(best)
@@ -133,6 +136,20 @@ def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[fl
                           math.sqrt(area) / CUBE_SIDES_SHOWN / geometry.cube_cm * geometry.bowl_cm / 2)
     (_, _), (_, _), angle = cv2.minAreaRect(best)
     return centre, angle % 90, best
+
+
+def _alone_on_balanced_table(frame: np.ndarray, expected: float) -> np.ndarray | None:
+    """The cube where, on the frame balanced against the table's own colour, one blob of the cube's colour is
+    markedly the most cube-like (None otherwise). A brown or mauve table whose colour sits at the cube rule's
+    edge (saturation 80 of 255) breaks into ragged red patches under the fixed rule, cube-sized and about as
+    cube-like as each other, with the cube merged into one of them; balanced, the table is grey and the cube
+    alone stays red (tuning frame 6002/03, 640x480: refused as two red blobs, neither of them the cube)."""
+    contours, _ = cv2.findContours(_red_mask(_table_balanced(frame)), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    candidates = [c for c in contours if 0.2 * expected <= cv2.contourArea(c) <= 3.0 * expected]
+    scored = sorted((_cube_likeness(c, expected) for c in candidates), reverse=True)
+    if not scored or (len(scored) > 1 and scored[1] >= CUBE_AMBIGUOUS * scored[0]):
+        return None
+    return max(candidates, key=lambda c: _cube_likeness(c, expected))
 
 
 def _colour(hsv: np.ndarray, blob: np.ndarray) -> tuple[float, float]:

@@ -14,6 +14,8 @@ was thrown away because the floor was seen 11 % of the rim's radius off its cent
 camera; 10 % was allowed there, 25 % where the rim fit looks for the floor): one rule now, `is_floor_of`.
 Tuning frames 5951/45 and 7002/20 (cubes in a dark or mauve bowl, the rim right): the cube and the bowl's paler
 red inside made one blob 1.5-1.6 cubes wide, refused as a rim too small; the cube is the deeper red within it.
+Tuning frame 6002/03 (640x480): a brown table at the cube rule's edge broke into red patches, two of them about
+as cube-like, the cube merged into a third; balanced against the table's colour the cube is alone.
 """
 
 from __future__ import annotations
@@ -228,3 +230,29 @@ def test_a_blob_all_of_the_cubes_red_is_still_too_large_for_the_rim() -> None:
     with pytest.raises(DetectionError) as refused:
         find_cube(_cube_touching((225, 38, 33)), RIM, Geometry())
     assert refused.value.reason is NotMeasured.CUBE_SIZE_INCONSISTENT
+
+
+def test_a_table_at_the_colour_rules_edge_is_balanced_before_two_patches_of_it_make_the_cube_ambiguous() -> None:
+    """6002/03: patches of a brown table pass the fixed colour rule (hue 8, saturation 84 of 255), two of a cube's
+    size and as cube-like as each other, the cube merged into a larger one. Balanced against the table, only the
+    cube is red: found, not refused as `cube_ambiguous`."""
+    frame = np.full((480, 640, 3), (99, 80, 68), np.uint8)              # the table: hue 11, just off the rule
+    patch = (79, 60, 53)                                                # its darker patches: on the rule's edge
+    cv2.ellipse(frame, (150, 120), (15, 12), 0, 0, 360, patch, -1)
+    cv2.ellipse(frame, (520, 110), (14, 13), 30, 0, 360, patch, -1)
+    cv2.rectangle(frame, (395, 330), (470, 360), patch, -1)            # a large patch the cube touches
+    half = EDGE_PX / 2
+    cv2.rectangle(frame, (round(430 - half), round(330 - 2 * half)), (round(430 + half), 330), (174, 27, 17), -1)
+    centre, _, _ = find_cube(frame, RIM, Geometry())
+    assert math.dist(centre, (430.0, 330.0 - half)) < 2.0
+
+
+def test_two_cube_like_patches_on_a_grey_table_stay_ambiguous_when_balanced() -> None:
+    """Balancing cannot make a choice where the table is grey already: two blobs of the cube's red, both cube-like,
+    are still refused."""
+    frame = np.full((480, 640, 3), (99, 100, 102), np.uint8)
+    for x, y in ((150.0, 120.0), (470.0, 380.0)):
+        cv2.ellipse(frame, (round(x), round(y)), (15, 13), 0, 0, 360, (174, 27, 17), -1)
+    with pytest.raises(DetectionError) as refused:
+        find_cube(frame, RIM, Geometry())
+    assert refused.value.reason is NotMeasured.CUBE_AMBIGUOUS
