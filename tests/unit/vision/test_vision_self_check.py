@@ -6,9 +6,7 @@ in its place, 8.7 cm off and on the wrong side of the rim. 7002 frame 31 (640x48
 undistorted frame the rim fit took a round part of the arm for the bowl (4.2 cm off); the frame as the
 camera gave it showed the bowl.
 
-Fifth pass (seeds 8001-8003 as tuning data): 8003 frame 15 (424x240, calibrated), a cube in the bowl with the
-gripper's jaw over a third of it, was read 0.91 cm off with +/- 0.77: a blob under 70 % of a top face is now
-refused wherever it is, not only beside the bowl. 8003 frame 00 (320x240, a camera tilted 10.5 degrees): the
+Fifth pass (seeds 8001-8003 as tuning data): 8003 frame 00 (320x240, a camera tilted 10.5 degrees): the
 rim fit took the bowl's floor edge, the cube showed it too small, and the rim found again at the cube's scale
 was thrown away because the floor was seen 11 % of the rim's radius off its centre (the parallax of a tilted
 camera; 10 % was allowed there, 25 % where the rim fit looks for the floor): one rule now, `is_floor_of`.
@@ -150,26 +148,6 @@ def test_two_blobs_of_the_same_red_are_still_ambiguous() -> None:
     assert refused.value.reason is NotMeasured.CUBE_AMBIGUOUS
 
 
-def test_a_cube_showing_under_70_percent_of_its_top_face_is_refused_anywhere() -> None:
-    """8003/15: a cube in the bowl, the gripper's jaw over a third of it, was placed by the model of its hidden part
-    (0.91 cm off, +/- 0.77). Too little of a cube to place it: refused in the bowl, beside it and far from it
-    alike; 80 % of one is still measured."""
-    for where in ((330.0, 245.0), (320.0 + 1.25 * 50, 240.0), (320.0 + 3.5 * 50, 300.0)):
-        for share, refused in ((0.6, True), (0.8, False)):
-            frame = np.full((480, 640, 3), (95, 100, 105), np.uint8)
-            cv2.circle(frame, (320, 240), 50, (60, 25, 40), 3)
-            x0, y0 = round(where[0] - EDGE_PX / 2), round(where[1] - EDGE_PX / 2)
-            cv2.rectangle(frame, (x0, y0), (round(x0 + EDGE_PX), round(y0 + share * EDGE_PX)), (235, 40, 35), -1)
-            cv2.rectangle(frame, (x0 - 6, round(y0 + share * EDGE_PX) + 1), (x0 + 40, y0 + 40), YELLOW, -1)  # the jaw
-            if refused:
-                with pytest.raises(DetectionError) as caught:
-                    find_cube(frame, RIM, Geometry())
-                assert caught.value.reason is NotMeasured.CUBE_PARTLY_HIDDEN, (where, share)
-            else:
-                centre, _, _ = find_cube(frame, RIM, Geometry())
-                assert abs(centre[0] - where[0]) < 1.5, (where, share)
-
-
 def test_the_floor_seen_off_centre_by_a_tilted_camera_is_still_the_floor() -> None:
     """8003/00: the floor's edge 3.8 cm below the rim, seen by a camera tilted 10.5 degrees, sits 3.8 x tan(10.5)
     = 0.70 cm (12 % of the rim's radius) off the rim's centre. It is the floor, for the rim fit and for the
@@ -181,16 +159,6 @@ def test_the_floor_seen_off_centre_by_a_tilted_camera_is_still_the_floor() -> No
     assert is_floor_of(Rim(rim.cx - shift, rim.cy, size, size, 0.0), rim, shape.floor_ratio)
     assert not is_floor_of(Rim(rim.cx - 0.3 * rim.mean_radius_px, rim.cy, size, size, 0.0), rim, shape.floor_ratio)
     assert not is_floor_of(Rim(rim.cx - shift, rim.cy, 0.8 * size, 0.8 * size, 0.0), rim, shape.floor_ratio)
-
-
-@pytest.mark.slow
-def test_a_cube_under_the_grippers_jaw_in_the_bowl_is_refused_not_misread() -> None:
-    """Seed 8003 frame 15 itself (424x240, a cube in the bowl 63 % seen): refused with either lens, where the
-    calibrated reading was 0.91 cm off with +/- 0.77."""
-    f, calibrated, fov_only = _measured_both_ways(8003, 15)
-    assert f.cube_visible < 0.7 and f.inside
-    assert calibrated.measurement is None and calibrated.reason is NotMeasured.CUBE_PARTLY_HIDDEN, calibrated
-    assert fov_only.measurement is None
 
 
 @pytest.mark.slow
