@@ -107,6 +107,9 @@ RIM_WIDTH_SIGMA_FRAC = 0.05 / 5.75   # the rim's width known to about half a mil
 FLOOR_WEIGHT = 0.5      # the floor breaks ties between the band's two readings; the band itself comes first
 FLOOR_TOLERANCE = 0.05   # the floor's edge within 5 % of where the bowl's shape puts it
 NOMINAL_PARALLAX = (75 - 4.5) / (75 - 0.4)   # a floor 4 cm below the rim, seen from 0.75 m: 5 % smaller
+# the floor's edge, 3.8 cm below the rim, is seen off the rim's centre towards the point below the camera by
+# 3.8 cm x tan(tilt): up to this share of the rim's 5.75 cm radius for a top camera tilted up to 20 degrees
+FLOOR_CENTRE_SLACK = 0.25
 
 
 @dataclass(frozen=True)
@@ -348,10 +351,15 @@ def _ring_hypotheses(rays: _Rays, near_rim: _Layer, layers: list[_Layer], shape:
 def _floor_layer(rim: Rim, layers: list[_Layer], floor_ratio: float) -> _Layer | None:
     """The best-supported layer where the floor's edge should be if `rim` is the outer edge (None if none).
     Lower than the rim, the floor is seen a little off its centre (parallax): a loose centre test."""
-    return max((layer for layer in layers
-                if abs(layer.rim.mean_radius_px / rim.mean_radius_px - floor_ratio) <= FLOOR_TOLERANCE * floor_ratio
-                and math.hypot(layer.rim.cx - rim.cx, layer.rim.cy - rim.cy) <= 0.25 * rim.mean_radius_px),
+    return max((layer for layer in layers if is_floor_of(layer.rim, rim, floor_ratio)),
                key=lambda layer: layer.support, default=None)
+
+
+def is_floor_of(inner: Rim, rim: Rim, floor_ratio: float) -> bool:
+    """`inner` is where the bowl's floor edge is seen for a rim `rim`: at its size (FLOOR_TOLERANCE), and off its
+    centre by no more than a tilted top camera's parallax shows (FLOOR_CENTRE_SLACK)."""
+    return (abs(inner.mean_radius_px / rim.mean_radius_px - floor_ratio) <= FLOOR_TOLERANCE * floor_ratio
+            and math.hypot(inner.cx - rim.cx, inner.cy - rim.cy) <= FLOOR_CENTRE_SLACK * rim.mean_radius_px)
 
 
 def _smoothed_lab(frame: np.ndarray) -> np.ndarray:
