@@ -36,6 +36,7 @@ cuts it off.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -397,8 +398,20 @@ def write_all(path: Path, header: dict[str, Any], records: list[tuple[str, dict[
         witness.append(witness_line(kind, counts[kind], record["chain_sha256"]))
     witness_bytes = b"".join(witness)
     body = header_bytes(header) + b"".join(record_line(kind, record) for kind, record in records)
-    write_bytes_atomic(witness_path(path), witness_bytes)   # the witness first: see the module doc
-    write_bytes_atomic(path, body)
+    witness_file = witness_path(path)
+    # a new sheet whose writing fails (a full disk, a size limit) leaves nothing: no witness, no folder made for it
+    fresh = not path.exists() and not witness_file.exists()
+    made = [folder for folder in (path.parent, *path.parent.parents) if not folder.exists()] if fresh else []
+    try:
+        write_bytes_atomic(witness_file, witness_bytes)   # the witness first: see the module doc
+        write_bytes_atomic(path, body)
+    except BaseException:
+        if fresh:
+            witness_file.unlink(missing_ok=True)
+            for folder in made:   # deepest first; one something else wrote into meanwhile stays
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+        raise
     key = progress.key(header["locked"], header["lock"])
     chains = [(kind, str(record["chain_sha256"])) for kind, record in records]
     progress.append(key, progress.lines_for(chains, progress_seen), FORMAT_NUMBER)
