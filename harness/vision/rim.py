@@ -235,9 +235,15 @@ def _fit_rim(frame: np.ndarray, min_radius_frac: float, max_radius_frac: float, 
     best: tuple[float, _Ring, list[_Ring], list[_Layer]] | None = None
     per_centre: list[tuple[_Ring, list[_Ring], list[_Layer]]] = []
     weakest_miss = 0.0
+    # the floor's edge lies well inside the rim: for the smallest rim looked for, under r_min. Layers are taken
+    # down to that floor's size, so that a small bowl can show its floor (a round arm joint beside it, larger,
+    # showed an inner edge where a floor would be, and outscored it: 9101/10, 6 cm off); only those of a rim's
+    # size can be the rim
+    floor_min = (1 - FLOOR_TOLERANCE) * shape.floor_ratio * r_min
     for centre in centres:
         rays = _edges_along_rays(lab, centre, r_min, r_max)
-        layers = _layers_on(rays, r_min, r_max)
+        all_sizes = _layers_on(rays, floor_min, r_max)
+        layers = [layer for layer in all_sizes if layer.rim.mean_radius_px >= r_min]
         weakest_miss = max([weakest_miss, *(layer.support for layer in layers)])
         good = [layer for layer in layers if layer.support >= MIN_SUPPORT]
         if not good:
@@ -247,7 +253,7 @@ def _fit_rim(frame: np.ndarray, min_radius_frac: float, max_radius_frac: float, 
         # only table, whose texture, shadows and halos make partial rings at most
         rim_edge = max((layer for layer in good if layer.support >= 0.6 * supports[0]),
                        key=lambda layer: layer.rim.a)
-        rings = _ring_hypotheses(rays, rim_edge, layers, shape)
+        rings = _ring_hypotheses(rays, rim_edge, layers, shape, all_sizes)
         if not rings:
             continue
         # the bowl is the centre whose rim band and floor show best (a round arm joint has no floor)
@@ -323,13 +329,15 @@ def _fit_rim(frame: np.ndarray, min_radius_frac: float, max_radius_frac: float, 
                   ring.outer_share, ring.inner_share, ring.floor_share, floor_rim, floor_sigma)
 
 
-def _ring_hypotheses(rays: _Rays, near_rim: _Layer, layers: list[_Layer], shape: BowlShape) -> list[_Ring]:
+def _ring_hypotheses(rays: _Rays, near_rim: _Layer, layers: list[_Layer], shape: BowlShape,
+                     floors: list[_Layer]) -> list[_Ring]:
     """Bands of the rim's width near the best-supported outer layer: each layer close to it taken
     as the band's outer edge, and as its inner edge (the outer one then lies a rim's width beyond).
 
     Where a band shows one edge only (a dark lip on a dark wall, a grey lip on a grey table), the
     edge alone cannot say whether it is the band's outer or inner edge: the floor's edge, a strong
-    concentric layer well inside, sits where the bowl's shape puts it for the right one only."""
+    concentric layer well inside (among `floors`: layers down to the smallest rim's floor), sits where the bowl's
+    shape puts it for the right one only."""
     ratio = shape.inner_ratio
     reference = near_rim.rim
     rings: list[_Ring] = []
@@ -343,7 +351,7 @@ def _ring_hypotheses(rays: _Rays, near_rim: _Layer, layers: list[_Layer], shape:
             ring = _refine_ring(rays, guess, ratio)
             if ring is not None and not any(abs(ring.rim.a - other.rim.a) < 0.5 and abs(ring.rim.b - other.rim.b) < 0.5
                                             for other in rings):
-                floor = _floor_layer(ring.rim, layers, shape.floor_ratio)
+                floor = _floor_layer(ring.rim, floors, shape.floor_ratio)
                 rings.append(replace(ring, floor_share=floor.support if floor else 0.0, floor=floor))
     return rings
 

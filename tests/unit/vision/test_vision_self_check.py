@@ -14,6 +14,11 @@ Tuning frames 5951/45 and 7002/20 (cubes in a dark or mauve bowl, the rim right)
 red inside made one blob 1.5-1.6 cubes wide, refused as a rim too small; the cube is the deeper red within it.
 Tuning frame 6002/03 (640x480): a brown table at the cube rule's edge broke into red patches, two of them about
 as cube-like, the cube merged into a third; balanced against the table's colour the cube is alone.
+
+Sixth pass (seeds 9101-9103 as tuning data): 9101 frame 10 (640x480): a small bowl (a 27 px rim) whose floor's edge
+lay under the smallest ring the rim fit looked at, so it could show no floor, beside a round joint of the arm, larger,
+with an inner edge where a floor would be: the joint outscored the bowl and the cube, inside the bowl, was read 6.0
+cm off, outside it. Layers are now taken down to the smallest rim's floor.
 """
 
 from __future__ import annotations
@@ -170,6 +175,36 @@ def test_the_rim_is_found_again_under_a_tilted_camera_that_shows_the_floor_off_c
         m = result.measurement
         assert m is not None, result.why_not()
         assert abs(m.distance_cm - f.distance_cm) <= min(1.0, m.uncertainty_cm) and m.inside == f.inside
+
+
+def test_a_small_bowl_shows_its_floor() -> None:
+    """A bowl seen small (a 20 px rim in a 480-line frame, the smallest looked for is 17 px): its floor's edge, 12
+    px, lies under the smallest ring looked for, and was not looked for; a round arm joint beside it, larger, showing
+    an inner edge where a floor would be, then outscored it (9101/10). The floor is found where it is."""
+    from harness.vision.rim import fit_rim
+
+    shape = BowlShape()
+    frame = np.full((480, 640, 3), (200, 140, 190), np.uint8)          # a pink table
+    cv2.circle(frame, (320, 240), 20, (40, 40, 40), -1, cv2.LINE_AA)   # the dark bowl
+    cv2.circle(frame, (320, 240), round(20 * shape.floor_ratio), (140, 140, 140), -1, cv2.LINE_AA)  # its floor
+    fit = fit_rim(frame, shape=shape)
+    assert abs(fit.rim.mean_radius_px - 20) < 1.0 and math.dist((fit.rim.cx, fit.rim.cy), (320, 240)) < 1.0
+    assert fit.floor is not None and fit.floor_share > 0.8
+    assert is_floor_of(fit.floor, fit.rim, shape.floor_ratio)
+
+
+@pytest.mark.slow
+def test_a_round_joint_of_the_arm_beside_a_small_bowl_is_not_taken_for_its_rim() -> None:
+    """Seed 9101 frame 10 itself (640x480, a dark bowl three quarters seen, a 27 px rim, beside a larger round
+    joint of the arm): read 6.0 cm off and outside the bowl for a cube inside it, with either lens. Now the rim is
+    the bowl's, and the cube is read inside it, the truth within the +/-."""
+    f, calibrated, fov_only = _measured_both_ways(9101, 10)
+    assert f.inside and f.rim_px is not None
+    for result in (calibrated, fov_only):
+        m = result.measurement
+        assert m is not None, result.why_not()
+        assert abs(m.distance_cm - f.distance_cm) <= min(1.0, m.uncertainty_cm) and m.inside
+        assert result.rim is not None and math.dist((result.rim.cx, result.rim.cy), f.rim_px[:2]) < 3.0
 
 
 def _cube_touching(patch: tuple[int, int, int]) -> np.ndarray:
