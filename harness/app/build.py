@@ -118,7 +118,7 @@ def video_mode(request: RunRequest, robot: RobotKind) -> VideoMode:
     return VideoMode.FAILURES if RobotKind(robot).simulated else VideoMode.ALL
 
 
-def evidence_lanes(request: RunRequest, robot: RobotKind) -> int | None:
+def evidence_lanes(request: RunRequest, robot: RobotKind, video: VideoMode) -> int | None:
     """The evidence writer's lanes (processes): a parallel run's worker sets `request.evidence.lanes` (0: drawn
     inline, its cores are the other workers'). A simulated run without video and without an injected dropout
     draws only each trial's two final frames (tens of milliseconds a trial): inline, rather than two processes
@@ -127,7 +127,7 @@ def evidence_lanes(request: RunRequest, robot: RobotKind) -> int | None:
     two)."""
     if request.evidence.lanes is not None:
         return request.evidence.lanes
-    if RobotKind(robot).simulated and video_mode(request, robot) is VideoMode.NONE and request.inject_dropout is None:
+    if RobotKind(robot).simulated and video is VideoMode.NONE and request.inject_dropout is None:
         return 0
     return None
 
@@ -217,6 +217,7 @@ def prepare_run(request: RunRequest, protocol: Protocol, sheet: Scoresheet,
         dataset = DatasetSink(root, protocol.fps, ["top", "wrist"], None, protocol.task,
                               robot_type=SO101_ROBOT_TYPE, options=recording_options(request, protocol.fps))
     writer = None
+    video = video_mode(request, sheet.locked.robot)
     # Frames rendered (sim) and encoded in other processes, off the control loop; without video a
     # simulated run still hands them its final frames and the dropout watch's frames to draw.
     if not request.evidence.no_video or is_sim:
@@ -224,8 +225,8 @@ def prepare_run(request: RunRequest, protocol: Protocol, sheet: Scoresheet,
 
         world = robot.world if is_sim else None
         writer = EvidenceWriter(world.geometry if world is not None else None, control_fps=protocol.fps,
-                                lanes=evidence_lanes(request, sheet.locked.robot))
-    options = RunOptions(runs_dir=request.runs_dir, paced=not is_sim, video=video_mode(request, sheet.locked.robot),
+                                lanes=evidence_lanes(request, sheet.locked.robot, video))
+    options = RunOptions(runs_dir=request.runs_dir, paced=not is_sim, video=video,
                          video_fps=request.evidence.video_fps, video_size=request.evidence.video_size,
                          max_attempts=request.max_trials, start_pose_s=SIM_START_POSE_S if is_sim else MoveSpeed(),
                          dataset=dataset, evidence_writer=writer)
