@@ -94,6 +94,10 @@ PRELOAD = (
     "lerobot.datasets.lerobot_dataset",
 )
 
+# What a server needs whose forks only run tests/cli_process_probe.py or a light `harness` command (`protocol new`):
+# the harness's command line, nothing heavy.
+LIGHT_PRELOAD = ("harness.cli",)
+
 # Environment variables a preloaded module reads once, at import (or the interpreter at start): a request whose
 # environment differs from the server's in one of them gets a real subprocess. Names, and prefixes ending in "_".
 IMPORT_TIME = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TORCH_", "OMP_", "MKL_", "OPENBLAS_", "CUDA_", "LEROBOT_",
@@ -203,11 +207,14 @@ def reported_cpu_s() -> float:
 class CliServer:
     """The server of one pytest process, started on the first request that needs it."""
 
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None, preload: Sequence[str] = PRELOAD) -> None:
         """`env`: the environment the server starts with (default: this process's when it starts). The suite passes
         the session's, so a test that has patched the environment when it first needs the server does not leave
-        its patch in every later CLI (or make every later request a real subprocess)."""
+        its patch in every later CLI (or make every later request a real subprocess). `preload`: what it imports
+        before it forks; a test of the server's own life (its death, its CPU's accounting) gives it `LIGHT_PRELOAD`
+        rather than pay ~7 CPU s for imports nothing it forks uses."""
         self._base_env = dict(env) if env is not None else None
+        self._preload = tuple(preload)
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._folder: Path | None = None
@@ -234,7 +241,7 @@ class CliServer:
         log = open(self._folder / "server.log", "wb")   # noqa: SIM115  (the server's, kept for a failure's message)
         with log:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "tests.cli_process", str(self.socket_path),
+                [sys.executable, "-m", "tests.cli_process", str(self.socket_path), ",".join(self._preload),
                  # Linux's parent-death signal fires when the *thread* that started the server ends: asked for only
                  # from the main thread (pytest's), which lasts the session
                  *(["--die-with-parent"] if threading.current_thread() is threading.main_thread() else [])],
@@ -422,6 +429,7 @@ class HarnessCli:
     was (None: it was forked)."""
 
     def __init__(self, server: CliServer) -> None:
+        """The scripts' server, when one is needed, preloads what `server` does."""
         self.server = server
         self.last_fresh_reason: str | None = None
         self._script_server: CliServer | None = None
@@ -439,14 +447,18 @@ class HarnessCli:
 
     @property
     def script_server(self) -> CliServer:
-        """The scripts' server: the session's environment with SCRIPT_THREADS (created here, started on first use)."""
+        """The scripts' server: the session's environment with SCRIPT_THREADS (created here, started on first use).
+        Where the session's environment has them already (tests/conftest.py sets one OpenMP thread unless the shell
+        sets another count), that is the session's own server: a second would import the same ~7 CPU s again."""
         with self.server._lock:
             if self._script_server is None:
-                self._script_server = CliServer(env={**(self.server._base_env or os.environ), **SCRIPT_THREADS})
+                base = dict(self.server._base_env or os.environ)
+                env = {**base, **SCRIPT_THREADS}
+                self._script_server = self.server if env == base else CliServer(env=env, preload=self.server._preload)
             return self._script_server
 
     def close(self) -> None:
-        for server in (self.server, self._script_server):
+        for server in {self.server, self._script_server}:
             if server is not None:
                 server.close()
 
@@ -529,7 +541,7 @@ def _threads() -> int:
         return threading.active_count()
 
 
-def serve(socket_path: str, die_with_parent: bool) -> None:
+def serve(socket_path: str, preload: Sequence[str], die_with_parent: bool) -> None:
     if die_with_parent:
         _die_with_parent()
     environment = dict(os.environ)   # as started: what a script's client request is compared with (fresh_reason)
@@ -537,11 +549,12 @@ def serve(socket_path: str, die_with_parent: bool) -> None:
     import importlib
     import resource
 
-    for name in PRELOAD:
+    for name in preload:
         importlib.import_module(name)
     if threading.active_count() != 1:
         raise RuntimeError(f"a preloaded module started threads: {threading.enumerate()}")
-    if sys.modules["torch"].cuda.is_initialized():   # a forked child could not use CUDA (lerobot-train on a GPU)
+    torch = sys.modules.get("torch")   # not preloaded by a light server
+    if torch is not None and torch.cuda.is_initialized():   # a forked child could not use CUDA (lerobot-train on a GPU)
         raise RuntimeError("a preloaded module initialised CUDA")
     import gc
 
@@ -694,4 +707,4 @@ def _finish() -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], "--die-with-parent" in sys.argv[2:])
+    serve(sys.argv[1], sys.argv[2].split(","), "--die-with-parent" in sys.argv[3:])

@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from tests.cli_process import (
+    LIGHT_PRELOAD,
     CliProcess,
     CliServer,
     HarnessCli,
@@ -152,7 +153,8 @@ def test_an_environment_read_at_import_gets_a_real_subprocess(harness_cli, tmp_p
 
 def test_the_server_dies_with_the_process_that_started_it(tmp_path) -> None:
     starter = subprocess.Popen(
-        [sys.executable, "-c", "from tests.cli_process import CliServer; s = CliServer(); s.environment(); "
+        [sys.executable, "-c", "from tests.cli_process import LIGHT_PRELOAD, CliServer; "
+                               "s = CliServer(preload=LIGHT_PRELOAD); s.environment(); "
                                "print(s.pid, flush=True); import signal; signal.pause()"],
         cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
@@ -330,16 +332,16 @@ def test_a_closed_servers_cpu_is_counted_once(tmp_path) -> None:
         return usage.ru_utime + usage.ru_stime + reported_cpu_s()
 
     before = counted()
-    cli = HarnessCli(CliServer())
+    cli = HarnessCli(CliServer(preload=LIGHT_PRELOAD))
     cli.run(["report", "0"], module=PROBE, cwd=tmp_path, capture_output=True, timeout=120)
     subprocess.run(["bash", "-c", '"$PYTHON_BIN/harness" protocol new --fixed --n 1 -o p.yaml'], cwd=tmp_path,
                    env=cli.script_env(), check=True, timeout=120)
-    servers = cli.server.cpu_s + cli.script_server.cpu_s + cli.script_server.clients_cpu_s()
+    servers = sum(server.cpu_s for server in {cli.server, cli.script_server}) + cli.script_server.clients_cpu_s()
     open_ = counted() - before
     cli.close()
     closed = counted() - before
-    assert servers > 5 and open_ >= servers   # two servers' imports and what they forked, counted while open
-    assert closed < open_ + 1.0, (open_, closed)   # and not again when they were reaped
+    assert servers > 0.2 and open_ >= servers   # the servers' imports and what they forked, counted while open
+    assert closed - open_ < servers / 2, (servers, open_, closed)   # and not again when they were reaped
 
 
 def test_a_forked_cli_collected_unwaited_does_not_break_the_workers_later_subprocesses(harness_cli, tmp_path) -> None:
