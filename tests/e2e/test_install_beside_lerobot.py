@@ -91,8 +91,8 @@ def test_the_wheel_installs_beside_lerobot_replacing_nothing_and_runs_two_trials
     assert check.returncode == 0 and "lerobot-site" in check.stdout, check.stderr[-1500:]
 
     report = tmp_path / "report.json"
-    # --no-compile: what the resolution installs is the question, not its bytecode (Ray's ~2,000 modules alone took
-    # about 10 CPU s to compile; the two trials below compile what they import)
+    # --no-compile: what the resolution installs is the question, not its bytecode (Ray's ~2,600 modules alone take
+    # about 5 CPU s to compile; the two trials below compile what they import)
     install = subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check",
                               "--no-compile", "--report", report, *built],
                              env=env, capture_output=True, text=True, timeout=1200)
