@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from harness.models.protocol import JOINT_NAMES
+from tests.cli_process import HarnessCli
 from tests.tiny_policy import save_tiny_act
 
 pytestmark = pytest.mark.lerobot_policies   # quick tests import LeRobot's policies (tests/conftest.py)
@@ -26,19 +24,21 @@ REACH = {"shoulder_pan": 5.0, "shoulder_lift": 10.0, "elbow_flex": 20.0, "wrist_
          "gripper": 40.0}
 
 
-def lerobot_eval(policy: Path, out: Path, batch_size: int, *flags: str) -> tuple[dict, list[dict]]:
-    """`lerobot-eval`, the console script LeRobot installs, as a person types it; its eval_info.json and the
-    environment's outcomes file."""
+def lerobot_eval(harness_cli: HarnessCli, policy: Path, out: Path, batch_size: int,
+                 *flags: str) -> tuple[dict, list[dict]]:
+    """`lerobot-eval` (LeRobot's `lerobot.scripts.lerobot_eval`, the module its console script runs) in a process
+    of its own, forked from the suite's preloaded server as `harness` commands are (tests/cli_process.py: a forked
+    LeRobot tool behaves as a fresh one, test_cli_process); its eval_info.json and the environment's outcomes file."""
     require_plugin()
-    tool = Path(sys.executable).parent / "lerobot-eval"
     outcomes = out / "outcomes.jsonl"
-    cmd = [str(tool), "--env.type=harness_so101", f"--env.protocol={PROTOCOL}", "--env.cameras=[top]",
-           "--env.camera_width=128", "--env.camera_height=96", f"--env.outcomes={outcomes}",
-           f"--policy.path={policy}", "--policy.device=cpu", "--eval.n_episodes=2",
-           f"--eval.batch_size={batch_size}", f"--output_dir={out / 'eval'}", *flags]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=out)
+    args = ["--env.type=harness_so101", f"--env.protocol={PROTOCOL}", "--env.cameras=[top]",
+            "--env.camera_width=128", "--env.camera_height=96", f"--env.outcomes={outcomes}",
+            f"--policy.path={policy}", "--policy.device=cpu", "--eval.n_episodes=2",
+            f"--eval.batch_size={batch_size}", f"--output_dir={out / 'eval'}", *flags]
+    done = harness_cli.run(args, module="lerobot.scripts.lerobot_eval", capture_output=True, text=True, timeout=600,
+                           cwd=out)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert harness_cli.last_fresh_reason is None   # forked, not a fresh interpreter
     info = json.loads((out / "eval" / "eval_info.json").read_text())
     return info, [json.loads(line) for line in outcomes.read_text().splitlines()]
 
@@ -76,9 +76,10 @@ def test_the_plugin_is_installed_where_lerobot_finds_it() -> None:
 
 
 @pytest.mark.slow   # two harness trials and lerobot-eval's start (a minute or two on two cores)
-def test_lerobot_eval_scores_the_trials_harness_run_scores_with_the_same_outcomes(act: Path, tmp_path: Path) -> None:
+def test_lerobot_eval_scores_the_trials_harness_run_scores_with_the_same_outcomes(harness_cli: HarnessCli, act: Path,
+                                                                                   tmp_path: Path) -> None:
     attempts = harness_run(act, tmp_path / "harness")
-    info, outcomes = lerobot_eval(act, tmp_path, 1)
+    info, outcomes = lerobot_eval(harness_cli, act, tmp_path, 1)
 
     episodes = info["per_task"][0]["metrics"]["successes"] if "per_task" in info else None
     overall = info["overall"]
@@ -99,8 +100,8 @@ def test_lerobot_eval_scores_the_trials_harness_run_scores_with_the_same_outcome
 
 
 @pytest.mark.slow
-def test_a_vectorized_batch_runs_both_trials_at_once(act: Path, tmp_path: Path) -> None:
-    info, outcomes = lerobot_eval(act, tmp_path, 2)
+def test_a_vectorized_batch_runs_both_trials_at_once(harness_cli: HarnessCli, act: Path, tmp_path: Path) -> None:
+    info, outcomes = lerobot_eval(harness_cli, act, tmp_path, 2)
     assert info["overall"]["n_episodes"] == 2
     assert sorted(o["trial_index"] for o in outcomes) == [1, 2]
     assert all(o["anatomy"] is not None for o in outcomes)
