@@ -565,11 +565,14 @@ def power_at_worst_dependence(design: SequentialDesign) -> float:
     return first_by[-1]
 
 
+@functools.lru_cache(maxsize=64)
 def minimum_cap(alpha: float, power: float, min_difference: float, comparisons: int,
                 futility: FutilityRule | None = None,
                 efficacy: EfficacyRule = EfficacyRule.MIXTURE) -> int | None:
     """The fewest pairs per comparison whose test reaches the power (MIXTURE: at the worst dependence; the old
     CALIBRATED_SPRT: at the least favourable independent rates), or None if no cap up to the checked limit does.
+    Remembered per design (a pure function, ~15 ms a walk): a protocol's check, its lock and a resume's check of
+    the locked design each ask for the same one.
 
     MIXTURE: its boundaries do not depend on the cap, so one walk, stopped once the power is reached, gives
     the power of every cap at once. CALIBRATED_SPRT: searched upward from the fixed-sample n, doubling, then

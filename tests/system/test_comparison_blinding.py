@@ -5,6 +5,7 @@ when one policy is stronger on one side of the workspace and the other on the ot
 
 from __future__ import annotations
 
+import functools
 import math
 from itertools import permutations
 from pathlib import Path
@@ -33,8 +34,14 @@ from harness.stats import sequential as sq
 REPO = Path(__file__).resolve().parents[2]
 
 
+@functools.cache
+def _randomized() -> str:
+    """protocols/randomized.yaml, read once: the 300 locks of the codes' audit each write it out again."""
+    return (REPO / "protocols" / "randomized.yaml").read_text()
+
+
 def _protocol(folder: Path, **rule: object) -> Path:
-    data = yaml.safe_load((REPO / "protocols" / "randomized.yaml").read_text())
+    data = yaml.load(_randomized(), Loader=yaml.CSafeLoader)
     data["trials"] = data["trials"][:8]
     data["generator"] = None
     data["stopping_rule"] = {"kind": "sequential", "alpha": 0.05, "power": 0.8, "min_difference": 0.6,
