@@ -18,6 +18,7 @@ import argparse
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -55,14 +56,18 @@ def main() -> None:
     seen: process_tree.Seen = {}
     busy = process_tree.busy_ticks()
     started = time.monotonic()
-    child = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, text=True)
-    root = psutil.Process(child.pid)
-    while child.poll() is None:
-        process_tree.sample(root, seen)
-        time.sleep(0.2)
-    wall = time.monotonic() - started
-    assert child.stdout is not None
-    print("\n".join(line for line in child.stdout.read().splitlines()[-5:] if "passed" in line or "failed" in line))
+    # pytest's output to a file, not a pipe: a pipe nobody reads while the tree is sampled fills (64 kB, a few
+    # failures' tracebacks) and blocks pytest in its next write for good
+    with tempfile.TemporaryFile("w+") as output:
+        child = subprocess.Popen(command, cwd=REPO, stdout=output, text=True)
+        root = psutil.Process(child.pid)
+        while child.poll() is None:
+            process_tree.sample(root, seen)
+            time.sleep(0.2)
+        wall = time.monotonic() - started
+        output.seek(0)
+        lines = output.read().splitlines()
+    print("\n".join(line for line in lines[-5:] if "passed" in line or "failed" in line))
     totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for cpu, name in seen.values():
         totals[kind_of(name)][0] += cpu
