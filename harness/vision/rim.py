@@ -202,7 +202,7 @@ LIP_EDGE_PX = 0.5        # the lip's inner edge placed to about a pixel of the f
 
 def _with_lip_edge_doubt(fit: RimFit) -> RimFit:
     """The fit with the doubt of where the lip's inner edge is seen: the edge between a lip and the wall below it is
-    placed to about a pixel of the frame (LIP_EDGE_PX, one standard error: the rounded lip's shading, blur), more than
+    placed to about a pixel of the frame at 95 % (LIP_EDGE_PX its standard error: the rounded lip's shading, blur), more than
     the lip's width tolerance on a rim of a few dozen pixels. It weighs by the share of the fit resting on that
     edge (tuning frame 9101/11 at 800x600: the outer edge hidden, the rim read 1 px inside, 0.47 cm off with
     +/- 0.45)."""
@@ -238,8 +238,8 @@ def _clearly_the_bowl(first: RimFit, second: RimFit) -> RimFit | None:
     The other scale saw a shadow's edge or the lip's inner edge where this one saw the bowl's band and floor
     (tuning frames 7001/18, 5952/59, 9202/12 at 640x480-1920x1080), or a round arm joint beside it (9202/66).
     A choice by score is still a choice: the other reading is taken to lie at the edge of this one's 95 %
-    interval (its `sigma` widened to reach it, in centre and in size), so far cubes on a small rim, where a
-    pixel of scale is a centimetre, are refused as too uncertain (5902/49 at 320x240: 1.4 cm off)."""
+    interval (its `sigma` widened to reach it, in centre and in size), so that a far cube, where a pixel of the
+    rim's scale is a centimetre, carries that doubt or is refused as too uncertain."""
     better, worse = (first, second) if first.score >= second.score else (second, first)
     if better.score < CLEAR_SCORE or worse.score > RIVAL_SCORE * better.score:
         return None
