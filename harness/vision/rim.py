@@ -202,9 +202,9 @@ LIP_EDGE_PX = 0.5        # the lip's inner edge placed to about a pixel of the f
 
 def _with_lip_edge_doubt(fit: RimFit) -> RimFit:
     """The fit with the doubt of where the lip's inner edge is seen: the edge between a lip and the wall below it is
-    placed to about a pixel of the frame at 95 % (LIP_EDGE_PX its standard error: the rounded lip's shading, blur), more than
-    the lip's width tolerance on a rim of a few dozen pixels. It weighs by the share of the fit resting on that
-    edge (tuning frame 9101/11 at 800x600: the outer edge hidden, the rim read 1 px inside, 0.47 cm off with
+    placed to about a pixel of the frame at 95 % (LIP_EDGE_PX its standard error: the rounded lip's shading, blur),
+    more than the lip's width tolerance on a rim of a few dozen pixels. It weighs by the share of the fit resting on
+    that edge (tuning frame 9101/11 at 800x600: the outer edge hidden, the rim read 1 px inside, 0.47 cm off with
     +/- 0.45)."""
     doubt = fit.inner_weight * LIP_EDGE_PX
     sx, sy, sa, sb = fit.sigma
