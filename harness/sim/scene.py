@@ -22,9 +22,11 @@ from harness.sim.meshes import clustered, decimated
 
 PHYSICS_DT = 1.0 / 300.0
 BOWL_WALL_SEGMENTS = 16
+BOWL_FLOOR_SIDES = 8      # the bowl floor's contact shape: an octagon of two squares (`_add_bowl`)
 GRASP_POINT_IN_GRIPPER = (0.011, 0.0, -0.085)
 FULL_VISUAL_GROUP = 2     # the Menagerie's visual geoms: drawn by MuJoCo's default geom groups
 COARSE_VISUAL_GROUP = 5   # their coarse copies (issue 42): drawn only when a render profile asks for them
+COLLISION_ONLY_GROUP = 3  # geoms that are touched, never drawn (MuJoCo's default geom groups draw 0-2)
 
 
 @dataclass(frozen=True)
@@ -186,9 +188,22 @@ def _add_bowl(world: mujoco.MjsBody, g: SceneGeometry) -> None:
     bx, by = g.bowl_xy
     bowl = world.add_body(name="bowl", pos=[bx, by, g.table_z])
     floor_thickness = 0.004
+    floor_radius = g.bowl_floor_radius + 0.004
+    # The floor is drawn as a disc but touched as two squares turned 45 degrees apart (an octagon whose corners are
+    # the disc's edge, inside the walls' foot all round). MuJoCo meets a box with a cylinder through its general
+    # convex collider, which gives a cube lying on the floor along an edge one contact point that jumps from one
+    # end of the edge to the other step by step: a cube that landed tilted against the wall rocked on for seconds
+    # (issue 59 item 5; tests/unit/sim/test_bowl_rest.py). Box on box gives both ends, and the cube rests as a real
+    # one does. The squares are invisible (alpha 0, a geom group no camera draws), so no frame changes.
     bowl.add_geom(name="bowl_floor", type=mujoco.mjtGeom.mjGEOM_CYLINDER,
-                  size=[g.bowl_floor_radius + 0.004, floor_thickness / 2, 0], pos=[0, 0, floor_thickness / 2],
-                  rgba=[0.2, 0.35, 0.75, 1])
+                  size=[floor_radius, floor_thickness / 2, 0], pos=[0, 0, floor_thickness / 2],
+                  rgba=[0.2, 0.35, 0.75, 1], contype=0, conaffinity=0)
+    half_side = floor_radius * math.cos(math.pi / BOWL_FLOOR_SIDES)
+    for i in range(BOWL_FLOOR_SIDES // 4):
+        square = bowl.add_geom(name=f"bowl_floor_touch_{i}", type=mujoco.mjtGeom.mjGEOM_BOX,
+                               size=[half_side, half_side, floor_thickness / 2], pos=[0, 0, floor_thickness / 2],
+                               rgba=[0.2, 0.35, 0.75, 0], group=COLLISION_ONLY_GROUP)
+        square.quat = _axis_quat(2, 2 * math.pi / BOWL_FLOOR_SIDES * i).tolist()
     wall_top = g.bowl_rim_radius - 0.005  # the wall's outer face stays inside the rim ring's outer edge
     wall_run = wall_top - g.bowl_floor_radius
     slope = math.atan2(wall_run, g.bowl_height)

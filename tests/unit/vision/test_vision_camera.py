@@ -88,7 +88,9 @@ def test_calibrate_camera_refuses_bad_input_with_one_line(workdir, capsys) -> No
 
 @pytest.mark.slow
 def test_measure_undistorts_with_the_saved_lens_and_prints_json(workdir, capsys) -> None:
-    calibration, frames = truth_frames(SceneGeometry(), count=3, seed=3)
+    # seed 4: its three cubes come to rest in full view (with seed 3 the one dropped on the rim now bounces under
+    # the gripper's jaw, and a cube 22 % in view is refused, rightly: test_vision_self_check)
+    calibration, frames = truth_frames(SceneGeometry(), count=3, seed=4)
     frames = list(frames)
     lens, matrix = np.array([-0.3, 0.1, 0, 0, 0]), camera_matrix(45.0)
     Image.fromarray(distort(calibration, matrix, lens)).save(workdir / "empty.png")

@@ -124,13 +124,15 @@ def test_a_table_of_the_cubes_own_colour_gives_no_number(clear_frame) -> None:
 
 
 def test_a_darker_red_table_still_gives_the_cubes_number(clear_frame) -> None:
-    """A quarter of the frame a darker red than the cube (a red mat in the shade): the stricter cube-colour rule
-    keeps the cube apart from it (its brightest face: a slightly smaller blob), and the number is the clear frame's
-    within its own +/-."""
+    """A quarter of the frame a darker red than the cube (a red mat in the shade, on the side of the frame away
+    from the cube, which it would otherwise paint over): the stricter cube-colour rule keeps the cube apart from
+    it (its brightest face: a slightly smaller blob), and the number is the clear frame's within its own +/-."""
     _, frame, geometry, fit = clear_frame
     whole = measure_frame(frame, fit.rim, geometry, fit)
     tinted = frame.copy()
-    tinted[:, : frame.shape[1] // 4] = (170, 30, 35)
+    quarter = frame.shape[1] // 4
+    mat = slice(None, quarter) if whole.cube_px[0] > frame.shape[1] / 2 else slice(frame.shape[1] - quarter, None)
+    tinted[:, mat] = (170, 30, 35)
     seen = measure_frame(tinted, fit.rim, geometry, fit)
     assert abs(seen.distance_cm - whole.distance_cm) <= seen.uncertainty_cm, (seen, whole)
 
