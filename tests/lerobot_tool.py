@@ -1,6 +1,8 @@
-"""Runs one of LeRobot's own command-line tools as a person would: its real entry point in a
-subprocess, reading what it prints and answering its prompts on stdin. `harness` itself runs the same way,
-forked from the e2e fixture's preloaded server when the test hands its `harness_cli` over."""
+"""Runs one of LeRobot's own command-line tools as a person would: its real entry point in a process of its own,
+reading what it prints and answering its prompts on stdin. When the test hands its `harness_cli` over, the tool
+(`python -u -m MODULE ARGS`: LeRobot's scripts and `harness.cli` all run `main()` as `__main__`) is forked from
+the suite's preloaded server, which has imported what it would import at start (tests/cli_process.py; a
+forked LeRobot tool behaves as a fresh one: test_cli_process)."""
 
 from __future__ import annotations
 
@@ -23,8 +25,8 @@ class LeRobotTool:
         self._cond = threading.Condition()
         streams = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "cwd": cwd,
                    "env": {**os.environ, **(env or {})}, "text": True}
-        if harness_cli is not None and module == "harness.cli":   # `python -u -m harness.cli ARGS`, forked
-            self.proc = harness_cli.popen(args, unbuffered=True, **streams)
+        if harness_cli is not None:   # `python -u -m MODULE ARGS`, forked
+            self.proc = harness_cli.popen(args, unbuffered=True, module=module, **streams)
         else:
             self.proc = subprocess.Popen(
                 [sys.executable, "-u", "-c", f"import sys; from {module} import main; sys.exit(main())", *args],

@@ -6,10 +6,7 @@ refused in one line."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -22,6 +19,7 @@ from harness.models.posthoc import NOTICE, load_posthoc
 from harness.models.protocol import JOINT_NAMES
 from harness.models.scoresheet import load_scoresheet
 from harness.models.taxonomy import Label
+from tests.cli_process import HarnessCli
 from tests.helpers import refused
 from tests.tiny_policy import save_tiny_act
 
@@ -30,20 +28,20 @@ pytestmark = pytest.mark.slow   # LeRobot's recorder runs its episodes in real t
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def recorded(tmp_path_factory: pytest.TempPathFactory, harness_cli: HarnessCli) -> Path:
+    """LeRobot's `lerobot.scripts.lerobot_rollout` (what its `lerobot-rollout` console script runs) in a process of
+    its own, forked from the suite's preloaded server (tests/cli_process.py), as lerobot-train and lerobot-eval are."""
     folder = tmp_path_factory.mktemp("rollout")
     act = save_tiny_act(folder / "act", action_mean=[5.0, 10.0, 20.0, 60.0, 0.0, 40.0])
     root = folder / "rollout_sim"
-    tool = Path(sys.executable).parent / "lerobot-rollout"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run(
-        [str(tool), "--strategy.type=episodic", "--robot.type=harness_so101_sim", "--robot.id=sim",
+    done = harness_cli.run(
+        ["--strategy.type=episodic", "--robot.type=harness_so101_sim", "--robot.id=sim",
          "--robot.render_cameras=[top]", "--robot.camera_width=128", "--robot.camera_height=96",
          f"--policy.path={act}", "--policy.device=cpu", "--dataset.repo_id=local/rollout_sim",
          f"--dataset.root={root}", "--dataset.single_task=Pick up the cube and place it in the bowl.",
          "--dataset.num_episodes=2", "--dataset.episode_time_s=3", "--dataset.reset_time_s=0",
          "--dataset.push_to_hub=false", "--display_data=false", "--play_sounds=false"],
-        capture_output=True, text=True, timeout=600, env=env, cwd=folder)
+        module="lerobot.scripts.lerobot_rollout", capture_output=True, text=True, timeout=600, cwd=folder)
     assert done.returncode == 0, done.stderr[-3000:]
     return root
 

@@ -34,11 +34,12 @@ def _wait_until(predicate, timeout_s: float, what: str) -> None:
 
 
 @pytest.mark.slow
-def test_setup_motors_gives_six_factory_fresh_servos_their_ids(tmp_path: Path) -> None:
+def test_setup_motors_gives_six_factory_fresh_servos_their_ids(tmp_path: Path, harness_cli) -> None:
     with open_rig(factory_fresh_scenario()) as rig:
         assert {s.current_id for s in rig.chain.servos} == {1}
         tool = LeRobotTool("lerobot.scripts.lerobot_setup_motors",
-                           ["--robot.type=so101_follower", f"--robot.port={rig.port}", "--robot.id=fresh"], tmp_path)
+                           ["--robot.type=so101_follower", f"--robot.port={rig.port}", "--robot.id=fresh"], tmp_path,
+                           harness_cli=harness_cli)
         for name in reversed(SO101_NAMES):
             tool.expect(f"Connect the controller board to the '{name}' motor only and press enter.")
             with rig.lock:
@@ -57,13 +58,13 @@ def test_setup_motors_gives_six_factory_fresh_servos_their_ids(tmp_path: Path) -
 
 
 @pytest.mark.slow
-def test_calibrate_by_hand_writes_a_calibration_the_follower_then_uses(tmp_path: Path) -> None:
+def test_calibrate_by_hand_writes_a_calibration_the_follower_then_uses(tmp_path: Path, harness_cli) -> None:
     from harness.robots.so101 import make_so101_follower
 
     with open_rig(default_scenario(), sim=True) as rig:
         tool = LeRobotTool("lerobot.scripts.lerobot_calibrate",
                            ["--robot.type=so101_follower", f"--robot.port={rig.port}", "--robot.id=desk_arm",
-                            f"--robot.calibration_dir={tmp_path}"], tmp_path)
+                            f"--robot.calibration_dir={tmp_path}"], tmp_path, harness_cli=harness_cli)
         tool.expect("to the middle of its range of motion and press ENTER")
         for name, degrees in MIDDLE_POSE_DEG.items():
             rig.move(name, degrees)
@@ -99,7 +100,7 @@ def test_calibrate_by_hand_writes_a_calibration_the_follower_then_uses(tmp_path:
 
 
 @pytest.mark.slow
-def test_teleoperate_follower_follows_a_leader_on_a_second_bus(tmp_path: Path) -> None:
+def test_teleoperate_follower_follows_a_leader_on_a_second_bus(tmp_path: Path, harness_cli) -> None:
     for folder, arm_id in (("follower", "desk_follower"), ("leader", "desk_leader")):
         (tmp_path / folder).mkdir()
         shutil.copy(DEFAULT_ASSEMBLY, tmp_path / folder / f"{arm_id}.json")   # both arms calibrated alike
@@ -112,7 +113,7 @@ def test_teleoperate_follower_follows_a_leader_on_a_second_bus(tmp_path: Path) -
                             f"--robot.calibration_dir={tmp_path / 'follower'}",
                             "--teleop.type=so101_leader", f"--teleop.port={leader.port}", "--teleop.id=desk_leader",
                             f"--teleop.calibration_dir={tmp_path / 'leader'}", "--fps=30", "--teleop_time_s=12"],
-                           tmp_path)
+                           tmp_path, harness_cli=harness_cli)
         _wait_until(lambda: abs(_joint_deg(follower, "elbow_flex") - 30.0) < 3.0
                     and abs(_joint_deg(follower, "shoulder_lift") + 20.0) < 3.0, 90, "follower never took the pose")
         leader.move("elbow_flex", -15.0, speed_deg_s=60)       # the person moves the leader again
@@ -273,7 +274,7 @@ def test_one_real_arm_trial_through_the_tui_with_a_scripted_operator(workdir: Pa
 
 
 @pytest.mark.slow
-def test_record_a_teleoperated_episode_with_the_simulated_cameras(tmp_path: Path) -> None:
+def test_record_a_teleoperated_episode_with_the_simulated_cameras(tmp_path: Path, harness_cli) -> None:
     """`lerobot-record` as a person runs it on a desk: a leader on one bus, the follower (with --sim and its
     top camera) on another; the dataset it writes holds the camera's frames and the leader's pose."""
     import numpy as np
@@ -298,7 +299,7 @@ def test_record_a_teleoperated_episode_with_the_simulated_cameras(tmp_path: Path
                             "--dataset.single_task=Pick up the cube and place it in the bowl.",
                             "--dataset.num_episodes=1", "--dataset.episode_time_s=4", "--dataset.reset_time_s=0",
                             "--dataset.push_to_hub=false", "--play_sounds=false"],
-                           tmp_path, env={"HF_HUB_OFFLINE": "1"})
+                           tmp_path, env={"HF_HUB_OFFLINE": "1"}, harness_cli=harness_cli)
         assert tool.finish(timeout_s=300) == 0, tool.output[-3000:]
     assert not any(s.torque_enabled for s in follower.chain.servos)
     dataset = LeRobotDataset("local/desk_demos", root=root)
@@ -311,7 +312,7 @@ def test_record_a_teleoperated_episode_with_the_simulated_cameras(tmp_path: Path
 
 
 @pytest.mark.slow
-def test_rollout_a_saved_act_on_the_emulated_arm_with_the_simulated_camera(tmp_path: Path) -> None:
+def test_rollout_a_saved_act_on_the_emulated_arm_with_the_simulated_camera(tmp_path: Path, harness_cli) -> None:
     """`lerobot-rollout` (LeRobot's own deployment tool) runs a saved ACT on the emulated arm, reading the
     simulated top camera: the arm goes where the policy says."""
     from harness.models.defaults import DEFAULT_START_POSE
@@ -330,7 +331,7 @@ def test_rollout_a_saved_act_on_the_emulated_arm_with_the_simulated_camera(tmp_p
                             "--robot.type=so101_follower", f"--robot.port={follower.port}", "--robot.id=desk_follower",
                             f"--robot.calibration_dir={tmp_path / 'follower'}", f"--robot.cameras={camera}",
                             "--task=Pick up the cube and place it in the bowl.", "--duration=6", "--fps=30"],
-                           tmp_path, env={"HF_HUB_OFFLINE": "1"})
+                           tmp_path, env={"HF_HUB_OFFLINE": "1"}, harness_cli=harness_cli)
         _wait_until(lambda: abs(_joint_deg(follower, "shoulder_pan") - 20.0) < 4.0, 240,
                     "the arm never went where the policy said")
         assert tool.finish(timeout_s=300) == 0, tool.output[-3000:]
