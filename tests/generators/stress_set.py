@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import colorsys
 import math
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -446,9 +446,15 @@ def _axis_quat(axis: int, angle: float) -> np.ndarray:
 
 
 def stress_frames(count: int, seed: int = 0, geometry: SceneGeometry | None = None,
-                  distribution: Distribution = Distribution.STRESS) -> Iterator[StressFrame]:
+                  distribution: Distribution = Distribution.STRESS,
+                  only: Collection[int] | None = None) -> Iterator[StressFrame]:
     """`count` hard frames, each with its own look, cube drop (inside, on the rim, beside; in WIDE
-    sets also far outside the bowl; in NEAR_RIM sets mostly against the bowl or on its lip) and truth."""
+    sets also far outside the bowl; in NEAR_RIM sets mostly against the bowl or on its lip) and truth.
+
+    `only`: the indices of the frames to draw and yield (default: all). A frame depends on every frame before it
+    (the random draws and the physics state they leave), so the others are still set up, with the same draws and
+    the same physics, but not drawn: rendering, the camera's defects and the visibility check are most of a
+    frame's cost, and a test about frame 42 of a set paid for 42 others (`stress_frame`)."""
     geometry = geometry or SceneGeometry()
     rng = np.random.default_rng(seed)
     stage = _Stage(geometry)
@@ -466,6 +472,9 @@ def stress_frames(count: int, seed: int = 0, geometry: SceneGeometry | None = No
                 stage.arm_over_rim(rng)
             elif look.arm_over_cube:
                 stage.arm_over_cube(rng)
+            if only is not None and k not in only:
+                _draw_defects_noise(look, rng)   # what camera_defects would have drawn: the frames after depend on it
+                continue
             world = stage.world
             pos, _ = world.cube_pose()
             distance = 100 * math.hypot(pos[0] - geometry.bowl_xy[0], pos[1] - geometry.bowl_xy[1])
@@ -477,6 +486,19 @@ def stress_frames(count: int, seed: int = 0, geometry: SceneGeometry | None = No
                               matrix, np.array([look.k1, look.k2, 0, 0, 0], float), stage.rim_in_image())
     finally:
         stage.close()
+
+
+def stress_frame(seed: int, index: int, distribution: Distribution = Distribution.STRESS) -> StressFrame:
+    """Frame `index` of a set, exactly as `stress_frames` yields it among all the others, for the price of setting
+    the ones before it up without drawing them."""
+    (frame,) = stress_frames(index + 1, seed=seed, distribution=distribution, only=(index,))
+    return frame
+
+
+def _draw_defects_noise(look: Look, rng: np.random.Generator) -> None:
+    """The random draws `camera_defects` makes for a frame of this look (its sensor noise), without the frame."""
+    width, height = look.size
+    rng.normal(0, look.noise_sigma, (height, width, 3))
 
 
 def board_images(board_image: np.ndarray, square_px: int, square_mm: float, matrix: np.ndarray,

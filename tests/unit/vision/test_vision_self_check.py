@@ -90,9 +90,9 @@ def test_a_cube_with_a_deeper_red_side_is_not_refused() -> None:
 
 
 def _stress_frame(seed: int, index: int) -> StressFrame:
-    from tests.generators.stress_set import Distribution, stress_frames
+    from tests.generators.stress_set import Distribution, stress_frame
 
-    return list(stress_frames(index + 1, seed=seed, distribution=Distribution.CAMERAS))[index]
+    return stress_frame(seed, index, Distribution.CAMERAS)
 
 
 def _measured_both_ways(seed: int, index: int) -> tuple[StressFrame, FrameResult, FrameResult]:

@@ -85,3 +85,17 @@ def test_the_rim_found_is_the_outer_edge_not_the_inner_one_or_a_shadow(results) 
         cx, cy, radius = f.rim_px
         assert abs(r.rim.mean_radius_px / radius - 1) <= 0.05, (f.look.palette, r.rim, f.rim_px)
         assert np.hypot(r.rim.cx - cx, r.rim.cy - cy) <= 0.15 * radius, (f.look.palette, r.rim, f.rim_px)
+
+
+def test_a_frame_drawn_alone_is_the_frame_drawn_among_all(results) -> None:
+    """`stress_frame` sets the frames before it up without drawing them (the same random draws, the same physics):
+    the last frame drawn alone is the set's last frame, pixel for pixel and truth for truth, so a test about one
+    tuning frame (test_vision_self_check, test_vision_two_scales) reads the frame the tuning saw."""
+    from tests.generators.stress_set import stress_frame
+
+    among_all = results[-1][0]
+    alone = stress_frame(20, len(results) - 1)
+    assert np.array_equal(alone.frame, among_all.frame)
+    assert (alone.distance_cm, alone.inside, alone.where, alone.rim_visible, alone.cube_visible, alone.rim_px) == \
+        (among_all.distance_cm, among_all.inside, among_all.where, among_all.rim_visible, among_all.cube_visible,
+         among_all.rim_px)

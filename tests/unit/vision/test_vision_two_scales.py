@@ -30,9 +30,9 @@ if TYPE_CHECKING:
 
 
 def _stress_frame(seed: int, index: int) -> StressFrame:
-    from tests.generators.stress_set import Distribution, stress_frames
+    from tests.generators.stress_set import Distribution, stress_frame
 
-    return list(stress_frames(index + 1, seed=seed, distribution=Distribution.CAMERAS))[index]
+    return stress_frame(seed, index, Distribution.CAMERAS)
 
 
 def _measured_both_ways(seed: int, index: int) -> tuple[StressFrame, FrameResult, FrameResult]:
