@@ -1,9 +1,9 @@
-"""The operator TUI on the simulated arm starts every time: 3 starts in tmux, as a user types them, beside a
-CPU hog (a busy loop: with the suite's other worker, both cores are busy, and the other worker's wall-timed
-tests keep a core of their own). Each start is one short trial: check screen, Enter, the trial runs (the engine's
-thread draws the cameras the check screen drew on another thread), Enter accepts the judge, q quits. A start
-that errors, or a trial without its record, fails the test. Also: the GL contexts of a world are the
-drawing thread's own, and a failure to draw is a typed camera fault that voids the trial."""
+"""The operator TUI on the simulated arm starts every time: 3 starts in tmux, as a user types them, on a machine
+whose cores are busy: beside a CPU hog (a busy loop) when the test finds a core to spare, as when it runs alone; in
+the suite, beside its other worker and the realtime stream. Each start is one short trial: check screen, Enter,
+the trial runs (the engine's thread draws the cameras the check screen drew on another thread), Enter accepts the
+judge, q quits. A start that errors, or a trial without its record, fails the test. Also: the GL contexts of a
+world are the drawing thread's own, and a failure to draw is a typed camera fault that voids the trial."""
 
 from __future__ import annotations
 
@@ -62,6 +62,13 @@ def _hog() -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
+def _a_core_to_spare() -> bool:
+    """Whether the machine has a core the test would find idle (the last minute's load under the core count): run
+    alone, the test brings its own hog; in CI's suite the other worker and the realtime stream keep both cores
+    busy already, and a hog there only took ~20 CPU s from the tests beside it."""
+    return os.getloadavg()[0] < (os.cpu_count() or 1)
+
+
 def _one_start(tmux: list[str], folder: Path, protocol: Path, start: int) -> None:
     """Start the TUI as a user types it, press Enter at the check screen and at the scoring prompt, q at the end."""
     sheet, log, session = folder / f"s{start}.yaml", folder / f"start{start}.log", f"s{start}"
@@ -97,7 +104,7 @@ def test_the_tui_on_the_simulated_arm_starts_every_time_beside_a_cpu_hog(tmp_pat
     assert shutil.which("tmux"), "tmux is not on PATH: scripts/setup installs it"
     protocol = tmp_path / "p.yaml"
     assert main(["protocol", "new", "--fixed", "--n", "1", "--time-limit-s", "1", "-o", str(protocol)]) == 0
-    hogs = [_hog()]
+    hogs = [_hog()] if _a_core_to_spare() else []
     tmux = ["tmux", "-L", f"harness-stress-{os.getpid()}"]
     # a session that outlives every start: tmux's server exits with its last session, and a start that connects
     # while it is exiting fails with "server exited unexpectedly" (seen in CI), a race of tmux's, not the TUI's
