@@ -116,6 +116,7 @@ NOMINAL_PARALLAX = (75 - 4.5) / (75 - 0.4)   # a floor 4 cm below the rim, seen 
 # the floor's edge, 3.8 cm below the rim, is seen off the rim's centre towards the point below the camera by
 # 3.8 cm x tan(tilt): up to this share of the rim's 5.75 cm radius for a top camera tilted up to 20 degrees
 FLOOR_CENTRE_SLACK = 0.25
+LARGER_BOWL_SUPPORT = 0.2   # an edge at a larger bowl's rim, around a ring with no floor, on this share of the rays
 
 
 @dataclass(frozen=True)
@@ -353,6 +354,12 @@ def _fit_rim(frame: np.ndarray, min_radius_frac: float, max_radius_frac: float, 
         raise DetectionError(NotMeasured.RIM_AMBIGUOUS,
                              f"a ring at ({other.cx:.0f}, {other.cy:.0f}) px looks as much like the rim as the one at "
                              f"({ring.rim.cx:.0f}, {ring.rim.cy:.0f}) px (round arm joints, the rim half hidden?)")
+    larger = _floor_of_a_larger_bowl(ring, all_layers, shape)
+    if larger is not None:
+        raise DetectionError(NotMeasured.RIM_AMBIGUOUS,
+                             f"the ring found ({2 * ring.rim.mean_radius_px:.0f} px across) shows no floor, and an edge "
+                             f"{2 * larger.rim.mean_radius_px:.0f} px across around it is where a bowl whose floor it "
+                             "is would show its rim (the bowl's inner disc taken for its rim?)")
     rim = ring.rim
     if ring.either_share < RIM_SUPPORT:
         raise DetectionError(NotMeasured.WEAK_EDGE_SUPPORT,
@@ -386,6 +393,29 @@ def _fit_rim(frame: np.ndarray, min_radius_frac: float, max_radius_frac: float, 
     return RimFit(rim, ring.either_share, ring.residual_px, sigma,
                   sum(1 for other in all_layers if other.support >= MIN_SUPPORT), max(rivals, default=0.0),
                   ring.outer_share, ring.inner_share, ring.floor_share, floor_rim, floor_sigma, ring.inner_weight)
+
+
+def _floor_of_a_larger_bowl(ring: _Ring, layers: list[_Layer], shape: BowlShape) -> _Layer | None:
+    """A concentric edge (`layers`) where the rim of a bowl 1/floor_ratio the ring's size would be, if the ring shows
+    no floor of its own: the ring may be that bowl's floor. A bowl's inner light disc, seen sharply against a dark
+    lip whose outer edge is faint on a textured table, makes a ring of the rim's width with no floor; the rim's own
+    edge then shows only faintly, too faint to be tried as the rim (tuning frame 9301/50 at 424x240: the disc taken
+    for the rim at both scales, the cube inside the bowl read 1.26 cm off with +/- 0.88; the lip's edges at 1.5x
+    the disc's radius on 26 % of the rays)."""
+    if ring.floor_share >= MIN_SUPPORT:
+        return None
+    # the edge the ring rests on is the candidate floor's edge; the larger rim shows its outer or inner edge
+    edge = ring.rim.mean_radius_px * (shape.inner_ratio if ring.inner_share > ring.outer_share else 1.0)
+    larger = edge / shape.floor_ratio
+    for layer in layers:
+        if layer.support < LARGER_BOWL_SUPPORT:
+            continue
+        if math.hypot(layer.rim.cx - ring.rim.cx, layer.rim.cy - ring.rim.cy) > FLOOR_CENTRE_SLACK * larger:
+            continue
+        if any(abs(layer.rim.mean_radius_px / (larger * ratio) - 1) <= FLOOR_TOLERANCE
+               for ratio in (1.0, shape.inner_ratio)):
+            return layer
+    return None
 
 
 def _ring_hypotheses(rays: _Rays, near_rim: _Layer, layers: list[_Layer], shape: BowlShape,
