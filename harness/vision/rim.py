@@ -356,10 +356,11 @@ def _fit_rim(frame: np.ndarray, min_radius_frac: float, max_radius_frac: float, 
                              f"({ring.rim.cx:.0f}, {ring.rim.cy:.0f}) px (round arm joints, the rim half hidden?)")
     larger = _floor_of_a_larger_bowl(ring, all_layers, shape)
     if larger is not None:
+        size = larger.rim.mean_radius_px / ring.rim.mean_radius_px
         raise DetectionError(NotMeasured.RIM_AMBIGUOUS,
-                             f"the ring found ({2 * ring.rim.mean_radius_px:.0f} px across) shows no floor, and an edge "
-                             f"{2 * larger.rim.mean_radius_px:.0f} px across around it is where a bowl whose floor it "
-                             "is would show its rim (the bowl's inner disc taken for its rim?)")
+                             f"the ring found shows no floor, and an edge {size:.2f}x its size"
+                             " around it is where a bowl whose floor it is would show its rim "
+                             "(the bowl's inner disc taken for its rim?)")
     rim = ring.rim
     if ring.either_share < RIM_SUPPORT:
         raise DetectionError(NotMeasured.WEAK_EDGE_SUPPORT,
