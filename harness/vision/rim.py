@@ -84,6 +84,7 @@ class RimFit:
     floor: Rim | None = None                        # the floor's edge (its ellipse), where it was found
     floor_sigma: tuple[float, float] = (0.0, 0.0)   # standard error of the floor's centre (px)
     inner_weight: float = 0.0                       # share of the fit's points on the band's inner edge
+    larger_rim_px: float = 0.0                      # a larger bowl's rim whose floor this may be (0.0: none seen)
 
     @property
     def score(self) -> float:
@@ -116,7 +117,8 @@ NOMINAL_PARALLAX = (75 - 4.5) / (75 - 0.4)   # a floor 4 cm below the rim, seen 
 # the floor's edge, 3.8 cm below the rim, is seen off the rim's centre towards the point below the camera by
 # 3.8 cm x tan(tilt): up to this share of the rim's 5.75 cm radius for a top camera tilted up to 20 degrees
 FLOOR_CENTRE_SLACK = 0.25
-LARGER_BOWL_SUPPORT = 0.2   # an edge at a larger bowl's rim, around a ring with no floor, on this share of the rays
+LARGER_BOWL_SUPPORT = 0.2   # an edge at a larger bowl's rim, around a one-edged ring with no floor, on this share
+LARGER_RIM_SLACK = 0.1      # the rim found again at that bowl's scale within 10 % of where its floor puts it
 
 
 @dataclass(frozen=True)
@@ -278,6 +280,7 @@ def _fit_scaled(frame: np.ndarray, scale: float, min_radius_frac: float, max_rad
     sigma = tuple(v / mean for v in fit.sigma)
     return replace(fit, rim=back(fit.rim), residual_px=fit.residual_px / mean,
                    sigma=(sigma[0], sigma[1], sigma[2], sigma[3]), rival_px=fit.rival_px / mean,
+                   larger_rim_px=fit.larger_rim_px / mean,
                    floor=back(fit.floor) if fit.floor is not None else None,
                    floor_sigma=(fit.floor_sigma[0] / mean, fit.floor_sigma[1] / mean))
 
@@ -354,13 +357,6 @@ def _fit_rim(frame: np.ndarray, min_radius_frac: float, max_radius_frac: float, 
         raise DetectionError(NotMeasured.RIM_AMBIGUOUS,
                              f"a ring at ({other.cx:.0f}, {other.cy:.0f}) px looks as much like the rim as the one at "
                              f"({ring.rim.cx:.0f}, {ring.rim.cy:.0f}) px (round arm joints, the rim half hidden?)")
-    larger = _floor_of_a_larger_bowl(ring, all_layers, shape)
-    if larger is not None:
-        size = larger.rim.mean_radius_px / ring.rim.mean_radius_px
-        raise DetectionError(NotMeasured.RIM_AMBIGUOUS,
-                             f"the ring found shows no floor, and an edge {size:.2f}x its size"
-                             " around it is where a bowl whose floor it is would show its rim "
-                             "(the bowl's inner disc taken for its rim?)")
     rim = ring.rim
     if ring.either_share < RIM_SUPPORT:
         raise DetectionError(NotMeasured.WEAK_EDGE_SUPPORT,
@@ -393,18 +389,20 @@ def _fit_rim(frame: np.ndarray, min_radius_frac: float, max_radius_frac: float, 
     floor_sigma = _resampled_sigma(floor.points, floor.ellipse is not None)[:2] if floor is not None else (0.0, 0.0)
     return RimFit(rim, ring.either_share, ring.residual_px, sigma,
                   sum(1 for other in all_layers if other.support >= MIN_SUPPORT), max(rivals, default=0.0),
-                  ring.outer_share, ring.inner_share, ring.floor_share, floor_rim, floor_sigma, ring.inner_weight)
+                  ring.outer_share, ring.inner_share, ring.floor_share, floor_rim, floor_sigma, ring.inner_weight,
+                  _larger_bowl_rim(ring, all_layers, shape))
 
 
-def _floor_of_a_larger_bowl(ring: _Ring, layers: list[_Layer], shape: BowlShape) -> _Layer | None:
-    """A concentric edge (`layers`) where the rim of a bowl 1/floor_ratio the ring's size would be, if the ring shows
-    no floor of its own: the ring may be that bowl's floor. A bowl's inner light disc, seen sharply against a dark
-    lip whose outer edge is faint on a textured table, makes a ring of the rim's width with no floor; the rim's own
-    edge then shows only faintly, too faint to be tried as the rim (tuning frame 9301/50 at 424x240: the disc taken
-    for the rim at both scales, the cube inside the bowl read 1.26 cm off with +/- 0.88; the lip's edges at 1.5x
-    the disc's radius on 26 % of the rays)."""
-    if ring.floor_share >= MIN_SUPPORT:
-        return None
+def _larger_bowl_rim(ring: _Ring, layers: list[_Layer], shape: BowlShape) -> float:
+    """The rim's radius (px) of a bowl whose floor the ring may be, or 0.0: the ring shows one edge of its band and
+    no floor, and a concentric edge (`layers`) is where that larger bowl's rim would show. A bowl's inner light disc,
+    sharp against a dark lip whose edges are faint on a textured table, makes such a ring, and the rim's own edges
+    show too faintly to be tried as the rim (tuning frame 9301/50 at 424x240: the disc taken for the rim at both
+    scales, the cube inside the bowl read 1.26 cm off with +/- 0.88; the lip's edges at 1.5x the disc's radius on a
+    quarter of the rays). A ring showing both edges of its band is a band, not a floor's edge: on the tuning sets such
+    rings with a faint concentric edge at that size were the rim (6003/19, 9301/10)."""
+    if ring.floor_share >= MIN_SUPPORT or min(ring.outer_share, ring.inner_share) >= HYPOTHESIS_SUPPORT:
+        return 0.0
     # the edge the ring rests on is the candidate floor's edge; the larger rim shows its outer or inner edge
     edge = ring.rim.mean_radius_px * (shape.inner_ratio if ring.inner_share > ring.outer_share else 1.0)
     larger = edge / shape.floor_ratio
@@ -415,8 +413,8 @@ def _floor_of_a_larger_bowl(ring: _Ring, layers: list[_Layer], shape: BowlShape)
             continue
         if any(abs(layer.rim.mean_radius_px / (larger * ratio) - 1) <= FLOOR_TOLERANCE
                for ratio in (1.0, shape.inner_ratio)):
-            return layer
-    return None
+            return larger
+    return 0.0
 
 
 def _ring_hypotheses(rays: _Rays, near_rim: _Layer, layers: list[_Layer], shape: BowlShape,
