@@ -118,7 +118,6 @@ NOMINAL_PARALLAX = (75 - 4.5) / (75 - 0.4)   # a floor 4 cm below the rim, seen 
 # 3.8 cm x tan(tilt): up to this share of the rim's 5.75 cm radius for a top camera tilted up to 20 degrees
 FLOOR_CENTRE_SLACK = 0.25
 LARGER_BOWL_SUPPORT = 0.2   # an edge at a larger bowl's rim, around a one-edged ring with no floor, on this share
-LARGER_RIM_SLACK = 0.1      # the rim found again at that bowl's scale within 10 % of where its floor puts it
 
 
 @dataclass(frozen=True)

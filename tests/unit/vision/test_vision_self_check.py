@@ -24,8 +24,7 @@ Eighth pass (seeds 9301-9306 as tuning data): 9301 frame 50 (424x240, a barrel l
 light inner disc, sharp against its dark lip, was taken for the rim at both scales (a ring of the rim's width with
 no floor); the lip's own edges, at 1.5x the disc's radius, showed on a quarter of the rays, too faint to be tried.
 The cube, inside the bowl, was read 1.26 cm off with +/- 0.88. A ring with no floor inside an edge where a bowl whose
-floor it is would show its rim is now looked for again at that bowl's scale, and refused (`rim_ambiguous`)
-where no rim is found there.
+floor it is would show its rim is now refused (`rim_ambiguous`), unless the cube's size had the rim found again.
 """
 
 from __future__ import annotations
@@ -287,7 +286,7 @@ def _layer(radius: float, support: float, cx: float = 320.0) -> _Layer:
 def test_a_ring_with_one_edge_and_no_floor_inside_a_larger_bowls_rim_may_be_that_bowls_floor() -> None:
     """9301/50's ring at the rules' scale: 38.1 px, resting on its inner edge (34.6 px, the bowl's light disc, on 96 %
     of the rays), no floor; an edge at 52 px on 26 % of them: the inner edge of the lip of a bowl whose floor the
-    disc is (34.6 / 0.6 = 57.7 px, its lip's inner edge at 51.7). That bowl's rim is named, to be looked for."""
+    disc is (34.6 / 0.6 = 57.7 px, its lip's inner edge at 51.7). That bowl's rim is named."""
     from harness.vision.rim import _larger_bowl_rim
 
     shape = BowlShape()
@@ -314,9 +313,9 @@ def test_a_band_or_a_ring_showing_its_floor_or_with_nothing_at_a_larger_bowls_ri
 
 @pytest.mark.slow
 def test_the_bowls_inner_disc_is_not_measured_for_its_rim() -> None:
-    """Seed 9301 frame 50 itself (424x240, a cube in the bowl): the rim looked for again at the scale of the bowl
-    whose floor the disc may be is not found there, and the frame is refused with either lens, where it was read
-    1.26 cm off with +/- 0.88 (calibrated) and 1.06 with +/- 1.06 (focal length only)."""
+    """Seed 9301 frame 50 itself (424x240, a cube in the bowl): the ring taken for the rim may be a larger bowl's
+    floor, and the frame is refused with either lens, where it was read 1.26 cm off with +/- 0.88 (calibrated) and
+    1.06 with +/- 1.06 (focal length only)."""
     f, calibrated, fov_only = _measured_both_ways(9301, 50)
     assert f.inside and f.look.size == (424, 240)
     for result in (calibrated, fov_only):
