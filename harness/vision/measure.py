@@ -133,7 +133,7 @@ def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[fl
         # beside the bowl a cube may be hidden under its lip or behind the arm by more than its visible part
         # shows (issue 59's tuning sets: the errors over 1 cm left were such cubes), so a number needs more of it.
         # A square blob filling its rectangle is the whole face seen small: at 320x240 the mask's edge and the blur
-        # take 55-62 % of a 13-15 px face off a cube in full view (tuning frames 9301/21, 9303/42), whose
+        # leave 55-62 % of a 13-15 px face of a cube in full view (tuning frames 9301/21, 9303/42), whose
         # silhouette, placed over the blob (`visible_part_shifts`), then carries that doubt in its +/-
         raise DetectionError(NotMeasured.CUBE_PARTLY_HIDDEN, f"only {100 * area / expected:.0f}% of a cube's top "
                              "face is in view, right beside the bowl (under its lip, behind the arm?)")
