@@ -17,8 +17,8 @@ over 1 cm, p95 <= 0.6 cm, coverage >= 95 %, >= 90 % measured, in/out never wrong
 Seeds: 5901-5903, 5951-5953, 6001-6003, 7001-7003 and 8001-8003 are the sets the rules were tuned on (5951-5953
 were held out for the first pass, 6001-6003 for the second, 7001-7003 for the third, 8001-8003 for the fourth,
 then looked at); 9101-9103 were held out for the fifth (judged once, at the end), 9201-9203 for the sixth,
-9301-9306 for the seventh (twice the count: about 30 frames in full view per resolution); all are tuning data now,
-and a further pass needs a fresh range. Rendering is cheap
+9301-9306 for the seventh and 9401-9406 for the eighth (twice the count: about 30 frames in full view per
+resolution); all are tuning data now, and a further pass needs a fresh range. Rendering is cheap
 next to measuring, but frames are cached (--cache) so that the code before and after a change measures the very
 same frames. The script imports `harness` from the tree it sits in: for the code before, run a copy of it
 placed in a checkout of the older tree (`git archive <commit> harness tests benchmarks | tar -x -C old/`):

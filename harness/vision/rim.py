@@ -84,6 +84,7 @@ class RimFit:
     floor: Rim | None = None                        # the floor's edge (its ellipse), where it was found
     floor_sigma: tuple[float, float] = (0.0, 0.0)   # standard error of the floor's centre (px)
     inner_weight: float = 0.0                       # share of the fit's points on the band's inner edge
+    larger_rim_px: float = 0.0                      # a larger bowl's rim whose floor this may be (0.0: none seen)
 
     @property
     def score(self) -> float:
@@ -116,6 +117,7 @@ NOMINAL_PARALLAX = (75 - 4.5) / (75 - 0.4)   # a floor 4 cm below the rim, seen 
 # the floor's edge, 3.8 cm below the rim, is seen off the rim's centre towards the point below the camera by
 # 3.8 cm x tan(tilt): up to this share of the rim's 5.75 cm radius for a top camera tilted up to 20 degrees
 FLOOR_CENTRE_SLACK = 0.25
+LARGER_BOWL_SUPPORT = 0.2   # an edge at a larger bowl's rim, around a one-edged ring with no floor, on this share
 
 
 @dataclass(frozen=True)
@@ -277,6 +279,7 @@ def _fit_scaled(frame: np.ndarray, scale: float, min_radius_frac: float, max_rad
     sigma = tuple(v / mean for v in fit.sigma)
     return replace(fit, rim=back(fit.rim), residual_px=fit.residual_px / mean,
                    sigma=(sigma[0], sigma[1], sigma[2], sigma[3]), rival_px=fit.rival_px / mean,
+                   larger_rim_px=fit.larger_rim_px / mean,
                    floor=back(fit.floor) if fit.floor is not None else None,
                    floor_sigma=(fit.floor_sigma[0] / mean, fit.floor_sigma[1] / mean))
 
@@ -385,7 +388,32 @@ def _fit_rim(frame: np.ndarray, min_radius_frac: float, max_radius_frac: float, 
     floor_sigma = _resampled_sigma(floor.points, floor.ellipse is not None)[:2] if floor is not None else (0.0, 0.0)
     return RimFit(rim, ring.either_share, ring.residual_px, sigma,
                   sum(1 for other in all_layers if other.support >= MIN_SUPPORT), max(rivals, default=0.0),
-                  ring.outer_share, ring.inner_share, ring.floor_share, floor_rim, floor_sigma, ring.inner_weight)
+                  ring.outer_share, ring.inner_share, ring.floor_share, floor_rim, floor_sigma, ring.inner_weight,
+                  _larger_bowl_rim(ring, all_layers, shape))
+
+
+def _larger_bowl_rim(ring: _Ring, layers: list[_Layer], shape: BowlShape) -> float:
+    """The rim's radius (px) of a bowl whose floor the ring may be, or 0.0: the ring shows one edge of its band and
+    no floor, and a concentric edge (`layers`) is where that larger bowl's rim would show. A bowl's inner light disc,
+    sharp against a dark lip whose edges are faint on a textured table, makes such a ring, and the rim's own edges
+    show too faintly to be tried as the rim (tuning frame 9301/50 at 424x240: the disc taken for the rim at both
+    scales, the cube inside the bowl read 1.26 cm off with +/- 0.88; the lip's edges at 1.5x the disc's radius on a
+    quarter of the rays). A ring showing both edges of its band is a band, not a floor's edge: on the tuning sets such
+    rings with a faint concentric edge at that size were the rim (6003/19, 9301/10)."""
+    if ring.floor_share >= MIN_SUPPORT or min(ring.outer_share, ring.inner_share) >= HYPOTHESIS_SUPPORT:
+        return 0.0
+    # the edge the ring rests on is the candidate floor's edge; the larger rim shows its outer or inner edge
+    edge = ring.rim.mean_radius_px * (shape.inner_ratio if ring.inner_share > ring.outer_share else 1.0)
+    larger = edge / shape.floor_ratio
+    for layer in layers:
+        if layer.support < LARGER_BOWL_SUPPORT:
+            continue
+        if math.hypot(layer.rim.cx - ring.rim.cx, layer.rim.cy - ring.rim.cy) > FLOOR_CENTRE_SLACK * larger:
+            continue
+        if any(abs(layer.rim.mean_radius_px / (larger * ratio) - 1) <= FLOOR_TOLERANCE
+               for ratio in (1.0, shape.inner_ratio)):
+            return larger
+    return 0.0
 
 
 def _ring_hypotheses(rays: _Rays, near_rim: _Layer, layers: list[_Layer], shape: BowlShape,

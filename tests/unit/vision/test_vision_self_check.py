@@ -19,6 +19,12 @@ Sixth pass (seeds 9101-9103 as tuning data): 9101 frame 10 (640x480): a small bo
 lay under the smallest ring the rim fit looked at, so it could show no floor, beside a round joint of the arm, larger,
 with an inner edge where a floor would be: the joint outscored the bowl and the cube, inside the bowl, was read 6.0
 cm off, outside it. Layers are now taken down to the smallest rim's floor.
+
+Eighth pass (seeds 9301-9306 as tuning data): 9301 frame 50 (424x240, a barrel lens, a checked table): the bowl's
+light inner disc, sharp against its dark lip, was taken for the rim at both scales (a ring of the rim's width with
+no floor); the lip's own edges, at 1.5x the disc's radius, showed on a quarter of the rays, too faint to be tried.
+The cube, inside the bowl, was read 1.26 cm off with +/- 0.88. A ring with no floor inside an edge where a bowl whose
+floor it is would show its rim is now refused (`rim_ambiguous`), unless the cube's size had the rim found again.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from harness.vision.reasons import DetectionError, NotMeasured
 from harness.vision.rim import BowlShape, Rim, is_floor_of
 
 if TYPE_CHECKING:
+    from harness.vision.rim import _Layer, _Ring
     from tests.generators.stress_set import StressFrame
 
 RIM = Rim(320.0, 240.0, 50.0, 50.0, 0.0)
@@ -259,3 +266,57 @@ def test_two_cube_like_patches_on_a_grey_table_stay_ambiguous_when_balanced() ->
     with pytest.raises(DetectionError) as refused:
         find_cube(frame, RIM, Geometry())
     assert refused.value.reason is NotMeasured.CUBE_AMBIGUOUS
+
+
+def _ring(radius: float, outer: float, inner: float, floor: float) -> _Ring:
+    """A ring fit of this size showing its band's outer and inner edges and the floor on these shares."""
+    from harness.vision.rim import _Ring
+
+    none = np.zeros((0, 2))
+    return _Ring(Rim(320.0, 240.0, radius, radius, 0.0), none, none, outer, inner, max(outer, inner), 0.5, False,
+                 floor_share=floor)
+
+
+def _layer(radius: float, support: float, cx: float = 320.0) -> _Layer:
+    from harness.vision.rim import _Layer
+
+    return _Layer(Rim(cx, 240.0, radius, radius, 0.0), None, np.zeros((0, 2)), support, 0.5)
+
+
+def test_a_ring_with_one_edge_and_no_floor_inside_a_larger_bowls_rim_may_be_that_bowls_floor() -> None:
+    """9301/50's ring at the rules' scale: 38.1 px, resting on its inner edge (34.6 px, the bowl's light disc, on 96 %
+    of the rays), no floor; an edge at 52 px on 26 % of them: the inner edge of the lip of a bowl whose floor the
+    disc is (34.6 / 0.6 = 57.7 px, its lip's inner edge at 51.7). That bowl's rim is named."""
+    from harness.vision.rim import _larger_bowl_rim
+
+    shape = BowlShape()
+    layers = [_layer(34.6, 0.96), _layer(16.0, 0.61), _layer(52.0, 0.26)]
+    larger = _larger_bowl_rim(_ring(38.1, 0.01, 0.95, 0.0), layers, shape)
+    assert larger == pytest.approx(38.1 * shape.inner_ratio / shape.floor_ratio)
+    # the same ring resting on its outer edge: the larger rim's outer edge (34.6 / 0.6) is looked for too
+    assert _larger_bowl_rim(_ring(34.6, 0.95, 0.01, 0.0), [_layer(34.6 / shape.floor_ratio, 0.3)], shape) > 0
+
+
+def test_a_band_or_a_ring_showing_its_floor_or_with_nothing_at_a_larger_bowls_rim_is_no_floor() -> None:
+    """Only a ring that could be another bowl's floor is doubted: one that shows both edges of its band (tuning frames
+    6003/19, 9301/10: the rim, a faint edge outside it) or its own floor is the rim, and an edge elsewhere (not at a
+    larger bowl's rim, off its centre, or on too few rays) makes it no floor."""
+    from harness.vision.rim import _larger_bowl_rim
+
+    shape = BowlShape()
+    assert _larger_bowl_rim(_ring(38.1, 0.97, 0.95, 0.0), [_layer(52.0, 0.9)], shape) == 0.0
+    assert _larger_bowl_rim(_ring(38.1, 0.01, 0.95, 0.9), [_layer(52.0, 0.9)], shape) == 0.0
+    assert _larger_bowl_rim(_ring(38.1, 0.01, 0.95, 0.0), [_layer(45.0, 0.9)], shape) == 0.0
+    assert _larger_bowl_rim(_ring(38.1, 0.01, 0.95, 0.0), [_layer(52.0, 0.9, cx=340.0)], shape) == 0.0
+    assert _larger_bowl_rim(_ring(38.1, 0.01, 0.95, 0.0), [_layer(52.0, 0.1)], shape) == 0.0
+
+
+@pytest.mark.slow
+def test_the_bowls_inner_disc_is_not_measured_for_its_rim() -> None:
+    """Seed 9301 frame 50 itself (424x240, a cube in the bowl): the ring taken for the rim may be a larger bowl's
+    floor, and the frame is refused with either lens, where it was read 1.26 cm off with +/- 0.88 (calibrated) and
+    1.06 with +/- 1.06 (focal length only)."""
+    f, calibrated, fov_only = _measured_both_ways(9301, 50)
+    assert f.inside and f.look.size == (424, 240)
+    for result in (calibrated, fov_only):
+        assert result.measurement is None and result.reason is NotMeasured.RIM_AMBIGUOUS, result.measurement
