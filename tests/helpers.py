@@ -116,6 +116,19 @@ def stress_lens(frame: Any) -> Any:
     return CameraIntrinsics(640, 480, m[0, 0], m[1, 1], m[0, 2], m[1, 2], tuple(frame.distortion))
 
 
+def measured_both_ways(seed: int, index: int) -> tuple[Any, Any, Any]:
+    """Frame `index` of seed `seed`'s CAMERAS stress set (`stress_set.StressFrame`), and what `measure_image` makes of
+    it with its lens calibration and with the focal length only (two `FrameResult`s): how the tuning saw it."""
+    from harness.vision.camera import CameraIntrinsics
+    from harness.vision.measure import Geometry, measure_image
+    from tests.generators.stress_set import Distribution, stress_frame
+
+    f = stress_frame(seed, index, Distribution.CAMERAS)
+    k = f.camera_matrix
+    lens = CameraIntrinsics(*f.look.size, k[0, 0], k[1, 1], k[0, 2], k[1, 2], tuple(f.distortion))
+    return f, measure_image(f.frame, Geometry(), lens), measure_image(f.frame, Geometry(focal_px=float(k[1, 1])))
+
+
 def folder_state(folder: Path) -> dict[str, str]:
     """Every file below `folder` by its hash (folders as "dir"): equal states mean nothing was written."""
     return {str(p.relative_to(folder)): "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()

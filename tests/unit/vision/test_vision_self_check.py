@@ -36,13 +36,13 @@ import cv2
 import numpy as np
 import pytest
 
-from harness.vision.measure import FrameResult, Geometry, find_cube
+from harness.vision.measure import Geometry, find_cube
 from harness.vision.reasons import DetectionError, NotMeasured
 from harness.vision.rim import BowlShape, Rim, is_floor_of
+from tests.helpers import measured_both_ways
 
 if TYPE_CHECKING:
     from harness.vision.rim import _Layer, _Ring
-    from tests.generators.stress_set import StressFrame
 
 RIM = Rim(320.0, 240.0, 50.0, 50.0, 0.0)
 EDGE_PX = 3.0 * 50.0 / (11.5 / 2)    # a 3 cm cube at the scale of an 11.5 cm rim 100 px across
@@ -96,28 +96,10 @@ def test_a_cube_with_a_deeper_red_side_is_not_refused() -> None:
     assert math.dist(centre, (440.0, 330.0)) < 3.0
 
 
-def _stress_frame(seed: int, index: int) -> StressFrame:
-    from tests.generators.stress_set import Distribution, stress_frame
-
-    return stress_frame(seed, index, Distribution.CAMERAS)
-
-
-def _measured_both_ways(seed: int, index: int) -> tuple[StressFrame, FrameResult, FrameResult]:
-    """The frame, measured with its lens calibration and with the focal length only."""
-    from harness.vision.camera import CameraIntrinsics
-    from harness.vision.measure import measure_image
-
-    f = _stress_frame(seed, index)
-    k = f.camera_matrix
-    lens = CameraIntrinsics(*f.look.size, k[0, 0], k[1, 1], k[0, 2], k[1, 2], tuple(f.distortion))
-    return f, measure_image(f.frame, Geometry(), lens), measure_image(f.frame, Geometry(focal_px=float(k[1, 1])))
-
-
-@pytest.mark.slow
 def test_the_bowls_floor_is_not_measured_for_a_cube_hidden_under_the_arm() -> None:
     """Seed 7001 frame 42 itself (320x240, warm light on a wood table): refused with either lens, where it was
     read 8.7 cm off, inside the bowl for a cube outside it."""
-    f, calibrated, fov_only = _measured_both_ways(7001, 42)
+    f, calibrated, fov_only = measured_both_ways(7001, 42)
     assert f.cube_visible < 0.2 and not f.inside
     for result in (calibrated, fov_only):
         assert result.measurement is None and result.reason is NotMeasured.CUBE_AMBIGUOUS, result.measurement
@@ -128,7 +110,7 @@ def test_a_round_part_of_the_arm_is_not_taken_for_the_rim_on_the_undistorted_fra
     """Seed 7002 frame 31 (640x480, a 71 degree lens with some barrel): with the lens calibration the rim fit
     took a round part of the arm, 20 % of its edges unseen, over the dark bowl seen all round, and read the
     cube on the rim 4.2 cm off (+/- 1.4); without it, 0.26 cm. Both readings now find the bowl and agree."""
-    f, calibrated, fov_only = _measured_both_ways(7002, 31)
+    f, calibrated, fov_only = measured_both_ways(7002, 31)
     assert calibrated.measurement is not None and fov_only.measurement is not None, calibrated.why_not()
     m = calibrated.measurement
     assert abs(m.distance_cm - f.distance_cm) <= min(1.0, m.uncertainty_cm)
@@ -177,7 +159,7 @@ def test_the_floor_seen_off_centre_by_a_tilted_camera_is_still_the_floor() -> No
 def test_the_rim_is_found_again_under_a_tilted_camera_that_shows_the_floor_off_centre() -> None:
     """Seed 8003 frame 00 itself (320x240, a dark bowl on a dark table, the camera tilted 10.5 degrees): refused
     as `cube_size_inconsistent` with either lens; now measured, the truth inside the +/-, inside the bowl."""
-    f, calibrated, fov_only = _measured_both_ways(8003, 0)
+    f, calibrated, fov_only = measured_both_ways(8003, 0)
     for result in (calibrated, fov_only):
         m = result.measurement
         assert m is not None, result.why_not()
@@ -205,7 +187,7 @@ def test_a_round_joint_of_the_arm_beside_a_small_bowl_is_not_taken_for_its_rim()
     """Seed 9101 frame 10 itself (640x480, a dark bowl three quarters seen, a 27 px rim, beside a larger round
     joint of the arm): read 6.0 cm off and outside the bowl for a cube inside it, with either lens. Now the rim is
     the bowl's, and the cube is read inside it, the truth within the +/-."""
-    f, calibrated, fov_only = _measured_both_ways(9101, 10)
+    f, calibrated, fov_only = measured_both_ways(9101, 10)
     assert f.inside and f.rim_px is not None
     for result in (calibrated, fov_only):
         m = result.measurement
@@ -316,7 +298,7 @@ def test_the_bowls_inner_disc_is_not_measured_for_its_rim() -> None:
     """Seed 9301 frame 50 itself (424x240, a cube in the bowl): the ring taken for the rim may be a larger bowl's
     floor, and the frame is refused with either lens, where it was read 1.26 cm off with +/- 0.88 (calibrated) and
     1.06 with +/- 1.06 (focal length only)."""
-    f, calibrated, fov_only = _measured_both_ways(9301, 50)
+    f, calibrated, fov_only = measured_both_ways(9301, 50)
     assert f.inside and f.look.size == (424, 240)
     for result in (calibrated, fov_only):
         assert result.measurement is None and result.reason is NotMeasured.RIM_AMBIGUOUS, result.measurement

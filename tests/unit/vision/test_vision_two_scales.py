@@ -18,32 +18,11 @@ inside where it is: 0.47 cm off with a +/- of 0.45. The +/- now carries that pix
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import pytest
 
-from harness.vision.measure import FrameResult, Geometry
 from harness.vision.rim import LIP_EDGE_PX, Rim, RimFit, fit_rim
-
-if TYPE_CHECKING:
-    from tests.generators.stress_set import StressFrame
-
-
-def _stress_frame(seed: int, index: int) -> StressFrame:
-    from tests.generators.stress_set import Distribution, stress_frame
-
-    return stress_frame(seed, index, Distribution.CAMERAS)
-
-
-def _measured_both_ways(seed: int, index: int) -> tuple[StressFrame, FrameResult, FrameResult]:
-    """The frame, measured with its lens calibration and with the focal length only."""
-    from harness.vision.camera import CameraIntrinsics
-    from harness.vision.measure import measure_image
-
-    f = _stress_frame(seed, index)
-    k = f.camera_matrix
-    lens = CameraIntrinsics(*f.look.size, k[0, 0], k[1, 1], k[0, 2], k[1, 2], tuple(f.distortion))
-    return f, measure_image(f.frame, Geometry(), lens), measure_image(f.frame, Geometry(focal_px=float(k[1, 1])))
+from tests.helpers import measured_both_ways
 
 
 def _fit(radius: float, outer: float, inner: float, floor: float, cx: float = 400.0) -> RimFit:
@@ -111,7 +90,7 @@ def test_a_rim_seen_at_its_own_scale_with_band_and_floor_is_measured_where_the_f
     """Seed 7001 frame 18 itself (800x600, a far cube in full view): the rim fit at the frame's scale took the lip's
     inner edge, the fit at the rim's own scale the bowl, and the frame was refused (`rim_fits_disagree`) with
     either lens. Now measured with both, the truth within the +/- and under 1 cm, on the right side of the rim."""
-    f, calibrated, fov_only = _measured_both_ways(7001, 18)
+    f, calibrated, fov_only = measured_both_ways(7001, 18)
     assert f.cube_visible >= 0.95 and f.rim_visible >= 0.9 and f.rim_px is not None
     for result in (calibrated, fov_only):
         m = result.measurement
@@ -124,7 +103,7 @@ def test_a_rim_seen_at_its_own_scale_with_band_and_floor_is_measured_where_the_f
 def test_a_rim_on_the_lips_inner_edge_has_a_plus_minus_that_covers_its_pixel() -> None:
     """Seed 9101 frame 11 itself (800x600, lens calibrated): 0.47 cm off with a +/- of 0.45 (a confident error);
     its +/- now covers the truth. Without the calibration it was and is measured right."""
-    f, calibrated, fov_only = _measured_both_ways(9101, 11)
+    f, calibrated, fov_only = measured_both_ways(9101, 11)
     for result in (calibrated, fov_only):
         m = result.measurement
         assert m is not None, result.why_not()
@@ -136,7 +115,7 @@ def test_a_rim_on_the_lips_inner_edge_has_a_plus_minus_that_covers_its_pixel() -
 def test_a_large_sharp_rim_is_measured_from_its_fit_at_the_rules_scale() -> None:
     """Seed 8003 frame 34 itself (1920x1080, a far cube in full view): refused as too uncertain (+/- 4.3 cm) with
     either lens. Now measured with both, the truth within a +/- under 1 cm, the rim within 1 % of its size."""
-    f, calibrated, fov_only = _measured_both_ways(8003, 34)
+    f, calibrated, fov_only = measured_both_ways(8003, 34)
     assert f.cube_visible >= 0.95 and f.rim_visible >= 0.9 and f.rim_px is not None and f.look.k1 == 0
     for result in (calibrated, fov_only):
         m = result.measurement
