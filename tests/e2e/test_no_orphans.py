@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -20,7 +21,7 @@ import pytest
 import yaml
 
 from harness.cli import main
-from harness.scratch import OWNER, PREFIX, SYSTEM_ROOT, make, owner_alive, remove_orphans, scratch_folders
+from harness.scratch import OWNER, PREFIX, make, owner_alive, remove_orphans, scratch_folders
 from tests.helpers import REPO, wait_until
 from tests.realtime.test_rehearse import _protocol
 from tests.tiny_policy import save_tiny_act
@@ -184,56 +185,66 @@ def test_a_program_that_loads_a_policy_keeps_its_temporary_folder_as_it_was(tmp_
 MAKES_A_FOLDER = "from harness.scratch import make; print(make('test', False))"
 
 
-def _maker_env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(SYSTEM_ROOT)}
+def _maker_env(root: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(root)}
 
 
-def _made_by_a_process_that_ended() -> Path:
-    made = subprocess.run([sys.executable, "-c", MAKES_A_FOLDER], env=_maker_env(), capture_output=True, text=True,
-                          check=True)
+@pytest.fixture()
+def root() -> Iterator[Path]:
+    """A temporary root of the test's own for the folders it makes: in the machine's, every `harness` start the
+    other pytest worker makes meanwhile removes an ended owner's folder too, and the test's own `remove_orphans`
+    then found nothing to remove (a CI run: `assert left in []`)."""
+    folder = Path(tempfile.mkdtemp(prefix="orphans", dir="/tmp" if os.path.isdir("/tmp") else None))
+    yield folder
+    subprocess.run(["rm", "-rf", str(folder)], check=False)
+
+
+def _made_by_a_process_that_ended(root: Path) -> Path:
+    made = subprocess.run([sys.executable, "-c", MAKES_A_FOLDER], env=_maker_env(root), capture_output=True,
+                          text=True, check=True)
     return Path(made.stdout.strip())
 
 
-def test_a_scratch_folder_is_removed_once_its_owner_is_gone_and_never_before(tmp_path: Path) -> None:
-    mine = make("test", remove_at_exit=False)
+def test_a_scratch_folder_is_removed_once_its_owner_is_gone_and_never_before(tmp_path: Path, root: Path) -> None:
+    mine = make("test", remove_at_exit=False, root=root)
     try:
-        left = _made_by_a_process_that_ended()
+        left = _made_by_a_process_that_ended(root)
         assert left.is_dir() and left.name.startswith(f"{PREFIX}test-") and owner_alive(left) is False
         assert owner_alive(mine) is True
         stranger = tmp_path / f"{PREFIX}stranger"   # no owner file: not ours to judge
         stranger.mkdir()
-        assert left in remove_orphans() and not left.exists() and mine.is_dir()
+        assert left in remove_orphans(root) and not left.exists() and mine.is_dir()
         assert remove_orphans(tmp_path) == [] and stranger.is_dir()
-        assert mine in scratch_folders("test")
+        assert mine in scratch_folders("test", root=root)
     finally:
         subprocess.run(["rm", "-rf", str(mine)], check=False)
 
 
-def test_a_folder_whose_maker_died_before_writing_its_owner_file_is_removed() -> None:
+def test_a_folder_whose_maker_died_before_writing_its_owner_file_is_removed(root: Path) -> None:
     """A Ray worker killed as it starts can die between making its folder and writing the owner file (a CI run
     left `harness-worker-*` so): the pid in the folder's name still tells whose it was."""
-    mine = make("test", remove_at_exit=False)
+    mine = make("test", remove_at_exit=False, root=root)
     try:
-        left = _made_by_a_process_that_ended()
+        left = _made_by_a_process_that_ended(root)
         (left / OWNER).unlink()   # as if killed before it was written
         (mine / OWNER).unlink()   # a live maker still writing it
         assert owner_alive(left) is False and owner_alive(mine) is None
-        assert left in remove_orphans() and not left.exists() and mine.is_dir()
+        assert left in remove_orphans(root) and not left.exists() and mine.is_dir()
     finally:
         subprocess.run(["rm", "-rf", str(mine)], check=False)
 
 
-def test_a_folder_whose_maker_is_a_zombie_is_removed() -> None:
+def test_a_folder_whose_maker_is_a_zombie_is_removed(root: Path) -> None:
     """A killed run's Ray workers stay zombies where nothing reaps orphans (a container whose first process is
     no init): ended, their folders are left over."""
-    maker = subprocess.Popen([sys.executable, "-c", MAKES_A_FOLDER], env=_maker_env(), stdout=subprocess.PIPE,
+    maker = subprocess.Popen([sys.executable, "-c", MAKES_A_FOLDER], env=_maker_env(root), stdout=subprocess.PIPE,
                              text=True)
     assert maker.stdout is not None
     left = Path(maker.stdout.readline().strip())
     try:
         wait_until(lambda: psutil.Process(maker.pid).status() == psutil.STATUS_ZOMBIE, 30, "the maker a zombie")
         assert owner_alive(left) is False
-        assert left in remove_orphans() and not left.exists()
+        assert left in remove_orphans(root) and not left.exists()
     finally:
         maker.wait()
         subprocess.run(["rm", "-rf", str(left)], check=False)
