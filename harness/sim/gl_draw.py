@@ -8,6 +8,12 @@ whatever allocation triggers a collection, in whatever thread is running: when t
 recover from that (made current again, its framebuffer reports GL_INVALID_FRAMEBUFFER_OPERATION), so a world
 that finds its context lost after a draw throws that renderer away and draws with a new one
 (`SimWorld._draw`).
+
+A second way: MuJoCo's `Renderer.close` (which `__del__` calls) frees its rendering context's GL objects
+(`mjr_freeContext`) with whatever context is current, and object names are per context, so closing one renderer
+while another's context is current deletes *that* renderer's textures and buffers: it then draws frames without
+them, and nothing says so (a serial run of tests/unit/run: a final frame with no cube in it, "no cube-coloured
+blob"; tests/unit/sim/test_gl_contexts.py). `OwnContextRenderer` makes its own context current before freeing.
 """
 
 from __future__ import annotations
@@ -32,3 +38,18 @@ def context_still_current(renderer: mujoco.Renderer) -> bool:
         return bool(EGL.eglGetCurrentContext().address == context.address)
     except ValueError:   # PyOpenGL's NULL pointer (no context current) refuses to be read
         return False
+
+
+class OwnContextRenderer(mujoco.Renderer):
+    """A MuJoCo renderer that frees its GL objects in its own context (module docstring), also when the garbage
+    collector closes it. Where its context cannot be made current here (another thread holds it), its objects are
+    left to the context's destruction rather than deleted from a context they are not in."""
+
+    def close(self) -> None:
+        gl = getattr(self, "_gl_context", None)
+        if gl is not None and getattr(self, "_mjr_context", None) is not None:
+            try:
+                gl.make_current()
+            except Exception:   # current in another thread: deleting from here would hit this one's
+                self._mjr_context = None
+        super().close()

@@ -21,7 +21,7 @@ import numpy as np
 from harness.errors import CameraRenderFailed
 from harness.models.protocol import JOINT_NAMES
 from harness.models.render_profile import MeshDetail, RenderProfile
-from harness.sim.gl_draw import DRAWS, context_still_current
+from harness.sim.gl_draw import DRAWS, OwnContextRenderer, context_still_current
 from harness.sim.judge import Judge, JudgeThresholds
 from harness.sim.scene import COARSE_VISUAL_GROUP, FULL_VISUAL_GROUP, PHYSICS_DT, SceneGeometry, build_model
 from harness.sim.units import to_sim
@@ -268,7 +268,7 @@ class SimWorld:
             if detail is MeshDetail.COARSE:
                 quality.numslices, quality.numstacks = min(slices, COARSE_SLICES), min(stacks, COARSE_SLICES)
             try:
-                renderer = own[(width, height, detail)] = mujoco.Renderer(self.model, height, width)
+                renderer = own[(width, height, detail)] = OwnContextRenderer(self.model, height, width)
             finally:
                 quality.numslices, quality.numstacks = slices, stacks
         return renderer

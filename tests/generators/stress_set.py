@@ -22,6 +22,7 @@ import mujoco
 import numpy as np
 
 from harness.models.defaults import DEFAULT_START_POSE
+from harness.sim.gl_draw import OwnContextRenderer
 from harness.sim.kinematics import TopDownIK
 from harness.sim.scene import TABLE_SURFACES, SceneGeometry
 from harness.sim.world import SimWorld
@@ -274,7 +275,7 @@ class _Stage:
     @property
     def segmenter(self) -> mujoco.Renderer:
         if self.size not in self.segmenters:
-            renderer = mujoco.Renderer(self.world.model, self.size[1], self.size[0])
+            renderer = OwnContextRenderer(self.world.model, self.size[1], self.size[0])
             renderer.enable_segmentation_rendering()
             self.segmenters[self.size] = renderer
         return self.segmenters[self.size]
