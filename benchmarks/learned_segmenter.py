@@ -41,6 +41,7 @@ from harness.sim.scene import SceneGeometry
 from harness.vision.measure import DetectionError, Geometry, bowl_shape, find_cube
 from harness.vision.rim import fit_rim
 from tests.generators.stress_set import (
+    NEAR_RIM_PLACES,
     RESOLUTIONS,
     WIDE_PLACES,
     _Stage,
@@ -48,6 +49,7 @@ from tests.generators.stress_set import (
     camera_look,
     camera_matrix,
     distort,
+    near_rim_look,
 )
 
 CACHE = Path.home() / ".cache" / "harness" / "learned-seg"
@@ -56,6 +58,7 @@ TRAIN_SEED0 = 30001
 EVAL_SEEDS = tuple(range(9601, 9607))
 HELD_OUT_SEED0 = 40001   # more evaluation sets, used nowhere else: their small frames (<= 424x240) are kept whole
 SMALL = ((320, 240), (424, 240))
+NEAR_RIM_SEED0 = 50001   # NEAR_RIM sets (640x480, the gripper over the cube in half the frames), used nowhere else
 PICKLES = Path("/work/m9/fresh96")
 FRAMES_PER_SET = 70
 
@@ -86,17 +89,18 @@ def _top_face(stage: _Stage, ids: np.ndarray) -> np.ndarray:
     return np.where(ids == stage.cube_geom, polygon, 0).astype(np.uint8)
 
 
-def camera_sets(seed: int, count: int = FRAMES_PER_SET) -> Iterator[Sample]:
-    """`stress_frames(count, seed, distribution=CAMERAS)` step for step (the same draws, so the same frames),
-    with the exact mask of the cube's top face from the segmentation render."""
+def camera_sets(seed: int, count: int = FRAMES_PER_SET, near_rim: bool = False) -> Iterator[Sample]:
+    """`stress_frames(count, seed, distribution=CAMERAS)` (or NEAR_RIM) step for step (the same draws, so the
+    same frames), with the exact mask of the cube's top face from the segmentation render."""
+    look_of, places = (near_rim_look, NEAR_RIM_PLACES) if near_rim else (camera_look, WIDE_PLACES)
     geometry = SceneGeometry()
     rng = np.random.default_rng(seed)
     stage = _Stage(geometry)
     try:
         for k in range(count):
-            look = camera_look(rng, k)
+            look = look_of(rng, k)
             stage.dress(look)
-            stage.drop_cube(WIDE_PLACES[k % len(WIDE_PLACES)], rng, look.arm_offsets_deg)
+            stage.drop_cube(places[k % len(places)], rng, look.arm_offsets_deg)
             if look.arm_over_rim:
                 stage.arm_over_rim(rng)
             elif look.arm_over_cube:
@@ -138,7 +142,7 @@ def save_set(seed: int, samples: list[Sample], full: bool, keep_small: bool = Fa
         arrays[f"meta{k}"] = np.array([s.size[0], s.size[1], s.cube_visible, s.rim_visible])
         if full:
             arrays[f"full{k}"] = s.face
-        if keep_small and s.size in SMALL:
+        if keep_small and (s.size in SMALL or seed >= NEAR_RIM_SEED0):
             arrays[f"frame{k}"] = s.frame
     CACHE.mkdir(parents=True, exist_ok=True)
     tmp = _set_path(seed).with_suffix(".tmp.npz")
@@ -151,7 +155,7 @@ def load_set(seed: int) -> dict[str, np.ndarray]:
         return {k: data[k] for k in data.files}
 
 
-def render(minutes: float, sets: int | None, held_out: int) -> None:
+def render(minutes: float, sets: int | None, held_out: int, near_rim: int) -> None:
     """The evaluation sets, then training sets from seed 30001 up until the time box is spent (cached sets are
     skipped)."""
     for seed in range(HELD_OUT_SEED0, HELD_OUT_SEED0 + held_out):
@@ -159,6 +163,11 @@ def render(minutes: float, sets: int | None, held_out: int) -> None:
             t0 = time.process_time()
             save_set(seed, list(camera_sets(seed)), full=True, keep_small=True)
             print(f"held-out set {seed}: {(time.process_time() - t0) / FRAMES_PER_SET:.2f} s CPU a frame", flush=True)
+    for seed in range(NEAR_RIM_SEED0, NEAR_RIM_SEED0 + near_rim):
+        if not _set_path(seed).exists():
+            t0 = time.process_time()
+            save_set(seed, list(camera_sets(seed, near_rim=True)), full=True, keep_small=True)
+            print(f"near-rim set {seed}: {(time.process_time() - t0) / FRAMES_PER_SET:.2f} s CPU a frame", flush=True)
     for seed in EVAL_SEEDS:
         if not _set_path(seed).exists():
             t0 = time.process_time()
@@ -213,6 +222,10 @@ def _inputs(frames: np.ndarray) -> torch.Tensor:
 def _train_sets() -> list[int]:
     seeds = (p.name.removeprefix("set-").removesuffix(".npz") for p in CACHE.glob("set-*.npz"))
     return sorted(int(s) for s in seeds if s.isdigit() and TRAIN_SEED0 <= int(s) < HELD_OUT_SEED0)
+
+
+def _sets_from(seed0: int) -> list[int]:
+    return [s for s in range(seed0, seed0 + 1000) if _set_path(s).exists()]
 
 
 def _crop(x: np.ndarray, y: np.ndarray, size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -295,19 +308,40 @@ def _centroid(mask: np.ndarray) -> np.ndarray:
 
 
 def evaluate(limit: int | None) -> None:
+    """The CAMERAS sets by resolution, then the NEAR_RIM sets (where the gripper hides part of the cube)."""
+    net = _load_net()
+    rows, partial = _rows(net, (*EVAL_SEEDS, *_sets_from(HELD_OUT_SEED0)), limit)
+    print("\nCAMERAS: seeds 9601-9606, and the 320x240 and 424x240 frames of the held-out sets from 40001")
+    _table(rows)
+    _partial_table(partial)
+    near = _sets_from(NEAR_RIM_SEED0)
+    if near:
+        rows, partial = _rows(net, near, limit)
+        print(f"\nNEAR_RIM: seeds {near[0]}-{near[-1]} (640x480; the cube against the bowl or on its lip, the "
+              "gripper over it in half the frames)")
+        _table(rows)
+        _partial_table(partial)
+
+
+def _load_net() -> torch.nn.Module:
     torch.set_num_threads(1)
     net = _net()
     net.load_state_dict(torch.load(CACHE / "net.pt"))
     net.eval()
+    return net
+
+
+def _rows(net: torch.nn.Module, seeds: tuple[int, ...] | list[int], limit: int | None
+          ) -> tuple[dict[tuple[int, int], list[dict[str, float]]], dict[tuple[int, int], list[dict[str, float]]]]:
     g = Geometry()
     rows: dict[tuple[int, int], list[dict[str, float]]] = defaultdict(list)
+    partial: dict[tuple[int, int], list[dict[str, float]]] = defaultdict(list)
     infer = []
-    held_out = [s for s in range(HELD_OUT_SEED0, HELD_OUT_SEED0 + 1000) if _set_path(s).exists()]
-    for seed in (*EVAL_SEEDS, *held_out):
+    for seed in seeds:
         data = load_set(seed)
         for k in range(FRAMES_PER_SET if limit is None else limit):
             w, h, cube_visible, rim_visible = data[f"meta{k}"]
-            if cube_visible < 0.95 or rim_visible < 0.9:
+            if rim_visible < 0.9:
                 continue
             if f"frame{k}" in data:
                 frame = data[f"frame{k}"]
@@ -318,7 +352,7 @@ def evaluate(limit: int | None) -> None:
                 continue
             truth = data[f"full{k}"]
             row: dict[str, float] = {"truth_area": float(truth.sum())}
-            true_c = _centroid(truth)
+            true_c = _centroid(truth) if truth.any() else np.array([math.nan, math.nan])
             try:
                 rim = fit_rim(frame, shape=bowl_shape(g)).rim
             except DetectionError:
@@ -335,18 +369,41 @@ def evaluate(limit: int | None) -> None:
                     row["reason"] = err.reason.value  # type: ignore[assignment]
             t0 = time.process_time()
             mask = segment(net, frame)
-            infer.append((int(w), time.process_time() - t0))
+            infer.append(((int(w), int(h)), time.process_time() - t0))
             if mask is not None:
                 row["learned_ratio"] = float(mask.sum()) / side ** 2 if rim is not None else math.nan
                 row["learned_err"] = float(np.hypot(*(_centroid(mask) - true_c)))
                 if "colour_err" in row:
                     row["learned_vs_colour"] = float(np.hypot(*(_centroid(mask) - np.array(centre))))
-            rows[(int(w), int(h))].append(row)
-    _table(rows)
+            if cube_visible >= 0.95:
+                rows[(int(w), int(h))].append(row)
+            else:
+                row["truth_ratio"] = row["truth_area"] / side ** 2 if rim is not None else math.nan
+                partial[(int(w), int(h))].append(row)
     for res in RESOLUTIONS:
-        times = [t for w, t in infer if w == res[0]]
+        times = [t for size, t in infer if size == res]
         if times:
             print(f"inference {res[0]}x{res[1]}: {1000 * np.mean(times):.0f} ms CPU a frame")
+    return rows, partial
+
+
+def _partial_table(rows: dict[tuple[int, int], list[dict[str, float]]]) -> None:
+    """The new errors a learned mask could bring: a whole face claimed for a cube partly hidden or out of view."""
+    print("\nframes with the rim in view but the cube partly hidden or out of view (cube_visible < 0.95)")
+    print("true face = the visible top face (segmentation render) / expected; a 'whole' claim on a true face under")
+    print("0.7 of a face would let a hidden cube be measured")
+    print(f"{'size':>9} {'n':>3} {'no cube':>7} {'col accepts':>11} {'col acc & true<0.5':>18} "
+          f"{'lrn whole':>9} {'lrn whole & true<0.7':>20} {'lrn whole & err>0.25side':>24}")
+    for res in RESOLUTIONS:
+        rs = [r for r in rows.get(res, []) if "rim_refused" not in r]
+        if not rs:
+            continue
+        col_ok = [r for r in rs if "colour_err" in r]
+        whole = [r for r in rs if 0.8 <= r.get("learned_ratio", math.nan) <= 1.5]
+        print(f"{res[0]:>4}x{res[1]:<4} {len(rs):>3} {sum(r['truth_area'] == 0 for r in rs):>7} {len(col_ok):>11} "
+              f"{sum(r['truth_ratio'] < 0.5 for r in col_ok):>18} {len(whole):>9} "
+              f"{sum(r['truth_ratio'] < 0.7 for r in whole):>20} "
+              f"{sum(not r['learned_err'] <= 0.25 * r['side'] for r in whole):>24}")
 
 
 def _pct(values: list[float], q: float) -> str:
@@ -354,8 +411,7 @@ def _pct(values: list[float], q: float) -> str:
 
 
 def _table(rows: dict[tuple[int, int], list[dict[str, float]]]) -> None:
-    print("\nframes with cube and rim in full view (cube_visible >= 0.95, rim_visible >= 0.9): seeds 9601-9606, "
-          "and the 320x240 and 424x240 frames of the held-out sets from 40001")
+    print("frames with cube and rim in full view (cube_visible >= 0.95, rim_visible >= 0.9)")
     print("whole = learned largest component 0.8-1.5 of the expected top face (from the rule's rim)")
     print("err = centroid distance from the true top face's centroid (segmentation render), px and share of side")
     head = (f"{'size':>9} {'n':>3} {'rim-':>4} {'col ok':>6} {'col-':>4} {'col- & whole':>12} {'whole':>5} "
@@ -385,8 +441,6 @@ def _table(rows: dict[tuple[int, int], list[dict[str, float]]]) -> None:
             if "reason" in r:
                 reasons[str(r["reason"])] += 1
     print("colour rule's refusals:", dict(reasons))
-    with open(CACHE / "eval-rows.pkl", "wb") as fh:
-        pickle.dump(dict(rows), fh)
 
 
 def main() -> None:
@@ -396,6 +450,7 @@ def main() -> None:
     r.add_argument("--minutes", type=float, default=10.0)
     r.add_argument("--sets", type=int, default=None)
     r.add_argument("--held-out", type=int, default=0, help="extra evaluation sets from seed 40001")
+    r.add_argument("--near-rim", type=int, default=0, help="NEAR_RIM evaluation sets from seed 50001")
     t = sub.add_parser("train")
     t.add_argument("--minutes", type=float, default=10.0)
     t.add_argument("--crop", type=int, default=96)
@@ -405,7 +460,7 @@ def main() -> None:
     e.add_argument("--limit", type=int, default=None, help="frames a set (default: all 70)")
     args = parser.parse_args()
     if args.cmd == "render":
-        render(args.minutes, args.sets, args.held_out)
+        render(args.minutes, args.sets, args.held_out, args.near_rim)
     elif args.cmd == "train":
         train(args.minutes, args.crop, args.batch, args.sets)
     else:
