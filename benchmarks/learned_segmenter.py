@@ -124,8 +124,8 @@ def to_net(image: np.ndarray) -> np.ndarray:
         return image
     size = (round(w * NET_HEIGHT / h), NET_HEIGHT)
     if image.dtype == bool:
-        return cv2.resize(image.astype(np.float32), size, interpolation=cv2.INTER_AREA) > 0.5
-    return cv2.resize(image, size, interpolation=cv2.INTER_AREA)
+        return np.asarray(cv2.resize(image.astype(np.float32), size, interpolation=cv2.INTER_AREA) > 0.5)
+    return np.asarray(cv2.resize(image, size, interpolation=cv2.INTER_AREA))
 
 
 def _set_path(seed: int) -> Path:
@@ -146,7 +146,7 @@ def save_set(seed: int, samples: list[Sample], full: bool, keep_small: bool = Fa
             arrays[f"frame{k}"] = s.frame
     CACHE.mkdir(parents=True, exist_ok=True)
     tmp = _set_path(seed).with_suffix(".tmp.npz")
-    np.savez_compressed(tmp, **arrays)
+    np.savez_compressed(tmp, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as its bool option
     tmp.replace(_set_path(seed))
 
 
@@ -192,7 +192,7 @@ def _net() -> torch.nn.Module:
         return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
                              nn.Conv2d(cout, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
 
-    class UNet(nn.Module):
+    class UNet(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.e1, self.e2, self.e3 = block(3, 8), block(8, 16), block(16, 32)
@@ -299,7 +299,7 @@ def segment(net: torch.nn.Module, frame: np.ndarray) -> np.ndarray | None:
     if count < 2:
         return None
     best = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
-    return labels == best
+    return np.asarray(labels == best)
 
 
 def _centroid(mask: np.ndarray) -> np.ndarray:
