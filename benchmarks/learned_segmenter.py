@@ -5,13 +5,15 @@ and refuses cubes the renderer says are in full view. This script asks whether a
 net, trained on the stress generator's own frames (whose segmentation render gives the exact mask of the
 cube's top face), finds the whole face where the rule does not, and where it does, as precisely.
 
-    PYTHONPATH=$PWD nice -n 10 .venv/bin/python benchmarks/learned_segmenter.py render --minutes 10
-    PYTHONPATH=$PWD nice -n 10 .venv/bin/python benchmarks/learned_segmenter.py train --minutes 10
+    PYTHONPATH=$PWD nice -n 10 .venv/bin/python benchmarks/learned_segmenter.py render \
+        --minutes 8 --held-out 24 --near-rim 5
+    PYTHONPATH=$PWD nice -n 10 .venv/bin/python benchmarks/learned_segmenter.py train --minutes 10 --sets 40
     PYTHONPATH=$PWD nice -n 10 .venv/bin/python benchmarks/learned_segmenter.py evaluate
 
 Training frames come from CAMERAS sets of seeds 30001 upward (used nowhere else); the evaluation frames are
-the CAMERAS sets of seeds 9601-9606, re-rendered here with their masks (and checked equal to the pickles at
-/work/m9/fresh96 where those exist). Everything is cached under ~/.cache/harness/learned-seg/.
+the CAMERAS sets of seeds 9601-9606, re-rendered here with their masks (the frames equal to the pickles at
+/work/m9/fresh96, read from there), the 320x240 and 424x240 frames of CAMERAS sets from 40001 and NEAR_RIM sets
+from 50001. Everything is cached under ~/.cache/harness/learned-seg/ (about 0.6 GB for the run in docs/benchmarks.md).
 
 The net sees every frame at 240 lines (wider frames keep their aspect: 320, 424 or 427 px wide), the size
 of the smallest cameras the issue is about; larger frames are shrunk to it and its mask scaled back up.
