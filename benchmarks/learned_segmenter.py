@@ -61,7 +61,7 @@ EVAL_SEEDS = tuple(range(9601, 9607))
 HELD_OUT_SEED0 = 40001   # more evaluation sets, used nowhere else: their small frames (<= 424x240) are kept whole
 SMALL = ((320, 240), (424, 240))
 NEAR_RIM_SEED0 = 50001   # NEAR_RIM sets (640x480, the gripper over the cube in half the frames), used nowhere else
-PICKLES = Path("/work/m9/fresh96")
+PICKLES = Path("/work/m9/fresh96")   # the lead's renders of 9601-9606; where absent, the frames are cached instead
 FRAMES_PER_SET = 70
 
 
@@ -134,7 +134,7 @@ def _set_path(seed: int) -> Path:
     return CACHE / f"set-{seed}.npz"
 
 
-def save_set(seed: int, samples: list[Sample], full: bool, keep_small: bool = False) -> None:
+def save_set(seed: int, samples: list[Sample], full: bool, keep_small: bool = False, keep_all: bool = False) -> None:
     """One set's frames at the net's size (and the true masks at full size for the evaluation sets, and with
     `keep_small` the 320x240 and 424x240 frames themselves, for sets with no pickles)."""
     arrays: dict[str, np.ndarray] = {}
@@ -144,7 +144,7 @@ def save_set(seed: int, samples: list[Sample], full: bool, keep_small: bool = Fa
         arrays[f"meta{k}"] = np.array([s.size[0], s.size[1], s.cube_visible, s.rim_visible])
         if full:
             arrays[f"full{k}"] = s.face
-        if keep_small and (s.size in SMALL or seed >= NEAR_RIM_SEED0):
+        if keep_all or (keep_small and (s.size in SMALL or seed >= NEAR_RIM_SEED0)):
             arrays[f"frame{k}"] = s.frame
     CACHE.mkdir(parents=True, exist_ok=True)
     tmp = _set_path(seed).with_suffix(".tmp.npz")
@@ -173,7 +173,7 @@ def render(minutes: float, sets: int | None, held_out: int, near_rim: int) -> No
     for seed in EVAL_SEEDS:
         if not _set_path(seed).exists():
             t0 = time.process_time()
-            save_set(seed, list(camera_sets(seed)), full=True)
+            save_set(seed, list(camera_sets(seed)), full=True, keep_all=not PICKLES.exists())   # no pickles here
             print(f"eval set {seed}: {(time.process_time() - t0) / FRAMES_PER_SET:.2f} s CPU a frame", flush=True)
     t_start = time.process_time()
     seed, done = TRAIN_SEED0, 0
