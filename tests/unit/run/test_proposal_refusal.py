@@ -519,3 +519,22 @@ def test_a_squeeze_read_only_once_the_cube_rose_is_a_lift_from_where_the_jaws_cl
     late = next(p for p, a in got if (a.policy, a.trial) == ("act96s9100-900-rand", 10))
     assert late.label is Label.SUCCESS and Reason.LIFTED in late.reasons, late.line()
     assert [(a.policy, a.trial) for p, a in got if p.label is None or p.label.value != a.label] == []
+
+
+S9200 = FOLDER.parent / "proposal_act192_s9200"   # a dim-192 ACT, held out once in session 48 after the lift's fix
+
+
+@pytest.mark.parametrize("episode", [SIMULATED, EpisodeEnd(20.0)])
+def test_a_release_at_the_rim_or_just_before_the_limit_gets_no_proposal(grasp_point, episode) -> None:
+    """scripts/proposal_heldout with DIM=192 SEED=9200 (checkpoints 200/400/600 on protocols from seeds 9851 and 9877),
+    judged once after the lift's fix: 58 agree, 1 refused, 1 wrong with the simulated episode's end (600-jitter trial
+    3: let go 1.27 s before the limit and settled as it came, proposed a cube that never settled) and 57 / 2 / 1 read
+    as a real arm's (600-rand trial 10: let go 0.8 mm inside the rim by the grasp point, 1.2 mm outside by the judge's
+    cube, proposed a success). Both are now refused; no wrong proposal is left. Tuning data since."""
+    got = {(a.policy, a.trial): (proposed(a, grasp_point, episode=episode), a) for a in attempts(folder=S9200)}
+    assert len(got) == 60
+    assert Reason.RELEASE_AT_RIM in got[("act192s9200-600-rand", 10)][0].reasons
+    if episode.ends_when_settled:
+        assert Reason.LET_GO_LATE in got[("act192s9200-600-jitter", 3)][0].reasons
+    assert [key for key, (p, a) in got.items() if p.label is not None and p.label.value != a.label] == []
+    assert sum(p.label is not None and p.label.value == a.label for p, a in got.values()) >= 56
