@@ -538,3 +538,16 @@ def test_a_release_at_the_rim_or_just_before_the_limit_gets_no_proposal(grasp_po
         assert Reason.LET_GO_LATE in got[("act192s9200-600-jitter", 3)][0].reasons
     assert [key for key, (p, a) in got.items() if p.label is not None and p.label.value != a.label] == []
     assert sum(p.label is not None and p.label.value == a.label for p, a in got.values()) >= 56
+
+
+S9300 = FOLDER.parent / "proposal_act128_s9300"   # a dim-128 ACT, held out once in session 48 at rules H
+
+
+@pytest.mark.parametrize("episode", [SIMULATED, EpisodeEnd(20.0)])
+def test_a_policy_held_out_at_rules_h_gets_no_wrong_proposal(grasp_point, episode) -> None:
+    """scripts/proposal_heldout with DIM=128 SEED=9300 STEPS=800 N=15 (checkpoints 400/800 on protocols from seeds 9911
+    and 9933), judged once after rules H were frozen: 60 agree, read with the simulated episode's end and as a real
+    arm's. An easy set (55 judged no grasp, 4 successes, 1 wrong placement). Tuning data since."""
+    got = [(proposed(a, grasp_point, episode=episode), a) for a in attempts(folder=S9300)]
+    assert len(got) == 60
+    assert [(a.policy, a.trial) for p, a in got if p.label is None or p.label.value != a.label] == []
