@@ -541,13 +541,16 @@ def test_a_release_at_the_rim_or_just_before_the_limit_gets_no_proposal(grasp_po
 
 
 S9300 = FOLDER.parent / "proposal_act128_s9300"   # a dim-128 ACT, held out once in session 48 at rules H
+S9400 = FOLDER.parent / "proposal_act192_s9400"   # ... and a dim-192 one
 
 
 @pytest.mark.parametrize("episode", [SIMULATED, EpisodeEnd(20.0)])
-def test_a_policy_held_out_at_rules_h_gets_no_wrong_proposal(grasp_point, episode) -> None:
+@pytest.mark.parametrize("folder", [S9300, S9400], ids=["act128s9300", "act192s9400"])
+def test_a_policy_held_out_at_rules_h_gets_no_wrong_proposal(grasp_point, episode, folder) -> None:
     """scripts/proposal_heldout with DIM=128 SEED=9300 STEPS=800 N=15 (checkpoints 400/800 on protocols from seeds 9911
-    and 9933), judged once after rules H were frozen: 60 agree, read with the simulated episode's end and as a real
-    arm's. An easy set (55 judged no grasp, 4 successes, 1 wrong placement). Tuning data since."""
-    got = [(proposed(a, grasp_point, episode=episode), a) for a in attempts(folder=S9300)]
+    and 9933) and DIM=192 SEED=9400 STEPS=600 SAVE_FREQ=300 N=15 (checkpoints 300/600; seeds 9951 and 9977), each
+    judged once after rules H were frozen: 60 of 60 agree, read with the simulated episode's end and as a real arm's.
+    Easy sets (55 and 51 judged no grasp; 4 and 8 successes; 1 wrong placement each). Tuning data since."""
+    got = [(proposed(a, grasp_point, episode=episode), a) for a in attempts(folder=folder)]
     assert len(got) == 60
     assert [(a.policy, a.trial) for p, a in got if p.label is None or p.label.value != a.label] == []
