@@ -71,6 +71,7 @@ class Reason(StrEnum):
     NEVER_SETTLED = "ran to its time limit after letting go over the bowl: the cube never settled there in time"
     OPENED_TOO_HIGH = "opened over the bowl higher than a placement (12 cm above its floor): dropped in"
     RELEASE_HEIGHT_UNSURE = "opened over the bowl near the highest a placement may be: placed or dropped, unknown"
+    RELEASE_AT_RIM = "opened right over the bowl's rim: let go over the bowl or beside it, unknown"
     NEVER_WITHDREW = "the gripper never withdrew from where it let go"
     WITHDRAWAL_UNSURE = "the gripper stayed near where it let go: whether it withdrew from the cube, unknown"
     CAME_BACK = "the gripper came back to where it let go: whether it moved the cube, unknown"
@@ -105,6 +106,14 @@ class GripperBands:
     on_cube_below: float = 21.0     # jaws resting at or under this while holding are on the cube (it stops them
     #                                 near 18); resting only wider, the policy's command may have stopped them
     settle_s: float = 1.0           # let go at least this before the end: the cube's fall, the judge's 0.5 s at rest
+    settled_end_s: float = 2.0      # a simulated episode a settled cube ends early ends this long after the release
+    #                                 or more (the judge's rest, then the end): 1.4-2.4 s for 90 % of the 184
+    #                                 successes that ended early; one let go `settle_s` to this before the limit may
+    #                                 have settled as the limit came (held-out act192s9200-600-jitter trial 3: 1.27 s)
+    release_rim_m: float = 0.01     # let go this near the rim (the grasp point from the bowl centre), over the bowl
+    #                                 or not is unknown: the judge reads the cube's centre when the jaws' contacts end,
+    #                                 the trace the grasp point when they open (held-out act192s9200-600-rand trial 10:
+    #                                 0.8 mm inside the rim for the trace, 1.2 mm outside for the judge)
     squeezed_out_cm: float = 10.0   # a cube the jaws squeezed out (closed on past it to their stop) is flung: it
     #                                 lands within this of where it went (5.0-8.4 cm seen, cubes 7-11 cm high) ...
     on_table_m: float = 0.05        # ... if the squeeze began with the grasp point this low (a cube on the table;
@@ -138,7 +147,8 @@ class GripperTrace:
     closed_empty: bool = False
     held: bool = False
     released: bool = False
-    hold_start_z: float | None = None
+    hold_start_z: float | None = None   # the grasp point's height when the hold was read
+    lift_from_z: float | None = None    # ... and where the grasp began (`_hold`), what a lift is measured from
     max_lift_m: float = 0.0
     release_xyz: tuple[float, float, float] | None = None
     last_grip: float | None = None
@@ -159,6 +169,7 @@ class GripperTrace:
     #                                    observation after the jaws let go: did it withdraw, did it come back
     _steady: int = 0
     _squeeze: int = 0
+    _closing_low_z: float | None = None   # the grasp point's lowest since the jaws last opened (where a grasp began)
     _widest_yet: float = -math.inf
 
     def see(self, joints: dict[str, float], load: float | None = None) -> None:
@@ -180,6 +191,9 @@ class GripperTrace:
         steady = self._steady >= self.steady_samples
         if not self.held:
             self.opened = self.opened or grip > b.open_above
+            z = float(self.grasp_point(joints)[2])
+            self._closing_low_z = None if grip > b.open_above else \
+                z if self._closing_low_z is None else min(self._closing_low_z, z)
             if not self.opened:
                 self.widest = widest = grip if self.widest is None else max(self.widest, grip)
             if self.load_read:
@@ -207,7 +221,7 @@ class GripperTrace:
             return
         if steady:
             self.rest_grip = min(self.rest_grip if self.rest_grip is not None else grip, grip)
-        self.max_lift_m = max(self.max_lift_m, float(point[2]) - (self.hold_start_z or 0.0))
+        self.max_lift_m = max(self.max_lift_m, float(point[2]) - (self.lift_from_z or 0.0))
 
     def _hold_by_load(self, joints: dict[str, float], grip: float, steady: bool) -> None:
         """Before a hold, with the load read: squeezing for the steady span after closing (`closed_by` below the
@@ -228,7 +242,12 @@ class GripperTrace:
         self.held = True
         self.held_at = self.samples
         self.hold_grip = self.rest_grip = grip
-        self.hold_start_z = float(self.grasp_point(joints)[2])
+        self.hold_start_z = z = float(self.grasp_point(joints)[2])
+        # a lift is measured from where the grasp began, the lowest the jaws were since they last opened: a squeeze
+        # read only once the cube was rising in them (the load builds as it lifts) began at the table, where the
+        # judge's lift is measured from (held-out run act96s9100-900-rand trial 10: squeeze read at 9.2 cm, the jaws
+        # closed at 2.0; read from 9.2 the 8 cm lift was 1.6 cm, and a success was proposed as no grasp)
+        self.lift_from_z = z if self._closing_low_z is None else min(z, self._closing_low_z)
 
     @property
     def steady_samples(self) -> int:
@@ -353,7 +372,10 @@ def propose(trace: GripperTrace, view: FinalView, bowl_xy_m: tuple[float, float]
         reasons.append(Reason.STILL_HOLDING)
         return done(Label.WRONG_PLACEMENT)
     x, y, z = trace.release_xyz
-    over_bowl = math.hypot(x - bowl_xy_m[0], y - bowl_xy_m[1]) < bowl_radius_m
+    from_centre = math.hypot(x - bowl_xy_m[0], y - bowl_xy_m[1])
+    if abs(from_centre - bowl_radius_m) < b.release_rim_m:
+        return refuse(Reason.RELEASE_AT_RIM)
+    over_bowl = from_centre < bowl_radius_m
     height = z - cube_half_m
     if over_bowl:
         reasons.append(Reason.OPENED_OVER_BOWL)
@@ -376,6 +398,10 @@ def propose(trace: GripperTrace, view: FinalView, bowl_xy_m: tuple[float, float]
     if inside and lifted and over_bowl:
         if episode.ends_when_settled and episode.time_limit_s is not None and \
                 trace.elapsed_s >= episode.time_limit_s - 1.5 / trace.fps:
+            after = trace.after_release_s
+            if after is not None and b.settle_s <= after < b.settled_end_s:
+                return refuse(Reason.LET_GO_LATE)   # it may have settled as the limit came (under `settle_s` it
+            #                                         had no time to: the judge's wrong placement, as below)
             reasons.append(Reason.NEVER_SETTLED)   # a settled cube would have ended it early: the judge's verdict
             return done(Label.WRONG_PLACEMENT)     # at the limit is "inside the bowl, sequence incomplete"
         if len(gaps) and gaps.max() < b.withdraw_min_m - b.cube_spot_m:
