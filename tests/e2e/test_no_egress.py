@@ -42,13 +42,23 @@ def off_machine(trace: str) -> list[str]:
     return found
 
 
+# runs the command and writes its own exit status to a file: strace exits 1 on an error of its own (a tracee killed in
+# a group-stop: "ptrace(PTRACE_LISTEN, ...): Input/output error", seen when a run ends before its Ray workers started
+# and stops them), whatever the command returned
+_STATUS_OF = "import subprocess, sys; rc = subprocess.call(sys.argv[2:]); open(sys.argv[1], 'w').write(str(rc))"
+
+
 def traced(args: list[str], cwd: Path, trace: Path, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
+    """`harness ARGS` under strace, every process it starts traced; the return code is the command's own."""
     strace = shutil.which("strace")
     assert strace, "strace is not on PATH: scripts/setup installs it (apt-get install strace)"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([strace, "-f", "-qq", "--seccomp-bpf", "-e", "trace=connect,sendto,sendmsg", "-o", str(trace),
-                           sys.executable, "-m", "harness.cli", *args], cwd=cwd, env=env, text=True,
-                          capture_output=True, timeout=timeout_s)
+    status = trace.with_suffix(".status")
+    done = subprocess.run([strace, "-f", "-qq", "--seccomp-bpf", "-e", "trace=connect,sendto,sendmsg", "-o", str(trace),
+                           sys.executable, "-c", _STATUS_OF, str(status), sys.executable, "-m", "harness.cli", *args],
+                          cwd=cwd, env=env, text=True, capture_output=True, timeout=timeout_s)
+    own = int(status.read_text()) if status.exists() else done.returncode
+    return subprocess.CompletedProcess(done.args, own, done.stdout, done.stderr)
 
 
 def test_the_audit_sees_a_probe_of_the_metadata_address() -> None:
