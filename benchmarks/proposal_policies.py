@@ -1,8 +1,8 @@
 """Outcome proposals against the simulator's judge, per learned policy, on the committed traces (issue 59 item 5).
 
-By default all 780 committed attempts, every one tuning data now: `tests/data/anatomy/*.npz` (140 scored
+By default all 840 committed attempts, every one tuning data now: `tests/data/anatomy/*.npz` (140 scored
 attempts of ACT 500/1000 steps on fixed, randomized, jittered and scattered protocols, SmolVLA 1500/3000/9000
-steps and two toy ACTs) and `tests/data/proposal_act*/` (640 of the small ACTs `scripts/proposal_heldout`
+steps and two toy ACTs) and `tests/data/proposal_act*/` (700 of the small ACTs `scripts/proposal_heldout`
 trained, each set held out once). Each attempt has the joint positions and the gripper servo's load a real arm
 reports every control step, and the judge's verdict. The proposer (`harness.run.proposal.propose`) reads them
 as a real arm's would (`--no-load`: an arm that does not report the load); its final frame is stood in for by
@@ -46,7 +46,8 @@ TUNING = [FOLDER, *(FOLDER.parent / name for name in ("proposal_act128", "propos
                                                        "proposal_act128_s5000", "proposal_act256_s7000",
                                                        "proposal_act64_s6000", "proposal_act96_s8000",
                                                        "proposal_act96_s9100", "proposal_act192_s9200",
-                                                       "proposal_act128_s9300", "proposal_act192_s9400"))]
+                                                       "proposal_act128_s9300", "proposal_act192_s9400",
+                                                       "proposal_act192_s9500"))]
 SHORT = {Label.SUCCESS: "S", Label.NO_GRASP: "NG", Label.GRASPED_THEN_DROPPED: "D", Label.WRONG_PLACEMENT: "WP"}
 
 

@@ -541,16 +541,17 @@ def test_a_release_at_the_rim_or_just_before_the_limit_gets_no_proposal(grasp_po
 
 
 S9300 = FOLDER.parent / "proposal_act128_s9300"   # a dim-128 ACT, held out once in session 48 at rules H
-S9400 = FOLDER.parent / "proposal_act192_s9400"   # ... and a dim-192 one
+S9400 = FOLDER.parent / "proposal_act192_s9400"   # ... and two dim-192 ones
+S9500 = FOLDER.parent / "proposal_act192_s9500"
 
 
 @pytest.mark.parametrize("episode", [SIMULATED, EpisodeEnd(20.0)])
-@pytest.mark.parametrize("folder", [S9300, S9400], ids=["act128s9300", "act192s9400"])
+@pytest.mark.parametrize("folder", [S9300, S9400, S9500], ids=["act128s9300", "act192s9400", "act192s9500"])
 def test_a_policy_held_out_at_rules_h_gets_no_wrong_proposal(grasp_point, episode, folder) -> None:
     """scripts/proposal_heldout with DIM=128 SEED=9300 STEPS=800 N=15 (checkpoints 400/800 on protocols from seeds 9911
-    and 9933) and DIM=192 SEED=9400 STEPS=600 SAVE_FREQ=300 N=15 (checkpoints 300/600; seeds 9951 and 9977), each
-    judged once after rules H were frozen: 60 of 60 agree, read with the simulated episode's end and as a real arm's.
-    Easy sets (55 and 51 judged no grasp; 4 and 8 successes; 1 wrong placement each). Tuning data since."""
+    and 9933), DIM=192 SEED=9400 STEPS=600 SAVE_FREQ=300 N=15 (checkpoints 300/600; seeds 9951 and 9977) and DIM=192
+    SEED=9500 (checkpoints 200/400/600; seeds 9961 and 9983), each judged once after rules H were frozen: 60 of 60
+    agree, read with the simulated episode's end and as a real arm's (4, 8 and 25 successes). Tuning data since."""
     got = [(proposed(a, grasp_point, episode=episode), a) for a in attempts(folder=folder)]
     assert len(got) == 60
     assert [(a.policy, a.trial) for p, a in got if p.label is None or p.label.value != a.label] == []
