@@ -191,9 +191,11 @@ class GripperTrace:
         steady = self._steady >= self.steady_samples
         if not self.held:
             self.opened = self.opened or grip > b.open_above
-            z = float(self.grasp_point(joints)[2])
-            self._closing_low_z = None if grip > b.open_above else \
-                z if self._closing_low_z is None else min(self._closing_low_z, z)
+            if grip > b.open_above:
+                self._closing_low_z = None
+            else:   # the arm's kinematics only while the jaws are not open: where a grasp may begin
+                z = float(self.grasp_point(joints)[2])
+                self._closing_low_z = z if self._closing_low_z is None else min(self._closing_low_z, z)
             if not self.opened:
                 self.widest = widest = grip if self.widest is None else max(self.widest, grip)
             if self.load_read:
@@ -242,12 +244,13 @@ class GripperTrace:
         self.held = True
         self.held_at = self.samples
         self.hold_grip = self.rest_grip = grip
-        self.hold_start_z = z = float(self.grasp_point(joints)[2])
-        # a lift is measured from where the grasp began, the lowest the jaws were since they last opened: a squeeze
-        # read only once the cube was rising in them (the load builds as it lifts) began at the table, where the
-        # judge's lift is measured from (held-out run act96s9100-900-rand trial 10: squeeze read at 9.2 cm, the jaws
-        # closed at 2.0; read from 9.2 the 8 cm lift was 1.6 cm, and a success was proposed as no grasp)
-        self.lift_from_z = z if self._closing_low_z is None else min(z, self._closing_low_z)
+        self.hold_start_z = float(self.grasp_point(joints)[2])
+        # a lift is measured from where the grasp began, the lowest the jaws were since they last opened (`see` has
+        # taken this observation in): a squeeze read only once the cube was rising in them (the load builds as it
+        # lifts) began at the table, where the judge's lift is measured from (held-out run act96s9100-900-rand trial
+        # 10: squeeze read at 9.2 cm, the jaws closed at 2.0; read from 9.2 the 8 cm lift was 1.6 cm, and a success
+        # was proposed as no grasp)
+        self.lift_from_z = self._closing_low_z if self._closing_low_z is not None else self.hold_start_z
 
     @property
     def steady_samples(self) -> int:
