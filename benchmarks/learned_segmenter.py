@@ -39,20 +39,10 @@ import cv2
 import numpy as np
 import torch
 
-from harness.sim.scene import SceneGeometry
+import harness.sim  # noqa: F401  (headless GL before mujoco)
 from harness.vision.measure import DetectionError, Geometry, bowl_shape, find_cube
 from harness.vision.rim import fit_rim
-from tests.generators.stress_set import (
-    NEAR_RIM_PLACES,
-    RESOLUTIONS,
-    WIDE_PLACES,
-    _Stage,
-    camera_defects,
-    camera_look,
-    camera_matrix,
-    distort,
-    near_rim_look,
-)
+from tests.generators.stress_set import RESOLUTIONS, Distribution, stress_frames
 
 CACHE = Path.home() / ".cache" / "harness" / "learned-seg"
 NET_HEIGHT = 240
@@ -74,49 +64,13 @@ class Sample:
     rim_visible: float
 
 
-def _top_face(stage: _Stage, ids: np.ndarray) -> np.ndarray:
-    """The visible part of the cube's face that looks up: the projected face polygon, cut to the cube's pixels."""
-    world, g = stage.world, stage.geometry
-    body = world.cube_body
-    rot = world.data.xmat[body].reshape(3, 3)
-    up = int(np.argmax(np.abs(rot[2])))
-    a, b = [i for i in range(3) if i != up]
-    half = g.cube_edge / 2
-    centre = world.data.xpos[body] + np.sign(rot[2, up]) * half * rot[:, up]
-    corners = np.array([centre + half * (sa * rot[:, a] + sb * rot[:, b])
-                        for sa, sb in ((-1, -1), (-1, 1), (1, 1), (1, -1))])
-    px = stage.project(corners)
-    polygon = np.zeros(ids.shape, np.uint8)
-    cv2.fillPoly(polygon, [np.round(px * 16).astype(np.int32)], 255, cv2.LINE_AA, shift=4)
-    return np.where(ids == stage.cube_geom, polygon, 0).astype(np.uint8)
-
-
 def camera_sets(seed: int, count: int = FRAMES_PER_SET, near_rim: bool = False) -> Iterator[Sample]:
-    """`stress_frames(count, seed, distribution=CAMERAS)` (or NEAR_RIM) step for step (the same draws, so the
-    same frames), with the exact mask of the cube's top face from the segmentation render."""
-    look_of, places = (near_rim_look, NEAR_RIM_PLACES) if near_rim else (camera_look, WIDE_PLACES)
-    geometry = SceneGeometry()
-    rng = np.random.default_rng(seed)
-    stage = _Stage(geometry)
-    try:
-        for k in range(count):
-            look = look_of(rng, k)
-            stage.dress(look)
-            stage.drop_cube(places[k % len(places)], rng, look.arm_offsets_deg)
-            if look.arm_over_rim:
-                stage.arm_over_rim(rng)
-            elif look.arm_over_cube:
-                stage.arm_over_cube(rng)
-            rim_visible, cube_visible = stage.visibility()
-            ids = stage.segmenter.render()[:, :, 0]          # the scene visibility() just loaded
-            face = _top_face(stage, ids)
-            matrix = camera_matrix(look.fovy_deg, *look.size)
-            ideal = stage.world.render("top", *look.size)
-            frame = camera_defects(ideal, look, matrix, rng)
-            face = distort(face, matrix, np.array([look.k1, look.k2, 0, 0, 0], float)) > 127
-            yield Sample(frame, face, look.size, cube_visible, rim_visible)
-    finally:
-        stage.close()
+    """`stress_frames(count, seed, distribution=CAMERAS)` (or NEAR_RIM), each with the exact mask of the cube's
+    top face from the segmentation render."""
+    distribution = Distribution.NEAR_RIM if near_rim else Distribution.CAMERAS
+    for f in stress_frames(count, seed, distribution=distribution, top_face=True):
+        assert f.top_face is not None
+        yield Sample(f.frame, f.top_face, f.look.size, f.cube_visible, f.rim_visible)
 
 
 def to_net(image: np.ndarray) -> np.ndarray:

@@ -121,6 +121,8 @@ class StressFrame:
     camera_matrix: np.ndarray    # 3x3 pinhole intrinsics of the render
     distortion: np.ndarray       # OpenCV (k1, k2, p1, p2, k3) applied to the render
     rim_px: tuple[float, float, float]   # the rim's outer edge in the undistorted image: centre x, y, mean radius
+    top_face: np.ndarray | None = None   # with `stress_frames(top_face=True)`: where the camera sees the cube's face
+    #                                      that looks up (bool, distorted as the frame), a segmenter's truth
 
 
 def random_look(rng: np.random.Generator, k: int) -> Look:
@@ -433,6 +435,23 @@ class _Stage:
         cube_pixels = float(np.sum(ids == self.cube_geom))
         return float(seen.mean()), float(min(1.0, cube_pixels / expected)) if expected > 0 else 0.0
 
+    def top_face(self) -> np.ndarray:
+        """The visible part of the cube's face that looks up, in the ideal (undistorted) image: the projected face
+        polygon, cut to the cube's pixels of the segmentation render."""
+        world, half = self.world, self.geometry.cube_edge / 2
+        self.segmenter.update_scene(world.data, camera="top")
+        ids = self.segmenter.render()[:, :, 0]
+        body = world.cube_body
+        rot = world.data.xmat[body].reshape(3, 3)
+        up = int(np.argmax(np.abs(rot[2])))
+        a, b = [i for i in range(3) if i != up]
+        centre = world.data.xpos[body] + np.sign(rot[2, up]) * half * rot[:, up]
+        corners = np.array([centre + half * (sa * rot[:, a] + sb * rot[:, b])
+                            for sa, sb in ((-1, -1), (-1, 1), (1, 1), (1, -1))])
+        polygon = np.zeros(ids.shape, np.uint8)
+        cv2.fillPoly(polygon, [np.round(self.project(corners) * 16).astype(np.int32)], 255, cv2.LINE_AA, shift=4)
+        return np.where(ids == self.cube_geom, polygon, 0).astype(np.uint8)
+
     def close(self) -> None:
         for renderer in self.segmenters.values():
             renderer.close()
@@ -448,14 +467,17 @@ def _axis_quat(axis: int, angle: float) -> np.ndarray:
 
 def stress_frames(count: int, seed: int = 0, geometry: SceneGeometry | None = None,
                   distribution: Distribution = Distribution.STRESS,
-                  only: Collection[int] | None = None) -> Iterator[StressFrame]:
+                  only: Collection[int] | None = None, top_face: bool = False) -> Iterator[StressFrame]:
     """`count` hard frames, each with its own look, cube drop (inside, on the rim, beside; in WIDE
     sets also far outside the bowl; in NEAR_RIM sets mostly against the bowl or on its lip) and truth.
 
     `only`: the indices of the frames to draw and yield (default: all). A frame depends on every frame before it
     (the random draws and the physics state they leave), so the others are still set up, with the same draws and
     the same physics, but not drawn: rendering, the camera's defects and the visibility check are most of a
-    frame's cost, and a test about frame 42 of a set paid for 42 others (`stress_frame`)."""
+    frame's cost, and a test about frame 42 of a set paid for 42 others (`stress_frame`).
+
+    `top_face`: each frame also carries the exact mask of the cube's top face (`StressFrame.top_face`), for a
+    segmenter's training and judging (`benchmarks/learned_segmenter.py`); the frames are the same either way."""
     geometry = geometry or SceneGeometry()
     rng = np.random.default_rng(seed)
     stage = _Stage(geometry)
@@ -481,10 +503,12 @@ def stress_frames(count: int, seed: int = 0, geometry: SceneGeometry | None = No
             distance = 100 * math.hypot(pos[0] - geometry.bowl_xy[0], pos[1] - geometry.bowl_xy[1])
             rim_visible, cube_visible = stage.visibility()
             matrix = camera_matrix(look.fovy_deg, *look.size)
+            coefficients = np.array([look.k1, look.k2, 0, 0, 0], float)
+            face = distort(stage.top_face(), matrix, coefficients) > 127 if top_face else None
             ideal = world.render("top", *look.size)
             yield StressFrame(camera_defects(ideal, look, matrix, rng), look, distance,
                               world.judge.cube_inside_bowl(world.data), where, rim_visible, cube_visible,
-                              matrix, np.array([look.k1, look.k2, 0, 0, 0], float), stage.rim_in_image())
+                              matrix, coefficients, stage.rim_in_image(), face)
     finally:
         stage.close()
 

@@ -99,3 +99,18 @@ def test_a_frame_drawn_alone_is_the_frame_drawn_among_all(results) -> None:
     assert (alone.distance_cm, alone.inside, alone.where, alone.rim_visible, alone.cube_visible, alone.rim_px) == \
         (among_all.distance_cm, among_all.inside, among_all.where, among_all.rim_visible, among_all.cube_visible,
          among_all.rim_px)
+
+
+def test_a_frame_with_its_top_face_mask_is_the_same_frame_and_the_mask_lies_on_the_cube(results) -> None:
+    """`stress_frames(top_face=True)` (a segmenter's truth, benchmarks/learned_segmenter.py) changes no frame, and its
+    mask is the cube's: a face-sized patch of its red, not of the table."""
+    from tests.generators.stress_set import stress_frames
+
+    among_all = results[-1][0]
+    (masked,) = stress_frames(len(results), seed=20, only=(len(results) - 1,), top_face=True)
+    assert np.array_equal(masked.frame, among_all.frame)
+    assert masked.top_face is not None and masked.top_face.shape == masked.frame.shape[:2]
+    face = masked.frame[masked.top_face].astype(float)
+    table = masked.frame[~masked.top_face].astype(float)
+    assert masked.top_face.sum() > 50
+    assert face[:, 0].mean() - face[:, 1:].mean() > table[:, 0].mean() - table[:, 1:].mean() + 40   # redder
