@@ -50,6 +50,6 @@ class OwnContextRenderer(mujoco.Renderer):
         if gl is not None and getattr(self, "_mjr_context", None) is not None:
             try:
                 gl.make_current()
-            except RuntimeError:   # current in another thread: deleting from here would hit this one's
+            except Exception:   # current in another thread (PyOpenGL's EGLError, EGL_BAD_ACCESS; MuJoCo's RuntimeError)
                 self._mjr_context = None
         super().close()
