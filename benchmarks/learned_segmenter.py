@@ -27,6 +27,8 @@ from pathlib import Path as _Path
 _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))   # the repository: tests.generators
 
 import argparse
+import hashlib
+import json
 import math
 import pickle
 import time
@@ -44,7 +46,8 @@ from harness.vision.measure import DetectionError, Geometry, bowl_shape, find_cu
 from harness.vision.rim import fit_rim
 from tests.generators.stress_set import RESOLUTIONS, Distribution, stress_frames
 
-CACHE = Path.home() / ".cache" / "harness" / "learned-seg"
+CACHE = Path.home() / ".cache" / "harness" / "learned-seg"   # `--target silhouette`: learned-seg-silhouette
+SILHOUETTE = False   # set by `--target`: learn the whole visible cube (the blob find_cube outlines), not its top face
 NET_HEIGHT = 240
 TRAIN_SEED0 = 30001
 EVAL_SEEDS = tuple(range(9601, 9607))
@@ -68,9 +71,10 @@ def camera_sets(seed: int, count: int = FRAMES_PER_SET, near_rim: bool = False) 
     """`stress_frames(count, seed, distribution=CAMERAS)` (or NEAR_RIM), each with the exact mask of the cube's
     top face from the segmentation render."""
     distribution = Distribution.NEAR_RIM if near_rim else Distribution.CAMERAS
-    for f in stress_frames(count, seed, distribution=distribution, top_face=True):
-        assert f.top_face is not None
-        yield Sample(f.frame, f.top_face, f.look.size, f.cube_visible, f.rim_visible)
+    for f in stress_frames(count, seed, distribution=distribution, top_face=not SILHOUETTE, cube_mask=SILHOUETTE):
+        mask = f.cube_mask if SILHOUETTE else f.top_face
+        assert mask is not None
+        yield Sample(f.frame, mask, f.look.size, f.cube_visible, f.rim_visible)
 
 
 def to_net(image: np.ndarray) -> np.ndarray:
@@ -242,6 +246,11 @@ def train(minutes: float, crop: int, batch: int, sets: int) -> None:
         for group in opt.param_groups:   # a step-down schedule on the time box: 3e-3, then 1e-3, then 3e-4
             group["lr"] = 3e-3 if spent < 0.6 else 1e-3 if spent < 0.85 else 3e-4
     torch.save(net.state_dict(), CACHE / "net.pt")
+    recipe = {"target": "silhouette" if SILHOUETTE else "top-face", "training_seeds": _train_sets()[:sets],
+              "frames": len(xs), "steps": step, "batch": batch, "crop": crop, "cpu_s": round(time.process_time() - t0),
+              "final_loss": round(float(np.mean(losses[-500:])), 4),
+              "weights": sum(p.numel() for p in net.parameters())}
+    (CACHE / "net.json").write_text(json.dumps(recipe, indent=1))
     print(f"trained {step} steps of {batch} {crop}x{crop} crops in {time.process_time() - t0:.0f} s CPU", flush=True)
 
 
@@ -399,6 +408,50 @@ def _table(rows: dict[tuple[int, int], list[dict[str, float]]]) -> None:
     print("colour rule's refusals:", dict(reasons))
 
 
+SHIPPED_ONNX = Path(__file__).resolve().parents[1] / "harness" / "vision" / "data" / "cube_segmenter.onnx"
+
+
+def export() -> None:
+    """The trained net as the package's ONNX file (`harness.vision.segmenter`), checked against torch through
+    OpenCV's DNN module on the evaluation frames, with its recipe beside it. Needs `pip install onnx`."""
+    net = _load_net()
+    nn = torch.nn
+
+    class Core(torch.nn.Module):   # the net without its own padding: `CubeSegmenter.logits` pads
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = net
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            n = self.net
+            a = n.e1(x)
+            b = n.e2(nn.functional.max_pool2d(a, 2))
+            c = n.e3(nn.functional.max_pool2d(b, 2))
+            b = n.d2(torch.cat([n.u2(c), b], 1))
+            a = n.d1(torch.cat([n.u1(b), a], 1))
+            return n.out(a)
+
+    SHIPPED_ONNX.parent.mkdir(parents=True, exist_ok=True)
+    torch.onnx.export(Core().eval(), (torch.zeros(1, 3, 240, 320),), str(SHIPPED_ONNX), dynamo=False,
+                      input_names=["frame"], output_names=["logits"], opset_version=13,
+                      dynamic_axes={"frame": {2: "height", 3: "width"}, "logits": {2: "height", 3: "width"}})
+    from harness.vision.segmenter import CubeSegmenter
+
+    shipped, worst = CubeSegmenter(SHIPPED_ONNX), 0.0
+    data = load_set(EVAL_SEEDS[0])
+    for k in range(0, FRAMES_PER_SET, 7):
+        x = data[f"x{k}"]
+        with torch.no_grad():
+            ours = net(_inputs(x[None]))[0, 0].numpy()
+        worst = max(worst, float(np.abs(shipped.logits(x) - ours).max()))
+    assert worst < 1e-3, f"OpenCV's DNN and torch disagree by {worst} on a logit"
+    recipe = json.loads((CACHE / "net.json").read_text())
+    recipe["sha256"] = hashlib.sha256(SHIPPED_ONNX.read_bytes()).hexdigest()
+    recipe["made_by"] = "benchmarks/learned_segmenter.py render/train/export --target " + recipe["target"]
+    SHIPPED_ONNX.with_suffix(".json").write_text(json.dumps(recipe, indent=1) + "\n")
+    print(f"wrote {SHIPPED_ONNX} ({SHIPPED_ONNX.stat().st_size} bytes; OpenCV against torch: {worst:.1e} at most)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -414,11 +467,20 @@ def main() -> None:
     t.add_argument("--sets", type=int, default=20, help="training sets of 70 frames to use at most")
     e = sub.add_parser("evaluate")
     e.add_argument("--limit", type=int, default=None, help="frames a set (default: all 70)")
+    x = sub.add_parser("export", help="the trained net as harness/vision/data/cube_segmenter.onnx")
+    for p in (r, t, e, x):
+        p.add_argument("--target", choices=("top-face", "silhouette"), default="top-face",
+                       help="what the net learns: the cube's top face, or all of it in view (sides too)")
     args = parser.parse_args()
+    global CACHE, SILHOUETTE
+    if args.target == "silhouette":
+        CACHE, SILHOUETTE = CACHE.with_name("learned-seg-silhouette"), True
     if args.cmd == "render":
         render(args.minutes, args.sets, args.held_out, args.near_rim)
     elif args.cmd == "train":
         train(args.minutes, args.crop, args.batch, args.sets)
+    elif args.cmd == "export":
+        export()
     else:
         evaluate(args.limit)
 

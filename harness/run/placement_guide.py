@@ -165,7 +165,7 @@ class TopView:
 
     def still_within(self, frame: np.ndarray, reading: PlacementReading) -> bool:
         """Whether the cube in `frame` is where `reading` measured it, so close that the reading's verdict
-        (within tolerance) holds for this frame too. Only finds the cube (a few ms), no full measurement:
+        (within tolerance) holds for this frame too. Only finds the cube (tens of ms), no full measurement:
         the guide's second look that tells a cube at rest from one passing through the target."""
         if not reading.within or reading.cube_px is None or reading.measured_yaw_deg is None:
             return False

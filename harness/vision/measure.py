@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
 import cv2
 import numpy as np
@@ -18,9 +19,10 @@ from harness.vision import plane
 from harness.vision.camera import CameraIntrinsics
 from harness.vision.reasons import Caveat, DetectionError, NotMeasured
 from harness.vision.rim import BowlShape, Rim, RimFit, fit_rim, is_floor_of
+from harness.vision.segmenter import SHIPPED, CubeSegmenter
 
-__all__ = ["DetectionError", "FrameResult", "Geometry", "Measurement", "NotMeasured", "annotate", "bowl_shape",
-           "find_cube", "measure_frame", "measure_image"]
+__all__ = ["CubeFinder", "CubeSighting", "DetectionError", "FrameResult", "Geometry", "Measurement", "NotMeasured",
+           "annotate", "bowl_shape", "find_cube", "locate_cube", "measure_frame", "measure_image"]
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,10 @@ DEEPER_RED = 30            # a patch this much more saturated (0-255) than the c
 DEEPER_RED_SHARE = 0.05    # ... and this share of a top face, apart from the blob, is where the cube is
 DEEPER_RED_APART = 0.3     # ... apart: beyond this many top-face edges of the blob (its own sides left out)
 OVERLAP_SLACK = 0.02       # silhouette placements covering the blob this nearly as well as the best fit it too
+# the colour rule's refusals the learned segmenter may answer instead (issue 59: shaded faces lost at 320x240)
+LEARNED_RESCUES = frozenset({NotMeasured.CUBE_NOT_FOUND, NotMeasured.CUBE_PARTLY_HIDDEN, NotMeasured.CUBE_AMBIGUOUS})
+LEARNED_WHOLE = 0.8        # ... where its outline covers at least this share of a top face (a whole cube's, or near)
+LEARNED_ALONE = 0.5        # ... and nothing else it outlines is this share of a top face (a second cube)
 
 
 class RimTooSmall(DetectionError):
@@ -92,12 +98,88 @@ class RimTooSmall(DetectionError):
         self.rim_radius_px = rim_radius_px
 
 
-def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[float, float], float, np.ndarray]:
-    """Centre (px), yaw (deg) and outline of the red cube: saturation and hue, not brightness, so a
-    dimmer room or the yellow arm in view do not fool it. A blob much smaller than a whole cube's top
-    face is a cube partly hidden (under the gripper, out of the frame): no number then."""
+class CubeFinder(StrEnum):
+    """What outlined the cube a measurement rests on."""
+
+    COLOUR = "colour"       # the colour rule (`_colour_blob`)
+    LEARNED = "learned"     # the learned segmenter, where the colour rule refused (`segmenter.py`)
+
+
+@dataclass(frozen=True)
+class CubeSighting:
+    centre: tuple[float, float]   # the outline's centroid (px)
+    yaw_deg: float                # its least rectangle's angle, 0-90
+    outline: np.ndarray           # OpenCV contour: the cube's visible part, sides included
+    finder: CubeFinder
+
+
+def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry, segmenter: CubeSegmenter | None = SHIPPED
+              ) -> tuple[tuple[float, float], float, np.ndarray]:
+    """Centre (px), yaw (deg) and outline of the red cube (`locate_cube`)."""
+    sighting = locate_cube(frame, rim, geometry, segmenter)
+    return sighting.centre, sighting.yaw_deg, sighting.outline
+
+
+def locate_cube(frame: np.ndarray, rim: Rim, geometry: Geometry, segmenter: CubeSegmenter | None = SHIPPED
+                ) -> CubeSighting:
+    """The red cube, found by its colour (saturation and hue, not brightness, so a dimmer room or the yellow arm
+    in view do not fool it) and checked against the learned segmenter (`segmenter`; None: the colour rule alone).
+
+    Where the colour rule refuses for want of a whole cube (LEARNED_RESCUES: none found, too little of one, two
+    alike) and the net outlines at least LEARNED_WHOLE of a top face, the net's outline is taken, through the same
+    checks: at 320x240 the rule's mask loses most of a shaded face of a cube in full view. Where both answer,
+    they must be the same thing (`_check_same_cube`), else the cube is ambiguous: a red thing the rule took for
+    the cube. A blob much smaller than a whole cube's top face is a cube partly hidden (under the gripper, out
+    of the frame): no number then."""
     px_per_cm = rim.mean_radius_px / (geometry.bowl_cm / 2)
     expected = (geometry.cube_cm * px_per_cm) ** 2
+    try:
+        sighting = _checked(frame, rim, geometry, _colour_blob(frame, expected), CubeFinder.COLOUR)
+    except DetectionError as refused:
+        if segmenter is None or type(refused) is not DetectionError or refused.reason not in LEARNED_RESCUES:
+            raise
+        learned = _learned_cube(segmenter, frame, expected)
+        if learned is None:
+            raise
+        try:
+            return _checked(frame, rim, geometry, learned, CubeFinder.LEARNED)
+        except DetectionError:
+            raise refused from None
+    if segmenter is not None:
+        _check_same_cube(sighting, _learned_cube(segmenter, frame, expected))
+    return sighting
+
+
+def _learned_cube(segmenter: CubeSegmenter, frame: np.ndarray, expected: float) -> np.ndarray | None:
+    """The net's outline of a whole cube (LEARNED_WHOLE of a top face to a cube too large), where it outlines one
+    thing only: None where its largest region is less or more, or its next is half a face or more (two cubes)."""
+    outlines = segmenter.outlines(frame)
+    if not outlines or not LEARNED_WHOLE <= cv2.contourArea(outlines[0]) / expected <= CUBE_TOO_LARGE ** 2:
+        return None
+    if len(outlines) > 1 and cv2.contourArea(outlines[1]) >= LEARNED_ALONE * expected:
+        return None
+    return outlines[0]
+
+
+def _check_same_cube(colour: CubeSighting, learned: np.ndarray | None) -> None:
+    """Refuse (`cube_ambiguous`) where the net outlines a whole cube somewhere else than the colour rule's blob:
+    neither's centroid inside the other's outline (a partly seen cube's centroid still lies inside the whole
+    one's). A net that sees no whole cube has no say: a shaded or hidden one is the rule's to judge."""
+    if learned is None:
+        return
+    m = cv2.moments(learned)
+    centre = (m["m10"] / m["m00"], m["m01"] / m["m00"])
+    if (cv2.pointPolygonTest(learned, colour.centre, True) >= -1.0
+            or cv2.pointPolygonTest(colour.outline, centre, True) >= -1.0):
+        return
+    raise DetectionError(NotMeasured.CUBE_AMBIGUOUS,
+                         f"the colour rule's cube at x={colour.centre[0]:.0f}, y={colour.centre[1]:.0f} px and the "
+                         f"learned segmenter's at x={centre[0]:.0f}, y={centre[1]:.0f} px are different things")
+
+
+def _colour_blob(frame: np.ndarray, expected: float) -> np.ndarray:
+    """The colour rule's cube: the most cube-like red blob, with the deeper-red checks (`expected`: a top face's
+    area, px^2)."""
     candidates = _cube_candidates(frame, expected)
     scored = sorted(((_cube_likeness(c, expected), i) for i, c in enumerate(candidates)), reverse=True)
     best = candidates[scored[0][1]]
@@ -118,7 +200,14 @@ def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[fl
                                      f"(at x={x1:.0f}, y={y1:.0f} and x={x2:.0f}, y={y2:.0f} px)")
             best = alone
     _check_no_deeper_red_elsewhere(frame, hsv, best, expected)
-    best = _deeper_cube_within(frame, hsv, best, expected)
+    return _deeper_cube_within(frame, hsv, best, expected)
+
+
+def _checked(frame: np.ndarray, rim: Rim, geometry: Geometry, best: np.ndarray, finder: CubeFinder) -> CubeSighting:
+    """The cube's outline, refused where it cannot be a whole cube's: off the frame's edge, too little of a top
+    face (less again beside the bowl), too large for the rim's scale."""
+    px_per_cm = rim.mean_radius_px / (geometry.bowl_cm / 2)
+    expected = (geometry.cube_cm * px_per_cm) ** 2
     area = cv2.contourArea(best)
     x, y, w, h = cv2.boundingRect(best)
     if x <= 1 or y <= 1 or x + w >= frame.shape[1] - 1 or y + h >= frame.shape[0] - 1:
@@ -145,7 +234,7 @@ def find_cube(frame: np.ndarray, rim: Rim, geometry: Geometry) -> tuple[tuple[fl
                           "the bowl's outer edge",
                           math.sqrt(area) / CUBE_SIDES_SHOWN / geometry.cube_cm * geometry.bowl_cm / 2)
     (_, _), (_, _), angle = cv2.minAreaRect(best)
-    return centre, angle % 90, best
+    return CubeSighting(centre, angle % 90, best, finder)
 
 
 def _a_whole_face(outline: np.ndarray) -> bool:
@@ -315,21 +404,26 @@ def _cube_likeness(contour: np.ndarray, expected_area: float) -> float:
     return solidity * min(area / expected_area, expected_area / area)
 
 
-def measure_frame(frame: np.ndarray, rim: Rim, geometry: Geometry, fit: RimFit | None = None) -> Measurement:
+def measure_frame(frame: np.ndarray, rim: Rim, geometry: Geometry, fit: RimFit | None = None,
+                  segmenter: CubeSegmenter | None = SHIPPED) -> Measurement:
     """The cube's distance from the bowl centre, with a 95 % interval.
 
     With a focal length, the camera's pose over the table comes from the rim's ellipse (`plane.py`)
     and the cube's modelled silhouette is placed on the table exactly; without one, the rim's
-    ellipse maps pixels to the rim plane to first order and the cube's height stays uncorrected."""
-    centre, yaw, outline = find_cube(frame, rim, geometry)
+    ellipse maps pixels to the rim plane to first order and the cube's height stays uncorrected.
+    `segmenter`: `locate_cube`'s learned check (None: the colour rule alone)."""
+    sighting = locate_cube(frame, rim, geometry, segmenter)
+    centre, yaw, outline = sighting.centre, sighting.yaw_deg, sighting.outline
+    learned = (Caveat.CUBE_OUTLINED_BY_SEGMENTER,) if sighting.finder is CubeFinder.LEARNED else ()
     if geometry.focal_px:
-        return _measure_posed(frame.shape, rim, geometry, fit, centre, yaw, outline)
+        result = _measure_posed(frame.shape, rim, geometry, fit, centre, yaw, outline)
+        return replace(result, caveats=(*result.caveats, *learned))
     offset, inside = _offset(frame.shape, rim, geometry, centre, yaw, _nadir(frame.shape, geometry))
     uncertainty = _uncertainty(frame.shape, rim, geometry, centre, yaw, outline, fit, inside)
     uncertainty += _under_lip_doubt(outline, rim, geometry)
     _check_uncertainty(uncertainty, geometry)
     return Measurement(centre, (float(offset[0]), float(offset[1])), float(np.hypot(*offset)), inside, yaw,
-                       round(uncertainty, 3), (Caveat.NO_HEIGHT_CORRECTION,))
+                       round(uncertainty, 3), (Caveat.NO_HEIGHT_CORRECTION, *learned))
 
 
 def _under_lip_doubt(outline: np.ndarray, rim: Rim, g: Geometry) -> float:
@@ -646,13 +740,15 @@ def bowl_shape(geometry: Geometry) -> BowlShape:
 
 
 def measure_image(frame: np.ndarray, geometry: Geometry, camera: CameraIntrinsics | None = None,
-                  rim: Rim | None = None, fit: RimFit | None = None, expected_rim: Rim | None = None) -> FrameResult:
+                  rim: Rim | None = None, fit: RimFit | None = None, expected_rim: Rim | None = None,
+                  segmenter: CubeSegmenter | None = SHIPPED) -> FrameResult:
     """Undistort (when the lens is known), find the rim unless one is given, then measure.
 
     With the lens's intrinsics the focal length and principal point come from them, not from
     `geometry`; without them the frame is measured as it is and says so. `expected_rim` is the
     calibration's rim (in this frame's pixels): the rim found must be of its size, else the frame
-    is refused (the same bowl under the same camera cannot change size).
+    is refused (the same bowl under the same camera cannot change size). `segmenter`: `locate_cube`'s learned
+    check (None: the colour rule alone).
     """
     caveats: list[Caveat] = []
     if camera is not None:
@@ -669,13 +765,13 @@ def measure_image(frame: np.ndarray, geometry: Geometry, camera: CameraIntrinsic
             if expected_rim is not None:
                 check_rim_size(rim, expected_rim)
         try:
-            result = measure_frame(frame, rim, geometry, fit)
+            result = measure_frame(frame, rim, geometry, fit, segmenter)
         except RimTooSmall as small:
             if fit is None or expected_rim is not None:
                 raise
             fit = _outer_rim_at_cube_scale(frame, geometry, fit, small)
             rim = fit.rim
-            result = measure_frame(frame, rim, geometry, fit)
+            result = measure_frame(frame, rim, geometry, fit, segmenter)
         if fit is not None and fit.larger_rim_px and expected_rim is None:
             _refuse_a_larger_bowls_floor(fit)
         if camera is None and geometry.focal_px:

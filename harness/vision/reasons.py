@@ -30,6 +30,7 @@ class Caveat(StrEnum):
     LENS_DISTORTION_UNCORRECTED = "lens_distortion_uncorrected"
     NO_HEIGHT_CORRECTION = "no_height_correction"
     CAMERA_MOVED = "camera_moved"
+    CUBE_OUTLINED_BY_SEGMENTER = "cube_outlined_by_segmenter"   # the colour rule refused; the learned net's outline
 
 
 class DetectionError(HarnessError):

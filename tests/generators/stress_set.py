@@ -123,6 +123,8 @@ class StressFrame:
     rim_px: tuple[float, float, float]   # the rim's outer edge in the undistorted image: centre x, y, mean radius
     top_face: np.ndarray | None = None   # with `stress_frames(top_face=True)`: where the camera sees the cube's face
     #                                      that looks up (bool, distorted as the frame), a segmenter's truth
+    cube_mask: np.ndarray | None = None  # with `stress_frames(cube_mask=True)`: every pixel where the camera sees the
+    #                                      cube, sides too (bool, distorted): the blob `find_cube` outlines, exactly
 
 
 def random_look(rng: np.random.Generator, k: int) -> Look:
@@ -452,6 +454,11 @@ class _Stage:
         cv2.fillPoly(polygon, [np.round(self.project(corners) * 16).astype(np.int32)], 255, cv2.LINE_AA, shift=4)
         return np.where(ids == self.cube_geom, polygon, 0).astype(np.uint8)
 
+    def cube_pixels(self) -> np.ndarray:
+        """Every pixel of the ideal (undistorted) image where the camera sees the cube (255), sides included."""
+        self.segmenter.update_scene(self.world.data, camera="top")
+        return np.where(self.segmenter.render()[:, :, 0] == self.cube_geom, 255, 0).astype(np.uint8)
+
     def close(self) -> None:
         for renderer in self.segmenters.values():
             renderer.close()
@@ -467,7 +474,8 @@ def _axis_quat(axis: int, angle: float) -> np.ndarray:
 
 def stress_frames(count: int, seed: int = 0, geometry: SceneGeometry | None = None,
                   distribution: Distribution = Distribution.STRESS,
-                  only: Collection[int] | None = None, top_face: bool = False) -> Iterator[StressFrame]:
+                  only: Collection[int] | None = None, top_face: bool = False,
+                  cube_mask: bool = False) -> Iterator[StressFrame]:
     """`count` hard frames, each with its own look, cube drop (inside, on the rim, beside; in WIDE
     sets also far outside the bowl; in NEAR_RIM sets mostly against the bowl or on its lip) and truth.
 
@@ -477,7 +485,9 @@ def stress_frames(count: int, seed: int = 0, geometry: SceneGeometry | None = No
     frame's cost, and a test about frame 42 of a set paid for 42 others (`stress_frame`).
 
     `top_face`: each frame also carries the exact mask of the cube's top face (`StressFrame.top_face`), for a
-    segmenter's training and judging (`benchmarks/learned_segmenter.py`); the frames are the same either way."""
+    segmenter's training and judging (`benchmarks/learned_segmenter.py`); `cube_mask`: the exact mask of all of
+    the cube the camera sees (`StressFrame.cube_mask`), the shipped segmenter's truth. The frames are the same either
+    way."""
     geometry = geometry or SceneGeometry()
     rng = np.random.default_rng(seed)
     stage = _Stage(geometry)
@@ -505,10 +515,11 @@ def stress_frames(count: int, seed: int = 0, geometry: SceneGeometry | None = No
             matrix = camera_matrix(look.fovy_deg, *look.size)
             coefficients = np.array([look.k1, look.k2, 0, 0, 0], float)
             face = distort(stage.top_face(), matrix, coefficients) > 127 if top_face else None
+            silhouette = distort(stage.cube_pixels(), matrix, coefficients) > 127 if cube_mask else None
             ideal = world.render("top", *look.size)
             yield StressFrame(camera_defects(ideal, look, matrix, rng), look, distance,
                               world.judge.cube_inside_bowl(world.data), where, rim_visible, cube_visible,
-                              matrix, coefficients, stage.rim_in_image(), face)
+                              matrix, coefficients, stage.rim_in_image(), face, silhouette)
     finally:
         stage.close()
 
