@@ -10,6 +10,15 @@ cube's top face), finds the whole face where the rule does not, and where it doe
     PYTHONPATH=$PWD nice -n 10 .venv/bin/python benchmarks/learned_segmenter.py train --minutes 10 --sets 40
     PYTHONPATH=$PWD nice -n 10 .venv/bin/python benchmarks/learned_segmenter.py evaluate
 
+The shipped net (`harness/vision/segmenter.py`, session 49) learns the whole visible cube instead, sides too, the
+blob `find_cube` outlines (`--target silhouette` on each command; its cache is ~/.cache/harness/learned-seg-silhouette),
+and is written into the package by `export` (needs `pip install onnx`); `speed` times the shipped net:
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/learned_segmenter.py render --target silhouette --sets 33 --minutes 40
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/learned_segmenter.py train --target silhouette --sets 33 --minutes 10
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/learned_segmenter.py export --target silhouette
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/learned_segmenter.py speed
+
 Training frames come from CAMERAS sets of seeds 30001 upward (used nowhere else); the evaluation frames are
 the CAMERAS sets of seeds 9601-9606, re-rendered here with their masks (the frames equal to the pickles at
 /work/m9/fresh96, read from there), the 320x240 and 424x240 frames of CAMERAS sets from 40001 and NEAR_RIM sets
@@ -452,6 +461,29 @@ def export() -> None:
     print(f"wrote {SHIPPED_ONNX} ({SHIPPED_ONNX.stat().st_size} bytes; OpenCV against torch: {worst:.1e} at most)")
 
 
+def speed(repeats: int) -> None:
+    """The shipped net's cost a frame (`CubeSegmenter.outlines`: resize, net, upsampling, regions) per camera size,
+    on one OpenCV thread and on OpenCV's default."""
+    from harness.vision.segmenter import CubeSegmenter
+
+    rng = np.random.default_rng(0)
+    print(f"{'size':>9} {'1 thread ms':>11} {'default ms':>10}")
+    for w, h in RESOLUTIONS:
+        frame = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+        row = []
+        for threads in (1, -1):
+            cv2.setNumThreads(threads)
+            net = CubeSegmenter()
+            net.outlines(frame)   # loads the net
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                net.outlines(frame)
+                times.append(time.perf_counter() - t0)
+            row.append(1000 * float(np.median(times)))
+        print(f"{w:>4}x{h:<4} {row[0]:>11.1f} {row[1]:>10.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -468,7 +500,9 @@ def main() -> None:
     e = sub.add_parser("evaluate")
     e.add_argument("--limit", type=int, default=None, help="frames a set (default: all 70)")
     x = sub.add_parser("export", help="the trained net as harness/vision/data/cube_segmenter.onnx")
-    for p in (r, t, e, x):
+    sp = sub.add_parser("speed", help="the shipped net's cost a frame per camera size")
+    sp.add_argument("--repeats", type=int, default=20)
+    for p in (r, t, e, x, sp):
         p.add_argument("--target", choices=("top-face", "silhouette"), default="top-face",
                        help="what the net learns: the cube's top face, or all of it in view (sides too)")
     args = parser.parse_args()
@@ -481,6 +515,8 @@ def main() -> None:
         train(args.minutes, args.crop, args.batch, args.sets)
     elif args.cmd == "export":
         export()
+    elif args.cmd == "speed":
+        speed(args.repeats)
     else:
         evaluate(args.limit)
 

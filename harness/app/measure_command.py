@@ -264,12 +264,15 @@ def _measure(args: MeasureRequest, frames: list[Frame], sheets: dict[Path, Score
         where = "inside" if m.inside else "outside"
         note = f"{m.distance_cm:.2f} +/- {m.uncertainty_cm:.2f} cm from bowl centre ({where})"
         _save_png(out, annotate(result.frame, rim, geometry, m, note))
-        say(f"{label}: {note} -> {out}")
+        learned = Caveat.CUBE_OUTLINED_BY_SEGMENTER in m.caveats
+        say(f"{label}: {note} -> {out}" + ("; the colour rule found no whole cube, the learned segmenter outlined "
+                                           "it: look at the image" if learned else ""))
         if trial and sheet_path:
             pending[sheet_path].append(PlacementMeasurement(
                 trial_index=trial[0], attempt=trial[1], placement_error_cm=round(m.distance_cm, 3),
                 inside_bowl=m.inside, method=f"pixels ({calibration.method} rim calibration"
-                + (", lens corrected)" if camera else ")"),
+                + (", lens corrected" if camera else "") + (", cube outlined by the learned segmenter" if learned
+                                                             else "") + ")",
                 image=str(out), measured_at=now_iso(), uncertainty_cm=m.uncertainty_cm))
     for sheet_path, measurements in pending.items():
         sheets[sheet_path].add_measurements(measurements)

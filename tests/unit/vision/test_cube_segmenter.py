@@ -144,3 +144,23 @@ def test_the_net_is_not_taken_where_it_sees_two_cubes_or_part_of_one() -> None:
 def test_the_net_answers_at_the_frames_own_size(size: tuple[int, int]) -> None:
     frame = np.full((size[1], size[0], 3), 128, np.uint8)
     assert SHIPPED.logits(frame).shape == (size[1], size[0])
+
+
+def test_harness_measure_says_when_the_net_outlined_the_cube(frames, tmp_path, monkeypatch, capsys) -> None:
+    """A user's `harness measure --auto --json` on the 320x240 frame the colour rule refuses: measured, the caveat in
+    the record and the human line telling them to look at the annotated image."""
+    from PIL import Image
+
+    from harness.cli import main
+
+    f = frames[14]
+    monkeypatch.chdir(tmp_path)
+    Image.fromarray(f.frame).save("f.png")
+    (tmp_path / "calibration").mkdir()
+    _lens(f).save(tmp_path / "calibration" / "camera_top.yaml")
+    assert main(["measure", "f.png", "--bowl-cm", "11.5", "--auto", "--json"]) == 0
+    captured = capsys.readouterr()
+    record = json.loads(captured.out)
+    assert record["measured"] and record["caveats"] == ["cube_outlined_by_segmenter"]
+    assert abs(record["distance_cm"] - f.distance_cm) <= record["uncertainty_cm"]
+    assert "the learned segmenter outlined it: look at the image" in captured.err
