@@ -86,7 +86,7 @@ OVERLAP_SLACK = 0.02       # silhouette placements covering the blob this nearly
 # the colour rule's refusals the learned segmenter may answer instead (issue 59: shaded faces lost at 320x240)
 LEARNED_RESCUES = frozenset({NotMeasured.CUBE_NOT_FOUND, NotMeasured.CUBE_PARTLY_HIDDEN, NotMeasured.CUBE_AMBIGUOUS})
 LEARNED_WHOLE = 0.8        # ... where its outline covers at least this share of a top face (a whole cube's, or near)
-LEARNED_ALONE = 0.5        # ... and nothing else it outlines is this share of a top face (a second cube)
+LEARNED_ALONE = 0.5        # ... and nothing else it outlines is this share of a top face up to a cube's most (a second)
 
 
 class RimTooSmall(DetectionError):
@@ -146,35 +146,60 @@ def locate_cube(frame: np.ndarray, rim: Rim, geometry: Geometry, segmenter: Cube
         except DetectionError:
             raise refused from None
     if segmenter is not None:
-        _check_same_cube(sighting, _learned_cube(segmenter, frame, expected))
+        _check_same_cube(sighting, segmenter.outlines(frame), expected)
     return sighting
 
 
 def _learned_cube(segmenter: CubeSegmenter, frame: np.ndarray, expected: float) -> np.ndarray | None:
-    """The net's outline of a whole cube (LEARNED_WHOLE of a top face to a cube too large), where it outlines one
-    thing only: None where its largest region is less or more, or its next is half a face or more (two cubes)."""
-    outlines = segmenter.outlines(frame)
-    if not outlines or not LEARNED_WHOLE <= cv2.contourArea(outlines[0]) / expected <= CUBE_TOO_LARGE ** 2:
-        return None
-    if len(outlines) > 1 and cv2.contourArea(outlines[1]) >= LEARNED_ALONE * expected:
-        return None
-    return outlines[0]
+    """The net's outline of a whole cube, where it outlines one thing only (`_whole_and_alone`)."""
+    return _whole_and_alone(segmenter.outlines(frame), expected)
 
 
-def _check_same_cube(colour: CubeSighting, learned: np.ndarray | None) -> None:
-    """Refuse (`cube_ambiguous`) where the net outlines a whole cube somewhere else than the colour rule's blob:
-    neither's centroid inside the other's outline (a partly seen cube's centroid still lies inside the whole
-    one's). A net that sees no whole cube has no say: a shaded or hidden one is the rule's to judge."""
+def _whole_and_alone(outlines: list[np.ndarray], expected: float) -> np.ndarray | None:
+    """The one cube-sized thing the net outlines (`_cube_sized`), where it is a whole cube's (LEARNED_WHOLE of a top
+    face at least); None where there is none, or two (a second cube)."""
+    cubes = _cube_sized(outlines, expected)
+    if len(cubes) != 1 or cv2.contourArea(cubes[0]) < LEARNED_WHOLE * expected:
+        return None
+    return cubes[0]
+
+
+def _cube_sized(outlines: list[np.ndarray], expected: float) -> list[np.ndarray]:
+    """The net's outlines of half a top face (LEARNED_ALONE) to the largest a cube can look (CUBE_TOO_LARGE): a
+    larger one is not a cube (a red or pink bowl's floor, which the net marks in part: tuning frames 9601/24,
+    9604/13, 9605/46, 9606/57), a smaller one a speck or a sliver."""
+    return [o for o in outlines if LEARNED_ALONE <= cv2.contourArea(o) / expected <= CUBE_TOO_LARGE ** 2]
+
+
+def _check_same_cube(colour: CubeSighting, outlines: list[np.ndarray], expected: float) -> None:
+    """Refuse (`cube_ambiguous`) where the net sees two cubes (two cube-sized things: a red object on the desk that
+    looks like the cube to both, the colour rule's pick between them a guess), or one whole cube somewhere else
+    than the colour rule's blob: neither's centroid inside the other's outline (a partly seen cube's centroid still
+    lies inside the whole one's). A net that sees no whole cube has no say: a shaded or hidden one is the rule's
+    to judge."""
+    cubes = _cube_sized(outlines, expected)
+    if len(cubes) > 1:
+        (x1, y1), (x2, y2) = (_centroid(o) for o in cubes[:2])
+        raise DetectionError(NotMeasured.CUBE_AMBIGUOUS, f"the learned segmenter sees two cubes (at x={x1:.0f}, "
+                             f"y={y1:.0f} and x={x2:.0f}, y={y2:.0f} px): a red object in view looks like the cube")
+    learned = _whole_and_alone(outlines, expected)
     if learned is None:
         return
-    m = cv2.moments(learned)
-    centre = (m["m10"] / m["m00"], m["m01"] / m["m00"])
+    centre = _centroid(learned)
     if (cv2.pointPolygonTest(learned, colour.centre, True) >= -1.0
             or cv2.pointPolygonTest(colour.outline, centre, True) >= -1.0):
         return
     raise DetectionError(NotMeasured.CUBE_AMBIGUOUS,
                          f"the colour rule's cube at x={colour.centre[0]:.0f}, y={colour.centre[1]:.0f} px and the "
                          f"learned segmenter's at x={centre[0]:.0f}, y={centre[1]:.0f} px are different things")
+
+
+def _centroid(outline: np.ndarray) -> tuple[float, float]:
+    m = cv2.moments(outline)
+    if m["m00"] <= 0:
+        x, y = outline.reshape(-1, 2).mean(axis=0)
+        return float(x), float(y)
+    return m["m10"] / m["m00"], m["m01"] / m["m00"]
 
 
 def _colour_blob(frame: np.ndarray, expected: float) -> np.ndarray:

@@ -164,3 +164,19 @@ def test_harness_measure_says_when_the_net_outlined_the_cube(frames, tmp_path, m
     assert record["measured"] and record["caveats"] == ["cube_outlined_by_segmenter"]
     assert abs(record["distance_cm"] - f.distance_cm) <= record["uncertainty_cm"]
     assert "the learned segmenter outlined it: look at the image" in captured.err
+
+
+@pytest.mark.parametrize(("k", "paint"), [
+    (5, lambda img: cv2.rectangle(img, (345, 567), (397, 619), (169, 3, 22), -1)),    # 1280x720: a red square
+    (9, lambda img: cv2.circle(img, (166, 218), 25, (219, 6, 9), -1)),                # 640x360: a red disc
+])
+def test_a_red_object_the_colour_rule_takes_for_the_cube_is_refused(frames, k, paint) -> None:
+    """A cube-sized red object on the desk (a sticker, a lid): the colour rule alone takes it for the cube, over a
+    centimetre further off than its +/- says. The net sees two cubes, so the rule's pick is a guess: refused."""
+    f = frames[k]
+    img = f.frame.copy()
+    paint(img)
+    colour_only = measure_image(img, Geometry(), _lens(f), segmenter=None).measurement
+    assert colour_only is not None and abs(colour_only.distance_cm - f.distance_cm) > 1 + colour_only.uncertainty_cm
+    checked = measure_image(img, Geometry(), _lens(f))
+    assert checked.reason is NotMeasured.CUBE_AMBIGUOUS and "sees two cubes" in checked.detail
