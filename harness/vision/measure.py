@@ -87,6 +87,7 @@ OVERLAP_SLACK = 0.02       # silhouette placements covering the blob this nearly
 LEARNED_RESCUES = frozenset({NotMeasured.CUBE_NOT_FOUND, NotMeasured.CUBE_PARTLY_HIDDEN, NotMeasured.CUBE_AMBIGUOUS})
 LEARNED_WHOLE = 0.8        # ... where its outline covers at least this share of a top face (a whole cube's, or near)
 LEARNED_ALONE = 0.5        # ... and nothing else it outlines is this share of a top face up to a cube's most (a second)
+LEARNED_SOLID = 0.8        # ... counting only outlines this solid (area over convex hull's): a cube's outline is convex
 
 
 class RimTooSmall(DetectionError):
@@ -165,10 +166,13 @@ def _whole_and_alone(outlines: list[np.ndarray], expected: float) -> np.ndarray 
 
 
 def _cube_sized(outlines: list[np.ndarray], expected: float) -> list[np.ndarray]:
-    """The net's outlines of half a top face (LEARNED_ALONE) to the largest a cube can look (CUBE_TOO_LARGE): a
-    larger one is not a cube (a red or pink bowl's floor, which the net marks in part: tuning frames 9601/24,
-    9604/13, 9605/46, 9606/57), a smaller one a speck or a sliver."""
-    return [o for o in outlines if LEARNED_ALONE <= cv2.contourArea(o) / expected <= CUBE_TOO_LARGE ** 2]
+    """The net's outlines that may be a cube: half a top face (LEARNED_ALONE) to the largest a cube can look
+    (CUBE_TOO_LARGE), and convex (LEARNED_SOLID). A larger one is not a cube (a red or pink bowl's floor, which the
+    net marks in part: tuning frames 9601/24, 9604/13, 9605/46, 9606/57), nor a ragged one (a piece of a red wavy
+    table, 9306/17, solidity 0.75, read 1.9 cm off; a crescent of a bowl's inner wall, 7001/06, 0.56): the
+    cubes the net outlined on the tuning sets are 0.87-1.0 solid."""
+    return [o for o in outlines if LEARNED_ALONE <= cv2.contourArea(o) / expected <= CUBE_TOO_LARGE ** 2
+            and cv2.contourArea(o) >= LEARNED_SOLID * cv2.contourArea(cv2.convexHull(o))]
 
 
 def _check_same_cube(colour: CubeSighting, outlines: list[np.ndarray], expected: float) -> None:

@@ -140,6 +140,33 @@ def test_the_net_is_not_taken_where_it_sees_two_cubes_or_part_of_one() -> None:
     assert sighting.finder is CubeFinder.LEARNED and np.hypot(sighting.centre[0] - 460, sighting.centre[1] - 240) < 1
 
 
+class _Ragged(CubeSegmenter):
+    """A segmenter that outlines one U-shaped region of a cube's area (a piece of a red wavy table, tuning frame
+    9306/17), and optionally a whole square beside it."""
+
+    def __init__(self, with_square: bool) -> None:
+        super().__init__()
+        self.with_square = with_square
+
+    def outlines(self, frame: np.ndarray) -> list[np.ndarray]:
+        s = EDGE_PX
+        u = np.array([[0, 0], [1.6 * s, 0], [1.6 * s, 1.6 * s], [1.1 * s, 1.6 * s], [1.1 * s, 0.5 * s],
+                      [0.5 * s, 0.5 * s], [0.5 * s, 1.6 * s], [0, 1.6 * s]])
+        u += np.array([420.0, 200.0])
+        shapes = [u.round().astype(np.int32).reshape(-1, 1, 2)]
+        return shapes + (_Outlines(((180, 300), EDGE_PX)).outlines(frame) if self.with_square else [])
+
+
+def test_a_ragged_region_is_no_cube_to_the_check() -> None:
+    """A cube's outline is convex: a ragged region of a cube's size neither stands in for a refused cube nor makes
+    a second cube beside the one the colour rule found."""
+    blank = np.full((480, 640, 3), (120, 125, 130), np.uint8)
+    with pytest.raises(DetectionError):
+        locate_cube(blank, RIM, Geometry(), _Ragged(with_square=False))
+    frame = _cube_at((180, 300))
+    assert locate_cube(frame, RIM, Geometry(), _Ragged(with_square=True)).finder is CubeFinder.COLOUR
+
+
 @pytest.mark.parametrize("size", [(160, 120), (333, 251), (1920, 1080)])
 def test_the_net_answers_at_the_frames_own_size(size: tuple[int, int]) -> None:
     frame = np.full((size[1], size[0], 3), 128, np.uint8)
