@@ -8,8 +8,8 @@ included, so the measurement's silhouette model takes its outline unchanged. `fi
 rule refuses and checks the rule's answer against it where both answer (docs/measurement.md).
 
 It runs through OpenCV's DNN module from an ONNX file shipped with the package, so `harness.vision` needs no
-torch: 30,000 weights, 15-35 ms a frame on one CPU core. The net sees every frame at 240 lines, aspect kept
-(the smallest camera the harness supports), and its mask is scaled back to the frame's own size.
+torch: 30,000 weights, 10-21 ms a frame on one CPU core (docs/benchmarks.md). The net sees every frame at 240
+lines, aspect kept (the smallest camera the harness supports), and its mask is scaled back to the frame's own size.
 """
 
 from __future__ import annotations
