@@ -210,8 +210,10 @@ def _cube_touching(patch: tuple[int, int, int]) -> np.ndarray:
 
 def test_a_cube_touching_a_paler_red_is_found_within_the_blob_they_make() -> None:
     """5951/45, 7002/20: the cube against the bowl's mauve (or dark red-brown) inside. The blob is too large for a
-    cube at the rim's scale, but its deeper red part is a cube's size: that is the cube."""
-    centre, _, outline = find_cube(_cube_touching((150, 70, 85)), RIM, Geometry())
+    cube at the rim's scale, but its deeper red part is a cube's size: that is the cube. The colour rule alone
+    (`segmenter=None`): the drawn flat mauve square is cube-like to the learned segmenter, which then sees two cubes
+    and refuses; on the rendered frames (the bowl's curved, shaded inside) it does not, and both are measured."""
+    centre, _, outline = find_cube(_cube_touching((150, 70, 85)), RIM, Geometry(), segmenter=None)
     assert math.dist(centre, (320.0, 240.0)) < 1.5
     assert cv2.contourArea(outline) < 1.2 * EDGE_PX ** 2
 
