@@ -135,25 +135,20 @@ def locate_cube(frame: np.ndarray, rim: Rim, geometry: Geometry, segmenter: Cube
     px_per_cm = rim.mean_radius_px / (geometry.bowl_cm / 2)
     expected = (geometry.cube_cm * px_per_cm) ** 2
     try:
-        sighting = _checked(frame, rim, geometry, _colour_blob(frame, expected), CubeFinder.COLOUR)
+        sighting = _checked(frame, rim, geometry, expected, _colour_blob(frame, expected), CubeFinder.COLOUR)
     except DetectionError as refused:
         if segmenter is None or type(refused) is not DetectionError or refused.reason not in LEARNED_RESCUES:
             raise
-        learned = _learned_cube(segmenter, frame, expected)
+        learned = _whole_and_alone(segmenter.outlines(frame), expected)
         if learned is None:
             raise
         try:
-            return _checked(frame, rim, geometry, learned, CubeFinder.LEARNED)
+            return _checked(frame, rim, geometry, expected, learned, CubeFinder.LEARNED)
         except DetectionError:
             raise refused from None
     if segmenter is not None:
         _check_same_cube(sighting, segmenter.outlines(frame), expected)
     return sighting
-
-
-def _learned_cube(segmenter: CubeSegmenter, frame: np.ndarray, expected: float) -> np.ndarray | None:
-    """The net's outline of a whole cube, where it outlines one thing only (`_whole_and_alone`)."""
-    return _whole_and_alone(segmenter.outlines(frame), expected)
 
 
 def _whole_and_alone(outlines: list[np.ndarray], expected: float) -> np.ndarray | None:
@@ -238,11 +233,10 @@ def _colour_blob(frame: np.ndarray, expected: float) -> np.ndarray:
     return _deeper_cube_within(frame, hsv, best, expected)
 
 
-def _checked(frame: np.ndarray, rim: Rim, geometry: Geometry, best: np.ndarray, finder: CubeFinder) -> CubeSighting:
-    """The cube's outline, refused where it cannot be a whole cube's: off the frame's edge, too little of a top
-    face (less again beside the bowl), too large for the rim's scale."""
-    px_per_cm = rim.mean_radius_px / (geometry.bowl_cm / 2)
-    expected = (geometry.cube_cm * px_per_cm) ** 2
+def _checked(frame: np.ndarray, rim: Rim, geometry: Geometry, expected: float, best: np.ndarray,
+             finder: CubeFinder) -> CubeSighting:
+    """The cube's outline, refused where it cannot be a whole cube's (`expected`: a top face's area, px^2): off the
+    frame's edge, too little of a top face (less again beside the bowl), too large for the rim's scale."""
     area = cv2.contourArea(best)
     x, y, w, h = cv2.boundingRect(best)
     if x <= 1 or y <= 1 or x + w >= frame.shape[1] - 1 or y + h >= frame.shape[0] - 1:
@@ -250,8 +244,7 @@ def _checked(frame: np.ndarray, rim: Rim, geometry: Geometry, best: np.ndarray, 
     if area < 0.5 * expected:
         raise DetectionError(NotMeasured.CUBE_PARTLY_HIDDEN, f"only {100 * area / expected:.0f}% of a cube's top "
                              "face is in view (under the arm?)")
-    moments = cv2.moments(best)
-    centre = (moments["m10"] / moments["m00"], moments["m01"] / moments["m00"])
+    centre = _centroid(best)
     against = NEAR_BOWL[0] <= math.hypot(centre[0] - rim.cx, centre[1] - rim.cy) / rim.mean_radius_px <= NEAR_BOWL[1]
     if against and area < HIDDEN_NEAR_BOWL * expected and not _a_whole_face(best):
         # beside the bowl a cube may be hidden under its lip or behind the arm by more than its visible part
