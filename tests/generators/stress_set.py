@@ -415,11 +415,14 @@ class _Stage:
         (cx, cy), (d1, d2), _ = cv2.fitEllipse(self.project(edge).astype(np.float32))
         return float(cx), float(cy), float((d1 + d2) / 4)
 
-    def visibility(self) -> tuple[float, float]:
-        """Shares of the rim ring and of the cube's silhouette that reach the camera."""
+    def segmentation(self) -> np.ndarray:
+        """The top camera's segmentation render (geom ids), once a frame: `visibility`, `top_face`, `cube_pixels`."""
+        self.segmenter.update_scene(self.world.data, camera="top")
+        return np.asarray(self.segmenter.render()[:, :, 0])
+
+    def visibility(self, ids: np.ndarray) -> tuple[float, float]:
+        """Shares of the rim ring and of the cube's silhouette that reach the camera (`ids`: `segmentation()`)."""
         g, world = self.geometry, self.world
-        self.segmenter.update_scene(world.data, camera="top")
-        ids = self.segmenter.render()[:, :, 0]
         angles = np.linspace(0, 2 * np.pi, 180, endpoint=False)
         r = g.bowl_rim_radius - 0.002
         ring = np.column_stack([g.bowl_xy[0] + r * np.cos(angles), g.bowl_xy[1] + r * np.sin(angles),
@@ -437,12 +440,10 @@ class _Stage:
         cube_pixels = float(np.sum(ids == self.cube_geom))
         return float(seen.mean()), float(min(1.0, cube_pixels / expected)) if expected > 0 else 0.0
 
-    def top_face(self) -> np.ndarray:
+    def top_face(self, ids: np.ndarray) -> np.ndarray:
         """The visible part of the cube's face that looks up, in the ideal (undistorted) image: the projected face
-        polygon, cut to the cube's pixels of the segmentation render."""
+        polygon, cut to the cube's pixels of the segmentation render (`ids`)."""
         world, half = self.world, self.geometry.cube_edge / 2
-        self.segmenter.update_scene(world.data, camera="top")
-        ids = self.segmenter.render()[:, :, 0]
         body = world.cube_body
         rot = world.data.xmat[body].reshape(3, 3)
         up = int(np.argmax(np.abs(rot[2])))
@@ -454,10 +455,9 @@ class _Stage:
         cv2.fillPoly(polygon, [np.round(self.project(corners) * 16).astype(np.int32)], 255, cv2.LINE_AA, shift=4)
         return np.where(ids == self.cube_geom, polygon, 0).astype(np.uint8)
 
-    def cube_pixels(self) -> np.ndarray:
+    def cube_pixels(self, ids: np.ndarray) -> np.ndarray:
         """Every pixel of the ideal (undistorted) image where the camera sees the cube (255), sides included."""
-        self.segmenter.update_scene(self.world.data, camera="top")
-        return np.where(self.segmenter.render()[:, :, 0] == self.cube_geom, 255, 0).astype(np.uint8)
+        return np.where(ids == self.cube_geom, 255, 0).astype(np.uint8)
 
     def close(self) -> None:
         for renderer in self.segmenters.values():
@@ -511,11 +511,12 @@ def stress_frames(count: int, seed: int = 0, geometry: SceneGeometry | None = No
             world = stage.world
             pos, _ = world.cube_pose()
             distance = 100 * math.hypot(pos[0] - geometry.bowl_xy[0], pos[1] - geometry.bowl_xy[1])
-            rim_visible, cube_visible = stage.visibility()
+            ids = stage.segmentation()
+            rim_visible, cube_visible = stage.visibility(ids)
             matrix = camera_matrix(look.fovy_deg, *look.size)
             coefficients = np.array([look.k1, look.k2, 0, 0, 0], float)
-            face = distort(stage.top_face(), matrix, coefficients) > 127 if top_face else None
-            silhouette = distort(stage.cube_pixels(), matrix, coefficients) > 127 if cube_mask else None
+            face = distort(stage.top_face(ids), matrix, coefficients) > 127 if top_face else None
+            silhouette = distort(stage.cube_pixels(ids), matrix, coefficients) > 127 if cube_mask else None
             ideal = world.render("top", *look.size)
             yield StressFrame(camera_defects(ideal, look, matrix, rng), look, distance,
                               world.judge.cube_inside_bowl(world.data), where, rim_visible, cube_visible,
