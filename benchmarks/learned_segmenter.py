@@ -168,17 +168,22 @@ def _net() -> torch.nn.Module:
             self.u2, self.d2 = nn.ConvTranspose2d(32, 16, 2, stride=2), block(32, 16)
             self.u1, self.d1 = nn.ConvTranspose2d(16, 8, 2, stride=2), block(16, 8)
             self.out = nn.Conv2d(8, 1, 1)
+            self.pads = True   # pad to a multiple of 4 and crop back; `export` turns it off (`CubeSegmenter` pads)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if not self.pads:
+                return self.unpadded(x)
             h, w = x.shape[-2:]
             ph, pw = (-h) % 4, (-w) % 4
-            x = nn.functional.pad(x, (0, pw, 0, ph), mode="replicate")
+            return self.unpadded(nn.functional.pad(x, (0, pw, 0, ph), mode="replicate"))[..., :h, :w]
+
+        def unpadded(self, x: torch.Tensor) -> torch.Tensor:
             a = self.e1(x)
             b = self.e2(nn.functional.max_pool2d(a, 2))
             c = self.e3(nn.functional.max_pool2d(b, 2))
             b = self.d2(torch.cat([self.u2(c), b], 1))
             a = self.d1(torch.cat([self.u1(b), a], 1))
-            return self.out(a)[..., :h, :w]
+            return self.out(a)
 
     return UNet()
 
@@ -424,29 +429,15 @@ def export() -> None:
     """The trained net as the package's ONNX file (`harness.vision.segmenter`), checked against torch through
     OpenCV's DNN module on the evaluation frames, with its recipe beside it. Needs `pip install onnx`."""
     net = _load_net()
-    nn = torch.nn
-
-    class Core(torch.nn.Module):   # the net without its own padding: `CubeSegmenter.logits` pads
-        def __init__(self) -> None:
-            super().__init__()
-            self.net = net
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            n = self.net
-            a = n.e1(x)
-            b = n.e2(nn.functional.max_pool2d(a, 2))
-            c = n.e3(nn.functional.max_pool2d(b, 2))
-            b = n.d2(torch.cat([n.u2(c), b], 1))
-            a = n.d1(torch.cat([n.u1(b), a], 1))
-            return n.out(a)
-
+    net.pads = False
     SHIPPED_ONNX.parent.mkdir(parents=True, exist_ok=True)
-    torch.onnx.export(Core().eval(), (torch.zeros(1, 3, 240, 320),), str(SHIPPED_ONNX), dynamo=False,
+    torch.onnx.export(net, (torch.zeros(1, 3, 240, 320),), str(SHIPPED_ONNX), dynamo=False,
                       input_names=["frame"], output_names=["logits"], opset_version=13,
                       dynamic_axes={"frame": {2: "height", 3: "width"}, "logits": {2: "height", 3: "width"}})
     from harness.vision.segmenter import CubeSegmenter
 
     shipped, worst = CubeSegmenter(SHIPPED_ONNX), 0.0
+    net.pads = True
     data = load_set(EVAL_SEEDS[0])
     for k in range(0, FRAMES_PER_SET, 7):
         x = data[f"x{k}"]
