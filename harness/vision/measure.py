@@ -892,7 +892,8 @@ def check_rim_size(rim: Rim, expected: Rim) -> None:
 
 
 def annotate(frame: np.ndarray, rim: Rim, geometry: Geometry, result: Measurement | None, note: str) -> np.ndarray:
-    """The frame with the rim, its centre, the cube and the distance drawn on it."""
+    """The frame with the rim, its centre, the cube and the distance drawn on it, saying where the learned segmenter
+    outlined the cube."""
     out = frame.copy()
     cv2.ellipse(out, ((rim.cx, rim.cy), (2 * rim.a, 2 * rim.b), rim.angle_deg), (0, 255, 255), 1)
     cv2.drawMarker(out, (round(rim.cx), round(rim.cy)), (0, 255, 255), cv2.MARKER_CROSS, 12, 1)
@@ -900,6 +901,11 @@ def annotate(frame: np.ndarray, rim: Rim, geometry: Geometry, result: Measuremen
         cube = (round(result.cube_px[0]), round(result.cube_px[1]))
         cv2.drawMarker(out, cube, (255, 255, 255), cv2.MARKER_TILTED_CROSS, 10, 2)
         cv2.line(out, (round(rim.cx), round(rim.cy)), cube, (255, 255, 255), 1)
+    if result is not None and Caveat.CUBE_OUTLINED_BY_SEGMENTER in result.caveats:
+        note += " [learned]"   # the caveat cube_outlined_by_segmenter
+    # the note fits the frame's width: at 320x240 the 0.5 scale cut it off after "bowl centre"
+    width, _ = cv2.getTextSize(note, cv2.FONT_HERSHEY_SIMPLEX, 0.5, 1)[0]
+    scale = max(0.3, min(0.5, 0.5 * (out.shape[1] - 12) / max(width, 1)))
     cv2.rectangle(out, (0, 0), (out.shape[1], 22), (0, 0, 0), -1)
-    cv2.putText(out, note, (6, 16), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (255, 255, 255), 1, cv2.LINE_AA)
+    cv2.putText(out, note, (6, 16), cv2.FONT_HERSHEY_SIMPLEX, scale, (255, 255, 255), 1, cv2.LINE_AA)
     return out
